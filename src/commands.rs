@@ -1,0 +1,507 @@
+//! Carries out one parsed command line: validates it, calls the library,
+//! prints the result, and returns the exit code.
+//!
+//! Human output escapes untrusted text for the terminal; `--json` prints one
+//! JSON document whose field names are the contract of SPEC section 6.
+
+use crate::cli::{identifier, person, read_payload, Cli, Command, ReceiverCommand, UsageError};
+use crate::dispatch::{self, ApplyArgs, DispatchOptions, ReceiverProgram};
+use crate::domain::{CompensationRequest, OpState};
+use crate::error::{Error, StoreError};
+use crate::experiment;
+use crate::sanitize::{escape, json_for_terminal};
+use crate::store::OpenOptions;
+use crate::workspace::{ReconcileRequest, Workspace};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_MISMATCH: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_REFUSED: i32 = 3;
+pub const EXIT_STORAGE: i32 = 4;
+
+/// Why a command did not finish with exit 0.
+#[derive(Debug)]
+pub enum Failure {
+    Usage(String),
+    Engine(Error),
+}
+
+impl From<UsageError> for Failure {
+    fn from(e: UsageError) -> Self {
+        Failure::Usage(e.0)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Engine(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Engine(e.into())
+    }
+}
+
+impl From<crate::Refusal> for Failure {
+    fn from(e: crate::Refusal) -> Self {
+        Failure::Engine(e.into())
+    }
+}
+
+impl Failure {
+    /// Prints the one-line message and returns the exit code.
+    pub fn report(&self) -> i32 {
+        match self {
+            Failure::Usage(message) => {
+                eprintln!("error: {}", escape(message));
+                EXIT_USAGE
+            }
+            Failure::Engine(Error::Refused(refusal)) => {
+                eprintln!(
+                    "refused: {}: {}",
+                    refusal.code(),
+                    escape(&refusal.to_string())
+                );
+                EXIT_REFUSED
+            }
+            Failure::Engine(Error::Store(error)) => {
+                eprintln!("error: {}", escape(&error.to_string()));
+                EXIT_STORAGE
+            }
+        }
+    }
+}
+
+type Outcome = Result<i32, Failure>;
+
+/// The storage options from the environment: the busy timeout.
+pub fn open_options() -> Result<OpenOptions, Failure> {
+    let mut options = OpenOptions::default();
+    if let Ok(text) = std::env::var("RECON_BUSY_TIMEOUT_MS") {
+        let ms: u64 = text.trim().parse().map_err(|_| {
+            Failure::Usage(format!(
+                "RECON_BUSY_TIMEOUT_MS is not a number of milliseconds: {text}"
+            ))
+        })?;
+        options.busy_timeout = Duration::from_millis(ms);
+    }
+    Ok(options)
+}
+
+fn workspace_dir(cli_workspace: &Option<PathBuf>) -> Result<&Path, Failure> {
+    cli_workspace
+        .as_deref()
+        .ok_or_else(|| Failure::Usage("--workspace DIR is required for this command".into()))
+}
+
+fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
+    let mut options = open_options()?;
+    options.create = create;
+    Ok(Workspace::open(dir, options)?)
+}
+
+/// Prints a value as one JSON document.
+pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", json_for_terminal(text))
+        .map_err(|e| Failure::Engine(StoreError::Io(e).into()))
+}
+
+fn print_line(line: impl AsRef<str>) {
+    println!("{}", line.as_ref());
+}
+
+fn payload_line(value: &Value) -> String {
+    escape(&crate::domain::canonical_json(value)).into_owned()
+}
+
+pub fn run(cli: Cli) -> Outcome {
+    if let Some(expected) = &cli.check {
+        return check(expected, cli.output.as_deref());
+    }
+    let Some(command) = cli.command else {
+        return Err(Failure::Usage(
+            "no command given; see `recon --help`".to_string(),
+        ));
+    };
+    let ws_arg = &cli.workspace;
+    match command {
+        Command::Experiment { output } => {
+            let results = experiment::run(&ReceiverProgram::current()?)?;
+            let text = experiment::to_text(&results);
+            match output {
+                Some(path) => write_file(&path, &text)?,
+                None => print!("{text}"),
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Prepare {
+            op_id,
+            action_kind,
+            payload,
+        } => {
+            let op_id = identifier("op id", &op_id)?;
+            let action = identifier("action kind", &action_kind)?;
+            let payload = read_payload(&payload)?;
+            let mut ws = open(workspace_dir(ws_arg)?, true)?;
+            let op = ws.prepare(op_id, action, &payload)?;
+            print_line(format!(
+                "prepared {} ({}) at version {}",
+                escape(&op.op_id),
+                escape(&op.action_kind),
+                op.version
+            ));
+            Ok(EXIT_OK)
+        }
+        Command::Dispatch { op_id, fault, json } => {
+            let op_id = identifier("op id", &op_id)?;
+            let mut ws = open(workspace_dir(ws_arg)?, false)?;
+            let report = ws.dispatch(
+                op_id,
+                DispatchOptions {
+                    fault: fault.map(Into::into),
+                    wait_permit: false,
+                },
+            )?;
+            if json {
+                print_json(&report)?;
+            } else {
+                match &report.effect_id {
+                    Some(effect) => print_line(format!(
+                        "{}: receipt for {}; now {} at version {}",
+                        escape(&report.op_id),
+                        escape(effect),
+                        report.state,
+                        report.version
+                    )),
+                    None => print_line(format!(
+                        "{}: no receipt (receiver exit {}); now {} at version {}",
+                        escape(&report.op_id),
+                        report
+                            .receiver_exit_code
+                            .map_or("by signal".to_string(), |c| c.to_string()),
+                        report.state,
+                        report.version
+                    )),
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Ops {
+            state,
+            limit,
+            after,
+            json,
+        } => {
+            let ws = open(workspace_dir(ws_arg)?, false)?;
+            let ops = ws.sender.list(
+                state.map(OpState::from),
+                after.as_deref(),
+                limit.unwrap_or(usize::MAX),
+            )?;
+            if json {
+                print_json(&ops)?;
+            } else {
+                for op in &ops {
+                    print_line(format!(
+                        "{:<24} {:<12} v{:<3} {:<12} {}",
+                        escape(&op.op_id),
+                        op.state,
+                        op.version,
+                        op.kind,
+                        escape(&op.action_kind)
+                    ));
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Show { op_id, json } => {
+            let ws = open(workspace_dir(ws_arg)?, false)?;
+            let detail = ws.show(&op_id)?;
+            if json {
+                print_json(&detail)?;
+                return Ok(EXIT_OK);
+            }
+            let op = &detail.operation;
+            print_line(format!(
+                "{} ({} {}) {} at version {}",
+                escape(&op.op_id),
+                op.kind,
+                escape(&op.action_kind),
+                op.state,
+                op.version
+            ));
+            print_line(format!("payload: {}", payload_line(&op.payload)));
+            if let Some(effect) = &op.compensates_effect_id {
+                print_line(format!("compensates: {}", escape(effect)));
+            }
+            if let Some(effect) = &op.confirmed_effect_id {
+                print_line(format!("confirmed effect: {}", escape(effect)));
+            }
+            for e in &detail.evidence {
+                print_line(format!(
+                    "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
+                    e.seq,
+                    e.source,
+                    escape(e.reviewer.as_deref().unwrap_or("the receiver")),
+                    e.decision,
+                    e.verdict.map_or("none", |v| v.as_str()),
+                    e.from_version,
+                    e.to_version
+                ));
+            }
+            for a in &detail.approvals {
+                print_line(format!(
+                    "approval: {} compensates {} of {} (approved by {} at v{})",
+                    escape(&a.compensation_op_id),
+                    escape(&a.effect_id),
+                    escape(&a.original_op_id),
+                    escape(&a.approver),
+                    a.approved_version
+                ));
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Ledger { op_id, json } => {
+            let ws = open(workspace_dir(ws_arg)?, false)?;
+            let effects = ws.ledger(op_id.as_deref())?;
+            if json {
+                print_json(&effects)?;
+            } else {
+                for e in &effects {
+                    print_line(format!(
+                        "{} {} {}{} {}",
+                        escape(&e.effect_id),
+                        escape(&e.op_id),
+                        escape(&e.action_kind),
+                        e.compensates_effect_id
+                            .as_deref()
+                            .map(|c| format!(" (compensates {})", escape(c)))
+                            .unwrap_or_default(),
+                        payload_line(&e.payload)
+                    ));
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Snapshot { op_id, close, json } => {
+            let authorized_by = close
+                .authorized_by
+                .as_deref()
+                .map(|n| person("--authorized-by", n))
+                .transpose()?;
+            let mut ws = open(workspace_dir(ws_arg)?, false)?;
+            let classified = ws.snapshot(&op_id, authorized_by)?;
+            if json {
+                print_json(&classified)?;
+            } else {
+                let s = &classified.snapshot;
+                print_line(format!(
+                    "{}: {} (complete {}, authoritative {}, closed {}, {} matches)",
+                    escape(&s.op_id),
+                    classified.verdict,
+                    s.complete,
+                    s.authoritative,
+                    s.closed,
+                    s.matches.len()
+                ));
+                for m in &s.matches {
+                    print_line(format!(
+                        "  {} {} {}",
+                        escape(&m.effect_id),
+                        escape(&m.action_kind),
+                        payload_line(&m.payload)
+                    ));
+                }
+                print_line(format!("  {}", classified.verdict.explanation()));
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Reconcile {
+            op_id,
+            reviewer,
+            decision,
+            expected_version,
+            payload,
+            close,
+            json,
+        } => {
+            let reviewer = person("--reviewer", &reviewer)?;
+            let authorized_by = close
+                .authorized_by
+                .as_deref()
+                .map(|n| person("--authorized-by", n))
+                .transpose()?;
+            let payload = payload.as_deref().map(read_payload).transpose()?;
+            let mut ws = open(workspace_dir(ws_arg)?, false)?;
+            let recorded = ws.reconcile(&ReconcileRequest {
+                op_id: &op_id,
+                reviewer,
+                decision: decision.into(),
+                expected_version,
+                payload: payload.as_ref(),
+                close_authorized_by: authorized_by,
+            })?;
+            if json {
+                print_json(&json!({
+                    "op_id": recorded.operation.op_id,
+                    "decision": crate::domain::Decision::from(decision),
+                    "verdict": recorded.verdict,
+                    "state": recorded.operation.state,
+                    "version": recorded.operation.version,
+                    "evidence_seq": recorded.evidence_seq,
+                }))?;
+            } else {
+                print_line(format!(
+                    "{}: recorded {} on {} (evidence #{}); now {} at version {}",
+                    escape(&recorded.operation.op_id),
+                    crate::domain::Decision::from(decision),
+                    recorded.verdict,
+                    recorded.evidence_seq,
+                    recorded.operation.state,
+                    recorded.operation.version
+                ));
+            }
+            Ok(EXIT_OK)
+        }
+        Command::ApproveCompensation {
+            op_id,
+            effect,
+            approver,
+            expected_version,
+            compensation_op,
+            action_kind,
+            payload,
+            json,
+        } => {
+            let approver = person("--approver", &approver)?;
+            let compensation_op = identifier("compensation op id", &compensation_op)?;
+            let action = identifier("action kind", &action_kind)?;
+            let payload = read_payload(&payload)?;
+            let mut ws = open(workspace_dir(ws_arg)?, false)?;
+            let approval = ws.approve_compensation(&CompensationRequest {
+                original_op_id: &op_id,
+                effect_id: &effect,
+                approver,
+                expected_version,
+                compensation_op_id: compensation_op,
+                action_kind: action,
+                payload: &payload,
+            })?;
+            if json {
+                print_json(&json!({
+                    "original_op_id": approval.original_op_id,
+                    "effect_id": approval.effect_id,
+                    "approved_version": approval.approved_version,
+                    "compensation_op_id": approval.compensation_op_id,
+                    "approver": approval.approver,
+                }))?;
+            } else {
+                print_line(format!(
+                    "approved {} to compensate {} of {} (version {}); it is prepared",
+                    escape(&approval.compensation_op_id),
+                    escape(&approval.effect_id),
+                    escape(&approval.original_op_id),
+                    approval.approved_version
+                ));
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Receiver(ReceiverCommand::Apply {
+            op_id,
+            action_kind,
+            payload,
+            compensates,
+            fault,
+            wait_permit,
+        }) => {
+            let args = ApplyArgs {
+                workspace: workspace_dir(ws_arg)?.to_path_buf(),
+                op_id: identifier("op id", &op_id)?.to_string(),
+                action_kind: identifier("action kind", &action_kind)?.to_string(),
+                payload: read_payload(&payload)?,
+                compensates_effect_id: compensates
+                    .as_deref()
+                    .map(|c| identifier("effect id", c).map(str::to_string))
+                    .transpose()?,
+                fault: fault.map(Into::into),
+                wait_permit,
+            };
+            dispatch::serve_apply(&args, open_options()?)?;
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    // Write beside the target and rename, so a failure leaves no half file.
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Failure::Usage(format!("cannot write {}: {e}", path.display())))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|()| tmp.flush())
+        .map_err(|e| Failure::Usage(format!("cannot write {}: {e}", path.display())))?;
+    tmp.persist(path)
+        .map_err(|e| Failure::Usage(format!("cannot write {}: {}", path.display(), e.error)))?;
+    Ok(())
+}
+
+/// `recon --check [EXPECTED] [--output PATH]`.
+fn check(expected_path: &Path, output: Option<&Path>) -> Outcome {
+    let expected_text = if expected_path.as_os_str().is_empty() {
+        experiment::EXPECTED_RESULTS.to_string()
+    } else {
+        std::fs::read_to_string(expected_path)
+            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", expected_path.display())))?
+    };
+    let expected: Value = serde_json::from_str(&expected_text).map_err(|e| {
+        Failure::Usage(format!(
+            "{} is not JSON: {e}",
+            if expected_path.as_os_str().is_empty() {
+                "the compiled-in results.json".to_string()
+            } else {
+                expected_path.display().to_string()
+            }
+        ))
+    })?;
+    let actual = match experiment::run(&ReceiverProgram::current()?) {
+        Ok(actual) => actual,
+        Err(e) => {
+            // An experiment that cannot run is an I/O problem, exit 2.
+            return Err(Failure::Usage(format!("the experiment could not run: {e}")));
+        }
+    };
+    if let Some(path) = output {
+        write_file(path, &experiment::to_text(&actual))?;
+    }
+    let differences = experiment::compare(&expected, &actual);
+    if differences.is_empty() {
+        let scenarios = actual["scenarios"].as_object().map_or(0, |s| s.len());
+        print_line(format!(
+            "check passed: {scenarios} scenarios, {} receiver child processes, results equal",
+            actual["receiver_child_processes"]
+        ));
+        Ok(EXIT_OK)
+    } else {
+        for d in &differences {
+            print_line(escape(&d.to_string()));
+        }
+        print_line(format!(
+            "check FAILED: {} differing paths",
+            differences.len()
+        ));
+        Ok(EXIT_MISMATCH)
+    }
+}

@@ -1,0 +1,419 @@
+//! Both ends of the wire between sender and receiver, and the only code that
+//! spawns the receiver child or reads receipts.
+//!
+//! The sender side ([`start`], [`InFlight::finish`]) persists `unknown` with a
+//! `dispatch_log` row, commits, and only then spawns `recon receiver apply`
+//! as a child process of the same binary. A receipt is a JSON line on the
+//! child's stdout; nothing else is evidence. The child's exit code is
+//! reported as a test-harness signal and never read as a receipt.
+//!
+//! The receiver side ([`serve_apply`]) is what that child runs: it opens the
+//! receiver database, optionally waits for a permit on stdin, writes the
+//! effect, and prints the receipt. Its two faults model a receipt lost after
+//! the commit (exit 23, nothing on stdout) and a request lost before it
+//! (exit 24, nothing written). Ordering between processes comes from pipes:
+//! the `ready` line and the permit line. Timeouts only bound hung children.
+
+use crate::domain::{canonical_json, Effect, OpState, Operation};
+use crate::error::{Error, Refusal, Result, StoreError};
+use crate::faults::{self, CrashPoint};
+use crate::store::receiver::ApplyRequest;
+use crate::store::{OpenOptions, ReceiverStore, SenderStore, WorkspacePaths};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver as Channel, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// Exit code of a receiver that committed and then died before its receipt.
+pub const EXIT_CRASH_AFTER_COMMIT: i32 = 23;
+/// Exit code of a receiver that died before writing anything.
+pub const EXIT_CRASH_BEFORE_COMMIT: i32 = 24;
+/// The line a `--wait-permit` receiver prints once its database is open.
+pub const READY_LINE: &str = "ready";
+
+/// Payloads up to this size travel as a command-line argument; larger ones
+/// through a temporary file, since one argument is limited to 128 KiB.
+const INLINE_PAYLOAD_LIMIT: usize = 32 * 1024;
+
+static CHILDREN_SPAWNED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many receiver children this process has spawned so far.
+pub fn children_spawned() -> usize {
+    CHILDREN_SPAWNED.load(Ordering::SeqCst)
+}
+
+/// A receiver fault, for the experiment and for drills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    CrashAfterCommit,
+    CrashBeforeCommit,
+}
+
+impl Fault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::CrashAfterCommit => "crash-after-commit",
+            Fault::CrashBeforeCommit => "crash-before-commit",
+        }
+    }
+}
+
+/// How to run the receiver child: which program, and how long a child may
+/// run before it counts as hung and is killed.
+#[derive(Debug, Clone)]
+pub struct ReceiverProgram {
+    pub program: PathBuf,
+    pub timeout: Duration,
+}
+
+impl ReceiverProgram {
+    /// The running binary, which is `recon` itself outside tests.
+    pub fn current() -> Result<Self, StoreError> {
+        Ok(ReceiverProgram {
+            program: std::env::current_exe()?,
+            timeout: Duration::from_secs(30),
+        })
+    }
+}
+
+/// One call of the receiver.
+#[derive(Debug, Clone)]
+pub struct ReceiverCall<'a> {
+    pub op_id: &'a str,
+    pub action_kind: &'a str,
+    pub payload: &'a Value,
+    pub compensates_effect_id: Option<&'a str>,
+    pub fault: Option<Fault>,
+    pub wait_permit: bool,
+}
+
+impl<'a> ReceiverCall<'a> {
+    pub fn for_operation(op: &'a Operation) -> Self {
+        ReceiverCall {
+            op_id: &op.op_id,
+            action_kind: &op.action_kind,
+            payload: &op.payload,
+            compensates_effect_id: op.compensates_effect_id.as_deref(),
+            fault: None,
+            wait_permit: false,
+        }
+    }
+}
+
+/// What came back from a receiver child.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildOutcome {
+    /// `None` when the child was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub receipt: Option<Effect>,
+    /// Bytes the child wrote on stdout besides the `ready` line.
+    pub stdout_bytes: usize,
+    pub stderr: String,
+}
+
+/// The JSON line a receiver prints after its commit.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReceiptLine {
+    pub receipt: Effect,
+}
+
+/// A receiver child that has been spawned and not yet reaped.
+pub struct InFlight {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Channel<String>,
+    stderr: std::thread::JoinHandle<String>,
+    deadline: Instant,
+    _payload_file: Option<tempfile::NamedTempFile>,
+}
+
+/// Spawns `recon receiver apply` for one call. With `wait_permit`, returns
+/// once the child has printed `ready`: its database is open and it is
+/// blocked until [`InFlight::permit`].
+pub fn spawn(
+    program: &ReceiverProgram,
+    workspace: &Path,
+    call: &ReceiverCall<'_>,
+) -> Result<InFlight, StoreError> {
+    let payload = canonical_json(call.payload);
+    let mut command = Command::new(&program.program);
+    command
+        .args(["receiver", "apply", "--workspace"])
+        .arg(workspace)
+        .args([
+            "--op",
+            call.op_id,
+            "--action",
+            call.action_kind,
+            "--payload",
+        ]);
+    let payload_file = if payload.len() <= INLINE_PAYLOAD_LIMIT {
+        command.arg(&payload);
+        None
+    } else {
+        let mut file = tempfile::NamedTempFile::new()?;
+        file.write_all(payload.as_bytes())?;
+        file.flush()?;
+        let mut arg = std::ffi::OsString::from("@");
+        arg.push(file.path());
+        command.arg(arg);
+        Some(file)
+    };
+    if let Some(effect) = call.compensates_effect_id {
+        command.args(["--compensates", effect]);
+    }
+    if let Some(fault) = call.fault {
+        command.args(["--fault", fault.as_str()]);
+    }
+    if call.wait_permit {
+        command.arg("--wait-permit");
+    }
+    let mut child = command
+        .stdin(if call.wait_permit {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            StoreError::Receiver(format!("cannot start {}: {e}", program.program.display()))
+        })?;
+    CHILDREN_SPAWNED.fetch_add(1, Ordering::SeqCst);
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| StoreError::Receiver("no stdout pipe".into()))?;
+    let mut stderr_pipe = child
+        .stderr
+        .take()
+        .ok_or_else(|| StoreError::Receiver("no stderr pipe".into()))?;
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr_pipe.read_to_string(&mut text);
+        text
+    });
+    let mut in_flight = InFlight {
+        stdin: child.stdin.take(),
+        child,
+        lines,
+        stderr,
+        deadline: Instant::now() + program.timeout,
+        _payload_file: payload_file,
+    };
+    if call.wait_permit {
+        match in_flight.next_line()? {
+            Some(line) if line == READY_LINE => {}
+            other => {
+                let outcome = in_flight.finish()?;
+                return Err(StoreError::Receiver(format!(
+                    "expected `{READY_LINE}`, got {other:?} (exit {:?}): {}",
+                    outcome.exit_code,
+                    outcome.stderr.trim()
+                )));
+            }
+        }
+    }
+    Ok(in_flight)
+}
+
+impl InFlight {
+    fn next_line(&mut self) -> Result<Option<String>, StoreError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(left) {
+            Ok(line) => Ok(Some(line)),
+            Err(RecvTimeoutError::Disconnected) => Ok(None),
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                Err(StoreError::Receiver(
+                    "the receiver child hung past its timeout and was killed".into(),
+                ))
+            }
+        }
+    }
+
+    /// Lets a `--wait-permit` child go on with its write.
+    pub fn permit(&mut self) -> Result<(), StoreError> {
+        let mut stdin = self
+            .stdin
+            .take()
+            .ok_or_else(|| StoreError::Receiver("this child does not wait for a permit".into()))?;
+        // A child that already died cannot read the permit; that shows in
+        // its exit code, so a broken pipe here is not an error.
+        let _ = stdin.write_all(b"go\n").and_then(|()| stdin.flush());
+        Ok(())
+    }
+
+    /// Reads the rest of the child's stdout, reaps it, and parses a receipt
+    /// if one was printed.
+    pub fn finish(mut self) -> Result<ChildOutcome, StoreError> {
+        drop(self.stdin.take());
+        let mut stdout = String::new();
+        while let Some(line) = self.next_line()? {
+            stdout.push_str(&line);
+            stdout.push('\n');
+        }
+        let status = self.child.wait()?;
+        let stderr = self.stderr.join().unwrap_or_default();
+        let receipt = stdout
+            .lines()
+            .find_map(|line| serde_json::from_str::<ReceiptLine>(line).ok())
+            .map(|line| line.receipt);
+        Ok(ChildOutcome {
+            exit_code: status.code(),
+            receipt,
+            stdout_bytes: stdout.len(),
+            stderr,
+        })
+    }
+}
+
+/// What one dispatch did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DispatchReport {
+    pub op_id: String,
+    /// `receipt` when a receipt came back, `unknown` when it did not.
+    pub outcome: &'static str,
+    pub receiver_exit_code: Option<i32>,
+    pub effect_id: Option<String>,
+    pub state: OpState,
+    pub version: i64,
+    #[serde(skip)]
+    pub receiver_stderr: String,
+}
+
+/// A dispatch whose `unknown` state is committed and whose receiver child is
+/// running.
+pub struct PendingDispatch {
+    pub operation: Operation,
+    pub child: InFlight,
+}
+
+/// Options for one dispatch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DispatchOptions {
+    pub fault: Option<Fault>,
+    pub wait_permit: bool,
+}
+
+/// Commits `prepared -> unknown` with its `dispatch_log` row, then spawns
+/// the receiver. Refusals (blind retry, compensation rechecks) happen in
+/// that transaction, before any child exists.
+pub fn start(
+    sender: &mut SenderStore,
+    paths: &WorkspacePaths,
+    program: &ReceiverProgram,
+    op_id: &str,
+    options: DispatchOptions,
+) -> Result<PendingDispatch> {
+    let operation = sender.begin_dispatch(op_id)?;
+    faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
+    let call = ReceiverCall {
+        fault: options.fault,
+        wait_permit: options.wait_permit,
+        ..ReceiverCall::for_operation(&operation)
+    };
+    let child = spawn(program, &paths.dir, &call)?;
+    Ok(PendingDispatch { operation, child })
+}
+
+/// Waits for the receiver and records its receipt, if any, as evidence.
+pub fn finish(sender: &mut SenderStore, pending: PendingDispatch) -> Result<DispatchReport> {
+    let PendingDispatch { operation, child } = pending;
+    let outcome = child.finish()?;
+    let receipt = outcome
+        .receipt
+        .filter(|r| r.op_id == operation.op_id && r.action_kind == operation.action_kind);
+    let mut report = DispatchReport {
+        op_id: operation.op_id.clone(),
+        outcome: "unknown",
+        receiver_exit_code: outcome.exit_code,
+        effect_id: None,
+        state: operation.state,
+        version: operation.version,
+        receiver_stderr: outcome.stderr,
+    };
+    if let Some(receipt) = receipt {
+        faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
+        report.outcome = "receipt";
+        report.effect_id = Some(receipt.effect_id.clone());
+        let current = match sender.record_receipt(&operation, &receipt)? {
+            Some((op, _)) => op,
+            None => sender.require(&operation.op_id)?,
+        };
+        report.state = current.state;
+        report.version = current.version;
+    }
+    Ok(report)
+}
+
+/// The arguments of `recon receiver apply`.
+#[derive(Debug, Clone)]
+pub struct ApplyArgs {
+    pub workspace: PathBuf,
+    pub op_id: String,
+    pub action_kind: String,
+    pub payload: Value,
+    pub compensates_effect_id: Option<String>,
+    pub fault: Option<Fault>,
+    pub wait_permit: bool,
+}
+
+/// Runs the receiver side of one call and returns the process exit code.
+///
+/// Under `crash-after-commit` the process exits with code 23 right after the
+/// commit, through `std::process::exit`: no unwinding, no receipt, nothing on
+/// stdout. Under `crash-before-commit` it exits with code 24 before writing
+/// anything.
+pub fn serve_apply(args: &ApplyArgs, options: OpenOptions) -> Result<()> {
+    let paths = WorkspacePaths::new(&args.workspace);
+    paths.prepare_dir(OpenOptions {
+        create: false,
+        ..options
+    })?;
+    let mut receiver = ReceiverStore::open(&paths.receiver, options)?;
+    if args.wait_permit {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{READY_LINE}").and_then(|()| out.flush())?;
+        let mut permit = String::new();
+        std::io::stdin().lock().read_line(&mut permit)?;
+    }
+    if args.fault == Some(Fault::CrashBeforeCommit) {
+        std::process::exit(EXIT_CRASH_BEFORE_COMMIT);
+    }
+    let effect = receiver.apply(&ApplyRequest {
+        op_id: &args.op_id,
+        action_kind: &args.action_kind,
+        payload: &args.payload,
+        compensates_effect_id: args.compensates_effect_id.as_deref(),
+    })?;
+    if args.fault == Some(Fault::CrashAfterCommit) {
+        std::process::exit(EXIT_CRASH_AFTER_COMMIT);
+    }
+    let line = serde_json::to_string(&ReceiptLine { receipt: effect })
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush())?;
+    Ok(())
+}
+
+/// Is this error the receiver's close barrier?
+pub fn is_operation_closed(error: &Error) -> bool {
+    matches!(error.refusal(), Some(Refusal::OperationClosed(_)))
+}

@@ -1,0 +1,500 @@
+//! The vocabulary of reconciliation: operations, receiver effects, snapshots,
+//! verdicts, and the rules that say which human decision a verdict supports.
+//!
+//! Everything here is pure. It does no I/O, so it cannot fail on I/O; the
+//! stores persist these values and the console renders them, but the rules that
+//! decide what is safe live only here, where they can be tested as a table.
+
+use crate::error::Refusal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// Whether an operation is an agent's original side effect or a compensation
+/// that a reviewer approved for one exact receiver effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Original,
+    Compensation,
+}
+
+/// The sender's durable belief about an operation.
+///
+/// `Unknown` is deliberately conservative: it is written before the receiver
+/// is invoked, so it does not mean the effect happened, only that it may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpState {
+    Prepared,
+    Unknown,
+    Confirmed,
+    NotApplied,
+}
+
+/// A decision a reviewer can record for an `unknown` operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Confirmed,
+    NotApplied,
+}
+
+/// Where a state change out of `unknown` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceSource {
+    Receipt,
+    Review,
+}
+
+/// The classification of one snapshot against the operation it was taken for.
+/// The variants are listed in the order `classify` tests them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    DuplicateMatches,
+    PayloadMismatch,
+    ActionScopeMismatch,
+    UniqueExactMatch,
+    ExactMatchExistenceOnly,
+    TerminalAbsence,
+    Inconclusive,
+}
+
+macro_rules! string_names {
+    ($ty:ty { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$(<$ty>::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(<$ty>::$variant => $name),+ }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($name => Some(<$ty>::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_names!(OpKind { Original => "original", Compensation => "compensation" });
+string_names!(OpState {
+    Prepared => "prepared",
+    Unknown => "unknown",
+    Confirmed => "confirmed",
+    NotApplied => "not_applied",
+});
+string_names!(Decision { Confirmed => "confirmed", NotApplied => "not_applied" });
+string_names!(EvidenceSource { Receipt => "receipt", Review => "review" });
+string_names!(Verdict {
+    DuplicateMatches => "duplicate_matches",
+    PayloadMismatch => "payload_mismatch",
+    ActionScopeMismatch => "action_scope_mismatch",
+    UniqueExactMatch => "unique_exact_match",
+    ExactMatchExistenceOnly => "exact_match_existence_only",
+    TerminalAbsence => "terminal_absence",
+    Inconclusive => "inconclusive",
+});
+
+/// One row of the sender's outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operation {
+    pub op_id: String,
+    pub kind: OpKind,
+    pub action_kind: String,
+    pub payload: Value,
+    pub state: OpState,
+    pub version: i64,
+    pub compensates_effect_id: Option<String>,
+    pub compensates_op_id: Option<String>,
+    pub confirmed_effect_id: Option<String>,
+}
+
+/// One row of the receiver's ledger. The receiver is not idempotent, so
+/// several effects can carry the same `op_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Effect {
+    pub effect_id: String,
+    pub op_id: String,
+    pub action_kind: String,
+    pub compensates_effect_id: Option<String>,
+    pub payload: Value,
+}
+
+/// What the receiver could see for one operation, with the strength of the
+/// observation. The local receiver reads every row in one transaction, so its
+/// snapshots are complete and authoritative; `closed` says whether the close
+/// barrier was in place within that transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub op_id: String,
+    pub matches: Vec<Effect>,
+    pub complete: bool,
+    pub authoritative: bool,
+    pub closed: bool,
+}
+
+impl Snapshot {
+    /// Models a weaker evidence source. Flags can only be lowered: a snapshot
+    /// never claims more than the read that produced it.
+    pub fn lowered(mut self, complete: bool, authoritative: bool, closed: bool) -> Self {
+        self.complete &= complete;
+        self.authoritative &= authoritative;
+        self.closed &= closed;
+        self
+    }
+
+    /// True when the snapshot carries the full contract: every row read, from
+    /// the authority, with no late write possible.
+    pub fn is_terminal(&self) -> bool {
+        self.complete && self.authoritative && self.closed
+    }
+}
+
+/// The part of an operation that a receiver effect must match exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub action_kind: &'a str,
+    pub payload: &'a Value,
+    pub compensates_effect_id: Option<&'a str>,
+}
+
+impl Operation {
+    pub fn scope(&self) -> Scope<'_> {
+        Scope {
+            action_kind: &self.action_kind,
+            payload: &self.payload,
+            compensates_effect_id: self.compensates_effect_id.as_deref(),
+        }
+    }
+}
+
+/// Classifies a snapshot against the scope of the operation it is for.
+///
+/// The order matters and is part of the contract: duplicates are reported
+/// before mismatches, and mismatches before any positive, so that a finding
+/// which blocks automatic resolution can never be hidden by a later rule.
+pub fn classify(scope: Scope<'_>, snapshot: &Snapshot) -> Verdict {
+    match snapshot.matches.as_slice() {
+        [_, _, ..] => Verdict::DuplicateMatches,
+        [only] if &only.payload != scope.payload => Verdict::PayloadMismatch,
+        [only]
+            if only.action_kind != scope.action_kind
+                || only.compensates_effect_id.as_deref() != scope.compensates_effect_id =>
+        {
+            Verdict::ActionScopeMismatch
+        }
+        [_] if snapshot.is_terminal() => Verdict::UniqueExactMatch,
+        [_] => Verdict::ExactMatchExistenceOnly,
+        [] if snapshot.is_terminal() => Verdict::TerminalAbsence,
+        [] => Verdict::Inconclusive,
+    }
+}
+
+impl Verdict {
+    /// The decision this verdict can support, if any.
+    pub fn supported_decision(self) -> Option<Decision> {
+        match self {
+            Verdict::UniqueExactMatch | Verdict::ExactMatchExistenceOnly => {
+                Some(Decision::Confirmed)
+            }
+            Verdict::TerminalAbsence => Some(Decision::NotApplied),
+            Verdict::DuplicateMatches
+            | Verdict::PayloadMismatch
+            | Verdict::ActionScopeMismatch
+            | Verdict::Inconclusive => None,
+        }
+    }
+
+    pub fn supports(self, decision: Decision) -> bool {
+        self.supported_decision() == Some(decision)
+    }
+
+    /// One sentence a reviewer can act on: what this verdict permits, and
+    /// what it forbids.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Verdict::DuplicateMatches => {
+                "more than one receiver effect carries this operation: neither decision is \
+                 allowed, and no row may be picked; resolve the duplicate outside recon"
+            }
+            Verdict::PayloadMismatch => {
+                "the one receiver effect has a different payload: it is not evidence that \
+                 this operation applied, so neither decision is allowed"
+            }
+            Verdict::ActionScopeMismatch => {
+                "the one receiver effect has another action kind or compensation target: \
+                 neither decision is allowed"
+            }
+            Verdict::UniqueExactMatch => {
+                "exactly one exact effect under a closed, complete, authoritative read: \
+                 confirmed is allowed; not_applied is not"
+            }
+            Verdict::ExactMatchExistenceOnly => {
+                "one exact effect exists, but without the close barrier a late duplicate \
+                 can still land: confirmed is allowed, uniqueness is not established; \
+                 not_applied is not allowed"
+            }
+            Verdict::TerminalAbsence => {
+                "no effect under a closed, complete, authoritative read, and no late write \
+                 can land: not_applied is allowed; confirmed is not"
+            }
+            Verdict::Inconclusive => {
+                "an empty read without the close barrier cannot justify retry or \
+                 not_applied: take a closing snapshot"
+            }
+        }
+    }
+}
+
+/// Canonical JSON text: keys sorted (serde_json's map is ordered by key
+/// unless `preserve_order` is enabled, which this crate never enables), no
+/// insignificant whitespace.
+pub fn canonical_json(value: &Value) -> String {
+    value.to_string()
+}
+
+/// Trims a reviewer or approver name; `None` when nothing is left.
+pub fn normalize_name(name: &str) -> Option<&str> {
+    let trimmed = name.trim();
+    (!trimmed.is_empty()).then_some(trimmed)
+}
+
+/// The receiver's deterministic effect id for a ledger row number.
+pub fn effect_id_for(row: i64) -> String {
+    format!("fx-{row:06}")
+}
+
+/// The fields of `actual` that differ from `expected`, as JSON pointer-like
+/// paths (`/to`, `/items/2`). Used to highlight a mismatching payload.
+pub fn differing_paths(expected: &Value, actual: &Value) -> Vec<String> {
+    fn walk(path: &mut String, expected: &Value, actual: &Value, out: &mut Vec<String>) {
+        match (expected, actual) {
+            (Value::Object(e), Value::Object(a)) => {
+                let keys: std::collections::BTreeSet<&String> = e.keys().chain(a.keys()).collect();
+                for key in keys {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(key);
+                    match (e.get(key), a.get(key)) {
+                        (Some(ev), Some(av)) => walk(path, ev, av, out),
+                        _ => out.push(path.clone()),
+                    }
+                    path.truncate(len);
+                }
+            }
+            (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+                for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&i.to_string());
+                    walk(path, ev, av, out);
+                    path.truncate(len);
+                }
+            }
+            _ if expected == actual => {}
+            _ => out.push(if path.is_empty() {
+                "/".to_string()
+            } else {
+                path.clone()
+            }),
+        }
+    }
+    let mut out = Vec::new();
+    walk(&mut String::new(), expected, actual, &mut out);
+    out
+}
+
+/// A stored compensation approval: one confirmed original, one exact
+/// receiver effect, the version the approver saw, and the compensation op it
+/// prepared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    pub original_op_id: String,
+    pub effect_id: String,
+    pub approved_version: i64,
+    pub approver: String,
+    pub compensation_op_id: String,
+    pub action_kind: String,
+    pub payload: Value,
+}
+
+/// What a reviewer decided, on which scope, and what they looked at.
+#[derive(Debug, Clone)]
+pub struct Review<'a> {
+    pub op_id: &'a str,
+    pub payload: &'a Value,
+    pub reviewer: &'a str,
+    pub decision: Decision,
+    pub snapshot: &'a Snapshot,
+    pub expected_version: i64,
+}
+
+/// The rules for recording a review against the stored operation. The
+/// stored row is checked first: its version (so a stale second reviewer
+/// always hears `stale_version` and what changed), then its state; then the
+/// scope the reviewer decided on, then whether the verdict supports the
+/// decision. `last_changed_by` names who made the
+/// latest recorded change, for that message. Returns the verdict the
+/// decision rests on.
+pub fn check_review(
+    op: &Operation,
+    review: &Review<'_>,
+    last_changed_by: impl FnOnce() -> Option<String>,
+) -> Result<Verdict, Refusal> {
+    if normalize_name(review.reviewer).is_none() {
+        return Err(Refusal::EmptyReviewer);
+    }
+    if op.version != review.expected_version {
+        return Err(Refusal::StaleVersion {
+            expected: review.expected_version,
+            found: op.version,
+            state: op.state,
+            changed_by: last_changed_by(),
+        });
+    }
+    if op.state != OpState::Unknown {
+        return Err(Refusal::NotUnknown {
+            op_id: op.op_id.clone(),
+            state: op.state,
+        });
+    }
+    if review.snapshot.op_id != op.op_id {
+        return Err(Refusal::ScopeMismatch(format!(
+            "the snapshot is for {}, not {}",
+            review.snapshot.op_id, op.op_id
+        )));
+    }
+    if review.op_id != op.op_id || review.payload != &op.payload {
+        return Err(Refusal::ScopeMismatch(format!(
+            "the decision's payload scope differs from the stored payload of {}",
+            op.op_id
+        )));
+    }
+    let verdict = classify(op.scope(), review.snapshot);
+    if !verdict.supports(review.decision) {
+        return Err(Refusal::UnsupportedVerdict {
+            decision: review.decision,
+            verdict,
+        });
+    }
+    Ok(verdict)
+}
+
+/// A request to approve a compensation for one confirmed effect.
+#[derive(Debug, Clone)]
+pub struct CompensationRequest<'a> {
+    pub original_op_id: &'a str,
+    pub effect_id: &'a str,
+    pub approver: &'a str,
+    pub expected_version: i64,
+    pub compensation_op_id: &'a str,
+    pub action_kind: &'a str,
+    pub payload: &'a Value,
+}
+
+/// The rules for approving a compensation, in the order of SPEC section 4.
+pub fn check_approval(
+    original: &Operation,
+    request: &CompensationRequest<'_>,
+    existing: Option<&Approval>,
+) -> Result<(), Refusal> {
+    if normalize_name(request.approver).is_none() {
+        return Err(Refusal::EmptyReviewer);
+    }
+    if original.state != OpState::Confirmed {
+        return Err(Refusal::OriginalNotConfirmed {
+            op_id: original.op_id.clone(),
+            state: original.state,
+        });
+    }
+    if original.version != request.expected_version {
+        return Err(Refusal::StaleVersion {
+            expected: request.expected_version,
+            found: original.version,
+            state: original.state,
+            changed_by: None,
+        });
+    }
+    if original.confirmed_effect_id.as_deref() != Some(request.effect_id) {
+        return Err(Refusal::CompensationEffectMismatch {
+            requested: request.effect_id.to_string(),
+            confirmed: original.confirmed_effect_id.clone(),
+        });
+    }
+    if existing.is_some() {
+        return Err(Refusal::AlreadyApproved {
+            op_id: original.op_id.clone(),
+            effect_id: request.effect_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The rechecks before a compensation is dispatched: its approval still
+/// exists, the original is still confirmed at the approved version, and the
+/// op still does exactly what was approved.
+pub fn check_compensation_dispatch(
+    op: &Operation,
+    approval: Option<&Approval>,
+    original: Option<&Operation>,
+) -> Result<(), Refusal> {
+    let approval = approval.ok_or_else(|| Refusal::CompensationNotApproved(op.op_id.clone()))?;
+    let original =
+        original.ok_or_else(|| Refusal::UnknownOperation(approval.original_op_id.clone()))?;
+    if original.state != OpState::Confirmed {
+        return Err(Refusal::OriginalNotConfirmed {
+            op_id: original.op_id.clone(),
+            state: original.state,
+        });
+    }
+    if original.version != approval.approved_version {
+        return Err(Refusal::StaleVersion {
+            expected: approval.approved_version,
+            found: original.version,
+            state: original.state,
+            changed_by: None,
+        });
+    }
+    if op.action_kind != approval.action_kind {
+        return Err(Refusal::CompensationActionMismatch {
+            approved: approval.action_kind.clone(),
+            actual: op.action_kind.clone(),
+        });
+    }
+    if op.compensates_effect_id.as_deref() != Some(approval.effect_id.as_str())
+        || original.confirmed_effect_id.as_deref() != Some(approval.effect_id.as_str())
+    {
+        return Err(Refusal::CompensationEffectMismatch {
+            requested: op.compensates_effect_id.clone().unwrap_or_default(),
+            confirmed: Some(approval.effect_id.clone()),
+        });
+    }
+    Ok(())
+}
+
+/// One row of the append-only evidence log: a state change out of `unknown`,
+/// with the full evidence it rests on (the snapshot a reviewer saw, or the
+/// receipt the receiver printed) and its link in the hash chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    pub seq: i64,
+    pub op_id: String,
+    pub source: EvidenceSource,
+    pub reviewer: Option<String>,
+    pub decision: Decision,
+    pub verdict: Option<Verdict>,
+    pub snapshot: Value,
+    pub from_version: i64,
+    pub to_version: i64,
+    pub effect_id: Option<String>,
+    pub prev_hash: String,
+    pub hash: String,
+}

@@ -1,0 +1,81 @@
+//! Named crash points, for drills that kill `recon` at the boundaries of its
+//! multi-step paths and then check that nothing was lost or doubled.
+//!
+//! A crash point is off unless the environment variable
+//! `RECON_CRASH_POINT` names it exactly (for example
+//! `RECON_CRASH_POINT=dispatch.after_unknown_commit`); an unknown or empty
+//! value arms nothing. When the named point is reached the process exits at
+//! once with code [`CRASH_EXIT_CODE`], through `std::process::exit`: no
+//! unwinding, no destructors, and any open SQLite transaction is left
+//! uncommitted, exactly as if the power had gone at that line. The variable
+//! is read once per process.
+
+use std::sync::OnceLock;
+
+pub const CRASH_POINT_ENV: &str = "RECON_CRASH_POINT";
+
+/// The exit code of a process that died at a crash point.
+pub const CRASH_EXIT_CODE: i32 = 86;
+
+macro_rules! crash_points {
+    ($($variant:ident => $name:literal: $doc:literal),+ $(,)?) => {
+        /// A boundary inside a multi-step path.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum CrashPoint {
+            $(#[doc = $doc] $variant),+
+        }
+
+        impl CrashPoint {
+            pub const ALL: &'static [CrashPoint] = &[$(CrashPoint::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self { $(CrashPoint::$variant => $name),+ }
+            }
+
+            pub fn description(self) -> &'static str {
+                match self { $(CrashPoint::$variant => $doc),+ }
+            }
+
+            pub fn parse(name: &str) -> Option<Self> {
+                match name { $($name => Some(CrashPoint::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+crash_points! {
+    DispatchAfterUnknownCommit => "dispatch.after_unknown_commit":
+        "dispatch: `unknown` and the dispatch_log row are committed; the receiver is not spawned yet",
+    DispatchAfterReceiptRead => "dispatch.after_receipt_read":
+        "dispatch: the receipt was read from the child; `confirmed` is not committed yet",
+    ReceiptBeforeCommit => "receipt.before_commit":
+        "dispatch: inside the receipt transaction, state and evidence written, not committed",
+    ReconcileAfterStateUpdate => "reconcile.after_state_update":
+        "reconcile: inside the transaction, state updated, evidence not yet appended",
+    ReconcileBeforeCommit => "reconcile.before_commit":
+        "reconcile: inside the transaction, state and evidence written, not committed",
+    ApprovalAfterApprovalInsert => "approval.after_approval_insert":
+        "approve-compensation: approval row written, compensation op not yet, not committed",
+    ApprovalBeforeCommit => "approval.before_commit":
+        "approve-compensation: approval and compensation op written, not committed",
+    CloseBeforeCommit => "snapshot.close_before_commit":
+        "closing snapshot: tombstone written and effects read, not committed",
+    CloseAfterCommit => "snapshot.close_after_commit":
+        "closing snapshot: committed; the snapshot was not returned yet",
+}
+
+fn armed() -> Option<CrashPoint> {
+    static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
+    *ARMED.get_or_init(|| {
+        std::env::var(CRASH_POINT_ENV)
+            .ok()
+            .and_then(|name| CrashPoint::parse(&name))
+    })
+}
+
+/// Dies here if this point is armed; does nothing otherwise.
+pub fn crash_point(point: CrashPoint) {
+    if armed() == Some(point) {
+        std::process::exit(CRASH_EXIT_CODE);
+    }
+}

@@ -1,0 +1,22 @@
+//! `recon` keeps side effects whose receipt was lost durably `unknown`,
+//! refuses every blind retry, gathers receiver evidence, classifies it
+//! conservatively, and lets a named human reviewer decide.
+//!
+//! The library holds the whole engine; the binary (`src/main.rs`) only parses
+//! arguments, calls it, and maps errors to exit codes. `ARCHITECTURE.md` has
+//! the map.
+
+pub mod audit;
+pub mod cli;
+pub mod commands;
+pub mod dispatch;
+pub mod domain;
+pub mod error;
+pub mod experiment;
+pub mod faults;
+pub mod sanitize;
+pub mod store;
+pub mod workspace;
+
+pub use error::{Error, Refusal, Result, StoreError};
+pub use workspace::Workspace;

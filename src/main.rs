@@ -1,0 +1,25 @@
+//! The `recon` binary: parse the command line, run it through the library,
+//! and turn the result into an exit code (see `recon --help`).
+
+use clap::Parser;
+use recon::cli::Cli;
+use recon::commands::{self, EXIT_STORAGE};
+
+fn main() {
+    // A panic is a bug, but it still must not dump a backtrace on a user:
+    // print one line and exit with the storage/internal code.
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error: internal error{location}; please report it");
+    }));
+    let cli = Cli::parse();
+    let code = match std::panic::catch_unwind(|| commands::run(cli)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(failure)) => failure.report(),
+        Err(_) => EXIT_STORAGE,
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,78 @@
+//! Untrusted text (payloads, ids, reviewer names, receiver output) made safe
+//! for a terminal.
+//!
+//! Control characters (C0, DEL, C1) and the bidirectional formatting
+//! characters are shown as visible escapes (`\x1b`, `\u{202e}`) rather than
+//! dropped, so a reviewer sees that they are there; nothing else changes.
+//! JSON text gets the same treatment in JSON's own escape syntax, so output
+//! that is still valid JSON cannot move a cursor or reorder what a terminal
+//! shows.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Characters that reorder or hide text on screen.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// True for every character [`escape`] rewrites.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control() || is_bidi_control(c)
+}
+
+/// Escapes control and bidi characters; keeps newlines when `keep_newlines`.
+pub fn escape_with(text: &str, keep_newlines: bool) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| is_unsafe(c) && !(keep_newlines && c == '\n'))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' if keep_newlines => out.push('\n'),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && is_unsafe(c) => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if is_unsafe(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Escapes every control and bidi character, newlines included: for text
+/// that must stay on one line (ids, names, table cells).
+pub fn escape(text: &str) -> Cow<'_, str> {
+    escape_with(text, false)
+}
+
+/// Rewrites the characters serde_json leaves raw (C1 controls, DEL, bidi
+/// controls) as `\uXXXX`. The result is still the same JSON document.
+pub fn json_for_terminal(json: String) -> String {
+    if !json.chars().any(is_unsafe_in_json) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_unsafe_in_json(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// serde_json escapes C0 controls itself; raw newlines in pretty output are
+/// structure, not content, and stay.
+fn is_unsafe_in_json(c: char) -> bool {
+    is_unsafe(c) && !matches!(c, '\n' | ' ')
+}

@@ -1,0 +1,187 @@
+//! The library's front door: one workspace, its two stores, and the
+//! reconciliation flow as the command line and the console use it.
+//!
+//! A [`Workspace`] holds a connection to each database. Each method is one
+//! step a user can take, and each mutation is one transaction on one store
+//! (a closing snapshot is the receiver's; everything else the sender's), so
+//! the two databases are never written together.
+
+use crate::dispatch::{self, DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
+use crate::domain::{
+    classify, normalize_name, Approval, CompensationRequest, Decision, Effect, EvidenceRecord,
+    OpState, Operation, Review, Snapshot, Verdict,
+};
+use crate::error::{Refusal, Result, StoreError};
+use crate::store::sender::{NewOperation, Recorded};
+use crate::store::{OpenOptions, ReceiverStore, SenderStore, WorkspacePaths};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+pub struct Workspace {
+    pub paths: WorkspacePaths,
+    pub sender: SenderStore,
+    pub receiver: ReceiverStore,
+    program: ReceiverProgram,
+}
+
+/// A snapshot with the operation it was taken for and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classified {
+    #[serde(skip)]
+    pub operation: Operation,
+    pub snapshot: Snapshot,
+    pub verdict: Verdict,
+}
+
+/// Everything recorded about one operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpDetail {
+    pub operation: Operation,
+    pub evidence: Vec<EvidenceRecord>,
+    pub approvals: Vec<Approval>,
+}
+
+impl Workspace {
+    /// Opens an existing workspace, or creates it with `options.create`.
+    pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
+        let paths = WorkspacePaths::new(dir);
+        paths.prepare_dir(options)?;
+        let sender = SenderStore::open(&paths.sender, options)?;
+        let receiver = ReceiverStore::open(&paths.receiver, options)?;
+        Ok(Workspace {
+            paths,
+            sender,
+            receiver,
+            program: ReceiverProgram::current()?,
+        })
+    }
+
+    /// Uses another binary as the receiver child (tests run the library from
+    /// a test binary, which is not `recon`).
+    pub fn with_receiver_program(mut self, program: ReceiverProgram) -> Self {
+        self.program = program;
+        self
+    }
+
+    pub fn receiver_program(&self) -> &ReceiverProgram {
+        &self.program
+    }
+
+    pub fn prepare(
+        &mut self,
+        op_id: &str,
+        action_kind: &str,
+        payload: &Value,
+    ) -> Result<Operation> {
+        self.sender.prepare(&NewOperation {
+            op_id,
+            action_kind,
+            payload,
+        })
+    }
+
+    pub fn dispatch(&mut self, op_id: &str, options: DispatchOptions) -> Result<DispatchReport> {
+        let pending = self.start_dispatch(op_id, options)?;
+        self.finish_dispatch(pending)
+    }
+
+    /// The first half of a dispatch: `unknown` committed, child running.
+    pub fn start_dispatch(
+        &mut self,
+        op_id: &str,
+        options: DispatchOptions,
+    ) -> Result<PendingDispatch> {
+        dispatch::start(&mut self.sender, &self.paths, &self.program, op_id, options)
+    }
+
+    pub fn finish_dispatch(&mut self, pending: PendingDispatch) -> Result<DispatchReport> {
+        dispatch::finish(&mut self.sender, pending)
+    }
+
+    /// Takes a snapshot of the operation's receiver effects and classifies
+    /// it. With `close_authorized_by`, this is the receiver mutation that
+    /// closes the operation for good; the authorizer must be named.
+    pub fn snapshot(
+        &mut self,
+        op_id: &str,
+        close_authorized_by: Option<&str>,
+    ) -> Result<Classified> {
+        let close = match close_authorized_by {
+            Some(who) => Some(normalize_name(who).ok_or(Refusal::EmptyReviewer)?),
+            None => None,
+        };
+        let operation = self.sender.require(op_id)?;
+        let snapshot = self.receiver.snapshot(op_id, close)?;
+        let verdict = classify(operation.scope(), &snapshot);
+        Ok(Classified {
+            operation,
+            snapshot,
+            verdict,
+        })
+    }
+
+    /// Takes a fresh snapshot (closing it only when asked), classifies it,
+    /// and records the decision only when the verdict supports it.
+    ///
+    /// A closing snapshot is taken only when the operation is `unknown` at
+    /// the expected version, so a stale or misdirected reviewer does not
+    /// close anything; the store checks every rule again inside the
+    /// recording transaction.
+    pub fn reconcile(&mut self, request: &ReconcileRequest<'_>) -> Result<Recorded> {
+        let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
+        let close = match request.close_authorized_by {
+            Some(who) => Some(normalize_name(who).ok_or(Refusal::EmptyReviewer)?),
+            None => None,
+        };
+        let current = self.sender.require(request.op_id)?;
+        let may_close =
+            current.version == request.expected_version && current.state == OpState::Unknown;
+        let snapshot = self
+            .receiver
+            .snapshot(request.op_id, close.filter(|_| may_close))?;
+        self.sender.record_review(&Review {
+            op_id: request.op_id,
+            payload: request.payload.unwrap_or(&current.payload),
+            reviewer,
+            decision: request.decision,
+            snapshot: &snapshot,
+            expected_version: request.expected_version,
+        })
+    }
+
+    pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
+        self.sender.approve_compensation(request)
+    }
+
+    pub fn show(&self, op_id: &str) -> Result<OpDetail> {
+        Ok(OpDetail {
+            operation: self.sender.require(op_id)?,
+            evidence: self.sender.evidence(op_id)?,
+            approvals: self.sender.approvals(op_id)?,
+        })
+    }
+
+    pub fn ledger(&self, op_id: Option<&str>) -> Result<Vec<Effect>> {
+        self.receiver.ledger(op_id)
+    }
+
+    /// A value that changes whenever another connection commits to either
+    /// database: what the console polls to stay live.
+    pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
+        Ok((self.sender.data_version()?, self.receiver.data_version()?))
+    }
+}
+
+/// A reviewer's decision as the command line and console submit it.
+#[derive(Debug, Clone)]
+pub struct ReconcileRequest<'a> {
+    pub op_id: &'a str,
+    pub reviewer: &'a str,
+    pub decision: Decision,
+    pub expected_version: i64,
+    /// The scope the reviewer decided on; the stored payload when `None`.
+    pub payload: Option<&'a Value>,
+    /// Take a closing snapshot first, authorized by this name.
+    pub close_authorized_by: Option<&'a str>,
+}
