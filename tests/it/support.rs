@@ -1,0 +1,163 @@
+//! Shared helpers: fresh workspaces in temp dirs, the built `recon` binary,
+//! and a deterministic dump of both databases to prove "nothing changed".
+
+#![allow(dead_code)]
+
+use recon::dispatch::ReceiverProgram;
+use recon::store::OpenOptions;
+use recon::Workspace;
+use rusqlite::Connection;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub fn recon_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_recon"))
+}
+
+/// The built binary as the receiver child (the test binary is not recon).
+pub fn program() -> ReceiverProgram {
+    ReceiverProgram {
+        program: recon_bin(),
+        timeout: Duration::from_secs(60),
+    }
+}
+
+/// A fresh workspace in its own temp dir, removed on drop.
+pub struct Lab {
+    pub dir: tempfile::TempDir,
+    pub ws: Workspace,
+}
+
+impl Lab {
+    pub fn new() -> Lab {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ws = Workspace::open(dir.path(), OpenOptions::default().creating())
+            .expect("create workspace")
+            .with_receiver_program(program());
+        Lab { dir, ws }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A second, independent handle on the same workspace.
+    pub fn reopen(&self) -> Workspace {
+        Workspace::open(self.path(), OpenOptions::default())
+            .expect("reopen workspace")
+            .with_receiver_program(program())
+    }
+
+    pub fn path_str(&self) -> String {
+        self.path().display().to_string()
+    }
+}
+
+/// What a run of the binary produced.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Runs `recon ARGS` with optional stdin and returns exit code and output.
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Run {
+    run_with_env(args, stdin, &[])
+}
+
+pub fn run_with_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
+    let mut command = Command::new(recon_bin());
+    command
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("spawn recon");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        // The child may exit before reading everything; that is its answer.
+        let _ = pipe.write_all(input);
+    }
+    let out = child.wait_with_output().expect("wait for recon");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Every row of every table of both databases, in a stable order: equal
+/// dumps mean nothing was written.
+pub fn dump(dir: &Path) -> String {
+    let mut out = String::new();
+    for file in ["sender.sqlite", "receiver.sqlite"] {
+        let path = dir.join(file);
+        if !path.exists() {
+            out.push_str(&format!("{file}: absent\n"));
+            continue;
+        }
+        let conn = Connection::open(&path).expect("open for dump");
+        let mut tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type IN ('table','trigger','index') ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        tables.sort();
+        for table in tables {
+            out.push_str(&format!("{file}/{table}\n"));
+            let is_table: bool = conn
+                .query_row(
+                    "SELECT type = 'table' FROM sqlite_master WHERE name = ?1",
+                    [&table],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if !is_table {
+                continue;
+            }
+            let mut stmt = conn
+                .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1"))
+                .unwrap();
+            let n = stmt.column_count();
+            let rows = stmt
+                .query_map([], |r| {
+                    let mut line = Vec::new();
+                    for i in 0..n {
+                        let v: rusqlite::types::Value = r.get(i)?;
+                        line.push(format!("{v:?}"));
+                    }
+                    Ok(line.join("|"))
+                })
+                .unwrap();
+            for row in rows {
+                out.push_str(&row.unwrap());
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
