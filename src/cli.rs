@@ -53,8 +53,8 @@ pub struct Cli {
 
     /// Rerun the whole experiment and compare it with EXPECTED (default: the
     /// checked-in results.json compiled into this binary).
-    #[arg(long, value_name = "EXPECTED", num_args = 0..=1, default_missing_value = "")]
-    pub check: Option<PathBuf>,
+    #[arg(long, value_name = "EXPECTED", num_args = 0..=1)]
+    pub check: Option<Option<PathBuf>>,
 
     /// With --check: also write the reproduced JSON to PATH.
     #[arg(long, value_name = "PATH", requires = "check")]

@@ -126,7 +126,7 @@ fn payload_line(value: &Value) -> String {
 
 pub fn run(cli: Cli) -> Outcome {
     if let Some(expected) = &cli.check {
-        return check(expected, cli.output.as_deref());
+        return check(expected.as_deref(), cli.output.as_deref());
     }
     let Some(command) = cli.command else {
         return Err(Failure::Usage(
@@ -459,23 +459,20 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
 }
 
 /// `recon --check [EXPECTED] [--output PATH]`.
-fn check(expected_path: &Path, output: Option<&Path>) -> Outcome {
-    let expected_text = if expected_path.as_os_str().is_empty() {
-        experiment::EXPECTED_RESULTS.to_string()
-    } else {
-        std::fs::read_to_string(expected_path)
-            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", expected_path.display())))?
+fn check(expected_path: Option<&Path>, output: Option<&Path>) -> Outcome {
+    let (expected_text, source) = match expected_path {
+        None => (
+            experiment::EXPECTED_RESULTS.to_string(),
+            "the compiled-in results.json".to_string(),
+        ),
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?,
+            path.display().to_string(),
+        ),
     };
-    let expected: Value = serde_json::from_str(&expected_text).map_err(|e| {
-        Failure::Usage(format!(
-            "{} is not JSON: {e}",
-            if expected_path.as_os_str().is_empty() {
-                "the compiled-in results.json".to_string()
-            } else {
-                expected_path.display().to_string()
-            }
-        ))
-    })?;
+    let expected: Value = serde_json::from_str(&expected_text)
+        .map_err(|e| Failure::Usage(format!("{source} is not JSON: {e}")))?;
     let actual = match experiment::run(&ReceiverProgram::current()?) {
         Ok(actual) => actual,
         Err(e) => {

@@ -1,0 +1,816 @@
+//! The engine of SPEC sections 1-4, through the library with real receiver
+//! children and real SQLite files.
+
+use crate::support::Lab;
+use recon::dispatch::{self, DispatchOptions, Fault, ReceiverCall};
+use recon::domain::{CompensationRequest, Decision, OpState, Review, Snapshot, Verdict};
+use recon::store::sender::Recorded;
+use recon::workspace::ReconcileRequest;
+use recon::{Error, Refusal, StoreError};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+fn email() -> Value {
+    json!({"to": "ada@example.com", "subject": "Invoice 1042", "body": "Attached."})
+}
+
+const LOST: DispatchOptions = DispatchOptions {
+    fault: Some(Fault::CrashAfterCommit),
+    wait_permit: false,
+};
+const NEVER_ARRIVED: DispatchOptions = DispatchOptions {
+    fault: Some(Fault::CrashBeforeCommit),
+    wait_permit: false,
+};
+
+#[track_caller]
+fn refusal<T: std::fmt::Debug>(result: recon::Result<T>) -> Refusal {
+    match result {
+        Err(Error::Refused(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// An op dispatched once with the given fault: `unknown` at version 2.
+fn dispatched(lab: &mut Lab, op_id: &str, options: DispatchOptions) {
+    lab.ws.prepare(op_id, "send_email", &email()).unwrap();
+    lab.ws.dispatch(op_id, options).unwrap();
+}
+
+fn review(
+    lab: &mut Lab,
+    op_id: &str,
+    reviewer: &str,
+    decision: Decision,
+    version: i64,
+) -> recon::Result<Recorded> {
+    lab.ws.reconcile(&ReconcileRequest {
+        op_id,
+        reviewer,
+        decision,
+        expected_version: version,
+        payload: None,
+        close_authorized_by: None,
+    })
+}
+
+fn closing_review(
+    lab: &mut Lab,
+    op_id: &str,
+    decision: Decision,
+    version: i64,
+) -> recon::Result<Recorded> {
+    lab.ws.reconcile(&ReconcileRequest {
+        op_id,
+        reviewer: "rosa",
+        decision,
+        expected_version: version,
+        payload: None,
+        close_authorized_by: Some("rosa"),
+    })
+}
+
+fn effects(lab: &Lab, op_id: &str) -> i64 {
+    lab.ws.receiver.effect_count(Some(op_id)).unwrap()
+}
+
+#[test]
+fn unknown_is_persisted_before_the_receiver_is_spawned() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let mut pending = lab
+        .ws
+        .start_dispatch(
+            "op-1",
+            DispatchOptions {
+                fault: None,
+                wait_permit: true,
+            },
+        )
+        .unwrap();
+    // The child is running and blocked before its write; a brand-new
+    // connection already reads the durable unknown and the dispatch row.
+    let other = lab.reopen();
+    let seen = other.sender.require("op-1").unwrap();
+    assert_eq!((seen.state, seen.version), (OpState::Unknown, 2));
+    assert_eq!(other.sender.dispatch_count("op-1").unwrap(), 1);
+    assert_eq!(effects(&lab, "op-1"), 0);
+    pending.child.permit().unwrap();
+    let report = lab.ws.finish_dispatch(pending).unwrap();
+    assert_eq!(report.outcome, "receipt");
+}
+
+#[test]
+fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let report = lab.ws.dispatch("op-1", LOST).unwrap();
+    assert_eq!(report.receiver_exit_code, Some(23));
+    assert_eq!(report.outcome, "unknown");
+    assert_eq!(report.effect_id, None);
+    let reopened = lab.reopen().sender.require("op-1").unwrap();
+    assert_eq!((reopened.state, reopened.version), (OpState::Unknown, 2));
+    assert_eq!(effects(&lab, "op-1"), 1);
+    assert!(lab.ws.sender.evidence("op-1").unwrap().is_empty());
+}
+
+#[test]
+fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let report = lab.ws.dispatch("op-1", NEVER_ARRIVED).unwrap();
+    assert_eq!(report.receiver_exit_code, Some(24));
+    assert_eq!(
+        lab.reopen().sender.require("op-1").unwrap().state,
+        OpState::Unknown
+    );
+    assert_eq!(effects(&lab, "op-1"), 0);
+}
+
+#[test]
+fn a_receipt_confirms_the_op_with_receipt_evidence() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let report = lab.ws.dispatch("op-1", DispatchOptions::default()).unwrap();
+    assert_eq!(report.outcome, "receipt");
+    assert_eq!(report.effect_id.as_deref(), Some("fx-000001"));
+    let op = lab.ws.sender.require("op-1").unwrap();
+    assert_eq!((op.state, op.version), (OpState::Confirmed, 3));
+    assert_eq!(op.confirmed_effect_id.as_deref(), Some("fx-000001"));
+    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    assert_eq!(evidence.len(), 1);
+    assert_eq!(evidence[0].source.as_str(), "receipt");
+    assert_eq!(evidence[0].snapshot["receipt"]["effect_id"], "fx-000001");
+}
+
+#[test]
+fn second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    let children = dispatch::children_spawned();
+    let refused = refusal(lab.ws.dispatch("op-1", DispatchOptions::default()));
+    assert_eq!(refused.code(), "blind_retry");
+    assert_eq!(
+        dispatch::children_spawned(),
+        children,
+        "no child was spawned"
+    );
+    assert_eq!(lab.ws.sender.dispatch_count("op-1").unwrap(), 1);
+    assert_eq!(effects(&lab, "op-1"), 1);
+    assert_eq!(lab.ws.sender.require("op-1").unwrap().version, 2);
+}
+
+#[test]
+fn dispatch_is_refused_from_every_state_but_prepared() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-unknown", LOST);
+    lab.ws
+        .prepare("op-confirmed", "send_email", &email())
+        .unwrap();
+    lab.ws
+        .dispatch("op-confirmed", DispatchOptions::default())
+        .unwrap();
+    dispatched(&mut lab, "op-absent", NEVER_ARRIVED);
+    closing_review(&mut lab, "op-absent", Decision::NotApplied, 2).unwrap();
+    for (op, state) in [
+        ("op-unknown", OpState::Unknown),
+        ("op-confirmed", OpState::Confirmed),
+        ("op-absent", OpState::NotApplied),
+    ] {
+        assert_eq!(lab.ws.sender.require(op).unwrap().state, state);
+        assert_eq!(
+            refusal(lab.ws.dispatch(op, DispatchOptions::default())).code(),
+            "blind_retry"
+        );
+        assert_eq!(lab.ws.sender.dispatch_count(op).unwrap(), 1);
+    }
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-missing", DispatchOptions::default())).code(),
+        "unknown_operation"
+    );
+}
+
+#[test]
+fn the_receiver_is_not_idempotent() {
+    let mut lab = Lab::new();
+    let op = lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let call = ReceiverCall::for_operation(&op);
+    for _ in 0..2 {
+        let outcome = dispatch::spawn(lab.ws.receiver_program(), lab.path(), &call)
+            .unwrap()
+            .finish()
+            .unwrap();
+        assert_eq!(outcome.exit_code, Some(0));
+        assert!(outcome.receipt.is_some());
+    }
+    let ledger = lab.ws.ledger(Some("op-1")).unwrap();
+    assert_eq!(ledger.len(), 2);
+    assert_ne!(ledger[0].effect_id, ledger[1].effect_id);
+}
+
+#[test]
+fn an_empty_read_while_the_original_is_in_flight_is_inconclusive_and_an_unsafe_retry_doubles_the_effect(
+) {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let mut pending = lab
+        .ws
+        .start_dispatch(
+            "op-1",
+            DispatchOptions {
+                fault: None,
+                wait_permit: true,
+            },
+        )
+        .unwrap();
+    let early = lab.ws.snapshot("op-1", None).unwrap();
+    assert_eq!(
+        (early.snapshot.matches.len(), early.verdict),
+        (0, Verdict::Inconclusive)
+    );
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-1", DispatchOptions::default())).code(),
+        "blind_retry"
+    );
+    let unsafe_retry = dispatch::spawn(
+        lab.ws.receiver_program(),
+        lab.path(),
+        &ReceiverCall::for_operation(&pending.operation),
+    )
+    .unwrap()
+    .finish()
+    .unwrap();
+    assert_eq!(unsafe_retry.exit_code, Some(0));
+    pending.child.permit().unwrap();
+    lab.ws.finish_dispatch(pending).unwrap();
+    let later = lab.ws.snapshot("op-1", None).unwrap();
+    assert_eq!(
+        (later.snapshot.matches.len(), later.verdict),
+        (2, Verdict::DuplicateMatches)
+    );
+}
+
+#[test]
+fn a_closing_snapshot_refuses_the_late_original() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    let mut pending = lab
+        .ws
+        .start_dispatch(
+            "op-1",
+            DispatchOptions {
+                fault: None,
+                wait_permit: true,
+            },
+        )
+        .unwrap();
+    let closing = lab.ws.snapshot("op-1", Some("rosa")).unwrap();
+    assert!(closing.snapshot.closed);
+    assert_eq!(closing.verdict, Verdict::TerminalAbsence);
+    pending.child.permit().unwrap();
+    let late = lab.ws.finish_dispatch(pending).unwrap();
+    assert_eq!(late.receiver_exit_code, Some(3));
+    assert!(
+        late.receiver_stderr.contains("refused: operation_closed"),
+        "{}",
+        late.receiver_stderr
+    );
+    assert_eq!(effects(&lab, "op-1"), 0);
+    let recorded = review(&mut lab, "op-1", "rosa", Decision::NotApplied, 2).unwrap();
+    assert_eq!(recorded.operation.state, OpState::NotApplied);
+    assert_eq!(
+        lab.ws
+            .receiver
+            .closure("op-1")
+            .unwrap()
+            .unwrap()
+            .authorized_by,
+        "rosa"
+    );
+}
+
+#[test]
+fn the_insert_trigger_refuses_an_effect_for_a_closed_op_on_any_write_path() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    lab.ws.snapshot("op-1", Some("rosa")).unwrap();
+    // A writer that skips the explicit check still hits the trigger.
+    let conn = Connection::open(lab.path().join("receiver.sqlite")).unwrap();
+    let err = conn
+        .execute(
+            "INSERT INTO effects (seq, effect_id, op_id, action_kind, payload) VALUES (99, 'fx-000099', 'op-1', 'send_email', '{}')",
+            [],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("operation_closed"), "{err}");
+    assert_eq!(effects(&lab, "op-1"), 0);
+}
+
+#[test]
+fn close_tombstones_are_durable() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    lab.ws.snapshot("op-1", Some("rosa")).unwrap();
+    let conn = Connection::open(lab.path().join("receiver.sqlite")).unwrap();
+    assert!(conn.execute("DELETE FROM closed_ops", []).is_err());
+    assert!(conn
+        .execute("UPDATE closed_ops SET op_id = 'other'", [])
+        .is_err());
+    // A second close keeps the first authorizer.
+    lab.ws.snapshot("op-1", Some("sam")).unwrap();
+    assert_eq!(
+        lab.reopen()
+            .receiver
+            .closure("op-1")
+            .unwrap()
+            .unwrap()
+            .authorized_by,
+        "rosa"
+    );
+}
+
+#[test]
+fn closing_needs_a_named_authorizer() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    assert_eq!(
+        refusal(lab.ws.snapshot("op-1", Some("  "))).code(),
+        "empty_reviewer"
+    );
+    assert!(lab.ws.receiver.closure("op-1").unwrap().is_none());
+}
+
+#[test]
+fn an_early_single_match_is_not_uniqueness_until_closed() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    let op = lab.ws.sender.require("op-1").unwrap();
+    let open = lab.ws.snapshot("op-1", None).unwrap();
+    assert_eq!(open.verdict, Verdict::ExactMatchExistenceOnly);
+    let mut duplicate = dispatch::spawn(
+        lab.ws.receiver_program(),
+        lab.path(),
+        &ReceiverCall {
+            wait_permit: true,
+            ..ReceiverCall::for_operation(&op)
+        },
+    )
+    .unwrap();
+    let closed = lab.ws.snapshot("op-1", Some("rosa")).unwrap();
+    assert_eq!(closed.verdict, Verdict::UniqueExactMatch);
+    duplicate.permit().unwrap();
+    assert_eq!(duplicate.finish().unwrap().exit_code, Some(3));
+    assert_eq!(
+        lab.ws.snapshot("op-1", None).unwrap().verdict,
+        Verdict::UniqueExactMatch
+    );
+}
+
+#[test]
+fn reconcile_refuses_a_blank_reviewer() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    assert_eq!(
+        refusal(review(&mut lab, "op-1", " \t ", Decision::Confirmed, 2)).code(),
+        "empty_reviewer"
+    );
+}
+
+#[test]
+fn reconcile_refuses_a_snapshot_taken_for_another_op() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    dispatched(&mut lab, "op-2", LOST);
+    let op = lab.ws.sender.require("op-1").unwrap();
+    let other = lab.ws.receiver.snapshot("op-2", None).unwrap();
+    let refused = refusal(lab.ws.sender.record_review(&Review {
+        op_id: "op-1",
+        payload: &op.payload,
+        reviewer: "rosa",
+        decision: Decision::Confirmed,
+        snapshot: &other,
+        expected_version: 2,
+    }));
+    assert_eq!(refused.code(), "scope_mismatch");
+}
+
+#[test]
+fn reconcile_refuses_a_decision_on_another_payload_scope() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    let wider = json!({"to": "everyone@example.com"});
+    let refused = refusal(lab.ws.reconcile(&ReconcileRequest {
+        op_id: "op-1",
+        reviewer: "rosa",
+        decision: Decision::Confirmed,
+        expected_version: 2,
+        payload: Some(&wider),
+        close_authorized_by: None,
+    }));
+    assert_eq!(refused.code(), "scope_mismatch");
+}
+
+#[test]
+fn reconcile_refuses_a_decision_the_verdict_does_not_support() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-applied", LOST);
+    dispatched(&mut lab, "op-absent", NEVER_ARRIVED);
+    // An empty open read supports neither decision; one match never supports not_applied.
+    assert_eq!(
+        refusal(review(
+            &mut lab,
+            "op-absent",
+            "rosa",
+            Decision::NotApplied,
+            2
+        ))
+        .code(),
+        "unsupported_verdict"
+    );
+    assert_eq!(
+        refusal(review(
+            &mut lab,
+            "op-absent",
+            "rosa",
+            Decision::Confirmed,
+            2
+        ))
+        .code(),
+        "unsupported_verdict"
+    );
+    assert_eq!(
+        refusal(closing_review(
+            &mut lab,
+            "op-applied",
+            Decision::NotApplied,
+            2
+        ))
+        .code(),
+        "unsupported_verdict"
+    );
+    assert_eq!(
+        lab.ws.sender.require("op-absent").unwrap().state,
+        OpState::Unknown
+    );
+}
+
+#[test]
+fn stale_second_reviewer_cannot_overwrite_or_append() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
+    let stale = refusal(review(&mut lab, "op-1", "sam", Decision::Confirmed, 2));
+    assert_eq!(stale.code(), "stale_version");
+    let message = stale.to_string();
+    assert!(message.contains("expected version 2, found 3"), "{message}");
+    assert!(
+        message.contains("confirmed") && message.contains("rosa"),
+        "{message}"
+    );
+    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    assert_eq!(evidence.len(), 1);
+    assert_eq!(evidence[0].reviewer.as_deref(), Some("rosa"));
+    assert_eq!(lab.ws.sender.require("op-1").unwrap().version, 3);
+}
+
+#[test]
+fn reconcile_refuses_an_op_that_is_not_unknown() {
+    let mut lab = Lab::new();
+    lab.ws
+        .prepare("op-prepared", "send_email", &email())
+        .unwrap();
+    assert_eq!(
+        refusal(review(
+            &mut lab,
+            "op-prepared",
+            "rosa",
+            Decision::Confirmed,
+            1
+        ))
+        .code(),
+        "not_unknown"
+    );
+    lab.ws
+        .prepare("op-confirmed", "send_email", &email())
+        .unwrap();
+    lab.ws
+        .dispatch("op-confirmed", DispatchOptions::default())
+        .unwrap();
+    assert_eq!(
+        refusal(review(
+            &mut lab,
+            "op-confirmed",
+            "rosa",
+            Decision::Confirmed,
+            3
+        ))
+        .code(),
+        "not_unknown"
+    );
+}
+
+#[test]
+fn reconcile_refuses_an_unknown_operation() {
+    let mut lab = Lab::new();
+    assert_eq!(
+        refusal(review(&mut lab, "op-nope", "rosa", Decision::Confirmed, 1)).code(),
+        "unknown_operation"
+    );
+}
+
+#[test]
+fn a_failed_evidence_write_rolls_the_state_change_back() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    lab.ws.sender.drill_install_evidence_fault().unwrap();
+    let failed = review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2);
+    assert!(
+        matches!(failed, Err(Error::Store(StoreError::Sqlite { .. }))),
+        "{failed:?}"
+    );
+    lab.ws.sender.drill_remove_evidence_fault().unwrap();
+    let op = lab.reopen().sender.require("op-1").unwrap();
+    assert_eq!((op.state, op.version), (OpState::Unknown, 2));
+    assert!(lab.ws.sender.evidence("op-1").unwrap().is_empty());
+    // And the decision can still be made afterwards.
+    review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
+}
+
+#[test]
+fn the_evidence_row_holds_the_full_snapshot() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    let recorded = closing_review(&mut lab, "op-1", Decision::Confirmed, 2).unwrap();
+    assert_eq!(recorded.verdict, Verdict::UniqueExactMatch);
+    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    let stored: Snapshot = serde_json::from_value(evidence[0].snapshot.clone()).unwrap();
+    assert_eq!(stored, lab.ws.receiver.snapshot("op-1", None).unwrap());
+    assert_eq!(stored.matches[0].payload, email());
+    assert_eq!((evidence[0].from_version, evidence[0].to_version), (2, 3));
+    assert_eq!(evidence[0].verdict, Some(Verdict::UniqueExactMatch));
+    assert_eq!(evidence[0].effect_id.as_deref(), Some("fx-000001"));
+}
+
+#[test]
+fn evidence_is_append_only() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
+    let conn = Connection::open(lab.path().join("sender.sqlite")).unwrap();
+    let update = conn
+        .execute("UPDATE evidence SET reviewer = 'mallory'", [])
+        .unwrap_err();
+    assert!(update.to_string().contains("append-only"), "{update}");
+    assert!(conn.execute("DELETE FROM evidence", []).is_err());
+    assert_eq!(
+        lab.ws.sender.evidence("op-1").unwrap()[0]
+            .reviewer
+            .as_deref(),
+        Some("rosa")
+    );
+}
+
+#[test]
+fn evidence_rows_are_hash_chained() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", LOST);
+    lab.ws.prepare("op-2", "send_email", &email()).unwrap();
+    lab.ws.dispatch("op-2", DispatchOptions::default()).unwrap();
+    review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
+    let log = lab.ws.sender.evidence_log().unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].prev_hash, recon::audit::GENESIS_HASH);
+    assert_eq!(log[1].prev_hash, log[0].hash);
+    assert!(recon::audit::verify_chain(&log).intact);
+}
+
+#[test]
+fn not_applied_ends_the_flow() {
+    let mut lab = Lab::new();
+    dispatched(&mut lab, "op-1", NEVER_ARRIVED);
+    closing_review(&mut lab, "op-1", Decision::NotApplied, 2).unwrap();
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-1", DispatchOptions::default())).code(),
+        "blind_retry"
+    );
+    assert_eq!(
+        refusal(review(&mut lab, "op-1", "rosa", Decision::Confirmed, 3)).code(),
+        "not_unknown"
+    );
+    assert_eq!(
+        refusal(lab.ws.prepare("op-1", "send_email", &email())).code(),
+        "duplicate_operation"
+    );
+    assert_eq!(
+        lab.ws.sender.require("op-1").unwrap().state,
+        OpState::NotApplied
+    );
+}
+
+/// A confirmed original `op-1` (version 3, effect fx-000001).
+fn confirmed(lab: &mut Lab) {
+    lab.ws
+        .prepare("op-1", "charge_card", &json!({"amount_cents": 1200}))
+        .unwrap();
+    lab.ws.dispatch("op-1", DispatchOptions::default()).unwrap();
+}
+
+fn approve(
+    lab: &mut Lab,
+    effect: &str,
+    approver: &str,
+    version: i64,
+    comp: &str,
+) -> recon::Result<recon::domain::Approval> {
+    lab.ws.approve_compensation(&CompensationRequest {
+        original_op_id: "op-1",
+        effect_id: effect,
+        approver,
+        expected_version: version,
+        compensation_op_id: comp,
+        action_kind: "refund_charge",
+        payload: &json!({"amount_cents": 1200}),
+    })
+}
+
+#[test]
+fn approval_refuses_an_effect_that_is_not_the_confirmed_one() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    assert_eq!(
+        refusal(approve(&mut lab, "fx-000002", "ines", 3, "op-c")).code(),
+        "compensation_effect_mismatch"
+    );
+    assert!(lab.ws.sender.get("op-c").unwrap().is_none());
+}
+
+#[test]
+fn approval_refuses_an_original_that_is_not_confirmed() {
+    let mut lab = Lab::new();
+    lab.ws
+        .prepare("op-1", "charge_card", &json!({"amount_cents": 1200}))
+        .unwrap();
+    lab.ws.dispatch("op-1", LOST).unwrap();
+    assert_eq!(
+        refusal(approve(&mut lab, "fx-000001", "ines", 2, "op-c")).code(),
+        "original_not_confirmed"
+    );
+}
+
+#[test]
+fn approval_refuses_a_stale_version_and_a_blank_approver() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    assert_eq!(
+        refusal(approve(&mut lab, "fx-000001", "ines", 2, "op-c")).code(),
+        "stale_version"
+    );
+    assert_eq!(
+        refusal(approve(&mut lab, "fx-000001", "  ", 3, "op-c")).code(),
+        "empty_reviewer"
+    );
+}
+
+#[test]
+fn approval_refuses_a_second_approval_of_the_same_effect() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    approve(&mut lab, "fx-000001", "ines", 3, "op-c1").unwrap();
+    assert_eq!(
+        refusal(approve(&mut lab, "fx-000001", "ines", 3, "op-c2")).code(),
+        "already_approved"
+    );
+    assert!(lab.ws.sender.get("op-c2").unwrap().is_none());
+}
+
+#[test]
+fn approval_and_the_compensation_op_commit_together() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    let approval = approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
+    assert_eq!(approval.approved_version, 3);
+    let comp = lab.reopen().sender.require("op-c").unwrap();
+    assert_eq!(comp.state, OpState::Prepared);
+    assert_eq!(comp.compensates_effect_id.as_deref(), Some("fx-000001"));
+    assert_eq!(comp.compensates_op_id.as_deref(), Some("op-1"));
+    assert_eq!(lab.ws.sender.approvals("op-c").unwrap(), vec![approval]);
+}
+
+#[test]
+fn compensation_dispatch_refuses_a_missing_approval() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    lab.ws
+        .sender
+        .drill_insert_unapproved_compensation(
+            "op-c",
+            "refund_charge",
+            &json!({}),
+            "op-1",
+            "fx-000001",
+        )
+        .unwrap();
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
+        "compensation_not_approved"
+    );
+    assert_eq!(lab.ws.sender.dispatch_count("op-c").unwrap(), 0);
+}
+
+#[test]
+fn compensation_dispatch_refuses_a_changed_action_kind() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
+    lab.ws
+        .sender
+        .drill_change_action_kind("op-c", "charge_card")
+        .unwrap();
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
+        "compensation_action_mismatch"
+    );
+    assert_eq!(lab.ws.receiver.effect_count(None).unwrap(), 1);
+}
+
+#[test]
+fn a_compensation_is_a_new_ledger_row_and_the_original_stays() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
+    let report = lab.ws.dispatch("op-c", DispatchOptions::default()).unwrap();
+    assert_eq!(report.outcome, "receipt");
+    let ledger = lab.ws.ledger(None).unwrap();
+    assert_eq!(ledger.len(), 2);
+    assert_eq!(
+        (
+            ledger[0].op_id.as_str(),
+            ledger[0].compensates_effect_id.as_deref()
+        ),
+        ("op-1", None)
+    );
+    assert_eq!(
+        (
+            ledger[1].op_id.as_str(),
+            ledger[1].compensates_effect_id.as_deref()
+        ),
+        ("op-c", Some("fx-000001"))
+    );
+    assert_eq!(
+        lab.ws.sender.require("op-1").unwrap().state,
+        OpState::Confirmed
+    );
+}
+
+#[test]
+fn a_compensation_whose_receipt_is_lost_stays_unknown_and_blocks_blind_retry() {
+    let mut lab = Lab::new();
+    confirmed(&mut lab);
+    approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
+    let report = lab.ws.dispatch("op-c", LOST).unwrap();
+    assert_eq!(
+        (report.receiver_exit_code, report.state),
+        (Some(23), OpState::Unknown)
+    );
+    assert_eq!(
+        refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
+        "blind_retry"
+    );
+    assert_eq!(lab.ws.ledger(None).unwrap().len(), 2);
+    // It is reconciled like any op: its one effect targets the original's.
+    let classified = lab.ws.snapshot("op-c", Some("rosa")).unwrap();
+    assert_eq!(classified.verdict, Verdict::UniqueExactMatch);
+}
+
+#[test]
+fn preparing_an_existing_op_id_is_refused() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op-1", "send_email", &email()).unwrap();
+    assert_eq!(
+        refusal(lab.ws.prepare("op-1", "send_sms", &json!({}))).code(),
+        "duplicate_operation"
+    );
+    assert_eq!(
+        lab.ws.sender.require("op-1").unwrap().action_kind,
+        "send_email"
+    );
+}
+
+#[test]
+fn sender_and_receiver_are_separate_databases() {
+    let lab = Lab::new();
+    let sender = Connection::open(lab.path().join("sender.sqlite")).unwrap();
+    let receiver = Connection::open(lab.path().join("receiver.sqlite")).unwrap();
+    let tables = |c: &Connection| -> Vec<String> {
+        c.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert!(tables(&sender).contains(&"operations".to_string()));
+    assert!(!tables(&sender).contains(&"effects".to_string()));
+    assert!(tables(&receiver).contains(&"effects".to_string()));
+    assert!(!tables(&receiver).contains(&"operations".to_string()));
+}
