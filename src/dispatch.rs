@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver as Channel, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Exit code of a receiver that committed and then died before its receipt.
@@ -38,13 +39,6 @@ pub const READY_LINE: &str = "ready";
 /// Payloads up to this size travel as a command-line argument; larger ones
 /// through a temporary file, since one argument is limited to 128 KiB.
 const INLINE_PAYLOAD_LIMIT: usize = 32 * 1024;
-
-static CHILDREN_SPAWNED: AtomicUsize = AtomicUsize::new(0);
-
-/// How many receiver children this process has spawned so far.
-pub fn children_spawned() -> usize {
-    CHILDREN_SPAWNED.load(Ordering::SeqCst)
-}
 
 /// A receiver fault, for the experiment and for drills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,20 +58,46 @@ impl Fault {
 }
 
 /// How to run the receiver child: which program, and how long a child may
-/// run before it counts as hung and is killed.
+/// run before it counts as hung and is killed. Clones share one count of
+/// the children spawned, so a caller can observe that a refused dispatch
+/// spawned none.
 #[derive(Debug, Clone)]
 pub struct ReceiverProgram {
     pub program: PathBuf,
     pub timeout: Duration,
+    spawned: Arc<AtomicUsize>,
+    /// The count of the program this one was scoped from, if any.
+    parent: Option<Arc<AtomicUsize>>,
 }
 
 impl ReceiverProgram {
+    pub fn new(program: PathBuf, timeout: Duration) -> Self {
+        ReceiverProgram {
+            program,
+            timeout,
+            spawned: Arc::default(),
+            parent: None,
+        }
+    }
+
     /// The running binary, which is `recon` itself outside tests.
     pub fn current() -> Result<Self, StoreError> {
-        Ok(ReceiverProgram {
-            program: std::env::current_exe()?,
-            timeout: Duration::from_secs(30),
-        })
+        Ok(Self::new(std::env::current_exe()?, Duration::from_secs(30)))
+    }
+
+    /// The same program with its own count of children, which also adds to
+    /// this one's: scenarios running side by side each see only their own.
+    pub fn scoped(&self) -> Self {
+        ReceiverProgram {
+            parent: Some(Arc::clone(&self.spawned)),
+            ..Self::new(self.program.clone(), self.timeout)
+        }
+    }
+
+    /// How many receiver children were spawned through this program and its
+    /// clones.
+    pub fn spawned(&self) -> usize {
+        self.spawned.load(Ordering::SeqCst)
     }
 }
 
@@ -185,7 +205,10 @@ pub fn spawn(
         .map_err(|e| {
             StoreError::Receiver(format!("cannot start {}: {e}", program.program.display()))
         })?;
-    CHILDREN_SPAWNED.fetch_add(1, Ordering::SeqCst);
+    program.spawned.fetch_add(1, Ordering::SeqCst);
+    if let Some(parent) = &program.parent {
+        parent.fetch_add(1, Ordering::SeqCst);
+    }
     let stdout = child
         .stdout
         .take()

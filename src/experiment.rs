@@ -34,7 +34,7 @@ impl Lab {
             .prefix("recon-experiment-")
             .tempdir()?;
         let ws = Workspace::open(dir.path(), OpenOptions::default().creating())?
-            .with_receiver_program(program.clone());
+            .with_receiver_program(program.scoped());
         Ok(Lab { ws, _dir: dir })
     }
 
@@ -42,6 +42,10 @@ impl Lab {
     /// restarted would.
     fn reopened(&self, op_id: &str) -> Result<Operation> {
         SenderStore::open(&self.ws.paths.sender, OpenOptions::default())?.require(op_id)
+    }
+
+    fn spawned(&self) -> usize {
+        self.ws.receiver_program().spawned()
     }
 
     fn effects(&self, op_id: &str) -> Result<i64> {
@@ -122,32 +126,63 @@ fn email(to: &str, subject: &str) -> Value {
     })
 }
 
+/// One scenario: it gets the receiver program and returns its facts.
+type Scenario = fn(&ReceiverProgram) -> Result<Value>;
+
+const SCENARIOS: [(&str, Scenario); 9] = [
+    ("receipt_lost_after_commit", receipt_lost_after_commit),
+    ("blind_retry_blocked", blind_retry_blocked),
+    ("receiver_not_idempotent", receiver_not_idempotent),
+    (
+        "delayed_original_unsafe_retry",
+        delayed_original_unsafe_retry,
+    ),
+    ("delayed_original_closed", delayed_original_closed),
+    ("early_single_match", early_single_match),
+    ("classification", classification),
+    ("reconciliation", reconciliation),
+    ("compensation", compensation),
+];
+
 /// Runs every scenario and returns the results document.
+///
+/// Scenarios are independent (each has its own workspace and its own count
+/// of children), so they run on two threads; the document does not depend
+/// on the order they finish in.
 pub fn run(program: &ReceiverProgram) -> Result<Value> {
-    let before = dispatch::children_spawned();
+    let program = program.scoped();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<(usize, Result<Value>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some((_, scenario)) = SCENARIOS.get(i) else {
+                            return done;
+                        };
+                        done.push((i, scenario(&program)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
     let mut scenarios = Map::new();
-    type Scenario = fn(&ReceiverProgram) -> Result<Value>;
-    let all: [(&str, Scenario); 9] = [
-        ("receipt_lost_after_commit", receipt_lost_after_commit),
-        ("blind_retry_blocked", blind_retry_blocked),
-        ("receiver_not_idempotent", receiver_not_idempotent),
-        (
-            "delayed_original_unsafe_retry",
-            delayed_original_unsafe_retry,
-        ),
-        ("delayed_original_closed", delayed_original_closed),
-        ("early_single_match", early_single_match),
-        ("classification", classification),
-        ("reconciliation", reconciliation),
-        ("compensation", compensation),
-    ];
-    for (name, scenario) in all {
-        scenarios.insert(name.to_string(), scenario(program)?);
+    for (i, result) in results {
+        scenarios.insert(SCENARIOS[i].0.to_string(), result?);
+    }
+    if scenarios.len() != SCENARIOS.len() {
+        return Err(StoreError::Corrupt("a scenario thread panicked".into()).into());
     }
     Ok(json!({
         "experiment": "recon: unknown outcomes and human reconciliation",
         "format": 1,
-        "receiver_child_processes": dispatch::children_spawned() - before,
+        "receiver_child_processes": program.spawned(),
         "scenarios": scenarios,
     }))
 }
@@ -225,9 +260,9 @@ fn blind_retry_blocked(program: &ReceiverProgram) -> Result<Value> {
         },
     )?;
     let (dispatches_before, effects_before) = (lab.dispatches(op)?, lab.effects(op)?);
-    let spawned_before = dispatch::children_spawned();
+    let spawned_before = lab.spawned();
     let retry = outcome(lab.ws.dispatch(op, DispatchOptions::default()))?;
-    let children_for_retry = dispatch::children_spawned() - spawned_before;
+    let children_for_retry = lab.spawned() - spawned_before;
     let state = lab.reopened(op)?;
 
     // The same guard holds once the op is confirmed by a receipt, and once a
@@ -834,7 +869,7 @@ fn compensation(program: &ReceiverProgram) -> Result<Value> {
         &tampered.op_id,
         &tampered_effect,
     )?;
-    let spawned_before = dispatch::children_spawned();
+    let spawned_before = lab.spawned();
     let missing = outcome(
         lab.ws
             .dispatch("op-refund-unapproved", DispatchOptions::default()),
@@ -856,7 +891,7 @@ fn compensation(program: &ReceiverProgram) -> Result<Value> {
         lab.ws
             .dispatch("op-refund-0003", DispatchOptions::default()),
     )?;
-    let children_for_refused = dispatch::children_spawned() - spawned_before;
+    let children_for_refused = lab.spawned() - spawned_before;
 
     // The approved compensation goes out and loses its receipt too.
     let sent = lab.ws.dispatch(

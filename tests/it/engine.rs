@@ -147,11 +147,11 @@ fn a_receipt_confirms_the_op_with_receipt_evidence() {
 fn second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op-1", LOST);
-    let children = dispatch::children_spawned();
+    let children = lab.ws.receiver_program().spawned();
     let refused = refusal(lab.ws.dispatch("op-1", DispatchOptions::default()));
     assert_eq!(refused.code(), "blind_retry");
     assert_eq!(
-        dispatch::children_spawned(),
+        lab.ws.receiver_program().spawned(),
         children,
         "no child was spawned"
     );

@@ -18,10 +18,7 @@ pub fn recon_bin() -> PathBuf {
 
 /// The built binary as the receiver child (the test binary is not recon).
 pub fn program() -> ReceiverProgram {
-    ReceiverProgram {
-        program: recon_bin(),
-        timeout: Duration::from_secs(60),
-    }
+    ReceiverProgram::new(recon_bin(), Duration::from_secs(60))
 }
 
 /// A fresh workspace in its own temp dir, removed on drop.
