@@ -415,6 +415,10 @@ impl SenderStore {
         &self.conn
     }
 
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     fn immediate(&mut self) -> Result<Transaction<'_>, StoreError> {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -615,6 +619,17 @@ impl SenderStore {
         crash_point(CrashPoint::ReceiptBeforeCommit);
         tx.commit().at(&path)?;
         Ok(Some((op, seq)))
+    }
+
+    /// Runs the rules of [`check_review`] against the stored row without
+    /// writing anything: what [`SenderStore::record_review`] would refuse.
+    /// A caller about to take a closing snapshot (a receiver mutation) asks
+    /// first, so a decision that is going to be refused closes nothing.
+    pub fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict> {
+        let op = require_op(&self.conn, &self.path, review.op_id)?;
+        Ok(check_review(&op, review, || {
+            last_changed_by(&self.conn, &op.op_id)
+        })?)
     }
 
     /// Records a reviewer's decision: the rules of [`check_review`] against
