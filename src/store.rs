@@ -21,6 +21,7 @@
 //!   `user_version` is the schema version: a file from an incompatible recon
 //!   is refused with a clear error instead of being misread.
 
+mod console_queries;
 mod drill;
 pub mod receiver;
 pub mod sender;
@@ -30,6 +31,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use console_queries::{PageBound, QueueFilter};
 pub use receiver::ReceiverStore;
 pub use sender::SenderStore;
 
