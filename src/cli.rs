@@ -28,6 +28,9 @@ Environment:
   RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock
                          (default 5000)";
 
+/// The most generated operations one `recon demo --ops` adds.
+pub const MAX_DEMO_OPS: u64 = 1_000_000;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "recon",
@@ -71,6 +74,20 @@ pub enum Command {
     Experiment {
         #[arg(long, value_name = "PATH")]
         output: Option<PathBuf>,
+    },
+    /// Build a demo workspace (creating DIR if needed): every verdict and
+    /// every state, made through the real code paths with real receiver
+    /// child processes. Run again on the same workspace, it keeps the
+    /// showcase and only adds generated operations, numbered after the last.
+    #[command(after_help = EXIT_CODES)]
+    Demo {
+        /// Also add N generated unknown operations (op-bulk-0000001, …) with a
+        /// realistic mix of receiver evidence, by bulk inserts.
+        #[arg(long, value_name = "N", default_value_t = 0,
+              value_parser = clap::value_parser!(u64).range(0..=MAX_DEMO_OPS))]
+        ops: u64,
+        #[arg(long)]
+        json: bool,
     },
     /// Put a new operation in the outbox, state prepared at version 1.
     #[command(after_help = EXIT_CODES)]

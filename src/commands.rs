@@ -5,6 +5,7 @@
 //! JSON document whose field names are the contract of SPEC section 6.
 
 use crate::cli::{identifier, person, read_payload, Cli, Command, ReceiverCommand, UsageError};
+use crate::demo::{self, DemoSummary};
 use crate::dispatch::{self, ApplyArgs, DispatchOptions, ReceiverProgram};
 use crate::domain::{CompensationRequest, OpState};
 use crate::error::{Error, StoreError};
@@ -141,6 +142,17 @@ pub fn run(cli: Cli) -> Outcome {
             match output {
                 Some(path) => write_file(&path, &text)?,
                 None => print!("{text}"),
+            }
+            Ok(EXIT_OK)
+        }
+        Command::Demo { ops, json } => {
+            let dir = workspace_dir(ws_arg)?;
+            let mut ws = open(dir, true)?;
+            let summary = demo::build(&mut ws, ops)?;
+            if json {
+                print_json(&summary)?;
+            } else {
+                print_demo(dir, &summary);
             }
             Ok(EXIT_OK)
         }
@@ -439,6 +451,36 @@ pub fn run(cli: Cli) -> Outcome {
             dispatch::serve_apply(&args, open_options()?)?;
             Ok(EXIT_OK)
         }
+    }
+}
+
+fn print_demo(dir: &Path, summary: &DemoSummary) {
+    print_line(format!(
+        "demo workspace {}: added {} operations and {} receiver effects",
+        escape(&dir.display().to_string()),
+        summary.operations,
+        summary.effects
+    ));
+    for op in &summary.showcase {
+        print_line(format!(
+            "  {:<28} {:<11} v{:<2} {:<27} {}",
+            op.op_id,
+            op.state.as_str(),
+            op.version,
+            op.verdict.as_str(),
+            op.story
+        ));
+    }
+    if let Some(generated) = &summary.generated {
+        print_line(format!(
+            "  generated {} .. {}: {} unknown operations, {} effects of theirs, \
+             {} background effects of other callers",
+            generated.first_op_id,
+            generated.last_op_id,
+            generated.operations,
+            generated.own_effects,
+            generated.background_effects
+        ));
     }
 }
 

@@ -128,6 +128,10 @@ impl ReceiverStore {
         &self.path
     }
 
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     /// Writes one effect in one `BEGIN IMMEDIATE` transaction, unless the
     /// operation is closed. Returns the committed effect: the receipt.
     pub fn apply(&mut self, request: &ApplyRequest<'_>) -> Result<Effect> {

@@ -415,6 +415,10 @@ impl SenderStore {
         &self.conn
     }
 
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     fn immediate(&mut self) -> Result<Transaction<'_>, StoreError> {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

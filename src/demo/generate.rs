@@ -1,0 +1,350 @@
+//! Deterministic generated load for `recon demo --ops N`: operations that
+//! look like an agent's tool calls, and the receiver evidence each one left.
+//!
+//! Generated op `n` is always the same row (`op-bulk-0000042`, the same action
+//! and payload), so two demo workspaces built with the same arguments are
+//! equal and a benchmark measures the same data every time. The mix of
+//! evidence is what a real receiver holds after a burst of lost receipts:
+//! requests that never arrived, single exact effects, retries that landed
+//! twice or more, effects whose payload or action differs from the request.
+//! The receiver is also shared with other callers, so each generated op comes
+//! with background effects of operations the sender never made (`ext-…`):
+//! about ten ledger rows per generated op in all, which is what makes the
+//! indexes (not table scans) matter.
+//!
+//! Payload text is written directly in canonical form (sorted keys, no
+//! whitespace, nothing that needs escaping) instead of building a
+//! `serde_json::Value` per row; a test proves it matches
+//! [`crate::domain::canonical_json`].
+
+use crate::domain::Verdict;
+use crate::store::bulk::{BulkEffect, BulkOperation};
+
+pub const PREFIX: &str = "op-bulk-";
+/// Fixed width, so the text order of ids is their numeric order and the
+/// last generated op is one step down the primary key.
+pub const DIGITS: usize = 7;
+pub const MAX_NUMBER: u64 = 9_999_999;
+/// The GLOB that generated ids match, and their text bounds.
+pub const GLOB: &str = "op-bulk-[0-9][0-9][0-9][0-9][0-9][0-9][0-9]";
+pub const LOW: &str = "op-bulk-0000000";
+pub const HIGH: &str = "op-bulk-9999999";
+
+pub fn op_id(n: u64) -> String {
+    format!("{PREFIX}{n:0DIGITS$}")
+}
+
+/// The number of a generated op id, if it is one.
+pub fn number(op_id: &str) -> Option<u64> {
+    let digits = op_id.strip_prefix(PREFIX)?;
+    if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// SplitMix64: a tiny, well-mixed hash, so neighbouring ops differ.
+fn mix(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// What the receiver holds for one generated operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// The request died on the way (15%).
+    Absent,
+    /// One effect, exactly as requested (45%).
+    Exact,
+    /// One effect with a different payload (8%).
+    PayloadMismatch,
+    /// One effect with the same payload under another action (4%).
+    ActionMismatch,
+    /// The same effect two to four times: retries that all landed (28%).
+    Duplicates(u32),
+}
+
+impl Evidence {
+    pub fn of(n: u64) -> Evidence {
+        let h = mix(n);
+        match h % 100 {
+            0..15 => Evidence::Absent,
+            15..60 => Evidence::Exact,
+            60..68 => Evidence::PayloadMismatch,
+            68..72 => Evidence::ActionMismatch,
+            _ => Evidence::Duplicates(2 + ((h >> 32) % 3) as u32),
+        }
+    }
+
+    /// How many ledger rows carry the operation's id.
+    pub fn effects(self) -> u64 {
+        match self {
+            Evidence::Absent => 0,
+            Evidence::Exact | Evidence::PayloadMismatch | Evidence::ActionMismatch => 1,
+            Evidence::Duplicates(k) => u64::from(k),
+        }
+    }
+
+    /// The verdict of an ordinary (not closing) read: generated ops are
+    /// `unknown` and never closed.
+    pub fn open_verdict(self) -> Verdict {
+        match self {
+            Evidence::Absent => Verdict::Inconclusive,
+            Evidence::Exact => Verdict::ExactMatchExistenceOnly,
+            Evidence::PayloadMismatch => Verdict::PayloadMismatch,
+            Evidence::ActionMismatch => Verdict::ActionScopeMismatch,
+            Evidence::Duplicates(_) => Verdict::DuplicateMatches,
+        }
+    }
+}
+
+/// How many effects of other callers the receiver wrote around op `n`.
+pub fn background_effects(n: u64) -> u64 {
+    7 + (mix(n) >> 20) % 4
+}
+
+const ACTIONS: [&str; 5] = [
+    "send_email",
+    "charge_card",
+    "create_ticket",
+    "send_sms",
+    "post_slack_message",
+];
+
+/// A plausible wrong action for the same request: what a confused or
+/// outdated receiver integration records instead.
+const NEAR_MISSES: [&str; 5] = [
+    "schedule_email",
+    "authorize_card",
+    "update_ticket",
+    "send_mms",
+    "post_slack_thread_reply",
+];
+
+const FIRST: [&str; 16] = [
+    "Maya", "Omar", "Lena", "Kofi", "Ines", "Yuki", "Arjun", "Sofia", "Liam", "Zara", "Noah",
+    "Amara", "Felix", "Rosa", "Tariq", "Hana",
+];
+const LAST: [&str; 16] = [
+    "lopez", "haddad", "fischer", "mensah", "costa", "tanaka", "patel", "rossi", "walsh", "okafor",
+    "berg", "silva", "novak", "kim", "dubois", "ali",
+];
+const CURRENCIES: [&str; 3] = ["EUR", "USD", "GBP"];
+const PROJECTS: [&str; 4] = ["SUP", "OPS", "BILL", "WEB"];
+const TICKETS: [&str; 6] = [
+    "Customer cannot reset password",
+    "Refund request for a duplicate charge",
+    "Checkout fails with card declined",
+    "Export to CSV times out",
+    "Invoice shows the wrong VAT rate",
+    "Shipping address not saved",
+];
+const CHANNELS: [&str; 4] = ["#deploys", "#support", "#billing-alerts", "#incidents"];
+
+fn pick<T: Copy>(items: &[T], seed: u64) -> T {
+    items[(seed % items.len() as u64) as usize]
+}
+
+/// The canonical payload of a tool call. `variant` changes one field, the
+/// way a receiver that recomputed or mangled the request would.
+fn payload(action: usize, seed: u64, variant: bool) -> String {
+    let a = seed & 0xffff;
+    let b = (seed >> 16) & 0xffff;
+    let c = (seed >> 32) & 0xffff;
+    let v = u64::from(variant);
+    match action {
+        0 => {
+            let first = pick(&FIRST, a + v);
+            let last = pick(&LAST, b);
+            let to = format!("{}.{last}@example.com", first.to_ascii_lowercase());
+            let (subject, line) = match c % 5 {
+                0 => (
+                    format!("Your invoice INV-{:05} is ready", b),
+                    "your invoice is attached",
+                ),
+                1 => (
+                    "Password reset requested".to_string(),
+                    "use the link below to choose a new password",
+                ),
+                2 => (
+                    format!("Order A-{:05} has shipped", a),
+                    "your parcel is on its way",
+                ),
+                3 => (
+                    "Your trial ends in 3 days".to_string(),
+                    "pick a plan to keep your data",
+                ),
+                _ => (
+                    "Receipt for your payment".to_string(),
+                    "thank you for your payment",
+                ),
+            };
+            let name = pick(&FIRST, a);
+            format!(r#"{{"body":"Hi {name}, {line}.","subject":"{subject}","to":"{to}"}}"#)
+        }
+        1 => {
+            let amount = (500 + (a % 400) * 25) * if variant { 10 } else { 1 };
+            let currency = pick(&CURRENCIES, b);
+            let description = if c % 2 == 0 {
+                format!("Order A-{:05}", c)
+            } else {
+                "Monthly subscription renewal".to_string()
+            };
+            format!(
+                r#"{{"amount_cents":{amount},"currency":"{currency}","customer":"cus_{b:05}","description":"{description}"}}"#
+            )
+        }
+        2 => {
+            let priority = (a + v) % 4 + 1;
+            let project = pick(&PROJECTS, b);
+            let summary = pick(&TICKETS, c);
+            format!(r#"{{"priority":"P{priority}","project":"{project}","summary":"{summary}"}}"#)
+        }
+        3 => {
+            let to = 5_550_000 + (a + v) % 10_000;
+            let text = match c % 4 {
+                0 => format!("Your verification code is {:06}", b * 13 % 1_000_000),
+                1 => "Your parcel arrives today between 2 and 4 pm".to_string(),
+                2 => "Reminder: your appointment is tomorrow at 10:30".to_string(),
+                _ => "Your table for 2 is confirmed".to_string(),
+            };
+            format!(r#"{{"text":"{text}","to":"+1{to:07}"}}"#)
+        }
+        _ => {
+            let channel = pick(&CHANNELS, a + v);
+            let text = match c % 4 {
+                0 => format!("Deploying api v2.{} to production", b % 40),
+                1 => format!("New P1 ticket SUP-{b} assigned to on-call"),
+                2 => format!("Nightly billing run finished: {} invoices", a),
+                _ => "Latency alert cleared for checkout".to_string(),
+            };
+            format!(r#"{{"channel":"{channel}","text":"{text}"}}"#)
+        }
+    }
+}
+
+fn action_of(n: u64) -> usize {
+    ((mix(n) >> 8) % ACTIONS.len() as u64) as usize
+}
+
+/// Generated operation `n`.
+pub fn operation(n: u64) -> BulkOperation {
+    let action = action_of(n);
+    BulkOperation {
+        op_id: op_id(n),
+        action_kind: ACTIONS[action].to_string(),
+        canonical_payload: payload(action, mix(n ^ 0x5eed), false),
+    }
+}
+
+/// The receiver rows written around generated operation `n`: its own
+/// evidence interleaved with other callers' effects, as traffic arrives.
+pub fn effects(n: u64) -> impl Iterator<Item = BulkEffect> {
+    let action = action_of(n);
+    let seed = mix(n ^ 0x5eed);
+    let own = Evidence::of(n);
+    let own_count = own.effects();
+    let background = background_effects(n);
+    (0..own_count.max(background)).flat_map(move |i| {
+        let other = (i < background).then(|| {
+            let h = mix(n.wrapping_mul(16).wrapping_add(i) ^ 0xb4c6);
+            let kind = (h % ACTIONS.len() as u64) as usize;
+            BulkEffect {
+                op_id: format!("ext-{}-{n:07}-{i}", pick(&CALLERS, h >> 40)),
+                action_kind: ACTIONS[kind].to_string(),
+                canonical_payload: payload(kind, mix(h), false),
+            }
+        });
+        let mine = (i < own_count).then(|| BulkEffect {
+            op_id: op_id(n),
+            action_kind: match own {
+                Evidence::ActionMismatch => NEAR_MISSES[action],
+                _ => ACTIONS[action],
+            }
+            .to_string(),
+            canonical_payload: payload(action, seed, own == Evidence::PayloadMismatch),
+        });
+        other.into_iter().chain(mine)
+    })
+}
+
+/// Other callers of the shared receiver.
+const CALLERS: [&str; 4] = ["crm-sync", "billing-batch", "support-bot", "ops-notifier"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::canonical_json;
+
+    #[test]
+    fn generated_payloads_are_canonical_json() {
+        for n in 0..3_000u64 {
+            for action in 0..ACTIONS.len() {
+                for variant in [false, true] {
+                    let text = payload(action, mix(n), variant);
+                    let value: serde_json::Value = serde_json::from_str(&text)
+                        .unwrap_or_else(|e| panic!("{text} is not JSON: {e}"));
+                    assert_eq!(canonical_json(&value), text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_payload_variant_differs_from_the_request() {
+        for n in 0..3_000u64 {
+            for action in 0..ACTIONS.len() {
+                assert_ne!(
+                    payload(action, mix(n), false),
+                    payload(action, mix(n), true)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_mix_has_every_kind_of_evidence_and_about_ten_effects_per_op() {
+        let n = 10_000u64;
+        let mut kinds = std::collections::BTreeMap::new();
+        let mut rows = 0u64;
+        for i in 1..=n {
+            *kinds
+                .entry(Evidence::of(i).open_verdict().as_str())
+                .or_insert(0u64) += 1;
+            rows += effects(i).count() as u64;
+        }
+        assert_eq!(kinds.len(), 5, "{kinds:?}");
+        let per_op = rows as f64 / n as f64;
+        assert!((9.0..=11.0).contains(&per_op), "{per_op} effects per op");
+    }
+
+    #[test]
+    fn own_effects_match_the_evidence_kind() {
+        for n in 1..500u64 {
+            let own: Vec<BulkEffect> = effects(n).filter(|e| e.op_id == op_id(n)).collect();
+            assert_eq!(own.len() as u64, Evidence::of(n).effects());
+            let op = operation(n);
+            for e in &own {
+                let same_payload = e.canonical_payload == op.canonical_payload;
+                let same_action = e.action_kind == op.action_kind;
+                match Evidence::of(n) {
+                    Evidence::PayloadMismatch => assert!(!same_payload && same_action),
+                    Evidence::ActionMismatch => assert!(same_payload && !same_action),
+                    _ => assert!(same_payload && same_action),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn generated_ids_round_trip_and_sort_numerically() {
+        assert_eq!(op_id(42), "op-bulk-0000042");
+        assert_eq!(number(&op_id(42)), Some(42));
+        assert_eq!(number("op-bulk-42"), None);
+        assert_eq!(number("op-bulk-00000x2"), None);
+        assert!(op_id(9) < op_id(10) && op_id(MAX_NUMBER).as_str() <= HIGH);
+        assert!(LOW <= op_id(0).as_str());
+    }
+}

@@ -1,0 +1,178 @@
+//! `recon demo`: the showcase holds every verdict and state, made through
+//! the real code paths, and `--ops N` adds generated load that continues its
+//! numbering.
+
+use crate::support::{dump, program, run};
+use recon::demo::{self, generate};
+use recon::domain::{OpKind, OpState, Verdict};
+use recon::store::OpenOptions;
+use recon::Workspace;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn open(dir: &Path) -> Workspace {
+    Workspace::open(dir, OpenOptions::default().creating())
+        .expect("open workspace")
+        .with_receiver_program(program())
+}
+
+#[test]
+fn demo_shows_every_verdict_and_every_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ws = open(dir.path());
+    let summary = demo::build(&mut ws, 0).unwrap();
+    assert_eq!(summary.operations, 12);
+    assert!(summary.generated.is_none());
+
+    let ops = ws.sender.list(None, None, usize::MAX).unwrap();
+    let mut verdicts = BTreeSet::new();
+    let mut states = BTreeSet::new();
+    for op in &ops {
+        states.insert(op.state);
+        verdicts.insert(ws.snapshot(&op.op_id, None).unwrap().verdict.as_str());
+    }
+    let all_verdicts: BTreeSet<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+    assert_eq!(verdicts, all_verdicts);
+    let all_states: BTreeSet<OpState> = OpState::ALL.iter().copied().collect();
+    assert_eq!(states, all_states);
+    // Every unknown op alone also covers every verdict, so a reviewer's
+    // default queue shows them all.
+    let unknown_verdicts: BTreeSet<&str> = ops
+        .iter()
+        .filter(|op| op.state == OpState::Unknown)
+        .map(|op| ws.snapshot(&op.op_id, None).unwrap().verdict.as_str())
+        .collect();
+    assert_eq!(unknown_verdicts, all_verdicts);
+}
+
+#[test]
+fn demo_compensation_is_unknown_after_its_receipt_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ws = open(dir.path());
+    demo::build(&mut ws, 0).unwrap();
+    let ops = ws.sender.list(None, None, usize::MAX).unwrap();
+    let compensation = ops
+        .iter()
+        .find(|op| op.kind == OpKind::Compensation)
+        .expect("a compensation op");
+    assert_eq!(compensation.state, OpState::Unknown);
+    assert_eq!(ws.sender.dispatch_count(&compensation.op_id).unwrap(), 1);
+    let original = ws
+        .sender
+        .require(compensation.compensates_op_id.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(original.state, OpState::Confirmed);
+    let target = original.confirmed_effect_id.clone().unwrap();
+    assert_eq!(
+        compensation.compensates_effect_id.as_deref(),
+        Some(&*target)
+    );
+    // The receiver wrote the compensation as a new row; the original's row stays.
+    let written = ws.ledger(Some(&compensation.op_id)).unwrap();
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].compensates_effect_id.as_deref(), Some(&*target));
+    assert_eq!(ws.ledger(Some(&original.op_id)).unwrap().len(), 1);
+    let approvals = ws.show(&original.op_id).unwrap().approvals;
+    assert_eq!(approvals.len(), 1);
+    assert_eq!(approvals[0].compensation_op_id, compensation.op_id);
+    // Closed snapshots were real receiver mutations, with their authorizer.
+    let closed: Vec<_> = ops
+        .iter()
+        .filter_map(|op| ws.receiver.closure(&op.op_id).unwrap())
+        .collect();
+    assert!(closed.len() >= 3, "{closed:?}");
+    assert!(closed.iter().all(|c| !c.authorized_by.is_empty()));
+}
+
+#[test]
+fn generated_ops_are_unknown_with_the_evidence_their_number_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ws = open(dir.path());
+    let summary = demo::build(&mut ws, 300).unwrap();
+    let generated = summary.generated.expect("generated ops");
+    assert_eq!(generated.operations, 300);
+    assert_eq!(generated.first_op_id, "op-bulk-0000001");
+    assert_eq!(generated.last_op_id, "op-bulk-0000300");
+    assert_eq!(summary.operations, 312);
+    let ledger = ws.ledger(None).unwrap();
+    let showcase_rows = ledger
+        .iter()
+        .filter(|e| e.op_id.starts_with("op-10"))
+        .count() as u64;
+    assert_eq!(
+        summary.effects,
+        showcase_rows + generated.own_effects + generated.background_effects
+    );
+    let own_rows = ledger
+        .iter()
+        .filter(|e| e.op_id.starts_with("op-bulk-"))
+        .count() as u64;
+    assert_eq!(own_rows, generated.own_effects);
+    let per_op = (generated.own_effects + generated.background_effects) as f64 / 300.0;
+    assert!((8.0..=12.0).contains(&per_op), "{per_op} effects per op");
+
+    let counts = ws.sender.count_by_state().unwrap();
+    let unknown_listed = ws
+        .sender
+        .list(Some(OpState::Unknown), None, usize::MAX)
+        .unwrap()
+        .len() as i64;
+    assert_eq!(counts[&OpState::Unknown], unknown_listed);
+    let mut verdicts = BTreeSet::new();
+    for n in 1..=300 {
+        let id = generate::op_id(n);
+        let op = ws.sender.require(&id).unwrap();
+        assert_eq!((op.state, op.version), (OpState::Unknown, 2), "{id}");
+        assert_eq!(ws.sender.dispatch_count(&id).unwrap(), 1, "{id}");
+        let classified = ws.snapshot(&id, None).unwrap();
+        let expected = generate::Evidence::of(n).open_verdict();
+        assert_eq!(classified.verdict, expected, "{id}");
+        verdicts.insert(expected.as_str());
+    }
+    assert_eq!(verdicts.len(), 5, "{verdicts:?}");
+    // Effect ids still come from the ledger row.
+    for (i, effect) in ledger.iter().enumerate() {
+        assert_eq!(effect.effect_id, format!("fx-{:06}", i + 1));
+    }
+}
+
+#[test]
+fn repeated_demo_ops_continue_the_numbering_and_keep_one_showcase() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ws = open(dir.path());
+    demo::build(&mut ws, 40).unwrap();
+    let again = demo::build(&mut ws, 25).unwrap();
+    assert!(again.showcase.is_empty());
+    assert_eq!(again.operations, 25);
+    let generated = again.generated.unwrap();
+    assert_eq!(generated.first_op_id, "op-bulk-0000041");
+    assert_eq!(generated.last_op_id, "op-bulk-0000065");
+    let total: i64 = ws.sender.count_by_state().unwrap().values().sum();
+    assert_eq!(total, 12 + 65);
+}
+
+#[test]
+fn demo_command_creates_the_workspace_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("nested").join("demo");
+    let ws_arg = ws.display().to_string();
+    let out = run(
+        &["demo", "--workspace", &ws_arg, "--ops", "20", "--json"],
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let summary = out.json();
+    assert_eq!(summary["operations"], 32);
+    assert_eq!(summary["showcase"].as_array().unwrap().len(), 12);
+    assert_eq!(summary["generated"]["operations"], 20);
+    assert!(ws.join("sender.sqlite").is_file() && ws.join("receiver.sqlite").is_file());
+}
+
+#[test]
+fn demo_is_deterministic() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    demo::build(&mut open(a.path()), 30).unwrap();
+    demo::build(&mut open(b.path()), 30).unwrap();
+    assert_eq!(dump(a.path()), dump(b.path()));
+}
