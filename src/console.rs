@@ -102,3 +102,15 @@ pub fn render(app: &App) -> Buffer {
     let Ok(_) = terminal.draw(|frame| frame.render_widget(app, frame.area()));
     terminal.backend().buffer().clone()
 }
+
+/// A fresh temporary demo workspace (the one `recon demo` makes), for a
+/// console started without `--workspace`. The directory is removed when
+/// the returned guard is dropped.
+pub fn demo_workspace(
+    options: crate::store::OpenOptions,
+) -> crate::Result<(crate::Workspace, tempfile::TempDir)> {
+    let dir = tempfile::Builder::new().prefix("recon-demo-").tempdir()?;
+    let mut ws = crate::Workspace::open(dir.path(), options.creating())?;
+    crate::demo::build(&mut ws, 0)?;
+    Ok((ws, dir))
+}

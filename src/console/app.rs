@@ -105,13 +105,11 @@ pub enum Origin {
 impl Origin {
     pub fn describe(&self) -> String {
         match self {
-            Origin::Selected => "automatic read on selection, not closing".to_string(),
-            Origin::Refreshed => {
-                "automatic read after a change by another process, not closing".to_string()
-            }
-            Origin::Read => "read you took, not closing".to_string(),
+            Origin::Selected => "read on selection (not closing)".to_string(),
+            Origin::Refreshed => "re-read after an outside change (not closing)".to_string(),
+            Origin::Read => "your read (not closing)".to_string(),
             Origin::Closing { authorized_by } => {
-                format!("closing snapshot you took, authorized by {authorized_by}")
+                format!("your CLOSING snapshot, authorized by {authorized_by}")
             }
         }
     }
@@ -341,13 +339,29 @@ impl App {
                     ));
                 }
                 if verdict.supports(decision) {
-                    Ok(format!(
+                    return Ok(format!(
                         "{verdict} supports it, against version {}",
                         op.version
-                    ))
-                } else {
-                    Err(format!("{verdict}: {}", verdict.explanation()))
+                    ));
                 }
+                let needs = match decision {
+                    Decision::Confirmed => "one exact match",
+                    Decision::NotApplied => "terminal_absence (no match under a closing read)",
+                };
+                let blocked = matches!(
+                    verdict,
+                    Verdict::DuplicateMatches
+                        | Verdict::PayloadMismatch
+                        | Verdict::ActionScopeMismatch
+                );
+                let hint = if detail.snapshot.snapshot.closed || blocked {
+                    ""
+                } else {
+                    "; x takes a closing snapshot"
+                };
+                Err(format!(
+                    "{decision} needs {needs}; this read is {verdict}{hint}"
+                ))
             }
             Request::Compensate => {
                 if op.kind != OpKind::Original {

@@ -437,6 +437,24 @@ pub fn map_key(event: KeyEvent, app: &App) -> Option<Action> {
     }
 }
 
+/// The key syntax, as `recon screenshot --help` prints it.
+pub const KEY_SYNTAX: &str = "\
+Key syntax for --keys:
+  Every character is one key press of that character; whitespace only
+  separates and is ignored. A name in angle brackets is a named key:
+    <enter> <esc> <tab> <backtab> <space> <bs> <up> <down> <left> <right>
+    <pgup> <pgdn> <home> <end> <lt> (a literal <) <gt> and <c-X> (Control-X)
+  Names are case-insensitive. The keys are those of the console (press ? in
+  it, or see docs): for example
+    --keys 'jj'                  move the cursor down twice
+    --keys '/refund<enter>'      search for \"refund\"
+    --keys 'x'                   ask for a closing snapshot (the confirmation)
+    --keys '<space><space>n'     mark two ops and ask to record not_applied
+  A mutation asks for confirmation; a `y` after it carries it out for real.
+
+Exit codes: 0 printed; 2 usage (bad size or keys); 3 refused (blank
+--reviewer); 4 storage (missing workspace).";
+
 /// The names `recon screenshot --keys` accepts inside `<...>`.
 pub const KEY_NAMES: &[(&str, KeyCode)] = &[
     ("enter", KeyCode::Enter),

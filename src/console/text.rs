@@ -197,13 +197,28 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let indent_len = text.len() - text.trim_start_matches(' ').len();
     let (indent, rest) = text.split_at(indent_len);
     let body = (width.max(1)).saturating_sub(indent_len).max(1);
-    wrap_body(rest, body)
+    wrap_body(rest, body, body)
         .into_iter()
         .map(|line| format!("{indent}{line}"))
         .collect()
 }
 
-fn wrap_body(text: &str, width: usize) -> Vec<String> {
+/// Wraps like [`wrap`], indenting every line after the first by `hang`
+/// columns (within `width`).
+pub fn wrap_hanging(text: &str, width: usize, hang: usize) -> Vec<String> {
+    let width = width.max(1);
+    let rest = width.saturating_sub(hang).max(1);
+    let pad = " ".repeat(hang.min(width.saturating_sub(1)));
+    wrap_body(text, width, rest)
+        .into_iter()
+        .enumerate()
+        .map(|(i, line)| if i == 0 { line } else { format!("{pad}{line}") })
+        .collect()
+}
+
+fn wrap_body(text: &str, first_width: usize, rest_width: usize) -> Vec<String> {
+    let mut width = first_width.max(1);
+    let rest_width = rest_width.max(1);
     let mut lines = Vec::new();
     let mut line = String::new();
     let mut used = 0;
@@ -221,6 +236,7 @@ fn wrap_body(text: &str, width: usize) -> Vec<String> {
         if !line.is_empty() {
             lines.push(std::mem::take(&mut line));
             used = 0;
+            width = rest_width;
         }
         // A word longer than a line is broken where it has to be.
         for c in word.chars() {
@@ -228,6 +244,7 @@ fn wrap_body(text: &str, width: usize) -> Vec<String> {
             if used + cw > width && !line.is_empty() {
                 lines.push(std::mem::take(&mut line));
                 used = 0;
+                width = rest_width;
             }
             line.push(c);
             used += cw;

@@ -48,7 +48,7 @@ pub fn areas(area: Rect) -> Areas {
     ])
     .areas(area);
     let [queue, detail] =
-        Layout::horizontal([Constraint::Percentage(40), Constraint::Fill(1)]).areas(main);
+        Layout::horizontal([Constraint::Percentage(44), Constraint::Fill(1)]).areas(main);
     Areas {
         title,
         filters,
@@ -111,7 +111,7 @@ fn render_detail(app: &App, area: Rect, buf: &mut Buffer) {
     let verdict_height = verdict_lines + 2;
     let [op, snap, verdict, evidence] = Layout::vertical([
         Constraint::Length(clamp_u16(op_height)),
-        Constraint::Min(3),
+        Constraint::Min(5),
         Constraint::Length(clamp_u16(verdict_height)),
         Constraint::Length(clamp_u16(evidence_height)),
     ])

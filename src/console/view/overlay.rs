@@ -4,9 +4,9 @@
 //! (refusals in words with their code, bulk results).
 
 use super::super::action::Action;
-use super::super::app::{App, CompensationForm, Mode, Pending, Report, Tone};
+use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
 use super::super::keys::{bindings, Context};
-use super::super::text::{clean, wrap};
+use super::super::text::{clean, wrap, wrap_hanging};
 use super::super::theme::Theme;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -43,9 +43,10 @@ fn frame<'a>(theme: &Theme, title: String) -> Block<'a> {
 }
 
 /// Key hints for a context, from the key table.
-fn hints(context: Context) -> String {
+fn hints(context: Context, fields: bool) -> String {
     bindings(context)
         .filter(|b| !b.label.is_empty())
+        .filter(|b| fields || !matches!(b.action, Action::NextField | Action::PrevField))
         .map(|b| format!("{}: {}", b.key_names(), b.label))
         .collect::<Vec<_>>()
         .join("   ")
@@ -96,14 +97,43 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
         Context::Global,
     ] {
         lines.push(Line::styled(context.title(), theme.heading()));
-        for b in bindings(context) {
+        let all: Vec<_> = bindings(context).collect();
+        let mut i = 0;
+        while i < all.len() {
+            let b = all[i];
+            // Consecutive filter keys read better as one line.
+            if let Action::Filter(_) = b.action {
+                let run: Vec<_> = all[i..]
+                    .iter()
+                    .take_while(|b| matches!(b.action, Action::Filter(_)))
+                    .collect();
+                let keys: Vec<String> = run.iter().map(|b| b.key_names()).collect();
+                let names: Vec<&str> = run
+                    .iter()
+                    .filter_map(|b| match b.action {
+                        Action::Filter(n) => Filter::ORDER.get(n).map(|f| f.label()),
+                        _ => None,
+                    })
+                    .collect();
+                let text = format!(
+                    "  {:<12} show {} operations",
+                    keys.join("/"),
+                    names.join(", ")
+                );
+                for part in wrap_hanging(&text, inner, 15) {
+                    lines.push(Line::styled(part, theme.label()));
+                }
+                i += run.len();
+                continue;
+            }
+            i += 1;
             let keys = b.key_names();
             let mut text = format!("  {keys:<12} {}", b.help);
             let mut style = theme.label();
             if let (Action::Request(request), Context::Queue) = (b.action, context) {
                 match app.availability(request) {
-                    Ok(why) => {
-                        text.push_str(&format!(" [available: {why}]"));
+                    Ok(_) => {
+                        text.push_str(" [available now]");
                         style = theme.good();
                     }
                     Err(why) => {
@@ -112,13 +142,7 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
                     }
                 }
             }
-            let parts = wrap(&clean(&text), inner);
-            for (i, part) in parts.into_iter().enumerate() {
-                let part = if i == 0 {
-                    part
-                } else {
-                    format!("{:15}{}", "", part.trim_start())
-                };
+            for part in wrap_hanging(&clean(&text), inner, 15) {
                 lines.push(Line::styled(part, style));
             }
         }
@@ -195,7 +219,7 @@ fn render_reviewer(app: &App, input: &str, error: Option<&str>, area: Rect, buf:
         wrapped(error, inner, theme.bad(), &mut lines);
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Input), theme.dim()));
+    lines.push(Line::styled(hints(Context::Input, false), theme.dim()));
     let block = frame(theme, " Reviewer ".to_string());
     render_box(area, buf, block, lines, width, 0);
 }
@@ -282,7 +306,7 @@ fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
         }
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Overlay), theme.dim()));
+    lines.push(Line::styled(hints(Context::Overlay, false), theme.dim()));
     let block = frame(theme, format!(" {} ", clean(&report.title)));
     render_box(area, buf, block, lines, width, report.scroll);
 }

@@ -8,6 +8,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
+use unicode_width::UnicodeWidthStr;
 
 pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
     let theme = &app.theme;
@@ -44,13 +45,33 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let inner_width = area.width.saturating_sub(2);
-    let wide = inner_width >= 44;
-    let header = if wide {
-        Row::new(["", "op id", "action", "state", "ver"])
-    } else {
-        Row::new(["", "op id", "state", "ver"])
+    // The state column only matters when the filter mixes states; the
+    // action column gets what its longest visible value needs, up to a cap.
+    let show_state = app.filter.state().is_none();
+    let action_width = app
+        .queue
+        .rows
+        .iter()
+        .map(|op| clean(&op.action_kind).width())
+        .max()
+        .unwrap_or(0)
+        .clamp(6, 14);
+    let show_action = inner_width >= 40;
+    let mut header = vec!["", "op id"];
+    let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
+    if show_action {
+        header.push("action");
+        widths.push(Constraint::Length(
+            u16::try_from(action_width).unwrap_or(18),
+        ));
     }
-    .style(theme.label());
+    if show_state {
+        header.push("state");
+        widths.push(Constraint::Length(11));
+    }
+    header.push("ver");
+    widths.push(Constraint::Length(4));
+    let header = Row::new(header).style(theme.label());
     let rows = app.queue.rows.iter().enumerate().map(|(i, op)| {
         let selected = i == app.queue.cursor;
         let marked = app.marks.contains_key(&op.op_id);
@@ -63,13 +84,15 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
             Cell::from(Span::styled(lead, theme.marked())),
             Cell::from(clean(&op.op_id)),
         ];
-        if wide {
+        if show_action {
             cells.push(Cell::from(clean(&op.action_kind)));
         }
-        cells.push(Cell::from(Span::styled(
-            op.state.as_str(),
-            theme.state(op.state),
-        )));
+        if show_state {
+            cells.push(Cell::from(Span::styled(
+                op.state.as_str(),
+                theme.state(op.state),
+            )));
+        }
         cells.push(Cell::from(format!("v{}", op.version)));
         let row = Row::new(cells);
         if selected {
@@ -78,22 +101,6 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
             row
         }
     });
-    let widths: Vec<Constraint> = if wide {
-        vec![
-            Constraint::Length(2),
-            Constraint::Fill(3),
-            Constraint::Fill(2),
-            Constraint::Length(11),
-            Constraint::Length(4),
-        ]
-    } else {
-        vec![
-            Constraint::Length(2),
-            Constraint::Fill(1),
-            Constraint::Length(11),
-            Constraint::Length(4),
-        ]
-    };
     Table::new(rows, widths)
         .header(header)
         .column_spacing(1)

@@ -16,7 +16,7 @@ pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
     let theme = &app.theme;
     let reviewer = match &app.reviewer {
         Some(name) => format!(" reviewer: {} ", clean(name)),
-        None => " reviewer: not set (asked before the first change) ".to_string(),
+        None => " reviewer: not set ".to_string(),
     };
     let reviewer_width = u16::try_from(reviewer.width()).unwrap_or(u16::MAX);
     let [left, right] =

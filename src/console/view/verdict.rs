@@ -5,7 +5,7 @@
 use super::super::action::{Action, Request};
 use super::super::app::App;
 use super::super::keys::{bindings, Context};
-use super::super::text::{clean, wrap};
+use super::super::text::{clean, fit, wrap, wrap_hanging};
 use crate::domain::{Decision, OpState};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -68,13 +68,15 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
             if ok { "available" } else { "unavailable" },
             clean(&reason)
         );
-        for (i, part) in wrap(&text, width).into_iter().enumerate() {
-            let continuation = if i == 0 {
-                part
-            } else {
-                format!("  {}", part.trim_start())
-            };
-            out.push((false, Some(ok), continuation));
+        // On a short screen each action keeps to one line; the help has
+        // the whole reason.
+        let parts = if app.height >= 30 {
+            wrap_hanging(&text, width, 2)
+        } else {
+            vec![fit(&text, width)]
+        };
+        for part in parts {
+            out.push((false, Some(ok), part));
         }
     }
     out
