@@ -284,7 +284,7 @@ pub static BINDINGS: &[Binding] = &[
         Queue,
         &[k('a')],
         Action::Request(Request::Compensate),
-        "compensate",
+        "approve",
         "approve a compensation for the confirmed effect (form, then asks)",
     ),
     bind(

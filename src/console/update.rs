@@ -110,7 +110,7 @@ fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::Filter(index) => set_filter(app, index),
         Action::Search => {
             app.mode = Mode::Search {
-                input: app.search.clone().unwrap_or_default(),
+                input: String::new(),
             };
             Ok(())
         }
@@ -507,7 +507,11 @@ fn reviewer_input(
             Ok(name) => {
                 app.reviewer = Some(name.clone());
                 app.mode = Mode::Normal;
-                set_status(app, Tone::Plain, format!("reviewer: {name}"));
+                set_status(
+                    app,
+                    Tone::Plain,
+                    format!("reviewing as {name}; the name is recorded with each change"),
+                );
                 return start_request(app, resume);
             }
             Err(reason) => {
@@ -1042,16 +1046,12 @@ fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
             expected,
             found,
             state,
-            changed_by,
+            ..
         } => lines.push((
             Tone::Plain,
             format!(
-                "  you saw version {expected}; {op_id} is now {state} at version {found}{}; \
-                 nothing was recorded for it",
-                changed_by
-                    .as_ref()
-                    .map(|who| format!(", last changed by {who}"))
-                    .unwrap_or_default()
+                "  you saw version {expected}; {op_id} is now {state} at version {found}, so \
+                 nothing was recorded for it"
             ),
         )),
         Refusal::UnsupportedVerdict { verdict, .. } => {
@@ -1108,8 +1108,8 @@ fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>) -> Result<()> {
     lines.push((
         Tone::Plain,
         match (stale, bulk && !refused_ids.is_empty()) {
-            (true, _) => "The console has refreshed and shows the operations as they are now; \
-                          look at the evidence again before deciding."
+            (true, _) => "The console has refreshed and shows the workspace as it is now; look \
+                          at the evidence again before deciding."
                 .to_string(),
             (false, true) => "The refused operations stay marked and unchanged.".to_string(),
             (false, false) if refused_ids.is_empty() => String::new(),

@@ -101,7 +101,7 @@ fn render_detail(app: &App, area: Rect, buf: &mut Buffer) {
     let inner_width = usize::from(area.width.saturating_sub(2));
     let op_lines = operation::line_count(app, inner_width);
     let verdict_lines = verdict::line_count(app, inner_width);
-    let evidence_lines = evidence::line_count(app);
+    let evidence_lines = evidence::line_count(app, inner_width);
     let op_height = (op_lines + 2)
         .min(usize::from(area.height) * 30 / 100)
         .max(4);

@@ -4,7 +4,7 @@
 //! close tombstone.
 
 use super::super::app::{App, Detail};
-use super::super::text::clean;
+use super::super::text::{clean, wrap_hanging};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -55,8 +55,15 @@ fn lines(d: &Detail) -> Vec<String> {
     out
 }
 
-pub fn line_count(app: &App) -> usize {
-    app.selected_detail().map_or(1, |d| lines(d).len())
+fn wrapped(d: &Detail, width: usize) -> Vec<String> {
+    lines(d)
+        .iter()
+        .flat_map(|l| wrap_hanging(l, width, 2))
+        .collect()
+}
+
+pub fn line_count(app: &App, width: usize) -> usize {
+    app.selected_detail().map_or(1, |d| wrapped(d, width).len())
 }
 
 pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer) {
@@ -68,7 +75,7 @@ pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer) {
         block.render(area, buf);
         return;
     };
-    let all = lines(d);
+    let all = wrapped(d, usize::from(area.width.saturating_sub(2)));
     let visible = usize::from(area.height.saturating_sub(2));
     // The newest entries matter most when they do not all fit.
     let skip = all.len().saturating_sub(visible);

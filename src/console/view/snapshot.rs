@@ -37,10 +37,6 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
         .title(Line::styled(title, theme.heading()))
         .border_style(theme.border());
     let mut lines: Vec<Line> = Vec::new();
-    let closed = match (&d.closure, snap.closed) {
-        (Some(c), true) => format!("yes (authorized by {})", clean(&c.authorized_by)),
-        (_, flag) => yes_no(flag).to_string(),
-    };
     lines.push(Line::from(vec![
         Span::styled("complete ", theme.label()),
         Span::raw(yes_no(snap.complete)),
@@ -48,7 +44,7 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
         Span::raw(yes_no(snap.authoritative)),
         Span::styled(" · closed ", theme.label()),
         Span::styled(
-            closed,
+            yes_no(snap.closed),
             if snap.closed {
                 theme.good()
             } else {
