@@ -56,8 +56,8 @@ pub struct Cli {
 
     /// Rerun the whole experiment and compare it with EXPECTED (default: the
     /// checked-in results.json compiled into this binary).
-    #[arg(long, value_name = "EXPECTED", num_args = 0..=1, default_missing_value = "")]
-    pub check: Option<PathBuf>,
+    #[arg(long, value_name = "EXPECTED", num_args = 0..=1)]
+    pub check: Option<Option<PathBuf>>,
 
     /// With --check: also write the reproduced JSON to PATH.
     #[arg(long, value_name = "PATH", requires = "check")]
@@ -69,130 +69,195 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the scripted experiment and print (or write) its JSON only.
+    /// Run the scripted experiment (SPEC section 5) in fresh temporary
+    /// workspaces and print its JSON, or write it to PATH. Unlike --check it
+    /// compares nothing.
     #[command(after_help = EXIT_CODES)]
     Experiment {
+        /// Write the JSON to PATH instead of standard output.
         #[arg(long, value_name = "PATH")]
         output: Option<PathBuf>,
     },
-    /// Build a demo workspace (creating DIR if needed): every verdict and
+    /// Build a demo workspace, creating DIR if needed: every verdict and
     /// every state, made through the real code paths with real receiver
-    /// child processes. Run again on the same workspace, it keeps the
-    /// showcase and only adds generated operations, numbered after the last.
+    /// child processes, faults and closing snapshots.
+    ///
+    /// Run again on the same workspace, it keeps the showcase and only adds
+    /// the generated operations, numbered after the last ones.
     #[command(after_help = EXIT_CODES)]
     Demo {
-        /// Also add N generated unknown operations (op-bulk-0000001, …) with a
-        /// realistic mix of receiver evidence, by bulk inserts.
+        /// Also add N generated unknown operations (op-bulk-0000001, ...)
+        /// with a realistic mix of receiver evidence (none, one, duplicates,
+        /// mismatches) and other callers' traffic, by bulk inserts.
         #[arg(long, value_name = "N", default_value_t = 0,
               value_parser = clap::value_parser!(u64).range(0..=MAX_DEMO_OPS))]
         ops: u64,
+        /// Print {operations, effects, showcase: [...], generated} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Put a new operation in the outbox, state prepared at version 1.
+    /// Put a new original operation in the outbox, state prepared at
+    /// version 1. Creates the workspace if needed. An existing op id is
+    /// refused (duplicate_operation).
     #[command(after_help = EXIT_CODES)]
     Prepare {
+        /// The new op id: 1 to 200 characters, no whitespace or control
+        /// characters.
         #[arg(long = "op", value_name = "ID")]
         op_id: String,
+        /// The action the receiver performs (send_email, charge_card, ...).
         #[arg(long = "action", value_name = "KIND")]
         action_kind: String,
-        /// JSON text, or @PATH to read it from a file (@- for stdin).
+        /// JSON text, or @PATH to read it from a file (@- for stdin). It is
+        /// stored as canonical JSON (sorted keys).
         #[arg(long, value_name = "JSON")]
         payload: String,
+        /// Print the new operation as JSON.
+        #[arg(long)]
+        json: bool,
     },
-    /// Dispatch a prepared operation: persist unknown, then invoke the
-    /// receiver. Exits 0 whenever the receiver was invoked; a lost receipt is
-    /// an outcome (`unknown`), not an error.
+    /// Dispatch a prepared operation: commit unknown (version +1, one
+    /// dispatch_log row), then invoke the receiver as a child process.
+    ///
+    /// Exits 0 whenever the receiver was invoked and reports the outcome: a
+    /// receipt (the op is confirmed), or unknown with the child's exit code.
+    /// A lost receipt is an outcome, not an error. An op that is not
+    /// prepared is refused as blind_retry before the receiver is invoked.
     #[command(after_help = EXIT_CODES)]
     Dispatch {
+        /// The op id.
         #[arg(value_name = "ID")]
         op_id: String,
-        /// Make the receiver child fail (a drill).
+        /// Make the receiver child fail: crash-after-commit writes the effect
+        /// and dies before its receipt (exit 23); crash-before-commit dies
+        /// before writing anything (exit 24).
         #[arg(long, value_enum)]
         fault: Option<FaultArg>,
+        /// Print {op_id, outcome, receiver_exit_code, effect_id, state,
+        /// version} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// List operations in op id order.
+    /// List operations in op id order, one page at a time.
     #[command(after_help = EXIT_CODES)]
     Ops {
+        /// Only operations in this state.
         #[arg(long, value_enum)]
         state: Option<StateArg>,
+        /// At most N operations.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
-        /// Start after this op id (keyset paging).
+        /// Start after this op id (keyset paging: pass the last id printed).
         #[arg(long, value_name = "ID")]
         after: Option<String>,
+        /// Print an array of operations {op_id, kind, action_kind, payload,
+        /// state, version, compensates_effect_id, compensates_op_id,
+        /// confirmed_effect_id} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Show one operation, its evidence history and its approvals.
+    /// Show one operation, its evidence history (with the full snapshot
+    /// each decision rests on) and its compensation approvals.
     #[command(after_help = EXIT_CODES)]
     Show {
+        /// The op id.
         #[arg(value_name = "ID")]
         op_id: String,
+        /// Print {operation, evidence: [...], approvals: [...]} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Print the receiver's effects.
+    /// Print the receiver's effects in write order: the whole ledger, or
+    /// one operation's.
     #[command(after_help = EXIT_CODES)]
     Ledger {
+        /// Only effects carrying this op id.
         #[arg(long = "op", value_name = "ID")]
         op_id: Option<String>,
+        /// Print an array of effects {effect_id, op_id, action_kind,
+        /// compensates_effect_id, payload} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Read the receiver's effects for an operation and classify them. With
-    /// --close this is a receiver mutation: it closes the operation for good,
-    /// which can cancel an original still in flight.
+    /// Read the receiver's effects for an operation and classify them.
+    ///
+    /// An ordinary read changes nothing. With --close it is a receiver
+    /// mutation: it closes the operation for good, so no effect can be
+    /// written for it afterwards, which can cancel an original still in
+    /// flight; it needs --authorized-by.
     #[command(after_help = EXIT_CODES)]
     Snapshot {
+        /// The op id.
         #[arg(value_name = "ID")]
         op_id: String,
         #[command(flatten)]
         close: CloseArgs,
+        /// Print {snapshot: {op_id, matches, complete, authoritative,
+        /// closed}, verdict} as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Take a fresh snapshot, classify it, and record the reviewer's decision
-    /// only when the verdict supports it.
+    /// Take a fresh snapshot (closing it only with --close), classify it,
+    /// and record the reviewer's decision only when the verdict supports it:
+    /// confirmed needs unique_exact_match or exact_match_existence_only,
+    /// not_applied needs terminal_absence.
+    ///
+    /// A decision that is refused writes nothing, and then no closing
+    /// snapshot is taken either.
     #[command(after_help = EXIT_CODES)]
     Reconcile {
+        /// The op id.
         #[arg(value_name = "ID")]
         op_id: String,
+        /// Who decides; recorded in the evidence log.
         #[arg(long, value_name = "NAME")]
         reviewer: String,
         #[arg(long, value_enum)]
         decision: DecisionArg,
-        /// The version the reviewer saw.
+        /// The version the reviewer saw; a different current version is
+        /// refused as stale_version.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
         expected_version: i64,
-        /// The payload scope the reviewer decided on (default: the stored one).
+        /// The payload scope the reviewer decided on (default: the stored
+        /// one); a different one is refused as scope_mismatch. JSON text,
+        /// @PATH or @-.
         #[arg(long, value_name = "JSON")]
         payload: Option<String>,
         #[command(flatten)]
         close: CloseArgs,
+        /// Print {op_id, decision, verdict, state, version, evidence_seq}
+        /// as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Approve a compensation for one confirmed effect and prepare its
-    /// operation, in one transaction.
+    /// Approve a compensation for the one confirmed effect of an original
+    /// and prepare the compensation operation, in one transaction. Dispatch
+    /// it afterwards with `recon dispatch CID`.
     #[command(name = "approve-compensation", after_help = EXIT_CODES)]
     ApproveCompensation {
+        /// The confirmed original's op id.
         #[arg(value_name = "ID")]
         op_id: String,
+        /// The original's confirmed effect id (fx-...).
         #[arg(long, value_name = "EFFECT")]
         effect: String,
+        /// Who approves; recorded with the approval.
         #[arg(long, value_name = "NAME")]
         approver: String,
+        /// The original's version the approver saw.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
         expected_version: i64,
+        /// The new compensation op id.
         #[arg(long = "compensation-op", value_name = "CID")]
         compensation_op: String,
+        /// The compensating action (refund_card, ...).
         #[arg(long = "action", value_name = "KIND")]
         action_kind: String,
+        /// The compensation's payload: JSON text, @PATH or @-.
         #[arg(long, value_name = "JSON")]
         payload: String,
+        /// Print {original_op_id, effect_id, approved_version,
+        /// compensation_op_id, approver} as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -214,27 +279,35 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         reviewer: Option<String>,
     },
-    /// The receiver side (what `dispatch` spawns).
-    #[command(subcommand)]
+    /// The receiver side: what `dispatch` spawns, and what an unsafe retry
+    /// that bypasses the sender calls directly.
+    #[command(subcommand, after_help = EXIT_CODES)]
     Receiver(ReceiverCommand),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ReceiverCommand {
-    /// Write one effect and print its receipt. Exits 3 with
-    /// `refused: operation_closed` on a closed operation, 23 under
-    /// crash-after-commit (committed, no receipt), 24 under
-    /// crash-before-commit (nothing written).
+    /// Write one effect in one transaction and print its receipt JSON
+    /// ({"receipt": effect}). The receiver is not idempotent: every call
+    /// writes a new effect, unless the operation is closed.
+    ///
+    /// Exits 0 with the receipt; 3 with `refused: operation_closed` on a
+    /// closed operation; 23 under crash-after-commit (committed, no
+    /// receipt); 24 under crash-before-commit (nothing written).
     #[command(after_help = EXIT_CODES)]
     Apply {
+        /// The op id the effect carries.
         #[arg(long = "op", value_name = "ID")]
         op_id: String,
         #[arg(long = "action", value_name = "KIND")]
         action_kind: String,
+        /// JSON text, @PATH or @-.
         #[arg(long, value_name = "JSON")]
         payload: String,
+        /// The effect this one compensates.
         #[arg(long, value_name = "EFFECT")]
         compensates: Option<String>,
+        /// Die on purpose: after the commit (exit 23) or before it (exit 24).
         #[arg(long, value_enum)]
         fault: Option<FaultArg>,
         /// Print `ready` once the database is open, then wait for one line on

@@ -18,7 +18,7 @@ use crate::store::OpenOptions;
 use crate::workspace::{ReconcileRequest, Workspace};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{BufWriter, Stdout, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,6 +33,8 @@ pub const EXIT_STORAGE: i32 = 4;
 pub enum Failure {
     Usage(String),
     Engine(Error),
+    /// Standard output was closed by its reader; nothing more to say.
+    ClosedPipe,
 }
 
 impl From<UsageError> for Failure {
@@ -79,6 +81,7 @@ impl Failure {
                 eprintln!("error: {}", escape(&error.to_string()));
                 EXIT_STORAGE
             }
+            Failure::ClosedPipe => EXIT_OK,
         }
     }
 }
@@ -111,17 +114,44 @@ fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
     Ok(Workspace::open(dir, options)?)
 }
 
-/// Prints a value as one JSON document.
-pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", json_for_terminal(text))
-        .map_err(|e| Failure::Engine(StoreError::Io(e).into()))
+/// Standard output for one command, buffered so that a long ledger is a
+/// few large writes rather than one per line. A reader that goes away
+/// (`recon ledger | head`) ends the command quietly instead of as an error.
+pub struct Out(BufWriter<Stdout>);
+
+impl Default for Out {
+    fn default() -> Self {
+        Out(BufWriter::new(std::io::stdout()))
+    }
 }
 
-fn print_line(line: impl AsRef<str>) {
-    println!("{}", line.as_ref());
+impl Out {
+    pub fn line(&mut self, line: impl AsRef<str>) -> Result<(), Failure> {
+        writeln!(self.0, "{}", line.as_ref()).map_err(output_error)
+    }
+
+    /// Prints a value as one JSON document.
+    pub fn json(&mut self, value: &impl Serialize) -> Result<(), Failure> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
+        self.line(json_for_terminal(text))
+    }
+
+    pub fn text(&mut self, text: &str) -> Result<(), Failure> {
+        self.0.write_all(text.as_bytes()).map_err(output_error)
+    }
+
+    pub fn flush(&mut self) -> Result<(), Failure> {
+        self.0.flush().map_err(output_error)
+    }
+}
+
+fn output_error(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::ClosedPipe
+    } else {
+        Failure::Engine(StoreError::Io(e).into())
+    }
 }
 
 fn payload_line(value: &Value) -> String {
@@ -129,8 +159,15 @@ fn payload_line(value: &Value) -> String {
 }
 
 pub fn run(cli: Cli) -> Outcome {
+    let mut out = Out::default();
+    let code = run_to(cli, &mut out)?;
+    out.flush()?;
+    Ok(code)
+}
+
+fn run_to(cli: Cli, out: &mut Out) -> Outcome {
     if let Some(expected) = &cli.check {
-        return check(expected, cli.output.as_deref());
+        return check(expected.as_deref(), cli.output.as_deref(), out);
     }
     let Some(command) = cli.command else {
         return open_console(cli.workspace.as_deref(), cli.reviewer.as_deref());
@@ -142,7 +179,7 @@ pub fn run(cli: Cli) -> Outcome {
             let text = experiment::to_text(&results);
             match output {
                 Some(path) => write_file(&path, &text)?,
-                None => print!("{text}"),
+                None => out.text(&text)?,
             }
             Ok(EXIT_OK)
         }
@@ -151,9 +188,9 @@ pub fn run(cli: Cli) -> Outcome {
             let mut ws = open(dir, true)?;
             let summary = demo::build(&mut ws, ops)?;
             if json {
-                print_json(&summary)?;
+                out.json(&summary)?;
             } else {
-                print_demo(dir, &summary);
+                print_demo(out, dir, &summary)?;
             }
             Ok(EXIT_OK)
         }
@@ -161,18 +198,23 @@ pub fn run(cli: Cli) -> Outcome {
             op_id,
             action_kind,
             payload,
+            json,
         } => {
             let op_id = identifier("op id", &op_id)?;
             let action = identifier("action kind", &action_kind)?;
             let payload = read_payload(&payload)?;
             let mut ws = open(workspace_dir(ws_arg)?, true)?;
             let op = ws.prepare(op_id, action, &payload)?;
-            print_line(format!(
+            if json {
+                out.json(&op)?;
+                return Ok(EXIT_OK);
+            }
+            out.line(format!(
                 "prepared {} ({}) at version {}",
                 escape(&op.op_id),
                 escape(&op.action_kind),
                 op.version
-            ));
+            ))?;
             Ok(EXIT_OK)
         }
         Command::Dispatch { op_id, fault, json } => {
@@ -186,17 +228,17 @@ pub fn run(cli: Cli) -> Outcome {
                 },
             )?;
             if json {
-                print_json(&report)?;
+                out.json(&report)?;
             } else {
                 match &report.effect_id {
-                    Some(effect) => print_line(format!(
+                    Some(effect) => out.line(format!(
                         "{}: receipt for {}; now {} at version {}",
                         escape(&report.op_id),
                         escape(effect),
                         report.state,
                         report.version
-                    )),
-                    None => print_line(format!(
+                    ))?,
+                    None => out.line(format!(
                         "{}: no receipt (receiver exit {}); now {} at version {}",
                         escape(&report.op_id),
                         report
@@ -204,7 +246,7 @@ pub fn run(cli: Cli) -> Outcome {
                             .map_or("by signal".to_string(), |c| c.to_string()),
                         report.state,
                         report.version
-                    )),
+                    ))?,
                 }
             }
             Ok(EXIT_OK)
@@ -222,17 +264,17 @@ pub fn run(cli: Cli) -> Outcome {
                 limit.unwrap_or(usize::MAX),
             )?;
             if json {
-                print_json(&ops)?;
+                out.json(&ops)?;
             } else {
                 for op in &ops {
-                    print_line(format!(
+                    out.line(format!(
                         "{:<24} {:<12} v{:<3} {:<12} {}",
                         escape(&op.op_id),
                         op.state,
                         op.version,
                         op.kind,
                         escape(&op.action_kind)
-                    ));
+                    ))?;
                 }
             }
             Ok(EXIT_OK)
@@ -241,27 +283,27 @@ pub fn run(cli: Cli) -> Outcome {
             let ws = open(workspace_dir(ws_arg)?, false)?;
             let detail = ws.show(&op_id)?;
             if json {
-                print_json(&detail)?;
+                out.json(&detail)?;
                 return Ok(EXIT_OK);
             }
             let op = &detail.operation;
-            print_line(format!(
+            out.line(format!(
                 "{} ({} {}) {} at version {}",
                 escape(&op.op_id),
                 op.kind,
                 escape(&op.action_kind),
                 op.state,
                 op.version
-            ));
-            print_line(format!("payload: {}", payload_line(&op.payload)));
+            ))?;
+            out.line(format!("payload: {}", payload_line(&op.payload)))?;
             if let Some(effect) = &op.compensates_effect_id {
-                print_line(format!("compensates: {}", escape(effect)));
+                out.line(format!("compensates: {}", escape(effect)))?;
             }
             if let Some(effect) = &op.confirmed_effect_id {
-                print_line(format!("confirmed effect: {}", escape(effect)));
+                out.line(format!("confirmed effect: {}", escape(effect)))?;
             }
             for e in &detail.evidence {
-                print_line(format!(
+                out.line(format!(
                     "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
                     e.seq,
                     e.source,
@@ -270,17 +312,17 @@ pub fn run(cli: Cli) -> Outcome {
                     e.verdict.map_or("none", |v| v.as_str()),
                     e.from_version,
                     e.to_version
-                ));
+                ))?;
             }
             for a in &detail.approvals {
-                print_line(format!(
+                out.line(format!(
                     "approval: {} compensates {} of {} (approved by {} at v{})",
                     escape(&a.compensation_op_id),
                     escape(&a.effect_id),
                     escape(&a.original_op_id),
                     escape(&a.approver),
                     a.approved_version
-                ));
+                ))?;
             }
             Ok(EXIT_OK)
         }
@@ -288,10 +330,10 @@ pub fn run(cli: Cli) -> Outcome {
             let ws = open(workspace_dir(ws_arg)?, false)?;
             let effects = ws.ledger(op_id.as_deref())?;
             if json {
-                print_json(&effects)?;
+                out.json(&effects)?;
             } else {
                 for e in &effects {
-                    print_line(format!(
+                    out.line(format!(
                         "{} {} {}{} {}",
                         escape(&e.effect_id),
                         escape(&e.op_id),
@@ -301,7 +343,7 @@ pub fn run(cli: Cli) -> Outcome {
                             .map(|c| format!(" (compensates {})", escape(c)))
                             .unwrap_or_default(),
                         payload_line(&e.payload)
-                    ));
+                    ))?;
                 }
             }
             Ok(EXIT_OK)
@@ -315,10 +357,10 @@ pub fn run(cli: Cli) -> Outcome {
             let mut ws = open(workspace_dir(ws_arg)?, false)?;
             let classified = ws.snapshot(&op_id, authorized_by)?;
             if json {
-                print_json(&classified)?;
+                out.json(&classified)?;
             } else {
                 let s = &classified.snapshot;
-                print_line(format!(
+                out.line(format!(
                     "{}: {} (complete {}, authoritative {}, closed {}, {} matches)",
                     escape(&s.op_id),
                     classified.verdict,
@@ -326,16 +368,16 @@ pub fn run(cli: Cli) -> Outcome {
                     s.authoritative,
                     s.closed,
                     s.matches.len()
-                ));
+                ))?;
                 for m in &s.matches {
-                    print_line(format!(
+                    out.line(format!(
                         "  {} {} {}",
                         escape(&m.effect_id),
                         escape(&m.action_kind),
                         payload_line(&m.payload)
-                    ));
+                    ))?;
                 }
-                print_line(format!("  {}", classified.verdict.explanation()));
+                out.line(format!("  {}", classified.verdict.explanation()))?;
             }
             Ok(EXIT_OK)
         }
@@ -365,7 +407,7 @@ pub fn run(cli: Cli) -> Outcome {
                 close_authorized_by: authorized_by,
             })?;
             if json {
-                print_json(&json!({
+                out.json(&json!({
                     "op_id": recorded.operation.op_id,
                     "decision": crate::domain::Decision::from(decision),
                     "verdict": recorded.verdict,
@@ -374,7 +416,7 @@ pub fn run(cli: Cli) -> Outcome {
                     "evidence_seq": recorded.evidence_seq,
                 }))?;
             } else {
-                print_line(format!(
+                out.line(format!(
                     "{}: recorded {} on {} (evidence #{}); now {} at version {}",
                     escape(&recorded.operation.op_id),
                     crate::domain::Decision::from(decision),
@@ -382,7 +424,7 @@ pub fn run(cli: Cli) -> Outcome {
                     recorded.evidence_seq,
                     recorded.operation.state,
                     recorded.operation.version
-                ));
+                ))?;
             }
             Ok(EXIT_OK)
         }
@@ -411,7 +453,7 @@ pub fn run(cli: Cli) -> Outcome {
                 payload: &payload,
             })?;
             if json {
-                print_json(&json!({
+                out.json(&json!({
                     "original_op_id": approval.original_op_id,
                     "effect_id": approval.effect_id,
                     "approved_version": approval.approved_version,
@@ -419,13 +461,13 @@ pub fn run(cli: Cli) -> Outcome {
                     "approver": approval.approver,
                 }))?;
             } else {
-                print_line(format!(
+                out.line(format!(
                     "approved {} to compensate {} of {} (version {}); it is prepared",
                     escape(&approval.compensation_op_id),
                     escape(&approval.effect_id),
                     escape(&approval.original_op_id),
                     approval.approved_version
-                ));
+                ))?;
             }
             Ok(EXIT_OK)
         }
@@ -467,25 +509,25 @@ pub fn run(cli: Cli) -> Outcome {
     }
 }
 
-fn print_demo(dir: &Path, summary: &DemoSummary) {
-    print_line(format!(
+fn print_demo(out: &mut Out, dir: &Path, summary: &DemoSummary) -> Result<(), Failure> {
+    out.line(format!(
         "demo workspace {}: added {} operations and {} receiver effects",
         escape(&dir.display().to_string()),
         summary.operations,
         summary.effects
-    ));
+    ))?;
     for op in &summary.showcase {
-        print_line(format!(
+        out.line(format!(
             "  {:<28} {:<11} v{:<2} {:<27} {}",
             op.op_id,
             op.state.as_str(),
             op.version,
             op.verdict.as_str(),
             op.story
-        ));
+        ))?;
     }
     if let Some(generated) = &summary.generated {
-        print_line(format!(
+        out.line(format!(
             "  generated {} .. {}: {} unknown operations, {} effects of theirs, \
              {} background effects of other callers",
             generated.first_op_id,
@@ -493,8 +535,9 @@ fn print_demo(dir: &Path, summary: &DemoSummary) {
             generated.operations,
             generated.own_effects,
             generated.background_effects
-        ));
+        ))?;
     }
+    Ok(())
 }
 
 /// The console's options from the command line and the environment
@@ -587,24 +630,23 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
 }
 
 /// `recon --check [EXPECTED] [--output PATH]`.
-fn check(expected_path: &Path, output: Option<&Path>) -> Outcome {
-    let expected_text = if expected_path.as_os_str().is_empty() {
-        experiment::EXPECTED_RESULTS.to_string()
-    } else {
-        std::fs::read_to_string(expected_path)
-            .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", expected_path.display())))?
+fn check(expected_path: Option<&Path>, output: Option<&Path>, out: &mut Out) -> Outcome {
+    let (expected_text, source) = match expected_path {
+        None => (
+            experiment::EXPECTED_RESULTS.to_string(),
+            "the compiled-in results.json".to_string(),
+        ),
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?,
+            path.display().to_string(),
+        ),
     };
-    let expected: Value = serde_json::from_str(&expected_text).map_err(|e| {
-        Failure::Usage(format!(
-            "{} is not JSON: {e}",
-            if expected_path.as_os_str().is_empty() {
-                "the compiled-in results.json".to_string()
-            } else {
-                expected_path.display().to_string()
-            }
-        ))
-    })?;
-    let actual = match experiment::run(&ReceiverProgram::current()?) {
+    let expected: Value = serde_json::from_str(&expected_text)
+        .map_err(|e| Failure::Usage(format!("{source} is not JSON: {e}")))?;
+    let program = ReceiverProgram::current()
+        .map_err(|e| Failure::Usage(format!("cannot find the recon binary: {e}")))?;
+    let actual = match experiment::run(&program) {
         Ok(actual) => actual,
         Err(e) => {
             // An experiment that cannot run is an I/O problem, exit 2.
@@ -617,19 +659,19 @@ fn check(expected_path: &Path, output: Option<&Path>) -> Outcome {
     let differences = experiment::compare(&expected, &actual);
     if differences.is_empty() {
         let scenarios = actual["scenarios"].as_object().map_or(0, |s| s.len());
-        print_line(format!(
+        out.line(format!(
             "check passed: {scenarios} scenarios, {} receiver child processes, results equal",
             actual["receiver_child_processes"]
-        ));
+        ))?;
         Ok(EXIT_OK)
     } else {
         for d in &differences {
-            print_line(escape(&d.to_string()));
+            out.line(escape(&d.to_string()))?;
         }
-        print_line(format!(
+        out.line(format!(
             "check FAILED: {} differing paths",
             differences.len()
-        ));
+        ))?;
         Ok(EXIT_MISMATCH)
     }
 }

@@ -9,7 +9,7 @@
 use crate::dispatch::{self, DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
     classify, normalize_name, Approval, CompensationRequest, Decision, Effect, EvidenceRecord,
-    OpState, Operation, Review, Snapshot, Verdict,
+    Operation, Review, Snapshot, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::store::sender::{NewOperation, Recorded};
@@ -47,8 +47,16 @@ impl Workspace {
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         let paths = WorkspacePaths::new(dir);
         paths.prepare_dir(options)?;
-        let sender = SenderStore::open(&paths.sender, options)?;
-        let receiver = ReceiverStore::open(&paths.receiver, options)?;
+        // Check an existing database before creating its missing partner,
+        // so a workspace with one bad file is refused without a new file
+        // appearing beside it.
+        let (sender, receiver) = if paths.receiver.exists() && !paths.sender.exists() {
+            let receiver = ReceiverStore::open(&paths.receiver, options)?;
+            (SenderStore::open(&paths.sender, options)?, receiver)
+        } else {
+            let sender = SenderStore::open(&paths.sender, options)?;
+            (sender, ReceiverStore::open(&paths.receiver, options)?)
+        };
         Ok(Workspace {
             paths,
             sender,
@@ -124,10 +132,13 @@ impl Workspace {
     /// Takes a fresh snapshot (closing it only when asked), classifies it,
     /// and records the decision only when the verdict supports it.
     ///
-    /// A closing snapshot is taken only when the operation is `unknown` at
-    /// the expected version, so a stale or misdirected reviewer does not
-    /// close anything; the store checks every rule again inside the
-    /// recording transaction.
+    /// A closing snapshot is a receiver mutation, so it is taken only when
+    /// the decision would be recorded on it: first every rule runs against
+    /// an ordinary read as the close would see it (the same rows, closed),
+    /// and a decision that is going to be refused (stale, not unknown, wrong
+    /// scope, unsupported verdict) closes nothing. The store checks every
+    /// rule again inside the recording transaction, against the real
+    /// closing snapshot, in case a write landed in between.
     pub fn reconcile(&mut self, request: &ReconcileRequest<'_>) -> Result<Recorded> {
         let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
         let close = match request.close_authorized_by {
@@ -135,19 +146,22 @@ impl Workspace {
             None => None,
         };
         let current = self.sender.require(request.op_id)?;
-        let may_close =
-            current.version == request.expected_version && current.state == OpState::Unknown;
-        let snapshot = self
-            .receiver
-            .snapshot(request.op_id, close.filter(|_| may_close))?;
-        self.sender.record_review(&Review {
-            op_id: request.op_id,
-            payload: request.payload.unwrap_or(&current.payload),
-            reviewer,
-            decision: request.decision,
-            snapshot: &snapshot,
-            expected_version: request.expected_version,
-        })
+        let payload = request.payload.unwrap_or(&current.payload);
+        let open = self.receiver.snapshot(request.op_id, None)?;
+        let snapshot = match close {
+            Some(who) => {
+                let as_closed = Snapshot {
+                    closed: true,
+                    ..open.clone()
+                };
+                self.sender
+                    .precheck_review(&review_of(request, payload, reviewer, &as_closed))?;
+                self.receiver.snapshot(request.op_id, Some(who))?
+            }
+            None => open,
+        };
+        self.sender
+            .record_review(&review_of(request, payload, reviewer, &snapshot))
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
@@ -170,6 +184,22 @@ impl Workspace {
     /// database: what the console polls to stay live.
     pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
         Ok((self.sender.data_version()?, self.receiver.data_version()?))
+    }
+}
+
+fn review_of<'a>(
+    request: &ReconcileRequest<'a>,
+    payload: &'a Value,
+    reviewer: &'a str,
+    snapshot: &'a Snapshot,
+) -> Review<'a> {
+    Review {
+        op_id: request.op_id,
+        payload,
+        reviewer,
+        decision: request.decision,
+        snapshot,
+        expected_version: request.expected_version,
     }
 }
 

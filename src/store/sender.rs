@@ -621,6 +621,17 @@ impl SenderStore {
         Ok(Some((op, seq)))
     }
 
+    /// Runs the rules of [`check_review`] against the stored row without
+    /// writing anything: what [`SenderStore::record_review`] would refuse.
+    /// A caller about to take a closing snapshot (a receiver mutation) asks
+    /// first, so a decision that is going to be refused closes nothing.
+    pub fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict> {
+        let op = require_op(&self.conn, &self.path, review.op_id)?;
+        Ok(check_review(&op, review, || {
+            last_changed_by(&self.conn, &op.op_id)
+        })?)
+    }
+
     /// Records a reviewer's decision: the rules of [`check_review`] against
     /// the row as it is inside this transaction, then the conditional update
     /// and the evidence append with the full snapshot. If the append fails,
