@@ -261,6 +261,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Render the review console without a terminal after a key sequence,
+    /// and print the screen as text or SVG. The keys go through the same key
+    /// table and update as in the console, so mutations among them (a
+    /// confirmed `y`) really happen: point it at a copy to look only.
+    #[command(after_help = crate::console::keys::KEY_SYNTAX)]
+    Screenshot {
+        /// The screen size, columns x rows.
+        #[arg(long, value_name = "WxH", default_value = "120x40", value_parser = parse_size)]
+        size: (u16, u16),
+        /// Keys to press first (see below).
+        #[arg(long, value_name = "KEYS", default_value = "")]
+        keys: String,
+        #[arg(long, value_enum, default_value_t = ScreenshotFormat::Txt)]
+        format: ScreenshotFormat,
+        /// The reviewer's name (otherwise the keys can type it at the prompt).
+        #[arg(long, value_name = "NAME")]
+        reviewer: Option<String>,
+    },
     /// The receiver side: what `dispatch` spawns, and what an unsafe retry
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
@@ -307,6 +325,27 @@ pub struct CloseArgs {
     /// Who authorized the close; recorded in the receiver's tombstone.
     #[arg(long, value_name = "NAME", requires = "close")]
     pub authorized_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScreenshotFormat {
+    Txt,
+    Svg,
+}
+
+/// Parses `--size WxH` (at most 1000x1000).
+fn parse_size(text: &str) -> Result<(u16, u16), String> {
+    let (w, h) = text
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("`{text}` is not WxH, for example 120x40"))?;
+    let dim = |v: &str| -> Result<u16, String> {
+        v.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| format!("`{v}` is not a size from 1 to 1000"))
+    };
+    Ok((dim(w)?, dim(h)?))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -4,7 +4,10 @@
 //! Human output escapes untrusted text for the terminal; `--json` prints one
 //! JSON document whose field names are the contract of SPEC section 6.
 
-use crate::cli::{identifier, person, read_payload, Cli, Command, ReceiverCommand, UsageError};
+use crate::cli::{
+    identifier, person, read_payload, Cli, Command, ReceiverCommand, ScreenshotFormat, UsageError,
+};
+use crate::console;
 use crate::demo::{self, DemoSummary};
 use crate::dispatch::{self, ApplyArgs, DispatchOptions, ReceiverProgram};
 use crate::domain::{CompensationRequest, OpState};
@@ -167,9 +170,7 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
         return check(expected.as_deref(), cli.output.as_deref(), out);
     }
     let Some(command) = cli.command else {
-        return Err(Failure::Usage(
-            "no command given; see `recon --help`".to_string(),
-        ));
+        return open_console(cli.workspace.as_deref(), cli.reviewer.as_deref());
     };
     let ws_arg = &cli.workspace;
     match command {
@@ -470,6 +471,18 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
             }
             Ok(EXIT_OK)
         }
+        Command::Screenshot {
+            size,
+            keys,
+            format,
+            reviewer,
+        } => screenshot(
+            workspace_dir(ws_arg)?,
+            size,
+            &keys,
+            format,
+            reviewer.as_deref(),
+        ),
         Command::Receiver(ReceiverCommand::Apply {
             op_id,
             action_kind,
@@ -525,6 +538,79 @@ fn print_demo(out: &mut Out, dir: &Path, summary: &DemoSummary) -> Result<(), Fa
         ))?;
     }
     Ok(())
+}
+
+/// The console's options from the command line and the environment
+/// (`NO_COLOR`, when set and not empty, turns colours off).
+fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> {
+    let reviewer = match reviewer {
+        Some(name) => {
+            let name = person("--reviewer", name)?;
+            Some(
+                crate::domain::normalize_name(name)
+                    .ok_or(crate::Refusal::EmptyReviewer)?
+                    .to_string(),
+            )
+        }
+        None => None,
+    };
+    Ok(console::Options {
+        reviewer,
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    })
+}
+
+/// `recon [--workspace DIR] [--reviewer NAME]`: the review console, on a
+/// fresh temporary demo workspace when no workspace is given.
+fn open_console(workspace: Option<&Path>, reviewer: Option<&str>) -> Outcome {
+    let options = console_options(reviewer)?;
+    let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
+    let mut app = match workspace {
+        Some(dir) => {
+            let source = console::Source {
+                path: dir.to_path_buf(),
+                temporary_demo: false,
+            };
+            console::App::open(open(dir, false)?, source, options, size)?
+        }
+        None => {
+            let (ws, dir) = console::demo_workspace(open_options()?)?;
+            let source = console::Source {
+                path: dir.path().to_path_buf(),
+                temporary_demo: true,
+            };
+            console::App::open(ws, source, options, size)?.keep_dir(dir)
+        }
+    };
+    console::run(&mut app).map_err(|e| Failure::Engine(StoreError::Io(e).into()))?;
+    Ok(EXIT_OK)
+}
+
+/// `recon screenshot`: the console rendered headless after a key sequence.
+fn screenshot(
+    dir: &Path,
+    size: (u16, u16),
+    keys: &str,
+    format: ScreenshotFormat,
+    reviewer: Option<&str>,
+) -> Outcome {
+    let keys = console::keys::parse_keys(keys).map_err(Failure::Usage)?;
+    let options = console_options(reviewer)?;
+    let source = console::Source {
+        path: dir.to_path_buf(),
+        temporary_demo: false,
+    };
+    let mut app = console::App::open(open(dir, false)?, source, options, size)?;
+    console::run_headless(&mut app, &keys);
+    let buffer = console::render(&app);
+    let text = match format {
+        ScreenshotFormat::Txt => console::screenshot::to_text(&buffer),
+        ScreenshotFormat::Svg => console::screenshot::to_svg(&buffer),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .map_err(|e| Failure::Engine(StoreError::Io(e).into()))?;
+    Ok(EXIT_OK)
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), Failure> {

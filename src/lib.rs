@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod cli;
 pub mod commands;
+pub mod console;
 pub mod demo;
 pub mod dispatch;
 pub mod domain;

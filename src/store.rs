@@ -22,6 +22,7 @@
 //!   is refused with a clear error instead of being misread.
 
 pub mod bulk;
+mod console_queries;
 mod drill;
 pub mod receiver;
 pub mod sender;
@@ -31,6 +32,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use console_queries::{PageBound, QueueFilter};
 pub use receiver::ReceiverStore;
 pub use sender::SenderStore;
 

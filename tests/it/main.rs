@@ -2,6 +2,7 @@
 //! Each module is named after the part of the contract it proves.
 
 mod classify;
+mod console;
 mod demo;
 mod engine;
 mod experiment;

@@ -1,0 +1,116 @@
+//! The review console: the terminal program reviewers live in, on the
+//! library API and never on SQL.
+//!
+//! It has the Elm shape (STYLE.md): one [`App`] holding all state, an
+//! [`Action`] enum, a pure key map ([`keys::map_key`], over the one key
+//! table that also generates the help and the key bar), [`update`] as the
+//! only code that changes state or calls the library, and a view that
+//! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
+//! drives a real terminal (raw mode, alternate screen, restored on quit, on
+//! error and on panic) and polls `PRAGMA data_version` so that commits by
+//! other processes appear without a key press; [`run_headless`] applies a
+//! key sequence and renders into ratatui's `TestBackend`, which is what
+//! `recon screenshot` and the golden tests use.
+
+pub mod action;
+pub mod app;
+pub mod keys;
+pub mod screenshot;
+pub mod text;
+pub mod theme;
+pub mod update;
+pub mod view;
+
+pub use action::Action;
+pub use app::{App, Options, Source};
+pub use keys::map_key;
+pub use update::update;
+
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{self, Event, KeyEvent};
+use ratatui::{DefaultTerminal, Terminal};
+use std::time::{Duration, Instant};
+
+/// How often the terminal loop checks for changes made by other processes.
+/// Changes appear within this interval plus one refresh.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Runs the console in the real terminal until the reviewer quits.
+///
+/// `ratatui::try_init` enters raw mode and the alternate screen and
+/// installs a panic hook that restores the terminal before the binary's own
+/// hook prints its one line; every other exit path, errors included, goes
+/// through `ratatui::restore` here.
+pub fn run(app: &mut App) -> std::io::Result<()> {
+    let mut terminal = match ratatui::try_init() {
+        Ok(terminal) => terminal,
+        Err(e) => {
+            ratatui::restore();
+            return Err(e);
+        }
+    };
+    let result = event_loop(&mut terminal, app);
+    ratatui::restore();
+    result
+}
+
+fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<()> {
+    let size = terminal.size()?;
+    update(app, Action::Resize(size.width, size.height));
+    let mut last_poll = Instant::now();
+    while !app.should_quit {
+        terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;
+        let wait = POLL_INTERVAL.saturating_sub(last_poll.elapsed());
+        if event::poll(wait)? {
+            match event::read()? {
+                Event::Key(key) => {
+                    if let Some(action) = map_key(key, app) {
+                        update(app, action);
+                    }
+                }
+                Event::Resize(width, height) => update(app, Action::Resize(width, height)),
+                _ => {}
+            }
+        }
+        if last_poll.elapsed() >= POLL_INTERVAL {
+            update(app, Action::Poll);
+            last_poll = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+/// The headless entry point: the same key map and `update` as [`run`],
+/// without a terminal. Stops early if a key quits.
+pub fn run_headless(app: &mut App, keys: &[KeyEvent]) {
+    for key in keys {
+        if app.should_quit {
+            break;
+        }
+        if let Some(action) = map_key(*key, app) {
+            update(app, action);
+        }
+    }
+}
+
+/// Renders the app through ratatui's `TestBackend` at the app's size.
+pub fn render(app: &App) -> Buffer {
+    let backend = TestBackend::new(app.width, app.height);
+    // TestBackend's error type is `Infallible`, so these cannot fail.
+    let Ok(mut terminal) = Terminal::new(backend);
+    let Ok(_) = terminal.draw(|frame| frame.render_widget(app, frame.area()));
+    terminal.backend().buffer().clone()
+}
+
+/// A fresh temporary demo workspace (the one `recon demo` makes), for a
+/// console started without `--workspace`. The directory is removed when
+/// the returned guard is dropped.
+pub fn demo_workspace(
+    options: crate::store::OpenOptions,
+) -> crate::Result<(crate::Workspace, tempfile::TempDir)> {
+    let dir = tempfile::Builder::new().prefix("recon-demo-").tempdir()?;
+    let mut ws = crate::Workspace::open(dir.path(), options.creating())?;
+    crate::demo::build(&mut ws, 0)?;
+    Ok((ws, dir))
+}

@@ -1,0 +1,89 @@
+//! Everything that can happen to the console, as plain values.
+//!
+//! The key map turns a key press into an [`Action`]; the terminal loop adds
+//! `Resize` and `Poll`; [`super::update::update`] is the only code that acts
+//! on them. Actions carry no state of their own beyond a typed character or
+//! a size, so the key table can hold them as constants and tests can build
+//! them without a terminal.
+
+use crate::domain::Decision;
+
+/// A change of workspace state the reviewer can ask for. Each one goes
+/// through the reviewer prompt (once) and a confirmation that says exactly
+/// what will happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// A closing snapshot: the receiver mutation that bars late writes.
+    Close,
+    /// Record `confirmed` or `not_applied` against the version shown.
+    Decide(Decision),
+    /// Approve a compensation for the confirmed effect.
+    Compensate,
+    /// Dispatch a prepared operation.
+    Dispatch,
+}
+
+impl Request {
+    pub const ALL: [Request; 5] = [
+        Request::Close,
+        Request::Decide(Decision::Confirmed),
+        Request::Decide(Decision::NotApplied),
+        Request::Compensate,
+        Request::Dispatch,
+    ];
+
+    /// How the request is named in the verdict panel and the help.
+    pub fn name(self) -> &'static str {
+        match self {
+            Request::Close => "closing snapshot",
+            Request::Decide(Decision::Confirmed) => "record confirmed",
+            Request::Decide(Decision::NotApplied) => "record not_applied",
+            Request::Compensate => "approve compensation",
+            Request::Dispatch => "dispatch",
+        }
+    }
+
+    /// Whether it can apply to every marked operation at once.
+    pub fn is_bulk(self) -> bool {
+        matches!(self, Request::Close | Request::Decide(_))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    First,
+    Last,
+    NextFilter,
+    PrevFilter,
+    /// Show one filter: an index into [`super::app::Filter::ORDER`].
+    Filter(usize),
+    /// Start typing a search.
+    Search,
+    ToggleMark,
+    /// Take a non-closing snapshot of the selected operation now.
+    ReadSnapshot,
+    Request(Request),
+    /// Scroll the snapshot panel, the help or a result.
+    ScrollDown,
+    ScrollUp,
+    Help,
+    /// Yes, in a confirmation.
+    Confirm,
+    /// No, in a confirmation; leave a prompt, an overlay or a form; in the
+    /// queue, clear the search and the marks.
+    Cancel,
+    /// Text typed into a prompt, the search or a form field.
+    Input(char),
+    Backspace,
+    NextField,
+    PrevField,
+    Submit,
+    Resize(u16, u16),
+    /// Check whether another process changed the workspace, and refresh.
+    Poll,
+    Quit,
+}

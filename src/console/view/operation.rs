@@ -1,0 +1,95 @@
+//! The selected operation: kind, action, state, version, what it
+//! compensates or confirmed, and its payload pretty-printed.
+
+use super::super::app::App;
+use super::super::text::{clean, json_lines, wrap};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Widget};
+
+/// The header lines, as plain text (wrapped by the caller).
+fn header(app: &App) -> Vec<String> {
+    let Some(d) = app.selected_detail() else {
+        return Vec::new();
+    };
+    let op = &d.operation;
+    let mut lines = vec![
+        format!(
+            "{} · {} · action {}",
+            clean(&op.op_id),
+            op.kind,
+            clean(&op.action_kind)
+        ),
+        format!(
+            "state {} · version {} · dispatched {}×",
+            op.state, op.version, d.dispatches
+        ),
+    ];
+    if let Some(effect) = &op.compensates_effect_id {
+        lines.push(format!(
+            "compensates effect {} of {}",
+            clean(effect),
+            clean(op.compensates_op_id.as_deref().unwrap_or("?"))
+        ));
+    }
+    if let Some(effect) = &op.confirmed_effect_id {
+        lines.push(format!("confirmed effect {}", clean(effect)));
+    }
+    lines.push("payload:".to_string());
+    lines
+}
+
+pub fn line_count(app: &App, width: usize) -> usize {
+    let Some(d) = app.selected_detail() else {
+        return 1;
+    };
+    let head: usize = header(app).iter().map(|l| wrap(l, width).len()).sum();
+    let body: usize = json_lines(&d.operation.payload)
+        .iter()
+        .map(|l| wrap(&l.text, width).len())
+        .sum();
+    head + body
+}
+
+pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let block = Block::bordered()
+        .title(Line::styled(" Operation ", theme.heading()))
+        .border_style(theme.border());
+    let width = usize::from(area.width.saturating_sub(2));
+    let Some(d) = app.selected_detail() else {
+        Paragraph::new(Line::styled(" Nothing selected.", theme.dim()))
+            .block(block)
+            .render(area, buf);
+        return;
+    };
+    let mut lines: Vec<Line> = Vec::new();
+    for (i, text) in header(app).into_iter().enumerate() {
+        for part in wrap(&text, width) {
+            let line = match i {
+                0 => Line::styled(part, theme.heading()),
+                1 => Line::from(vec![Span::styled(part, theme.state(d.operation.state))]),
+                _ => Line::styled(part, theme.label()),
+            };
+            lines.push(line);
+        }
+    }
+    for json in json_lines(&d.operation.payload) {
+        for part in wrap(&json.text, width) {
+            lines.push(Line::raw(part));
+        }
+    }
+    let hidden = lines
+        .len()
+        .saturating_sub(usize::from(area.height.saturating_sub(2)));
+    let block = if hidden > 0 {
+        block.title_bottom(Line::styled(
+            format!(" {hidden} more payload lines ",),
+            theme.dim(),
+        ))
+    } else {
+        block
+    };
+    Paragraph::new(lines).block(block).render(area, buf);
+}

@@ -1,0 +1,312 @@
+//! What is drawn over the panels: the help (generated from the key table,
+//! with each action's availability and reason), the confirmation of a
+//! mutation, the reviewer-name prompt, the compensation form, and reports
+//! (refusals in words with their code, bulk results).
+
+use super::super::action::Action;
+use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
+use super::super::keys::{bindings, Context};
+use super::super::text::{clean, wrap, wrap_hanging};
+use super::super::theme::Theme;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph, Widget};
+
+pub fn render_overlay(app: &App, area: Rect, buf: &mut Buffer) {
+    match &app.mode {
+        Mode::Normal | Mode::Search { .. } => {}
+        Mode::Help { scroll } => render_help(app, *scroll, area, buf),
+        Mode::Confirm(pending) => render_confirm(app, pending, area, buf),
+        Mode::Reviewer { input, error, .. } => {
+            render_reviewer(app, input, error.as_deref(), area, buf)
+        }
+        Mode::Compensate(form) => render_form(app, form, area, buf),
+        Mode::Report(report) => render_report(app, report, area, buf),
+    }
+}
+
+/// A centered box of at most `width` columns and `height` rows.
+fn popup(area: Rect, width: u16, height: u16) -> Rect {
+    area.centered(
+        Constraint::Length(width.min(area.width.saturating_sub(4))),
+        Constraint::Length(height.min(area.height.saturating_sub(2))),
+    )
+}
+
+fn frame<'a>(theme: &Theme, title: String) -> Block<'a> {
+    Block::bordered()
+        .title(Line::styled(title, theme.heading()))
+        .border_style(theme.border_focus())
+        .style(theme.popup())
+}
+
+/// Key hints for a context, from the key table.
+fn hints(context: Context, fields: bool) -> String {
+    bindings(context)
+        .filter(|b| !b.label.is_empty())
+        .filter(|b| fields || !matches!(b.action, Action::NextField | Action::PrevField))
+        .map(|b| format!("{}: {}", b.key_names(), b.label))
+        .collect::<Vec<_>>()
+        .join("   ")
+}
+
+fn wrapped(text: &str, width: usize, style: Style, out: &mut Vec<Line<'static>>) {
+    for part in wrap(&clean(text), width) {
+        out.push(Line::styled(part, style));
+    }
+}
+
+/// Renders lines in a popup sized to them, scrolled by `scroll`.
+fn render_box(
+    area: Rect,
+    buf: &mut Buffer,
+    block: Block<'_>,
+    lines: Vec<Line<'static>>,
+    width: u16,
+    scroll: u16,
+) {
+    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
+    let rect = popup(area, width, height);
+    Clear.render(rect, buf);
+    let visible = rect.height.saturating_sub(2);
+    let max = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .saturating_sub(visible);
+    Paragraph::new(lines)
+        .block(block)
+        .scroll((scroll.min(max), 0))
+        .render(rect, buf);
+}
+
+fn box_width(area: Rect) -> u16 {
+    area.width.saturating_sub(8).min(100)
+}
+
+fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).max(20);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for context in [
+        Context::Queue,
+        Context::Confirm,
+        Context::Input,
+        Context::Overlay,
+        Context::Global,
+    ] {
+        lines.push(Line::styled(context.title(), theme.heading()));
+        let all: Vec<_> = bindings(context).collect();
+        let mut i = 0;
+        while i < all.len() {
+            let b = all[i];
+            // Consecutive filter keys read better as one line.
+            if let Action::Filter(_) = b.action {
+                let run: Vec<_> = all[i..]
+                    .iter()
+                    .take_while(|b| matches!(b.action, Action::Filter(_)))
+                    .collect();
+                let keys: Vec<String> = run.iter().map(|b| b.key_names()).collect();
+                let names: Vec<&str> = run
+                    .iter()
+                    .filter_map(|b| match b.action {
+                        Action::Filter(n) => Filter::ORDER.get(n).map(|f| f.label()),
+                        _ => None,
+                    })
+                    .collect();
+                let text = format!(
+                    "  {:<12} show {} operations",
+                    keys.join("/"),
+                    names.join(", ")
+                );
+                for part in wrap_hanging(&text, inner, 15) {
+                    lines.push(Line::styled(part, theme.label()));
+                }
+                i += run.len();
+                continue;
+            }
+            i += 1;
+            let keys = b.key_names();
+            let mut text = format!("  {keys:<12} {}", b.help);
+            let mut style = theme.label();
+            if let (Action::Request(request), Context::Queue) = (b.action, context) {
+                match app.availability(request) {
+                    Ok(_) => {
+                        text.push_str(" [available now]");
+                        style = theme.good();
+                    }
+                    Err(why) => {
+                        text.push_str(&format!(" [unavailable: {why}]"));
+                        style = theme.dim();
+                    }
+                }
+            }
+            for part in wrap_hanging(&clean(&text), inner, 15) {
+                lines.push(Line::styled(part, style));
+            }
+        }
+        lines.push(Line::raw(""));
+    }
+    for note in [
+        "In the queue, > is the cursor and * a mark. In a snapshot, ≠ marks a payload field \
+         that differs from the operation's payload. Untrusted text shows control characters \
+         as escapes (\\x1b, \\u{202e}).",
+        "A decision is always checked against the version on screen; if another reviewer or \
+         the command line changed the operation first, it is refused as stale_version and \
+         the console shows what changed.",
+    ] {
+        wrapped(note, inner, theme.label(), &mut lines);
+    }
+    let block = frame(
+        theme,
+        " Help: every key (↑/↓ scroll, Esc closes) ".to_string(),
+    );
+    render_box(area, buf, block, lines, width, scroll);
+}
+
+fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).min(90);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for text in &pending.lines {
+        if text.is_empty() {
+            lines.push(Line::raw(""));
+        } else {
+            wrapped(text, inner, Style::new(), &mut lines);
+        }
+    }
+    lines.push(Line::raw(""));
+    let yes_keys = bindings(Context::Confirm)
+        .find(|b| b.action == Action::Confirm)
+        .map(|b| b.key_names())
+        .unwrap_or_default();
+    let no_keys = bindings(Context::Confirm)
+        .find(|b| b.action == Action::Cancel)
+        .map(|b| b.key_names())
+        .unwrap_or_default();
+    lines.push(Line::from(vec![
+        Span::styled(yes_keys, theme.key()),
+        Span::styled(format!(": {}", clean(&pending.yes)), theme.warn()),
+        Span::raw("     "),
+        Span::styled(no_keys, theme.key()),
+        Span::raw(": cancel, nothing is written"),
+    ]));
+    let block = frame(theme, format!(" Confirm: {} ", clean(&pending.title)));
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn render_reviewer(app: &App, input: &str, error: Option<&str>, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).min(70);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    wrapped(
+        "Who is reviewing? Your name is recorded with every change you make here (decisions, \
+         closing snapshots, approvals). It is asked once.",
+        inner,
+        Style::new(),
+        &mut lines,
+    );
+    lines.push(Line::raw(""));
+    lines.push(Line::from(vec![
+        Span::styled("name: ", theme.label()),
+        Span::styled(format!("{}▏", clean(input)), theme.input()),
+    ]));
+    if let Some(error) = error {
+        lines.push(Line::raw(""));
+        wrapped(error, inner, theme.bad(), &mut lines);
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(hints(Context::Input, false), theme.dim()));
+    let block = frame(theme, " Reviewer ".to_string());
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).min(96);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    wrapped(
+        &format!(
+            "Compensate effect {} of {} (confirmed at version {}). The defaults are \
+             suggestions; edit any field.",
+            form.effect_id, form.original_op_id, form.expected_version
+        ),
+        inner,
+        Style::new(),
+        &mut lines,
+    );
+    lines.push(Line::raw(""));
+    let label_width = CompensationForm::LABELS
+        .iter()
+        .map(|l| l.len())
+        .max()
+        .unwrap_or(0);
+    for (i, label) in CompensationForm::LABELS.iter().enumerate() {
+        let focused = i == form.focus;
+        let value = clean(&form.fields[i]);
+        // Show the end of a long value, where typing happens.
+        let room = inner.saturating_sub(label_width + 5);
+        let shown: String = if value.chars().count() > room {
+            let skip = value.chars().count() - room + 1;
+            format!("…{}", value.chars().skip(skip).collect::<String>())
+        } else {
+            value
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!(
+                    "{} {label:<label_width$}: ",
+                    if focused { ">" } else { " " }
+                ),
+                if focused {
+                    theme.heading()
+                } else {
+                    theme.label()
+                },
+            ),
+            Span::styled(
+                format!("{shown}{}", if focused { "▏" } else { "" }),
+                if focused { theme.input() } else { Style::new() },
+            ),
+        ]));
+    }
+    if let Some(error) = &form.error {
+        lines.push(Line::raw(""));
+        wrapped(error, inner, theme.bad(), &mut lines);
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "Enter: review the approval (it asks before writing)   Tab: next field   Esc: cancel",
+        theme.dim(),
+    ));
+    let block = frame(theme, " Approve compensation ".to_string());
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for (tone, text) in &report.lines {
+        let style = match tone {
+            Tone::Plain => Style::new(),
+            Tone::Good => theme.good(),
+            Tone::Bad => theme.bad(),
+            Tone::Warn => theme.warn(),
+        };
+        if text.is_empty() {
+            lines.push(Line::raw(""));
+        } else {
+            wrapped(text, inner, style, &mut lines);
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(hints(Context::Overlay, false), theme.dim()));
+    let block = frame(theme, format!(" {} ", clean(&report.title)));
+    render_box(area, buf, block, lines, width, report.scroll);
+}

@@ -1,0 +1,109 @@
+//! The queue: one screenful of operations in op id order, the cursor, and
+//! the bulk-triage marks. The rows are exactly the page `update` read, so
+//! the view never needs more than what fits.
+
+use super::super::app::App;
+use super::super::text::clean;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
+use unicode_width::UnicodeWidthStr;
+
+pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let mut title = format!(
+        " Queue: {} ({}) ",
+        app.filter.label(),
+        app.count(app.filter)
+    );
+    if let Some(search) = &app.search {
+        title = format!(
+            " Queue: {}, search \"{}\" ",
+            app.filter.label(),
+            clean(search)
+        );
+    }
+    let block = Block::bordered()
+        .title(Line::styled(title, theme.heading()))
+        .border_style(theme.border_focus());
+    if app.queue.rows.is_empty() {
+        let text = match &app.search {
+            Some(s) => format!(
+                "No {} operation matches \"{}\".",
+                app.filter.label(),
+                clean(s)
+            ),
+            None => format!("No {} operations.", app.filter.label()),
+        };
+        Paragraph::new(vec![
+            Line::raw(""),
+            Line::styled(format!(" {text}"), theme.dim()),
+        ])
+        .block(block)
+        .render(area, buf);
+        return;
+    }
+    let inner_width = area.width.saturating_sub(2);
+    // The state column only matters when the filter mixes states; the
+    // action column gets what its longest visible value needs, up to a cap.
+    let show_state = app.filter.state().is_none();
+    let action_width = app
+        .queue
+        .rows
+        .iter()
+        .map(|op| clean(&op.action_kind).width())
+        .max()
+        .unwrap_or(0)
+        .clamp(6, 14);
+    let show_action = inner_width >= 40;
+    let mut header = vec!["", "op id"];
+    let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
+    if show_action {
+        header.push("action");
+        widths.push(Constraint::Length(
+            u16::try_from(action_width).unwrap_or(18),
+        ));
+    }
+    if show_state {
+        header.push("state");
+        widths.push(Constraint::Length(11));
+    }
+    header.push("ver");
+    widths.push(Constraint::Length(4));
+    let header = Row::new(header).style(theme.label());
+    let rows = app.queue.rows.iter().enumerate().map(|(i, op)| {
+        let selected = i == app.queue.cursor;
+        let marked = app.marks.contains_key(&op.op_id);
+        let lead = format!(
+            "{}{}",
+            if selected { ">" } else { " " },
+            if marked { "*" } else { " " }
+        );
+        let mut cells = vec![
+            Cell::from(Span::styled(lead, theme.marked())),
+            Cell::from(clean(&op.op_id)),
+        ];
+        if show_action {
+            cells.push(Cell::from(clean(&op.action_kind)));
+        }
+        if show_state {
+            cells.push(Cell::from(Span::styled(
+                op.state.as_str(),
+                theme.state(op.state),
+            )));
+        }
+        cells.push(Cell::from(format!("v{}", op.version)));
+        let row = Row::new(cells);
+        if selected {
+            row.style(theme.selected())
+        } else {
+            row
+        }
+    });
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block)
+        .render(area, buf);
+}

@@ -1,0 +1,154 @@
+//! The selected operation's latest snapshot: how it was taken (an
+//! automatic read, the reviewer's read, or their closing snapshot), its
+//! flags, and every match, with the payload fields that differ from the
+//! operation's marked `≠` and highlighted.
+
+use super::super::app::App;
+use super::super::text::{clean, json_lines, wrap};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Widget};
+use std::collections::BTreeSet;
+
+fn yes_no(flag: bool) -> &'static str {
+    if flag {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = usize::from(area.width.saturating_sub(2));
+    let Some(d) = app.selected_detail() else {
+        Block::bordered()
+            .title(Line::styled(" Snapshot ", theme.heading()))
+            .border_style(theme.border())
+            .render(area, buf);
+        return;
+    };
+    let shown = &d.snapshot;
+    let snap = &shown.snapshot;
+    let op = &d.operation;
+    let title = format!(" Snapshot: {} ", clean(&shown.origin.describe()));
+    let block = Block::bordered()
+        .title(Line::styled(title, theme.heading()))
+        .border_style(theme.border());
+    let mut lines: Vec<Line> = Vec::new();
+    lines.push(Line::from(vec![
+        Span::styled("complete ", theme.label()),
+        Span::raw(yes_no(snap.complete)),
+        Span::styled(" · authoritative ", theme.label()),
+        Span::raw(yes_no(snap.authoritative)),
+        Span::styled(" · closed ", theme.label()),
+        Span::styled(
+            yes_no(snap.closed),
+            if snap.closed {
+                theme.good()
+            } else {
+                theme.warn()
+            },
+        ),
+    ]));
+    if snap.matches.is_empty() {
+        lines.push(Line::styled(
+            "no receiver effect carries this op id",
+            theme.dim(),
+        ));
+    } else {
+        lines.push(Line::styled(
+            format!(
+                "{} matching effect{}:",
+                snap.matches.len(),
+                if snap.matches.len() == 1 { "" } else { "s" }
+            ),
+            theme.label(),
+        ));
+    }
+    for (i, m) in snap.matches.iter().enumerate() {
+        let differing: BTreeSet<String> = shown
+            .differing
+            .get(i)
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut head = vec![Span::styled(
+            format!("{} · action {}", clean(&m.effect_id), clean(&m.action_kind)),
+            theme.heading(),
+        )];
+        if let Some(c) = &m.compensates_effect_id {
+            head.push(Span::raw(format!(" · compensates {}", clean(c))));
+        }
+        lines.push(Line::from(head));
+        if m.action_kind != op.action_kind {
+            lines.push(Line::styled(
+                format!(
+                    "≠ action {} differs from the operation's {}",
+                    clean(&m.action_kind),
+                    clean(&op.action_kind)
+                ),
+                theme.differs(),
+            ));
+        }
+        if m.compensates_effect_id != op.compensates_effect_id {
+            lines.push(Line::styled(
+                format!(
+                    "≠ compensation target {} differs from the operation's {}",
+                    clean(m.compensates_effect_id.as_deref().unwrap_or("(none)")),
+                    clean(op.compensates_effect_id.as_deref().unwrap_or("(none)"))
+                ),
+                theme.differs(),
+            ));
+        }
+        if differing.is_empty() {
+            lines.push(Line::styled(
+                "  payload: identical to the operation's payload",
+                theme.good(),
+            ));
+            continue;
+        }
+        let listed: Vec<String> = differing.iter().map(|p| clean(p)).collect();
+        for part in wrap(
+            &format!("  payload differs at {}:", listed.join(", ")),
+            width,
+        ) {
+            lines.push(Line::styled(part, theme.differs()));
+        }
+        let json = json_lines(&m.payload);
+        for line in &json {
+            let differs = line.is_under(&differing);
+            let marker = if differs { "≠ " } else { "  " };
+            for part in wrap(&format!("{marker}{}", line.text), width) {
+                lines.push(if differs {
+                    Line::styled(part, theme.differs())
+                } else {
+                    Line::raw(part)
+                });
+            }
+        }
+        for path in &differing {
+            if !json.iter().any(|l| &l.path == path) {
+                lines.push(Line::styled(
+                    format!("≠ {} is missing here", clean(path)),
+                    theme.differs(),
+                ));
+            }
+        }
+    }
+    let visible = usize::from(area.height.saturating_sub(2));
+    let max_scroll = lines.len().saturating_sub(visible);
+    let scroll = usize::from(app.snapshot_scroll).min(max_scroll);
+    let block = if max_scroll > 0 {
+        block.title_bottom(Line::styled(
+            format!(" J/K scroll · line {} of {} ", scroll + 1, lines.len()),
+            theme.dim(),
+        ))
+    } else {
+        block
+    };
+    Paragraph::new(lines)
+        .block(block)
+        .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0))
+        .render(area, buf);
+}

@@ -1,0 +1,78 @@
+//! The status line (the last outcome, and the reviewer's name) and the
+//! bottom key bar, generated from the key table for the current mode, with
+//! the actions the current evidence does not allow shown as unavailable.
+
+use super::super::action::Action;
+use super::super::app::{App, Tone};
+use super::super::keys::{bindings, context, Context};
+use super::super::text::{clean, fit};
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+use unicode_width::UnicodeWidthStr;
+
+pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let reviewer = match &app.reviewer {
+        Some(name) => format!(" reviewer: {} ", clean(name)),
+        None => " reviewer: not set ".to_string(),
+    };
+    let reviewer_width = u16::try_from(reviewer.width()).unwrap_or(u16::MAX);
+    let [left, right] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(reviewer_width)]).areas(area);
+    let (style, text) = match &app.status {
+        Some(status) => (
+            match status.tone {
+                Tone::Plain => theme.label(),
+                Tone::Good => theme.good(),
+                Tone::Bad => theme.bad(),
+                Tone::Warn => theme.warn(),
+            },
+            clean(&status.text),
+        ),
+        None => (
+            theme.dim(),
+            "select an operation with ↑/↓; ? lists every key".to_string(),
+        ),
+    };
+    let text = fit(&format!(" {text}"), usize::from(left.width));
+    Line::styled(text, style).render(left, buf);
+    Line::styled(reviewer, theme.title()).render(right, buf);
+}
+
+pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let ctx = context(&app.mode);
+    let mut spans = vec![Span::raw(" ")];
+    let mut used = 1;
+    let width = usize::from(area.width);
+    let mut entries: Vec<_> = bindings(ctx)
+        .chain(bindings(Context::Global))
+        .filter(|b| !b.label.is_empty())
+        .collect();
+    // Help first: it must survive on a narrow bar.
+    entries.sort_by_key(|b| b.action != Action::Help);
+    for binding in entries {
+        let available = match binding.action {
+            Action::Request(request) if ctx == Context::Queue => app.availability(request).is_ok(),
+            _ => true,
+        };
+        let key = binding.keys.first().map(|k| k.name()).unwrap_or_default();
+        let item_width = key.width() + 1 + binding.label.width() + 2;
+        if used + item_width > width {
+            break;
+        }
+        used += item_width;
+        let (key_style, label_style) = if available {
+            (theme.key(), theme.label())
+        } else {
+            (theme.key_unavailable(), theme.key_unavailable())
+        };
+        spans.push(Span::styled(key, key_style));
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(binding.label, label_style));
+        spans.push(Span::raw("  "));
+    }
+    Line::from(spans).render(area, buf);
+}

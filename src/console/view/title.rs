@@ -1,0 +1,25 @@
+//! The title bar: what this is and which workspace it shows, including
+//! that a workspace is a temporary demo one when no `--workspace` was given.
+
+use super::super::app::App;
+use super::super::text::clean;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+pub fn render_title(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let path = clean(&app.source.path.display().to_string());
+    let mut spans = vec![Span::styled(" recon review console ", theme.title())];
+    if app.source.temporary_demo {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(" TEMPORARY DEMO ", theme.demo_badge()));
+        spans.push(Span::raw(format!(
+            " workspace (made by `recon demo`, removed on quit): {path}"
+        )));
+    } else {
+        spans.push(Span::raw(format!(" workspace: {path}")));
+    }
+    Line::from(spans).render(area, buf);
+}

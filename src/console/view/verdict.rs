@@ -1,0 +1,121 @@
+//! The verdict on the snapshot shown, the one sentence on what it permits
+//! and forbids, and, for each action the evidence governs, whether it is
+//! available now and why (or why not).
+
+use super::super::action::{Action, Request};
+use super::super::app::App;
+use super::super::keys::{bindings, Context};
+use super::super::text::{clean, fit, wrap, wrap_hanging};
+use crate::domain::{Decision, OpState};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Widget};
+
+/// The requests worth listing for the selected operation's state.
+fn relevant(app: &App) -> Vec<Request> {
+    if !app.marks.is_empty() {
+        return vec![
+            Request::Close,
+            Request::Decide(Decision::Confirmed),
+            Request::Decide(Decision::NotApplied),
+        ];
+    }
+    match app.selected_detail().map(|d| d.operation.state) {
+        Some(OpState::Unknown) => vec![
+            Request::Close,
+            Request::Decide(Decision::Confirmed),
+            Request::Decide(Decision::NotApplied),
+        ],
+        Some(OpState::Confirmed) => vec![Request::Compensate],
+        Some(OpState::Prepared) => vec![Request::Dispatch],
+        Some(OpState::NotApplied) | None => Vec::new(),
+    }
+}
+
+/// The key bound to a request, from the key table.
+pub fn key_for(request: Request) -> String {
+    bindings(Context::Queue)
+        .find(|b| b.action == Action::Request(request))
+        .map(|b| b.key_names())
+        .unwrap_or_default()
+}
+
+fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
+    let Some(d) = app.selected_detail() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for part in wrap(d.snapshot.verdict.explanation(), width) {
+        out.push((true, None, part));
+    }
+    if d.operation.state == OpState::NotApplied {
+        out.push((
+            false,
+            None,
+            "not_applied ends the flow: nothing reopens or replaces this operation".to_string(),
+        ));
+    }
+    for request in relevant(app) {
+        let (ok, reason) = match app.availability(request) {
+            Ok(why) => (true, why),
+            Err(why) => (false, why),
+        };
+        let text = format!(
+            "{} {}: {} — {}",
+            key_for(request),
+            request.name(),
+            if ok { "available" } else { "unavailable" },
+            clean(&reason)
+        );
+        // On a short screen each action keeps to one line; the help has
+        // the whole reason.
+        let parts = if app.height >= 30 {
+            wrap_hanging(&text, width, 2)
+        } else {
+            vec![fit(&text, width)]
+        };
+        for part in parts {
+            out.push((false, Some(ok), part));
+        }
+    }
+    out
+}
+
+pub fn line_count(app: &App, width: usize) -> usize {
+    text_lines(app, width).len().max(1)
+}
+
+pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let Some(d) = app.selected_detail() else {
+        Block::bordered()
+            .title(Line::styled(" Verdict ", theme.heading()))
+            .border_style(theme.border())
+            .render(area, buf);
+        return;
+    };
+    let verdict = d.snapshot.verdict;
+    let tone = if verdict.supported_decision().is_some() {
+        theme.good()
+    } else {
+        theme.bad()
+    };
+    let block = Block::bordered()
+        .title(Line::from(vec![
+            Span::styled(" Verdict: ", theme.heading()),
+            Span::styled(format!("{verdict} "), tone),
+        ]))
+        .border_style(theme.border());
+    let width = usize::from(area.width.saturating_sub(2));
+    let lines: Vec<Line> = text_lines(app, width)
+        .into_iter()
+        .map(|(explanation, available, text)| match available {
+            _ if explanation => Line::raw(text),
+            Some(true) => Line::styled(text, theme.good()),
+            Some(false) => Line::styled(text, theme.dim()),
+            None => Line::styled(text, theme.label()),
+        })
+        .collect();
+    Paragraph::new(lines).block(block).render(area, buf);
+}

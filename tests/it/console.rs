@@ -1,0 +1,1076 @@
+//! The review console without a terminal: the key map, `update` for each
+//! action against real workspaces (built by `recon demo`'s library entry,
+//! with real receiver children), the golden screens, sanitized output down
+//! to the bytes a terminal backend writes, and live refresh driven through
+//! the poll action (no sleeps).
+
+use crate::support::{dump, run, Lab};
+use ratatui::backend::CrosstermBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
+use ratatui::{Terminal, TerminalOptions, Viewport};
+use recon::console::app::{Filter, Mode, Origin, Tone};
+use recon::console::keys::{self, parse_keys, Context, BINDINGS};
+use recon::console::screenshot::{to_svg, to_text};
+use recon::console::{self, text, Action, App, Options, Source};
+use recon::domain::{Decision, OpState, Verdict};
+use recon::workspace::ReconcileRequest;
+use serde_json::json;
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+// ---- fixtures ------------------------------------------------------------------
+
+/// A fresh workspace holding `recon demo`'s showcase.
+fn demo_lab() -> Lab {
+    let mut lab = Lab::new();
+    recon::demo::build(&mut lab.ws, 0).expect("demo workspace");
+    lab
+}
+
+fn options(reviewer: Option<&str>) -> Options {
+    Options {
+        reviewer: reviewer.map(str::to_string),
+        no_color: false,
+    }
+}
+
+/// A console on its own connections to the lab's workspace.
+fn console_on(lab: &Lab, options: Options, size: (u16, u16)) -> App {
+    let source = Source {
+        path: lab.path().to_path_buf(),
+        temporary_demo: false,
+    };
+    App::open(lab.reopen(), source, options, size).expect("open console")
+}
+
+fn console(lab: &Lab, reviewer: Option<&str>) -> App {
+    console_on(lab, options(reviewer), (120, 40))
+}
+
+#[track_caller]
+fn press(app: &mut App, keys: &str) {
+    let keys = parse_keys(keys).expect("key syntax");
+    console::run_headless(app, &keys);
+}
+
+/// Moves the cursor to an operation of the current filter.
+#[track_caller]
+fn select(app: &mut App, op_id: &str) {
+    console::update(app, Action::First);
+    for _ in 0..200 {
+        if app.selected().is_some_and(|o| o.op_id == op_id) {
+            return;
+        }
+        console::update(app, Action::Down);
+    }
+    panic!("{op_id} is not in the {} queue", app.filter.label());
+}
+
+fn screen(app: &App) -> String {
+    to_text(&console::render(app))
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn ch(c: char) -> KeyEvent {
+    key(KeyCode::Char(c))
+}
+
+fn report(app: &App) -> (String, String) {
+    match &app.mode {
+        Mode::Report(r) => (
+            r.title.clone(),
+            r.lines
+                .iter()
+                .map(|(_, t)| t.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        other => panic!("expected a report, the console is in {other:?}"),
+    }
+}
+
+fn pending_text(app: &App) -> String {
+    match &app.mode {
+        Mode::Confirm(p) => p.lines.join("\n"),
+        other => panic!("expected a confirmation, the console is in {other:?}"),
+    }
+}
+
+// ---- the key map ------------------------------------------------------------------
+
+#[track_caller]
+fn check_key(app: &App, event: KeyEvent, expected: Option<Action>) {
+    assert_eq!(
+        keys::map_key(event, app),
+        expected,
+        "{event:?} in {:?}",
+        app.mode
+    );
+}
+
+#[test]
+fn keys_map_to_actions_in_each_context() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    // The queue.
+    check_key(&app, ch('j'), Some(Action::Down));
+    check_key(&app, key(KeyCode::Down), Some(Action::Down));
+    check_key(&app, ch('k'), Some(Action::Up));
+    check_key(&app, ch('G'), Some(Action::Last));
+    check_key(
+        &app,
+        KeyEvent::new(KeyCode::Char('G'), KeyModifiers::SHIFT),
+        Some(Action::Last),
+    );
+    check_key(&app, key(KeyCode::Tab), Some(Action::NextFilter));
+    check_key(&app, ch('5'), Some(Action::Filter(4)));
+    check_key(&app, ch('/'), Some(Action::Search));
+    check_key(&app, ch(' '), Some(Action::ToggleMark));
+    check_key(&app, ch('s'), Some(Action::ReadSnapshot));
+    check_key(
+        &app,
+        ch('x'),
+        Some(Action::Request(console::action::Request::Close)),
+    );
+    check_key(
+        &app,
+        ch('n'),
+        Some(Action::Request(console::action::Request::Decide(
+            Decision::NotApplied,
+        ))),
+    );
+    check_key(
+        &app,
+        ch('d'),
+        Some(Action::Request(console::action::Request::Dispatch)),
+    );
+    check_key(
+        &app,
+        KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL),
+        Some(Action::PageDown),
+    );
+    check_key(&app, ch('?'), Some(Action::Help));
+    check_key(&app, ch('z'), None);
+    check_key(
+        &app,
+        KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+        Some(Action::Quit),
+    );
+    // A text field types what is not bound, and `n` is just a letter.
+    console::update(&mut app, Action::Search);
+    check_key(&app, ch('n'), Some(Action::Input('n')));
+    check_key(&app, ch('q'), Some(Action::Input('q')));
+    check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
+    check_key(&app, key(KeyCode::Backspace), Some(Action::Backspace));
+    check_key(
+        &app,
+        KeyEvent::new(KeyCode::Char('w'), KeyModifiers::CONTROL),
+        None,
+    );
+    console::update(&mut app, Action::Cancel);
+    // A confirmation: y or Enter, n or Esc, nothing else.
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "x");
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    check_key(&app, ch('y'), Some(Action::Confirm));
+    check_key(&app, key(KeyCode::Enter), Some(Action::Confirm));
+    check_key(&app, ch('n'), Some(Action::Cancel));
+    check_key(&app, key(KeyCode::Esc), Some(Action::Cancel));
+    check_key(&app, ch('c'), None);
+}
+
+#[test]
+fn only_key_presses_count() {
+    let lab = demo_lab();
+    let app = console(&lab, None);
+    for kind in [KeyEventKind::Release, KeyEventKind::Repeat] {
+        let event = KeyEvent::new_with_kind(KeyCode::Char('j'), KeyModifiers::NONE, kind);
+        check_key(&app, event, None);
+    }
+}
+
+#[test]
+fn every_key_in_the_table_is_in_the_help_and_the_bar_comes_from_it() {
+    let lab = demo_lab();
+    let mut app = console_on(&lab, options(Some("ada")), (120, 120));
+    press(&mut app, "?");
+    let help = screen(&app);
+    for binding in BINDINGS {
+        if let Action::Filter(_) = binding.action {
+            continue; // merged into one line, checked below
+        }
+        let line = format!("{:<12} {}", binding.key_names(), binding.help);
+        assert!(help.contains(&line), "help lacks `{line}`:\n{help}");
+    }
+    assert!(help.contains("1/2/3/4/5    show unknown, prepared, confirmed, not_applied, all"));
+    press(&mut app, "<esc>");
+    let bar = screen(&app).lines().last().unwrap_or_default().to_string();
+    for binding in keys::bindings(Context::Queue).filter(|b| !b.label.is_empty()) {
+        let item = format!("{} {}", binding.keys[0].name(), binding.label);
+        assert!(bar.contains(&item), "bar lacks `{item}`: {bar}");
+    }
+}
+
+#[test]
+fn screenshot_key_syntax_has_literal_and_named_keys() {
+    let keys = parse_keys("j k<enter> <Space><c-c><lt>/ab c").unwrap();
+    let expected = vec![
+        ch('j'),
+        ch('k'),
+        key(KeyCode::Enter),
+        ch(' '),
+        KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+        ch('<'),
+        ch('/'),
+        ch('a'),
+        ch('b'),
+        ch('c'),
+    ];
+    assert_eq!(keys, expected);
+    assert!(parse_keys("<enter").unwrap_err().contains("not closed"));
+    assert!(parse_keys("<nope>")
+        .unwrap_err()
+        .contains("unknown key <nope>"));
+}
+
+// ---- the queue ------------------------------------------------------------------
+
+#[test]
+fn queue_opens_on_unknown_with_counts_per_state() {
+    let lab = demo_lab();
+    let app = console(&lab, None);
+    assert_eq!(app.filter, Filter::State(OpState::Unknown));
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 8);
+    assert_eq!(app.count(Filter::State(OpState::Prepared)), 1);
+    assert_eq!(app.count(Filter::State(OpState::Confirmed)), 2);
+    assert_eq!(app.count(Filter::State(OpState::NotApplied)), 1);
+    assert_eq!(app.count(Filter::All), 12);
+    assert!(app.queue.rows.iter().all(|op| op.state == OpState::Unknown));
+    assert_eq!(app.selected().unwrap().op_id, "op-1002-invoice-email");
+    let detail = app.selected_detail().unwrap();
+    assert_eq!(detail.snapshot.origin, Origin::Selected);
+    assert_eq!(detail.snapshot.verdict, Verdict::ExactMatchExistenceOnly);
+}
+
+#[test]
+fn filters_switch_between_each_state_and_all() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    for (index, filter) in Filter::ORDER.iter().enumerate() {
+        console::update(&mut app, Action::Filter(index));
+        assert_eq!(app.filter, *filter);
+        assert_eq!(app.queue.rows.len() as i64, app.count(*filter));
+        if let Some(state) = filter.state() {
+            assert!(app.queue.rows.iter().all(|op| op.state == state));
+        }
+    }
+    press(&mut app, "<tab>");
+    assert_eq!(app.filter, Filter::ORDER[0]);
+    press(&mut app, "<backtab>");
+    assert_eq!(app.filter, Filter::All);
+}
+
+#[test]
+fn search_matches_an_op_id_or_an_action_substring() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5/CHARGE<enter>");
+    let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
+    // By op id (op-1003-charge-order) and by action (charge_card), any case.
+    assert_eq!(
+        ids,
+        [
+            "op-1003-charge-order",
+            "op-1007-renewal-charge",
+            "op-1008-deposit-capture",
+            "op-1010-annual-plan"
+        ]
+    );
+    press(&mut app, "/refund<enter>");
+    let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["op-1011-annual-plan-refund"]);
+    // A wildcard is a literal character, not a pattern.
+    press(&mut app, "/%<enter>");
+    assert!(app.queue.rows.is_empty());
+    assert!(screen(&app).contains("No all operation matches \"%\"."));
+    press(&mut app, "<esc>");
+    assert_eq!(app.search, None);
+    assert_eq!(app.queue.rows.len(), 12);
+}
+
+#[test]
+fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
+    let mut lab = Lab::new();
+    recon::demo::build(&mut lab.ws, 500).expect("demo with generated ops");
+    let mut app = console_on(&lab, options(None), (120, 30));
+    let page = app.queue.height;
+    let unknown = app.count(Filter::State(OpState::Unknown)) as usize;
+    assert!(unknown > 500, "{unknown}");
+    let mut seen = vec![app.selected().unwrap().op_id.clone()];
+    for _ in 1..unknown {
+        console::update(&mut app, Action::Down);
+        assert!(app.queue.rows.len() <= page);
+        seen.push(app.selected().unwrap().op_id.clone());
+    }
+    // Every unknown op once, in order, and the last one stays selected.
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(seen, sorted);
+    assert_eq!(seen.len(), unknown);
+    console::update(&mut app, Action::Down);
+    assert_eq!(app.selected().unwrap().op_id, *seen.last().unwrap());
+    // Pages: down then up comes back to the same op; Home and End.
+    console::update(&mut app, Action::First);
+    assert_eq!(app.selected().unwrap().op_id, seen[0]);
+    console::update(&mut app, Action::PageDown);
+    console::update(&mut app, Action::PageDown);
+    assert_eq!(app.selected().unwrap().op_id, seen[2 * page]);
+    console::update(&mut app, Action::PageUp);
+    assert_eq!(app.selected().unwrap().op_id, seen[page]);
+    console::update(&mut app, Action::Last);
+    assert_eq!(app.selected().unwrap().op_id, *seen.last().unwrap());
+    assert_eq!(app.queue.rows.len(), page);
+    for _ in 0..page + 3 {
+        console::update(&mut app, Action::Up);
+    }
+    assert_eq!(app.selected().unwrap().op_id, seen[unknown - page - 4]);
+    assert!(app.queue.rows.len() <= page);
+}
+
+// ---- snapshots and decisions ---------------------------------------------------
+
+#[test]
+fn read_snapshot_is_labelled_as_the_reviewers_read() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    let before = dump(lab.path());
+    press(&mut app, "s");
+    assert_eq!(app.selected_detail().unwrap().snapshot.origin, Origin::Read);
+    assert!(screen(&app).contains("Snapshot: your read (not closing)"));
+    assert_eq!(dump(lab.path()), before, "a read writes nothing");
+}
+
+#[test]
+fn closing_snapshot_asks_first_names_the_mutation_and_records_the_authorizer() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1004-support-ticket");
+    let before = dump(lab.path());
+    press(&mut app, "x");
+    let text = pending_text(&app);
+    assert!(text.contains("CLOSING snapshot of op-1004-support-ticket, authorized by ada"));
+    assert!(text.contains("receiver mutation"));
+    assert!(text.contains("can cancel an original"));
+    assert!(text.contains("ada is recorded in the tombstone"));
+    assert_eq!(dump(lab.path()), before, "asking writes nothing");
+    press(&mut app, "n");
+    assert!(matches!(app.mode, Mode::Normal));
+    assert_eq!(dump(lab.path()), before, "cancelling writes nothing");
+
+    press(&mut app, "xy");
+    let closure = lab
+        .reopen()
+        .receiver
+        .closure("op-1004-support-ticket")
+        .unwrap()
+        .expect("closed");
+    assert_eq!(closure.authorized_by, "ada");
+    let detail = app.selected_detail().unwrap();
+    assert_eq!(
+        detail.snapshot.origin,
+        Origin::Closing {
+            authorized_by: "ada".to_string()
+        }
+    );
+    assert_eq!(detail.snapshot.verdict, Verdict::TerminalAbsence);
+    assert!(app.availability(console::action::Request::Close).is_err());
+}
+
+#[test]
+fn a_decision_the_evidence_does_not_allow_is_unavailable_with_its_reason() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1004-support-ticket"); // inconclusive
+    let before = dump(lab.path());
+    let reason = app
+        .availability(console::action::Request::Decide(Decision::NotApplied))
+        .unwrap_err();
+    assert!(reason.contains("this read is inconclusive"), "{reason}");
+    assert!(reason.contains("x takes a closing snapshot"), "{reason}");
+    press(&mut app, "n");
+    assert!(matches!(app.mode, Mode::Normal));
+    let status = app.status.clone().unwrap();
+    assert_eq!(status.tone, Tone::Warn);
+    assert!(status.text.contains("record not_applied is unavailable"));
+    assert!(screen(&app).contains("n record not_applied: unavailable"));
+    assert_eq!(dump(lab.path()), before);
+}
+
+#[test]
+fn the_reviewer_is_asked_once_and_a_blank_name_is_refused() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "x");
+    assert!(matches!(app.mode, Mode::Reviewer { .. }));
+    press(&mut app, "<space><space><enter>");
+    match &app.mode {
+        Mode::Reviewer { error: Some(e), .. } => assert!(e.contains("empty_reviewer"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(screen(&app).contains("refused: empty_reviewer"));
+    press(&mut app, "<bs><bs>Ada<space>L<enter>");
+    assert_eq!(app.reviewer.as_deref(), Some("Ada L"));
+    // The request carries on to its confirmation, naming the reviewer.
+    assert!(pending_text(&app).contains("authorized by Ada L"));
+    press(&mut app, "<esc>");
+    press(&mut app, "x");
+    assert!(matches!(app.mode, Mode::Confirm(_)), "asked only once");
+    assert!(screen(&app).contains("reviewer: Ada L"));
+}
+
+#[test]
+fn close_then_not_applied_records_against_the_version_shown() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "xy");
+    press(&mut app, "n");
+    let text = pending_text(&app);
+    assert!(text.contains("Record not_applied for op-1004-support-ticket as reviewer ada, against version 2 (unknown)"));
+    assert!(text.contains("the snapshot on screen says terminal_absence"));
+    press(&mut app, "y");
+    let op = lab
+        .reopen()
+        .sender
+        .require("op-1004-support-ticket")
+        .unwrap();
+    assert_eq!((op.state, op.version), (OpState::NotApplied, 3));
+    let evidence = lab
+        .reopen()
+        .sender
+        .evidence("op-1004-support-ticket")
+        .unwrap();
+    let last = evidence.last().unwrap();
+    assert_eq!(last.reviewer.as_deref(), Some("ada"));
+    assert_eq!(last.verdict, Some(Verdict::TerminalAbsence));
+    assert_eq!(app.status.as_ref().unwrap().tone, Tone::Good);
+    // It left the unknown queue.
+    assert!(app
+        .queue
+        .rows
+        .iter()
+        .all(|o| o.op_id != "op-1004-support-ticket"));
+}
+
+#[test]
+fn a_stale_decision_in_the_console_after_the_command_line_changed_the_op() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1002-invoice-email");
+    assert_eq!(app.selected_detail().unwrap().operation.version, 2);
+    // The command line decides first, while the console shows version 2.
+    let cli = run(
+        &[
+            "reconcile",
+            "--workspace",
+            &lab.path_str(),
+            "op-1002-invoice-email",
+            "--reviewer",
+            "bob",
+            "--decision",
+            "confirmed",
+            "--expected-version",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(cli.code, Some(0), "{}", cli.stderr);
+    let before = dump(lab.path());
+    press(&mut app, "cy");
+    let (title, text) = report(&app);
+    assert_eq!(title, "record confirmed refused: stale_version");
+    assert!(text.contains("refused op-1002-invoice-email: stale_version: expected version 2, found 3; the operation is now confirmed (last changed by reviewer bob)"), "{text}");
+    assert!(text.contains("is now confirmed at version 3"), "{text}");
+    assert_eq!(dump(lab.path()), before, "the stale decision wrote nothing");
+    // The console refreshed: the op is gone from the unknown queue, and the
+    // counts say so.
+    assert!(app
+        .queue
+        .rows
+        .iter()
+        .all(|o| o.op_id != "op-1002-invoice-email"));
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 7);
+}
+
+#[test]
+fn bulk_triage_checks_each_against_its_own_version_and_verdict() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    // Mark op-1002 (existence only), op-1003 (unique), op-1004 (inconclusive).
+    select(&mut app, "op-1002-invoice-email");
+    press(&mut app, "<space><space><space>");
+    assert_eq!(app.marks.len(), 3);
+    press(&mut app, "c");
+    let text = pending_text(&app);
+    assert!(text.contains("each against the version it had when you marked it"));
+    assert!(text.contains("op-1003-charge-order  version 2 (unknown)"));
+    press(&mut app, "y");
+    let (title, text) = report(&app);
+    assert_eq!(title, "bulk record confirmed: 2 recorded, 1 refused");
+    assert!(
+        text.contains("recorded confirmed for op-1002-invoice-email on exact_match_existence_only")
+    );
+    assert!(text.contains("recorded confirmed for op-1003-charge-order on unique_exact_match"));
+    assert!(text.contains("refused op-1004-support-ticket: unsupported_verdict: the verdict inconclusive does not support the decision confirmed"));
+    assert_eq!(
+        app.marks.keys().collect::<Vec<_>>(),
+        ["op-1004-support-ticket"]
+    );
+    let ws = lab.reopen();
+    assert_eq!(
+        ws.sender.require("op-1002-invoice-email").unwrap().state,
+        OpState::Confirmed
+    );
+    assert_eq!(
+        ws.sender.require("op-1004-support-ticket").unwrap().state,
+        OpState::Unknown
+    );
+}
+
+#[test]
+fn compensation_is_approved_with_defaults_then_dispatched() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("lee"));
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a");
+    let Mode::Compensate(form) = &app.mode else {
+        panic!("{:?}", app.mode)
+    };
+    assert_eq!(form.fields[0], "op-1001-welcome-email-undo");
+    assert_eq!(form.fields[1], "undo_send_email");
+    let effect = form.effect_id.clone();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&form.fields[2]).unwrap(),
+        json!({"original_op_id": "op-1001-welcome-email", "undo_effect_id": effect})
+    );
+    // A field that is not JSON is caught before any confirmation.
+    press(&mut app, "<tab><tab>}<enter>");
+    let Mode::Compensate(form) = &app.mode else {
+        panic!("{:?}", app.mode)
+    };
+    assert!(form.error.as_deref().unwrap().contains("not JSON"));
+    press(&mut app, "<bs><enter>");
+    let text = pending_text(&app);
+    assert!(text.contains(&format!(
+        "Approve compensation op-1001-welcome-email-undo for effect {effect} of op-1001-welcome-email (confirmed at version 3), approved by lee"
+    )));
+    press(&mut app, "y");
+    let ws = lab.reopen();
+    let comp = ws.sender.require("op-1001-welcome-email-undo").unwrap();
+    assert_eq!(comp.state, OpState::Prepared);
+    assert_eq!(comp.compensates_effect_id.as_deref(), Some(effect.as_str()));
+    assert!(app
+        .availability(console::action::Request::Compensate)
+        .unwrap_err()
+        .contains("already has an approved compensation"));
+    // Dispatch it from the prepared queue.
+    press(&mut app, "2");
+    select(&mut app, "op-1001-welcome-email-undo");
+    press(&mut app, "d");
+    assert!(
+        pending_text(&app).contains("its approval and the original's version are checked again")
+    );
+    press(&mut app, "y");
+    let comp = lab
+        .reopen()
+        .sender
+        .require("op-1001-welcome-email-undo")
+        .unwrap();
+    assert_eq!(comp.state, OpState::Confirmed, "{:?}", app.status);
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("receipt for fx-"));
+}
+
+#[test]
+fn dispatch_is_only_for_prepared_operations() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    let reason = app
+        .availability(console::action::Request::Dispatch)
+        .unwrap_err();
+    assert!(reason.contains("blind retry"), "{reason}");
+    let before = dump(lab.path());
+    press(&mut app, "d");
+    assert!(matches!(app.mode, Mode::Normal));
+    assert_eq!(dump(lab.path()), before);
+    press(&mut app, "2");
+    assert_eq!(app.selected().unwrap().op_id, "op-1012-onboarding-call");
+    assert!(app.availability(console::action::Request::Dispatch).is_ok());
+}
+
+// ---- live updates -------------------------------------------------------------
+
+#[test]
+fn changes_by_another_process_appear_on_the_next_poll() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    console::update(&mut app, Action::Poll);
+    assert!(app.status.is_none(), "no change, no refresh");
+    // Another handle (a second console, say) records a decision.
+    let mut other = lab.reopen();
+    other
+        .reconcile(&ReconcileRequest {
+            op_id: "op-1003-charge-order",
+            reviewer: "priya",
+            decision: Decision::Confirmed,
+            expected_version: 2,
+            payload: None,
+            close_authorized_by: None,
+        })
+        .unwrap();
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 8);
+    console::update(&mut app, Action::Poll);
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 7);
+    assert!(app
+        .queue
+        .rows
+        .iter()
+        .all(|o| o.op_id != "op-1003-charge-order"));
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("another process changed the workspace"));
+    // A receiver-side change alone (a closing snapshot from the command
+    // line) is seen too.
+    let cli = run(
+        &[
+            "snapshot",
+            "--workspace",
+            &lab.path_str(),
+            "op-1002-invoice-email",
+            "--close",
+            "--authorized-by",
+            "bob",
+        ],
+        None,
+    );
+    assert_eq!(cli.code, Some(0), "{}", cli.stderr);
+    console::update(&mut app, Action::Poll);
+    let detail = app.selected_detail().unwrap();
+    assert_eq!(detail.operation.op_id, "op-1002-invoice-email");
+    assert_eq!(detail.snapshot.origin, Origin::Refreshed);
+    assert!(detail.snapshot.snapshot.closed);
+    assert_eq!(detail.snapshot.verdict, Verdict::UniqueExactMatch);
+}
+
+// ---- what reaches the terminal ------------------------------------------------
+
+/// A writer the test can read back after the backend wrote into it.
+#[derive(Clone, Default)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every escape sequence in the bytes, checked to be one the backend itself
+/// writes (CSI with a final byte for colour, cursor and clearing).
+fn assert_only_backend_escapes(bytes: &[u8]) {
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            0x1b => {
+                assert_eq!(
+                    bytes.get(i + 1),
+                    Some(&b'['),
+                    "a non-CSI escape at byte {i}"
+                );
+                let mut j = i + 2;
+                while j < bytes.len() && !(0x40..=0x7e).contains(&bytes[j]) {
+                    j += 1;
+                }
+                let final_byte = bytes.get(j).copied().unwrap_or(0);
+                assert!(
+                    b"mHJKhlABCD".contains(&final_byte),
+                    "unexpected CSI {:?}",
+                    String::from_utf8_lossy(&bytes[i..=j.min(bytes.len() - 1)])
+                );
+                i = j + 1;
+            }
+            b => {
+                assert!(b >= 0x20 || b == b'\n', "raw control byte {b:#04x} at {i}");
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn payload_escape_sequences_never_reach_the_terminal() {
+    let mut lab = Lab::new();
+    let hostile = json!({
+        "note": "\u{1b}]0;owned\u{7}\rnow \u{202e}txt.exe\u{1b}[2J",
+        "del\u{7f}key": "c1 \u{9b}31m",
+        "tab": "a\tb",
+    });
+    lab.ws
+        .prepare("op-\u{1b}[31mred\u{202e}", "send\u{7}mail", &hostile)
+        .unwrap();
+    let mut app = console(&lab, None);
+    press(&mut app, "2");
+    let shared = Shared::default();
+    let backend = CrosstermBackend::new(shared.clone());
+    let mut terminal = Terminal::with_options(
+        backend,
+        TerminalOptions {
+            viewport: Viewport::Fixed(Rect::new(0, 0, 120, 40)),
+        },
+    )
+    .unwrap();
+    terminal
+        .draw(|frame| frame.render_widget(&app, frame.area()))
+        .unwrap();
+    let bytes = shared.0.borrow().clone();
+    assert_only_backend_escapes(&bytes);
+    let text = String::from_utf8(bytes).unwrap();
+    for raw in ['\u{7}', '\r', '\u{202e}', '\u{9b}', '\u{7f}'] {
+        assert!(!text.contains(raw), "raw {raw:?} reached the terminal");
+    }
+    // And they are there to see, escaped.
+    let screen = screen(&app);
+    assert!(screen.contains("op-\\x1b[31mred\\u{202e}"), "{screen}");
+    assert!(screen.contains("send\\x07mail"), "{screen}");
+    assert!(
+        screen.contains(r#""note": "\u001b]0;owned\u0007\rnow \u202etxt.exe\u001b[2J""#),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(r#""del\u007fkey": "c1 \u009b31m""#),
+        "{screen}"
+    );
+}
+
+#[test]
+fn tabs_are_expanded_and_wide_characters_keep_the_columns() {
+    assert_eq!(text::clean("a\tbc\td"), "a   bc  d");
+    assert_eq!(text::clean("x\u{1b}y\u{85}z"), "x\\x1by\\u{0085}z");
+    let mut lab = Lab::new();
+    lab.ws
+        .prepare("op-宽字符-wide", "通知_notify", &json!({"to": "名前"}))
+        .unwrap();
+    lab.ws.prepare("op-narrow", "notify", &json!({})).unwrap();
+    lab.ws.prepare("op-\ttab", "no\ttify", &json!({})).unwrap();
+    let mut app = console(&lab, None);
+    press(&mut app, "2");
+    let buffer = console::render(&app);
+    // The queue's right border sits in the same column on every row.
+    let border_x = |y: u16| -> Vec<u16> {
+        (0..buffer.area.width)
+            .filter(|&x| buffer[(x, y)].symbol() == "│")
+            .collect()
+    };
+    let first = border_x(4)[..2].to_vec();
+    for y in 5..8 {
+        assert_eq!(border_x(y)[..2], first, "row {y}:\n{}", to_text(&buffer));
+    }
+    let text = to_text(&buffer);
+    assert!(text.contains("op-宽字符-wide"), "{text}");
+    assert!(
+        text.contains("op-    tab") || text.contains("op- tab"),
+        "{text}"
+    );
+}
+
+#[test]
+fn differing_payload_fields_are_marked_and_highlighted() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    select(&mut app, "op-1007-renewal-charge");
+    let detail = app.selected_detail().unwrap();
+    assert_eq!(detail.snapshot.verdict, Verdict::PayloadMismatch);
+    assert_eq!(
+        detail.snapshot.differing,
+        vec![vec!["/amount_cents".to_string()]]
+    );
+    let buffer = console::render(&app);
+    let text = to_text(&buffer);
+    let (y, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("≠   \"amount_cents\": 12000,"))
+        .unwrap_or_else(|| panic!("no highlighted line:\n{text}"));
+    let x = line.chars().position(|c| c == '≠').unwrap();
+    let cell = &buffer[(u16::try_from(x).unwrap(), u16::try_from(y).unwrap())];
+    assert_eq!(cell.fg, Color::LightRed);
+    assert!(cell.modifier.contains(Modifier::BOLD));
+    // The lines that agree are not marked.
+    assert!(text.contains("    \"currency\": \"USD\","));
+}
+
+#[test]
+fn a_small_terminal_gets_a_message_instead_of_a_squeezed_screen() {
+    let lab = demo_lab();
+    let app = console_on(&lab, options(None), (79, 24));
+    let text = screen(&app)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("recon needs a terminal of at least 80x24"),
+        "{text}"
+    );
+    assert!(text.contains("this one is 79x24"), "{text}");
+    let app = console_on(&lab, options(None), (80, 24));
+    assert!(screen(&app).contains("Queue: unknown (8)"));
+}
+
+#[test]
+fn no_color_keeps_the_screen_free_of_colours() {
+    let lab = demo_lab();
+    let mut app = console_on(
+        &lab,
+        Options {
+            reviewer: None,
+            no_color: true,
+        },
+        (120, 40),
+    );
+    select(&mut app, "op-1007-renewal-charge");
+    let buffer = console::render(&app);
+    for cell in buffer.content() {
+        assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset));
+    }
+    // The difference is still visible without colour.
+    assert!(buffer
+        .content()
+        .iter()
+        .any(|c| c.modifier.contains(Modifier::UNDERLINED)));
+}
+
+// ---- goldens ---------------------------------------------------------------------
+
+fn screenshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("screenshots")
+}
+
+/// Replaces the workspace path on the title row (a temp dir) with a fixed
+/// marker, in the buffer itself, so text and SVG are both stable.
+fn mask_workspace(buffer: &mut Buffer, path: &Path) {
+    let path = path.display().to_string();
+    let row: String = (0..buffer.area.width)
+        .map(|x| buffer[(x, 0)].symbol().to_string())
+        .collect();
+    if let Some(start) = row.find(&path) {
+        let start = row[..start].chars().count();
+        let marker = "<workspace>";
+        for (i, x) in (start..start + path.chars().count()).enumerate() {
+            let symbol = marker.chars().nth(i).map_or(" ".to_string(), String::from);
+            buffer[(u16::try_from(x).unwrap(), 0)].set_symbol(&symbol);
+        }
+    }
+}
+
+/// Renders into a temporary directory and compares with `screenshots/`;
+/// `RECON_UPDATE_SCREENSHOTS=1` rewrites the goldens on purpose.
+#[track_caller]
+fn golden(name: &str, app: &App, workspace: &Path) {
+    let mut buffer = console::render(app);
+    mask_workspace(&mut buffer, workspace);
+    let text = to_text(&buffer);
+    let svg = to_svg(&buffer);
+    let fresh = tempfile::Builder::new()
+        .prefix("recon-screenshots-")
+        .tempdir()
+        .unwrap();
+    std::fs::write(fresh.path().join(format!("{name}.txt")), &text).unwrap();
+    std::fs::write(fresh.path().join(format!("{name}.svg")), &svg).unwrap();
+    let dir = screenshots_dir();
+    if std::env::var_os("RECON_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.txt")), &text).unwrap();
+        std::fs::write(dir.join(format!("{name}.svg")), &svg).unwrap();
+        return;
+    }
+    for (ext, fresh_text) in [("txt", &text), ("svg", &svg)] {
+        let golden_path = dir.join(format!("{name}.{ext}"));
+        let expected = std::fs::read_to_string(&golden_path).unwrap_or_default();
+        if &expected != fresh_text {
+            let kept = fresh.keep();
+            let first = expected
+                .lines()
+                .zip(fresh_text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(expected.lines().count().min(fresh_text.lines().count()));
+            panic!(
+                "screenshots/{name}.{ext} drifted at line {}; the fresh render is in {}\n\
+                 (rerun with RECON_UPDATE_SCREENSHOTS=1 to accept it)\n\nfresh:\n{text}",
+                first + 1,
+                kept.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn golden_queue() {
+    let lab = demo_lab();
+    let app = console(&lab, None);
+    golden("queue", &app, lab.path());
+}
+
+#[test]
+fn golden_duplicate_matches() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "jjjj");
+    assert_eq!(
+        app.selected_detail().unwrap().snapshot.verdict,
+        Verdict::DuplicateMatches
+    );
+    golden("duplicate_matches", &app, lab.path());
+}
+
+#[test]
+fn golden_payload_mismatch() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "jjjjj");
+    assert_eq!(
+        app.selected_detail().unwrap().snapshot.verdict,
+        Verdict::PayloadMismatch
+    );
+    golden("payload_mismatch", &app, lab.path());
+}
+
+#[test]
+fn golden_closing_snapshot_confirmation() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "jj x ada<enter>");
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    golden("closing_confirmation", &app, lab.path());
+}
+
+#[test]
+fn golden_stale_version_refusal() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    // A second handle decides while the console shows version 2.
+    lab.reopen()
+        .reconcile(&ReconcileRequest {
+            op_id: "op-1002-invoice-email",
+            reviewer: "bob",
+            decision: Decision::Confirmed,
+            expected_version: 2,
+            payload: None,
+            close_authorized_by: None,
+        })
+        .unwrap();
+    press(&mut app, "cy");
+    assert!(report(&app).0.contains("stale_version"));
+    golden("stale_version", &app, lab.path());
+}
+
+#[test]
+fn golden_compensation_approval() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("lee.finance"));
+    press(&mut app, "3a");
+    golden("compensation_form", &app, lab.path());
+    press(&mut app, "<enter>");
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    golden("compensation_confirmation", &app, lab.path());
+}
+
+#[test]
+fn golden_bulk_triage_result() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "<space><space><space>jj<space>cy");
+    assert!(report(&app).0.starts_with("bulk record confirmed"));
+    golden("bulk_result", &app, lab.path());
+}
+
+#[test]
+fn golden_help() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "?");
+    golden("help", &app, lab.path());
+}
+
+#[test]
+fn golden_too_small() {
+    let lab = demo_lab();
+    let app = console_on(&lab, options(None), (70, 20));
+    golden("too_small", &app, lab.path());
+}
+
+// ---- the command line ---------------------------------------------------------
+
+/// `recon screenshot` on a workspace made by `recon demo` prints the same
+/// screen as the golden (the paths masked).
+#[test]
+fn recon_screenshot_prints_the_golden_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let ws = ws.to_str().unwrap();
+    let demo = run(&["demo", "--workspace", ws], None);
+    assert_eq!(demo.code, Some(0), "{}", demo.stderr);
+    let shot = run(&["screenshot", "--workspace", ws, "--keys", "jjjjj"], None);
+    assert_eq!(shot.code, Some(0), "{}", shot.stderr);
+    let masked = shot.stdout.replacen(ws, "<workspace>", 1);
+    let expected = std::fs::read_to_string(screenshots_dir().join("payload_mismatch.txt")).unwrap();
+    let trim = |s: &str| s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    assert_eq!(trim(&masked), trim(&expected));
+
+    let svg = run(
+        &[
+            "screenshot",
+            "--workspace",
+            ws,
+            "--format",
+            "svg",
+            "--size",
+            "100x30",
+        ],
+        None,
+    );
+    assert_eq!(svg.code, Some(0), "{}", svg.stderr);
+    assert!(svg.stdout.starts_with("<svg"));
+    assert!(
+        svg.stdout.contains("fill=\"#11a8cd\""),
+        "the title keeps its colour"
+    );
+
+    let bad = run(&["screenshot", "--workspace", ws, "--keys", "<nope>"], None);
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    let blank = run(&["screenshot", "--workspace", ws, "--reviewer", "  "], None);
+    assert_eq!(blank.code, Some(3), "{}", blank.stderr);
+    assert!(blank.stderr.contains("refused: empty_reviewer"));
+    let size = run(&["screenshot", "--workspace", ws, "--size", "12"], None);
+    assert_eq!(size.code, Some(2), "{}", size.stderr);
+}
