@@ -18,7 +18,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
-     `verify`: the evidence chain is broken
+     `verify`, `export`: the evidence log is broken (tampered with)
   2  usage error (bad flags, a payload that is not JSON, a malformed id)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
   4  storage or I/O error (missing workspace, not a recon database,
@@ -178,6 +178,27 @@ pub enum Command {
         payload: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Recompute the evidence log's hash chain, cross-check it with the
+    /// operations' states, and report the first broken link. Exits 0 when
+    /// intact, 1 when broken.
+    #[command(after_help = EXIT_CODES)]
+    Verify {
+        /// Also check that this earlier `recon export` is still a prefix of
+        /// the log (catches a rewritten chain or removed last rows).
+        #[arg(long, value_name = "FILE")]
+        against: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the evidence log as JSON lines with their hashes, to keep a
+    /// copy outside the database. Writes every row as stored, then exits 1 if
+    /// the log is broken.
+    #[command(after_help = EXIT_CODES)]
+    Export {
+        /// Write to PATH (atomically) instead of stdout.
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
     },
     /// The receiver side (what `dispatch` spawns).
     #[command(subcommand)]

@@ -21,6 +21,7 @@
 //!   `user_version` is the schema version: a file from an incompatible recon
 //!   is refused with a clear error instead of being misread.
 
+mod audit_queries;
 mod drill;
 pub mod receiver;
 pub mod sender;
