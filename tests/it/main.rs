@@ -2,5 +2,7 @@
 //! Each module is named after the part of the contract it proves.
 
 mod bad_input;
+mod crash;
+mod invariants;
 mod model;
 mod support;
