@@ -256,14 +256,13 @@ pub fn violations(dir: &Path, direct: &DirectCalls) -> Vec<String> {
                     e.seq
                 )),
                 "review" => {
-                    let supported = match (e.decision.as_str(), e.verdict.as_deref()) {
+                    let supported = matches!(
+                        (e.decision.as_str(), e.verdict.as_deref()),
                         (
                             "confirmed",
-                            Some("unique_exact_match" | "exact_match_existence_only"),
-                        ) => true,
-                        ("not_applied", Some("terminal_absence")) => true,
-                        _ => false,
-                    };
+                            Some("unique_exact_match" | "exact_match_existence_only")
+                        ) | ("not_applied", Some("terminal_absence"))
+                    );
                     if !supported {
                         out.push(format!(
                             "review evidence {} records {} on verdict {:?}",
