@@ -5,4 +5,6 @@ mod bad_input;
 mod crash;
 mod invariants;
 mod model;
+mod races;
+mod stress;
 mod support;
