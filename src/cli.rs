@@ -18,7 +18,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
-     `verify`: the evidence chain is broken
+     `verify`, `export`: the evidence log is broken (tampered with)
   2  usage error (bad flags, a payload that is not JSON, a malformed id)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
   4  storage or I/O error (missing workspace, not a recon database,
@@ -279,6 +279,27 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         reviewer: Option<String>,
     },
+    /// Recompute the evidence log's hash chain, cross-check it with the
+    /// operations' states, and report the first broken link. Exits 0 when
+    /// intact, 1 when broken.
+    #[command(after_help = EXIT_CODES)]
+    Verify {
+        /// Also check that this earlier `recon export` is still a prefix of
+        /// the log (catches a rewritten chain or removed last rows).
+        #[arg(long, value_name = "FILE")]
+        against: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the evidence log as JSON lines with their hashes, to keep a
+    /// copy outside the database. Writes every row as stored, then exits 1 if
+    /// the log is broken.
+    #[command(after_help = EXIT_CODES)]
+    Export {
+        /// Write to PATH (atomically) instead of stdout.
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
     /// The receiver side: what `dispatch` spawns, and what an unsafe retry
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
@@ -406,6 +427,14 @@ pub struct UsageError(pub String);
 /// The largest payload accepted, read from an argument, a file or stdin.
 pub const MAX_PAYLOAD_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The deepest nesting of arrays and objects accepted in a payload. The
+/// engine wraps a payload in up to four more levels (a receipt line, a
+/// snapshot in an evidence row, an exported evidence line), and serde_json
+/// reads at most 128; a payload nested deeper than this limit would be
+/// stored, and then its receipt, its evidence or its export would not read
+/// back.
+pub const MAX_PAYLOAD_DEPTH: usize = 64;
+
 /// Reads `--payload`: JSON text, `@PATH`, or `@-` for stdin, as curl does.
 pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
     let text = match arg.strip_prefix('@') {
@@ -417,7 +446,31 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
         }
         None => arg.to_string(),
     };
-    serde_json::from_str(&text).map_err(|e| UsageError(format!("--payload is not JSON: {e}")))
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| UsageError(format!("--payload is not JSON: {e}")))?;
+    if depth(&value) > MAX_PAYLOAD_DEPTH {
+        return Err(UsageError(format!(
+            "--payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels"
+        )));
+    }
+    Ok(value)
+}
+
+/// How many arrays and objects deep a value is (a scalar is 0). Iterative,
+/// so no input can exhaust the stack here.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(level + 1);
+        stack.extend(children.map(|child| (child, level + 1)));
+    }
+    deepest
 }
 
 fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {

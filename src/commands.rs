@@ -4,6 +4,7 @@
 //! Human output escapes untrusted text for the terminal; `--json` prints one
 //! JSON document whose field names are the contract of SPEC section 6.
 
+use crate::audit::StoredRow;
 use crate::cli::{
     identifier, person, read_payload, Cli, Command, ReceiverCommand, ScreenshotFormat, UsageError,
 };
@@ -14,7 +15,7 @@ use crate::domain::{CompensationRequest, OpState};
 use crate::error::{Error, StoreError};
 use crate::experiment;
 use crate::sanitize::{escape, json_for_terminal};
-use crate::store::OpenOptions;
+use crate::store::{OpenOptions, SenderStore, WorkspacePaths};
 use crate::workspace::{ReconcileRequest, Workspace};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -483,6 +484,8 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
             format,
             reviewer.as_deref(),
         ),
+        Command::Verify { against, json } => verify(workspace_dir(ws_arg)?, against, json, out),
+        Command::Export { output } => export(workspace_dir(ws_arg)?, output),
         Command::Receiver(ReceiverCommand::Apply {
             op_id,
             action_kind,
@@ -627,6 +630,110 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
     tmp.persist(path)
         .map_err(|e| Failure::Usage(format!("cannot write {}: {}", path.display(), e.error)))?;
     Ok(())
+}
+
+/// Opens only the sender database: verifying and exporting the evidence log
+/// need nothing else, and must work even when the receiver file is gone.
+fn open_sender(dir: &Path) -> Result<SenderStore, Failure> {
+    let options = open_options()?;
+    let paths = WorkspacePaths::new(dir);
+    paths.prepare_dir(options)?;
+    Ok(SenderStore::open(&paths.sender, options)?)
+}
+
+/// `recon verify`: exit 0 intact, 1 broken.
+fn verify(dir: &Path, against: Option<PathBuf>, json: bool, out: &mut Out) -> Outcome {
+    let export = against
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+                .map(|(n, line)| {
+                    StoredRow::from_export_line(line).map_err(|e| {
+                        Failure::Usage(format!(
+                            "{} line {} is not an exported evidence row: {e}",
+                            path.display(),
+                            n + 1
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let sender = open_sender(dir)?;
+    let report = sender.verify_evidence(export.as_deref())?;
+    if json {
+        out.json(&report)?;
+    } else if report.intact {
+        out.line(format!(
+            "evidence log intact: {} rows, head {}{}",
+            report.rows,
+            report.head_hash,
+            report
+                .export
+                .as_ref()
+                .map(|e| format!("; the exported copy's {} rows are a prefix of it", e.rows))
+                .unwrap_or_default()
+        ))?;
+    } else {
+        out.line(format!("evidence log BROKEN ({} rows)", report.rows))?;
+        if let Some(broken) = &report.first_broken {
+            out.line(format!(
+                "  first broken link: row {} (seq {}): {}",
+                broken.index, broken.seq, broken.reason
+            ))?;
+        }
+        for mismatch in &report.state_mismatches {
+            out.line(format!("  {}", escape(mismatch)))?;
+        }
+        if let Some(difference) = report
+            .export
+            .as_ref()
+            .and_then(|e| e.first_difference.as_ref())
+        {
+            out.line(format!(
+                "  exported copy: row {} (seq {}): {}",
+                difference.index, difference.seq, difference.reason
+            ))?;
+        }
+    }
+    Ok(if report.intact {
+        EXIT_OK
+    } else {
+        EXIT_MISMATCH
+    })
+}
+
+/// `recon export`: every row as stored, one JSON line each; exit 1 after
+/// writing when the log is broken, so an archiving script notices.
+fn export(dir: &Path, output: Option<PathBuf>) -> Outcome {
+    let sender = open_sender(dir)?;
+    let (rows, report) = sender.export_evidence()?;
+    let mut text = String::new();
+    for row in &rows {
+        text.push_str(&row.export_line());
+        text.push('\n');
+    }
+    match output {
+        Some(path) => write_file(&path, &text)?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(json_for_terminal(text).as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(|e| Failure::Engine(StoreError::Io(e).into()))?;
+        }
+    }
+    if report.intact {
+        Ok(EXIT_OK)
+    } else {
+        eprintln!(
+            "error: exported {} rows, but the evidence log is broken; run `recon verify`",
+            rows.len()
+        );
+        Ok(EXIT_MISMATCH)
+    }
 }
 
 /// `recon --check [EXPECTED] [--output PATH]`.

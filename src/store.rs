@@ -21,6 +21,7 @@
 //!   `user_version` is the schema version: a file from an incompatible recon
 //!   is refused with a clear error instead of being misread.
 
+mod audit_queries;
 pub mod bulk;
 mod console_queries;
 mod drill;

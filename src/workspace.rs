@@ -47,6 +47,7 @@ impl Workspace {
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         let paths = WorkspacePaths::new(dir);
         paths.prepare_dir(options)?;
+        let options = whole_or_nothing(&paths, options)?;
         // Check an existing database before creating its missing partner,
         // so a workspace with one bad file is refused without a new file
         // appearing beside it.
@@ -200,6 +201,40 @@ fn review_of<'a>(
         decision: request.decision,
         snapshot,
         expected_version: request.expected_version,
+    }
+}
+
+/// A workspace is created whole or not at all. When one database is absent
+/// (or an empty file) and the other holds data, the absent one was lost, and
+/// recreating it would be unsafe: a fresh outbox forgets which operations
+/// were sent, so the same op could be prepared and dispatched again; a fresh
+/// ledger forgets its close tombstones, so a late original could land after
+/// `not_applied`. Then the workspace is opened without creating anything,
+/// which reports the lost file.
+fn whole_or_nothing(
+    paths: &WorkspacePaths,
+    options: OpenOptions,
+) -> Result<OpenOptions, StoreError> {
+    if !options.create {
+        return Ok(options);
+    }
+    let existing = OpenOptions {
+        create: false,
+        ..options
+    };
+    let in_use = match (holds_nothing(&paths.sender), holds_nothing(&paths.receiver)) {
+        (true, false) => !ReceiverStore::open(&paths.receiver, existing)?.is_unused()?,
+        (false, true) => !SenderStore::open(&paths.sender, existing)?.is_unused()?,
+        _ => false,
+    };
+    Ok(if in_use { existing } else { options })
+}
+
+/// Absent, or an empty file (which SQLite would treat as a new database).
+fn holds_nothing(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.is_file() && meta.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 

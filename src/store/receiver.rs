@@ -256,6 +256,18 @@ impl ReceiverStore {
             .collect::<Result<Vec<_>, _>>()?)
     }
 
+    /// True when the ledger holds no effect and no tombstone: a database
+    /// that was never used, which may be recreated without losing anything.
+    pub fn is_unused(&self) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT NOT EXISTS (SELECT 1 FROM effects) AND NOT EXISTS (SELECT 1 FROM closed_ops)",
+                [],
+                |r| r.get(0),
+            )
+            .at(&self.path)
+    }
+
     pub fn effect_count(&self, op_id: Option<&str>) -> Result<i64, StoreError> {
         match op_id {
             Some(id) => self

@@ -796,6 +796,16 @@ impl SenderStore {
         Ok(all)
     }
 
+    /// True when the outbox holds no operation: a database that was never
+    /// used, which may be recreated without losing anything.
+    pub fn is_unused(&self) -> Result<bool, StoreError> {
+        self.conn
+            .query_row("SELECT NOT EXISTS (SELECT 1 FROM operations)", [], |r| {
+                r.get(0)
+            })
+            .at(&self.path)
+    }
+
     /// How many times the sender invoked the receiver for an operation.
     pub fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError> {
         self.conn

@@ -1,9 +1,16 @@
 //! One integration-test binary for all of recon (one link step on two cores).
 //! Each module is named after the part of the contract it proves.
 
+mod audit;
+mod bad_input;
 mod classify;
 mod console;
+mod crash;
 mod demo;
 mod engine;
 mod experiment;
+mod invariants;
+mod model;
+mod races;
+mod stress;
 mod support;
