@@ -42,8 +42,7 @@ pub const MAX_DEMO_OPS: u64 = 1_000_000;
                   named human reviewer record confirmed or not_applied against the version \
                   they saw.\n\nWith no command, opens the review console (on a fresh \
                   temporary demo workspace when --workspace is not given).",
-    after_help = EXIT_CODES,
-    args_conflicts_with_subcommands = true
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     /// The workspace directory (holding sender.sqlite and receiver.sqlite).
@@ -304,6 +303,28 @@ pub enum Command {
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
     Receiver(ReceiverCommand),
+}
+
+impl Command {
+    /// The command's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Experiment { .. } => "experiment",
+            Command::Demo { .. } => "demo",
+            Command::Prepare { .. } => "prepare",
+            Command::Dispatch { .. } => "dispatch",
+            Command::Ops { .. } => "ops",
+            Command::Show { .. } => "show",
+            Command::Ledger { .. } => "ledger",
+            Command::Snapshot { .. } => "snapshot",
+            Command::Reconcile { .. } => "reconcile",
+            Command::ApproveCompensation { .. } => "approve-compensation",
+            Command::Screenshot { .. } => "screenshot",
+            Command::Verify { .. } => "verify",
+            Command::Export { .. } => "export",
+            Command::Receiver(_) => "receiver",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

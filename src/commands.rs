@@ -167,6 +167,23 @@ pub fn run(cli: Cli) -> Outcome {
 }
 
 fn run_to(cli: Cli, out: &mut Out) -> Outcome {
+    // --workspace may stand before or after the command; the console's and
+    // --check's own flags make no sense with a command.
+    if let Some(command) = &cli.command {
+        if cli.check.is_some() || cli.output.is_some() {
+            return Err(Failure::Usage(format!(
+                "--check runs on its own, not with the {} command",
+                command.name()
+            )));
+        }
+        if cli.reviewer.is_some() {
+            return Err(Failure::Usage(format!(
+                "--reviewer before the command is the console's; \
+                 the {} command does not take it there",
+                command.name()
+            )));
+        }
+    }
     if let Some(expected) = &cli.check {
         return check(expected.as_deref(), cli.output.as_deref(), out);
     }

@@ -10,8 +10,8 @@
 //! back, classifies it, and fails if any story did not end as told.
 //!
 //! The generated part (`--ops N`, see [`generate`]) is different on purpose:
-//! it is load, not a story, so it goes in by bulk inserts in one transaction
-//! per store, the two stores written in parallel.
+//! it is load, not a story, so it goes in by bulk inserts in large
+//! transactions (10,000 ops each), the two stores written in parallel.
 
 pub mod generate;
 

@@ -1,5 +1,5 @@
 //! Bulk writes for generated workspaces (`recon demo --ops N`): many rows in
-//! one large transaction per store, through one prepared statement each.
+//! one large transaction per call, through one prepared statement each.
 //!
 //! The normal write paths commit once per step, because each step is a
 //! decision that must be durable on its own. Generated load is not a
@@ -7,7 +7,8 @@
 //! would spend minutes in fsync. The rows still go through plain `INSERT`s,
 //! so every trigger sees them: `state_counts` stays right, and the receiver's
 //! close barrier refuses a generated effect for a closed operation exactly as
-//! it refuses a real one. Each store's rows commit or roll back as a whole.
+//! it refuses a real one. Each call's rows commit or roll back as a whole;
+//! the demo makes one call per chunk of 10,000 operations.
 //!
 //! Payloads arrive as canonical JSON text (what [`crate::domain::canonical_json`]
 //! would print) so that a million rows are not parsed and printed again; the

@@ -4,6 +4,7 @@
 mod audit;
 mod bad_input;
 mod classify;
+mod cli;
 mod console;
 mod crash;
 mod demo;

@@ -1,0 +1,158 @@
+//! The scripting command line of SPEC section 6, through the built binary:
+//! flows and JSON shapes, every refusal code, usage errors, and storage
+//! failures. After every refused or failed command both databases are
+//! compared with a dump taken before it.
+
+mod flows;
+mod refusals;
+mod storage;
+mod usage;
+
+use crate::support::{dump, program, run_with_env, Run};
+use recon::store::OpenOptions;
+use recon::Workspace;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// A workspace path in a fresh temp dir, and the binary pointed at it.
+pub struct Shell {
+    _dir: tempfile::TempDir,
+    pub ws: PathBuf,
+}
+
+impl Shell {
+    /// A workspace path that does not exist yet.
+    pub fn empty() -> Shell {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ws = dir.path().join("ws");
+        Shell { _dir: dir, ws }
+    }
+
+    /// A demo workspace (showcase, plus `extra` generated ops), built
+    /// through the library and closed again before any command runs.
+    pub fn demo(extra: u64) -> Shell {
+        let shell = Shell::empty();
+        let mut ws = shell.workspace_creating();
+        recon::demo::build(&mut ws, extra).expect("demo");
+        shell
+    }
+
+    pub fn workspace_creating(&self) -> Workspace {
+        Workspace::open(&self.ws, OpenOptions::default().creating())
+            .expect("open workspace")
+            .with_receiver_program(program())
+    }
+
+    /// A library handle on the (existing) workspace.
+    pub fn workspace(&self) -> Workspace {
+        Workspace::open(&self.ws, OpenOptions::default())
+            .expect("open workspace")
+            .with_receiver_program(program())
+    }
+
+    pub fn ws_arg(&self) -> String {
+        self.ws.display().to_string()
+    }
+
+    /// `recon ARGS --workspace WS`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_full(args, None, &[])
+    }
+
+    pub fn run_full(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
+        let ws = self.ws_arg();
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--workspace", &ws]);
+        run_with_env(&all, stdin, env)
+    }
+
+    /// Runs a command that must succeed and returns its output.
+    #[track_caller]
+    pub fn ok(&self, args: &[&str]) -> Run {
+        let out = self.run(args);
+        assert_eq!(out.code, Some(0), "recon {args:?}: {}", out.stderr);
+        out
+    }
+
+    /// Runs a `--json` command that must succeed and parses its output.
+    #[track_caller]
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        self.ok(&all).json()
+    }
+
+    pub fn dump(&self) -> String {
+        dump(&self.ws)
+    }
+
+    /// The file names in the workspace directory, or `None` without one.
+    pub fn files(&self) -> Option<Vec<String>> {
+        let entries = std::fs::read_dir(&self.ws).ok()?;
+        let mut names: Vec<String> = entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Some(names)
+    }
+}
+
+/// Exit 3 and exactly one stderr line `refused: <code>: <detail>`.
+#[track_caller]
+pub fn assert_refused(out: &Run, code: &str) {
+    assert_eq!(
+        out.code,
+        Some(3),
+        "expected refusal {code}; stdout {} stderr {}",
+        out.stdout,
+        out.stderr
+    );
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one stderr line: {}", out.stderr);
+    let prefix = format!("refused: {code}: ");
+    assert!(
+        lines[0].starts_with(&prefix) && lines[0].len() > prefix.len(),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout: {}", out.stdout);
+}
+
+/// A failure with this exit code and one line on stderr, nothing on stdout.
+#[track_caller]
+pub fn assert_fails(out: &Run, code: i32) {
+    assert_eq!(out.code, Some(code), "stderr: {}", out.stderr);
+    assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "nothing on stdout: {}", out.stdout);
+}
+
+/// Exact set of keys of a JSON object.
+#[track_caller]
+pub fn assert_keys(value: &Value, keys: &[&str]) {
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"));
+    for key in keys {
+        assert!(object.contains_key(*key), "{key} missing from {value}");
+    }
+}
+
+pub const OPERATION_FIELDS: &[&str] = &[
+    "op_id",
+    "kind",
+    "action_kind",
+    "payload",
+    "state",
+    "version",
+    "compensates_effect_id",
+    "compensates_op_id",
+    "confirmed_effect_id",
+];
+
+pub const EFFECT_FIELDS: &[&str] = &[
+    "effect_id",
+    "op_id",
+    "action_kind",
+    "compensates_effect_id",
+    "payload",
+];

@@ -1,0 +1,554 @@
+//! Whole flows typed at a shell, and the JSON shapes of SPEC section 6.
+
+use super::{assert_keys, assert_refused, Shell, EFFECT_FIELDS, OPERATION_FIELDS};
+use crate::support::run;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+const CHARGE: &str = r#"{"customer":"cus_1","amount_cents":4999,"currency":"EUR"}"#;
+
+#[test]
+fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
+    let sh = Shell::empty();
+    // prepare creates the workspace; the payload comes from stdin.
+    let out = sh.run_full(
+        &[
+            "prepare",
+            "--op",
+            "op-1",
+            "--action",
+            "charge_card",
+            "--payload",
+            "@-",
+            "--json",
+        ],
+        Some(CHARGE.as_bytes()),
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let prepared = out.json();
+    assert_keys(&prepared, OPERATION_FIELDS);
+    assert_eq!(prepared["state"], "prepared");
+    assert_eq!(prepared["version"], 1);
+    assert_eq!(
+        prepared["payload"],
+        json!({"amount_cents": 4999, "currency": "EUR", "customer": "cus_1"})
+    );
+
+    let lost = sh.json(&["dispatch", "op-1", "--fault", "crash-after-commit"]);
+    assert_keys(
+        &lost,
+        &[
+            "op_id",
+            "outcome",
+            "receiver_exit_code",
+            "effect_id",
+            "state",
+            "version",
+        ],
+    );
+    assert_eq!(lost["outcome"], "unknown");
+    assert_eq!(lost["receiver_exit_code"], 23);
+    assert_eq!(lost["effect_id"], Value::Null);
+    assert_eq!(
+        (lost["state"].clone(), lost["version"].clone()),
+        (json!("unknown"), json!(2))
+    );
+
+    assert_refused(&sh.run(&["dispatch", "op-1"]), "blind_retry");
+
+    let open = sh.json(&["snapshot", "op-1"]);
+    assert_keys(&open, &["snapshot", "verdict"]);
+    assert_keys(
+        &open["snapshot"],
+        &["op_id", "matches", "complete", "authoritative", "closed"],
+    );
+    assert_keys(&open["snapshot"]["matches"][0], EFFECT_FIELDS);
+    assert_eq!(open["verdict"], "exact_match_existence_only");
+    assert_eq!(open["snapshot"]["closed"], false);
+
+    let recorded = sh.json(&[
+        "reconcile",
+        "op-1",
+        "--reviewer",
+        "rosa",
+        "--decision",
+        "confirmed",
+        "--expected-version",
+        "2",
+        "--close",
+        "--authorized-by",
+        "rosa",
+    ]);
+    assert_keys(
+        &recorded,
+        &[
+            "op_id",
+            "decision",
+            "verdict",
+            "state",
+            "version",
+            "evidence_seq",
+        ],
+    );
+    assert_eq!(recorded["verdict"], "unique_exact_match");
+    assert_eq!(recorded["state"], "confirmed");
+    assert_eq!(recorded["version"], 3);
+
+    let shown = sh.json(&["show", "op-1"]);
+    assert_keys(&shown, &["operation", "evidence", "approvals"]);
+    assert_keys(&shown["operation"], OPERATION_FIELDS);
+    let evidence = &shown["evidence"][0];
+    assert_keys(
+        evidence,
+        &[
+            "seq",
+            "source",
+            "reviewer",
+            "decision",
+            "verdict",
+            "snapshot",
+            "from_version",
+            "to_version",
+            "effect_id",
+        ],
+    );
+    assert_eq!(evidence["seq"], recorded["evidence_seq"]);
+    assert_eq!(evidence["snapshot"]["closed"], true);
+    assert_eq!(evidence["snapshot"]["matches"].as_array().unwrap().len(), 1);
+    let effect = shown["operation"]["confirmed_effect_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let approval = sh.json(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        &effect,
+        "--approver",
+        "ines",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-1-refund",
+        "--action",
+        "refund_card",
+        "--payload",
+        r#"{"customer":"cus_1","amount_cents":4999}"#,
+    ]);
+    assert_keys(
+        &approval,
+        &[
+            "original_op_id",
+            "effect_id",
+            "approved_version",
+            "compensation_op_id",
+        ],
+    );
+    assert_eq!(approval["approved_version"], 3);
+
+    let refund = sh.json(&["dispatch", "op-1-refund"]);
+    assert_eq!(refund["outcome"], "receipt");
+    assert_eq!(refund["state"], "confirmed");
+    assert_eq!(refund["receiver_exit_code"], 0);
+
+    let ledger = sh.json(&["ledger"]);
+    let rows = ledger.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_keys(&rows[1], EFFECT_FIELDS);
+    assert_eq!(rows[0]["effect_id"], effect.as_str());
+    assert_eq!(rows[1]["compensates_effect_id"], effect.as_str());
+    assert_eq!(
+        sh.json(&["ledger", "--op", "op-1-refund"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        sh.json(&["show", "op-1"])["approvals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close() {
+    let sh = Shell::empty();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-2",
+        "--action",
+        "send_sms",
+        "--payload",
+        r#"{"to":"+15550100","text":"hi"}"#,
+    ]);
+    let lost = sh.json(&["dispatch", "op-2", "--fault", "crash-before-commit"]);
+    assert_eq!(lost["receiver_exit_code"], 24);
+    assert_eq!(lost["outcome"], "unknown");
+    assert_eq!(sh.json(&["snapshot", "op-2"])["verdict"], "inconclusive");
+    let args = [
+        "reconcile",
+        "op-2",
+        "--reviewer",
+        "rosa",
+        "--decision",
+        "not_applied",
+        "--expected-version",
+        "2",
+    ];
+    assert_refused(&sh.run(&args), "unsupported_verdict");
+    let mut closing = args.to_vec();
+    closing.extend(["--close", "--authorized-by", "rosa"]);
+    let recorded = sh.json(&closing);
+    assert_eq!(recorded["verdict"], "terminal_absence");
+    assert_eq!(recorded["state"], "not_applied");
+    // The close is durable: the receiver refuses the op from now on.
+    let late = sh.run(&[
+        "receiver",
+        "apply",
+        "--op",
+        "op-2",
+        "--action",
+        "send_sms",
+        "--payload",
+        r#"{"to":"+15550100","text":"hi"}"#,
+    ]);
+    assert_refused(&late, "operation_closed");
+    assert_eq!(sh.json(&["ledger"]), json!([]));
+}
+
+#[test]
+fn snapshot_close_is_recorded_with_its_authorizer() {
+    let sh = Shell::empty();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-3",
+        "--action",
+        "a",
+        "--payload",
+        "{}",
+    ]);
+    sh.ok(&["dispatch", "op-3", "--fault", "crash-before-commit"]);
+    let closed = sh.json(&["snapshot", "op-3", "--close", "--authorized-by", " dana "]);
+    assert_eq!(closed["verdict"], "terminal_absence");
+    assert_eq!(closed["snapshot"]["closed"], true);
+    let closure = sh.workspace().receiver.closure("op-3").unwrap().unwrap();
+    assert_eq!(closure.authorized_by, "dana");
+    // An ordinary read afterwards sees the close too.
+    assert_eq!(
+        sh.json(&["snapshot", "op-3"])["verdict"],
+        "terminal_absence"
+    );
+}
+
+#[test]
+fn receiver_apply_prints_a_receipt_or_dies_by_its_fault() {
+    let sh = Shell::empty();
+    sh.workspace_creating();
+    let apply = |extra: &[&str]| {
+        let mut args = vec![
+            "receiver",
+            "apply",
+            "--op",
+            "op-4",
+            "--action",
+            "send_email",
+            "--payload",
+            r#"{"to":"a@example.com"}"#,
+        ];
+        args.extend(extra);
+        sh.run(&args)
+    };
+    let ok = apply(&[]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    assert_eq!(ok.json()["receipt"]["effect_id"], "fx-000001");
+    assert_keys(&ok.json()["receipt"], EFFECT_FIELDS);
+
+    let after = apply(&["--fault", "crash-after-commit"]);
+    assert_eq!(after.code, Some(23));
+    assert!(after.stdout.is_empty());
+    let before = apply(&["--fault", "crash-before-commit"]);
+    assert_eq!(before.code, Some(24));
+    assert!(before.stdout.is_empty());
+    let ledger = sh.json(&["ledger", "--op", "op-4"]);
+    assert_eq!(ledger.as_array().unwrap().len(), 2, "{ledger}");
+
+    let compensating = apply(&["--compensates", "fx-000001"]);
+    assert_eq!(
+        compensating.json()["receipt"]["compensates_effect_id"],
+        "fx-000001"
+    );
+}
+
+#[test]
+fn receiver_apply_waits_for_its_permit_after_ready() {
+    let sh = Shell::empty();
+    sh.workspace_creating();
+    let ws = sh.ws_arg();
+    let mut child = Command::new(crate::support::recon_bin())
+        .args([
+            "receiver",
+            "apply",
+            "--workspace",
+            &ws,
+            "--op",
+            "op-5",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+            "--wait-permit",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // Ready, and blocked: nothing written yet.
+    assert_eq!(sh.json(&["ledger"]), json!([]));
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let receipt: Value = serde_json::from_str(rest.trim()).unwrap();
+    assert_eq!(receipt["receipt"]["op_id"], "op-5");
+    assert_eq!(sh.json(&["ledger"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn ops_filters_by_state_and_pages_by_op_id() {
+    let sh = Shell::demo(30);
+    let page = sh.json(&["ops", "--state", "unknown", "--limit", "5"]);
+    let page = page.as_array().unwrap();
+    assert_eq!(page.len(), 5);
+    for op in page {
+        assert_keys(op, OPERATION_FIELDS);
+        assert_eq!(op["state"], "unknown");
+        assert!(op["payload"].is_object(), "payload is a JSON value");
+    }
+    let ids: Vec<&str> = page
+        .iter()
+        .map(|op| op["op_id"].as_str().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted);
+    let next = sh.json(&[
+        "ops", "--state", "unknown", "--limit", "5", "--after", ids[4],
+    ]);
+    assert!(next[0]["op_id"].as_str().unwrap() > ids[4]);
+    let all_unknown = sh.json(&["ops", "--state", "unknown"]);
+    assert_eq!(all_unknown.as_array().unwrap().len(), 8 + 30);
+    let prepared = sh.json(&["ops", "--state", "prepared"]);
+    assert_eq!(prepared[0]["op_id"], "op-1012-onboarding-call");
+    assert_eq!(
+        sh.json(&["ops", "--state", "not_applied"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(sh.json(&["ops"]).as_array().unwrap().len(), 12 + 30);
+    let text = sh.ok(&["ops", "--limit", "3"]);
+    assert_eq!(text.stdout.lines().count(), 3);
+}
+
+#[test]
+fn payload_is_read_from_a_file_with_at_path() {
+    let sh = Shell::empty();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), r#"{"to":"b@example.com","subject":"Hi"}"#).unwrap();
+    let arg = format!("@{}", file.path().display());
+    let op = sh.json(&[
+        "prepare",
+        "--op",
+        "op-6",
+        "--action",
+        "send_email",
+        "--payload",
+        &arg,
+    ]);
+    assert_eq!(
+        op["payload"],
+        json!({"subject": "Hi", "to": "b@example.com"})
+    );
+}
+
+#[test]
+fn workspace_may_come_before_the_command() {
+    let sh = Shell::demo(0);
+    let ws = sh.ws_arg();
+    let out = run(
+        &["--workspace", &ws, "ops", "--state", "confirmed", "--json"],
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json().as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn human_output_escapes_control_characters() {
+    let sh = Shell::empty();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-7",
+        "--action",
+        "a",
+        "--payload",
+        "{\"text\":\"\\u001b[2J\\u202e gotcha\"}",
+    ]);
+    let shown = sh.ok(&["show", "op-7"]);
+    assert!(!shown.stdout.contains('\u{1b}') && !shown.stdout.contains('\u{202e}'));
+    assert!(shown.stdout.contains("\\u001b"), "{}", shown.stdout);
+    let json = sh.ok(&["show", "op-7", "--json"]);
+    assert!(!json.stdout.contains('\u{202e}'));
+    assert_eq!(
+        json.json()["operation"]["payload"]["text"],
+        "\u{1b}[2J\u{202e} gotcha"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_a_long_listing_quietly() {
+    let sh = Shell::demo(1_000);
+    let ws = sh.ws_arg();
+    let mut child = Command::new(crate::support::recon_bin())
+        .args(["ledger", "--workspace", &ws])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("fx-000001 "));
+    // Ten thousand lines do not fit the pipe: the writer is blocked on it
+    // when the reader goes away, so its next write fails.
+    drop(stdout);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+}
+
+#[test]
+fn help_of_every_command_explains_it_and_the_exit_codes() {
+    for command in [
+        &[][..],
+        &["experiment"],
+        &["demo"],
+        &["prepare"],
+        &["dispatch"],
+        &["ops"],
+        &["show"],
+        &["ledger"],
+        &["snapshot"],
+        &["reconcile"],
+        &["approve-compensation"],
+        &["receiver"],
+        &["receiver", "apply"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = run(&args, None);
+        assert_eq!(out.code, Some(0), "{args:?}");
+        for needle in [
+            "Usage:",
+            "Exit codes:",
+            "refused: <code>: <detail>",
+            "busy timeout",
+        ] {
+            assert!(out.stdout.contains(needle), "{args:?} lacks {needle}");
+        }
+    }
+}
+
+#[test]
+fn experiment_prints_the_checked_in_results_and_check_passes() {
+    let out = run(&["experiment"], None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let expected: Value = serde_json::from_str(recon::experiment::EXPECTED_RESULTS).unwrap();
+    assert_eq!(out.json(), expected);
+
+    let dir = tempfile::tempdir().unwrap();
+    let written = dir.path().join("out.json");
+    let check = run(
+        &["--check", "--output", &written.display().to_string()],
+        None,
+    );
+    assert_eq!(check.code, Some(0), "{}{}", check.stdout, check.stderr);
+    assert!(check.stdout.contains("check passed"));
+    let reproduced: Value =
+        serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+    assert_eq!(reproduced, expected);
+}
+
+#[test]
+fn check_mismatch_exits_1_and_names_each_differing_path() {
+    let mut expected: Value = serde_json::from_str(recon::experiment::EXPECTED_RESULTS).unwrap();
+    expected["scenarios"]["receipt_lost_after_commit"]["effects"] = json!(7);
+    expected["receiver_child_processes"] = json!(1);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), expected.to_string()).unwrap();
+    let out = run(&["--check", &file.path().display().to_string()], None);
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    for line in [
+        "$.scenarios.receipt_lost_after_commit.effects: expected 7, actual 1",
+        "$.receiver_child_processes: expected 1, actual 23",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+    assert!(
+        out.stdout.contains("check FAILED: 2 differing paths"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn dispatch_with_a_locked_receiver_is_a_lost_receipt_not_an_error() {
+    let sh = Shell::empty();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-8",
+        "--action",
+        "a",
+        "--payload",
+        "{}",
+    ]);
+    let lock = rusqlite::Connection::open(sh.ws.join("receiver.sqlite")).unwrap();
+    lock.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let out = sh.run_full(
+        &["dispatch", "op-8", "--json"],
+        None,
+        &[("RECON_BUSY_TIMEOUT_MS", "50")],
+    );
+    lock.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    assert_eq!(report["outcome"], "unknown");
+    assert_eq!(report["receiver_exit_code"], 4);
+    assert_eq!(report["state"], "unknown");
+    // And the sender guards it like any lost receipt.
+    assert_refused(&sh.run(&["dispatch", "op-8"]), "blind_retry");
+}

@@ -1,0 +1,257 @@
+//! Usage errors (exit 2): bad flags, payloads that are not JSON, malformed
+//! ids and versions, `--close` without `--authorized-by`. They are caught
+//! before any database is opened, so nothing is created or written.
+
+use super::Shell;
+use crate::support::run;
+
+/// Invocations that are wrong in themselves, whatever the workspace holds.
+fn bad_invocations() -> Vec<Vec<&'static str>> {
+    let reconcile = |extra: &[&'static str]| {
+        let mut args = vec![
+            "reconcile",
+            "op-1003-charge-order",
+            "--reviewer",
+            "dana",
+            "--decision",
+            "confirmed",
+        ];
+        args.extend(extra);
+        args
+    };
+    let approve = |version: &'static str, payload: &'static str| {
+        vec![
+            "approve-compensation",
+            "op-1010-annual-plan",
+            "--effect",
+            "fx-000011",
+            "--approver",
+            "lee",
+            "--expected-version",
+            version,
+            "--compensation-op",
+            "op-x",
+            "--action",
+            "refund_card",
+            "--payload",
+            payload,
+        ]
+    };
+    vec![
+        // Payloads that are not JSON, or cannot be read.
+        vec![
+            "prepare",
+            "--op",
+            "op-a",
+            "--action",
+            "a",
+            "--payload",
+            "not json",
+        ],
+        vec![
+            "prepare",
+            "--op",
+            "op-a",
+            "--action",
+            "a",
+            "--payload",
+            r#"{"a":"#,
+        ],
+        vec!["prepare", "--op", "op-a", "--action", "a", "--payload", ""],
+        vec![
+            "prepare",
+            "--op",
+            "op-a",
+            "--action",
+            "a",
+            "--payload",
+            "@/nonexistent/recon/payload.json",
+        ],
+        vec!["prepare", "--op", "op-a", "--action", "a"],
+        reconcile(&["--expected-version", "2", "--payload", "nope"]),
+        approve("3", "nope"),
+        vec![
+            "receiver",
+            "apply",
+            "--op",
+            "op-a",
+            "--action",
+            "a",
+            "--payload",
+            "{oops}",
+        ],
+        // Malformed ids and names.
+        vec![
+            "prepare",
+            "--op",
+            "op a",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ],
+        vec!["prepare", "--op", "", "--action", "a", "--payload", "{}"],
+        vec![
+            "prepare",
+            "--op",
+            "op-\u{1b}[2J",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ],
+        vec![
+            "prepare",
+            "--op",
+            "op-a",
+            "--action",
+            "send email",
+            "--payload",
+            "{}",
+        ],
+        vec![
+            "reconcile",
+            "op-1003-charge-order",
+            "--reviewer",
+            "rosa\u{7}",
+            "--decision",
+            "confirmed",
+            "--expected-version",
+            "2",
+        ],
+        // Versions: negative, zero, not a number.
+        reconcile(&["--expected-version", "-1"]),
+        reconcile(&["--expected-version", "0"]),
+        reconcile(&["--expected-version", "abc"]),
+        reconcile(&["--expected-version", "2.5"]),
+        reconcile(&[]),
+        approve("-3", "{}"),
+        approve("three", "{}"),
+        // A close needs its authorizer, and an authorizer needs a close.
+        reconcile(&["--expected-version", "2", "--close"]),
+        vec!["snapshot", "op-1004-support-ticket", "--close"],
+        vec![
+            "snapshot",
+            "op-1004-support-ticket",
+            "--authorized-by",
+            "dana",
+        ],
+        // Enumerations and counts.
+        reconcile(&["--expected-version", "2", "--decision", "maybe"]),
+        vec!["dispatch", "op-1012-onboarding-call", "--fault", "explode"],
+        vec!["ops", "--state", "lost"],
+        vec!["ops", "--limit", "-5"],
+        vec!["ops", "--limit", "many"],
+        vec!["demo", "--ops", "-1"],
+        vec!["demo", "--ops", "lots"],
+        vec!["demo", "--ops", "1000001"],
+        vec!["frobnicate"],
+    ]
+}
+
+#[test]
+fn usage_errors_exit_2_and_create_no_workspace() {
+    let sh = Shell::empty();
+    for args in bad_invocations() {
+        let out = sh.run(&args);
+        assert_eq!(out.code, Some(2), "recon {args:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "recon {args:?}: {}", out.stdout);
+        assert!(!out.stderr.is_empty());
+        assert!(sh.files().is_none(), "recon {args:?} created the workspace");
+    }
+}
+
+#[test]
+fn usage_errors_leave_an_existing_workspace_unchanged() {
+    let sh = Shell::demo(0);
+    let before = sh.dump();
+    for args in bad_invocations() {
+        let out = sh.run(&args);
+        assert_eq!(out.code, Some(2), "recon {args:?}: {}", out.stderr);
+        assert_eq!(sh.dump(), before, "recon {args:?} changed the databases");
+    }
+}
+
+#[test]
+fn our_own_usage_errors_are_one_escaped_line() {
+    let sh = Shell::empty();
+    let out = sh.run(&[
+        "prepare",
+        "--op",
+        "op-\u{1b}x",
+        "--action",
+        "a",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(out.code, Some(2));
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains('\u{1b}') && out.stderr.contains("\\x1b"),
+        "{}",
+        out.stderr
+    );
+    let out = sh.run(&[
+        "prepare",
+        "--op",
+        "op-a",
+        "--action",
+        "a",
+        "--payload",
+        "nope",
+    ]);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error: --payload is not JSON"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_command_without_a_workspace_is_a_usage_error() {
+    for args in [
+        &["ops"][..],
+        &["show", "op-1"],
+        &["demo"],
+        &["prepare", "--op", "a", "--action", "a", "--payload", "{}"],
+    ] {
+        let out = run(args, None);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("--workspace"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn a_malformed_busy_timeout_is_a_usage_error() {
+    let sh = Shell::demo(0);
+    let out = sh.run_full(&["ops"], None, &[("RECON_BUSY_TIMEOUT_MS", "soon")]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("RECON_BUSY_TIMEOUT_MS"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn console_flags_with_a_command_are_usage_errors() {
+    let sh = Shell::demo(0);
+    let before = sh.dump();
+    let ws = sh.ws_arg();
+    for (args, says) in [
+        (
+            vec!["--reviewer", "dana", "--workspace", &ws, "ops"],
+            "console",
+        ),
+        (
+            vec!["--check", "--workspace", &ws, "ops"],
+            "--check runs on its own",
+        ),
+    ] {
+        let out = run(&args, None);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    assert_eq!(sh.dump(), before);
+}
