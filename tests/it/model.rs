@@ -13,7 +13,7 @@
 
 use crate::invariants::{assert_invariants, DirectCalls};
 use crate::stress::scaled;
-use crate::support::{run_with_env, Lab, Run};
+use crate::support::{run_with_env, Lab, Run, REFUSAL_CODES};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use recon::dispatch::{DispatchOptions, Fault};
@@ -661,23 +661,6 @@ fn child(args: &[String], crash: Option<CrashPoint>) -> (Ends, Run) {
     };
     (ends, r)
 }
-
-const REFUSAL_CODES: [&str; 14] = [
-    "empty_reviewer",
-    "scope_mismatch",
-    "unsupported_verdict",
-    "stale_version",
-    "not_unknown",
-    "blind_retry",
-    "operation_closed",
-    "unknown_operation",
-    "duplicate_operation",
-    "original_not_confirmed",
-    "compensation_effect_mismatch",
-    "already_approved",
-    "compensation_not_approved",
-    "compensation_action_mismatch",
-];
 
 fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()

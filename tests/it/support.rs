@@ -12,6 +12,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Every refusal code of SPEC.md, written out here independently of
+/// `Refusal::code()` so the tests check the library against the contract.
+pub const REFUSAL_CODES: [&str; 14] = [
+    "empty_reviewer",
+    "scope_mismatch",
+    "unsupported_verdict",
+    "stale_version",
+    "not_unknown",
+    "blind_retry",
+    "operation_closed",
+    "unknown_operation",
+    "duplicate_operation",
+    "original_not_confirmed",
+    "compensation_effect_mismatch",
+    "already_approved",
+    "compensation_not_approved",
+    "compensation_action_mismatch",
+];
+
 pub fn recon_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_recon"))
 }

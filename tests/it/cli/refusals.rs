@@ -2,27 +2,11 @@
 //! exit 3, `refused: <code>: <detail>` on stderr, and nothing written.
 
 use super::{assert_refused, Shell};
+use crate::support::REFUSAL_CODES;
 use recon::dispatch::DispatchOptions;
 use recon::domain::CompensationRequest;
 use serde_json::json;
 use std::collections::BTreeSet;
-
-const ALL_CODES: &[&str] = &[
-    "empty_reviewer",
-    "scope_mismatch",
-    "unsupported_verdict",
-    "stale_version",
-    "not_unknown",
-    "blind_retry",
-    "operation_closed",
-    "unknown_operation",
-    "duplicate_operation",
-    "original_not_confirmed",
-    "compensation_effect_mismatch",
-    "already_approved",
-    "compensation_not_approved",
-    "compensation_action_mismatch",
-];
 
 /// The demo workspace, plus two compensations that only a buggy writer can
 /// make: one without an approval, one whose action changed after it.
@@ -314,7 +298,7 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
         assert_eq!(sh.dump(), before, "recon {args:?} changed the databases");
         seen.insert(*code);
     }
-    let all: BTreeSet<&str> = ALL_CODES.iter().copied().collect();
+    let all: BTreeSet<&str> = REFUSAL_CODES.iter().copied().collect();
     assert_eq!(seen, all, "every refusal code is reached");
 }
 
