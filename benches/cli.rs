@@ -13,71 +13,11 @@
 //! `RECON_BENCH_SIZES=100,10000` changes the sizes (the first is the
 //! baseline of the ratio).
 
+mod support;
+
 use recon::demo::generate::{self, Evidence};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn recon() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_recon"))
-}
-
-/// Runs `recon ARGS` once; panics unless it exits 0 (a benchmark of a
-/// failing command measures nothing).
-fn run(args: &[String]) -> Duration {
-    let start = Instant::now();
-    let out = Command::new(recon())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run recon");
-    let elapsed = start.elapsed();
-    assert!(
-        out.status.success(),
-        "recon {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    elapsed
-}
-
-/// Peak resident set size of one run, in KiB, from `/usr/bin/time -f %M`.
-fn peak_rss_kib(args: &[String]) -> Option<u64> {
-    let time = Path::new("/usr/bin/time");
-    if !time.exists() {
-        return None;
-    }
-    let report = tempfile::NamedTempFile::new().ok()?;
-    let status = Command::new(time)
-        .arg("-f")
-        .arg("%M")
-        .arg("-o")
-        .arg(report.path())
-        .arg(recon())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .ok()?;
-    if !status.success() {
-        return None;
-    }
-    std::fs::read_to_string(report.path())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).collect()
-}
+use std::path::PathBuf;
+use support::{median, peak_rss_kib, run, strings, Measured};
 
 /// Generated ops near the middle of the workspace with the given evidence,
 /// so that the benchmark reads the inside of the indexes, not an edge.
@@ -90,13 +30,7 @@ fn middle_ops(total: u64, want: impl Fn(Evidence) -> bool, count: usize) -> Vec<
         .collect()
 }
 
-struct Row {
-    name: &'static str,
-    medians: Vec<Duration>,
-    rss: Vec<Option<u64>>,
-}
-
-fn measure_size(n: u64) -> Vec<(&'static str, Duration, Option<u64>)> {
+fn measure_size(n: u64) -> Vec<Measured> {
     let root = tempfile::Builder::new()
         .prefix("recon-bench-")
         .tempdir()
@@ -194,66 +128,6 @@ fn measure_size(n: u64) -> Vec<(&'static str, Duration, Option<u64>)> {
     ]
 }
 
-fn sizes() -> Vec<u64> {
-    std::env::var("RECON_BENCH_SIZES")
-        .ok()
-        .map(|text| {
-            text.split(',')
-                .map(|s| s.trim().parse().expect("RECON_BENCH_SIZES: numbers"))
-                .collect()
-        })
-        .unwrap_or_else(|| vec![100, 100_000])
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
 fn main() {
-    let sizes = sizes();
-    let mut rows: Vec<Row> = Vec::new();
-    for &n in &sizes {
-        eprintln!("benchmarking a workspace of {n} generated ops ...");
-        for (i, (name, median, rss)) in measure_size(n).into_iter().enumerate() {
-            if rows.len() <= i {
-                rows.push(Row {
-                    name,
-                    medians: Vec::new(),
-                    rss: Vec::new(),
-                });
-            }
-            rows[i].medians.push(median);
-            rows[i].rss.push(rss);
-        }
-    }
-    let header: Vec<String> = sizes.iter().map(|n| format!("{n} ops")).collect();
-    let last = sizes.len() - 1;
-    println!(
-        "| command | {} | ratio {}/{} | peak RSS {} |",
-        header.join(" | "),
-        sizes[last],
-        sizes[0],
-        header.join(" / ")
-    );
-    println!("|---|{}---|---|", "---|".repeat(sizes.len()));
-    for row in &rows {
-        let times: Vec<String> = row.medians.iter().map(|d| ms(*d)).collect();
-        let ratio = row.medians[last].as_secs_f64() / row.medians[0].as_secs_f64();
-        let rss: Vec<String> = row
-            .rss
-            .iter()
-            .map(|r| {
-                r.map_or("n/a".to_string(), |kib| {
-                    format!("{:.1} MiB", kib as f64 / 1024.0)
-                })
-            })
-            .collect();
-        println!(
-            "| `{}` | {} | {:.2} | {} |",
-            row.name,
-            times.join(" | "),
-            ratio,
-            rss.join(" / ")
-        );
-    }
+    support::bench_sizes(measure_size);
 }

@@ -872,7 +872,7 @@ fn no_color_keeps_the_screen_free_of_colours() {
 
 // ---- goldens ---------------------------------------------------------------------
 
-fn screenshots_dir() -> PathBuf {
+pub fn screenshots_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("screenshots")
 }
 

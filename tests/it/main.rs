@@ -15,3 +15,4 @@ mod model;
 mod races;
 mod stress;
 mod support;
+mod terminal;

@@ -1,0 +1,134 @@
+//! The console benchmark: `cargo bench --bench console`.
+//!
+//! It builds demo workspaces of 100 and 100,000 generated operations with the
+//! release binary and measures the review console two ways:
+//!
+//! - as a reviewer meets it: `recon screenshot` is a whole process that
+//!   opens the workspace, reads the counts and the first keyset page, takes
+//!   the first operation's snapshot and renders one frame, so its wall time
+//!   and peak memory are the console's first frame;
+//! - inside this process, on the library API the terminal loop uses: one
+//!   `update` plus one render of a 120x40 frame for a cursor move (`Down`,
+//!   sweeping across page boundaries and back), a page move, and a jump to
+//!   the last operation.
+//!
+//! A ratio near 1 is the claim: what the console costs follows the screen
+//! and the selected operation, never the size of the outbox.
+
+mod support;
+
+use recon::console::{self, Action, App, Options, Source};
+use recon::store::OpenOptions;
+use recon::Workspace;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::{median, peak_rss_kib, run, strings, Measured};
+
+const SIZE: (u16, u16) = (120, 40);
+
+fn open_console(ws: &Path) -> App {
+    let workspace = Workspace::open(ws, OpenOptions::default()).expect("open workspace");
+    let source = Source {
+        path: ws.to_path_buf(),
+        temporary_demo: false,
+    };
+    let options = Options {
+        reviewer: Some("bench".to_string()),
+        no_color: false,
+    };
+    App::open(workspace, source, options, SIZE).expect("open console")
+}
+
+/// The median time of `samples` calls of `action` followed by a render.
+/// `Down` and `Up` sweep: at either end of the queue the direction turns,
+/// so every sample moves the cursor.
+fn step_times(app: &mut App, first: Action, samples: usize) -> Duration {
+    let mut action = first;
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let before = app.selected().map(|o| o.op_id.clone());
+        let start = Instant::now();
+        console::update(app, action);
+        std::hint::black_box(console::render(app));
+        times.push(start.elapsed());
+        if app.selected().map(|o| o.op_id.clone()) == before {
+            action = match action {
+                Action::Down => Action::Up,
+                Action::Up => Action::Down,
+                Action::PageDown => Action::PageUp,
+                Action::PageUp => Action::PageDown,
+                other => other,
+            };
+        }
+    }
+    median(times)
+}
+
+fn measure_size(n: u64) -> Vec<Measured> {
+    let root = tempfile::Builder::new()
+        .prefix("recon-bench-console-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = root.path().join("ws");
+    let ws_arg = ws.display().to_string();
+    run(&strings(&[
+        "demo",
+        "--workspace",
+        &ws_arg,
+        "--ops",
+        &n.to_string(),
+    ]));
+
+    let screenshot = strings(&["screenshot", "--workspace", &ws_arg]);
+    run(&screenshot); // warm-up: page cache and the binary itself
+    let first_frame = median((0..31).map(|_| run(&screenshot)).collect());
+    let first_frame_rss = peak_rss_kib(&screenshot);
+
+    let open_render = median(
+        (0..31)
+            .map(|_| {
+                let start = Instant::now();
+                let app = open_console(&ws);
+                std::hint::black_box(console::render(&app));
+                start.elapsed()
+            })
+            .collect(),
+    );
+
+    let mut app = open_console(&ws);
+    step_times(&mut app, Action::Down, 50); // warm-up
+    let cursor = step_times(&mut app, Action::Down, 1001);
+    console::update(&mut app, Action::Filter(4)); // all operations
+    let page = step_times(&mut app, Action::PageDown, 201);
+    let last = median(
+        (0..21)
+            .map(|i| {
+                let action = if i % 2 == 0 {
+                    Action::Last
+                } else {
+                    Action::First
+                };
+                let start = Instant::now();
+                console::update(&mut app, action);
+                std::hint::black_box(console::render(&app));
+                start.elapsed()
+            })
+            .collect(),
+    );
+
+    vec![
+        (
+            "first frame: recon screenshot (process)",
+            first_frame,
+            first_frame_rss,
+        ),
+        ("open + first render (in-process)", open_render, None),
+        ("cursor move: update(Down) + render", cursor, None),
+        ("page move: update(PageDown) + render", page, None),
+        ("jump: update(Last/First) + render", last, None),
+    ]
+}
+
+fn main() {
+    support::bench_sizes(measure_size);
+}

@@ -1,0 +1,291 @@
+//! The review console in a real terminal, driven as a person drives it:
+//! tmux runs `recon`, `send-keys` types, `capture-pane` reads the screen.
+//! The screens must be the golden ones in `screenshots/`, which the
+//! headless tests render through `TestBackend`; this proves the terminal
+//! loop (raw mode, the alternate screen, key decoding, resize, live polling
+//! and the restore on quit) shows what the goldens show.
+//!
+//! Waiting is bounded and driven by what the screen shows: each step reads
+//! the pane until it equals the expected golden, or fails after a deadline
+//! with the last screen it saw. Nothing sleeps.
+//!
+//! tmux is on the machines this project targets and CI has it; on a
+//! machine without it these tests say so and pass only outside CI
+//! (`CI=true` makes a missing tmux a failure).
+
+use crate::console::screenshots_dir;
+use crate::support::{recon_bin, run};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// One tmux server on a private socket, with one session running `recon`.
+/// Dropping it kills the server and so the console.
+struct Tmux {
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// Starts `recon ARGS` in a detached session of `width` x `height`, or
+    /// returns `None` when tmux is not installed outside CI.
+    fn start(args: &[&str], (width, height): (u16, u16)) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "tmux is needed for the real-terminal tests in CI"
+            );
+            eprintln!("tmux is not installed: the real-terminal console test did not run");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("recon-tmux-")
+            .tempdir()
+            .expect("temp dir");
+        let tmux = Tmux {
+            socket: dir.path().join("sock"),
+            _dir: dir,
+        };
+        let mut command = vec![recon_bin().display().to_string()];
+        command.extend(args.iter().map(|a| a.to_string()));
+        let (w, h) = (width.to_string(), height.to_string());
+        let mut new_session = vec![
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "recon",
+            "-x",
+            &w,
+            "-y",
+            &h,
+        ];
+        new_session.extend(command.iter().map(String::as_str));
+        tmux.ok(&new_session);
+        // Keep the pane after recon exits, to read its exit status and
+        // what the terminal shows once it is restored.
+        tmux.ok(&["set-option", "-t", "recon", "remain-on-exit", "on"]);
+        Some(tmux)
+    }
+
+    fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tmux")
+    }
+
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.tmux(args);
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Presses keys by tmux's names (`j`, `Enter`, `Escape`, `Space`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "recon"];
+        args.extend_from_slice(keys);
+        self.ok(&args);
+    }
+
+    /// Types text literally.
+    fn type_text(&self, text: &str) {
+        self.ok(&["send-keys", "-t", "recon", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.ok(&["capture-pane", "-p", "-t", "recon"])
+    }
+
+    fn pane(&self, format: &str) -> String {
+        self.ok(&["display-message", "-p", "-t", "recon", format])
+            .trim()
+            .to_string()
+    }
+
+    /// Reads the pane until `accept` holds for it; fails after the deadline
+    /// with the last screen.
+    #[track_caller]
+    fn wait_until(&self, what: &str, accept: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if accept(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the terminal never showed {what}; last screen:\n{screen}"
+            );
+        }
+    }
+
+    /// Waits until the pane shows the golden `name`, with the workspace
+    /// path masked as the golden tests mask it.
+    #[track_caller]
+    fn expect_golden(&self, name: &str, workspace: &Path) {
+        let golden = std::fs::read_to_string(screenshots_dir().join(format!("{name}.txt")))
+            .expect("read golden");
+        let expected = normalize(&golden);
+        let screen = self.wait_until(&format!("screenshots/{name}.txt"), |screen| {
+            normalize(&mask(screen, workspace)) == expected
+        });
+        assert_eq!(normalize(&mask(&screen, workspace)), expected);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// Replaces the workspace path with the marker the goldens carry, padded to
+/// the path's width as the headless mask pads it.
+fn mask(screen: &str, workspace: &Path) -> String {
+    let path = workspace.display().to_string();
+    let marker = format!("{:<width$}", "<workspace>", width = path.chars().count());
+    screen.replacen(&path, &marker, 1)
+}
+
+/// Trailing spaces and trailing blank lines carry nothing a person sees.
+fn normalize(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let end = lines
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .map_or(0, |i| i + 1);
+    lines[..end].join("\n")
+}
+
+/// A fresh workspace made by `recon demo`, in its own temp dir.
+fn demo_workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("recon-tty-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = dir.path().join("ws");
+    let made = run(&["demo", "--workspace", ws.to_str().unwrap()], None);
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    (dir, ws)
+}
+
+#[test]
+fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg], (120, 40)) else {
+        return;
+    };
+    tmux.expect_golden("queue", &ws);
+    tmux.keys(&["?"]);
+    tmux.expect_golden("help", &ws);
+    tmux.keys(&["Escape"]);
+    tmux.expect_golden("queue", &ws);
+    tmux.keys(&["j", "j", "j", "j"]);
+    tmux.expect_golden("duplicate_matches", &ws);
+    tmux.keys(&["Down"]);
+    tmux.expect_golden("payload_mismatch", &ws);
+
+    // Resizing below 80x24 asks for room; growing back redraws the screen.
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "70", "-y", "20"]);
+    tmux.expect_golden("too_small", &ws);
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
+    tmux.expect_golden("payload_mismatch", &ws);
+
+    // The reviewer is asked for before the first mutation.
+    tmux.keys(&["g", "j", "j", "x"]);
+    tmux.wait_until("the reviewer prompt", |s| s.contains("Who is reviewing?"));
+    tmux.type_text("ada");
+    tmux.keys(&["Enter"]);
+    tmux.expect_golden("closing_confirmation", &ws);
+    tmux.keys(&["Escape"]);
+    tmux.wait_until("the cancellation", |s| {
+        s.contains("cancelled; nothing was written")
+    });
+
+    tmux.keys(&["q"]);
+    tmux.wait_until("recon exiting", |_| tmux.pane("#{pane_dead}") == "1");
+    assert_eq!(tmux.pane("#{pane_dead_status}"), "0");
+    let after = tmux.screen();
+    assert!(
+        !after.contains("recon review console") && !after.contains("Queue"),
+        "the alternate screen was left on quit:\n{after}"
+    );
+}
+
+/// A decision pending in the console while the command line records
+/// another one: the console refreshes on its own, and the decision is
+/// refused as stale, exactly as the golden shows.
+#[test]
+fn the_real_terminal_refuses_a_stale_decision_after_the_command_line_changed_the_op() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.wait_until("the queue", |s| s.contains("reviewer: ada"));
+    tmux.keys(&["c"]);
+    tmux.wait_until("the confirmation", |s| {
+        s.contains("Confirm: record confirmed")
+    });
+    let bob = run(
+        &[
+            "reconcile",
+            "--workspace",
+            ws_arg,
+            "op-1002-invoice-email",
+            "--reviewer",
+            "bob",
+            "--decision",
+            "confirmed",
+            "--expected-version",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(bob.code, Some(0), "{}", bob.stderr);
+    // The console sees the other process's commit without a key press.
+    tmux.wait_until("the live refresh", |s| s.contains("[1 unknown 7]"));
+    tmux.keys(&["y"]);
+    tmux.expect_golden("stale_version", &ws);
+}
+
+#[test]
+fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.wait_until("the queue", |s| s.contains("reviewer: ada"));
+    tmux.keys(&["Space", "Space", "Space", "j", "j", "Space", "c"]);
+    tmux.wait_until("the bulk confirmation", |s| s.contains("marked operations"));
+    tmux.keys(&["y"]);
+    tmux.expect_golden("bulk_result", &ws);
+
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(
+        &["--workspace", ws_arg, "--reviewer", "lee.finance"],
+        (120, 40),
+    ) else {
+        return;
+    };
+    tmux.wait_until("the queue", |s| s.contains("reviewer: lee.finance"));
+    tmux.keys(&["3", "a"]);
+    tmux.expect_golden("compensation_form", &ws);
+    tmux.keys(&["Enter"]);
+    tmux.expect_golden("compensation_confirmation", &ws);
+}
