@@ -261,6 +261,13 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind(
         Queue,
+        &[k('p')],
+        Action::ShowOperation,
+        "",
+        "the whole operation and its payload, unabridged and scrollable",
+    ),
+    bind(
+        Queue,
         &[k('x')],
         Action::Request(Request::Close),
         "close",

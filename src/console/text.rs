@@ -189,6 +189,34 @@ pub fn fit(text: &str, width: usize) -> String {
     out
 }
 
+/// Truncates to at most `width` display columns by cutting out the middle
+/// (`op-1002…-email`), for identifiers: ids often share a long prefix and
+/// differ at the end, so the end must stay visible.
+pub fn fit_middle(text: &str, width: usize) -> String {
+    let widths: Vec<usize> = text.chars().map(|c| c.width().unwrap_or(0)).collect();
+    if widths.iter().sum::<usize>() <= width {
+        return text.to_string();
+    }
+    if width < 8 {
+        return fit(text, width);
+    }
+    let room = width - 1;
+    let tail_room = room / 3;
+    let mut tail_len = 0;
+    let mut tail_chars = 0;
+    for w in widths.iter().rev() {
+        if tail_len + w > tail_room {
+            break;
+        }
+        tail_len += w;
+        tail_chars += 1;
+    }
+    let head = fit(text, room - tail_len + 1);
+    let head = head.trim_end_matches('…');
+    let tail: String = text.chars().skip(widths.len() - tail_chars).collect();
+    format!("{head}…{tail}")
+}
+
 /// Word-wraps one line of clean text to `width` display columns, breaking
 /// words longer than a line. Deterministic, so layout code can count the
 /// lines a paragraph will take before rendering it.

@@ -140,6 +140,10 @@ fn normal(app: &mut App, action: Action) -> Result<()> {
             }
             Ok(())
         }
+        Action::ShowOperation => {
+            show_operation(app);
+            Ok(())
+        }
         Action::Request(request) => start_request(app, request),
         Action::ScrollDown => {
             app.snapshot_scroll = app.snapshot_scroll.saturating_add(1);
@@ -297,6 +301,24 @@ fn move_up(app: &mut App, by: usize) -> Result<()> {
     app.queue.rows = rows;
     app.queue.cursor = 0;
     selection_changed(app, Origin::Selected)
+}
+
+/// The selected operation in full, as a scrollable report: the payload
+/// panel shows only what fits beside the evidence.
+fn show_operation(app: &mut App) {
+    let Some(d) = app.selected_detail() else {
+        set_status(app, Tone::Warn, "no operation is selected");
+        return;
+    };
+    let lines = view::operation_text(d)
+        .into_iter()
+        .map(|line| (Tone::Plain, line))
+        .collect();
+    app.mode = Mode::Report(Report {
+        title: format!("operation {}", d.operation.op_id),
+        lines,
+        scroll: 0,
+    });
 }
 
 fn set_filter(app: &mut App, index: usize) -> Result<()> {
@@ -913,11 +935,10 @@ fn run_job(app: &mut App, job: Job) -> Result<()> {
                 });
                 outcomes.push(Outcome::of(&t.op_id, result, |recorded| {
                     format!(
-                        "recorded {decision} for {} on {} (evidence #{}); now {} at version {}",
+                        "recorded {decision} for {} on {}: evidence #{}, now version {}",
                         t.op_id,
                         recorded.verdict,
                         recorded.evidence_seq,
-                        recorded.operation.state,
                         recorded.operation.version
                     )
                 })?);
@@ -943,9 +964,8 @@ fn run_job(app: &mut App, job: Job) -> Result<()> {
             });
             let outcome = Outcome::of(&original_op_id, result, |a| {
                 format!(
-                    "approved {} to compensate {} of {}; it is prepared: press 2 (prepared), \
-                     select it, and d dispatches it",
-                    a.compensation_op_id, a.effect_id, a.original_op_id
+                    "approved {} for {}; it waits under 2 prepared, where d dispatches it",
+                    a.compensation_op_id, a.effect_id
                 )
             })?;
             finish_job(app, "approve compensation", vec![outcome])

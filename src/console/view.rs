@@ -18,6 +18,8 @@ mod status;
 mod title;
 mod verdict;
 
+pub use operation::operation_text;
+
 use super::app::App;
 use super::text;
 use ratatui::buffer::Buffer;

@@ -135,6 +135,7 @@ fn keys_map_to_actions_in_each_context() {
     check_key(&app, ch('/'), Some(Action::Search));
     check_key(&app, ch(' '), Some(Action::ToggleMark));
     check_key(&app, ch('s'), Some(Action::ReadSnapshot));
+    check_key(&app, ch('p'), Some(Action::ShowOperation));
     check_key(
         &app,
         ch('x'),
@@ -166,6 +167,9 @@ fn keys_map_to_actions_in_each_context() {
     );
     // A text field types what is not bound, and `n` is just a letter.
     console::update(&mut app, Action::Search);
+    let bar = screen(&app).lines().last().unwrap_or_default().to_string();
+    assert!(bar.contains("Enter submit") && bar.contains("Esc cancel"));
+    assert!(!bar.contains("next field"), "a search has one field: {bar}");
     check_key(&app, ch('n'), Some(Action::Input('n')));
     check_key(&app, ch('q'), Some(Action::Input('q')));
     check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
@@ -828,6 +832,76 @@ fn differing_payload_fields_are_marked_and_highlighted() {
     assert!(cell.modifier.contains(Modifier::BOLD));
     // The lines that agree are not marked.
     assert!(text.contains("    \"currency\": \"USD\","));
+}
+
+#[test]
+fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
+    let mut lab = Lab::new();
+    let fields: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| {
+            (
+                format!("field_{i:02}"),
+                json!(format!("value \u{1b}[31m {i}")),
+            )
+        })
+        .collect();
+    lab.ws
+        .prepare(
+            "op-long-payload",
+            "notify",
+            &serde_json::Value::Object(fields),
+        )
+        .unwrap();
+    let mut app = console(&lab, None);
+    press(&mut app, "2");
+    let text = screen(&app);
+    assert!(text.contains("more lines · p shows all"), "{text}");
+    assert!(!text.contains("field_39"), "{text}");
+    press(&mut app, "p");
+    let (title, body) = report(&app);
+    assert_eq!(title, "operation op-long-payload");
+    assert!(body.contains("state prepared · version 1"), "{body}");
+    for i in 0..40 {
+        assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
+    }
+    // Scrolling reaches the last field; the escape stays visible text.
+    press(&mut app, &"j".repeat(40));
+    let text = screen(&app);
+    assert!(
+        text.contains("\"field_39\": \"value \\u001b[31m 39\""),
+        "{text}"
+    );
+    press(&mut app, "<esc>");
+    assert!(matches!(app.mode, Mode::Normal));
+}
+
+#[test]
+fn a_cut_op_id_ends_in_an_ellipsis_and_the_flags_are_never_cut() {
+    let mut lab = Lab::new();
+    let long = format!("op-{}-a", "x".repeat(60));
+    let twin = format!("op-{}-b", "x".repeat(60));
+    for id in [&long, &twin] {
+        lab.ws
+            .prepare(id, "a_rather_long_action_kind", &json!({}))
+            .unwrap();
+    }
+    let mut app = console_on(&lab, options(None), (120, 40));
+    press(&mut app, "2");
+    let text = screen(&app);
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].contains("…xxxxxxx-a a_rather_long… v1"), "{text}");
+    assert!(rows[1].contains("…xxxxxxx-b a_rather_long… v1"), "{text}");
+
+    let mut app = console_on(&lab, options(None), (80, 24));
+    press(&mut app, "2");
+    let text = screen(&app);
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
+    assert!(rows[0].contains("…xxxxxx-a v1"), "{text}");
+    assert!(rows[1].contains("…xxxxxx-b v1"), "{text}");
+    // At 80 columns the flags take two lines rather than lose "closed no".
+    assert!(text.contains("complete yes · authoritative yes"), "{text}");
+    assert!(text.contains("│closed no"), "{text}");
 }
 
 #[test]

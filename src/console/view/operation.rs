@@ -1,7 +1,7 @@
 //! The selected operation: kind, action, state, version, what it
 //! compensates or confirmed, and its payload pretty-printed.
 
-use super::super::app::App;
+use super::super::app::{App, Detail};
 use super::super::text::{clean, json_lines, wrap};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -9,10 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
 /// The header lines, as plain text (wrapped by the caller).
-fn header(app: &App) -> Vec<String> {
-    let Some(d) = app.selected_detail() else {
-        return Vec::new();
-    };
+fn header(d: &Detail) -> Vec<String> {
     let op = &d.operation;
     let mut lines = vec![
         format!(
@@ -40,11 +37,19 @@ fn header(app: &App) -> Vec<String> {
     lines
 }
 
+/// The whole operation as plain lines, header and payload, for the
+/// unabridged view (`p`).
+pub fn operation_text(d: &Detail) -> Vec<String> {
+    let mut lines = header(d);
+    lines.extend(json_lines(&d.operation.payload).into_iter().map(|l| l.text));
+    lines
+}
+
 pub fn line_count(app: &App, width: usize) -> usize {
     let Some(d) = app.selected_detail() else {
         return 1;
     };
-    let head: usize = header(app).iter().map(|l| wrap(l, width).len()).sum();
+    let head: usize = header(d).iter().map(|l| wrap(l, width).len()).sum();
     let body: usize = json_lines(&d.operation.payload)
         .iter()
         .map(|l| wrap(&l.text, width).len())
@@ -65,7 +70,7 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     };
     let mut lines: Vec<Line> = Vec::new();
-    for (i, text) in header(app).into_iter().enumerate() {
+    for (i, text) in header(d).into_iter().enumerate() {
         for part in wrap(&text, width) {
             let line = match i {
                 0 => Line::styled(part, theme.heading()),
@@ -85,7 +90,10 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
         .saturating_sub(usize::from(area.height.saturating_sub(2)));
     let block = if hidden > 0 {
         block.title_bottom(Line::styled(
-            format!(" {hidden} more payload lines ",),
+            format!(
+                " {hidden} more line{} · p shows all ",
+                if hidden == 1 { "" } else { "s" }
+            ),
             theme.dim(),
         ))
     } else {

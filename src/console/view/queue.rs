@@ -3,7 +3,7 @@
 //! the view never needs more than what fits.
 
 use super::super::app::App;
-use super::super::text::clean;
+use super::super::text::{clean, fit, fit_middle};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -71,6 +71,16 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
     }
     header.push("ver");
     widths.push(Constraint::Length(4));
+    // The op id column takes the rest. An id cut to fit loses its middle,
+    // not its end, so ids that differ only at the end still differ here.
+    let fixed: usize = widths
+        .iter()
+        .map(|w| match w {
+            Constraint::Length(n) => usize::from(*n),
+            _ => 0,
+        })
+        .sum();
+    let id_width = usize::from(inner_width).saturating_sub(fixed + widths.len() - 1);
     let header = Row::new(header).style(theme.label());
     let rows = app.queue.rows.iter().enumerate().map(|(i, op)| {
         let selected = i == app.queue.cursor;
@@ -82,10 +92,10 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         );
         let mut cells = vec![
             Cell::from(Span::styled(lead, theme.marked())),
-            Cell::from(clean(&op.op_id)),
+            Cell::from(fit_middle(&clean(&op.op_id), id_width)),
         ];
         if show_action {
-            cells.push(Cell::from(clean(&op.action_kind)));
+            cells.push(Cell::from(fit(&clean(&op.action_kind), action_width)));
         }
         if show_state {
             cells.push(Cell::from(Span::styled(

@@ -4,7 +4,7 @@
 //! operation's marked `≠` and highlighted.
 
 use super::super::app::App;
-use super::super::text::{clean, json_lines, wrap};
+use super::super::text::{clean, json_lines, wrap, wrap_hanging};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -37,12 +37,14 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
         .title(Line::styled(title, theme.heading()))
         .border_style(theme.border());
     let mut lines: Vec<Line> = Vec::new();
-    lines.push(Line::from(vec![
+    let mut flags = vec![
         Span::styled("complete ", theme.label()),
         Span::raw(yes_no(snap.complete)),
         Span::styled(" · authoritative ", theme.label()),
         Span::raw(yes_no(snap.authoritative)),
-        Span::styled(" · closed ", theme.label()),
+    ];
+    let closed = [
+        Span::styled("closed ", theme.label()),
         Span::styled(
             yes_no(snap.closed),
             if snap.closed {
@@ -51,7 +53,19 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
                 theme.warn()
             },
         ),
-    ]));
+    ];
+    // The flags are never cut: "closed n" could read as either answer.
+    let separator = Span::styled(" · ", theme.label());
+    let one_line =
+        Line::from(flags.clone()).width() + separator.width() + Line::from(closed.to_vec()).width();
+    if one_line <= width {
+        flags.push(separator);
+        flags.extend(closed);
+        lines.push(Line::from(flags));
+    } else {
+        lines.push(Line::from(flags));
+        lines.push(Line::from(closed.to_vec()));
+    }
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
@@ -81,25 +95,23 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
             head.push(Span::raw(format!(" · compensates {}", clean(c))));
         }
         lines.push(Line::from(head));
+        let mut scope = Vec::new();
         if m.action_kind != op.action_kind {
-            lines.push(Line::styled(
-                format!(
-                    "≠ action {} differs from the operation's {}",
-                    clean(&m.action_kind),
-                    clean(&op.action_kind)
-                ),
-                theme.differs(),
+            scope.push(format!(
+                "≠ action {} differs from the operation's {}",
+                clean(&m.action_kind),
+                clean(&op.action_kind)
             ));
         }
         if m.compensates_effect_id != op.compensates_effect_id {
-            lines.push(Line::styled(
-                format!(
-                    "≠ compensation target {} differs from the operation's {}",
-                    clean(m.compensates_effect_id.as_deref().unwrap_or("(none)")),
-                    clean(op.compensates_effect_id.as_deref().unwrap_or("(none)"))
-                ),
-                theme.differs(),
+            scope.push(format!(
+                "≠ compensation target {} differs from the operation's {}",
+                clean(m.compensates_effect_id.as_deref().unwrap_or("(none)")),
+                clean(op.compensates_effect_id.as_deref().unwrap_or("(none)"))
             ));
+        }
+        for part in scope.iter().flat_map(|text| wrap_hanging(text, width, 2)) {
+            lines.push(Line::styled(part, theme.differs()));
         }
         if differing.is_empty() {
             lines.push(Line::styled(

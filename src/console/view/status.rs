@@ -3,7 +3,7 @@
 //! the actions the current evidence does not allow shown as unavailable.
 
 use super::super::action::Action;
-use super::super::app::{App, Tone};
+use super::super::app::{App, Mode, Tone};
 use super::super::keys::{bindings, context, Context};
 use super::super::text::{clean, fit};
 use ratatui::buffer::Buffer;
@@ -50,6 +50,11 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
     let mut entries: Vec<_> = bindings(ctx)
         .chain(bindings(Context::Global))
         .filter(|b| !b.label.is_empty())
+        // Only the compensation form has fields to move between.
+        .filter(|b| {
+            matches!(app.mode, Mode::Compensate(_))
+                || !matches!(b.action, Action::NextField | Action::PrevField)
+        })
         .collect();
     // Help first: it must survive on a narrow bar.
     entries.sort_by_key(|b| b.action != Action::Help);

@@ -49,12 +49,17 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
     for part in wrap(d.snapshot.verdict.explanation(), width) {
         out.push((true, None, part));
     }
-    if d.operation.state == OpState::NotApplied {
-        out.push((
-            false,
-            None,
-            "not_applied ends the flow: nothing reopens or replaces this operation".to_string(),
-        ));
+    let note = match d.operation.state {
+        OpState::NotApplied => {
+            Some("not_applied ends the flow: nothing reopens or replaces this operation")
+        }
+        OpState::Prepared => Some(
+            "prepared: never dispatched, so this read decides nothing; a dispatch sends it once",
+        ),
+        OpState::Unknown | OpState::Confirmed => None,
+    };
+    for part in note.into_iter().flat_map(|text| wrap(text, width)) {
+        out.push((false, None, part));
     }
     for request in relevant(app) {
         let (ok, reason) = match app.availability(request) {
