@@ -9,8 +9,8 @@
 //!   and peak memory are the console's first frame;
 //! - inside this process, on the library API the terminal loop uses: one
 //!   `update` plus one render of a 120x40 frame for a cursor move (`Down`,
-//!   sweeping across page boundaries and back), a page move, and a jump to
-//!   the last operation.
+//!   sweeping across page boundaries and back), a page move, a jump to
+//!   the last operation, and the live refresh after another handle commits.
 //!
 //! A ratio near 1 is the claim: what the console costs follows the screen
 //! and the selected operation, never the size of the outbox.
@@ -20,6 +20,7 @@ mod support;
 use recon::console::{self, Action, App, Options, Source};
 use recon::store::OpenOptions;
 use recon::Workspace;
+use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{median, peak_rss_kib, run, strings, Measured};
@@ -116,6 +117,23 @@ fn measure_size(n: u64) -> Vec<Measured> {
             .collect(),
     );
 
+    // Another handle commits (outside the timing); the poll sees the new
+    // data_version and reloads the counts, the page and the detail.
+    let mut other = Workspace::open(&ws, OpenOptions::default()).expect("second handle");
+    let refresh = median(
+        (0..31)
+            .map(|i| {
+                other
+                    .prepare(&format!("op-bench-live-{i:03}"), "notify", &json!({"n": i}))
+                    .expect("prepare from another handle");
+                let start = Instant::now();
+                console::update(&mut app, Action::Poll);
+                std::hint::black_box(console::render(&app));
+                start.elapsed()
+            })
+            .collect(),
+    );
+
     vec![
         (
             "first frame: recon screenshot (process)",
@@ -126,6 +144,11 @@ fn measure_size(n: u64) -> Vec<Measured> {
         ("cursor move: update(Down) + render", cursor, None),
         ("page move: update(PageDown) + render", page, None),
         ("jump: update(Last/First) + render", last, None),
+        (
+            "live refresh: update(Poll) after an outside commit + render",
+            refresh,
+            None,
+        ),
     ]
 }
 

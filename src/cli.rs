@@ -19,14 +19,17 @@ Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
      `verify`, `export`: the evidence log is broken (tampered with)
-  2  usage error (bad flags, a payload that is not JSON, a malformed id)
+  2  usage error (bad flags, a payload that is not JSON, a malformed id,
+     the review console started without a terminal)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
   4  storage or I/O error (missing workspace, not a recon database,
      database locked past the busy timeout)
 
 Environment:
   RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock
-                         (default 5000)";
+                         (default 5000)
+  NO_COLOR               when set and not empty, the review console and
+                         `recon screenshot` use no colours";
 
 /// The most generated operations one `recon demo --ops` adds.
 pub const MAX_DEMO_OPS: u64 = 1_000_000;

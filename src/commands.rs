@@ -583,6 +583,16 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
 /// `recon [--workspace DIR] [--reviewer NAME]`: the review console, on a
 /// fresh temporary demo workspace when no workspace is given.
 fn open_console(workspace: Option<&Path>, reviewer: Option<&str>) -> Outcome {
+    use std::io::IsTerminal;
+    // Checked before anything is opened or built: without a terminal the
+    // console could only write escape sequences into a pipe or a file.
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(Failure::Usage(
+            "the review console needs a terminal on standard input and output; \
+             `recon screenshot` renders it without one, and the other commands script it"
+                .to_string(),
+        ));
+    }
     let options = console_options(reviewer)?;
     let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
     let mut app = match workspace {

@@ -216,8 +216,13 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     });
 
     tmux.keys(&["q"]);
-    tmux.wait_until("recon exiting", |_| tmux.pane("#{pane_dead}") == "1");
-    assert_eq!(tmux.pane("#{pane_dead_status}"), "0");
+    // tmux marks the pane dead a moment before it records how it ended.
+    let ended = "#{pane_dead} status=#{pane_dead_status} signal=#{pane_dead_signal}";
+    tmux.wait_until("recon exiting", |_| {
+        let pane = tmux.pane(ended);
+        pane.starts_with('1') && !pane.contains("status= signal=")
+    });
+    assert_eq!(tmux.pane(ended), "1 status=0 signal=");
     let after = tmux.screen();
     assert!(
         !after.contains("recon review console") && !after.contains("Queue"),
@@ -288,4 +293,22 @@ fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
     tmux.expect_golden("compensation_form", &ws);
     tmux.keys(&["Enter"]);
     tmux.expect_golden("compensation_confirmation", &ws);
+}
+
+/// Without a terminal the console says so in one line, exits 2, writes no
+/// escape sequence to the pipe, and builds no demo workspace.
+#[test]
+fn the_console_without_a_terminal_says_so_and_draws_nothing() {
+    let (_dir, ws) = demo_workspace();
+    for args in [vec!["--workspace", ws.to_str().unwrap()], vec![]] {
+        let out = run(&args, None);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("the review console needs a terminal"),
+            "{}",
+            out.stderr
+        );
+    }
 }
