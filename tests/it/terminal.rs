@@ -312,3 +312,71 @@ fn the_console_without_a_terminal_says_so_and_draws_nothing() {
         );
     }
 }
+
+/// What a new user does after `cargo run --release`: the console opens on a
+/// temporary demo workspace, and with the keys of the help alone they take
+/// a closing snapshot, record not_applied, approve a compensation and
+/// dispatch it. Quitting removes the temporary workspace.
+#[test]
+fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
+    let Some(tmux) = Tmux::start(&[], (120, 40)) else {
+        return;
+    };
+    let first = tmux.wait_until("the temporary demo", |s| s.contains("TEMPORARY DEMO"));
+    let title = first.lines().next().unwrap_or_default();
+    let demo = PathBuf::from(title.split_whitespace().last().unwrap_or_default());
+    assert!(demo.join("sender.sqlite").exists(), "{title}");
+
+    // op-1004 has no effect on an open read: close it, then not_applied.
+    tmux.keys(&["j", "j", "x"]);
+    tmux.wait_until("the reviewer prompt", |s| s.contains("Who is reviewing?"));
+    tmux.type_text("Ada");
+    tmux.keys(&["Enter"]);
+    tmux.wait_until("the close confirmation", |s| {
+        s.contains("Take a CLOSING snapshot of op-1004-support-ticket, authorized by Ada.")
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_until("the closing snapshot", |s| {
+        s.contains("closed op-1004-support-ticket (authorized by Ada): terminal_absence")
+    });
+    tmux.keys(&["n"]);
+    tmux.wait_until("the decision's confirmation", |s| {
+        s.contains("Record not_applied for op-1004-support-ticket as reviewer Ada")
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_until("the recorded decision", |s| {
+        s.contains("recorded not_applied for op-1004-support-ticket on terminal_absence")
+    });
+
+    // A confirmed original: approve its compensation with the defaults.
+    tmux.keys(&["3", "a"]);
+    tmux.wait_until("the compensation form", |s| {
+        s.contains("Approve compensation")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_until("the approval's confirmation", |s| {
+        s.contains("Approve compensation op-1001-welcome-email-undo for effect fx-000001")
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_until("the approval", |s| {
+        s.contains("approved op-1001-welcome-email-undo for fx-000001")
+    });
+
+    // It waits under prepared; dispatch it once.
+    tmux.keys(&["2"]);
+    tmux.wait_until("the prepared compensation", |s| {
+        s.contains(">  op-1001-welcome-email-undo")
+    });
+    tmux.keys(&["d"]);
+    tmux.wait_until("the dispatch confirmation", |s| {
+        s.contains("Dispatch op-1001-welcome-email-undo (undo_send_email) now")
+    });
+    tmux.keys(&["y"]);
+    tmux.wait_until("the receipt", |s| {
+        s.contains("dispatched op-1001-welcome-email-undo: receipt for")
+    });
+
+    tmux.keys(&["q"]);
+    tmux.wait_until("recon exiting", |_| tmux.pane("#{pane_dead}") == "1");
+    assert!(!demo.exists(), "{} was left behind", demo.display());
+}
