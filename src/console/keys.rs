@@ -264,7 +264,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('p')],
         Action::ShowOperation,
         "",
-        "the whole operation and its payload, unabridged and scrollable",
+        "the whole operation: payload and evidence history, unabridged and scrollable",
     ),
     bind(
         Queue,

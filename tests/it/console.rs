@@ -861,6 +861,10 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     let (title, body) = report(&app);
     assert_eq!(title, "operation op-long-payload");
     assert!(body.contains("state prepared · version 1"), "{body}");
+    assert!(
+        body.ends_with("evidence history:\nnothing recorded yet"),
+        "{body}"
+    );
     for i in 0..40 {
         assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
     }
@@ -873,6 +877,26 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     );
     press(&mut app, "<esc>");
     assert!(matches!(app.mode, Mode::Normal));
+}
+
+#[test]
+fn the_whole_view_lists_the_evidence_history_with_reviewers_and_versions() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "4");
+    select(&mut app, "op-1009-password-reset");
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    let history = body.split("evidence history:\n").nth(1).unwrap_or_default();
+    assert!(history.contains("review by "), "{body}");
+    assert!(
+        history.contains("not_applied on terminal_absence · v2→v3"),
+        "{body}"
+    );
+    assert!(
+        history.contains("receiver closed it, authorized by "),
+        "{body}"
+    );
 }
 
 #[test]

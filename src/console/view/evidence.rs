@@ -10,7 +10,9 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Widget};
 
-fn lines(d: &Detail) -> Vec<String> {
+/// The history as plain lines, oldest first; the unabridged view (`p`)
+/// shows them all.
+pub(super) fn history_lines(d: &Detail) -> Vec<String> {
     let mut out = Vec::new();
     for e in &d.evidence {
         let who = match &e.reviewer {
@@ -56,7 +58,7 @@ fn lines(d: &Detail) -> Vec<String> {
 }
 
 fn wrapped(d: &Detail, width: usize) -> Vec<String> {
-    lines(d)
+    history_lines(d)
         .iter()
         .flat_map(|l| wrap_hanging(l, width, 2))
         .collect()
@@ -82,7 +84,7 @@ pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer) {
     let shown: Vec<Line> = all.into_iter().skip(skip).map(Line::raw).collect();
     let block = if skip > 0 {
         block.title_bottom(Line::styled(
-            format!(" {skip} older not shown "),
+            format!(" {skip} older lines · p shows all "),
             theme.dim(),
         ))
     } else {
