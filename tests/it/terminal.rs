@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
+/// The tmux channel the pane's shell signals when recon has exited.
+const EXITED: &str = "recon-exited";
+
 /// One tmux server on a private socket, with one session running `recon`.
 /// Dropping it kills the server and so the console.
 struct Tmux {
@@ -48,7 +51,21 @@ impl Tmux {
             socket: dir.path().join("sock"),
             _dir: dir,
         };
-        let mut command = vec![recon_bin().display().to_string()];
+        // A shell runs recon, prints its exit status on the normal screen
+        // (where it shows once the console has restored the terminal),
+        // signals the channel `recon-exited`, and then stays, so that the
+        // pane keeps showing what recon left behind. tmux's own record of
+        // a dead pane is not used: it sometimes leaves a finished child
+        // unreaped, and it redraws a dead pane.
+        let script = format!(
+            r#""$0" "$@"; echo "recon exited with $?"; tmux wait-for -S {EXITED}; exec tmux wait-for {EXITED}-never"#
+        );
+        let mut command = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            script,
+            recon_bin().display().to_string(),
+        ];
         command.extend(args.iter().map(|a| a.to_string()));
         let (w, h) = (width.to_string(), height.to_string());
         let mut new_session = vec![
@@ -65,10 +82,28 @@ impl Tmux {
         ];
         new_session.extend(command.iter().map(String::as_str));
         tmux.ok(&new_session);
-        // Keep the pane after recon exits, to read its exit status and
-        // what the terminal shows once it is restored.
-        tmux.ok(&["set-option", "-t", "recon", "remain-on-exit", "on"]);
         Some(tmux)
+    }
+
+    /// Waits (bounded) for recon to exit, then returns the screen it left,
+    /// which ends with the line that gives its exit status.
+    #[track_caller]
+    fn wait_for_exit(&self) -> String {
+        let waited = Command::new("timeout")
+            .arg(DEADLINE.as_secs().to_string())
+            .arg("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["wait-for", EXITED])
+            .stdin(Stdio::null())
+            .status()
+            .expect("run timeout tmux wait-for");
+        assert!(
+            waited.success(),
+            "recon did not exit; last screen:\n{}",
+            self.screen()
+        );
+        self.wait_until("the exit status", |s| s.contains("recon exited with"))
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -106,12 +141,6 @@ impl Tmux {
 
     fn screen(&self) -> String {
         self.ok(&["capture-pane", "-p", "-t", "recon"])
-    }
-
-    fn pane(&self, format: &str) -> String {
-        self.ok(&["display-message", "-p", "-t", "recon", format])
-            .trim()
-            .to_string()
     }
 
     /// Reads the pane until `accept` holds for it; fails after the deadline
@@ -216,14 +245,8 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     });
 
     tmux.keys(&["q"]);
-    // tmux marks the pane dead a moment before it records how it ended.
-    let ended = "#{pane_dead} status=#{pane_dead_status} signal=#{pane_dead_signal}";
-    tmux.wait_until("recon exiting", |_| {
-        let pane = tmux.pane(ended);
-        pane.starts_with('1') && !pane.contains("status= signal=")
-    });
-    assert_eq!(tmux.pane(ended), "1 status=0 signal=");
-    let after = tmux.screen();
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
     assert!(
         !after.contains("recon review console") && !after.contains("Queue"),
         "the alternate screen was left on quit:\n{after}"
@@ -377,6 +400,7 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     });
 
     tmux.keys(&["q"]);
-    tmux.wait_until("recon exiting", |_| tmux.pane("#{pane_dead}") == "1");
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
     assert!(!demo.exists(), "{} was left behind", demo.display());
 }
