@@ -65,6 +65,7 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
         if event::poll(wait)? {
             match event::read()? {
                 Event::Key(key) => {
+                    crate::faults::console_panic_drill();
                     if let Some(action) = map_key(key, app) {
                         update(app, action);
                     }

@@ -9,6 +9,11 @@
 //! unwinding, no destructors, and any open SQLite transaction is left
 //! uncommitted, exactly as if the power had gone at that line. The variable
 //! is read once per process.
+//!
+//! One more name is a panic drill rather than a crash point:
+//! `RECON_CRASH_POINT=console.panic` makes the review console panic on its
+//! first key press in a real terminal, so that a test can see the terminal
+//! restored and one line printed, as after any bug.
 
 use std::sync::OnceLock;
 
@@ -64,13 +69,26 @@ crash_points! {
         "closing snapshot: committed; the snapshot was not returned yet",
 }
 
+/// The name of the panic drill (see the module docs).
+pub const CONSOLE_PANIC: &str = "console.panic";
+
+/// The value of `RECON_CRASH_POINT`, read once.
+fn armed_name() -> Option<&'static str> {
+    static ARMED: OnceLock<Option<String>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| std::env::var(CRASH_POINT_ENV).ok())
+        .as_deref()
+}
+
 fn armed() -> Option<CrashPoint> {
-    static ARMED: OnceLock<Option<CrashPoint>> = OnceLock::new();
-    *ARMED.get_or_init(|| {
-        std::env::var(CRASH_POINT_ENV)
-            .ok()
-            .and_then(|name| CrashPoint::parse(&name))
-    })
+    armed_name().and_then(CrashPoint::parse)
+}
+
+/// Panics here if the console panic drill is armed; does nothing otherwise.
+pub fn console_panic_drill() {
+    if armed_name() == Some(CONSOLE_PANIC) {
+        panic!("the {CONSOLE_PANIC} drill");
+    }
 }
 
 /// Dies here if this point is armed; does nothing otherwise.

@@ -34,7 +34,12 @@ struct Tmux {
 impl Tmux {
     /// Starts `recon ARGS` in a detached session of `width` x `height`, or
     /// returns `None` when tmux is not installed outside CI.
-    fn start(args: &[&str], (width, height): (u16, u16)) -> Option<Tmux> {
+    fn start(args: &[&str], size: (u16, u16)) -> Option<Tmux> {
+        Tmux::start_with_env(&[], args, size)
+    }
+
+    /// [`Tmux::start`] with extra environment variables for recon.
+    fn start_with_env(env: &[&str], args: &[&str], (width, height): (u16, u16)) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -64,8 +69,10 @@ impl Tmux {
             "sh".to_string(),
             "-c".to_string(),
             script,
-            recon_bin().display().to_string(),
+            "env".to_string(),
         ];
+        command.extend(env.iter().map(|e| e.to_string()));
+        command.push(recon_bin().display().to_string());
         command.extend(args.iter().map(|a| a.to_string()));
         let (w, h) = (width.to_string(), height.to_string());
         let mut new_session = vec![
@@ -403,4 +410,30 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     let after = tmux.wait_for_exit();
     assert!(after.contains("recon exited with 0"), "{after}");
     assert!(!demo.exists(), "{} was left behind", demo.display());
+}
+
+/// A panic (here the documented `console.panic` drill, on the first key)
+/// restores the terminal before anything is printed: the screen shows one
+/// line and no backtrace, and recon exits 4.
+#[test]
+fn a_panic_in_the_console_restores_the_terminal_and_prints_one_line() {
+    let (_dir, ws) = demo_workspace();
+    let Some(tmux) = Tmux::start_with_env(
+        &["RECON_CRASH_POINT=console.panic", "RUST_BACKTRACE=1"],
+        &["--workspace", ws.to_str().unwrap()],
+        (120, 40),
+    ) else {
+        return;
+    };
+    tmux.expect_golden("queue", &ws);
+    tmux.keys(&["j"]);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 4"), "{after}");
+    let printed: Vec<&str> = after.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(printed.len(), 2, "{after}");
+    assert!(
+        printed[0].starts_with("error: internal error at src/")
+            && printed[0].ends_with("please report it"),
+        "{after}"
+    );
 }
