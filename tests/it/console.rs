@@ -104,6 +104,28 @@ fn pending_text(app: &App) -> String {
     }
 }
 
+/// `recon reconcile` from the command line: bob records `confirmed` for
+/// op-1002-invoice-email at version 2, as another process would.
+#[track_caller]
+pub fn bob_confirms_the_invoice_email(workspace: &str) {
+    let cli = run(
+        &[
+            "reconcile",
+            "--workspace",
+            workspace,
+            "op-1002-invoice-email",
+            "--reviewer",
+            "bob",
+            "--decision",
+            "confirmed",
+            "--expected-version",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(cli.code, Some(0), "{}", cli.stderr);
+}
+
 // ---- the key map ------------------------------------------------------------------
 
 #[track_caller]
@@ -483,22 +505,7 @@ fn a_stale_decision_in_the_console_after_the_command_line_changed_the_op() {
     select(&mut app, "op-1002-invoice-email");
     assert_eq!(app.selected_detail().unwrap().operation.version, 2);
     // The command line decides first, while the console shows version 2.
-    let cli = run(
-        &[
-            "reconcile",
-            "--workspace",
-            &lab.path_str(),
-            "op-1002-invoice-email",
-            "--reviewer",
-            "bob",
-            "--decision",
-            "confirmed",
-            "--expected-version",
-            "2",
-        ],
-        None,
-    );
-    assert_eq!(cli.code, Some(0), "{}", cli.stderr);
+    bob_confirms_the_invoice_email(&lab.path_str());
     let before = dump(lab.path());
     press(&mut app, "cy");
     let (title, text) = report(&app);

@@ -13,7 +13,7 @@
 //! machine without it these tests say so and pass only outside CI
 //! (`CI=true` makes a missing tmux a failure).
 
-use crate::console::screenshots_dir;
+use crate::console::{bob_confirms_the_invoice_email, screenshots_dir};
 use crate::support::{recon_bin, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -110,7 +110,7 @@ impl Tmux {
             "recon did not exit; last screen:\n{}",
             self.screen()
         );
-        self.wait_until("the exit status", |s| s.contains("recon exited with"))
+        self.shows("recon exited with")
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -148,6 +148,19 @@ impl Tmux {
 
     fn screen(&self) -> String {
         self.ok(&["capture-pane", "-p", "-t", "recon"])
+    }
+
+    /// Waits until the screen shows `text`, and returns the screen.
+    #[track_caller]
+    fn shows(&self, text: &str) -> String {
+        self.wait_until(&format!("\"{text}\""), |screen| screen.contains(text))
+    }
+
+    /// Presses keys, then waits until the screen shows `text`.
+    #[track_caller]
+    fn press_until_shown(&self, keys: &[&str], text: &str) {
+        self.keys(keys);
+        self.shows(text);
     }
 
     /// Reads the pane until `accept` holds for it; fails after the deadline
@@ -241,15 +254,11 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     tmux.expect_golden("payload_mismatch", &ws);
 
     // The reviewer is asked for before the first mutation.
-    tmux.keys(&["g", "j", "j", "x"]);
-    tmux.wait_until("the reviewer prompt", |s| s.contains("Who is reviewing?"));
+    tmux.press_until_shown(&["g", "j", "j", "x"], "Who is reviewing?");
     tmux.type_text("ada");
     tmux.keys(&["Enter"]);
     tmux.expect_golden("closing_confirmation", &ws);
-    tmux.keys(&["Escape"]);
-    tmux.wait_until("the cancellation", |s| {
-        s.contains("cancelled; nothing was written")
-    });
+    tmux.press_until_shown(&["Escape"], "cancelled; nothing was written");
 
     tmux.keys(&["q"]);
     let after = tmux.wait_for_exit();
@@ -270,29 +279,11 @@ fn the_real_terminal_refuses_a_stale_decision_after_the_command_line_changed_the
     let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
         return;
     };
-    tmux.wait_until("the queue", |s| s.contains("reviewer: ada"));
-    tmux.keys(&["c"]);
-    tmux.wait_until("the confirmation", |s| {
-        s.contains("Confirm: record confirmed")
-    });
-    let bob = run(
-        &[
-            "reconcile",
-            "--workspace",
-            ws_arg,
-            "op-1002-invoice-email",
-            "--reviewer",
-            "bob",
-            "--decision",
-            "confirmed",
-            "--expected-version",
-            "2",
-        ],
-        None,
-    );
-    assert_eq!(bob.code, Some(0), "{}", bob.stderr);
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["c"], "Confirm: record confirmed");
+    bob_confirms_the_invoice_email(ws_arg);
     // The console sees the other process's commit without a key press.
-    tmux.wait_until("the live refresh", |s| s.contains("[1 unknown 7]"));
+    tmux.shows("[1 unknown 7]");
     tmux.keys(&["y"]);
     tmux.expect_golden("stale_version", &ws);
 }
@@ -304,9 +295,11 @@ fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
     let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
         return;
     };
-    tmux.wait_until("the queue", |s| s.contains("reviewer: ada"));
-    tmux.keys(&["Space", "Space", "Space", "j", "j", "Space", "c"]);
-    tmux.wait_until("the bulk confirmation", |s| s.contains("marked operations"));
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["Space", "Space", "Space", "j", "j", "Space", "c"],
+        "marked operations",
+    );
     tmux.keys(&["y"]);
     tmux.expect_golden("bulk_result", &ws);
 
@@ -318,7 +311,7 @@ fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
     ) else {
         return;
     };
-    tmux.wait_until("the queue", |s| s.contains("reviewer: lee.finance"));
+    tmux.shows("reviewer: lee.finance");
     tmux.keys(&["3", "a"]);
     tmux.expect_golden("compensation_form", &ws);
     tmux.keys(&["Enter"]);
@@ -352,59 +345,46 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     let Some(tmux) = Tmux::start(&[], (120, 40)) else {
         return;
     };
-    let first = tmux.wait_until("the temporary demo", |s| s.contains("TEMPORARY DEMO"));
+    let first = tmux.shows("TEMPORARY DEMO");
     let title = first.lines().next().unwrap_or_default();
     let demo = PathBuf::from(title.split_whitespace().last().unwrap_or_default());
     assert!(demo.join("sender.sqlite").exists(), "{title}");
 
     // op-1004 has no effect on an open read: close it, then not_applied.
-    tmux.keys(&["j", "j", "x"]);
-    tmux.wait_until("the reviewer prompt", |s| s.contains("Who is reviewing?"));
+    tmux.press_until_shown(&["j", "j", "x"], "Who is reviewing?");
     tmux.type_text("Ada");
-    tmux.keys(&["Enter"]);
-    tmux.wait_until("the close confirmation", |s| {
-        s.contains("Take a CLOSING snapshot of op-1004-support-ticket, authorized by Ada.")
-    });
-    tmux.keys(&["y"]);
-    tmux.wait_until("the closing snapshot", |s| {
-        s.contains("closed op-1004-support-ticket (authorized by Ada): terminal_absence")
-    });
-    tmux.keys(&["n"]);
-    tmux.wait_until("the decision's confirmation", |s| {
-        s.contains("Record not_applied for op-1004-support-ticket as reviewer Ada")
-    });
-    tmux.keys(&["y"]);
-    tmux.wait_until("the recorded decision", |s| {
-        s.contains("recorded not_applied for op-1004-support-ticket on terminal_absence")
-    });
+    tmux.press_until_shown(
+        &["Enter"],
+        "Take a CLOSING snapshot of op-1004-support-ticket, authorized by Ada.",
+    );
+    tmux.press_until_shown(
+        &["y"],
+        "closed op-1004-support-ticket (authorized by Ada): terminal_absence",
+    );
+    tmux.press_until_shown(
+        &["n"],
+        "Record not_applied for op-1004-support-ticket as reviewer Ada",
+    );
+    tmux.press_until_shown(
+        &["y"],
+        "recorded not_applied for op-1004-support-ticket on terminal_absence",
+    );
 
     // A confirmed original: approve its compensation with the defaults.
-    tmux.keys(&["3", "a"]);
-    tmux.wait_until("the compensation form", |s| {
-        s.contains("Approve compensation")
-    });
-    tmux.keys(&["Enter"]);
-    tmux.wait_until("the approval's confirmation", |s| {
-        s.contains("Approve compensation op-1001-welcome-email-undo for effect fx-000001")
-    });
-    tmux.keys(&["y"]);
-    tmux.wait_until("the approval", |s| {
-        s.contains("approved op-1001-welcome-email-undo for fx-000001")
-    });
+    tmux.press_until_shown(&["3", "a"], "Approve compensation");
+    tmux.press_until_shown(
+        &["Enter"],
+        "Approve compensation op-1001-welcome-email-undo for effect fx-000001",
+    );
+    tmux.press_until_shown(&["y"], "approved op-1001-welcome-email-undo for fx-000001");
 
     // It waits under prepared; dispatch it once.
-    tmux.keys(&["2"]);
-    tmux.wait_until("the prepared compensation", |s| {
-        s.contains(">  op-1001-welcome-email-undo")
-    });
-    tmux.keys(&["d"]);
-    tmux.wait_until("the dispatch confirmation", |s| {
-        s.contains("Dispatch op-1001-welcome-email-undo (undo_send_email) now")
-    });
-    tmux.keys(&["y"]);
-    tmux.wait_until("the receipt", |s| {
-        s.contains("dispatched op-1001-welcome-email-undo: receipt for")
-    });
+    tmux.press_until_shown(&["2"], ">  op-1001-welcome-email-undo");
+    tmux.press_until_shown(
+        &["d"],
+        "Dispatch op-1001-welcome-email-undo (undo_send_email) now",
+    );
+    tmux.press_until_shown(&["y"], "dispatched op-1001-welcome-email-undo: receipt for");
 
     tmux.keys(&["q"]);
     let after = tmux.wait_for_exit();
