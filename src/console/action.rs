@@ -66,8 +66,8 @@ pub enum Action {
     ToggleMark,
     /// Take a non-closing snapshot of the selected operation now.
     ReadSnapshot,
-    /// Show the whole selected operation, its payload unabridged, in a
-    /// scrollable view.
+    /// Show the whole selected operation, its payload and evidence history
+    /// unabridged, in a scrollable view.
     ShowOperation,
     Request(Request),
     /// Scroll the snapshot panel, the help or a result.
