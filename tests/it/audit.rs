@@ -23,24 +23,15 @@ const GENESIS: &str = "000000000000000000000000000000000000000000000000000000000
 /// and `comp`, a compensation of `a`, confirmed by its receipt.
 fn four_row_lab() -> Lab {
     let mut lab = Lab::new();
-    let ws = &mut lab.ws;
     let payload = json!({"amount": 0.1, "to": "acct-7"});
-    ws.prepare("a", "pay", &payload).unwrap();
-    ws.dispatch("a", DispatchOptions::default()).unwrap();
     for (op, fault) in [
-        ("b", Fault::CrashBeforeCommit),
-        ("c", Fault::CrashAfterCommit),
+        ("a", None),
+        ("b", Some(Fault::CrashBeforeCommit)),
+        ("c", Some(Fault::CrashAfterCommit)),
     ] {
-        ws.prepare(op, "pay", &payload).unwrap();
-        ws.dispatch(
-            op,
-            DispatchOptions {
-                fault: Some(fault),
-                wait_permit: false,
-            },
-        )
-        .unwrap();
+        lab.dispatched(op, "pay", &payload, fault);
     }
+    let ws = &mut lab.ws;
     let review = |op_id, decision, close| ReconcileRequest {
         op_id,
         reviewer: "Ann",
@@ -353,16 +344,7 @@ fn reordering_rows_is_detected() {
 fn a_forged_row_with_recomputed_hashes_is_caught_by_the_cross_check() {
     // An extra "decision" for an op that is still unknown, properly chained.
     let mut lab = Lab::new();
-    lab.ws.prepare("x", "pay", &json!({})).unwrap();
-    lab.ws
-        .dispatch(
-            "x",
-            DispatchOptions {
-                fault: Some(Fault::CrashAfterCommit),
-                wait_permit: false,
-            },
-        )
-        .unwrap();
+    lab.dispatched("x", "pay", &json!({}), Some(Fault::CrashAfterCommit));
     tamper(
         lab.path(),
         r#"INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict, snapshot,

@@ -4,7 +4,7 @@
 //! control characters, no panic, nothing on stdout.
 
 use crate::invariants::{assert_invariants, none};
-use crate::support::{dump, recon_bin, run, Lab};
+use crate::support::{dump, output_of, recon_bin, run, Lab};
 use recon::dispatch::{DispatchOptions, Fault};
 use recon::domain::{CompensationRequest, Decision, Review, Snapshot};
 use recon::store::receiver::ApplyRequest;
@@ -13,12 +13,11 @@ use recon::workspace::ReconcileRequest;
 use recon::{Error, Workspace};
 use serde_json::{json, Value};
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn nested(depth: usize) -> String {
     format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
@@ -155,31 +154,15 @@ fn run_os(
     as_nobody: bool,
 ) -> Output {
     let mut command = Command::new(recon_bin());
-    command
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    command.args(args);
     for (k, v) in env {
         command.env(k, v);
     }
     if as_nobody {
         command.uid(65534).gid(65534);
     }
-    let mut child = command.spawn().expect("spawn recon");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().expect("stdin");
-        let input = input.to_vec();
-        // Feed stdin from a thread: a 10 MB payload is larger than a pipe.
-        std::thread::spawn(move || {
-            let _ = pipe.write_all(&input);
-        });
-    }
-    let out = child.wait_with_output().expect("wait for recon");
+    // A 10 MB payload on stdin is larger than a pipe; output_of copes.
+    let out = output_of(command, stdin);
     Output {
         code: out.status.code(),
         stdout: out.stdout,
@@ -236,16 +219,7 @@ fn table_lab() -> Lab {
         ("gone", Some(Fault::CrashBeforeCommit)),
         ("closed", Some(Fault::CrashBeforeCommit)),
     ] {
-        lab.ws.prepare(op, "pay", &p).unwrap();
-        lab.ws
-            .dispatch(
-                op,
-                DispatchOptions {
-                    fault,
-                    wait_permit: false,
-                },
-            )
-            .unwrap();
+        lab.dispatched(op, "pay", &p, fault);
     }
     lab.ws
         .reconcile(&ReconcileRequest {

@@ -6,7 +6,7 @@
 
 use crate::invariants::{assert_invariants, direct, none, DirectCalls};
 use crate::support::{run, run_with_env, Lab, Run};
-use recon::dispatch::{DispatchOptions, Fault};
+use recon::dispatch::Fault;
 use recon::domain::{CompensationRequest, OpState};
 use recon::faults::{CrashPoint, CRASH_EXIT_CODE, CRASH_POINT_ENV};
 use serde_json::json;
@@ -64,16 +64,7 @@ fn prepared(lab: &mut Lab, op: &str) {
 }
 
 fn dispatched(lab: &mut Lab, op: &str, fault: Option<Fault>) {
-    prepared(lab, op);
-    lab.ws
-        .dispatch(
-            op,
-            DispatchOptions {
-                fault,
-                wait_permit: false,
-            },
-        )
-        .unwrap();
+    lab.dispatched(op, "pay", &payload(), fault);
 }
 
 /// `op` confirmed by its receipt, and `comp` approved to compensate it.

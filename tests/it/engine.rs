@@ -78,16 +78,7 @@ fn effects(lab: &Lab, op_id: &str) -> i64 {
 fn unknown_is_persisted_before_the_receiver_is_spawned() {
     let mut lab = Lab::new();
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
-    let mut pending = lab
-        .ws
-        .start_dispatch(
-            "op-1",
-            DispatchOptions {
-                fault: None,
-                wait_permit: true,
-            },
-        )
-        .unwrap();
+    let mut pending = lab.held_dispatch("op-1");
     // The child is running and blocked before its write; a brand-new
     // connection already reads the durable unknown and the dispatch row.
     let other = lab.reopen();
@@ -213,16 +204,7 @@ fn an_empty_read_while_the_original_is_in_flight_is_inconclusive_and_an_unsafe_r
 ) {
     let mut lab = Lab::new();
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
-    let mut pending = lab
-        .ws
-        .start_dispatch(
-            "op-1",
-            DispatchOptions {
-                fault: None,
-                wait_permit: true,
-            },
-        )
-        .unwrap();
+    let mut pending = lab.held_dispatch("op-1");
     let early = lab.ws.snapshot("op-1", None).unwrap();
     assert_eq!(
         (early.snapshot.matches.len(), early.verdict),
@@ -254,16 +236,7 @@ fn an_empty_read_while_the_original_is_in_flight_is_inconclusive_and_an_unsafe_r
 fn a_closing_snapshot_refuses_the_late_original() {
     let mut lab = Lab::new();
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
-    let mut pending = lab
-        .ws
-        .start_dispatch(
-            "op-1",
-            DispatchOptions {
-                fault: None,
-                wait_permit: true,
-            },
-        )
-        .unwrap();
+    let mut pending = lab.held_dispatch("op-1");
     let closing = lab.ws.snapshot("op-1", Some("rosa")).unwrap();
     assert!(closing.snapshot.closed);
     assert_eq!(closing.verdict, Verdict::TerminalAbsence);

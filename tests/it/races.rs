@@ -61,16 +61,7 @@ fn payload() -> serde_json::Value {
 }
 
 fn dispatched(lab: &mut Lab, op: &str, fault: Option<Fault>) {
-    lab.ws.prepare(op, "pay", &payload()).unwrap();
-    lab.ws
-        .dispatch(
-            op,
-            DispatchOptions {
-                fault,
-                wait_permit: false,
-            },
-        )
-        .unwrap();
+    lab.dispatched(op, "pay", &payload(), fault);
 }
 
 #[test]
@@ -263,16 +254,7 @@ fn a_closing_snapshot_racing_eight_delayed_originals_takes_each_or_refuses_it() 
         lab.ws.prepare("op", "pay", &payload()).unwrap();
         // Writer 0 is the real dispatch; 1 to 7 are direct duplicates (the
         // receiver is not idempotent). All are open and blocked on a permit.
-        let pending = lab
-            .ws
-            .start_dispatch(
-                "op",
-                DispatchOptions {
-                    fault: None,
-                    wait_permit: true,
-                },
-            )
-            .unwrap();
+        let pending = lab.held_dispatch("op");
         let op = pending.operation.clone();
         let mut writers = vec![Writer::Dispatch(pending)];
         for _ in 1..8 {
@@ -419,16 +401,7 @@ fn a_reviewer_deciding_while_another_process_dispatches_never_doubles_a_decision
         lab.ws.prepare("other", "pay", &payload()).unwrap();
         // This process dispatches `op`: unknown is committed and the
         // receiver child waits for its permit.
-        let pending = lab
-            .ws
-            .start_dispatch(
-                "op",
-                DispatchOptions {
-                    fault: None,
-                    wait_permit: true,
-                },
-            )
-            .unwrap();
+        let pending = lab.held_dispatch("op");
         // Even repetitions: the reviewer confirms from an open read. Odd:
         // the reviewer closes and records not_applied.
         let closing = rep % 2 == 1;

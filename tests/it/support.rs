@@ -3,10 +3,11 @@
 
 #![allow(dead_code)]
 
-use recon::dispatch::ReceiverProgram;
+use recon::dispatch::{DispatchOptions, Fault, PendingDispatch, ReceiverProgram};
 use recon::store::OpenOptions;
 use recon::Workspace;
 use rusqlite::Connection;
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -69,6 +70,36 @@ impl Lab {
     pub fn path_str(&self) -> String {
         self.path().display().to_string()
     }
+
+    /// Prepares `op_id` and dispatches it once, with an optional receiver
+    /// fault: confirmed by its receipt, or `unknown` at version 2.
+    pub fn dispatched(&mut self, op_id: &str, action: &str, payload: &Value, fault: Option<Fault>) {
+        self.ws.prepare(op_id, action, payload).expect("prepare");
+        self.ws
+            .dispatch(
+                op_id,
+                DispatchOptions {
+                    fault,
+                    wait_permit: false,
+                },
+            )
+            .expect("dispatch");
+    }
+
+    /// Starts dispatching the prepared `op_id`: `unknown` is committed and
+    /// the receiver child is running, held before its write until the
+    /// returned dispatch's child is given its permit.
+    pub fn held_dispatch(&mut self, op_id: &str) -> PendingDispatch {
+        self.ws
+            .start_dispatch(
+                op_id,
+                DispatchOptions {
+                    fault: None,
+                    wait_permit: true,
+                },
+            )
+            .expect("start dispatch")
+    }
 }
 
 /// What a run of the binary produced.
@@ -98,8 +129,21 @@ pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Run {
 
 pub fn run_with_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
     let mut command = Command::new(recon_bin());
+    command.args(args).envs(env.iter().copied());
+    let out = output_of(command, stdin);
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a prepared command to its end with `stdin` (or none) and its
+/// output captured. Standard input is fed from a thread, so an input larger
+/// than a pipe cannot deadlock against the child's output; a child that
+/// exits before reading everything has given its answer.
+pub fn output_of(mut command: Command, stdin: Option<&[u8]>) -> std::process::Output {
     command
-        .args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -107,21 +151,15 @@ pub fn run_with_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for (k, v) in env {
-        command.env(k, v);
-    }
     let mut child = command.spawn().expect("spawn recon");
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("stdin");
-        // The child may exit before reading everything; that is its answer.
-        let _ = pipe.write_all(input);
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
     }
-    let out = child.wait_with_output().expect("wait for recon");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    child.wait_with_output().expect("wait for recon")
 }
 
 /// Every row of every table of both databases, in a stable order: equal
