@@ -18,7 +18,7 @@
 mod support;
 
 use recon::console::{self, Action, App, Options, Source};
-use recon::store::OpenOptions;
+use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::json;
 use std::path::Path;

@@ -7,8 +7,8 @@
 //! without `--authorized-by`) is a usage error, exit 2, before any database is
 //! opened.
 
-use crate::dispatch::Fault;
 use crate::domain::{Decision, OpState};
+use crate::receiver::Fault;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 use std::io::Read;

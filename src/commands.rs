@@ -10,13 +10,14 @@ use crate::cli::{
 };
 use crate::console;
 use crate::demo::{self, DemoSummary};
-use crate::dispatch::{self, ApplyArgs, DispatchOptions, ReceiverProgram};
+use crate::dispatch::{DispatchOptions, ReceiverProgram};
 use crate::domain::{CompensationRequest, OpState};
 use crate::error::{Error, StoreError};
 use crate::experiment;
+use crate::receiver::{self, ApplyArgs};
 use crate::sanitize::{escape, json_for_terminal};
-use crate::store::{OpenOptions, SenderStore, WorkspacePaths};
-use crate::workspace::{ReconcileRequest, Workspace};
+use crate::settings::OpenOptions;
+use crate::workspace::{EvidenceLog, ReconcileRequest, Workspace};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::{BufWriter, Stdout, Write};
@@ -276,7 +277,7 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
             json,
         } => {
             let ws = open(workspace_dir(ws_arg)?, false)?;
-            let ops = ws.sender.list(
+            let ops = ws.ops(
                 state.map(OpState::from),
                 after.as_deref(),
                 limit.unwrap_or(usize::MAX),
@@ -523,7 +524,7 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
                 fault: fault.map(Into::into),
                 wait_permit,
             };
-            dispatch::serve_apply(&args, open_options()?)?;
+            receiver::serve_apply(&args, open_options()?)?;
             Ok(EXIT_OK)
         }
     }
@@ -659,13 +660,10 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Opens only the sender database: verifying and exporting the evidence log
-/// need nothing else, and must work even when the receiver file is gone.
-fn open_sender(dir: &Path) -> Result<SenderStore, Failure> {
-    let options = open_options()?;
-    let paths = WorkspacePaths::new(dir);
-    paths.prepare_dir(options)?;
-    Ok(SenderStore::open(&paths.sender, options)?)
+/// Opens only the evidence log: verifying and exporting need nothing else,
+/// and must work even when the receiver file is gone.
+fn open_log(dir: &Path) -> Result<EvidenceLog, Failure> {
+    Ok(EvidenceLog::open(dir, open_options()?)?)
 }
 
 /// `recon verify`: exit 0 intact, 1 broken.
@@ -689,8 +687,7 @@ fn verify(dir: &Path, against: Option<PathBuf>, json: bool, out: &mut Out) -> Ou
                 .collect::<Result<Vec<_>, _>>()
         })
         .transpose()?;
-    let sender = open_sender(dir)?;
-    let report = sender.verify_evidence(export.as_deref())?;
+    let report = open_log(dir)?.verify(export.as_deref())?;
     if json {
         out.json(&report)?;
     } else if report.intact {
@@ -736,8 +733,7 @@ fn verify(dir: &Path, against: Option<PathBuf>, json: bool, out: &mut Out) -> Ou
 /// `recon export`: every row as stored, one JSON line each; exit 1 after
 /// writing when the log is broken, so an archiving script notices.
 fn export(dir: &Path, output: Option<PathBuf>) -> Outcome {
-    let sender = open_sender(dir)?;
-    let (rows, report) = sender.export_evidence()?;
+    let (rows, report) = open_log(dir)?.export()?;
     let mut text = String::new();
     for row in &rows {
         text.push_str(&row.export_line());

@@ -108,7 +108,7 @@ pub fn render(app: &App) -> Buffer {
 /// console started without `--workspace`. The directory is removed when
 /// the returned guard is dropped.
 pub fn demo_workspace(
-    options: crate::store::OpenOptions,
+    options: crate::OpenOptions,
 ) -> crate::Result<(crate::Workspace, tempfile::TempDir)> {
     let dir = tempfile::Builder::new().prefix("recon-demo-").tempdir()?;
     let mut ws = crate::Workspace::open(dir.path(), options.creating())?;

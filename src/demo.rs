@@ -15,9 +15,10 @@
 
 pub mod generate;
 
-use crate::dispatch::{self, DispatchOptions, Fault, ReceiverCall};
+use crate::dispatch::{self, DispatchOptions, ReceiverCall};
 use crate::domain::{CompensationRequest, Decision, OpKind, OpState, Verdict};
 use crate::error::{Result, StoreError};
+use crate::receiver::Fault;
 use crate::workspace::{ReconcileRequest, Workspace};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -71,8 +72,8 @@ const LEE: &str = "lee.finance";
 /// `extra_ops` generated operations, numbered after any generated before.
 pub fn build(ws: &mut Workspace, extra_ops: u64) -> Result<DemoSummary> {
     let ops_before = total_ops(ws)?;
-    let effects_before = ws.receiver.effect_count(None)?;
-    let showcase = if ws.sender.get(FIRST_SHOWCASE_OP)?.is_some() {
+    let effects_before = ws.effect_count(None)?;
+    let showcase = if ws.operation(FIRST_SHOWCASE_OP)?.is_some() {
         Vec::new()
     } else {
         build_showcase(ws)?
@@ -83,14 +84,14 @@ pub fn build(ws: &mut Workspace, extra_ops: u64) -> Result<DemoSummary> {
     };
     Ok(DemoSummary {
         operations: u64::try_from(total_ops(ws)? - ops_before).unwrap_or(0),
-        effects: u64::try_from(ws.receiver.effect_count(None)? - effects_before).unwrap_or(0),
+        effects: u64::try_from(ws.effect_count(None)? - effects_before).unwrap_or(0),
         showcase,
         generated,
     })
 }
 
 fn total_ops(ws: &Workspace) -> Result<i64> {
-    Ok(ws.sender.count_by_state()?.values().sum())
+    Ok(ws.counts()?.values().sum())
 }
 
 /// One showcase story: the op it is about, what it shows, and where it
@@ -215,7 +216,7 @@ fn lost_before_commit() -> DispatchOptions {
 /// Calls the receiver directly, bypassing the sender's guard, as an unsafe
 /// retry does, and checks that it wrote an effect.
 fn direct_call(ws: &Workspace, call: &ReceiverCall<'_>) -> Result<()> {
-    let outcome = dispatch::spawn(ws.receiver_program(), &ws.paths.dir, call)?.finish()?;
+    let outcome = dispatch::spawn(ws.receiver_program(), ws.dir(), call)?.finish()?;
     match outcome.receipt {
         Some(_) => Ok(()),
         None => Err(StoreError::Receiver(format!(
@@ -448,7 +449,6 @@ fn read_showcase(ws: &mut Workspace) -> Result<Vec<ShowcaseOp>> {
 /// Adds `n` generated operations after the last one already there.
 fn add_generated(ws: &mut Workspace, n: u64) -> Result<Generated> {
     let last = ws
-        .sender
         .last_op_id_between(generate::LOW, generate::HIGH, generate::GLOB)?
         .and_then(|id| generate::number(&id))
         .unwrap_or(0);
@@ -484,60 +484,15 @@ fn add_generated(ws: &mut Workspace, n: u64) -> Result<Generated> {
 /// rewrite the same pages to the WAL over and over.
 const CHUNK_OPS: u64 = 10_000;
 
-/// Writes generated ops `first..=end` in chunks, the sender's and the
-/// receiver's rows in parallel on their own connections. Each receiver
-/// chunk commits only after the sender committed the same chunk, so no
-/// evidence is ever written for an operation the outbox does not have; if
-/// the receiver fails, at most one chunk of operations is left without its
-/// evidence, which is an honest state for `unknown` operations.
+/// Writes generated ops `first..=end` in chunks of [`CHUNK_OPS`].
 /// Returns the operations and ledger rows written.
 fn write_generated(ws: &mut Workspace, first: u64, end: u64) -> Result<(u64, u64)> {
-    let chunks = move || {
-        (first..=end)
-            .step_by(CHUNK_OPS as usize)
-            .map(move |start| start..=end.min(start + CHUNK_OPS - 1))
+    let chunks = move || -> Box<dyn Iterator<Item = std::ops::RangeInclusive<u64>>> {
+        Box::new(
+            (first..=end)
+                .step_by(CHUNK_OPS as usize)
+                .map(move |start| start..=end.min(start + CHUNK_OPS - 1)),
+        )
     };
-    let sender = &mut ws.sender;
-    let receiver = &mut ws.receiver;
-    std::thread::scope(|scope| {
-        // A rendezvous channel: the sender runs at most one chunk ahead.
-        let (committed, sender_done) = std::sync::mpsc::sync_channel::<Result<u64>>(0);
-        scope.spawn(move || {
-            for chunk in chunks() {
-                let result = sender.insert_lost_receipts(chunk.map(generate::operation));
-                let failed = result.is_err();
-                if committed.send(result).is_err() || failed {
-                    break;
-                }
-            }
-        });
-        let mut operations = 0;
-        let mut rows = 0;
-        for chunk in chunks() {
-            let mut sender_error = None;
-            let appended =
-                receiver.append_effects(chunk.flat_map(generate::effects), || match sender_done
-                    .recv()
-                {
-                    Ok(Ok(n)) => {
-                        operations += n;
-                        true
-                    }
-                    Ok(Err(e)) => {
-                        sender_error = Some(e);
-                        false
-                    }
-                    Err(_) => false,
-                })?;
-            match appended {
-                Some(appended) => rows += appended.count,
-                None => {
-                    return Err(sender_error.unwrap_or_else(|| {
-                        StoreError::Corrupt("the outbox's bulk writer stopped".into()).into()
-                    }))
-                }
-            }
-        }
-        Ok((operations, rows))
-    })
+    ws.append_generated(chunks, generate::operation, generate::effects)
 }

@@ -1,25 +1,20 @@
-//! Both ends of the wire between sender and receiver, and the only code that
-//! spawns the receiver child or reads receipts.
+//! The receiver client: the only code that spawns a receiver process and
+//! reads what it printed.
 //!
-//! The sender side ([`start`], [`InFlight::finish`]) persists `unknown` with a
-//! `dispatch_log` row, commits, and only then spawns `recon receiver apply`
-//! as a child process of the same binary. A receipt is a JSON line on the
-//! child's stdout; nothing else is evidence. The child's exit code is
-//! reported as a test-harness signal and never read as a receipt.
+//! The facade commits `unknown` (with its dispatch record) first and only
+//! then calls [`spawn_for`], which starts `recon receiver apply` as a child
+//! process of the same binary. A receipt is a JSON line on the child's
+//! stdout; nothing else is evidence ([`conclude`] judges it). The child's
+//! exit code is reported as a test-harness signal and never read as a
+//! receipt. Ordering between processes comes from pipes: the `ready` line
+//! and the permit line. Timeouts only bound hung children.
 //!
-//! The receiver side ([`serve_apply`]) is what that child runs: it opens the
-//! receiver database, optionally waits for a permit on stdin, writes the
-//! effect, and prints the receipt. Its two faults model a receipt lost after
-//! the commit (exit 23, nothing on stdout) and a request lost before it
-//! (exit 24, nothing written). Ordering between processes comes from pipes:
-//! the `ready` line and the permit line. Timeouts only bound hung children.
+//! The child's own side lives with the receivers (`receiver::serve_apply`).
 
 use crate::domain::{canonical_json, Effect, OpState, Operation};
-use crate::error::{Error, Refusal, Result, StoreError};
-use crate::faults::{self, CrashPoint};
-use crate::store::receiver::ApplyRequest;
-use crate::store::{OpenOptions, ReceiverStore, SenderStore, WorkspacePaths};
-use serde::{Deserialize, Serialize};
+use crate::error::{Error, Refusal, StoreError};
+use crate::receiver::{Fault, ReceiptLine, READY_LINE};
+use serde::Serialize;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -29,33 +24,9 @@ use std::sync::mpsc::{self, Receiver as Channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Exit code of a receiver that committed and then died before its receipt.
-pub const EXIT_CRASH_AFTER_COMMIT: i32 = 23;
-/// Exit code of a receiver that died before writing anything.
-pub const EXIT_CRASH_BEFORE_COMMIT: i32 = 24;
-/// The line a `--wait-permit` receiver prints once its database is open.
-pub const READY_LINE: &str = "ready";
-
 /// Payloads up to this size travel as a command-line argument; larger ones
 /// through a temporary file, since one argument is limited to 128 KiB.
 const INLINE_PAYLOAD_LIMIT: usize = 32 * 1024;
-
-/// A receiver fault, for the experiment and for drills.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Fault {
-    CrashAfterCommit,
-    CrashBeforeCommit,
-}
-
-impl Fault {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fault::CrashAfterCommit => "crash-after-commit",
-            Fault::CrashBeforeCommit => "crash-before-commit",
-        }
-    }
-}
 
 /// How to run the receiver child: which program, and how long a child may
 /// run before it counts as hung and is killed. Clones share one count of
@@ -134,12 +105,6 @@ pub struct ChildOutcome {
     /// Bytes the child wrote on stdout besides the `ready` line.
     pub stdout_bytes: usize,
     pub stderr: String,
-}
-
-/// The JSON line a receiver prints after its commit.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ReceiptLine {
-    pub receipt: Effect,
 }
 
 /// A receiver child that has been spawned and not yet reaped.
@@ -335,105 +300,43 @@ pub struct DispatchOptions {
     pub wait_permit: bool,
 }
 
-/// Commits `prepared -> unknown` with its `dispatch_log` row, then spawns
-/// the receiver. Refusals (blind retry, compensation rechecks) happen in
-/// that transaction, before any child exists.
-pub fn start(
-    sender: &mut SenderStore,
-    paths: &WorkspacePaths,
+/// Spawns the receiver child for a dispatch of `operation`, whose `unknown`
+/// state is already committed.
+pub fn spawn_for(
     program: &ReceiverProgram,
-    op_id: &str,
+    workspace: &Path,
+    operation: &Operation,
     options: DispatchOptions,
-) -> Result<PendingDispatch> {
-    let operation = sender.begin_dispatch(op_id)?;
-    faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
+) -> Result<InFlight, StoreError> {
     let call = ReceiverCall {
         fault: options.fault,
         wait_permit: options.wait_permit,
-        ..ReceiverCall::for_operation(&operation)
+        ..ReceiverCall::for_operation(operation)
     };
-    let child = spawn(program, &paths.dir, &call)?;
-    Ok(PendingDispatch { operation, child })
+    spawn(program, workspace, &call)
 }
 
-/// Waits for the receiver and records its receipt, if any, as evidence.
-pub fn finish(sender: &mut SenderStore, pending: PendingDispatch) -> Result<DispatchReport> {
-    let PendingDispatch { operation, child } = pending;
-    let outcome = child.finish()?;
+/// Judges what a dispatch's child printed: the report as the operation
+/// stands, and the receipt when one came back for exactly this operation
+/// (the caller records it and updates the report's state and version).
+pub fn conclude(operation: &Operation, outcome: ChildOutcome) -> (DispatchReport, Option<Effect>) {
     let receipt = outcome
         .receipt
         .filter(|r| r.op_id == operation.op_id && r.action_kind == operation.action_kind);
-    let mut report = DispatchReport {
+    let report = DispatchReport {
         op_id: operation.op_id.clone(),
-        outcome: "unknown",
+        outcome: if receipt.is_some() {
+            "receipt"
+        } else {
+            "unknown"
+        },
         receiver_exit_code: outcome.exit_code,
-        effect_id: None,
+        effect_id: receipt.as_ref().map(|r| r.effect_id.clone()),
         state: operation.state,
         version: operation.version,
         receiver_stderr: outcome.stderr,
     };
-    if let Some(receipt) = receipt {
-        faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
-        report.outcome = "receipt";
-        report.effect_id = Some(receipt.effect_id.clone());
-        let current = match sender.record_receipt(&operation, &receipt)? {
-            Some((op, _)) => op,
-            None => sender.require(&operation.op_id)?,
-        };
-        report.state = current.state;
-        report.version = current.version;
-    }
-    Ok(report)
-}
-
-/// The arguments of `recon receiver apply`.
-#[derive(Debug, Clone)]
-pub struct ApplyArgs {
-    pub workspace: PathBuf,
-    pub op_id: String,
-    pub action_kind: String,
-    pub payload: Value,
-    pub compensates_effect_id: Option<String>,
-    pub fault: Option<Fault>,
-    pub wait_permit: bool,
-}
-
-/// Runs the receiver side of one call and returns the process exit code.
-///
-/// Under `crash-after-commit` the process exits with code 23 right after the
-/// commit, through `std::process::exit`: no unwinding, no receipt, nothing on
-/// stdout. Under `crash-before-commit` it exits with code 24 before writing
-/// anything.
-pub fn serve_apply(args: &ApplyArgs, options: OpenOptions) -> Result<()> {
-    let paths = WorkspacePaths::new(&args.workspace);
-    paths.prepare_dir(OpenOptions {
-        create: false,
-        ..options
-    })?;
-    let mut receiver = ReceiverStore::open(&paths.receiver, options)?;
-    if args.wait_permit {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{READY_LINE}").and_then(|()| out.flush())?;
-        let mut permit = String::new();
-        std::io::stdin().lock().read_line(&mut permit)?;
-    }
-    if args.fault == Some(Fault::CrashBeforeCommit) {
-        std::process::exit(EXIT_CRASH_BEFORE_COMMIT);
-    }
-    let effect = receiver.apply(&ApplyRequest {
-        op_id: &args.op_id,
-        action_kind: &args.action_kind,
-        payload: &args.payload,
-        compensates_effect_id: args.compensates_effect_id.as_deref(),
-    })?;
-    if args.fault == Some(Fault::CrashAfterCommit) {
-        std::process::exit(EXIT_CRASH_AFTER_COMMIT);
-    }
-    let line = serde_json::to_string(&ReceiptLine { receipt: effect })
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush())?;
-    Ok(())
+    (report, receipt)
 }
 
 /// Is this error the receiver's close barrier?

@@ -5,7 +5,15 @@
 //! stores persist these values and the console renders them, but the rules that
 //! decide what is safe live only here, where they can be tested as a table.
 
-use crate::error::Refusal;
+mod records;
+mod refusal;
+pub mod sanitize;
+
+pub use records::{
+    Appended, BulkEffect, BulkOperation, Ceiling, Closure, Description, EffectRequest,
+    NewOperation, PageBound, QueueFilter, Recorded,
+};
+pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;

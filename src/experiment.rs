@@ -12,10 +12,11 @@ mod compare;
 
 pub use compare::{compare, Difference};
 
-use crate::dispatch::{self, ChildOutcome, DispatchOptions, Fault, ReceiverCall, ReceiverProgram};
+use crate::dispatch::{self, ChildOutcome, DispatchOptions, ReceiverCall, ReceiverProgram};
 use crate::domain::{classify, CompensationRequest, Decision, Effect, Operation, Scope, Snapshot};
 use crate::error::{Error, Result, StoreError};
-use crate::store::{OpenOptions, SenderStore};
+use crate::receiver::Fault;
+use crate::settings::OpenOptions;
 use crate::workspace::{ReconcileRequest, Workspace};
 use serde_json::{json, Map, Value};
 
@@ -41,7 +42,7 @@ impl Lab {
     /// Reads an operation back on a brand-new connection, as a sender that
     /// restarted would.
     fn reopened(&self, op_id: &str) -> Result<Operation> {
-        SenderStore::open(&self.ws.paths.sender, OpenOptions::default())?.require(op_id)
+        Workspace::open(self.ws.dir(), OpenOptions::default())?.require(op_id)
     }
 
     fn spawned(&self) -> usize {
@@ -49,11 +50,11 @@ impl Lab {
     }
 
     fn effects(&self, op_id: &str) -> Result<i64> {
-        Ok(self.ws.receiver.effect_count(Some(op_id))?)
+        Ok(self.ws.effect_count(Some(op_id))?)
     }
 
     fn dispatches(&self, op_id: &str) -> Result<i64> {
-        Ok(self.ws.sender.dispatch_count(op_id)?)
+        Ok(self.ws.dispatch_count(op_id)?)
     }
 
     fn prepare(&mut self, op_id: &str, action: &str, payload: Value) -> Result<Operation> {
@@ -63,7 +64,7 @@ impl Lab {
     /// Calls the receiver directly, bypassing the sender's guard, the way an
     /// unsafe retry would.
     fn direct(&self, call: &ReceiverCall<'_>) -> Result<ChildOutcome> {
-        Ok(dispatch::spawn(self.ws.receiver_program(), &self.ws.paths.dir, call)?.finish()?)
+        Ok(dispatch::spawn(self.ws.receiver_program(), self.ws.dir(), call)?.finish()?)
     }
 
     fn review(
@@ -72,7 +73,7 @@ impl Lab {
         reviewer: &str,
         decision: Decision,
         expected_version: i64,
-    ) -> Result<crate::store::sender::Recorded> {
+    ) -> Result<crate::domain::Recorded> {
         self.ws.reconcile(&ReconcileRequest {
             op_id,
             reviewer,
@@ -235,7 +236,7 @@ fn receipt_lost_after_commit(program: &ReceiverProgram) -> Result<Value> {
         "after_reopen": {
             "state": after.state,
             "version": after.version,
-            "evidence_rows": lab.ws.sender.evidence(op)?.len(),
+            "evidence_rows": lab.ws.evidence(op)?.len(),
         },
         "dispatch_log_rows": lab.dispatches(op)?,
         "effects": lab.effects(op)?,
@@ -410,8 +411,8 @@ fn delayed_original_closed(program: &ReceiverProgram) -> Result<Value> {
     pending.child.permit()?;
     let late = lab.ws.finish_dispatch(pending)?;
     let recorded = lab.review(op, "rosa", Decision::NotApplied, version)?;
-    let evidence = lab.ws.sender.evidence(op)?;
-    let closure = lab.ws.receiver.closure(op)?;
+    let evidence = lab.ws.evidence(op)?;
+    let closure = lab.ws.closure(op)?;
     let stored = lab.reopened(op)?;
     Ok(json!({
         "closing_snapshot": {
@@ -464,7 +465,7 @@ fn early_single_match_run(program: &ReceiverProgram, close: bool) -> Result<Valu
     // A delayed duplicate of the same request, already at the receiver.
     let mut duplicate = dispatch::spawn(
         lab.ws.receiver_program(),
-        &lab.ws.paths.dir,
+        lab.ws.dir(),
         &ReceiverCall {
             wait_permit: true,
             ..ReceiverCall::for_operation(&operation)
@@ -520,8 +521,8 @@ fn classification(program: &ReceiverProgram) -> Result<Value> {
         }
         ops.push(op);
     }
-    let open = |lab: &mut Lab, id: &str| lab.ws.receiver.snapshot(id, None);
-    let closed = |lab: &mut Lab, id: &str| lab.ws.receiver.snapshot(id, Some("rosa"));
+    let open = |lab: &mut Lab, id: &str| lab.ws.snapshot(id, None).map(|c| c.snapshot);
+    let closed = |lab: &mut Lab, id: &str| lab.ws.snapshot(id, Some("rosa")).map(|c| c.snapshot);
     let base = ops.swap_remove(0);
     let original = base.scope();
     let other_action = Scope {
@@ -643,10 +644,10 @@ fn reconciliation(program: &ReceiverProgram) -> Result<Value> {
         "blank_reviewer",
         outcome(lab.review(&applied.op_id, "   ", Decision::Confirmed, applied.version))?,
     );
-    let other_snapshot = lab.ws.receiver.snapshot(&absent.op_id, None)?;
+    let other_snapshot = lab.ws.snapshot(&absent.op_id, None)?.snapshot;
     record(
         "snapshot_for_another_op",
-        outcome(lab.ws.sender.record_review(&crate::domain::Review {
+        outcome(lab.ws.record_review(&crate::domain::Review {
             op_id: &applied.op_id,
             payload: &applied.payload,
             reviewer: "rosa",
@@ -709,16 +710,16 @@ fn reconciliation(program: &ReceiverProgram) -> Result<Value> {
     let untouched = lab.reopened(&applied.op_id)?;
 
     // A failing evidence write rolls the state change back with it.
-    lab.ws.sender.drill_install_evidence_fault()?;
+    lab.ws.drill_install_evidence_fault()?;
     let failed = lab.review(&applied.op_id, "rosa", Decision::Confirmed, applied.version);
     let failure = match failed {
         Ok(_) => json!("recorded"),
         Err(Error::Store(StoreError::Sqlite { .. })) => json!("storage_error"),
         Err(other) => return Err(other),
     };
-    lab.ws.sender.drill_remove_evidence_fault()?;
+    lab.ws.drill_remove_evidence_fault()?;
     let after_failure = lab.reopened(&applied.op_id)?;
-    let evidence_after_failure = lab.ws.sender.evidence(&applied.op_id)?.len();
+    let evidence_after_failure = lab.ws.evidence(&applied.op_id)?.len();
 
     // First reviewer wins; the stale second reviewer changes nothing.
     let first = lab.review(&applied.op_id, "rosa", Decision::Confirmed, applied.version)?;
@@ -728,9 +729,9 @@ fn reconciliation(program: &ReceiverProgram) -> Result<Value> {
             Err(Error::Refused(refusal)) => json!(refusal.to_string()),
             other => json!(format!("{:?}", other.map(|r| r.evidence_seq))),
         };
-    let evidence = lab.ws.sender.evidence(&applied.op_id)?;
+    let evidence = lab.ws.evidence(&applied.op_id)?;
     let final_state = lab.reopened(&applied.op_id)?;
-    let snapshot_now = lab.ws.receiver.snapshot(&applied.op_id, None)?;
+    let snapshot_now = lab.ws.snapshot(&applied.op_id, None)?.snapshot;
     let stored_snapshot: Option<Snapshot> = evidence
         .first()
         .and_then(|e| serde_json::from_value(e.snapshot.clone()).ok());
@@ -862,7 +863,7 @@ fn compensation(program: &ReceiverProgram) -> Result<Value> {
     // A compensation with no approval, and one whose action was changed
     // after approval, are refused before the receiver is invoked.
     let tampered_effect = tampered.confirmed_effect_id.clone().unwrap_or_default();
-    lab.ws.sender.drill_insert_unapproved_compensation(
+    lab.ws.drill_insert_unapproved_compensation(
         "op-refund-unapproved",
         "refund_charge",
         &refund,
@@ -885,7 +886,6 @@ fn compensation(program: &ReceiverProgram) -> Result<Value> {
         "ines",
     )?;
     lab.ws
-        .sender
         .drill_change_action_kind("op-refund-0003", "charge_card")?;
     let changed = outcome(
         lab.ws

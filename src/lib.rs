@@ -16,9 +16,13 @@ pub mod domain;
 pub mod error;
 pub mod experiment;
 pub mod faults;
-pub mod sanitize;
-pub mod store;
+pub mod receiver;
+pub mod settings;
+mod store;
 pub mod workspace;
 
+pub use domain::sanitize;
+
 pub use error::{Error, Refusal, Result, StoreError};
+pub use settings::OpenOptions;
 pub use workspace::Workspace;

@@ -21,52 +21,126 @@
 //!   `user_version` is the schema version: a file from an incompatible recon
 //!   is refused with a clear error instead of being misread.
 
+//!
+//! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and
+//! speaks to it only in domain terms ([`Outbox`] for the flow, [`QueuePages`]
+//! for the console's pages, [`BulkLoad`] for generated demo load, [`Drills`]
+//! for the experiment's deliberate damage, [`EvidenceAudit`] for `verify`
+//! and `export`). No SQL and no rusqlite type appears in those signatures,
+//! so a second store (PostgreSQL, for teams) is one more implementation and
+//! no caller changes. The receiver's ledger has one implementation and sits
+//! behind the `Receiver` trait instead (`crate::receiver`).
+
 mod audit_queries;
-pub mod bulk;
+mod bulk;
 mod console_queries;
 mod drill;
-pub mod receiver;
-pub mod sender;
+mod receiver;
+mod sender;
 
-use crate::error::StoreError;
+use crate::audit::{StoredRow, VerifyReport};
+use crate::domain::{
+    Approval, BulkOperation, CompensationRequest, Effect, EvidenceRecord, NewOperation, OpState,
+    Operation, PageBound, QueueFilter, Recorded, Review, Verdict,
+};
+use crate::error::{Result, StoreError};
+use crate::settings::OpenOptions;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-pub use console_queries::{PageBound, QueueFilter};
-pub use receiver::ReceiverStore;
-pub use sender::SenderStore;
+pub(crate) use receiver::ReceiverStore;
+pub(crate) use sender::SqliteSender;
+
+/// The outbox's own flow: prepare, dispatch, receipts, reviews and
+/// approvals, each one transaction, and the reads that show them.
+pub(crate) trait Outbox {
+    fn prepare(&mut self, new: &NewOperation<'_>) -> Result<Operation>;
+    fn get(&self, op_id: &str) -> Result<Option<Operation>>;
+    fn require(&self, op_id: &str) -> Result<Operation>;
+    /// Operations in `op_id` order after `after`, optionally of one state.
+    fn list(
+        &self,
+        state: Option<OpState>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Operation>>;
+    fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>>;
+    /// Commits `prepared -> unknown` with its dispatch record, or refuses.
+    fn begin_dispatch(&mut self, op_id: &str) -> Result<Operation>;
+    /// Records a receipt as evidence; `None` when the operation had already
+    /// left `unknown` at that version.
+    fn record_receipt(
+        &mut self,
+        op: &Operation,
+        receipt: &Effect,
+    ) -> Result<Option<(Operation, i64)>>;
+    /// Every rule of a review, without writing.
+    fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
+    fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded>;
+    fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval>;
+    fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
+    fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
+    fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
+    fn is_unused(&self) -> Result<bool, StoreError>;
+    fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError>;
+    /// Changes whenever another connection commits.
+    fn data_version(&self) -> Result<i64, StoreError>;
+}
+
+/// One screenful of the queue, keyset-paged.
+pub(crate) trait QueuePages {
+    fn queue_page(
+        &self,
+        filter: QueueFilter<'_>,
+        bound: PageBound<'_>,
+        limit: usize,
+    ) -> Result<Vec<Operation>>;
+}
+
+/// Generated load for the demo, written in large transactions.
+pub(crate) trait BulkLoad {
+    fn last_op_id_between(
+        &self,
+        low: &str,
+        high: &str,
+        pattern: &str,
+    ) -> Result<Option<String>, StoreError>;
+    fn insert_lost_receipts(&mut self, ops: &mut dyn Iterator<Item = BulkOperation>)
+        -> Result<u64>;
+}
+
+/// Deliberate damage, for the experiment's refusal scenarios.
+pub(crate) trait Drills {
+    fn drill_install_evidence_fault(&self) -> Result<(), StoreError>;
+    fn drill_remove_evidence_fault(&self) -> Result<(), StoreError>;
+    fn drill_insert_unapproved_compensation(
+        &self,
+        op_id: &str,
+        action_kind: &str,
+        payload: &serde_json::Value,
+        original_op_id: &str,
+        effect_id: &str,
+    ) -> Result<(), StoreError>;
+    fn drill_change_action_kind(&self, op_id: &str, action_kind: &str) -> Result<(), StoreError>;
+}
+
+/// The evidence log read exactly as stored, for `verify` and `export`.
+pub(crate) trait EvidenceAudit {
+    fn verify_evidence(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError>;
+    fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError>;
+}
+
+/// Everything the facade needs of a sender store.
+pub(crate) trait SenderStore:
+    Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + Send
+{
+}
+
+impl<T: Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + Send> SenderStore for T {}
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = 1;
-
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How to open a workspace's databases.
-#[derive(Debug, Clone, Copy)]
-pub struct OpenOptions {
-    /// Create the directory and the databases when they do not exist.
-    pub create: bool,
-    pub busy_timeout: Duration,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions {
-            create: false,
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-        }
-    }
-}
-
-impl OpenOptions {
-    pub fn creating(self) -> Self {
-        OpenOptions {
-            create: true,
-            ..self
-        }
-    }
-}
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -172,7 +246,7 @@ fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreErr
 
 /// The directory and file paths of a workspace.
 #[derive(Debug, Clone)]
-pub struct WorkspacePaths {
+pub(crate) struct WorkspacePaths {
     pub dir: PathBuf,
     pub sender: PathBuf,
     pub receiver: PathBuf,
@@ -197,5 +271,84 @@ impl WorkspacePaths {
         }
         std::fs::create_dir_all(&self.dir)?;
         Ok(())
+    }
+}
+
+/// Opens (or, with `options.create`, creates) both databases of a
+/// workspace: the outbox behind its seam, and the built-in ledger's file.
+pub(crate) fn open_pair(
+    dir: &Path,
+    options: OpenOptions,
+) -> Result<(Box<dyn SenderStore>, ReceiverStore), StoreError> {
+    let paths = WorkspacePaths::new(dir);
+    paths.prepare_dir(options)?;
+    let options = whole_or_nothing(&paths, options)?;
+    // Check an existing database before creating its missing partner,
+    // so a workspace with one bad file is refused without a new file
+    // appearing beside it.
+    let (sender, receiver) = if paths.receiver.exists() && !paths.sender.exists() {
+        let receiver = ReceiverStore::open(&paths.receiver, options)?;
+        (SqliteSender::open(&paths.sender, options)?, receiver)
+    } else {
+        let sender = SqliteSender::open(&paths.sender, options)?;
+        (sender, ReceiverStore::open(&paths.receiver, options)?)
+    };
+    Ok((Box::new(sender), receiver))
+}
+
+/// Opens only the outbox of an existing workspace: verifying and exporting
+/// the evidence log need nothing else, and must work even when the
+/// receiver's file is gone.
+pub(crate) fn open_sender(
+    dir: &Path,
+    options: OpenOptions,
+) -> Result<Box<dyn SenderStore>, StoreError> {
+    let paths = WorkspacePaths::new(dir);
+    paths.prepare_dir(options)?;
+    Ok(Box::new(SqliteSender::open(&paths.sender, options)?))
+}
+
+/// Opens only the ledger of an existing workspace (the receiver child's
+/// side of a dispatch); never creates anything.
+pub(crate) fn open_receiver(dir: &Path, options: OpenOptions) -> Result<ReceiverStore, StoreError> {
+    let paths = WorkspacePaths::new(dir);
+    paths.prepare_dir(OpenOptions {
+        create: false,
+        ..options
+    })?;
+    ReceiverStore::open(&paths.receiver, options)
+}
+
+/// A workspace is created whole or not at all. When one database is absent
+/// (or an empty file) and the other holds data, the absent one was lost, and
+/// recreating it would be unsafe: a fresh outbox forgets which operations
+/// were sent, so the same op could be prepared and dispatched again; a fresh
+/// ledger forgets its close tombstones, so a late original could land after
+/// `not_applied`. Then the workspace is opened without creating anything,
+/// which reports the lost file.
+fn whole_or_nothing(
+    paths: &WorkspacePaths,
+    options: OpenOptions,
+) -> Result<OpenOptions, StoreError> {
+    if !options.create {
+        return Ok(options);
+    }
+    let existing = OpenOptions {
+        create: false,
+        ..options
+    };
+    let in_use = match (holds_nothing(&paths.sender), holds_nothing(&paths.receiver)) {
+        (true, false) => !ReceiverStore::open(&paths.receiver, existing)?.is_unused()?,
+        (false, true) => !SqliteSender::open(&paths.sender, existing)?.is_unused()?,
+        _ => false,
+    };
+    Ok(if in_use { existing } else { options })
+}
+
+/// Absent, or an empty file (which SQLite would treat as a new database).
+fn holds_nothing(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.is_file() && meta.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }

@@ -1,27 +1,38 @@
-//! The library's front door: one workspace, its two stores, and the
-//! reconciliation flow as the command line and the console use it.
+//! The library's front door: one workspace, its outbox and its receivers,
+//! and the reconciliation flow as the command line, the console, the
+//! experiment and the demo use it.
 //!
-//! A [`Workspace`] holds a connection to each database. Each method is one
-//! step a user can take, and each mutation is one transaction on one store
-//! (a closing snapshot is the receiver's; everything else the sender's), so
-//! the two databases are never written together.
+//! A [`Workspace`] is the only door. Its stores are private: the outbox is a
+//! `Box<dyn SenderStore>` (SQLite today, PostgreSQL for teams later), and
+//! every receiver is reached through the `Receiver` trait (the built-in
+//! ledger today, adapter processes next). Callers see domain types only;
+//! when a caller needs something, the facade grows a method named after the
+//! need. Each mutation is one transaction on one store (a closing snapshot
+//! is the receiver's; everything else the outbox's), so the two are never
+//! written together.
 
+use crate::audit::{StoredRow, VerifyReport};
 use crate::dispatch::{self, DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
-    classify, normalize_name, Approval, CompensationRequest, Decision, Effect, EvidenceRecord,
-    Operation, Review, Snapshot, Verdict,
+    classify, normalize_name, Approval, BulkEffect, BulkOperation, Closure, CompensationRequest,
+    Decision, Effect, EvidenceRecord, NewOperation, OpState, Operation, PageBound, QueueFilter,
+    Recorded, Review, Snapshot, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
-use crate::store::sender::{NewOperation, Recorded};
-use crate::store::{OpenOptions, ReceiverStore, SenderStore, WorkspacePaths};
+use crate::faults::{self, CrashPoint};
+use crate::receiver::{Builtin, Receiver};
+use crate::settings::OpenOptions;
+use crate::store::{self, SenderStore};
 use serde::Serialize;
 use serde_json::Value;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 
 pub struct Workspace {
-    pub paths: WorkspacePaths,
-    pub sender: SenderStore,
-    pub receiver: ReceiverStore,
+    dir: PathBuf,
+    sender: Box<dyn SenderStore>,
+    ledger: Builtin,
     program: ReceiverProgram,
 }
 
@@ -45,25 +56,18 @@ pub struct OpDetail {
 impl Workspace {
     /// Opens an existing workspace, or creates it with `options.create`.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let paths = WorkspacePaths::new(dir);
-        paths.prepare_dir(options)?;
-        let options = whole_or_nothing(&paths, options)?;
-        // Check an existing database before creating its missing partner,
-        // so a workspace with one bad file is refused without a new file
-        // appearing beside it.
-        let (sender, receiver) = if paths.receiver.exists() && !paths.sender.exists() {
-            let receiver = ReceiverStore::open(&paths.receiver, options)?;
-            (SenderStore::open(&paths.sender, options)?, receiver)
-        } else {
-            let sender = SenderStore::open(&paths.sender, options)?;
-            (sender, ReceiverStore::open(&paths.receiver, options)?)
-        };
+        let (sender, receiver) = store::open_pair(dir, options)?;
         Ok(Workspace {
-            paths,
+            dir: dir.to_path_buf(),
             sender,
-            receiver,
+            ledger: Builtin::from_store(receiver),
             program: ReceiverProgram::current()?,
         })
+    }
+
+    /// The workspace directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Uses another binary as the receiver child (tests run the library from
@@ -75,6 +79,12 @@ impl Workspace {
 
     pub fn receiver_program(&self) -> &ReceiverProgram {
         &self.program
+    }
+
+    /// The receiver an operation routes to. Every operation routes to the
+    /// built-in ledger until receivers can be registered.
+    fn receiver_for(&mut self, _op: &Operation) -> &mut dyn Receiver {
+        &mut self.ledger
     }
 
     pub fn prepare(
@@ -95,17 +105,35 @@ impl Workspace {
         self.finish_dispatch(pending)
     }
 
-    /// The first half of a dispatch: `unknown` committed, child running.
+    /// The first half of a dispatch: `prepared -> unknown` committed with
+    /// its dispatch record, then the receiver child spawned. Refusals (blind
+    /// retry, compensation rechecks) happen in that transaction, before any
+    /// child exists.
     pub fn start_dispatch(
         &mut self,
         op_id: &str,
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
-        dispatch::start(&mut self.sender, &self.paths, &self.program, op_id, options)
+        let operation = self.sender.begin_dispatch(op_id)?;
+        faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
+        let child = dispatch::spawn_for(&self.program, &self.dir, &operation, options)?;
+        Ok(PendingDispatch { operation, child })
     }
 
+    /// Waits for the receiver and records its receipt, if any, as evidence.
     pub fn finish_dispatch(&mut self, pending: PendingDispatch) -> Result<DispatchReport> {
-        dispatch::finish(&mut self.sender, pending)
+        let PendingDispatch { operation, child } = pending;
+        let (mut report, receipt) = dispatch::conclude(&operation, child.finish()?);
+        if let Some(receipt) = receipt {
+            faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
+            let current = match self.sender.record_receipt(&operation, &receipt)? {
+                Some((op, _)) => op,
+                None => self.sender.require(&operation.op_id)?,
+            };
+            report.state = current.state;
+            report.version = current.version;
+        }
+        Ok(report)
     }
 
     /// Takes a snapshot of the operation's receiver effects and classifies
@@ -116,12 +144,13 @@ impl Workspace {
         op_id: &str,
         close_authorized_by: Option<&str>,
     ) -> Result<Classified> {
-        let close = match close_authorized_by {
-            Some(who) => Some(normalize_name(who).ok_or(Refusal::EmptyReviewer)?),
-            None => None,
-        };
+        let close = named(close_authorized_by)?;
         let operation = self.sender.require(op_id)?;
-        let snapshot = self.receiver.snapshot(op_id, close)?;
+        let receiver = self.receiver_for(&operation);
+        let snapshot = match close {
+            Some(who) => receiver.close(op_id, who)?,
+            None => receiver.query(op_id)?,
+        };
         let verdict = classify(operation.scope(), &snapshot);
         Ok(Classified {
             operation,
@@ -142,13 +171,10 @@ impl Workspace {
     /// closing snapshot, in case a write landed in between.
     pub fn reconcile(&mut self, request: &ReconcileRequest<'_>) -> Result<Recorded> {
         let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
-        let close = match request.close_authorized_by {
-            Some(who) => Some(normalize_name(who).ok_or(Refusal::EmptyReviewer)?),
-            None => None,
-        };
+        let close = named(request.close_authorized_by)?;
         let current = self.sender.require(request.op_id)?;
         let payload = request.payload.unwrap_or(&current.payload);
-        let open = self.receiver.snapshot(request.op_id, None)?;
+        let open = self.receiver_for(&current).query(request.op_id)?;
         let snapshot = match close {
             Some(who) => {
                 let as_closed = Snapshot {
@@ -157,12 +183,19 @@ impl Workspace {
                 };
                 self.sender
                     .precheck_review(&review_of(request, payload, reviewer, &as_closed))?;
-                self.receiver.snapshot(request.op_id, Some(who))?
+                self.receiver_for(&current).close(request.op_id, who)?
             }
             None => open,
         };
         self.sender
             .record_review(&review_of(request, payload, reviewer, &snapshot))
+    }
+
+    /// Records a decision on a snapshot the caller already holds, under
+    /// every rule of a review (the experiment shows that a snapshot of
+    /// another operation is refused `scope_mismatch`).
+    pub fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded> {
+        self.sender.record_review(review)
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
@@ -177,15 +210,220 @@ impl Workspace {
         })
     }
 
+    /// The operation, or `None` when there is no such operation.
+    pub fn operation(&self, op_id: &str) -> Result<Option<Operation>> {
+        self.sender.get(op_id)
+    }
+
+    /// The operation, or `unknown_operation`.
+    pub fn require(&self, op_id: &str) -> Result<Operation> {
+        self.sender.require(op_id)
+    }
+
+    /// Operations in `op_id` order after `after`, optionally of one state.
+    pub fn ops(
+        &self,
+        state: Option<OpState>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
+        self.sender.list(state, after, limit)
+    }
+
+    /// One page of the console's queue.
+    pub fn queue_page(
+        &self,
+        filter: QueueFilter<'_>,
+        bound: PageBound<'_>,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
+        self.sender.queue_page(filter, bound, limit)
+    }
+
+    /// How many operations are in each state.
+    pub fn counts(&self) -> Result<BTreeMap<OpState, i64>> {
+        self.sender.count_by_state()
+    }
+
+    pub fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
+        self.sender.evidence(op_id)
+    }
+
+    /// The whole evidence log, in order.
+    pub fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
+        self.sender.evidence_log()
+    }
+
+    pub fn approvals(&self, op_id: &str) -> Result<Vec<Approval>> {
+        self.sender.approvals(op_id)
+    }
+
+    /// How many times the receiver was invoked for the operation.
+    pub fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError> {
+        self.sender.dispatch_count(op_id)
+    }
+
+    /// The built-in ledger's effects, all or one operation's.
     pub fn ledger(&self, op_id: Option<&str>) -> Result<Vec<Effect>> {
-        self.receiver.ledger(op_id)
+        self.ledger.ledger(op_id)
+    }
+
+    /// How many effects the built-in ledger holds, all or one operation's.
+    pub fn effect_count(&self, op_id: Option<&str>) -> Result<i64, StoreError> {
+        self.ledger.effect_count(op_id)
+    }
+
+    /// Who closed the operation at the built-in ledger, if anyone.
+    pub fn closure(&self, op_id: &str) -> Result<Option<Closure>, StoreError> {
+        self.ledger.closure(op_id)
     }
 
     /// A value that changes whenever another connection commits to either
     /// database: what the console polls to stay live.
     pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
-        Ok((self.sender.data_version()?, self.receiver.data_version()?))
+        Ok((self.sender.data_version()?, self.ledger.data_version()?))
     }
+
+    /// The greatest op id in `low..=high` matching the GLOB `pattern`: where
+    /// generated load continues.
+    pub fn last_op_id_between(
+        &self,
+        low: &str,
+        high: &str,
+        pattern: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.sender.last_op_id_between(low, high, pattern)
+    }
+
+    /// Writes generated load in chunks, the outbox's operations and the
+    /// ledger's effects in parallel on their own connections. Each ledger
+    /// chunk commits only after the outbox committed the same chunk, so no
+    /// evidence is ever written for an operation the outbox does not have;
+    /// if the ledger fails, at most one chunk of operations is left without
+    /// its evidence, which is an honest state for `unknown` operations.
+    /// Returns the operations and ledger rows written.
+    pub fn append_generated<O, E, I>(
+        &mut self,
+        chunks: impl Fn() -> Box<dyn Iterator<Item = RangeInclusive<u64>>> + Sync,
+        operation_of: O,
+        effects_of: E,
+    ) -> Result<(u64, u64)>
+    where
+        O: Fn(u64) -> BulkOperation + Sync,
+        E: Fn(u64) -> I + Sync,
+        I: Iterator<Item = BulkEffect>,
+    {
+        let sender = &mut self.sender;
+        let ledger = &mut self.ledger;
+        std::thread::scope(|scope| {
+            // A rendezvous channel: the outbox runs at most one chunk ahead.
+            let (committed, sender_done) = std::sync::mpsc::sync_channel::<Result<u64>>(0);
+            let (chunks, operation_of) = (&chunks, &operation_of);
+            scope.spawn(move || {
+                for chunk in chunks() {
+                    let result = sender.insert_lost_receipts(&mut chunk.map(operation_of));
+                    let failed = result.is_err();
+                    if committed.send(result).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            let mut operations = 0;
+            let mut rows = 0;
+            for chunk in chunks() {
+                let mut sender_error = None;
+                let appended = ledger.append_effects(chunk.flat_map(&effects_of), || {
+                    match sender_done.recv() {
+                        Ok(Ok(n)) => {
+                            operations += n;
+                            true
+                        }
+                        Ok(Err(e)) => {
+                            sender_error = Some(e);
+                            false
+                        }
+                        Err(_) => false,
+                    }
+                })?;
+                match appended {
+                    Some(appended) => rows += appended.count,
+                    None => {
+                        return Err(sender_error.unwrap_or_else(|| {
+                            StoreError::Corrupt("the outbox's bulk writer stopped".into()).into()
+                        }))
+                    }
+                }
+            }
+            Ok((operations, rows))
+        })
+    }
+
+    /// Drill: installs a trigger that makes every evidence insert fail.
+    pub fn drill_install_evidence_fault(&self) -> Result<(), StoreError> {
+        self.sender.drill_install_evidence_fault()
+    }
+
+    pub fn drill_remove_evidence_fault(&self) -> Result<(), StoreError> {
+        self.sender.drill_remove_evidence_fault()
+    }
+
+    /// Drill: a compensation operation with no approval behind it.
+    pub fn drill_insert_unapproved_compensation(
+        &self,
+        op_id: &str,
+        action_kind: &str,
+        payload: &Value,
+        original_op_id: &str,
+        effect_id: &str,
+    ) -> Result<(), StoreError> {
+        self.sender.drill_insert_unapproved_compensation(
+            op_id,
+            action_kind,
+            payload,
+            original_op_id,
+            effect_id,
+        )
+    }
+
+    /// Drill: changes an operation's action kind behind the rules' back.
+    pub fn drill_change_action_kind(
+        &self,
+        op_id: &str,
+        action_kind: &str,
+    ) -> Result<(), StoreError> {
+        self.sender.drill_change_action_kind(op_id, action_kind)
+    }
+}
+
+/// The evidence log of a workspace, opened without its receiver: `verify`
+/// and `export` need nothing else, and must work when the ledger is gone.
+pub struct EvidenceLog {
+    sender: Box<dyn SenderStore>,
+}
+
+impl EvidenceLog {
+    pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
+        Ok(EvidenceLog {
+            sender: store::open_sender(dir, options)?,
+        })
+    }
+
+    /// Verifies the log, cross-checks it with the operations, and compares
+    /// it with an exported copy when one is given.
+    pub fn verify(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError> {
+        self.sender.verify_evidence(export)
+    }
+
+    /// The whole log as stored, with the verification of exactly those rows.
+    pub fn export(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
+        self.sender.export_evidence()
+    }
+}
+
+/// A name that must not be blank, when one is given.
+fn named(name: Option<&str>) -> Result<Option<&str>> {
+    name.map(|who| normalize_name(who).ok_or(Refusal::EmptyReviewer.into()))
+        .transpose()
 }
 
 fn review_of<'a>(
@@ -201,40 +439,6 @@ fn review_of<'a>(
         decision: request.decision,
         snapshot,
         expected_version: request.expected_version,
-    }
-}
-
-/// A workspace is created whole or not at all. When one database is absent
-/// (or an empty file) and the other holds data, the absent one was lost, and
-/// recreating it would be unsafe: a fresh outbox forgets which operations
-/// were sent, so the same op could be prepared and dispatched again; a fresh
-/// ledger forgets its close tombstones, so a late original could land after
-/// `not_applied`. Then the workspace is opened without creating anything,
-/// which reports the lost file.
-fn whole_or_nothing(
-    paths: &WorkspacePaths,
-    options: OpenOptions,
-) -> Result<OpenOptions, StoreError> {
-    if !options.create {
-        return Ok(options);
-    }
-    let existing = OpenOptions {
-        create: false,
-        ..options
-    };
-    let in_use = match (holds_nothing(&paths.sender), holds_nothing(&paths.receiver)) {
-        (true, false) => !ReceiverStore::open(&paths.receiver, existing)?.is_unused()?,
-        (false, true) => !SenderStore::open(&paths.sender, existing)?.is_unused()?,
-        _ => false,
-    };
-    Ok(if in_use { existing } else { options })
-}
-
-/// Absent, or an empty file (which SQLite would treat as a new database).
-fn holds_nothing(path: &Path) -> bool {
-    match std::fs::metadata(path) {
-        Ok(meta) => meta.is_file() && meta.len() == 0,
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 

@@ -12,9 +12,9 @@
 use super::action::Request;
 use super::theme::Theme;
 use crate::domain::{
-    Approval, Decision, EvidenceRecord, OpKind, OpState, Operation, Snapshot, Verdict,
+    Approval, Closure, Decision, EvidenceRecord, OpKind, OpState, Operation, Snapshot, Verdict,
 };
-use crate::store::receiver::Closure;
+
 use crate::workspace::Workspace;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -19,9 +19,9 @@ use super::app::{
 };
 use super::view;
 use crate::domain::{differing_paths, normalize_name, CompensationRequest, Decision, OpState};
+use crate::domain::{PageBound, QueueFilter};
 use crate::error::{Error, Refusal};
 use crate::sanitize;
-use crate::store::{PageBound, QueueFilter};
 use crate::workspace::ReconcileRequest;
 
 type Result<T> = crate::Result<T>;
@@ -205,7 +205,7 @@ fn queue_filter(app: &App) -> QueueFilter<'_> {
 }
 
 fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<crate::domain::Operation>> {
-    app.ws.sender.queue_page(queue_filter(app), bound, limit)
+    app.ws.queue_page(queue_filter(app), bound, limit)
 }
 
 fn current_anchor(app: &App) -> Anchor {
@@ -409,8 +409,8 @@ fn detail_from(
 ) -> Result<Detail> {
     let op_id = shown_detail.operation.op_id.clone();
     Ok(Detail {
-        closure: app.ws.receiver.closure(&op_id)?,
-        dispatches: app.ws.sender.dispatch_count(&op_id)?,
+        closure: app.ws.closure(&op_id)?,
+        dispatches: app.ws.dispatch_count(&op_id)?,
         snapshot: shown(&classified.operation, classified.clone(), origin),
         operation: classified.operation,
         evidence: shown_detail.evidence,
@@ -420,7 +420,7 @@ fn detail_from(
 
 /// Reloads counts, the page on screen and the selected detail.
 fn refresh(app: &mut App, origin: Origin) -> Result<()> {
-    app.counts = app.ws.sender.count_by_state()?;
+    app.counts = app.ws.counts()?;
     let anchor = current_anchor(app);
     load_queue_as(app, anchor, origin)?;
     app.seen_version = app.ws.data_version()?;
@@ -971,7 +971,7 @@ fn run_job(app: &mut App, job: Job) -> Result<()> {
             finish_job(app, "approve compensation", vec![outcome])
         }
         Job::Dispatch { op_id, version } => {
-            let current = app.ws.sender.require(&op_id)?;
+            let current = app.ws.require(&op_id)?;
             let result = if current.version != version {
                 Err(stale(app, version, &current)?.into())
             } else {
@@ -1024,7 +1024,7 @@ fn close_one(
     target: &Target,
     reviewer: &str,
 ) -> Result<crate::workspace::Classified> {
-    let current = app.ws.sender.require(&target.op_id)?;
+    let current = app.ws.require(&target.op_id)?;
     if current.version != target.version {
         return Err(stale(app, target.version, &current)?.into());
     }
@@ -1041,7 +1041,7 @@ fn close_one(
 /// The `stale_version` refusal for an operation that moved on, naming who
 /// made its latest recorded change.
 fn stale(app: &App, expected: i64, current: &crate::domain::Operation) -> Result<Refusal> {
-    let evidence = app.ws.sender.evidence(&current.op_id)?;
+    let evidence = app.ws.evidence(&current.op_id)?;
     let changed_by = evidence.last().map(|e| match &e.reviewer {
         Some(name) => format!("reviewer {name}"),
         None => format!("a {}", e.source),
@@ -1197,7 +1197,7 @@ impl App {
     ) -> Result<App> {
         let mut app = App {
             seen_version: ws.data_version()?,
-            counts: ws.sender.count_by_state()?,
+            counts: ws.counts()?,
             ws,
             source,
             reviewer: options.reviewer,

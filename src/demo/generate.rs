@@ -18,7 +18,7 @@
 //! [`crate::domain::canonical_json`].
 
 use crate::domain::Verdict;
-use crate::store::bulk::{BulkEffect, BulkOperation};
+use crate::domain::{BulkEffect, BulkOperation};
 
 pub const PREFIX: &str = "op-bulk-";
 /// Fixed width, so the text order of ids is their numeric order and the

@@ -10,7 +10,7 @@
 use super::SqlContext;
 use crate::audit::{self, OpStateRow, StoredRow, VerifyReport, CONTENT_COLUMNS};
 use crate::error::StoreError;
-use crate::store::SenderStore;
+use crate::store::{EvidenceAudit, SqliteSender};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
@@ -106,7 +106,7 @@ fn op_states(conn: &Connection, path: &Path) -> Result<Vec<OpStateRow>, StoreErr
         .at(path)
 }
 
-impl SenderStore {
+impl SqliteSender {
     /// The evidence log in `seq` order and every operation's state, read in
     /// one transaction so that a decision committing meanwhile cannot look
     /// like a mismatch between the two.
@@ -118,20 +118,19 @@ impl SenderStore {
         tx.finish().at(path)?;
         Ok((rows, ops))
     }
+}
 
+impl EvidenceAudit for SqliteSender {
     /// Verifies the log, cross-checks it with the operations, and compares
     /// it with an exported copy when one is given.
-    pub fn verify_evidence(
-        &self,
-        export: Option<&[StoredRow]>,
-    ) -> Result<VerifyReport, StoreError> {
+    fn verify_evidence(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError> {
         let (rows, ops) = self.read_log_and_states()?;
         Ok(audit::verify(&rows, &ops, export))
     }
 
     /// The whole log as stored, for `recon export`, with the verification
     /// of exactly those rows.
-    pub fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
+    fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
         let (rows, ops) = self.read_log_and_states()?;
         let report = audit::verify(&rows, &ops, None);
         Ok((rows, report))

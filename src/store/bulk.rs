@@ -15,38 +15,10 @@
 //! generator in `crate::demo` has a test proving its text is canonical.
 
 use super::{sql_error, SqlContext};
-use crate::domain::effect_id_for;
+use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation};
 use crate::error::{Refusal, Result, StoreError};
-use crate::store::{ReceiverStore, SenderStore};
+use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-
-/// A generated original operation whose receipt was lost: it is stored as
-/// dispatched (`unknown` at version 2, one `dispatch_log` row).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BulkOperation {
-    pub op_id: String,
-    pub action_kind: String,
-    /// Canonical JSON text.
-    pub canonical_payload: String,
-}
-
-/// A generated receiver effect; its id comes from its ledger row, as in
-/// [`ReceiverStore::apply`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BulkEffect {
-    pub op_id: String,
-    pub action_kind: String,
-    /// Canonical JSON text.
-    pub canonical_payload: String,
-}
-
-/// The ledger rows one bulk append wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Appended {
-    pub count: u64,
-    /// The first and last `seq` written; `None` when nothing was.
-    pub seq_range: Option<(i64, i64)>,
-}
 
 /// The page cache a bulk transaction works with (64 MiB), so index pages
 /// stay in memory instead of being spilled and re-read.
@@ -69,10 +41,10 @@ fn with_bulk_cache<T>(
     result
 }
 
-impl SenderStore {
+impl BulkLoad for SqliteSender {
     /// The greatest op id in `low..=high` whose text matches the GLOB
     /// `pattern`: one step down the primary key, whatever the table size.
-    pub fn last_op_id_between(
+    fn last_op_id_between(
         &self,
         low: &str,
         high: &str,
@@ -91,9 +63,9 @@ impl SenderStore {
     /// Inserts generated operations as dispatched originals whose receipt
     /// was lost, in one transaction. An op id that already exists rolls the
     /// whole batch back with `duplicate_operation`.
-    pub fn insert_lost_receipts(
+    fn insert_lost_receipts(
         &mut self,
-        ops: impl IntoIterator<Item = BulkOperation>,
+        ops: &mut dyn Iterator<Item = BulkOperation>,
     ) -> Result<u64> {
         let path = self.path().to_path_buf();
         with_bulk_cache(self.conn_mut(), &path, |conn| {

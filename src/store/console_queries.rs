@@ -11,37 +11,11 @@
 //! price of a substring match; with a state filter it walks only that
 //! state's index.
 
-use super::sender::SenderStore;
-use super::SqlContext;
-use crate::domain::{OpState, Operation};
+use super::sender::SqliteSender;
+use super::{Outbox, QueuePages, SqlContext};
+use crate::domain::{OpState, Operation, PageBound, QueueFilter};
 use crate::error::Result;
 use rusqlite::types::ToSql;
-
-/// Which operations the queue shows.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct QueueFilter<'a> {
-    /// Only this state; every state when `None`.
-    pub state: Option<OpState>,
-    /// Only operations whose op id or action kind contains this text
-    /// (ASCII case-insensitive).
-    pub search: Option<&'a str>,
-}
-
-/// Where a page starts. Pages come back in ascending `op_id` order whichever
-/// way they were read.
-#[derive(Debug, Clone, Copy)]
-pub enum PageBound<'a> {
-    /// The first rows.
-    Start,
-    /// The last rows.
-    End,
-    /// Rows after this op id.
-    After(&'a str),
-    /// Rows from this op id on, itself included.
-    From(&'a str),
-    /// The rows just before this op id.
-    Before(&'a str),
-}
 
 /// `LIKE` pattern for a substring, with the wildcards in it escaped.
 fn like_pattern(text: &str) -> String {
@@ -57,10 +31,10 @@ fn like_pattern(text: &str) -> String {
     pattern
 }
 
-impl SenderStore {
+impl QueuePages for SqliteSender {
     /// One page of the queue: at most `limit` operations matching `filter`
     /// next to `bound`, in ascending `op_id` order.
-    pub fn queue_page(
+    fn queue_page(
         &self,
         filter: QueueFilter<'_>,
         bound: PageBound<'_>,

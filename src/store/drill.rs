@@ -5,13 +5,13 @@
 
 use super::SqlContext;
 use crate::error::StoreError;
-use crate::store::SenderStore;
+use crate::store::{Drills, SqliteSender};
 use rusqlite::params;
 
-impl SenderStore {
+impl Drills for SqliteSender {
     /// Makes every evidence insert fail, as a full disk or a broken writer
-    /// would, until [`SenderStore::drill_remove_evidence_fault`].
-    pub fn drill_install_evidence_fault(&self) -> Result<(), StoreError> {
+    /// would, until [`SqliteSender::drill_remove_evidence_fault`].
+    fn drill_install_evidence_fault(&self) -> Result<(), StoreError> {
         self.conn()
             .execute_batch(
                 "CREATE TRIGGER drill_evidence_fault BEFORE INSERT ON evidence
@@ -20,7 +20,7 @@ impl SenderStore {
             .at(self.path())
     }
 
-    pub fn drill_remove_evidence_fault(&self) -> Result<(), StoreError> {
+    fn drill_remove_evidence_fault(&self) -> Result<(), StoreError> {
         self.conn()
             .execute_batch("DROP TRIGGER IF EXISTS drill_evidence_fault")
             .at(self.path())
@@ -28,7 +28,7 @@ impl SenderStore {
 
     /// Writes a `prepared` compensation op with no approval, as a writer
     /// that skipped `approve_compensation` would.
-    pub fn drill_insert_unapproved_compensation(
+    fn drill_insert_unapproved_compensation(
         &self,
         op_id: &str,
         action_kind: &str,
@@ -55,11 +55,7 @@ impl SenderStore {
     }
 
     /// Changes a prepared operation's action kind behind the approval's back.
-    pub fn drill_change_action_kind(
-        &self,
-        op_id: &str,
-        action_kind: &str,
-    ) -> Result<(), StoreError> {
+    fn drill_change_action_kind(&self, op_id: &str, action_kind: &str) -> Result<(), StoreError> {
         self.conn()
             .execute(
                 "UPDATE operations SET action_kind = ?2 WHERE op_id = ?1",

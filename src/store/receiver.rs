@@ -9,10 +9,11 @@
 //! makes. Effect ids come from the ledger row number (`fx-000001`), assigned
 //! inside the writing transaction, so they are deterministic.
 
-use super::{open_database, OpenOptions, Role, SqlContext};
-use crate::domain::{canonical_json, effect_id_for, Effect, Snapshot};
+use super::{open_database, Role, SqlContext};
+use crate::domain::{canonical_json, effect_id_for, Closure, Effect, EffectRequest, Snapshot};
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
+use crate::settings::OpenOptions;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -59,23 +60,6 @@ BEGIN
     SELECT RAISE(ABORT, 'close tombstones are durable');
 END;
 ";
-
-/// A request to write one effect.
-#[derive(Debug, Clone)]
-pub struct ApplyRequest<'a> {
-    pub op_id: &'a str,
-    pub action_kind: &'a str,
-    pub payload: &'a Value,
-    pub compensates_effect_id: Option<&'a str>,
-}
-
-/// Who closed an operation, and how many effects it had then.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closure {
-    pub op_id: String,
-    pub authorized_by: String,
-    pub effects_at_close: i64,
-}
 
 pub struct ReceiverStore {
     conn: Connection,
@@ -134,7 +118,7 @@ impl ReceiverStore {
 
     /// Writes one effect in one `BEGIN IMMEDIATE` transaction, unless the
     /// operation is closed. Returns the committed effect: the receipt.
-    pub fn apply(&mut self, request: &ApplyRequest<'_>) -> Result<Effect> {
+    pub fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
         let path = self.path.clone();
         let tx = self
             .conn

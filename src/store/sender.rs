@@ -8,15 +8,16 @@
 //! the pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
 
-use super::{open_database, OpenOptions, Role, SqlContext};
+use super::{open_database, Outbox, Role, SqlContext};
 use crate::audit::{chained_content, link_hash, GENESIS_HASH};
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
-    CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource, OpKind, OpState,
-    Operation, Review, Verdict,
+    CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource, NewOperation, OpKind,
+    OpState, Operation, Recorded, Review, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
+use crate::settings::OpenOptions;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -103,23 +104,7 @@ CREATE TABLE dispatch_log (
 CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id);
 ";
 
-/// A new operation to put in the outbox, in state `prepared`.
-#[derive(Debug, Clone)]
-pub struct NewOperation<'a> {
-    pub op_id: &'a str,
-    pub action_kind: &'a str,
-    pub payload: &'a Value,
-}
-
-/// What a recorded review produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    pub operation: Operation,
-    pub verdict: Verdict,
-    pub evidence_seq: i64,
-}
-
-pub struct SenderStore {
+pub struct SqliteSender {
     conn: Connection,
     path: PathBuf,
 }
@@ -398,10 +383,10 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
     Ok(Some(record.seq))
 }
 
-impl SenderStore {
+impl SqliteSender {
     pub fn open(path: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         let conn = open_database(path, ROLE, options)?;
-        Ok(SenderStore {
+        Ok(SqliteSender {
             conn,
             path: path.to_path_buf(),
         })
@@ -425,8 +410,25 @@ impl SenderStore {
             .at(&self.path)
     }
 
+    fn evidence_query(&self, sql: &str, op_id: Option<&str>) -> Result<Vec<EvidenceRecord>> {
+        let rows: Vec<EvidenceRow> = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| match op_id {
+                Some(id) => s.query_map([id], evidence_row)?.collect(),
+                None => s.query_map([], evidence_row)?.collect(),
+            })
+            .at(&self.path)?;
+        Ok(rows
+            .into_iter()
+            .map(parse_evidence)
+            .collect::<Result<Vec<_>, _>>()?)
+    }
+}
+
+impl Outbox for SqliteSender {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
-    pub fn prepare(&mut self, new: &NewOperation<'_>) -> Result<Operation> {
+    fn prepare(&mut self, new: &NewOperation<'_>) -> Result<Operation> {
         let path = self.path.clone();
         let tx = self.immediate()?;
         if get_op(&tx, &path, new.op_id)?.is_some() {
@@ -438,18 +440,18 @@ impl SenderStore {
         Ok(op)
     }
 
-    pub fn get(&self, op_id: &str) -> Result<Option<Operation>> {
+    fn get(&self, op_id: &str) -> Result<Option<Operation>> {
         get_op(&self.conn, &self.path, op_id)
     }
 
     /// The operation, or the `unknown_operation` refusal.
-    pub fn require(&self, op_id: &str) -> Result<Operation> {
+    fn require(&self, op_id: &str) -> Result<Operation> {
         require_op(&self.conn, &self.path, op_id)
     }
 
     /// One page of the outbox in `op_id` order, starting after `after`
     /// (keyset paging: the cost depends on the page, not the table).
-    pub fn list(
+    fn list(
         &self,
         state: Option<OpState>,
         after: Option<&str>,
@@ -486,47 +488,9 @@ impl SenderStore {
             .collect::<Result<Vec<_>, _>>()?)
     }
 
-    /// One page of the outbox in descending `op_id` order, ending before
-    /// `before`: the keyset page above a position.
-    pub fn list_before(
-        &self,
-        state: Option<OpState>,
-        before: &str,
-        limit: usize,
-    ) -> Result<Vec<Operation>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match state {
-            Some(state) => self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {OP_COLUMNS} FROM operations
-                     WHERE state = ?1 AND op_id < ?2 ORDER BY op_id DESC LIMIT ?3"
-                ))
-                .and_then(|mut s| {
-                    s.query_map(params![state.as_str(), before, limit], op_row)?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                }),
-            None => self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {OP_COLUMNS} FROM operations
-                     WHERE op_id < ?1 ORDER BY op_id DESC LIMIT ?2"
-                ))
-                .and_then(|mut s| {
-                    s.query_map(params![before, limit], op_row)?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                }),
-        }
-        .at(&self.path)?;
-        Ok(rows
-            .into_iter()
-            .map(parse_op)
-            .collect::<Result<Vec<_>, _>>()?)
-    }
-
     /// Operations per state, from the trigger-maintained counts table, so it
     /// costs the same at 100 ops as at 100,000.
-    pub fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>> {
+    fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>> {
         let rows = self
             .conn
             .prepare_cached("SELECT state, n FROM state_counts")
@@ -548,7 +512,7 @@ impl SenderStore {
     /// one transaction that commits before the receiver is invoked. Anything
     /// not `prepared` is refused as a blind retry; a compensation is refused
     /// unless its approval still holds.
-    pub fn begin_dispatch(&mut self, op_id: &str) -> Result<Operation> {
+    fn begin_dispatch(&mut self, op_id: &str) -> Result<Operation> {
         let path = self.path.clone();
         let tx = self.immediate()?;
         let op = require_op(&tx, &path, op_id)?;
@@ -590,7 +554,7 @@ impl SenderStore {
     /// the dispatched version becomes `confirmed`, with the receipt as its
     /// evidence. Returns `None` when the operation changed meanwhile (a
     /// reviewer decided first); the receipt is then not recorded.
-    pub fn record_receipt(
+    fn record_receipt(
         &mut self,
         op: &Operation,
         receipt: &Effect,
@@ -622,10 +586,10 @@ impl SenderStore {
     }
 
     /// Runs the rules of [`check_review`] against the stored row without
-    /// writing anything: what [`SenderStore::record_review`] would refuse.
+    /// writing anything: what [`SqliteSender::record_review`] would refuse.
     /// A caller about to take a closing snapshot (a receiver mutation) asks
     /// first, so a decision that is going to be refused closes nothing.
-    pub fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict> {
+    fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict> {
         let op = require_op(&self.conn, &self.path, review.op_id)?;
         Ok(check_review(&op, review, || {
             last_changed_by(&self.conn, &op.op_id)
@@ -636,7 +600,7 @@ impl SenderStore {
     /// the row as it is inside this transaction, then the conditional update
     /// and the evidence append with the full snapshot. If the append fails,
     /// the state change rolls back with it.
-    pub fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded> {
+    fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded> {
         let path = self.path.clone();
         if crate::domain::normalize_name(review.reviewer).is_none() {
             return Err(Refusal::EmptyReviewer.into());
@@ -694,7 +658,7 @@ impl SenderStore {
 
     /// Approves a compensation for one confirmed effect and prepares the
     /// compensation operation, in one transaction.
-    pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
+    fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
         let path = self.path.clone();
         if crate::domain::normalize_name(request.approver).is_none() {
             return Err(Refusal::EmptyReviewer.into());
@@ -754,7 +718,7 @@ impl SenderStore {
     }
 
     /// The evidence of one operation, oldest first.
-    pub fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
+    fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
         self.evidence_query(
             &format!("SELECT {EVIDENCE_COLUMNS} FROM evidence WHERE op_id = ?1 ORDER BY seq"),
             Some(op_id),
@@ -762,30 +726,15 @@ impl SenderStore {
     }
 
     /// The whole evidence log in `seq` order, for verification and export.
-    pub fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
+    fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
         self.evidence_query(
             &format!("SELECT {EVIDENCE_COLUMNS} FROM evidence ORDER BY seq"),
             None,
         )
     }
 
-    fn evidence_query(&self, sql: &str, op_id: Option<&str>) -> Result<Vec<EvidenceRecord>> {
-        let rows: Vec<EvidenceRow> = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut s| match op_id {
-                Some(id) => s.query_map([id], evidence_row)?.collect(),
-                None => s.query_map([], evidence_row)?.collect(),
-            })
-            .at(&self.path)?;
-        Ok(rows
-            .into_iter()
-            .map(parse_evidence)
-            .collect::<Result<Vec<_>, _>>()?)
-    }
-
     /// Approvals where the operation is the original or the compensation.
-    pub fn approvals(&self, op_id: &str) -> Result<Vec<Approval>> {
+    fn approvals(&self, op_id: &str) -> Result<Vec<Approval>> {
         let mut all = approval_where(&self.conn, &self.path, "original_op_id", op_id)?;
         all.extend(approval_where(
             &self.conn,
@@ -798,7 +747,7 @@ impl SenderStore {
 
     /// True when the outbox holds no operation: a database that was never
     /// used, which may be recreated without losing anything.
-    pub fn is_unused(&self) -> Result<bool, StoreError> {
+    fn is_unused(&self) -> Result<bool, StoreError> {
         self.conn
             .query_row("SELECT NOT EXISTS (SELECT 1 FROM operations)", [], |r| {
                 r.get(0)
@@ -807,7 +756,7 @@ impl SenderStore {
     }
 
     /// How many times the sender invoked the receiver for an operation.
-    pub fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError> {
+    fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError> {
         self.conn
             .prepare_cached("SELECT COUNT(*) FROM dispatch_log WHERE op_id = ?1")
             .and_then(|mut s| s.query_row([op_id], |r| r.get(0)))
@@ -815,7 +764,7 @@ impl SenderStore {
     }
 
     /// SQLite's `data_version`: changes when another connection commits.
-    pub fn data_version(&self) -> Result<i64, StoreError> {
+    fn data_version(&self) -> Result<i64, StoreError> {
         self.conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .at(&self.path)

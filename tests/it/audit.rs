@@ -8,8 +8,9 @@
 //! without recon.
 
 use crate::support::{run, Lab, Run};
-use recon::dispatch::{DispatchOptions, Fault};
+use recon::dispatch::DispatchOptions;
 use recon::domain::{CompensationRequest, Decision};
+use recon::receiver::Fault;
 use recon::workspace::ReconcileRequest;
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -55,7 +56,7 @@ fn four_row_lab() -> Lab {
     })
     .unwrap();
     ws.dispatch("comp", DispatchOptions::default()).unwrap();
-    assert_eq!(ws.sender.evidence_log().unwrap().len(), 4);
+    assert_eq!(ws.evidence_log().unwrap().len(), 4);
     lab
 }
 
@@ -266,7 +267,6 @@ fn editing_any_column_of_a_row_is_detected_at_that_row() {
             let conn = Connection::open(lab.path().join("sender.sqlite")).unwrap();
             let content: Value = lab
                 .ws
-                .sender
                 .evidence_log()
                 .unwrap()
                 .into_iter()

@@ -5,11 +5,13 @@
 
 use crate::invariants::{assert_invariants, none};
 use crate::support::{dump, output_of, recon_bin, run, Lab};
-use recon::dispatch::{DispatchOptions, Fault};
+use recon::dispatch::DispatchOptions;
+use recon::domain::EffectRequest;
 use recon::domain::{CompensationRequest, Decision, Review, Snapshot};
-use recon::store::receiver::ApplyRequest;
-use recon::store::OpenOptions;
+use recon::receiver::Fault;
+use recon::receiver::{Builtin, Receiver};
 use recon::workspace::ReconcileRequest;
+use recon::OpenOptions;
 use recon::{Error, Workspace};
 use serde_json::{json, Value};
 use std::ffi::OsString;
@@ -778,16 +780,15 @@ fn library_cases() -> Vec<LibraryCase> {
                     closed: true,
                 };
                 let payload = json!({"amount": 10});
-                ws.sender
-                    .record_review(&Review {
-                        op_id: "gone",
-                        payload: &payload,
-                        reviewer: "Ann",
-                        decision: Decision::NotApplied,
-                        snapshot: &snapshot,
-                        expected_version: 2,
-                    })
-                    .map(drop)
+                ws.record_review(&Review {
+                    op_id: "gone",
+                    payload: &payload,
+                    reviewer: "Ann",
+                    decision: Decision::NotApplied,
+                    snapshot: &snapshot,
+                    expected_version: 2,
+                })
+                .map(drop)
             },
             "scope_mismatch",
         ),
@@ -819,8 +820,8 @@ fn library_cases() -> Vec<LibraryCase> {
         (
             "receiver write for a closed op",
             |ws| {
-                ws.receiver
-                    .apply(&ApplyRequest {
+                Builtin::open(ws.dir(), OpenOptions::default())?
+                    .apply(&EffectRequest {
                         op_id: "closed",
                         action_kind: "pay",
                         payload: &json!({"amount": 10}),
@@ -1177,16 +1178,13 @@ fn sql_looking_and_unusual_unicode_text_is_stored_verbatim() {
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let ws2 = lab.reopen();
-    let op = ws2.sender.require(id).unwrap();
+    let op = ws2.require(id).unwrap();
     assert_eq!(op.payload, serde_json::from_str::<Value>(payload).unwrap());
     assert_eq!(
-        ws2.sender.evidence(id).unwrap()[0].reviewer.as_deref(),
+        ws2.evidence(id).unwrap()[0].reviewer.as_deref(),
         Some(reviewer)
     );
-    assert_eq!(
-        ws2.receiver.closure(id).unwrap().unwrap().authorized_by,
-        reviewer
-    );
+    assert_eq!(ws2.closure(id).unwrap().unwrap().authorized_by, reviewer);
     assert_invariants(lab.path(), &none());
 }
 

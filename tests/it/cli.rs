@@ -9,7 +9,7 @@ mod storage;
 mod usage;
 
 use crate::support::{dump, program, run_with_env, Run};
-use recon::store::OpenOptions;
+use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::Value;
 use std::path::PathBuf;

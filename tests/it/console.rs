@@ -405,7 +405,6 @@ fn closing_snapshot_asks_first_names_the_mutation_and_records_the_authorizer() {
     press(&mut app, "xy");
     let closure = lab
         .reopen()
-        .receiver
         .closure("op-1004-support-ticket")
         .unwrap()
         .expect("closed");
@@ -475,17 +474,9 @@ fn close_then_not_applied_records_against_the_version_shown() {
     assert!(text.contains("Record not_applied for op-1004-support-ticket as reviewer ada, against version 2 (unknown)"));
     assert!(text.contains("the snapshot on screen says terminal_absence"));
     press(&mut app, "y");
-    let op = lab
-        .reopen()
-        .sender
-        .require("op-1004-support-ticket")
-        .unwrap();
+    let op = lab.reopen().require("op-1004-support-ticket").unwrap();
     assert_eq!((op.state, op.version), (OpState::NotApplied, 3));
-    let evidence = lab
-        .reopen()
-        .sender
-        .evidence("op-1004-support-ticket")
-        .unwrap();
+    let evidence = lab.reopen().evidence("op-1004-support-ticket").unwrap();
     let last = evidence.last().unwrap();
     assert_eq!(last.reviewer.as_deref(), Some("ada"));
     assert_eq!(last.verdict, Some(Verdict::TerminalAbsence));
@@ -549,11 +540,11 @@ fn bulk_triage_checks_each_against_its_own_version_and_verdict() {
     );
     let ws = lab.reopen();
     assert_eq!(
-        ws.sender.require("op-1002-invoice-email").unwrap().state,
+        ws.require("op-1002-invoice-email").unwrap().state,
         OpState::Confirmed
     );
     assert_eq!(
-        ws.sender.require("op-1004-support-ticket").unwrap().state,
+        ws.require("op-1004-support-ticket").unwrap().state,
         OpState::Unknown
     );
 }
@@ -588,7 +579,7 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
     )));
     press(&mut app, "y");
     let ws = lab.reopen();
-    let comp = ws.sender.require("op-1001-welcome-email-undo").unwrap();
+    let comp = ws.require("op-1001-welcome-email-undo").unwrap();
     assert_eq!(comp.state, OpState::Prepared);
     assert_eq!(comp.compensates_effect_id.as_deref(), Some(effect.as_str()));
     assert!(app
@@ -603,11 +594,7 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
         pending_text(&app).contains("its approval and the original's version are checked again")
     );
     press(&mut app, "y");
-    let comp = lab
-        .reopen()
-        .sender
-        .require("op-1001-welcome-email-undo")
-        .unwrap();
+    let comp = lab.reopen().require("op-1001-welcome-email-undo").unwrap();
     assert_eq!(comp.state, OpState::Confirmed, "{:?}", app.status);
     assert!(app
         .status

@@ -6,9 +6,9 @@
 
 use crate::invariants::{assert_invariants, direct, none, DirectCalls};
 use crate::support::{run, run_with_env, Lab, Run};
-use recon::dispatch::Fault;
 use recon::domain::{CompensationRequest, OpState};
 use recon::faults::{CrashPoint, CRASH_EXIT_CODE, CRASH_POINT_ENV};
+use recon::receiver::Fault;
 use serde_json::json;
 
 /// Every crash point has a drill below; a new point fails this until it does.
@@ -70,7 +70,7 @@ fn dispatched(lab: &mut Lab, op: &str, fault: Option<Fault>) {
 /// `op` confirmed by its receipt, and `comp` approved to compensate it.
 fn approved_compensation(lab: &mut Lab) {
     dispatched(lab, "op", None);
-    let op = lab.ws.sender.require("op").unwrap();
+    let op = lab.ws.require("op").unwrap();
     lab.ws
         .approve_compensation(&CompensationRequest {
             original_op_id: "op",
@@ -138,7 +138,7 @@ fn expect(r: Run, code: i32, needle: &str) -> Run {
 }
 
 fn state(lab: &Lab, op: &str) -> (OpState, i64) {
-    let op = lab.reopen().sender.require(op).unwrap();
+    let op = lab.reopen().require(op).unwrap();
     (op.state, op.version)
 }
 
@@ -147,11 +147,11 @@ fn effects(lab: &Lab, op: &str) -> usize {
 }
 
 fn evidence(lab: &Lab, op: &str) -> usize {
-    lab.reopen().sender.evidence(op).unwrap().len()
+    lab.reopen().evidence(op).unwrap().len()
 }
 
 fn closed(lab: &Lab, op: &str) -> bool {
-    lab.reopen().receiver.closure(op).unwrap().is_some()
+    lab.reopen().closure(op).unwrap().is_some()
 }
 
 fn reconcile_args(lab: &Lab, op: &str, decision: &str, close: bool) -> Vec<String> {
@@ -222,7 +222,7 @@ fn a_crash_after_the_unknown_commit_leaves_the_op_unknown_and_never_invokes_the_
     prepared(&mut lab, "op");
     crash_at(&lab, point, &dispatch_args(&lab, "op"), &none());
     assert_eq!(state(&lab, "op"), (OpState::Unknown, 2));
-    assert_eq!(lab.reopen().sender.dispatch_count("op").unwrap(), 1);
+    assert_eq!(lab.reopen().dispatch_count("op").unwrap(), 1);
     assert_eq!(effects(&lab, "op"), 0, "no child may run after this crash");
     expect(
         run_args(&dispatch_args(&lab, "op")),
@@ -276,7 +276,7 @@ fn receipt_lost_by_the_sender(point: CrashPoint) {
         0,
         "exact_match_existence_only",
     );
-    let op = lab.reopen().sender.require("op").unwrap();
+    let op = lab.reopen().require("op").unwrap();
     assert_eq!(op.confirmed_effect_id.as_deref(), Some("fx-000001"));
     assert_invariants(lab.path(), &none());
 
@@ -371,8 +371,8 @@ fn approval_lost(point: CrashPoint) {
         dispatched(&mut lab, "op", None);
         crash_at(&lab, point, &approve_args(&lab, "comp", "Ann"), &none());
         let ws = lab.reopen();
-        assert!(ws.sender.approvals("op").unwrap().is_empty());
-        assert!(ws.sender.get("comp").unwrap().is_none());
+        assert!(ws.approvals("op").unwrap().is_empty());
+        assert!(ws.operation("comp").unwrap().is_none());
         expect(
             run_args(&approve_args(&lab, retry_id, "Bob")),
             0,
@@ -451,12 +451,7 @@ fn a_crash_after_the_close_commits_keeps_the_op_closed_for_good() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op", Some(Fault::CrashBeforeCommit));
     crash_at(&lab, point, &snapshot_close_args(&lab, "op"), &none());
-    let closure = lab
-        .reopen()
-        .receiver
-        .closure("op")
-        .unwrap()
-        .expect("closed");
+    let closure = lab.reopen().closure("op").unwrap().expect("closed");
     assert_eq!(
         (closure.authorized_by.as_str(), closure.effects_at_close),
         ("Ann", 0)

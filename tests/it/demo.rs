@@ -5,7 +5,7 @@
 use crate::support::{dump, program, run};
 use recon::demo::{self, generate};
 use recon::domain::{OpKind, OpState, Verdict};
-use recon::store::OpenOptions;
+use recon::OpenOptions;
 use recon::Workspace;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,7 +24,7 @@ fn demo_shows_every_verdict_and_every_state() {
     assert_eq!(summary.operations, 12);
     assert!(summary.generated.is_none());
 
-    let ops = ws.sender.list(None, None, usize::MAX).unwrap();
+    let ops = ws.ops(None, None, usize::MAX).unwrap();
     let mut verdicts = BTreeSet::new();
     let mut states = BTreeSet::new();
     for op in &ops {
@@ -50,15 +50,14 @@ fn demo_compensation_is_unknown_after_its_receipt_was_lost() {
     let dir = tempfile::tempdir().unwrap();
     let mut ws = open(dir.path());
     demo::build(&mut ws, 0).unwrap();
-    let ops = ws.sender.list(None, None, usize::MAX).unwrap();
+    let ops = ws.ops(None, None, usize::MAX).unwrap();
     let compensation = ops
         .iter()
         .find(|op| op.kind == OpKind::Compensation)
         .expect("a compensation op");
     assert_eq!(compensation.state, OpState::Unknown);
-    assert_eq!(ws.sender.dispatch_count(&compensation.op_id).unwrap(), 1);
+    assert_eq!(ws.dispatch_count(&compensation.op_id).unwrap(), 1);
     let original = ws
-        .sender
         .require(compensation.compensates_op_id.as_deref().unwrap())
         .unwrap();
     assert_eq!(original.state, OpState::Confirmed);
@@ -78,7 +77,7 @@ fn demo_compensation_is_unknown_after_its_receipt_was_lost() {
     // Closed snapshots were real receiver mutations, with their authorizer.
     let closed: Vec<_> = ops
         .iter()
-        .filter_map(|op| ws.receiver.closure(&op.op_id).unwrap())
+        .filter_map(|op| ws.closure(&op.op_id).unwrap())
         .collect();
     assert!(closed.len() >= 3, "{closed:?}");
     assert!(closed.iter().all(|c| !c.authorized_by.is_empty()));
@@ -111,19 +110,18 @@ fn generated_ops_are_unknown_with_the_evidence_their_number_says() {
     let per_op = (generated.own_effects + generated.background_effects) as f64 / 300.0;
     assert!((8.0..=12.0).contains(&per_op), "{per_op} effects per op");
 
-    let counts = ws.sender.count_by_state().unwrap();
+    let counts = ws.counts().unwrap();
     let unknown_listed = ws
-        .sender
-        .list(Some(OpState::Unknown), None, usize::MAX)
+        .ops(Some(OpState::Unknown), None, usize::MAX)
         .unwrap()
         .len() as i64;
     assert_eq!(counts[&OpState::Unknown], unknown_listed);
     let mut verdicts = BTreeSet::new();
     for n in 1..=300 {
         let id = generate::op_id(n);
-        let op = ws.sender.require(&id).unwrap();
+        let op = ws.require(&id).unwrap();
         assert_eq!((op.state, op.version), (OpState::Unknown, 2), "{id}");
-        assert_eq!(ws.sender.dispatch_count(&id).unwrap(), 1, "{id}");
+        assert_eq!(ws.dispatch_count(&id).unwrap(), 1, "{id}");
         let classified = ws.snapshot(&id, None).unwrap();
         let expected = generate::Evidence::of(n).open_verdict();
         assert_eq!(classified.verdict, expected, "{id}");
@@ -147,7 +145,7 @@ fn repeated_demo_ops_continue_the_numbering_and_keep_one_showcase() {
     let generated = again.generated.unwrap();
     assert_eq!(generated.first_op_id, "op-bulk-0000041");
     assert_eq!(generated.last_op_id, "op-bulk-0000065");
-    let total: i64 = ws.sender.count_by_state().unwrap().values().sum();
+    let total: i64 = ws.counts().unwrap().values().sum();
     assert_eq!(total, 12 + 65);
 }
 

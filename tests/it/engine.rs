@@ -2,9 +2,10 @@
 //! children and real SQLite files.
 
 use crate::support::Lab;
-use recon::dispatch::{self, DispatchOptions, Fault, ReceiverCall};
+use recon::dispatch::{self, DispatchOptions, ReceiverCall};
+use recon::domain::Recorded;
 use recon::domain::{CompensationRequest, Decision, OpState, Review, Snapshot, Verdict};
-use recon::store::sender::Recorded;
+use recon::receiver::Fault;
 use recon::workspace::ReconcileRequest;
 use recon::{Error, Refusal, StoreError};
 use rusqlite::Connection;
@@ -71,7 +72,7 @@ fn closing_review(
 }
 
 fn effects(lab: &Lab, op_id: &str) -> i64 {
-    lab.ws.receiver.effect_count(Some(op_id)).unwrap()
+    lab.ws.effect_count(Some(op_id)).unwrap()
 }
 
 #[test]
@@ -82,9 +83,9 @@ fn unknown_is_persisted_before_the_receiver_is_spawned() {
     // The child is running and blocked before its write; a brand-new
     // connection already reads the durable unknown and the dispatch row.
     let other = lab.reopen();
-    let seen = other.sender.require("op-1").unwrap();
+    let seen = other.require("op-1").unwrap();
     assert_eq!((seen.state, seen.version), (OpState::Unknown, 2));
-    assert_eq!(other.sender.dispatch_count("op-1").unwrap(), 1);
+    assert_eq!(other.dispatch_count("op-1").unwrap(), 1);
     assert_eq!(effects(&lab, "op-1"), 0);
     pending.child.permit().unwrap();
     let report = lab.ws.finish_dispatch(pending).unwrap();
@@ -99,10 +100,10 @@ fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect() {
     assert_eq!(report.receiver_exit_code, Some(23));
     assert_eq!(report.outcome, "unknown");
     assert_eq!(report.effect_id, None);
-    let reopened = lab.reopen().sender.require("op-1").unwrap();
+    let reopened = lab.reopen().require("op-1").unwrap();
     assert_eq!((reopened.state, reopened.version), (OpState::Unknown, 2));
     assert_eq!(effects(&lab, "op-1"), 1);
-    assert!(lab.ws.sender.evidence("op-1").unwrap().is_empty());
+    assert!(lab.ws.evidence("op-1").unwrap().is_empty());
 }
 
 #[test]
@@ -112,7 +113,7 @@ fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect() {
     let report = lab.ws.dispatch("op-1", NEVER_ARRIVED).unwrap();
     assert_eq!(report.receiver_exit_code, Some(24));
     assert_eq!(
-        lab.reopen().sender.require("op-1").unwrap().state,
+        lab.reopen().require("op-1").unwrap().state,
         OpState::Unknown
     );
     assert_eq!(effects(&lab, "op-1"), 0);
@@ -125,10 +126,10 @@ fn a_receipt_confirms_the_op_with_receipt_evidence() {
     let report = lab.ws.dispatch("op-1", DispatchOptions::default()).unwrap();
     assert_eq!(report.outcome, "receipt");
     assert_eq!(report.effect_id.as_deref(), Some("fx-000001"));
-    let op = lab.ws.sender.require("op-1").unwrap();
+    let op = lab.ws.require("op-1").unwrap();
     assert_eq!((op.state, op.version), (OpState::Confirmed, 3));
     assert_eq!(op.confirmed_effect_id.as_deref(), Some("fx-000001"));
-    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    let evidence = lab.ws.evidence("op-1").unwrap();
     assert_eq!(evidence.len(), 1);
     assert_eq!(evidence[0].source.as_str(), "receipt");
     assert_eq!(evidence[0].snapshot["receipt"]["effect_id"], "fx-000001");
@@ -146,9 +147,9 @@ fn second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked() {
         children,
         "no child was spawned"
     );
-    assert_eq!(lab.ws.sender.dispatch_count("op-1").unwrap(), 1);
+    assert_eq!(lab.ws.dispatch_count("op-1").unwrap(), 1);
     assert_eq!(effects(&lab, "op-1"), 1);
-    assert_eq!(lab.ws.sender.require("op-1").unwrap().version, 2);
+    assert_eq!(lab.ws.require("op-1").unwrap().version, 2);
 }
 
 #[test]
@@ -168,12 +169,12 @@ fn dispatch_is_refused_from_every_state_but_prepared() {
         ("op-confirmed", OpState::Confirmed),
         ("op-absent", OpState::NotApplied),
     ] {
-        assert_eq!(lab.ws.sender.require(op).unwrap().state, state);
+        assert_eq!(lab.ws.require(op).unwrap().state, state);
         assert_eq!(
             refusal(lab.ws.dispatch(op, DispatchOptions::default())).code(),
             "blind_retry"
         );
-        assert_eq!(lab.ws.sender.dispatch_count(op).unwrap(), 1);
+        assert_eq!(lab.ws.dispatch_count(op).unwrap(), 1);
     }
     assert_eq!(
         refusal(lab.ws.dispatch("op-missing", DispatchOptions::default())).code(),
@@ -252,12 +253,7 @@ fn a_closing_snapshot_refuses_the_late_original() {
     let recorded = review(&mut lab, "op-1", "rosa", Decision::NotApplied, 2).unwrap();
     assert_eq!(recorded.operation.state, OpState::NotApplied);
     assert_eq!(
-        lab.ws
-            .receiver
-            .closure("op-1")
-            .unwrap()
-            .unwrap()
-            .authorized_by,
+        lab.ws.closure("op-1").unwrap().unwrap().authorized_by,
         "rosa"
     );
 }
@@ -292,12 +288,7 @@ fn close_tombstones_are_durable() {
     // A second close keeps the first authorizer.
     lab.ws.snapshot("op-1", Some("sam")).unwrap();
     assert_eq!(
-        lab.reopen()
-            .receiver
-            .closure("op-1")
-            .unwrap()
-            .unwrap()
-            .authorized_by,
+        lab.reopen().closure("op-1").unwrap().unwrap().authorized_by,
         "rosa"
     );
 }
@@ -310,14 +301,14 @@ fn closing_needs_a_named_authorizer() {
         refusal(lab.ws.snapshot("op-1", Some("  "))).code(),
         "empty_reviewer"
     );
-    assert!(lab.ws.receiver.closure("op-1").unwrap().is_none());
+    assert!(lab.ws.closure("op-1").unwrap().is_none());
 }
 
 #[test]
 fn an_early_single_match_is_not_uniqueness_until_closed() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op-1", LOST);
-    let op = lab.ws.sender.require("op-1").unwrap();
+    let op = lab.ws.require("op-1").unwrap();
     let open = lab.ws.snapshot("op-1", None).unwrap();
     assert_eq!(open.verdict, Verdict::ExactMatchExistenceOnly);
     let mut duplicate = dispatch::spawn(
@@ -354,9 +345,9 @@ fn reconcile_refuses_a_snapshot_taken_for_another_op() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op-1", LOST);
     dispatched(&mut lab, "op-2", LOST);
-    let op = lab.ws.sender.require("op-1").unwrap();
-    let other = lab.ws.receiver.snapshot("op-2", None).unwrap();
-    let refused = refusal(lab.ws.sender.record_review(&Review {
+    let op = lab.ws.require("op-1").unwrap();
+    let other = lab.ws.snapshot("op-2", None).unwrap().snapshot;
+    let refused = refusal(lab.ws.record_review(&Review {
         op_id: "op-1",
         payload: &op.payload,
         reviewer: "rosa",
@@ -421,10 +412,7 @@ fn reconcile_refuses_a_decision_the_verdict_does_not_support() {
         .code(),
         "unsupported_verdict"
     );
-    assert_eq!(
-        lab.ws.sender.require("op-absent").unwrap().state,
-        OpState::Unknown
-    );
+    assert_eq!(lab.ws.require("op-absent").unwrap().state, OpState::Unknown);
 }
 
 #[test]
@@ -440,10 +428,10 @@ fn stale_second_reviewer_cannot_overwrite_or_append() {
         message.contains("confirmed") && message.contains("rosa"),
         "{message}"
     );
-    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    let evidence = lab.ws.evidence("op-1").unwrap();
     assert_eq!(evidence.len(), 1);
     assert_eq!(evidence[0].reviewer.as_deref(), Some("rosa"));
-    assert_eq!(lab.ws.sender.require("op-1").unwrap().version, 3);
+    assert_eq!(lab.ws.require("op-1").unwrap().version, 3);
 }
 
 #[test]
@@ -495,16 +483,16 @@ fn reconcile_refuses_an_unknown_operation() {
 fn a_failed_evidence_write_rolls_the_state_change_back() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op-1", LOST);
-    lab.ws.sender.drill_install_evidence_fault().unwrap();
+    lab.ws.drill_install_evidence_fault().unwrap();
     let failed = review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2);
     assert!(
         matches!(failed, Err(Error::Store(StoreError::Sqlite { .. }))),
         "{failed:?}"
     );
-    lab.ws.sender.drill_remove_evidence_fault().unwrap();
-    let op = lab.reopen().sender.require("op-1").unwrap();
+    lab.ws.drill_remove_evidence_fault().unwrap();
+    let op = lab.reopen().require("op-1").unwrap();
     assert_eq!((op.state, op.version), (OpState::Unknown, 2));
-    assert!(lab.ws.sender.evidence("op-1").unwrap().is_empty());
+    assert!(lab.ws.evidence("op-1").unwrap().is_empty());
     // And the decision can still be made afterwards.
     review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
 }
@@ -515,9 +503,9 @@ fn the_evidence_row_holds_the_full_snapshot() {
     dispatched(&mut lab, "op-1", LOST);
     let recorded = closing_review(&mut lab, "op-1", Decision::Confirmed, 2).unwrap();
     assert_eq!(recorded.verdict, Verdict::UniqueExactMatch);
-    let evidence = lab.ws.sender.evidence("op-1").unwrap();
+    let evidence = lab.ws.evidence("op-1").unwrap();
     let stored: Snapshot = serde_json::from_value(evidence[0].snapshot.clone()).unwrap();
-    assert_eq!(stored, lab.ws.receiver.snapshot("op-1", None).unwrap());
+    assert_eq!(stored, lab.ws.snapshot("op-1", None).unwrap().snapshot);
     assert_eq!(stored.matches[0].payload, email());
     assert_eq!((evidence[0].from_version, evidence[0].to_version), (2, 3));
     assert_eq!(evidence[0].verdict, Some(Verdict::UniqueExactMatch));
@@ -536,9 +524,7 @@ fn evidence_is_append_only() {
     assert!(update.to_string().contains("append-only"), "{update}");
     assert!(conn.execute("DELETE FROM evidence", []).is_err());
     assert_eq!(
-        lab.ws.sender.evidence("op-1").unwrap()[0]
-            .reviewer
-            .as_deref(),
+        lab.ws.evidence("op-1").unwrap()[0].reviewer.as_deref(),
         Some("rosa")
     );
 }
@@ -550,7 +536,7 @@ fn evidence_rows_are_hash_chained() {
     lab.ws.prepare("op-2", "send_email", &email()).unwrap();
     lab.ws.dispatch("op-2", DispatchOptions::default()).unwrap();
     review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
-    let log = lab.ws.sender.evidence_log().unwrap();
+    let log = lab.ws.evidence_log().unwrap();
     assert_eq!(log.len(), 2);
     assert_eq!(log[0].prev_hash, recon::audit::GENESIS_HASH);
     assert_eq!(log[1].prev_hash, log[0].hash);
@@ -574,10 +560,7 @@ fn not_applied_ends_the_flow() {
         refusal(lab.ws.prepare("op-1", "send_email", &email())).code(),
         "duplicate_operation"
     );
-    assert_eq!(
-        lab.ws.sender.require("op-1").unwrap().state,
-        OpState::NotApplied
-    );
+    assert_eq!(lab.ws.require("op-1").unwrap().state, OpState::NotApplied);
 }
 
 /// A confirmed original `op-1` (version 3, effect fx-000001).
@@ -614,7 +597,7 @@ fn approval_refuses_an_effect_that_is_not_the_confirmed_one() {
         refusal(approve(&mut lab, "fx-000002", "ines", 3, "op-c")).code(),
         "compensation_effect_mismatch"
     );
-    assert!(lab.ws.sender.get("op-c").unwrap().is_none());
+    assert!(lab.ws.operation("op-c").unwrap().is_none());
 }
 
 #[test]
@@ -653,7 +636,7 @@ fn approval_refuses_a_second_approval_of_the_same_effect() {
         refusal(approve(&mut lab, "fx-000001", "ines", 3, "op-c2")).code(),
         "already_approved"
     );
-    assert!(lab.ws.sender.get("op-c2").unwrap().is_none());
+    assert!(lab.ws.operation("op-c2").unwrap().is_none());
 }
 
 #[test]
@@ -662,11 +645,11 @@ fn approval_and_the_compensation_op_commit_together() {
     confirmed(&mut lab);
     let approval = approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     assert_eq!(approval.approved_version, 3);
-    let comp = lab.reopen().sender.require("op-c").unwrap();
+    let comp = lab.reopen().require("op-c").unwrap();
     assert_eq!(comp.state, OpState::Prepared);
     assert_eq!(comp.compensates_effect_id.as_deref(), Some("fx-000001"));
     assert_eq!(comp.compensates_op_id.as_deref(), Some("op-1"));
-    assert_eq!(lab.ws.sender.approvals("op-c").unwrap(), vec![approval]);
+    assert_eq!(lab.ws.approvals("op-c").unwrap(), vec![approval]);
 }
 
 #[test]
@@ -674,7 +657,6 @@ fn compensation_dispatch_refuses_a_missing_approval() {
     let mut lab = Lab::new();
     confirmed(&mut lab);
     lab.ws
-        .sender
         .drill_insert_unapproved_compensation(
             "op-c",
             "refund_charge",
@@ -687,7 +669,7 @@ fn compensation_dispatch_refuses_a_missing_approval() {
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
         "compensation_not_approved"
     );
-    assert_eq!(lab.ws.sender.dispatch_count("op-c").unwrap(), 0);
+    assert_eq!(lab.ws.dispatch_count("op-c").unwrap(), 0);
 }
 
 #[test]
@@ -696,14 +678,13 @@ fn compensation_dispatch_refuses_a_changed_action_kind() {
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     lab.ws
-        .sender
         .drill_change_action_kind("op-c", "charge_card")
         .unwrap();
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
         "compensation_action_mismatch"
     );
-    assert_eq!(lab.ws.receiver.effect_count(None).unwrap(), 1);
+    assert_eq!(lab.ws.effect_count(None).unwrap(), 1);
 }
 
 #[test]
@@ -729,10 +710,7 @@ fn a_compensation_is_a_new_ledger_row_and_the_original_stays() {
         ),
         ("op-c", Some("fx-000001"))
     );
-    assert_eq!(
-        lab.ws.sender.require("op-1").unwrap().state,
-        OpState::Confirmed
-    );
+    assert_eq!(lab.ws.require("op-1").unwrap().state, OpState::Confirmed);
 }
 
 #[test]
@@ -763,10 +741,7 @@ fn preparing_an_existing_op_id_is_refused() {
         refusal(lab.ws.prepare("op-1", "send_sms", &json!({}))).code(),
         "duplicate_operation"
     );
-    assert_eq!(
-        lab.ws.sender.require("op-1").unwrap().action_kind,
-        "send_email"
-    );
+    assert_eq!(lab.ws.require("op-1").unwrap().action_kind, "send_email");
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //! - the state counts agree with the rows, the evidence chain verifies, and
 //!   `PRAGMA integrity_check` is `ok` on both files.
 
-use recon::store::{OpenOptions, SenderStore};
+use recon::workspace::EvidenceLog;
+use recon::OpenOptions;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -389,9 +390,9 @@ pub fn violations(dir: &Path, direct: &DirectCalls) -> Vec<String> {
             ));
         }
     }
-    match SenderStore::open(&dir.join("sender.sqlite"), OpenOptions::default())
+    match EvidenceLog::open(dir, OpenOptions::default())
+        .and_then(|log| log.verify(None))
         .map_err(|e| e.to_string())
-        .and_then(|s| s.verify_evidence(None).map_err(|e| e.to_string()))
     {
         Ok(report) if report.intact => {}
         Ok(report) => out.push(format!("the evidence log does not verify: {report:?}")),

@@ -16,13 +16,15 @@ use crate::stress::scaled;
 use crate::support::{run_with_env, Lab, Run, REFUSAL_CODES};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use recon::dispatch::{DispatchOptions, Fault};
+use recon::dispatch::DispatchOptions;
+use recon::domain::EffectRequest;
 use recon::domain::{
     check_review, classify, CompensationRequest, Decision, Effect, OpKind, OpState, Operation,
     Review, Scope, Snapshot, Verdict,
 };
 use recon::faults::{CrashPoint, CRASH_EXIT_CODE, CRASH_POINT_ENV};
-use recon::store::receiver::ApplyRequest;
+use recon::receiver::Fault;
+use recon::receiver::{Builtin, Receiver};
 use recon::Error;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -716,12 +718,16 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
         }
         Step::Direct { target, kind } => {
             let (action, payload, compensates) = model.direct_write(target.id(), kind);
-            library(lab.ws.receiver.apply(&ApplyRequest {
-                op_id: target.id(),
-                action_kind: &action,
-                payload: &payload,
-                compensates_effect_id: compensates.as_deref(),
-            }))
+            library(
+                Builtin::open(lab.path(), recon::OpenOptions::default())
+                    .unwrap()
+                    .apply(&EffectRequest {
+                        op_id: target.id(),
+                        action_kind: &action,
+                        payload: &payload,
+                        compensates_effect_id: compensates.as_deref(),
+                    }),
+            )
             .0
         }
         Step::Snapshot {
@@ -845,8 +851,7 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
 fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
     let ws = &lab.ws;
     let ops: BTreeMap<String, Operation> = ws
-        .sender
-        .list(None, None, usize::MAX)
+        .ops(None, None, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|op| (op.op_id.clone(), op))
@@ -854,7 +859,7 @@ fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
     assert_eq!(ops, model.ops, "{context}: operations");
     for id in ORIGINALS.iter().chain(&COMPENSATIONS) {
         if ops.contains_key(*id) {
-            let evidence = ws.sender.evidence(id).unwrap().len();
+            let evidence = ws.evidence(id).unwrap().len();
             assert_eq!(
                 evidence,
                 model.evidence.get(*id).copied().unwrap_or(0),
@@ -862,7 +867,7 @@ fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
             );
         }
         assert_eq!(
-            ws.receiver.closure(id).unwrap().is_some(),
+            ws.closure(id).unwrap().is_some(),
             model.closed.contains(*id),
             "{context}: closed {id}"
         );
@@ -882,7 +887,7 @@ fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
     assert_eq!(ledger, model.effects, "{context}: ledger");
     let mut approvals: Vec<ModelApproval> = ORIGINALS
         .iter()
-        .flat_map(|id| ws.sender.approvals(id).unwrap())
+        .flat_map(|id| ws.approvals(id).unwrap())
         .filter(|a| ORIGINALS.contains(&a.original_op_id.as_str()))
         .map(|a| ModelApproval {
             original: a.original_op_id,

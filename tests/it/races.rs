@@ -8,9 +8,10 @@
 use crate::invariants::{assert_invariants, direct, none};
 use crate::stress::scaled;
 use crate::support::{program, recon_bin, run, Lab, Run};
-use recon::dispatch::{self, DispatchOptions, Fault, InFlight, PendingDispatch, ReceiverCall};
+use recon::dispatch::{self, DispatchOptions, InFlight, PendingDispatch, ReceiverCall};
 use recon::domain::{EvidenceSource, OpState, Verdict};
-use recon::store::OpenOptions;
+use recon::receiver::Fault;
+use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -118,10 +119,10 @@ fn eight_reviewers_racing_one_version_record_exactly_one_decision() {
                 r.stderr
             );
         }
-        let evidence = lab.ws.sender.evidence_log().unwrap();
+        let evidence = lab.ws.evidence_log().unwrap();
         assert_eq!(evidence.len(), 1, "rep {rep}: one evidence row");
         assert_eq!(evidence[0].reviewer.as_deref(), Some(winner.as_str()));
-        let op = lab.ws.sender.require("op").unwrap();
+        let op = lab.ws.require("op").unwrap();
         let expected = if confirm {
             OpState::Confirmed
         } else {
@@ -183,11 +184,11 @@ fn eight_approvals_of_one_effect_record_exactly_one() {
                 r.stderr
             );
         }
-        let approvals = lab.ws.sender.approvals("op").unwrap();
+        let approvals = lab.ws.approvals("op").unwrap();
         assert_eq!(approvals.len(), 1, "rep {rep}");
         assert_eq!(approvals[0].approver, format!("approver-{w}"));
         assert_eq!(approvals[0].compensation_op_id, comp_id(w));
-        let comps = lab.ws.sender.list(None, None, usize::MAX).unwrap();
+        let comps = lab.ws.ops(None, None, usize::MAX).unwrap();
         assert_eq!(
             comps.len(),
             2,
@@ -377,7 +378,7 @@ fn a_closing_snapshot_racing_eight_delayed_originals_takes_each_or_refuses_it() 
             ledger, matches,
             "rep {rep}: the ledger is exactly the snapshot"
         );
-        let closure = lab.ws.receiver.closure("op").unwrap().unwrap();
+        let closure = lab.ws.closure("op").unwrap().unwrap();
         assert_eq!(closure.effects_at_close, matches.len() as i64);
         let expected = match matches.len() {
             0 => Verdict::TerminalAbsence,
@@ -438,8 +439,8 @@ fn a_reviewer_deciding_while_another_process_dispatches_never_doubles_a_decision
         let (review, other) = (&runs[0], &runs[1]);
         assert_eq!(other.json()["outcome"], "receipt", "{other:?}");
 
-        let op = lab.ws.sender.require("op").unwrap();
-        let evidence = lab.ws.sender.evidence("op").unwrap();
+        let op = lab.ws.require("op").unwrap();
+        let evidence = lab.ws.evidence("op").unwrap();
         let effects = lab.ws.ledger(Some("op")).unwrap();
         let reviewer_won = review.code == Some(0);
         *seen

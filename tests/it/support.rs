@@ -3,8 +3,9 @@
 
 #![allow(dead_code)]
 
-use recon::dispatch::{DispatchOptions, Fault, PendingDispatch, ReceiverProgram};
-use recon::store::OpenOptions;
+use recon::dispatch::{DispatchOptions, PendingDispatch, ReceiverProgram};
+use recon::receiver::Fault;
+use recon::OpenOptions;
 use recon::Workspace;
 use rusqlite::Connection;
 use serde_json::Value;

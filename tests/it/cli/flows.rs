@@ -239,7 +239,7 @@ fn snapshot_close_is_recorded_with_its_authorizer() {
     let closed = sh.json(&["snapshot", "op-3", "--close", "--authorized-by", " dana "]);
     assert_eq!(closed["verdict"], "terminal_absence");
     assert_eq!(closed["snapshot"]["closed"], true);
-    let closure = sh.workspace().receiver.closure("op-3").unwrap().unwrap();
+    let closure = sh.workspace().closure("op-3").unwrap().unwrap();
     assert_eq!(closure.authorized_by, "dana");
     // An ordinary read afterwards sees the close too.
     assert_eq!(

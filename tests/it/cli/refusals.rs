@@ -13,17 +13,16 @@ use std::collections::BTreeSet;
 fn fixture() -> (Shell, String, String) {
     let sh = Shell::demo(0);
     let mut ws = sh.workspace();
-    let welcome = ws.sender.require("op-1001-welcome-email").unwrap();
+    let welcome = ws.require("op-1001-welcome-email").unwrap();
     let welcome_fx = welcome.confirmed_effect_id.clone().unwrap();
-    ws.sender
-        .drill_insert_unapproved_compensation(
-            "op-1001-unapproved-fix",
-            "send_correction_email",
-            &json!({"to": "maya.lopez@example.com"}),
-            &welcome.op_id,
-            &welcome_fx,
-        )
-        .unwrap();
+    ws.drill_insert_unapproved_compensation(
+        "op-1001-unapproved-fix",
+        "send_correction_email",
+        &json!({"to": "maya.lopez@example.com"}),
+        &welcome.op_id,
+        &welcome_fx,
+    )
+    .unwrap();
     ws.prepare(
         "op-2001-receipt-email",
         "send_email",
@@ -32,7 +31,7 @@ fn fixture() -> (Shell, String, String) {
     .unwrap();
     ws.dispatch("op-2001-receipt-email", DispatchOptions::default())
         .unwrap();
-    let receipt = ws.sender.require("op-2001-receipt-email").unwrap();
+    let receipt = ws.require("op-2001-receipt-email").unwrap();
     ws.approve_compensation(&CompensationRequest {
         original_op_id: &receipt.op_id,
         effect_id: receipt.confirmed_effect_id.as_deref().unwrap(),
@@ -43,10 +42,9 @@ fn fixture() -> (Shell, String, String) {
         payload: &json!({"to": "kofi.mensah@example.com"}),
     })
     .unwrap();
-    ws.sender
-        .drill_change_action_kind("op-2001-apology", "send_sms")
+    ws.drill_change_action_kind("op-2001-apology", "send_sms")
         .unwrap();
-    let plan = ws.sender.require("op-1010-annual-plan").unwrap();
+    let plan = ws.require("op-1010-annual-plan").unwrap();
     (sh, welcome_fx, plan.confirmed_effect_id.unwrap())
 }
 
@@ -342,7 +340,6 @@ fn refused_reconcile_with_close_does_not_close_the_operation() {
     assert_refused(&sh.run(&args), "unsupported_verdict");
     assert!(sh
         .workspace()
-        .receiver
         .closure("op-1004-support-ticket")
         .unwrap()
         .is_none());

@@ -1,0 +1,78 @@
+//! Refusals: a safety rule saying no.
+//!
+//! A [`Refusal`] means the request was understood and deliberately not
+//! carried out, and nothing was written. Each variant has the stable code of
+//! SPEC.md (`code()`); the binary maps every refusal to exit 3. Refusals are
+//! vocabulary of the domain, so they live here, below every layer that
+//! raises them; storage errors live above, in `crate::error`.
+
+use super::{Decision, OpState, Verdict};
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Refusal {
+    #[error("the reviewer name is empty after trimming")]
+    EmptyReviewer,
+    #[error("{0}")]
+    ScopeMismatch(String),
+    #[error("the verdict {verdict} does not support the decision {decision}")]
+    UnsupportedVerdict {
+        decision: Decision,
+        verdict: Verdict,
+    },
+    #[error(
+        "expected version {expected}, found {found}; the operation is now {state}{}",
+        changed_by.as_ref().map(|who| format!(" (last changed by {who})")).unwrap_or_default()
+    )]
+    StaleVersion {
+        expected: i64,
+        found: i64,
+        state: OpState,
+        changed_by: Option<String>,
+    },
+    #[error("operation {op_id} is {state}, not unknown")]
+    NotUnknown { op_id: String, state: OpState },
+    #[error("operation {op_id} is {state}; it is dispatched only once, from prepared")]
+    BlindRetry { op_id: String, state: OpState },
+    #[error("the receiver has closed operation {0}; no effect can be written for it")]
+    OperationClosed(String),
+    #[error("no operation {0}")]
+    UnknownOperation(String),
+    #[error("operation {0} already exists")]
+    DuplicateOperation(String),
+    #[error("original {op_id} is {state}, not confirmed")]
+    OriginalNotConfirmed { op_id: String, state: OpState },
+    #[error("effect {requested} is not the confirmed effect {}", confirmed.as_deref().unwrap_or("(none)"))]
+    CompensationEffectMismatch {
+        requested: String,
+        confirmed: Option<String>,
+    },
+    #[error("effect {effect_id} of {op_id} already has an approved compensation")]
+    AlreadyApproved { op_id: String, effect_id: String },
+    #[error("compensation {0} has no approval")]
+    CompensationNotApproved(String),
+    #[error("compensation action {actual} differs from the approved {approved}")]
+    CompensationActionMismatch { approved: String, actual: String },
+}
+
+impl Refusal {
+    /// The stable code of SPEC.md, printed as `refused: <code>: <detail>`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::EmptyReviewer => "empty_reviewer",
+            Refusal::ScopeMismatch(_) => "scope_mismatch",
+            Refusal::UnsupportedVerdict { .. } => "unsupported_verdict",
+            Refusal::StaleVersion { .. } => "stale_version",
+            Refusal::NotUnknown { .. } => "not_unknown",
+            Refusal::BlindRetry { .. } => "blind_retry",
+            Refusal::OperationClosed(_) => "operation_closed",
+            Refusal::UnknownOperation(_) => "unknown_operation",
+            Refusal::DuplicateOperation(_) => "duplicate_operation",
+            Refusal::OriginalNotConfirmed { .. } => "original_not_confirmed",
+            Refusal::CompensationEffectMismatch { .. } => "compensation_effect_mismatch",
+            Refusal::AlreadyApproved { .. } => "already_approved",
+            Refusal::CompensationNotApproved(_) => "compensation_not_approved",
+            Refusal::CompensationActionMismatch { .. } => "compensation_action_mismatch",
+        }
+    }
+}

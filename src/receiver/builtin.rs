@@ -1,0 +1,96 @@
+//! The built-in ledger as a [`Receiver`]: `receiver.sqlite`, written and read
+//! in one transaction per call, so its reads are complete and authoritative
+//! and its close is a real barrier.
+//!
+//! Besides the four verbs it answers the questions only a ledger recon owns
+//! can answer (`recon ledger`, who closed an operation, how many effects it
+//! holds), which the facade uses for the ledger command, the console and the
+//! experiment.
+
+use super::Receiver;
+use crate::domain::{
+    Appended, BulkEffect, Ceiling, Closure, Description, Effect, EffectRequest, Snapshot,
+};
+use crate::error::{Result, StoreError};
+use crate::settings::OpenOptions;
+use crate::store::{self, ReceiverStore};
+use std::path::Path;
+
+/// The name `builtin` is reserved for this receiver.
+pub const BUILTIN_NAME: &str = "builtin";
+
+pub struct Builtin {
+    store: ReceiverStore,
+}
+
+impl Builtin {
+    /// Opens the ledger of an existing workspace directory.
+    pub fn open(workspace: &Path, options: OpenOptions) -> Result<Self, StoreError> {
+        Ok(Builtin {
+            store: store::open_receiver(workspace, options)?,
+        })
+    }
+
+    pub(crate) fn from_store(store: ReceiverStore) -> Self {
+        Builtin { store }
+    }
+
+    /// Every effect, or those of one operation, in ledger order.
+    pub fn ledger(&self, op_id: Option<&str>) -> Result<Vec<Effect>> {
+        self.store.ledger(op_id)
+    }
+
+    pub fn effect_count(&self, op_id: Option<&str>) -> Result<i64, StoreError> {
+        self.store.effect_count(op_id)
+    }
+
+    /// Who closed the operation, if anyone.
+    pub fn closure(&self, op_id: &str) -> Result<Option<Closure>, StoreError> {
+        self.store.closure(op_id)
+    }
+
+    pub fn is_unused(&self) -> Result<bool, StoreError> {
+        self.store.is_unused()
+    }
+
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.store.data_version()
+    }
+
+    /// Appends generated effects in one transaction, committed only when
+    /// `commit_if` says so (see `Workspace::append_generated`).
+    pub(crate) fn append_effects(
+        &mut self,
+        effects: impl IntoIterator<Item = BulkEffect>,
+        commit_if: impl FnOnce() -> bool,
+    ) -> Result<Option<Appended>> {
+        self.store.append_effects(effects, commit_if)
+    }
+}
+
+impl Receiver for Builtin {
+    fn describe(&mut self) -> Result<Description> {
+        Ok(Description {
+            name: BUILTIN_NAME.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            can_close: true,
+            query: Ceiling {
+                complete: true,
+                authoritative: true,
+            },
+            mandatory: Vec::new(),
+        })
+    }
+
+    fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
+        self.store.apply(request)
+    }
+
+    fn query(&mut self, op_id: &str) -> Result<Snapshot> {
+        self.store.snapshot(op_id, None)
+    }
+
+    fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        self.store.snapshot(op_id, Some(authorized_by))
+    }
+}
