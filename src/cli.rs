@@ -7,6 +7,7 @@
 //! without `--authorized-by`) is a usage error, exit 2, before any database is
 //! opened.
 
+use crate::domain::names;
 use crate::domain::{Decision, OpState};
 use crate::receiver::Fault;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -511,39 +512,13 @@ fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {
     Ok(text)
 }
 
-/// Checks an identifier (op id, action kind, effect id): 1 to 200
-/// characters, no whitespace or control characters.
+/// Checks an identifier (op id, action kind, effect id); the rule lives in
+/// `domain::names`.
 pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, UsageError> {
-    if text.is_empty() {
-        return Err(UsageError(format!("{what} is empty")));
-    }
-    if text.chars().count() > 200 {
-        return Err(UsageError(format!("{what} is longer than 200 characters")));
-    }
-    if let Some(c) = text
-        .chars()
-        .find(|&c| c.is_whitespace() || crate::sanitize::is_unsafe(c))
-    {
-        return Err(UsageError(format!(
-            "{what} {} contains {}",
-            crate::sanitize::escape(text),
-            crate::sanitize::escape(&c.to_string())
-        )));
-    }
-    Ok(text)
+    names::identifier(what, text).map_err(UsageError)
 }
 
-/// Checks a person's name: control characters are refused as a usage
-/// error; a blank name is left for the engine to refuse as `empty_reviewer`.
+/// Checks a person's name; the rule lives in `domain::names`.
 pub fn person<'a>(what: &str, text: &'a str) -> Result<&'a str, UsageError> {
-    if text.chars().count() > 200 {
-        return Err(UsageError(format!("{what} is longer than 200 characters")));
-    }
-    if text.chars().any(crate::sanitize::is_unsafe) {
-        return Err(UsageError(format!(
-            "{what} {} contains control characters",
-            crate::sanitize::escape(text)
-        )));
-    }
-    Ok(text)
+    names::person(what, text).map_err(UsageError)
 }

@@ -5,6 +5,7 @@
 //! stores persist these values and the console renders them, but the rules that
 //! decide what is safe live only here, where they can be tested as a table.
 
+pub mod names;
 mod records;
 mod refusal;
 pub mod sanitize;

@@ -18,7 +18,9 @@ use super::app::{
     Target, Tone,
 };
 use super::view;
-use crate::domain::{differing_paths, normalize_name, CompensationRequest, Decision, OpState};
+use crate::domain::{
+    differing_paths, names, normalize_name, CompensationRequest, Decision, OpState,
+};
 use crate::domain::{PageBound, QueueFilter};
 use crate::error::{Error, Refusal};
 use crate::sanitize;
@@ -778,12 +780,8 @@ fn approval_pending(app: &App, form: &CompensationForm) -> std::result::Result<P
     let Some(reviewer) = app.reviewer.clone() else {
         return Err("no reviewer name".to_string());
     };
-    let op_id = crate::cli::identifier("the compensation op id", form.fields[0].trim())
-        .map_err(|e| e.0)?
-        .to_string();
-    let action = crate::cli::identifier("the action kind", form.fields[1].trim())
-        .map_err(|e| e.0)?
-        .to_string();
+    let op_id = names::identifier("the compensation op id", form.fields[0].trim())?.to_string();
+    let action = names::identifier("the action kind", form.fields[1].trim())?.to_string();
     let payload: serde_json::Value = serde_json::from_str(&form.fields[2])
         .map_err(|e| format!("the payload is not JSON: {e}"))?;
     let lines = vec![
