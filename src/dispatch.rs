@@ -125,6 +125,22 @@ pub fn spawn(
     workspace: &Path,
     call: &ReceiverCall<'_>,
 ) -> Result<InFlight, StoreError> {
+    let (command, payload_file) = apply_command(program, workspace, call)?;
+    let mut in_flight = start(program, command, call.wait_permit)?;
+    in_flight._payload_file = payload_file;
+    if call.wait_permit {
+        in_flight = in_flight.await_ready()?;
+    }
+    Ok(in_flight)
+}
+
+/// The command line of one `recon receiver apply`. A payload too large for
+/// one argument travels in a temporary file that must outlive the child.
+fn apply_command(
+    program: &ReceiverProgram,
+    workspace: &Path,
+    call: &ReceiverCall<'_>,
+) -> Result<(Command, Option<tempfile::NamedTempFile>), StoreError> {
     let payload = canonical_json(call.payload);
     let mut command = Command::new(&program.program);
     command
@@ -158,8 +174,19 @@ pub fn spawn(
     if call.wait_permit {
         command.arg("--wait-permit");
     }
+    Ok((command, payload_file))
+}
+
+/// Starts the child with its three pipes (stdin only when it waits for a
+/// permit), counts it, and reads its stdout lines and stderr on threads so
+/// that a child writing a lot can never block on a full pipe.
+fn start(
+    program: &ReceiverProgram,
+    mut command: Command,
+    wait_permit: bool,
+) -> Result<InFlight, StoreError> {
     let mut child = command
-        .stdin(if call.wait_permit {
+        .stdin(if wait_permit {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -196,31 +223,32 @@ pub fn spawn(
         let _ = stderr_pipe.read_to_string(&mut text);
         text
     });
-    let mut in_flight = InFlight {
+    Ok(InFlight {
         stdin: child.stdin.take(),
         child,
         lines,
         stderr,
         deadline: Instant::now() + program.timeout,
-        _payload_file: payload_file,
-    };
-    if call.wait_permit {
-        match in_flight.next_line()? {
-            Some(line) if line == READY_LINE => {}
-            other => {
-                let outcome = in_flight.finish()?;
-                return Err(StoreError::Receiver(format!(
-                    "expected `{READY_LINE}`, got {other:?} (exit {:?}): {}",
-                    outcome.exit_code,
-                    outcome.stderr.trim()
-                )));
-            }
-        }
-    }
-    Ok(in_flight)
+        _payload_file: None,
+    })
 }
 
 impl InFlight {
+    /// Waits for the `ready` line of a child that waits for a permit.
+    fn await_ready(mut self) -> Result<Self, StoreError> {
+        match self.next_line()? {
+            Some(line) if line == READY_LINE => Ok(self),
+            other => {
+                let outcome = self.finish()?;
+                Err(StoreError::Receiver(format!(
+                    "expected `{READY_LINE}`, got {other:?} (exit {:?}): {}",
+                    outcome.exit_code,
+                    outcome.stderr.trim()
+                )))
+            }
+        }
+    }
+
     fn next_line(&mut self) -> Result<Option<String>, StoreError> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         match self.lines.recv_timeout(left) {
