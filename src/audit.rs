@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The columns a row's hash covers, in the order of the table.
-pub const CONTENT_COLUMNS: [&str; 10] = [
+pub const CONTENT_COLUMNS: [&str; 13] = [
     "seq",
     "op_id",
     "source",
@@ -41,6 +41,9 @@ pub const CONTENT_COLUMNS: [&str; 10] = [
     "from_version",
     "to_version",
     "effect_id",
+    "receiver",
+    "receiver_describe_sha256",
+    "response_sha256",
 ];
 
 /// The content a row's hash covers: every field except the hashes.
@@ -56,6 +59,9 @@ pub fn chained_content(record: &EvidenceRecord) -> Value {
         "from_version": record.from_version,
         "to_version": record.to_version,
         "effect_id": record.effect_id,
+        "receiver": record.receiver,
+        "receiver_describe_sha256": record.receiver_describe_sha256,
+        "response_sha256": record.response_sha256,
     })
 }
 
@@ -63,11 +69,16 @@ pub fn link_hash(prev_hash: &str, content: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
     hasher.update(canonical_json(content).as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&hasher.finalize())
+}
+
+/// SHA-256 of some bytes, as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One evidence row as stored, trusted for nothing.

@@ -361,6 +361,23 @@ pub enum ReceiverCommand {
         #[arg(long)]
         wait_permit: bool,
     },
+    /// Serve one `recon-adapter/1` call on the built-in ledger: one JSON
+    /// request line on stdin, one JSON answer line on stdout.
+    ///
+    /// Its drills are request fields only it reads: "fault"
+    /// ("crash-after-commit" exits 23 after the commit, "crash-before-commit"
+    /// exits 24 before writing) and "wait_permit": true (print `ready`, then
+    /// wait for one more line before applying). The exit code is diagnostic
+    /// only: 0 answered, 3 refused, 4 the ledger could not be used.
+    #[command(after_help = EXIT_CODES)]
+    Adapter {
+        /// Declare `can_close: false` and answer `close` with `unsupported`.
+        #[arg(long)]
+        no_close: bool,
+        /// describe, apply, query or close.
+        #[arg(value_parser = ["describe", "apply", "query", "close"])]
+        verb: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -449,8 +466,11 @@ impl From<DecisionArg> for Decision {
 #[derive(Debug)]
 pub struct UsageError(pub String);
 
-/// The largest payload accepted, read from an argument, a file or stdin.
-pub const MAX_PAYLOAD_BYTES: u64 = 16 * 1024 * 1024;
+/// The largest payload accepted, read from an argument, a file or stdin:
+/// 4 MiB, so that a receipt (which carries the payload back) fits in the
+/// 8 MiB answer line of `recon-adapter/1` with room for everything around
+/// it, and a snapshot of one match does too.
+pub const MAX_PAYLOAD_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The deepest nesting of arrays and objects accepted in a payload. The
 /// engine wraps a payload in up to four more levels (a receipt line, a

@@ -527,6 +527,15 @@ fn run_to(cli: Cli, out: &mut Out) -> Outcome {
             receiver::serve_apply(&args, open_options()?)?;
             Ok(EXIT_OK)
         }
+        Command::Receiver(ReceiverCommand::Adapter { no_close, verb }) => {
+            let args = receiver::AdapterArgs {
+                workspace: workspace_dir(ws_arg)?.to_path_buf(),
+                no_close,
+                verb: receiver::protocol::Verb::parse(&verb)
+                    .ok_or_else(|| UsageError(format!("unknown verb {verb}")))?,
+            };
+            Ok(receiver::serve_adapter(&args, open_options()?)?)
+        }
     }
 }
 

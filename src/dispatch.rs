@@ -11,7 +11,9 @@
 //!
 //! The child's own side lives with the receivers (`receiver::serve_apply`).
 
-use crate::domain::{canonical_json, Effect, OpState, Operation};
+pub mod adapter;
+
+use crate::domain::{canonical_json, AdapterFailure, Effect, OpState, Operation, Registration};
 use crate::error::{Error, Refusal, StoreError};
 use crate::receiver::{Fault, ReceiptLine, READY_LINE};
 use serde::Serialize;
@@ -62,6 +64,14 @@ impl ReceiverProgram {
         ReceiverProgram {
             parent: Some(Arc::clone(&self.spawned)),
             ..Self::new(self.program.clone(), self.timeout)
+        }
+    }
+
+    /// Counts one child started through this program.
+    pub(crate) fn count_spawn(&self) {
+        self.spawned.fetch_add(1, Ordering::SeqCst);
+        if let Some(parent) = &self.parent {
+            parent.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -197,10 +207,7 @@ fn start(
         .map_err(|e| {
             StoreError::Receiver(format!("cannot start {}: {e}", program.program.display()))
         })?;
-    program.spawned.fetch_add(1, Ordering::SeqCst);
-    if let Some(parent) = &program.parent {
-        parent.fetch_add(1, Ordering::SeqCst);
-    }
+    program.count_spawn();
     let stdout = child
         .stdout
         .take()
@@ -304,67 +311,77 @@ impl InFlight {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DispatchReport {
     pub op_id: String,
+    /// The receiver the operation routes to.
+    pub receiver: String,
     /// `receipt` when a receipt came back, `unknown` when it did not.
     pub outcome: &'static str,
+    /// Diagnostic only; `None` when recon killed the child or it never ran.
     pub receiver_exit_code: Option<i32>,
     pub effect_id: Option<String>,
     pub state: OpState,
     pub version: i64,
+    /// Why no receipt counts, when none does.
+    pub adapter_failure: Option<AdapterFailure>,
     #[serde(skip)]
     pub receiver_stderr: String,
 }
 
-/// A dispatch whose `unknown` state is committed and whose receiver child is
-/// running.
+/// A dispatch whose `unknown` state is committed and whose receiver call is
+/// under way (or failed to start, which is reported, not raised).
 pub struct PendingDispatch {
     pub operation: Operation,
-    pub child: InFlight,
+    pub child: AdapterCall,
+    pub(crate) registration: Registration,
 }
 
-/// Options for one dispatch.
+/// The adapter call of a dispatch.
+pub struct AdapterCall(pub(crate) Result<adapter::Call, AdapterFailure>);
+
+impl AdapterCall {
+    /// Lets the built-in ledger's permit drill go on with its write.
+    pub fn permit(&mut self) -> Result<(), StoreError> {
+        if let Ok(call) = &mut self.0 {
+            call.permit();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> adapter::Reply {
+        match self.0 {
+            Ok(call) => call.finish(),
+            Err(failure) => adapter::Reply {
+                answer: Err(failure),
+                exit_code: None,
+                stderr: String::new(),
+            },
+        }
+    }
+}
+
+/// Options for one dispatch: the built-in ledger's drills.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DispatchOptions {
     pub fault: Option<Fault>,
     pub wait_permit: bool,
 }
 
-/// Spawns the receiver child for a dispatch of `operation`, whose `unknown`
-/// state is already committed.
-pub fn spawn_for(
-    program: &ReceiverProgram,
-    workspace: &Path,
-    operation: &Operation,
-    options: DispatchOptions,
-) -> Result<InFlight, StoreError> {
-    let call = ReceiverCall {
-        fault: options.fault,
-        wait_permit: options.wait_permit,
-        ..ReceiverCall::for_operation(operation)
-    };
-    spawn(program, workspace, &call)
-}
+impl DispatchOptions {
+    pub fn has_drills(&self) -> bool {
+        self.fault.is_some() || self.wait_permit
+    }
 
-/// Judges what a dispatch's child printed: the report as the operation
-/// stands, and the receipt when one came back for exactly this operation
-/// (the caller records it and updates the report's state and version).
-pub fn conclude(operation: &Operation, outcome: ChildOutcome) -> (DispatchReport, Option<Effect>) {
-    let receipt = outcome
-        .receipt
-        .filter(|r| r.op_id == operation.op_id && r.action_kind == operation.action_kind);
-    let report = DispatchReport {
-        op_id: operation.op_id.clone(),
-        outcome: if receipt.is_some() {
-            "receipt"
-        } else {
-            "unknown"
-        },
-        receiver_exit_code: outcome.exit_code,
-        effect_id: receipt.as_ref().map(|r| r.effect_id.clone()),
-        state: operation.state,
-        version: operation.version,
-        receiver_stderr: outcome.stderr,
-    };
-    (report, receipt)
+    /// Adds the drills to an apply request, as fields only the built-in
+    /// ledger reads.
+    pub fn add_to(&self, request: &mut Value) {
+        if let Value::Object(fields) = request {
+            if let Some(fault) = self.fault {
+                fields.insert("fault".into(), Value::from(fault.as_str()));
+            }
+            if self.wait_permit {
+                fields.insert("wait_permit".into(), Value::Bool(true));
+            }
+        }
+    }
 }
 
 /// Is this error the receiver's close barrier?

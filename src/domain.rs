@@ -11,8 +11,8 @@ mod refusal;
 pub mod sanitize;
 
 pub use records::{
-    Appended, BulkEffect, BulkOperation, Ceiling, Closure, Description, EffectRequest,
-    NewOperation, PageBound, QueueFilter, Recorded,
+    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, Closure, Description,
+    EffectRequest, FailureKind, NewOperation, PageBound, QueueFilter, Recorded, Registration,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,8 @@ pub struct Operation {
     pub compensates_effect_id: Option<String>,
     pub compensates_op_id: Option<String>,
     pub confirmed_effect_id: Option<String>,
+    /// The receiver this operation routes to, fixed when it was prepared.
+    pub receiver: String,
 }
 
 /// One row of the receiver's ledger. The receiver is not idempotent, so
@@ -504,6 +506,20 @@ pub struct EvidenceRecord {
     pub from_version: i64,
     pub to_version: i64,
     pub effect_id: Option<String>,
+    /// The receiver the evidence came from, the SHA-256 of its stored
+    /// `describe` answer, and the SHA-256 of the answer this row rests on.
+    pub receiver: String,
+    pub receiver_describe_sha256: String,
+    pub response_sha256: String,
     pub prev_hash: String,
     pub hash: String,
+}
+
+/// Where a piece of evidence came from: which receiver, held to which
+/// description, and which exact answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub receiver: String,
+    pub receiver_describe_sha256: String,
+    pub response_sha256: String,
 }

@@ -15,12 +15,15 @@
 //! the commit) and a lost request (exit 24 before it).
 
 mod builtin;
+pub mod protocol;
+pub mod rules;
 
-pub use builtin::Builtin;
+pub use builtin::{Builtin, BUILTIN_NAME};
 
 use crate::domain::{Description, Effect, EffectRequest, Snapshot};
 use crate::error::Result;
 use crate::settings::OpenOptions;
+use protocol::{ErrorCode, Request, Verb};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{BufRead, Write};
@@ -81,6 +84,117 @@ pub struct ApplyArgs {
     pub compensates_effect_id: Option<String>,
     pub fault: Option<Fault>,
     pub wait_permit: bool,
+}
+
+/// The arguments of `recon receiver adapter`.
+#[derive(Debug, Clone)]
+pub struct AdapterArgs {
+    pub workspace: PathBuf,
+    pub no_close: bool,
+    pub verb: Verb,
+}
+
+/// The built-in ledger's drills, read from request fields only it knows.
+struct Drills {
+    fault: Option<Fault>,
+    wait_permit: bool,
+}
+
+impl Drills {
+    fn of(request: &Value) -> Drills {
+        Drills {
+            fault: request
+                .get("fault")
+                .and_then(|f| serde_json::from_value(f.clone()).ok()),
+            wait_permit: request.get("wait_permit") == Some(&Value::Bool(true)),
+        }
+    }
+}
+
+/// Serves one `recon-adapter/1` call on the built-in ledger: the request on
+/// stdin, the answer on stdout. Its drills are request fields: with
+/// `"wait_permit": true` it prints `ready` and waits for one more line
+/// before applying; `"fault"` makes it exit 24 before writing or 23 right
+/// after the commit, with no answer. An answer refused at the ledger is also
+/// logged on stderr as `refused: <code>: <detail>`. Returns the exit code,
+/// which is diagnostic only: 0 answered, 3 refused, 4 the ledger could not
+/// be used (the codes of `recon receiver apply`).
+pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    let answer = match protocol::read_line(&mut input)
+        .and_then(|request| Ok((protocol::parse_request(args.verb, &request)?, request)))
+    {
+        Err(failed) => protocol::failure_answer(&failed),
+        Ok((Request::Describe, _)) => {
+            protocol::describe_answer(&Builtin::description(!args.no_close))
+        }
+        Ok((request, raw)) => {
+            let ledger = Builtin::open(&args.workspace, options);
+            let mut ledger = match ledger {
+                Ok(ledger) if args.no_close => ledger.without_close(),
+                Ok(ledger) => ledger,
+                Err(error) => {
+                    let error = crate::error::Error::from(error);
+                    let failed = protocol::Failed {
+                        code: protocol::ErrorCode::of(&error),
+                        message: error.to_string(),
+                    };
+                    let answer = protocol::failure_answer(&failed);
+                    protocol::write_line(&mut output, &answer)?;
+                    return Ok(exit_code_of(&answer));
+                }
+            };
+            let drills = Drills::of(&raw);
+            if args.verb == Verb::Apply {
+                drills.before_apply(&mut input, &mut output)?;
+            }
+            let answer = protocol::answer(&mut ledger, &request);
+            if args.verb == Verb::Apply && drills.fault == Some(Fault::CrashAfterCommit) {
+                std::process::exit(EXIT_CRASH_AFTER_COMMIT);
+            }
+            answer
+        }
+    };
+    log_refusal(&answer);
+    protocol::write_line(&mut output, &answer)?;
+    Ok(exit_code_of(&answer))
+}
+
+/// The diagnostic exit code of an answer.
+fn exit_code_of(answer: &Value) -> i32 {
+    let code = answer["error"]["code"].as_str().and_then(ErrorCode::parse);
+    match code {
+        None => 0,
+        Some(ErrorCode::Unavailable | ErrorCode::Internal) => 4,
+        Some(_) => 3,
+    }
+}
+
+impl Drills {
+    fn before_apply(&self, input: &mut dyn BufRead, output: &mut dyn Write) -> Result<()> {
+        if self.wait_permit {
+            writeln!(output, "{READY_LINE}").and_then(|()| output.flush())?;
+            let mut permit = String::new();
+            input.read_line(&mut permit)?;
+        }
+        if self.fault == Some(Fault::CrashBeforeCommit) {
+            std::process::exit(EXIT_CRASH_BEFORE_COMMIT);
+        }
+        Ok(())
+    }
+}
+
+/// Writes a refusal answer to stderr too, the way `recon receiver apply`
+/// reports one, so a person reading the log sees it.
+fn log_refusal(answer: &Value) {
+    if let Some(error) = answer.get("error") {
+        eprintln!(
+            "refused: {}: {}",
+            error["code"].as_str().unwrap_or_default(),
+            crate::sanitize::escape(error["message"].as_str().unwrap_or_default())
+        );
+    }
 }
 
 /// Runs the receiver side of one call on the built-in ledger.

@@ -36,12 +36,13 @@ mod bulk;
 mod console_queries;
 mod drill;
 mod receiver;
+mod receivers;
 mod sender;
 
 use crate::audit::{StoredRow, VerifyReport};
 use crate::domain::{
     Approval, BulkOperation, CompensationRequest, Effect, EvidenceRecord, NewOperation, OpState,
-    Operation, PageBound, QueueFilter, Recorded, Review, Verdict,
+    Operation, PageBound, Provenance, QueueFilter, Recorded, Registration, Review, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;
@@ -74,10 +75,11 @@ pub(crate) trait Outbox {
         &mut self,
         op: &Operation,
         receipt: &Effect,
+        provenance: &Provenance,
     ) -> Result<Option<(Operation, i64)>>;
     /// Every rule of a review, without writing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
-    fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded>;
+    fn record_review(&mut self, review: &Review<'_>, provenance: &Provenance) -> Result<Recorded>;
     fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval>;
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
@@ -131,16 +133,31 @@ pub(crate) trait EvidenceAudit {
     fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError>;
 }
 
+/// Registered receivers and the routes of action kinds to them.
+pub(crate) trait ReceiverRegistry {
+    /// Stores a registration and its routes, or refuses `receiver_exists` /
+    /// `action_routed`, writing nothing.
+    fn register_receiver(&mut self, registration: &Registration) -> Result<()>;
+    fn receivers(&self) -> Result<Vec<Registration>>;
+    fn registration(&self, name: &str) -> Result<Option<Registration>>;
+    /// Removes a registration, or refuses `unknown_receiver` /
+    /// `receiver_in_use` while a prepared or unknown operation routes to it.
+    fn remove_receiver(&mut self, name: &str) -> Result<()>;
+}
+
 /// Everything the facade needs of a sender store.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + Send
+    Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + ReceiverRegistry + Send
 {
 }
 
-impl<T: Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + Send> SenderStore for T {}
+impl<T> SenderStore for T where
+    T: Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + ReceiverRegistry + Send
+{
+}
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";

@@ -12,17 +12,22 @@
 //! written together.
 
 use crate::audit::{StoredRow, VerifyReport};
-use crate::dispatch::{self, DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
+use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
     classify, normalize_name, Approval, BulkEffect, BulkOperation, Closure, CompensationRequest,
-    Decision, Effect, EvidenceRecord, NewOperation, OpState, Operation, PageBound, QueueFilter,
-    Recorded, Review, Snapshot, Verdict,
+    Decision, Effect, EvidenceRecord, NewOperation, OpState, Operation, PageBound, Provenance,
+    QueueFilter, Recorded, Review, Snapshot, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint};
-use crate::receiver::{Builtin, Receiver};
+use crate::receiver::Builtin;
+
+mod receivers;
+
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
+use receivers::{judge_apply, report_of};
+pub use receivers::{NewReceiver, ReceiverCheck, DEFAULT_TIMEOUT_MS};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -43,6 +48,8 @@ pub struct Classified {
     pub operation: Operation,
     pub snapshot: Snapshot,
     pub verdict: Verdict,
+    /// The receiver the snapshot came from and the answer it rests on.
+    pub provenance: Provenance,
 }
 
 /// Everything recorded about one operation.
@@ -81,12 +88,6 @@ impl Workspace {
         &self.program
     }
 
-    /// The receiver an operation routes to. Every operation routes to the
-    /// built-in ledger until receivers can be registered.
-    fn receiver_for(&mut self, _op: &Operation) -> &mut dyn Receiver {
-        &mut self.ledger
-    }
-
     pub fn prepare(
         &mut self,
         op_id: &str,
@@ -106,27 +107,50 @@ impl Workspace {
     }
 
     /// The first half of a dispatch: `prepared -> unknown` committed with
-    /// its dispatch record, then the receiver child spawned. Refusals (blind
-    /// retry, compensation rechecks) happen in that transaction, before any
-    /// child exists.
+    /// its dispatch record, then the receiver's adapter started with the
+    /// request on its stdin. Refusals (blind retry, compensation rechecks)
+    /// happen in that transaction, before any child exists. The built-in
+    /// ledger's drills are refused for any other receiver before anything
+    /// is written.
     pub fn start_dispatch(
         &mut self,
         op_id: &str,
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
+        if options.has_drills() {
+            let op = self.sender.require(op_id)?;
+            if op.receiver != crate::receiver::BUILTIN_NAME {
+                return Err(StoreError::Receiver(format!(
+                    "drills belong to the built-in ledger; {op_id} routes to {}",
+                    op.receiver
+                ))
+                .into());
+            }
+        }
         let operation = self.sender.begin_dispatch(op_id)?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
-        let child = dispatch::spawn_for(&self.program, &self.dir, &operation, options)?;
-        Ok(PendingDispatch { operation, child })
+        self.start_apply(operation, options)
     }
 
-    /// Waits for the receiver and records its receipt, if any, as evidence.
+    /// Waits for the receiver and records its receipt, if one counts, as
+    /// evidence. No receipt (a crash, a timeout, an answer that does not
+    /// match the request) leaves the operation `unknown`, and the report
+    /// says why.
     pub fn finish_dispatch(&mut self, pending: PendingDispatch) -> Result<DispatchReport> {
-        let PendingDispatch { operation, child } = pending;
-        let (mut report, receipt) = dispatch::conclude(&operation, child.finish()?);
-        if let Some(receipt) = receipt {
+        let PendingDispatch {
+            operation,
+            child,
+            registration,
+        } = pending;
+        let reply = child.finish();
+        let judged = judge_apply(&operation, &registration, &reply);
+        let mut report = report_of(&operation, reply, &judged);
+        if let Ok((receipt, provenance)) = judged {
             faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
-            let current = match self.sender.record_receipt(&operation, &receipt)? {
+            let current = match self
+                .sender
+                .record_receipt(&operation, &receipt, &provenance)?
+            {
                 Some((op, _)) => op,
                 None => self.sender.require(&operation.op_id)?,
             };
@@ -146,16 +170,13 @@ impl Workspace {
     ) -> Result<Classified> {
         let close = named(close_authorized_by)?;
         let operation = self.sender.require(op_id)?;
-        let receiver = self.receiver_for(&operation);
-        let snapshot = match close {
-            Some(who) => receiver.close(op_id, who)?,
-            None => receiver.query(op_id)?,
-        };
+        let (snapshot, provenance) = self.read_receiver(&operation, close)?;
         let verdict = classify(operation.scope(), &snapshot);
         Ok(Classified {
             operation,
             snapshot,
             verdict,
+            provenance,
         })
     }
 
@@ -173,29 +194,38 @@ impl Workspace {
         let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
         let close = named(request.close_authorized_by)?;
         let current = self.sender.require(request.op_id)?;
+        if close.is_some() {
+            crate::receiver::rules::check_close(&self.registration_of(&current)?)?;
+        }
         let payload = request.payload.unwrap_or(&current.payload);
-        let open = self.receiver_for(&current).query(request.op_id)?;
-        let snapshot = match close {
+        let (open, open_provenance) = self.read_receiver(&current, None)?;
+        let (snapshot, provenance) = match close {
             Some(who) => {
                 let as_closed = Snapshot {
                     closed: true,
                     ..open.clone()
                 };
-                self.sender
-                    .precheck_review(&review_of(request, payload, reviewer, &as_closed))?;
-                self.receiver_for(&current).close(request.op_id, who)?
+                let review = review_of(request, payload, reviewer, &as_closed);
+                self.sender.precheck_review(&review)?;
+                self.read_receiver(&current, Some(who))?
             }
-            None => open,
+            None => (open, open_provenance),
         };
-        self.sender
-            .record_review(&review_of(request, payload, reviewer, &snapshot))
+        self.sender.record_review(
+            &review_of(request, payload, reviewer, &snapshot),
+            &provenance,
+        )
     }
 
     /// Records a decision on a snapshot the caller already holds, under
     /// every rule of a review (the experiment shows that a snapshot of
     /// another operation is refused `scope_mismatch`).
-    pub fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded> {
-        self.sender.record_review(review)
+    pub fn record_review(
+        &mut self,
+        review: &Review<'_>,
+        provenance: &Provenance,
+    ) -> Result<Recorded> {
+        self.sender.record_review(review, provenance)
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {

@@ -114,3 +114,68 @@ pub struct Ceiling {
     pub complete: bool,
     pub authoritative: bool,
 }
+
+/// A receiver registered in the outbox: the program recon runs for it, the
+/// action kinds routed to it, and its stored `describe` answer (the ceiling
+/// every one of its answers is held to) with that answer's SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Registration {
+    pub name: String,
+    pub actions: Vec<String>,
+    pub program: String,
+    pub args: Vec<String>,
+    pub timeout_ms: u64,
+    pub describe: Description,
+    pub describe_sha256: String,
+}
+
+impl Registration {
+    pub fn can_close(&self) -> bool {
+        self.describe.can_close
+    }
+}
+
+/// Why a receiver call produced no usable answer. None of these is
+/// evidence: a dispatch that ends in one leaves its operation `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The program could not be started.
+    SpawnFailed,
+    /// It ended without a response line.
+    Crash,
+    /// It ran past the receiver's timeout and was killed.
+    Timeout,
+    /// Its answer is not one `recon-adapter/1` JSON object.
+    Garbage,
+    /// It wrote more than one line.
+    ExtraOutput,
+    /// Its answer is longer than the bound.
+    Oversize,
+    /// Its receipt is for another operation, payload, action or target.
+    Mismatch,
+    /// It answered `ok: false`.
+    Error,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::SpawnFailed => "spawn_failed",
+            FailureKind::Crash => "crash",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Garbage => "garbage",
+            FailureKind::ExtraOutput => "extra_output",
+            FailureKind::Oversize => "oversize",
+            FailureKind::Mismatch => "mismatch",
+            FailureKind::Error => "error",
+        }
+    }
+}
+
+/// A failed receiver call, as the dispatch report shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AdapterFailure {
+    pub kind: FailureKind,
+    pub detail: String,
+}

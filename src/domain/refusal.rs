@@ -53,6 +53,25 @@ pub enum Refusal {
     CompensationNotApproved(String),
     #[error("compensation action {actual} differs from the approved {approved}")]
     CompensationActionMismatch { approved: String, actual: String },
+    #[error(
+        "receiver {receiver} cannot close an operation, so absence is never proof; \
+         nothing was asked of it"
+    )]
+    CloseUnsupported { receiver: String },
+    #[error("the receiver name {0} is reserved for recon's own ledger")]
+    ReservedName(String),
+    #[error("the adapter's describe answer is malformed: {0}")]
+    AdapterMalformed(String),
+    #[error("the adapter requires capability {0}, which this recon does not know")]
+    AdapterUnknownCapability(String),
+    #[error("a receiver named {0} is already registered")]
+    ReceiverExists(String),
+    #[error("action kind {action} already routes to receiver {receiver}")]
+    ActionRouted { action: String, receiver: String },
+    #[error("receiver {receiver} still has {open} prepared or unknown operation(s) routed to it")]
+    ReceiverInUse { receiver: String, open: i64 },
+    #[error("no receiver named {0} is registered")]
+    UnknownReceiver(String),
 }
 
 impl Refusal {
@@ -73,6 +92,14 @@ impl Refusal {
             Refusal::AlreadyApproved { .. } => "already_approved",
             Refusal::CompensationNotApproved(_) => "compensation_not_approved",
             Refusal::CompensationActionMismatch { .. } => "compensation_action_mismatch",
+            Refusal::CloseUnsupported { .. } => "close_unsupported",
+            Refusal::ReservedName(_) => "reserved_name",
+            Refusal::AdapterMalformed(_) => "adapter_malformed",
+            Refusal::AdapterUnknownCapability(_) => "adapter_unknown_capability",
+            Refusal::ReceiverExists(_) => "receiver_exists",
+            Refusal::ActionRouted { .. } => "action_routed",
+            Refusal::ReceiverInUse { .. } => "receiver_in_use",
+            Refusal::UnknownReceiver(_) => "unknown_receiver",
         }
     }
 }

@@ -118,17 +118,20 @@ fn malformed_reviews(
         "blank_reviewer".into(),
         outcome(lab.review(&applied.op_id, "   ", Decision::Confirmed, applied.version))?,
     );
-    let other_snapshot = lab.ws.snapshot(&absent.op_id, None)?.snapshot;
+    let other = lab.ws.snapshot(&absent.op_id, None)?;
     refusals.insert(
         "snapshot_for_another_op".into(),
-        outcome(lab.ws.record_review(&Review {
-            op_id: &applied.op_id,
-            payload: &applied.payload,
-            reviewer: "rosa",
-            decision: Decision::Confirmed,
-            snapshot: &other_snapshot,
-            expected_version: applied.version,
-        }))?,
+        outcome(lab.ws.record_review(
+            &Review {
+                op_id: &applied.op_id,
+                payload: &applied.payload,
+                reviewer: "rosa",
+                decision: Decision::Confirmed,
+                snapshot: &other.snapshot,
+                expected_version: applied.version,
+            },
+            &other.provenance,
+        ))?,
     );
     let wider = json!({"to": "everyone@example.com"});
     refusals.insert(

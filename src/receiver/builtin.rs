@@ -11,7 +11,7 @@ use super::Receiver;
 use crate::domain::{
     Appended, BulkEffect, Ceiling, Closure, Description, Effect, EffectRequest, Snapshot,
 };
-use crate::error::{Result, StoreError};
+use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
 use crate::store::{self, ReceiverStore};
 use std::path::Path;
@@ -21,6 +21,10 @@ pub const BUILTIN_NAME: &str = "builtin";
 
 pub struct Builtin {
     store: ReceiverStore,
+    /// `false` when run as `recon receiver adapter --no-close`: it then
+    /// declares `can_close: false` and answers `close` with `unsupported`
+    /// (the experiment's receiver that cannot close).
+    can_close: bool,
 }
 
 impl Builtin {
@@ -28,11 +32,37 @@ impl Builtin {
     pub fn open(workspace: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         Ok(Builtin {
             store: store::open_receiver(workspace, options)?,
+            can_close: true,
         })
     }
 
     pub(crate) fn from_store(store: ReceiverStore) -> Self {
-        Builtin { store }
+        Builtin {
+            store,
+            can_close: true,
+        }
+    }
+
+    /// The same ledger, declaring that it cannot close.
+    pub fn without_close(self) -> Self {
+        Builtin {
+            can_close: false,
+            ..self
+        }
+    }
+
+    /// What the built-in ledger says of itself.
+    pub fn description(can_close: bool) -> Description {
+        Description {
+            name: BUILTIN_NAME.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            can_close,
+            query: Ceiling {
+                complete: true,
+                authoritative: true,
+            },
+            mandatory: Vec::new(),
+        }
     }
 
     /// Every effect, or those of one operation, in ledger order.
@@ -70,16 +100,7 @@ impl Builtin {
 
 impl Receiver for Builtin {
     fn describe(&mut self) -> Result<Description> {
-        Ok(Description {
-            name: BUILTIN_NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            can_close: true,
-            query: Ceiling {
-                complete: true,
-                authoritative: true,
-            },
-            mandatory: Vec::new(),
-        })
+        Ok(Builtin::description(self.can_close))
     }
 
     fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
@@ -91,6 +112,12 @@ impl Receiver for Builtin {
     }
 
     fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        if !self.can_close {
+            return Err(Refusal::CloseUnsupported {
+                receiver: BUILTIN_NAME.to_string(),
+            }
+            .into());
+        }
         self.store.snapshot(op_id, Some(authorized_by))
     }
 }

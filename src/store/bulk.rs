@@ -83,9 +83,11 @@ impl BulkLoad for SqliteSender {
             {
                 let mut insert_op = tx
                     .prepare(
+                        // Generated evidence is written to the built-in
+                        // ledger, so generated operations route there.
                         "INSERT INTO operations
-                             (op_id, kind, action_kind, payload, state, version)
-                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2)",
+                             (op_id, kind, action_kind, payload, state, version, receiver)
+                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, 'builtin')",
                     )
                     .at(&path)?;
                 let mut insert_dispatch = tx

@@ -38,10 +38,13 @@ impl Drills for SqliteSender {
     ) -> Result<(), StoreError> {
         self.conn()
             .execute(
-                "INSERT INTO operations
-                     (op_id, kind, action_kind, payload, state, version,
-                      compensates_effect_id, compensates_op_id)
-                 VALUES (?1, 'compensation', ?2, ?3, 'prepared', 1, ?4, ?5)",
+                &format!(
+                    "INSERT INTO operations
+                         (op_id, kind, action_kind, payload, state, version,
+                          compensates_effect_id, compensates_op_id, receiver)
+                     VALUES (?1, 'compensation', ?2, ?3, 'prepared', 1, ?4, ?5, {})",
+                    super::sender::route_sql("?2", "?5")
+                ),
                 params![
                     op_id,
                     action_kind,

@@ -13,7 +13,7 @@ use crate::audit::{chained_content, link_hash, GENESIS_HASH};
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
     CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource, NewOperation, OpKind,
-    OpState, Operation, Recorded, Review, Verdict,
+    OpState, Operation, Provenance, Recorded, Review, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
@@ -39,6 +39,7 @@ CREATE TABLE operations (
     state TEXT NOT NULL CHECK (state IN ('prepared', 'unknown', 'confirmed', 'not_applied')),
     version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
     confirmed_effect_id TEXT,
+    receiver TEXT NOT NULL,
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL))
 ) WITHOUT ROWID;
@@ -72,6 +73,9 @@ CREATE TABLE evidence (
     from_version INTEGER NOT NULL,
     to_version INTEGER NOT NULL,
     effect_id TEXT,
+    receiver TEXT NOT NULL,
+    receiver_describe_sha256 TEXT NOT NULL,
+    response_sha256 TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL
 );
@@ -102,6 +106,21 @@ CREATE TABLE dispatch_log (
     from_version INTEGER NOT NULL
 );
 CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id);
+
+CREATE TABLE receivers (
+    name TEXT PRIMARY KEY,
+    program TEXT NOT NULL,
+    args TEXT NOT NULL,
+    timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
+    describe TEXT NOT NULL,
+    describe_sha256 TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE routes (
+    action_kind TEXT PRIMARY KEY,
+    receiver TEXT NOT NULL REFERENCES receivers(name)
+) WITHOUT ROWID;
+CREATE INDEX routes_by_receiver ON routes(receiver);
+CREATE INDEX operations_by_receiver ON operations(receiver, state);
 ";
 
 pub struct SqliteSender {
@@ -110,7 +129,7 @@ pub struct SqliteSender {
 }
 
 const OP_COLUMNS: &str = "op_id, kind, action_kind, payload, state, version, \
-     compensates_effect_id, compensates_op_id, confirmed_effect_id";
+     compensates_effect_id, compensates_op_id, confirmed_effect_id, receiver";
 
 /// Raw columns of an operation row; the payload and enums are parsed after
 /// the statement finishes so a malformed row is a typed error, not a panic.
@@ -124,6 +143,7 @@ type OpRow = (
     Option<String>,
     Option<String>,
     Option<String>,
+    String,
 );
 
 fn op_row(row: &Row<'_>) -> rusqlite::Result<OpRow> {
@@ -137,11 +157,12 @@ fn op_row(row: &Row<'_>) -> rusqlite::Result<OpRow> {
         row.get(6)?,
         row.get(7)?,
         row.get(8)?,
+        row.get(9)?,
     ))
 }
 
 fn parse_op(row: OpRow) -> Result<Operation, StoreError> {
-    let (op_id, kind, action_kind, payload, state, version, fx, comp_op, confirmed) = row;
+    let (op_id, kind, action_kind, payload, state, version, fx, comp_op, confirmed, receiver) = row;
     let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of operation {op_id}"));
     Ok(Operation {
         kind: OpKind::parse(&kind).ok_or_else(|| corrupt("kind"))?,
@@ -152,65 +173,70 @@ fn parse_op(row: OpRow) -> Result<Operation, StoreError> {
         compensates_effect_id: fx,
         compensates_op_id: comp_op,
         confirmed_effect_id: confirmed,
+        receiver,
         op_id,
     })
 }
-
-type EvidenceRow = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    String,
-    i64,
-    i64,
-    Option<String>,
-    String,
-    String,
-);
 
 const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, snapshot, \
-     from_version, to_version, effect_id, prev_hash, hash";
+     from_version, to_version, effect_id, receiver, receiver_describe_sha256, response_sha256, \
+     prev_hash, hash";
 
-fn evidence_row(row: &Row<'_>) -> rusqlite::Result<EvidenceRow> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-        row.get(9)?,
-        row.get(10)?,
-        row.get(11)?,
-    ))
+/// An evidence row with its enums and snapshot still as stored text; they
+/// are parsed after the statement finishes so a malformed row is a typed
+/// error, not a panic.
+struct RawEvidence {
+    record: EvidenceRecord,
+    source: String,
+    decision: String,
+    verdict: Option<String>,
+    snapshot: String,
 }
 
-fn parse_evidence(row: EvidenceRow) -> Result<EvidenceRecord, StoreError> {
-    let (seq, op_id, source, reviewer, decision, verdict, snapshot, from, to, fx, prev, hash) = row;
-    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of evidence row {seq}"));
-    Ok(EvidenceRecord {
-        source: EvidenceSource::parse(&source).ok_or_else(|| corrupt("source"))?,
-        decision: Decision::parse(&decision).ok_or_else(|| corrupt("decision"))?,
-        verdict: match verdict {
-            Some(v) => Some(Verdict::parse(&v).ok_or_else(|| corrupt("verdict"))?),
-            None => None,
+fn evidence_row(row: &Row<'_>) -> rusqlite::Result<RawEvidence> {
+    Ok(RawEvidence {
+        record: EvidenceRecord {
+            seq: row.get(0)?,
+            op_id: row.get(1)?,
+            source: EvidenceSource::Review,
+            reviewer: row.get(3)?,
+            decision: Decision::Confirmed,
+            verdict: None,
+            snapshot: Value::Null,
+            from_version: row.get(7)?,
+            to_version: row.get(8)?,
+            effect_id: row.get(9)?,
+            receiver: row.get(10)?,
+            receiver_describe_sha256: row.get(11)?,
+            response_sha256: row.get(12)?,
+            prev_hash: row.get(13)?,
+            hash: row.get(14)?,
         },
-        snapshot: serde_json::from_str(&snapshot).map_err(|_| corrupt("snapshot"))?,
-        seq,
-        op_id,
-        reviewer,
-        from_version: from,
-        to_version: to,
-        effect_id: fx,
-        prev_hash: prev,
-        hash,
+        source: row.get(2)?,
+        decision: row.get(4)?,
+        verdict: row.get(5)?,
+        snapshot: row.get(6)?,
     })
+}
+
+fn parse_evidence(raw: RawEvidence) -> Result<EvidenceRecord, StoreError> {
+    let RawEvidence {
+        mut record,
+        source,
+        decision,
+        verdict,
+        snapshot,
+    } = raw;
+    let seq = record.seq;
+    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of evidence row {seq}"));
+    record.source = EvidenceSource::parse(&source).ok_or_else(|| corrupt("source"))?;
+    record.decision = Decision::parse(&decision).ok_or_else(|| corrupt("decision"))?;
+    record.verdict = match verdict {
+        Some(v) => Some(Verdict::parse(&v).ok_or_else(|| corrupt("verdict"))?),
+        None => None,
+    };
+    record.snapshot = serde_json::from_str(&snapshot).map_err(|_| corrupt("snapshot"))?;
+    Ok(record)
 }
 
 const APPROVAL_COLUMNS: &str = "original_op_id, effect_id, approved_version, approver, \
@@ -307,6 +333,7 @@ struct Transition<'a> {
     verdict: Option<Verdict>,
     evidence: &'a Value,
     effect_id: Option<&'a str>,
+    provenance: &'a Provenance,
 }
 
 /// Applies a transition out of `unknown` and appends its evidence row, in
@@ -355,13 +382,16 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
         from_version: t.op.version,
         to_version: t.op.version + 1,
         effect_id: t.effect_id.map(str::to_string),
+        receiver: t.provenance.receiver.clone(),
+        receiver_describe_sha256: t.provenance.receiver_describe_sha256.clone(),
+        response_sha256: t.provenance.response_sha256.clone(),
         prev_hash,
         hash: String::new(),
     };
     record.hash = link_hash(&record.prev_hash, &chained_content(&record));
     tx.prepare_cached(&format!(
         "INSERT INTO evidence ({EVIDENCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -375,6 +405,9 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
             record.from_version,
             record.to_version,
             record.effect_id,
+            record.receiver,
+            record.receiver_describe_sha256,
+            record.response_sha256,
             record.prev_hash,
             record.hash,
         ])
@@ -411,7 +444,7 @@ impl SqliteSender {
     }
 
     fn evidence_query(&self, sql: &str, op_id: Option<&str>) -> Result<Vec<EvidenceRecord>> {
-        let rows: Vec<EvidenceRow> = self
+        let rows: Vec<RawEvidence> = self
             .conn
             .prepare_cached(sql)
             .and_then(|mut s| match op_id {
@@ -558,6 +591,7 @@ impl Outbox for SqliteSender {
         &mut self,
         op: &Operation,
         receipt: &Effect,
+        provenance: &Provenance,
     ) -> Result<Option<(Operation, i64)>> {
         let path = self.path.clone();
         let tx = self.immediate()?;
@@ -574,6 +608,7 @@ impl Outbox for SqliteSender {
                 verdict: None,
                 evidence: &evidence,
                 effect_id: Some(&receipt.effect_id),
+                provenance,
             },
         )?;
         let Some(seq) = seq else {
@@ -600,7 +635,7 @@ impl Outbox for SqliteSender {
     /// the row as it is inside this transaction, then the conditional update
     /// and the evidence append with the full snapshot. If the append fails,
     /// the state change rolls back with it.
-    fn record_review(&mut self, review: &Review<'_>) -> Result<Recorded> {
+    fn record_review(&mut self, review: &Review<'_>, provenance: &Provenance) -> Result<Recorded> {
         let path = self.path.clone();
         if crate::domain::normalize_name(review.reviewer).is_none() {
             return Err(Refusal::EmptyReviewer.into());
@@ -635,6 +670,7 @@ impl Outbox for SqliteSender {
                 verdict: Some(verdict),
                 evidence: &snapshot,
                 effect_id,
+                provenance,
             },
         )?
         // The row was read and checked in this same IMMEDIATE transaction,
@@ -771,6 +807,19 @@ impl Outbox for SqliteSender {
     }
 }
 
+/// The route of a new operation, as SQL over `?action` and `?original`: a
+/// compensation goes to the receiver of the operation it compensates; an
+/// original to the receiver its action kind is routed to, or the built-in
+/// ledger. Computed in the inserting transaction, so it cannot race a
+/// registration.
+pub(crate) fn route_sql(action: &str, original: &str) -> String {
+    format!(
+        "COALESCE((SELECT receiver FROM operations WHERE op_id = {original}),
+                  (SELECT receiver FROM routes WHERE action_kind = {action}),
+                  'builtin')"
+    )
+}
+
 fn insert_op(
     tx: &Transaction<'_>,
     path: &Path,
@@ -779,12 +828,13 @@ fn insert_op(
     compensates_effect_id: Option<&str>,
     compensates_op_id: Option<&str>,
 ) -> Result<(), StoreError> {
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
-              compensates_effect_id, compensates_op_id)
-         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6)",
-    )
+              compensates_effect_id, compensates_op_id, receiver)
+         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {})",
+        route_sql("?3", "?6")
+    ))
     .and_then(|mut s| {
         s.execute(params![
             new.op_id,

@@ -100,7 +100,8 @@ fn rechain(dir: &Path) {
     let rows: Vec<(i64, Value)> = conn
         .prepare(
             "SELECT seq, op_id, source, reviewer, decision, verdict, snapshot, from_version,
-                    to_version, effect_id FROM evidence ORDER BY seq",
+                    to_version, effect_id, receiver, receiver_describe_sha256,
+                    response_sha256 FROM evidence ORDER BY seq",
         )
         .unwrap()
         .query_map([], |r| {
@@ -118,6 +119,9 @@ fn rechain(dir: &Path) {
                     "from_version": r.get::<_, i64>(7)?,
                     "to_version": r.get::<_, i64>(8)?,
                     "effect_id": r.get::<_, Option<String>>(9)?,
+                    "receiver": r.get::<_, String>(10)?,
+                    "receiver_describe_sha256": r.get::<_, String>(11)?,
+                    "response_sha256": r.get::<_, String>(12)?,
                 }),
             ))
         })
@@ -348,9 +352,10 @@ fn a_forged_row_with_recomputed_hashes_is_caught_by_the_cross_check() {
     tamper(
         lab.path(),
         r#"INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict, snapshot,
-                                 from_version, to_version, effect_id, prev_hash, hash)
+                                 from_version, to_version, effect_id, receiver,
+                                 receiver_describe_sha256, response_sha256, prev_hash, hash)
            VALUES (1, 'x', 'review', 'Mallory', 'not_applied', 'terminal_absence', '{}', 2, 3,
-                   NULL, '', '')"#,
+                   NULL, 'builtin', '', '', '', '')"#,
     );
     rechain(lab.path());
     let (r, report) = verify(lab.path(), &[]);

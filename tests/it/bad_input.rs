@@ -163,7 +163,7 @@ fn run_os(
     if as_nobody {
         command.uid(65534).gid(65534);
     }
-    // A 10 MB payload on stdin is larger than a pipe; output_of copes.
+    // A 3 MB payload on stdin is larger than a pipe; output_of copes.
     let out = output_of(command, stdin);
     Output {
         code: out.status.code(),
@@ -237,9 +237,9 @@ fn table_lab() -> Lab {
 }
 
 fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
-    let big_json = format!("{{\"blob\":\"{}\"}}", "x".repeat(10 * 1024 * 1024));
-    let too_big = scratch.join("17mb.json");
-    std::fs::write(&too_big, format!("\"{}\"", "y".repeat(17 * 1024 * 1024))).unwrap();
+    let big_json = format!("{{\"blob\":\"{}\"}}", "x".repeat(3 * 1024 * 1024));
+    let too_big = scratch.join("5mb.json");
+    std::fs::write(&too_big, format!("\"{}\"", "y".repeat(5 * 1024 * 1024))).unwrap();
     let too_big = format!("@{}", too_big.display());
     let not_utf8 = scratch.join("latin1.json");
     std::fs::write(&not_utf8, b"{\"name\": \"caf\xe9\"}").unwrap();
@@ -452,20 +452,20 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "nested deeper than 64",
         ),
         c(
-            "17 MB payload file",
+            "5 MB payload file",
             prepare("new", &too_big),
             2,
-            "larger than 16777216 bytes",
+            "larger than 4194304 bytes",
         ),
         c(
-            "10 MB payload on stdin for an existing op",
+            "3 MB payload on stdin for an existing op",
             prepare("paid", "@-"),
             3,
             "refused: duplicate_operation",
         )
         .stdin(big_json.clone().into_bytes()),
         c(
-            "10 MB payload scope on stdin",
+            "3 MB payload scope on stdin",
             with(reconcile("lost", "Ann", "2"), &["--payload", "@-"]),
             3,
             "refused: scope_mismatch",
@@ -780,14 +780,17 @@ fn library_cases() -> Vec<LibraryCase> {
                     closed: true,
                 };
                 let payload = json!({"amount": 10});
-                ws.record_review(&Review {
-                    op_id: "gone",
-                    payload: &payload,
-                    reviewer: "Ann",
-                    decision: Decision::NotApplied,
-                    snapshot: &snapshot,
-                    expected_version: 2,
-                })
+                ws.record_review(
+                    &Review {
+                        op_id: "gone",
+                        payload: &payload,
+                        reviewer: "Ann",
+                        decision: Decision::NotApplied,
+                        snapshot: &snapshot,
+                        expected_version: 2,
+                    },
+                    &crate::support::unknown_provenance(),
+                )
                 .map(drop)
             },
             "scope_mismatch",
@@ -895,7 +898,7 @@ fn wrong_kinds_of_file_in_the_workspace_are_storage_errors_and_change_nothing() 
                 let c = rusqlite::Connection::open(d.join("sender.sqlite")).unwrap();
                 c.execute_batch("PRAGMA user_version = 99").unwrap();
             },
-            "has schema version 99; this recon reads version 1",
+            "has schema version 99; this recon reads version 2",
         ),
         (
             "receiver file missing",
@@ -1090,11 +1093,12 @@ fn a_read_only_workspace_is_a_storage_error_and_changes_nothing() {
 // Odd but valid input goes through untouched.
 
 #[test]
-fn a_10_mb_payload_goes_through_dispatch_evidence_and_export() {
+fn a_payload_at_the_size_limit_goes_through_dispatch_evidence_and_export() {
     let lab = Lab::new();
     let ws = lab.path_str();
     let file = lab.path().join("big.json");
-    let big = json!({"blob": "z".repeat(10 * 1024 * 1024), "n": 1});
+    let limit = usize::try_from(recon::cli::MAX_PAYLOAD_BYTES).unwrap();
+    let big = json!({"blob": "z".repeat(limit - 64), "n": 1});
     std::fs::write(&file, big.to_string()).unwrap();
     let at = format!("@{}", file.display());
     let r = run(
@@ -1112,7 +1116,7 @@ fn a_10_mb_payload_goes_through_dispatch_evidence_and_export() {
         None,
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    // Larger than one argument may be: the child gets it through a file.
+    // Larger than one argument may be: the adapter reads it on stdin.
     let r = run(&["dispatch", "--workspace", &ws, "big", "--json"], None);
     assert_eq!(r.json()["outcome"], "receipt", "{}", r.stderr);
     let ledger = lab.reopen().ledger(Some("big")).unwrap();
@@ -1120,7 +1124,7 @@ fn a_10_mb_payload_goes_through_dispatch_evidence_and_export() {
     assert_eq!(ledger[0].payload, big);
     let r = run(&["export", "--workspace", &ws], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stdout.len() > 10 * 1024 * 1024);
+    assert!(r.stdout.len() > limit - 64);
     assert_invariants(lab.path(), &none());
 }
 

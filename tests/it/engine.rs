@@ -346,15 +346,18 @@ fn reconcile_refuses_a_snapshot_taken_for_another_op() {
     dispatched(&mut lab, "op-1", LOST);
     dispatched(&mut lab, "op-2", LOST);
     let op = lab.ws.require("op-1").unwrap();
-    let other = lab.ws.snapshot("op-2", None).unwrap().snapshot;
-    let refused = refusal(lab.ws.record_review(&Review {
-        op_id: "op-1",
-        payload: &op.payload,
-        reviewer: "rosa",
-        decision: Decision::Confirmed,
-        snapshot: &other,
-        expected_version: 2,
-    }));
+    let other = lab.ws.snapshot("op-2", None).unwrap();
+    let refused = refusal(lab.ws.record_review(
+        &Review {
+            op_id: "op-1",
+            payload: &op.payload,
+            reviewer: "rosa",
+            decision: Decision::Confirmed,
+            snapshot: &other.snapshot,
+            expected_version: 2,
+        },
+        &other.provenance,
+    ));
     assert_eq!(refused.code(), "scope_mismatch");
 }
 

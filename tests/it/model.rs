@@ -329,6 +329,7 @@ impl Model {
                             compensates_effect_id: None,
                             compensates_op_id: None,
                             confirmed_effect_id: None,
+                            receiver: "builtin".into(),
                         },
                     );
                     Ends::Done
@@ -606,6 +607,7 @@ impl Model {
                 compensates_effect_id: Some(effect),
                 compensates_op_id: Some(id.to_string()),
                 confirmed_effect_id: None,
+                receiver: "builtin".into(),
             },
         );
         Ends::Done
@@ -1031,6 +1033,7 @@ fn operation() -> impl Strategy<Value = Operation> {
             compensates_op_id: compensates.as_ref().map(|_| "orig".to_string()),
             compensates_effect_id: compensates,
             confirmed_effect_id: None,
+            receiver: "builtin".into(),
         })
 }
 

@@ -214,7 +214,7 @@ fn eight_approvals_of_one_effect_record_exactly_one() {
 
 /// A delayed writer: the real dispatch of the op, or a direct duplicate.
 enum Writer {
-    Dispatch(PendingDispatch),
+    Dispatch(Box<PendingDispatch>),
     Direct(InFlight),
 }
 
@@ -222,7 +222,7 @@ enum Writer {
 fn finish(writer: Writer, ws: &mut Workspace) -> Result<String, String> {
     match writer {
         Writer::Dispatch(pending) => {
-            let report = ws.finish_dispatch(pending).unwrap();
+            let report = ws.finish_dispatch(*pending).unwrap();
             report.effect_id.ok_or(format!(
                 "exit {:?}: {}",
                 report.receiver_exit_code, report.receiver_stderr
@@ -257,7 +257,7 @@ fn a_closing_snapshot_racing_eight_delayed_originals_takes_each_or_refuses_it() 
         // receiver is not idempotent). All are open and blocked on a permit.
         let pending = lab.held_dispatch("op");
         let op = pending.operation.clone();
-        let mut writers = vec![Writer::Dispatch(pending)];
+        let mut writers = vec![Writer::Dispatch(Box::new(pending))];
         for _ in 1..8 {
             let call = ReceiverCall {
                 wait_permit: true,

@@ -216,3 +216,13 @@ pub fn dump(dir: &Path) -> String {
     }
     out
 }
+
+/// The provenance of a snapshot made up by a test rather than read from a
+/// receiver.
+pub fn unknown_provenance() -> recon::domain::Provenance {
+    recon::domain::Provenance {
+        receiver: "builtin".into(),
+        receiver_describe_sha256: "0".repeat(64),
+        response_sha256: "0".repeat(64),
+    }
+}

@@ -1,0 +1,283 @@
+//! One call of a `recon-adapter/1` program: spawn, one request line on its
+//! stdin, one answer line read from its stdout with a bound, its stderr kept
+//! (the last 64 KiB), its whole process group killed past the timeout.
+//!
+//! This is transport only. It turns every way a process can fail to answer
+//! into an [`AdapterFailure`] (`spawn_failed`, `crash`, `timeout`,
+//! `garbage`, `extra_output`, `oversize`), and hands a well-formed answer on
+//! as JSON; what the answer may mean is judged by `receiver::rules`. Values
+//! travel only on stdin, never on argv, so an op id or payload that begins
+//! with `-` reaches the adapter intact. The exit code is kept for the
+//! report and is never evidence.
+
+use super::ReceiverProgram;
+use crate::domain::{AdapterFailure, FailureKind};
+use crate::receiver::protocol::{write_line, Verb, MAX_LINE};
+use crate::receiver::rules::failure;
+use crate::receiver::READY_LINE;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver as Channel, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// How much of an adapter's stderr is kept: its last 64 KiB.
+pub const STDERR_TAIL: usize = 64 * 1024;
+
+/// A program that speaks the protocol, as registered.
+#[derive(Debug, Clone)]
+pub struct AdapterProgram {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// What an adapter call ended with.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The one answer line as JSON, or why there is none.
+    pub answer: Result<Value, AdapterFailure>,
+    /// `None` when recon killed the process, or a signal did.
+    pub exit_code: Option<i32>,
+    /// The end of what the adapter wrote on stderr (untrusted text).
+    pub stderr: String,
+}
+
+enum Event {
+    Line(Vec<u8>),
+    Oversize,
+    Eof,
+}
+
+/// An adapter process that has been started and not yet reaped.
+pub struct Call {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    events: Channel<Event>,
+    stderr: Channel<Vec<u8>>,
+    deadline: Instant,
+    timed_out: bool,
+}
+
+impl AdapterProgram {
+    /// Starts `PROGRAM ARG... VERB` and writes `request` on its stdin. With
+    /// `hold_stdin` the pipe stays open (the built-in ledger's permit drill
+    /// reads one more line); otherwise it is closed after the request.
+    pub fn start(
+        &self,
+        counter: &ReceiverProgram,
+        verb: Verb,
+        request: &Value,
+        hold_stdin: bool,
+    ) -> Result<Call, AdapterFailure> {
+        let mut child = Command::new(&self.program)
+            .args(&self.args)
+            .arg(verb.as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                failure(
+                    FailureKind::SpawnFailed,
+                    format!("cannot start {}: {e}", self.program.display()),
+                )
+            })?;
+        counter.count_spawn();
+        let (events, stderr) = read_pipes(&mut child);
+        let mut call = Call {
+            stdin: child.stdin.take(),
+            child,
+            events,
+            stderr,
+            deadline: Instant::now() + self.timeout,
+            timed_out: false,
+        };
+        // A child that died before reading its request breaks the pipe;
+        // that shows as a crash when it is reaped, so it is not an error here.
+        if let Some(stdin) = call.stdin.as_mut() {
+            let _ = write_line(stdin, request);
+        }
+        if !hold_stdin {
+            call.stdin = None;
+        }
+        Ok(call)
+    }
+
+    /// One whole call: start, then wait for the answer.
+    pub fn call(&self, counter: &ReceiverProgram, verb: Verb, request: &Value) -> Reply {
+        match self.start(counter, verb, request, false) {
+            Ok(call) => call.finish(),
+            Err(failure) => Reply {
+                answer: Err(failure),
+                exit_code: None,
+                stderr: String::new(),
+            },
+        }
+    }
+}
+
+/// Reads stdout as bounded lines and stderr as a bounded tail, each on its
+/// own thread, so a chatty child never blocks on a full pipe.
+fn read_pipes(child: &mut Child) -> (Channel<Event>, Channel<Vec<u8>>) {
+    let (line_tx, events) = mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                let read = (&mut reader)
+                    .take(MAX_LINE as u64 + 1)
+                    .read_until(b'\n', &mut line);
+                let event = match read {
+                    Ok(0) | Err(_) => Event::Eof,
+                    Ok(_) if line.len() > MAX_LINE => Event::Oversize,
+                    Ok(_) => Event::Line(line),
+                };
+                let end = matches!(event, Event::Eof);
+                if line_tx.send(event).is_err() || end {
+                    break;
+                }
+            }
+        });
+    }
+    let (tail_tx, stderr) = mpsc::channel();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&chunk[..n]);
+                if tail.len() > 2 * STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+            let start = tail.len().saturating_sub(STDERR_TAIL);
+            let _ = tail_tx.send(tail.split_off(start));
+        });
+    }
+    (events, stderr)
+}
+
+impl Call {
+    /// The next stdout event, or the end when the deadline passes (the
+    /// process group is then killed).
+    fn next(&mut self) -> Event {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(left) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Disconnected) => Event::Eof,
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                Event::Eof
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        self.timed_out = true;
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals the process group
+            // this child leads (it was started with process_group(0)); it
+            // touches no memory of ours.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
+    }
+
+    /// Waits for the `ready` line of the built-in ledger's permit drill.
+    pub fn await_ready(&mut self) -> Result<(), String> {
+        match self.next() {
+            Event::Line(line) if line.trim_ascii() == READY_LINE.as_bytes() => Ok(()),
+            Event::Line(line) => Err(format!(
+                "expected `{READY_LINE}`, got {:?}",
+                String::from_utf8_lossy(&line)
+            )),
+            Event::Oversize | Event::Eof => Err(format!("no `{READY_LINE}` line came")),
+        }
+    }
+
+    /// Sends the permit line of the drill; a child that already died
+    /// cannot read it, which shows when it is reaped.
+    pub fn permit(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.write_all(b"go\n").and_then(|()| stdin.flush());
+        }
+    }
+
+    /// Reads the answer, drains the rest, and reaps the process.
+    pub fn finish(mut self) -> Reply {
+        self.stdin = None;
+        let first = self.next();
+        let mut extra = false;
+        loop {
+            match self.next() {
+                Event::Eof => break,
+                Event::Oversize => extra = true,
+                Event::Line(line) => extra |= !line.trim_ascii().is_empty(),
+            }
+        }
+        let status = self.reap();
+        let answer = match first {
+            _ if self.timed_out => Err(failure(
+                FailureKind::Timeout,
+                "the adapter ran past its timeout; its process group was killed",
+            )),
+            Event::Oversize => Err(failure(
+                FailureKind::Oversize,
+                format!("the answer is longer than {MAX_LINE} bytes"),
+            )),
+            Event::Eof => Err(failure(
+                FailureKind::Crash,
+                match status {
+                    Some(code) => format!("the adapter exited with code {code} and no answer"),
+                    None => "the adapter was killed by a signal before answering".to_string(),
+                },
+            )),
+            Event::Line(_) if extra => Err(failure(
+                FailureKind::ExtraOutput,
+                "the adapter wrote more than one line",
+            )),
+            Event::Line(line) => serde_json::from_slice(&line)
+                .map_err(|e| failure(FailureKind::Garbage, format!("the answer is not JSON: {e}"))),
+        };
+        let stderr = self
+            .stderr
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or_default();
+        Reply {
+            answer,
+            exit_code: if self.timed_out { None } else { status },
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+
+    fn reap(&mut self) -> Option<i32> {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status.code(),
+                Ok(None) if Instant::now() >= self.deadline => self.kill(),
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Call {
+    /// A call dropped before it finished must not leave its process behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! `recon-adapter/1` on the wire: one JSON object on one line each way.
+//!
+//! Both sides live here so they cannot drift: the requests recon writes and
+//! the answers it parses (the client, `receiver::process`), and the answers
+//! an adapter written in Rust writes for the requests it reads ([`serve`],
+//! [`answer`]), which is how the built-in ledger speaks the protocol. Parsing
+//! is strict about what the contract needs (the protocol number, `ok`, the
+//! fields of each answer) and ignores every field it does not know, on both
+//! sides, so either can grow. Judging an answer (does this receipt belong to
+//! the request, what may these flags claim) is not parsing: that is
+//! `receiver::rules`.
+
+use super::Receiver;
+use crate::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
+use crate::error::{Error, Refusal, StoreError};
+use serde_json::{json, Map, Value};
+use std::io::{BufRead, Read, Write};
+
+/// The protocol number every request and answer carries.
+pub const PROTOCOL: u64 = 1;
+/// The longest answer line recon reads (and request line an adapter reads).
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// What recon asks an adapter to do; the last word of its command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Describe,
+    Apply,
+    Query,
+    Close,
+}
+
+impl Verb {
+    pub const ALL: [Verb; 4] = [Verb::Describe, Verb::Apply, Verb::Query, Verb::Close];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Describe => "describe",
+            Verb::Apply => "apply",
+            Verb::Query => "query",
+            Verb::Close => "close",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+}
+
+/// The codes of an `ok: false` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    OperationClosed,
+    Unsupported,
+    BadRequest,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 5] = [
+        ErrorCode::OperationClosed,
+        ErrorCode::Unsupported,
+        ErrorCode::BadRequest,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::OperationClosed => "operation_closed",
+            ErrorCode::Unsupported => "unsupported",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == text)
+    }
+
+    /// The code an adapter answers for a library error.
+    pub fn of(error: &Error) -> ErrorCode {
+        match error {
+            Error::Refused(Refusal::OperationClosed(_)) => ErrorCode::OperationClosed,
+            Error::Refused(Refusal::CloseUnsupported { .. }) => ErrorCode::Unsupported,
+            Error::Refused(_) => ErrorCode::BadRequest,
+            Error::Store(
+                StoreError::Locked(_)
+                | StoreError::MissingDatabase(_)
+                | StoreError::MissingWorkspace(_),
+            ) => ErrorCode::Unavailable,
+            Error::Store(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// An `ok: false` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failed {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Failed {
+    fn bad_request(message: impl Into<String>) -> Self {
+        Failed {
+            code: ErrorCode::BadRequest,
+            message: message.into(),
+        }
+    }
+}
+
+/// The SHA-256 of a request or answer, over its canonical JSON: what an
+/// evidence row names as the answer it rests on.
+pub fn sha256_of(value: &Value) -> String {
+    crate::audit::sha256_hex(canonical_json(value).as_bytes())
+}
+
+fn envelope(fields: Value) -> Value {
+    let mut object = Map::new();
+    object.insert("recon_adapter".into(), Value::from(PROTOCOL));
+    if let Value::Object(fields) = fields {
+        object.extend(fields);
+    }
+    Value::Object(object)
+}
+
+fn effect_json(effect: &Effect) -> Value {
+    json!({
+        "effect_id": effect.effect_id,
+        "op_id": effect.op_id,
+        "action_kind": effect.action_kind,
+        "payload": effect.payload,
+        "compensates_effect_id": effect.compensates_effect_id,
+    })
+}
+
+/// The request recon writes for a verb.
+pub fn request(verb: Verb, op: &EffectRequest<'_>, authorized_by: Option<&str>) -> Value {
+    match verb {
+        Verb::Describe => envelope(json!({})),
+        Verb::Apply => envelope(json!({"op": {
+            "op_id": op.op_id,
+            "action_kind": op.action_kind,
+            "payload": op.payload,
+            "compensates_effect_id": op.compensates_effect_id,
+        }})),
+        Verb::Query => envelope(json!({"op_id": op.op_id})),
+        Verb::Close => envelope(json!({"op_id": op.op_id, "authorized_by": authorized_by})),
+    }
+}
+
+pub fn describe_answer(description: &Description) -> Value {
+    let mut answer = envelope(json!({}));
+    if let (Value::Object(answer), Ok(Value::Object(fields))) =
+        (&mut answer, serde_json::to_value(description))
+    {
+        answer.extend(fields);
+    }
+    answer
+}
+
+pub fn receipt_answer(effect: &Effect) -> Value {
+    envelope(json!({"ok": true, "receipt": effect_json(effect)}))
+}
+
+pub fn snapshot_answer(snapshot: &Snapshot) -> Value {
+    envelope(json!({
+        "ok": true,
+        "matches": snapshot.matches.iter().map(effect_json).collect::<Vec<_>>(),
+        "complete": snapshot.complete,
+        "authoritative": snapshot.authoritative,
+        "closed": snapshot.closed,
+    }))
+}
+
+pub fn failure_answer(failed: &Failed) -> Value {
+    envelope(json!({
+        "ok": false,
+        "error": {"code": failed.code.as_str(), "message": failed.message},
+    }))
+}
+
+/// A request as an adapter reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Describe,
+    Apply {
+        op_id: String,
+        action_kind: String,
+        payload: Value,
+        compensates_effect_id: Option<String>,
+    },
+    Query {
+        op_id: String,
+    },
+    Close {
+        op_id: String,
+        authorized_by: String,
+    },
+}
+
+fn text_field(object: &Map<String, Value>, name: &str) -> Result<String, Failed> {
+    match object.get(name) {
+        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+        _ => Err(Failed::bad_request(format!(
+            "{name} must be a non-empty string"
+        ))),
+    }
+}
+
+fn optional_text(object: &Map<String, Value>, name: &str) -> Result<Option<String>, Failed> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(Failed::bad_request(format!(
+            "{name} must be a string or null"
+        ))),
+    }
+}
+
+/// Reads a request for `verb`: the protocol number first, then the fields
+/// the verb needs.
+pub fn parse_request(verb: Verb, value: &Value) -> Result<Request, Failed> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| Failed::bad_request("the request is not a JSON object"))?;
+    if object.get("recon_adapter") != Some(&Value::from(PROTOCOL)) {
+        return Err(Failed::bad_request("recon_adapter must be 1"));
+    }
+    Ok(match verb {
+        Verb::Describe => Request::Describe,
+        Verb::Apply => {
+            let op = object
+                .get("op")
+                .and_then(Value::as_object)
+                .ok_or_else(|| Failed::bad_request("op must be an object"))?;
+            Request::Apply {
+                op_id: text_field(op, "op_id")?,
+                action_kind: text_field(op, "action_kind")?,
+                payload: op
+                    .get("payload")
+                    .cloned()
+                    .ok_or_else(|| Failed::bad_request("op.payload is missing"))?,
+                compensates_effect_id: optional_text(op, "compensates_effect_id")?,
+            }
+        }
+        Verb::Query => Request::Query {
+            op_id: text_field(object, "op_id")?,
+        },
+        Verb::Close => Request::Close {
+            op_id: text_field(object, "op_id")?,
+            authorized_by: text_field(object, "authorized_by")?,
+        },
+    })
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes and parses it as JSON.
+pub fn read_line(input: &mut dyn BufRead) -> Result<Value, Failed> {
+    let mut line = Vec::new();
+    input
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| Failed::bad_request(format!("cannot read the request: {e}")))?;
+    if line.len() > MAX_LINE {
+        return Err(Failed::bad_request(format!(
+            "the request is longer than {MAX_LINE} bytes"
+        )));
+    }
+    serde_json::from_slice(&line)
+        .map_err(|e| Failed::bad_request(format!("the request is not JSON: {e}")))
+}
+
+/// What a receiver answers to one parsed request.
+pub fn answer(receiver: &mut dyn Receiver, request: &Request) -> Value {
+    let result = match request {
+        Request::Describe => return describe_answer_of(receiver),
+        Request::Apply {
+            op_id,
+            action_kind,
+            payload,
+            compensates_effect_id,
+        } => receiver
+            .apply(&EffectRequest {
+                op_id,
+                action_kind,
+                payload,
+                compensates_effect_id: compensates_effect_id.as_deref(),
+            })
+            .map(|effect| receipt_answer(&effect)),
+        Request::Query { op_id } => receiver.query(op_id).map(|s| snapshot_answer(&s)),
+        Request::Close {
+            op_id,
+            authorized_by,
+        } => receiver
+            .close(op_id, authorized_by)
+            .map(|s| snapshot_answer(&s)),
+    };
+    result.unwrap_or_else(|error| {
+        failure_answer(&Failed {
+            code: ErrorCode::of(&error),
+            message: error.to_string(),
+        })
+    })
+}
+
+fn describe_answer_of(receiver: &mut dyn Receiver) -> Value {
+    match receiver.describe() {
+        Ok(description) => describe_answer(&description),
+        Err(error) => failure_answer(&Failed {
+            code: ErrorCode::of(&error),
+            message: error.to_string(),
+        }),
+    }
+}
+
+/// Serves one call: reads the request line from `input`, answers it, and
+/// writes the answer line to `output`. What an adapter written in Rust runs
+/// as its whole `main`.
+pub fn serve(
+    receiver: &mut dyn Receiver,
+    verb: Verb,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> std::io::Result<()> {
+    let answer = match read_line(input).and_then(|value| parse_request(verb, &value)) {
+        Ok(request) => answer(receiver, &request),
+        Err(failed) => failure_answer(&failed),
+    };
+    write_line(output, &answer)
+}
+
+/// Writes one JSON line and flushes it.
+pub fn write_line(output: &mut dyn Write, value: &Value) -> std::io::Result<()> {
+    let mut line = value.to_string();
+    line.push('\n');
+    output.write_all(line.as_bytes())?;
+    output.flush()
+}
+
+/// An answer as recon reads it, before any rule judges it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Described(Description),
+    Receipt(Effect),
+    /// Matches and flags as claimed, for the operation asked about.
+    Snapshot(Snapshot),
+    Failed(Failed),
+}
+
+fn flag(object: &Map<String, Value>, name: &str) -> Result<bool, String> {
+    object
+        .get(name)
+        .and_then(Value::as_bool)
+        .ok_or_else(|| format!("{name} must be true or false"))
+}
+
+fn effect_of(value: &Value) -> Result<Effect, String> {
+    serde_json::from_value(value.clone()).map_err(|e| format!("an effect is malformed: {e}"))
+}
+
+/// Reads an answer to `verb` about `op_id`. `Err` says why it is not a
+/// `recon-adapter/1` answer at all (the client reports that as garbage, or
+/// as a malformed description at registration).
+pub fn parse_answer(verb: Verb, op_id: &str, value: &Value) -> Result<Answer, String> {
+    let object = value.as_object().ok_or("the answer is not a JSON object")?;
+    match object.get("recon_adapter").and_then(Value::as_u64) {
+        Some(PROTOCOL) => {}
+        Some(other) => return Err(format!("protocol {other}, not {PROTOCOL}")),
+        None => return Err("recon_adapter is missing".into()),
+    }
+    if verb == Verb::Describe {
+        return parse_description(object).map(Answer::Described);
+    }
+    match object.get("ok").and_then(Value::as_bool) {
+        Some(true) => {}
+        Some(false) => return parse_failed(object).map(Answer::Failed),
+        None => return Err("ok must be true or false".into()),
+    }
+    if verb == Verb::Apply {
+        let receipt = object.get("receipt").ok_or("the receipt is missing")?;
+        return effect_of(receipt).map(Answer::Receipt);
+    }
+    let matches = object
+        .get("matches")
+        .and_then(Value::as_array)
+        .ok_or("matches must be an array")?
+        .iter()
+        .map(effect_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Answer::Snapshot(Snapshot {
+        op_id: op_id.to_string(),
+        matches,
+        complete: flag(object, "complete")?,
+        authoritative: flag(object, "authoritative")?,
+        closed: flag(object, "closed")?,
+    }))
+}
+
+fn parse_failed(object: &Map<String, Value>) -> Result<Failed, String> {
+    let error = object
+        .get("error")
+        .and_then(Value::as_object)
+        .ok_or("error must be an object")?;
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .ok_or("error.code must be a string")?;
+    Ok(Failed {
+        code: ErrorCode::parse(code).ok_or_else(|| format!("unknown error code {code:?}"))?,
+        message: error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    })
+}
+
+fn parse_description(object: &Map<String, Value>) -> Result<Description, String> {
+    let text = |name: &str| -> Result<String, String> {
+        object
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("{name} must be a string"))
+    };
+    let query = object
+        .get("query")
+        .and_then(Value::as_object)
+        .ok_or("query must be an object")?;
+    let mandatory = match object.get("mandatory") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| "mandatory must list strings".to_string())
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("mandatory must be an array".into()),
+    };
+    Ok(Description {
+        name: text("name")?,
+        version: text("version")?,
+        can_close: flag(object, "can_close")?,
+        query: Ceiling {
+            complete: flag(query, "complete")?,
+            authoritative: flag(query, "authoritative")?,
+        },
+        mandatory,
+    })
+}

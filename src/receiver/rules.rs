@@ -1,0 +1,131 @@
+//! The rules of `recon-adapter/1` that judge an answer (SPEC 8, rules 1-3),
+//! in one place. Transport trouble (a crash, a timeout, garbage) is found by
+//! the client (`receiver::process`); what an answer may *mean* is decided
+//! here, for every receiver alike, the built-in ledger included. Adapters
+//! return records; `domain::classify` stays the only judge of a verdict.
+
+use super::protocol::{Answer, ErrorCode};
+use crate::domain::{
+    canonical_json, AdapterFailure, Effect, EffectRequest, FailureKind, Registration, Snapshot,
+};
+use crate::error::{Error, Refusal, StoreError};
+
+/// Rule 1: a receipt counts only when the answer is `ok: true` and the
+/// receipt is for exactly the request: its op id, action kind, payload
+/// (canonically equal) and compensation target.
+pub fn judge_receipt(
+    request: &EffectRequest<'_>,
+    answer: Answer,
+) -> Result<Effect, AdapterFailure> {
+    let effect = match answer {
+        Answer::Receipt(effect) => effect,
+        Answer::Failed(failed) => {
+            return Err(failure(
+                FailureKind::Error,
+                format!("{}: {}", failed.code.as_str(), failed.message),
+            ))
+        }
+        Answer::Described(_) | Answer::Snapshot(_) => {
+            return Err(failure(FailureKind::Garbage, "the answer is not a receipt"))
+        }
+    };
+    let differs = if effect.op_id != request.op_id {
+        Some(format!("the receipt is for operation {}", effect.op_id))
+    } else if effect.action_kind != request.action_kind {
+        Some(format!("the receipt's action is {}", effect.action_kind))
+    } else if canonical_json(&effect.payload) != canonical_json(request.payload) {
+        Some("the receipt's payload differs from the request's".to_string())
+    } else if effect.compensates_effect_id.as_deref() != request.compensates_effect_id {
+        Some("the receipt's compensation target differs from the request's".to_string())
+    } else {
+        None
+    };
+    match differs {
+        Some(detail) => Err(failure(FailureKind::Mismatch, detail)),
+        None => Ok(effect),
+    }
+}
+
+/// Rules 2 and 4: a read is held to the receiver's ceiling. Effective
+/// `complete` and `authoritative` are the answer's AND the stored
+/// description's; `closed` counts only from a receiver registered
+/// `can_close`. Matches of another operation make the answer unusable
+/// (a match is never re-assigned to the operation asked about).
+pub fn judge_snapshot(
+    registration: &Registration,
+    op_id: &str,
+    answer: Answer,
+) -> Result<Snapshot, Error> {
+    let snapshot = match answer {
+        Answer::Snapshot(snapshot) => snapshot,
+        Answer::Failed(failed) if failed.code == ErrorCode::OperationClosed => {
+            return Err(unusable(
+                registration,
+                "answered operation_closed to a read",
+            ))
+        }
+        Answer::Failed(failed) => {
+            return Err(unusable(
+                registration,
+                &format!("{}: {}", failed.code.as_str(), failed.message),
+            ))
+        }
+        Answer::Described(_) | Answer::Receipt(_) => {
+            return Err(unusable(registration, "the answer is not a snapshot"))
+        }
+    };
+    if let Some(other) = snapshot.matches.iter().find(|m| m.op_id != op_id) {
+        return Err(unusable(
+            registration,
+            &format!("a match is for operation {}, not {op_id}", other.op_id),
+        ));
+    }
+    let ceiling = registration.describe.query;
+    Ok(snapshot.lowered(
+        ceiling.complete,
+        ceiling.authoritative,
+        registration.can_close(),
+    ))
+}
+
+/// Rule 3: recon never asks a receiver that cannot close to close.
+pub fn check_close(registration: &Registration) -> Result<(), Refusal> {
+    if registration.can_close() {
+        Ok(())
+    } else {
+        Err(Refusal::CloseUnsupported {
+            receiver: registration.name.clone(),
+        })
+    }
+}
+
+/// The capabilities a `mandatory` list may name. Protocol 1 knows none.
+pub const KNOWN_CAPABILITIES: [&str; 0] = [];
+
+/// Checks a `describe` answer before it is stored.
+pub fn check_description(registration: &Registration) -> Result<(), Refusal> {
+    match registration
+        .describe
+        .mandatory
+        .iter()
+        .find(|c| !KNOWN_CAPABILITIES.contains(&c.as_str()))
+    {
+        Some(unknown) => Err(Refusal::AdapterUnknownCapability(unknown.clone())),
+        None => Ok(()),
+    }
+}
+
+pub fn failure(kind: FailureKind, detail: impl Into<String>) -> AdapterFailure {
+    AdapterFailure {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+fn unusable(registration: &Registration, detail: &str) -> Error {
+    StoreError::Receiver(format!(
+        "receiver {} gave no usable answer: {detail}",
+        registration.name
+    ))
+    .into()
+}

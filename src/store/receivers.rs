@@ -1,0 +1,172 @@
+//! Registered receivers and the routes of action kinds to them, in the
+//! outbox. A route is looked up when an operation is prepared (in the same
+//! transaction, `sender::route_sql`) and never again, so registering or
+//! removing a receiver never re-routes an operation.
+
+use super::{ReceiverRegistry, SqlContext, SqliteSender};
+use crate::domain::{canonical_json, Description, Refusal, Registration};
+use crate::error::{Result, StoreError};
+use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+
+const COLUMNS: &str = "name, program, args, timeout_ms, describe, describe_sha256";
+
+/// A registration with its JSON columns still as text.
+type RawRegistration = (String, String, String, i64, String, String);
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+    ))
+}
+
+impl SqliteSender {
+    fn parse_registration(&self, raw: RawRegistration) -> Result<Registration> {
+        let (name, program, args, timeout_ms, describe, describe_sha256) = raw;
+        let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of receiver {name}"));
+        let args: Vec<String> = serde_json::from_str(&args).map_err(|_| corrupt("args"))?;
+        let describe: Description =
+            serde_json::from_str(&describe).map_err(|_| corrupt("describe answer"))?;
+        let actions = self
+            .conn()
+            .prepare_cached(
+                "SELECT action_kind FROM routes WHERE receiver = ?1 ORDER BY action_kind",
+            )
+            .and_then(|mut s| s.query_map([&name], |r| r.get(0))?.collect())
+            .at(self.path())?;
+        Ok(Registration {
+            actions,
+            program,
+            args,
+            timeout_ms: u64::try_from(timeout_ms).map_err(|_| corrupt("timeout"))?,
+            describe,
+            describe_sha256,
+            name,
+        })
+    }
+}
+
+impl ReceiverRegistry for SqliteSender {
+    fn register_receiver(&mut self, registration: &Registration) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let exists: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
+                [&registration.name],
+                |r| r.get(0),
+            )
+            .at(&path)?;
+        if exists {
+            return Err(Refusal::ReceiverExists(registration.name.clone()).into());
+        }
+        for action in &registration.actions {
+            let routed: Option<String> = tx
+                .query_row(
+                    "SELECT receiver FROM routes WHERE action_kind = ?1",
+                    [action],
+                    |r| r.get(0),
+                )
+                .optional()
+                .at(&path)?;
+            if let Some(receiver) = routed {
+                return Err(Refusal::ActionRouted {
+                    action: action.clone(),
+                    receiver,
+                }
+                .into());
+            }
+        }
+        let args = serde_json::to_string(&registration.args)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let describe = serde_json::to_value(&registration.describe)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        tx.execute(
+            &format!("INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+            params![
+                registration.name,
+                registration.program,
+                args,
+                i64::try_from(registration.timeout_ms).unwrap_or(i64::MAX),
+                canonical_json(&describe),
+                registration.describe_sha256,
+            ],
+        )
+        .at(&path)?;
+        for action in &registration.actions {
+            tx.execute(
+                "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
+                params![action, registration.name],
+            )
+            .at(&path)?;
+        }
+        tx.commit().at(&path)?;
+        Ok(())
+    }
+
+    fn receivers(&self) -> Result<Vec<Registration>> {
+        let rows: Vec<RawRegistration> = self
+            .conn()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers ORDER BY name"))
+            .and_then(|mut s| s.query_map([], raw)?.collect())
+            .at(self.path())?;
+        rows.into_iter()
+            .map(|row| self.parse_registration(row))
+            .collect()
+    }
+
+    fn registration(&self, name: &str) -> Result<Option<Registration>> {
+        let row: Option<RawRegistration> = self
+            .conn()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers WHERE name = ?1"))
+            .and_then(|mut s| s.query_row([name], raw).optional())
+            .at(self.path())?;
+        row.map(|row| self.parse_registration(row)).transpose()
+    }
+
+    fn remove_receiver(&mut self, name: &str) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let exists: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
+                [name],
+                |r| r.get(0),
+            )
+            .at(&path)?;
+        if !exists {
+            return Err(Refusal::UnknownReceiver(name.to_string()).into());
+        }
+        let open: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM operations
+                 WHERE receiver = ?1 AND state IN ('prepared', 'unknown')",
+                [name],
+                |r| r.get(0),
+            )
+            .at(&path)?;
+        if open > 0 {
+            return Err(Refusal::ReceiverInUse {
+                receiver: name.to_string(),
+                open,
+            }
+            .into());
+        }
+        tx.execute("DELETE FROM routes WHERE receiver = ?1", [name])
+            .at(&path)?;
+        tx.execute("DELETE FROM receivers WHERE name = ?1", [name])
+            .at(&path)?;
+        tx.commit().at(&path)?;
+        Ok(())
+    }
+}

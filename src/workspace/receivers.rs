@@ -1,0 +1,335 @@
+//! The facade's side of receivers: registering adapters, routing an
+//! operation to its receiver, and reading or writing through it with every
+//! rule of `receiver::rules` applied on the way back.
+//!
+//! The built-in ledger is read in process (a read is one SQLite
+//! transaction, and spawning for it would only add cost); its answer is
+//! still hashed as the answer the built-in adapter would have written, and
+//! judged by the same rules. Every write goes through a child process
+//! speaking the protocol, the built-in ledger's included.
+
+use super::Workspace;
+use crate::dispatch::adapter::{AdapterProgram, Reply};
+use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
+use crate::domain::{
+    AdapterFailure, Description, Effect, EffectRequest, FailureKind, Operation, Provenance,
+    Registration, Snapshot,
+};
+use crate::error::{Error, Refusal, Result, StoreError};
+use crate::receiver::protocol::{self, Answer, Verb};
+use crate::receiver::rules::{self, failure};
+use crate::receiver::{Builtin, Receiver, BUILTIN_NAME};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The timeout of a registered receiver when none is given.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// What `recon receivers add` asks for.
+#[derive(Debug, Clone)]
+pub struct NewReceiver<'a> {
+    pub name: &'a str,
+    pub actions: &'a [String],
+    /// As typed: a path, or a name looked up on `PATH` now (never later).
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub timeout_ms: Option<u64>,
+}
+
+/// A registered receiver's stored `describe` answer beside a fresh one.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReceiverCheck {
+    pub name: String,
+    pub unchanged: bool,
+    pub stored: Description,
+    pub stored_sha256: String,
+    pub current: Description,
+    pub current_sha256: String,
+}
+
+fn request_of(op: &Operation) -> EffectRequest<'_> {
+    EffectRequest {
+        op_id: &op.op_id,
+        action_kind: &op.action_kind,
+        payload: &op.payload,
+        compensates_effect_id: op.compensates_effect_id.as_deref(),
+    }
+}
+
+fn provenance(registration: &Registration, response_sha256: String) -> Provenance {
+    Provenance {
+        receiver: registration.name.clone(),
+        receiver_describe_sha256: registration.describe_sha256.clone(),
+        response_sha256,
+    }
+}
+
+/// A failed call as a storage error naming the receiver, with the last line
+/// the adapter wrote on stderr (escaped: it is untrusted text).
+fn call_failed(name: &str, failure: &AdapterFailure, stderr: &str) -> Error {
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    StoreError::Receiver(format!(
+        "receiver {name}: {}: {}{}",
+        failure.kind.as_str(),
+        failure.detail,
+        last.map(|l| format!(" (stderr: {})", crate::sanitize::escape(l.trim())))
+            .unwrap_or_default()
+    ))
+    .into()
+}
+
+impl Workspace {
+    /// The built-in ledger as a registration: reached as `recon receiver
+    /// adapter --workspace DIR`, complete, authoritative and able to close.
+    pub fn builtin_registration(&self) -> Registration {
+        let describe = Builtin::description(true);
+        Registration {
+            name: BUILTIN_NAME.to_string(),
+            actions: Vec::new(),
+            program: self.program.program.display().to_string(),
+            args: vec![
+                "receiver".into(),
+                "adapter".into(),
+                "--workspace".into(),
+                self.dir.display().to_string(),
+            ],
+            timeout_ms: u64::try_from(self.program.timeout.as_millis()).unwrap_or(u64::MAX),
+            describe_sha256: protocol::sha256_of(&protocol::describe_answer(&describe)),
+            describe,
+        }
+    }
+
+    /// The receiver an operation routes to.
+    pub fn registration_of(&self, op: &Operation) -> Result<Registration> {
+        if op.receiver == BUILTIN_NAME {
+            return Ok(self.builtin_registration());
+        }
+        self.sender.registration(&op.receiver)?.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "operation {} routes to receiver {}, which is not registered",
+                op.op_id, op.receiver
+            ))
+            .into()
+        })
+    }
+
+    fn adapter_program(registration: &Registration) -> AdapterProgram {
+        AdapterProgram {
+            program: PathBuf::from(&registration.program),
+            args: registration.args.clone(),
+            timeout: Duration::from_millis(registration.timeout_ms),
+        }
+    }
+
+    /// Runs `describe` and checks the answer: one `recon-adapter/1` object
+    /// with every required field, and no mandatory capability this recon
+    /// does not know. Returns the description and the answer's SHA-256.
+    pub fn describe_program(&self, program: &AdapterProgram) -> Result<(Description, String)> {
+        let reply = program.call(
+            &self.program,
+            Verb::Describe,
+            &protocol::request(
+                Verb::Describe,
+                &EffectRequest {
+                    op_id: "",
+                    action_kind: "",
+                    payload: &Value::Null,
+                    compensates_effect_id: None,
+                },
+                None,
+            ),
+        );
+        let answer = match reply.answer {
+            Ok(answer) => answer,
+            Err(f) if f.kind == FailureKind::SpawnFailed => {
+                return Err(StoreError::Receiver(f.detail).into())
+            }
+            Err(f) => return Err(Refusal::AdapterMalformed(f.detail).into()),
+        };
+        let description = match protocol::parse_answer(Verb::Describe, "", &answer) {
+            Ok(Answer::Described(description)) => description,
+            Ok(_) => return Err(Refusal::AdapterMalformed("not a describe answer".into()).into()),
+            Err(detail) => return Err(Refusal::AdapterMalformed(detail).into()),
+        };
+        Ok((description, protocol::sha256_of(&answer)))
+    }
+
+    /// Registers a receiver: its name checked, its program made absolute,
+    /// its `describe` run and checked, the answer and its SHA-256 stored
+    /// with the routes of its action kinds. A refusal stores nothing.
+    pub fn register_receiver(&mut self, new: &NewReceiver<'_>) -> Result<Registration> {
+        if new.name == BUILTIN_NAME {
+            return Err(Refusal::ReservedName(new.name.to_string()).into());
+        }
+        let program = absolute_program(new.program)?;
+        let mut registration = Registration {
+            name: new.name.to_string(),
+            actions: new.actions.to_vec(),
+            program: program.display().to_string(),
+            args: new.args.to_vec(),
+            timeout_ms: new.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            describe: Builtin::description(false),
+            describe_sha256: String::new(),
+        };
+        let (describe, sha) = self.describe_program(&Self::adapter_program(&registration))?;
+        registration.describe = describe;
+        registration.describe_sha256 = sha;
+        rules::check_description(&registration)?;
+        self.sender.register_receiver(&registration)?;
+        Ok(registration)
+    }
+
+    /// The registered receivers, by name.
+    pub fn receivers(&self) -> Result<Vec<Registration>> {
+        self.sender.receivers()
+    }
+
+    /// Re-runs a registered receiver's `describe` and compares it with the
+    /// stored answer; stores nothing.
+    pub fn check_receiver(&self, name: &str) -> Result<ReceiverCheck> {
+        let stored = self
+            .sender
+            .registration(name)?
+            .ok_or_else(|| Refusal::UnknownReceiver(name.to_string()))?;
+        let (current, current_sha256) = self.describe_program(&Self::adapter_program(&stored))?;
+        Ok(ReceiverCheck {
+            name: stored.name,
+            unchanged: current_sha256 == stored.describe_sha256,
+            stored: stored.describe,
+            stored_sha256: stored.describe_sha256,
+            current,
+            current_sha256,
+        })
+    }
+
+    /// Removes a registration, refused while an open operation routes to it.
+    pub fn remove_receiver(&mut self, name: &str) -> Result<()> {
+        if name == BUILTIN_NAME {
+            return Err(Refusal::ReservedName(name.to_string()).into());
+        }
+        self.sender.remove_receiver(name)
+    }
+
+    /// Reads (or, with `close`, closes and reads) the operation's receiver,
+    /// held to its registration. A close on a receiver that cannot close is
+    /// refused `close_unsupported` before anything is invoked.
+    pub(crate) fn read_receiver(
+        &mut self,
+        op: &Operation,
+        close: Option<&str>,
+    ) -> Result<(Snapshot, Provenance)> {
+        let registration = self.registration_of(op)?;
+        if close.is_some() {
+            rules::check_close(&registration)?;
+        }
+        let verb = if close.is_some() {
+            Verb::Close
+        } else {
+            Verb::Query
+        };
+        let answer = if op.receiver == BUILTIN_NAME {
+            let snapshot = match close {
+                Some(who) => self.ledger.close(&op.op_id, who)?,
+                None => self.ledger.query(&op.op_id)?,
+            };
+            protocol::snapshot_answer(&snapshot)
+        } else {
+            let request = protocol::request(verb, &request_of(op), close);
+            let reply = Self::adapter_program(&registration).call(&self.program, verb, &request);
+            reply
+                .answer
+                .map_err(|f| call_failed(&registration.name, &f, &reply.stderr))?
+        };
+        let sha = protocol::sha256_of(&answer);
+        let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {
+            call_failed(
+                &registration.name,
+                &failure(FailureKind::Garbage, detail),
+                "",
+            )
+        })?;
+        let snapshot = rules::judge_snapshot(&registration, &op.op_id, parsed)?;
+        Ok((snapshot, provenance(&registration, sha)))
+    }
+
+    /// Starts the receiver call of a dispatch whose `unknown` state is
+    /// committed. A call that cannot start is reported when it is finished.
+    pub(crate) fn start_apply(
+        &self,
+        operation: Operation,
+        options: DispatchOptions,
+    ) -> Result<PendingDispatch> {
+        let registration = self.registration_of(&operation)?;
+        let mut request = protocol::request(Verb::Apply, &request_of(&operation), None);
+        options.add_to(&mut request);
+        let program = Self::adapter_program(&registration);
+        let mut call = program.start(&self.program, Verb::Apply, &request, options.wait_permit);
+        if let (Ok(running), true) = (&mut call, options.wait_permit) {
+            running
+                .await_ready()
+                .map_err(|detail| StoreError::Receiver(format!("the permit drill: {detail}")))?;
+        }
+        Ok(PendingDispatch {
+            operation,
+            child: AdapterCall(call),
+            registration,
+        })
+    }
+}
+
+/// Judges a dispatch's reply (SPEC 8 rule 1): the receipt, with the
+/// provenance it will be recorded with, or why none counts.
+pub(super) fn judge_apply(
+    operation: &Operation,
+    registration: &Registration,
+    reply: &Reply,
+) -> std::result::Result<(Effect, Provenance), AdapterFailure> {
+    let answer = reply.answer.clone()?;
+    let sha = protocol::sha256_of(&answer);
+    let parsed = protocol::parse_answer(Verb::Apply, &operation.op_id, &answer)
+        .map_err(|detail| failure(FailureKind::Garbage, detail))?;
+    let effect = rules::judge_receipt(&request_of(operation), parsed)?;
+    Ok((effect, provenance(registration, sha)))
+}
+
+/// The report of a dispatch, before a receipt is recorded.
+pub(super) fn report_of(
+    op: &Operation,
+    reply: Reply,
+    judged: &std::result::Result<(Effect, Provenance), AdapterFailure>,
+) -> DispatchReport {
+    DispatchReport {
+        op_id: op.op_id.clone(),
+        receiver: op.receiver.clone(),
+        outcome: if judged.is_ok() { "receipt" } else { "unknown" },
+        receiver_exit_code: reply.exit_code,
+        effect_id: judged.as_ref().ok().map(|(e, _)| e.effect_id.clone()),
+        state: op.state,
+        version: op.version,
+        adapter_failure: judged.as_ref().err().cloned(),
+        receiver_stderr: reply.stderr,
+    }
+}
+
+/// The program as an absolute path, fixed now: a name without a slash is
+/// looked up on `PATH` once, at registration, never when it runs.
+fn absolute_program(program: &Path) -> Result<PathBuf> {
+    let found = if program.components().count() > 1 || program.is_absolute() {
+        std::path::absolute(program).ok()
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|candidate| candidate.is_file())
+        })
+    };
+    match found {
+        Some(path) if path.is_file() => Ok(path),
+        _ => Err(StoreError::Receiver(format!(
+            "cannot find the program {}",
+            crate::sanitize::escape(&program.display().to_string())
+        ))
+        .into()),
+    }
+}
