@@ -18,9 +18,8 @@ use super::app::{
     Target, Tone,
 };
 use super::view;
-use crate::domain::{
-    differing_paths, names, normalize_name, CompensationRequest, Decision, OpState,
-};
+use crate::domain::policy::{self, Act};
+use crate::domain::{differing_paths, names, normalize_name, CompensationRequest, Decision};
 use crate::domain::{PageBound, QueueFilter};
 use crate::error::{Error, Refusal};
 use crate::sanitize;
@@ -970,11 +969,8 @@ fn run_job(app: &mut App, job: Job) -> Result<()> {
         }
         Job::Dispatch { op_id, version } => {
             let current = app.ws.require(&op_id)?;
-            let result = if current.version != version {
-                Err(stale(app, version, &current)?.into())
-            } else {
-                app.ws.dispatch(&op_id, Default::default())
-            };
+            let result = recheck(app, Act::Dispatch, &current, version)
+                .and_then(|()| app.ws.dispatch(&op_id, Default::default()));
             let outcome = Outcome::of(&op_id, result, |report| match &report.effect_id {
                 Some(effect) => format!(
                     "dispatched {}: receipt for {effect}; now {} at version {}",
@@ -1023,33 +1019,36 @@ fn close_one(
     reviewer: &str,
 ) -> Result<crate::workspace::Classified> {
     let current = app.ws.require(&target.op_id)?;
-    if current.version != target.version {
-        return Err(stale(app, target.version, &current)?.into());
-    }
-    if current.state != OpState::Unknown {
-        return Err(Refusal::NotUnknown {
-            op_id: current.op_id,
-            state: current.state,
-        }
-        .into());
-    }
+    recheck(app, Act::Close, &current, target.version)?;
     app.ws.snapshot(&target.op_id, Some(reviewer))
 }
 
-/// The `stale_version` refusal for an operation that moved on, naming who
-/// made its latest recorded change.
-fn stale(app: &App, expected: i64, current: &crate::domain::Operation) -> Result<Refusal> {
-    let evidence = app.ws.evidence(&current.op_id)?;
-    let changed_by = evidence.last().map(|e| match &e.reviewer {
-        Some(name) => format!("reviewer {name}"),
-        None => format!("a {}", e.source),
-    });
-    Ok(Refusal::StaleVersion {
-        expected,
-        found: current.version,
-        state: current.state,
-        changed_by,
-    })
+/// The domain's recheck of an act against the version the reviewer saw; a
+/// stale version names who made the latest recorded change.
+fn recheck(
+    app: &App,
+    act: Act,
+    current: &crate::domain::Operation,
+    seen_version: i64,
+) -> Result<()> {
+    match policy::recheck(act, current, seen_version) {
+        Err(Refusal::StaleVersion {
+            expected,
+            found,
+            state,
+            ..
+        }) => {
+            let changed_by = policy::last_changed_by(&app.ws.evidence(&current.op_id)?);
+            Err(Refusal::StaleVersion {
+                expected,
+                found,
+                state,
+                changed_by,
+            }
+            .into())
+        }
+        other => Ok(other?),
+    }
 }
 
 /// A refusal in words, with its code; a stale version also says what the

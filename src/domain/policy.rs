@@ -9,10 +9,13 @@
 //! which say the same things again, inside the store's transaction, when
 //! the act is carried out. [`availability`] judges what is on screen (the
 //! operation, the latest read and its verdict, the receiver's close, the
-//! approvals) and gives its reasons as sentences. It is pure, so it is
-//! tested as a table.
+//! approvals) and gives its reasons as sentences; [`recheck`] is the guard a
+//! confirmed close or dispatch passes just before it runs, against the
+//! version the reviewer saw. Both are pure, so both are tested as a table.
 
-use super::{Approval, Closure, Decision, OpKind, OpState, Operation, Verdict};
+use super::{
+    Approval, Closure, Decision, EvidenceRecord, OpKind, OpState, Operation, Refusal, Verdict,
+};
 
 /// Something a reviewer can ask to do to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,4 +189,41 @@ fn dispatch(facts: &Facts<'_>) -> Result<String, Unavailable> {
         return Err(Unavailable::because("this compensation has no approval"));
     }
     Ok("runs the receiver once".to_string())
+}
+
+/// The guard a confirmed act passes just before it runs: the operation is
+/// still at the version the reviewer saw (checked first, as in
+/// [`check_review`](super::check_review), so a reviewer who fell behind
+/// hears `stale_version`), and a close still finds it unknown. The rest is
+/// checked again where the act is carried out: a decision under every rule
+/// of a review, an approval under [`check_approval`](super::check_approval),
+/// a dispatch as a blind retry unless prepared.
+///
+/// A stale version names nobody here; [`last_changed_by`] names who moved
+/// the operation on, from its evidence.
+pub fn recheck(act: Act, op: &Operation, seen_version: i64) -> Result<(), Refusal> {
+    if op.version != seen_version {
+        return Err(Refusal::StaleVersion {
+            expected: seen_version,
+            found: op.version,
+            state: op.state,
+            changed_by: None,
+        });
+    }
+    if act == Act::Close && op.state != OpState::Unknown {
+        return Err(Refusal::NotUnknown {
+            op_id: op.op_id.clone(),
+            state: op.state,
+        });
+    }
+    Ok(())
+}
+
+/// Who made the latest recorded change, from an operation's evidence
+/// (oldest first): the reviewer by name, or the source ("a receipt").
+pub fn last_changed_by(evidence: &[EvidenceRecord]) -> Option<String> {
+    evidence.last().map(|e| match &e.reviewer {
+        Some(name) => format!("reviewer {name}"),
+        None => format!("a {}", e.source),
+    })
 }

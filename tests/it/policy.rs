@@ -2,8 +2,11 @@
 //! sentence that says why or why not. The console shows these sentences
 //! beside its keys, so each row pins the exact words as well as the answer.
 
-use recon::domain::policy::{availability, Act, Facts, Unavailable};
-use recon::domain::{Approval, Closure, Decision, OpKind, OpState, Operation, Verdict};
+use recon::domain::policy::{availability, last_changed_by, recheck, Act, Facts, Unavailable};
+use recon::domain::{
+    Approval, Closure, Decision, EvidenceRecord, EvidenceSource, OpKind, OpState, Operation,
+    Refusal, Verdict,
+};
 use serde_json::json;
 
 use Decision::{Confirmed, NotApplied};
@@ -195,4 +198,72 @@ fn a_dispatch_happens_once_from_prepared_and_a_compensation_needs_its_approval()
     check(original(OpState::Unknown), Act::Dispatch, no("dispatched only once, from prepared; this one is unknown, so a dispatch would be a blind retry"));
     check(original(OpState::Confirmed), Act::Dispatch, no("dispatched only once, from prepared; this one is confirmed, so a dispatch would be a blind retry"));
     check(compensation(OpState::NotApplied), Act::Dispatch, no("dispatched only once, from prepared; this one is not_applied, so a dispatch would be a blind retry"));
+}
+
+#[track_caller]
+fn check_recheck(act: Act, state: OpState, seen_version: i64, expected: Result<(), Refusal>) {
+    let op = case(Original, state, Inconclusive).operation;
+    assert_eq!(recheck(act, &op, seen_version), expected, "{act:?}");
+}
+
+fn stale(state: OpState) -> Result<(), Refusal> {
+    Err(Refusal::StaleVersion {
+        expected: 1,
+        found: 2,
+        state,
+        changed_by: None,
+    })
+}
+
+fn not_unknown(state: OpState) -> Result<(), Refusal> {
+    Err(Refusal::NotUnknown {
+        op_id: "op-1".into(),
+        state,
+    })
+}
+
+#[test]
+fn a_confirmed_act_is_refused_stale_once_the_version_moved_on() {
+    check_recheck(Act::Close, OpState::Unknown, 2, Ok(()));
+    check_recheck(Act::Dispatch, OpState::Prepared, 2, Ok(()));
+    check_recheck(Act::Close, OpState::Unknown, 1, stale(OpState::Unknown));
+    check_recheck(Act::Close, OpState::Confirmed, 1, stale(OpState::Confirmed));
+    check_recheck(Act::Dispatch, OpState::Unknown, 1, stale(OpState::Unknown));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_close_is_refused_when_the_operation_seen_is_not_unknown() {
+    check_recheck(Act::Close, OpState::Prepared, 2, not_unknown(OpState::Prepared));
+    check_recheck(Act::Close, OpState::NotApplied, 2, not_unknown(OpState::NotApplied));
+    // A dispatch's state is the receiver client's to refuse, as blind_retry.
+    check_recheck(Act::Dispatch, OpState::Unknown, 2, Ok(()));
+}
+
+fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
+    EvidenceRecord {
+        seq: 1,
+        op_id: "op-1".into(),
+        source,
+        reviewer: reviewer.map(str::to_string),
+        decision: Confirmed,
+        verdict: None,
+        snapshot: json!({}),
+        from_version: 2,
+        to_version: 3,
+        effect_id: None,
+        prev_hash: String::new(),
+        hash: String::new(),
+    }
+}
+
+#[test]
+#[rustfmt::skip]
+fn the_latest_change_is_named_by_its_reviewer_or_its_source() {
+    let receipt = || evidence(EvidenceSource::Receipt, None);
+    let review = |name| evidence(EvidenceSource::Review, Some(name));
+    assert_eq!(last_changed_by(&[]), None);
+    assert_eq!(last_changed_by(&[receipt()]).as_deref(), Some("a receipt"));
+    assert_eq!(last_changed_by(&[receipt(), review("bob")]).as_deref(), Some("reviewer bob"));
+    assert_eq!(last_changed_by(&[review("bob"), receipt()]).as_deref(), Some("a receipt"));
 }
