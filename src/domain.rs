@@ -6,6 +6,7 @@
 //! decide what is safe live only here, where they can be tested as a table.
 
 pub mod names;
+pub mod policy;
 mod records;
 mod refusal;
 pub mod sanitize;

@@ -6,11 +6,13 @@
 //! a size, so the key table can hold them as constants and tests can build
 //! them without a terminal.
 
+use crate::domain::policy::Act;
 use crate::domain::Decision;
 
-/// A change of workspace state the reviewer can ask for. Each one goes
-/// through the reviewer prompt (once) and a confirmation that says exactly
-/// what will happen.
+/// A change of workspace state the reviewer can ask for: the domain's
+/// [`Act`], as the console names it and can apply it to marks. Each one
+/// goes through the reviewer prompt (once) and a confirmation that says
+/// exactly what will happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request {
     /// A closing snapshot: the receiver mutation that bars late writes.
@@ -46,6 +48,16 @@ impl Request {
     /// Whether it can apply to every marked operation at once.
     pub fn is_bulk(self) -> bool {
         matches!(self, Request::Close | Request::Decide(_))
+    }
+
+    /// The act the domain judges.
+    pub fn act(self) -> Act {
+        match self {
+            Request::Close => Act::Close,
+            Request::Decide(decision) => Act::Decide(decision),
+            Request::Compensate => Act::Compensate,
+            Request::Dispatch => Act::Dispatch,
+        }
     }
 }
 

@@ -6,13 +6,17 @@
 //! loaded: the counts, one screenful of queue rows (keyset-paged, never the
 //! whole outbox), and the selected operation's detail. Whether an action is
 //! available right now is a pure function of this state
-//! ([`App::availability`]), shared by the key bar, the help overlay, the
-//! verdict panel and `update` itself, so they cannot disagree.
+//! ([`App::availability`]): the domain's policy judges the selected
+//! operation, and only the bulk case (marks) is the console's own. The key
+//! bar, the help overlay, the verdict panel and `update` all ask it, so they
+//! cannot disagree.
 
 use super::action::Request;
+use super::keys::key_for;
 use super::theme::Theme;
+use crate::domain::policy::{self, Facts};
 use crate::domain::{
-    Approval, Closure, Decision, EvidenceRecord, OpKind, OpState, Operation, Snapshot, Verdict,
+    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Snapshot, Verdict,
 };
 
 use crate::workspace::Workspace;
@@ -134,6 +138,20 @@ pub struct Detail {
     pub closure: Option<Closure>,
     pub dispatches: i64,
     pub snapshot: Shown,
+}
+
+impl Detail {
+    /// What the policy judges an act on: the operation and the read on
+    /// screen, as the reviewer sees them.
+    pub fn facts(&self) -> Facts<'_> {
+        Facts {
+            operation: &self.operation,
+            verdict: self.snapshot.verdict,
+            read_closed: self.snapshot.snapshot.closed,
+            closure: self.closure.as_ref(),
+            approvals: &self.approvals,
+        }
+    }
 }
 
 /// What the reviewer marked for bulk triage: the version and payload they
@@ -301,7 +319,9 @@ impl App {
 
     /// Whether a request can be made now, or why not. With marks, the
     /// bulk requests apply to the marked operations, each checked against
-    /// its own version and verdict when it runs.
+    /// its own version and verdict when it runs; otherwise the domain's
+    /// policy judges the selected operation, and a refusal that a closing
+    /// snapshot could lift names the key that takes one.
     pub fn availability(&self, request: Request) -> Result<String, String> {
         if request.is_bulk() && !self.marks.is_empty() {
             return Ok(format!(
@@ -313,99 +333,16 @@ impl App {
         let Some(detail) = self.selected_detail() else {
             return Err("no operation is selected".to_string());
         };
-        let op = &detail.operation;
-        let verdict = detail.snapshot.verdict;
-        match request {
-            Request::Close => {
-                if op.state != OpState::Unknown {
-                    return Err(format!(
-                        "only an unknown operation needs the close barrier; this one is {}",
-                        op.state
-                    ));
-                }
-                if let Some(closure) = &detail.closure {
-                    return Err(format!(
-                        "the receiver already closed it (authorized by {}); a read shows the same",
-                        closure.authorized_by
-                    ));
-                }
-                Ok("a receiver mutation that bars every later write for this op".to_string())
+        policy::availability(request.act(), &detail.facts()).map_err(|no| {
+            if no.close_first {
+                format!(
+                    "{}; {} takes a closing snapshot",
+                    no.reason,
+                    key_for(Request::Close)
+                )
+            } else {
+                no.reason
             }
-            Request::Decide(decision) => {
-                if op.state != OpState::Unknown {
-                    return Err(format!(
-                        "only an unknown operation takes a decision; this one is {}",
-                        op.state
-                    ));
-                }
-                if verdict.supports(decision) {
-                    return Ok(format!(
-                        "{verdict} supports it, against version {}",
-                        op.version
-                    ));
-                }
-                let needs = match decision {
-                    Decision::Confirmed => "one exact match",
-                    Decision::NotApplied => "terminal_absence (no match under a closing read)",
-                };
-                let blocked = matches!(
-                    verdict,
-                    Verdict::DuplicateMatches
-                        | Verdict::PayloadMismatch
-                        | Verdict::ActionScopeMismatch
-                );
-                let hint = if detail.snapshot.snapshot.closed || blocked {
-                    ""
-                } else {
-                    "; x takes a closing snapshot"
-                };
-                Err(format!(
-                    "{decision} needs {needs}; this read is {verdict}{hint}"
-                ))
-            }
-            Request::Compensate => {
-                if op.kind != OpKind::Original {
-                    return Err("a compensation is not itself compensated".to_string());
-                }
-                if op.state != OpState::Confirmed {
-                    return Err(format!(
-                        "only a confirmed original can be compensated; this one is {}",
-                        op.state
-                    ));
-                }
-                let Some(effect) = &op.confirmed_effect_id else {
-                    return Err("no confirmed effect is recorded".to_string());
-                };
-                if let Some(a) = detail
-                    .approvals
-                    .iter()
-                    .find(|a| a.original_op_id == op.op_id && &a.effect_id == effect)
-                {
-                    return Err(format!(
-                        "{effect} already has an approved compensation, {}",
-                        a.compensation_op_id
-                    ));
-                }
-                Ok(format!("for the confirmed effect {effect}"))
-            }
-            Request::Dispatch => {
-                if op.state != OpState::Prepared {
-                    return Err(format!(
-                        "dispatched only once, from prepared; this one is {}, so a dispatch \
-                         would be a blind retry",
-                        op.state
-                    ));
-                }
-                if op.kind == OpKind::Compensation
-                    && !detail
-                        .approvals
-                        .iter()
-                        .any(|a| a.compensation_op_id == op.op_id)
-                {
-                    return Err("this compensation has no approval".to_string());
-                }
-                Ok("runs the receiver once".to_string())
-            }
-        }
+        })
     }
 }

@@ -418,6 +418,14 @@ pub fn bindings(context: Context) -> impl Iterator<Item = &'static Binding> {
     BINDINGS.iter().filter(move |b| b.context == context)
 }
 
+/// The keys bound to a request in the queue, as the help names them.
+pub fn key_for(request: Request) -> String {
+    bindings(Context::Queue)
+        .find(|b| b.action == Action::Request(request))
+        .map(|b| b.key_names())
+        .unwrap_or_default()
+}
+
 /// The pure key map: which action a key press means in the app's current
 /// mode, if any.
 pub fn map_key(event: KeyEvent, app: &App) -> Option<Action> {

@@ -12,6 +12,7 @@ mod engine;
 mod experiment;
 mod invariants;
 mod model;
+mod policy;
 mod races;
 mod stress;
 mod support;

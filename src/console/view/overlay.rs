@@ -5,7 +5,7 @@
 
 use super::super::action::Action;
 use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
-use super::super::keys::{bindings, Context};
+use super::super::keys::{bindings, Binding, Context};
 use super::super::text::{clean, wrap, wrap_hanging};
 use super::super::theme::Theme;
 use ratatui::buffer::Buffer;
@@ -97,54 +97,23 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
         Context::Global,
     ] {
         lines.push(Line::styled(context.title(), theme.heading()));
-        let all: Vec<_> = bindings(context).collect();
+        let all: Vec<&Binding> = bindings(context).collect();
         let mut i = 0;
         while i < all.len() {
             let b = all[i];
             // Consecutive filter keys read better as one line.
             if let Action::Filter(_) = b.action {
-                let run: Vec<_> = all[i..]
+                let run: Vec<&Binding> = all[i..]
                     .iter()
+                    .copied()
                     .take_while(|b| matches!(b.action, Action::Filter(_)))
                     .collect();
-                let keys: Vec<String> = run.iter().map(|b| b.key_names()).collect();
-                let names: Vec<&str> = run
-                    .iter()
-                    .filter_map(|b| match b.action {
-                        Action::Filter(n) => Filter::ORDER.get(n).map(|f| f.label()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = format!(
-                    "  {:<12} show {} operations",
-                    keys.join("/"),
-                    names.join(", ")
-                );
-                for part in wrap_hanging(&text, inner, 15) {
-                    lines.push(Line::styled(part, theme.label()));
-                }
+                lines.extend(filter_lines(theme, &run, inner));
                 i += run.len();
                 continue;
             }
             i += 1;
-            let keys = b.key_names();
-            let mut text = format!("  {keys:<12} {}", b.help);
-            let mut style = theme.label();
-            if let (Action::Request(request), Context::Queue) = (b.action, context) {
-                match app.availability(request) {
-                    Ok(_) => {
-                        text.push_str(" [available now]");
-                        style = theme.good();
-                    }
-                    Err(why) => {
-                        text.push_str(&format!(" [unavailable: {why}]"));
-                        style = theme.dim();
-                    }
-                }
-            }
-            for part in wrap_hanging(&clean(&text), inner, 15) {
-                lines.push(Line::styled(part, style));
-            }
+            lines.extend(binding_lines(app, context, b, inner));
         }
         lines.push(Line::raw(""));
     }
@@ -163,6 +132,52 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
         " Help: every key (↑/↓ scroll, Esc closes) ".to_string(),
     );
     render_box(area, buf, block, lines, width, scroll);
+}
+
+/// A run of filter keys, as one line naming every filter they show.
+fn filter_lines(theme: &Theme, run: &[&Binding], inner: usize) -> Vec<Line<'static>> {
+    let keys: Vec<String> = run.iter().map(|b| b.key_names()).collect();
+    let names: Vec<&str> = run
+        .iter()
+        .filter_map(|b| match b.action {
+            Action::Filter(n) => Filter::ORDER.get(n).map(|f| f.label()),
+            _ => None,
+        })
+        .collect();
+    let text = format!(
+        "  {:<12} show {} operations",
+        keys.join("/"),
+        names.join(", ")
+    );
+    wrap_hanging(&text, inner, 15)
+        .into_iter()
+        .map(|part| Line::styled(part, theme.label()))
+        .collect()
+}
+
+/// One binding and what it does; a request in the queue also says whether
+/// it is available now, and why not.
+fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<Line<'static>> {
+    let theme = &app.theme;
+    let keys = b.key_names();
+    let mut text = format!("  {keys:<12} {}", b.help);
+    let mut style = theme.label();
+    if let (Action::Request(request), Context::Queue) = (b.action, context) {
+        match app.availability(request) {
+            Ok(_) => {
+                text.push_str(" [available now]");
+                style = theme.good();
+            }
+            Err(why) => {
+                text.push_str(&format!(" [unavailable: {why}]"));
+                style = theme.dim();
+            }
+        }
+    }
+    wrap_hanging(&clean(&text), inner, 15)
+        .into_iter()
+        .map(|part| Line::styled(part, style))
+        .collect()
 }
 
 fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {

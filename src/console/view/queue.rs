@@ -4,6 +4,7 @@
 
 use super::super::app::App;
 use super::super::text::{clean, fit, fit_middle};
+use crate::domain::Operation;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -12,77 +13,120 @@ use unicode_width::UnicodeWidthStr;
 
 pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
     let theme = &app.theme;
-    let mut title = format!(
-        " Queue: {} ({}) ",
-        app.filter.label(),
-        app.count(app.filter)
-    );
-    if let Some(search) = &app.search {
-        title = format!(
-            " Queue: {}, search \"{}\" ",
-            app.filter.label(),
-            clean(search)
-        );
-    }
     let block = Block::bordered()
-        .title(Line::styled(title, theme.heading()))
+        .title(Line::styled(title(app), theme.heading()))
         .border_style(theme.border_focus());
     if app.queue.rows.is_empty() {
-        let text = match &app.search {
-            Some(s) => format!(
-                "No {} operation matches \"{}\".",
-                app.filter.label(),
-                clean(s)
-            ),
-            None => format!("No {} operations.", app.filter.label()),
-        };
-        Paragraph::new(vec![
-            Line::raw(""),
-            Line::styled(format!(" {text}"), theme.dim()),
-        ])
-        .block(block)
-        .render(area, buf);
+        render_empty(app, block, area, buf);
         return;
     }
-    let inner_width = area.width.saturating_sub(2);
-    // The state column only matters when the filter mixes states; the
-    // action column gets what its longest visible value needs, up to a cap.
-    let show_state = app.filter.state().is_none();
-    let action_width = app
+    let columns = Columns::fit(app, area.width.saturating_sub(2));
+    let rows = app
         .queue
         .rows
         .iter()
-        .map(|op| clean(&op.action_kind).width())
-        .max()
-        .unwrap_or(0)
-        .clamp(6, 14);
-    let show_action = inner_width >= 40;
-    let mut header = vec!["", "op id"];
-    let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
-    if show_action {
-        header.push("action");
-        widths.push(Constraint::Length(
-            u16::try_from(action_width).unwrap_or(18),
-        ));
+        .enumerate()
+        .map(|(i, op)| columns.row(app, i, op));
+    Table::new(rows, columns.widths.clone())
+        .header(Row::new(columns.header.clone()).style(theme.label()))
+        .column_spacing(1)
+        .block(block)
+        .render(area, buf);
+}
+
+fn title(app: &App) -> String {
+    match &app.search {
+        Some(search) => format!(
+            " Queue: {}, search \"{}\" ",
+            app.filter.label(),
+            clean(search)
+        ),
+        None => format!(
+            " Queue: {} ({}) ",
+            app.filter.label(),
+            app.count(app.filter)
+        ),
     }
-    if show_state {
-        header.push("state");
-        widths.push(Constraint::Length(11));
+}
+
+fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
+    let text = match &app.search {
+        Some(s) => format!(
+            "No {} operation matches \"{}\".",
+            app.filter.label(),
+            clean(s)
+        ),
+        None => format!("No {} operations.", app.filter.label()),
+    };
+    Paragraph::new(vec![
+        Line::raw(""),
+        Line::styled(format!(" {text}"), app.theme.dim()),
+    ])
+    .block(block)
+    .render(area, buf);
+}
+
+/// The table's columns for the rows on screen and the width they have.
+struct Columns {
+    header: Vec<&'static str>,
+    widths: Vec<Constraint>,
+    /// The state column only matters when the filter mixes states.
+    show_state: bool,
+    show_action: bool,
+    /// What the longest visible action kind needs, up to a cap.
+    action_width: usize,
+    /// The op id column takes the rest.
+    id_width: usize,
+}
+
+impl Columns {
+    fn fit(app: &App, inner_width: u16) -> Columns {
+        let show_state = app.filter.state().is_none();
+        let action_width = app
+            .queue
+            .rows
+            .iter()
+            .map(|op| clean(&op.action_kind).width())
+            .max()
+            .unwrap_or(0)
+            .clamp(6, 14);
+        let show_action = inner_width >= 40;
+        let mut header = vec!["", "op id"];
+        let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
+        if show_action {
+            header.push("action");
+            widths.push(Constraint::Length(
+                u16::try_from(action_width).unwrap_or(18),
+            ));
+        }
+        if show_state {
+            header.push("state");
+            widths.push(Constraint::Length(11));
+        }
+        header.push("ver");
+        widths.push(Constraint::Length(4));
+        let fixed: usize = widths
+            .iter()
+            .map(|w| match w {
+                Constraint::Length(n) => usize::from(*n),
+                _ => 0,
+            })
+            .sum();
+        let id_width = usize::from(inner_width).saturating_sub(fixed + widths.len() - 1);
+        Columns {
+            header,
+            widths,
+            show_state,
+            show_action,
+            action_width,
+            id_width,
+        }
     }
-    header.push("ver");
-    widths.push(Constraint::Length(4));
-    // The op id column takes the rest. An id cut to fit loses its middle,
-    // not its end, so ids that differ only at the end still differ here.
-    let fixed: usize = widths
-        .iter()
-        .map(|w| match w {
-            Constraint::Length(n) => usize::from(*n),
-            _ => 0,
-        })
-        .sum();
-    let id_width = usize::from(inner_width).saturating_sub(fixed + widths.len() - 1);
-    let header = Row::new(header).style(theme.label());
-    let rows = app.queue.rows.iter().enumerate().map(|(i, op)| {
+
+    /// One operation's row. An id cut to fit loses its middle, not its end,
+    /// so ids that differ only at the end still differ here.
+    fn row(&self, app: &App, i: usize, op: &Operation) -> Row<'static> {
+        let theme = &app.theme;
         let selected = i == app.queue.cursor;
         let marked = app.marks.contains_key(&op.op_id);
         let lead = format!(
@@ -92,12 +136,12 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         );
         let mut cells = vec![
             Cell::from(Span::styled(lead, theme.marked())),
-            Cell::from(fit_middle(&clean(&op.op_id), id_width)),
+            Cell::from(fit_middle(&clean(&op.op_id), self.id_width)),
         ];
-        if show_action {
-            cells.push(Cell::from(fit(&clean(&op.action_kind), action_width)));
+        if self.show_action {
+            cells.push(Cell::from(fit(&clean(&op.action_kind), self.action_width)));
         }
-        if show_state {
+        if self.show_state {
             cells.push(Cell::from(Span::styled(
                 op.state.as_str(),
                 theme.state(op.state),
@@ -110,10 +154,5 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             row
         }
-    });
-    Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+    }
 }

@@ -5,10 +5,13 @@
 
 use super::super::app::App;
 use super::super::text::{clean, json_lines, wrap, wrap_hanging};
+use super::super::theme::Theme;
+use crate::domain::{Effect, Operation, Snapshot};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
+use serde_json::Value;
 use std::collections::BTreeSet;
 
 fn yes_no(flag: bool) -> &'static str {
@@ -31,41 +34,11 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let shown = &d.snapshot;
     let snap = &shown.snapshot;
-    let op = &d.operation;
     let title = format!(" Snapshot: {} ", clean(&shown.origin.describe()));
     let block = Block::bordered()
         .title(Line::styled(title, theme.heading()))
         .border_style(theme.border());
-    let mut lines: Vec<Line> = Vec::new();
-    let mut flags = vec![
-        Span::styled("complete ", theme.label()),
-        Span::raw(yes_no(snap.complete)),
-        Span::styled(" · authoritative ", theme.label()),
-        Span::raw(yes_no(snap.authoritative)),
-    ];
-    let closed = [
-        Span::styled("closed ", theme.label()),
-        Span::styled(
-            yes_no(snap.closed),
-            if snap.closed {
-                theme.good()
-            } else {
-                theme.warn()
-            },
-        ),
-    ];
-    // The flags are never cut: "closed n" could read as either answer.
-    let separator = Span::styled(" · ", theme.label());
-    let one_line =
-        Line::from(flags.clone()).width() + separator.width() + Line::from(closed.to_vec()).width();
-    if one_line <= width {
-        flags.push(separator);
-        flags.extend(closed);
-        lines.push(Line::from(flags));
-    } else {
-        lines.push(Line::from(flags));
-        lines.push(Line::from(closed.to_vec()));
-    }
+    let mut lines = flag_lines(theme, snap, width);
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
@@ -87,74 +60,145 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
             .get(i)
             .map(|v| v.iter().cloned().collect())
             .unwrap_or_default();
-        let mut head = vec![Span::styled(
-            format!("{} · action {}", clean(&m.effect_id), clean(&m.action_kind)),
-            theme.heading(),
-        )];
-        if let Some(c) = &m.compensates_effect_id {
-            head.push(Span::raw(format!(" · compensates {}", clean(c))));
-        }
-        lines.push(Line::from(head));
-        let mut scope = Vec::new();
-        if m.action_kind != op.action_kind {
-            scope.push(format!(
-                "≠ action {} differs from the operation's {}",
-                clean(&m.action_kind),
-                clean(&op.action_kind)
-            ));
-        }
-        if m.compensates_effect_id != op.compensates_effect_id {
-            scope.push(format!(
-                "≠ compensation target {} differs from the operation's {}",
-                clean(m.compensates_effect_id.as_deref().unwrap_or("(none)")),
-                clean(op.compensates_effect_id.as_deref().unwrap_or("(none)"))
-            ));
-        }
-        for part in scope.iter().flat_map(|text| wrap_hanging(text, width, 2)) {
-            lines.push(Line::styled(part, theme.differs()));
-        }
-        if differing.is_empty() {
-            lines.push(Line::styled(
-                "  payload: identical to the operation's payload",
-                theme.good(),
-            ));
-            continue;
-        }
-        let listed: Vec<String> = differing.iter().map(|p| clean(p)).collect();
-        for part in wrap(
-            &format!("  payload differs at {}:", listed.join(", ")),
-            width,
-        ) {
-            lines.push(Line::styled(part, theme.differs()));
-        }
-        let json = json_lines(&m.payload);
-        for line in &json {
-            let differs = line.is_under(&differing);
-            let marker = if differs { "≠ " } else { "  " };
-            for part in wrap(&format!("{marker}{}", line.text), width) {
-                lines.push(if differs {
-                    Line::styled(part, theme.differs())
-                } else {
-                    Line::raw(part)
-                });
-            }
-        }
-        for path in &differing {
-            if !json.iter().any(|l| &l.path == path) {
-                lines.push(Line::styled(
-                    format!("≠ {} is missing here", clean(path)),
-                    theme.differs(),
-                ));
-            }
+        lines.extend(match_lines(theme, &d.operation, m, &differing, width));
+    }
+    render_scrolled(app, block, lines, area, buf);
+}
+
+/// The read's flags, on one line when they fit and never cut: "closed n"
+/// could read as either answer.
+fn flag_lines(theme: &Theme, snap: &Snapshot, width: usize) -> Vec<Line<'static>> {
+    let mut flags = vec![
+        Span::styled("complete ", theme.label()),
+        Span::raw(yes_no(snap.complete)),
+        Span::styled(" · authoritative ", theme.label()),
+        Span::raw(yes_no(snap.authoritative)),
+    ];
+    let closed = [
+        Span::styled("closed ", theme.label()),
+        Span::styled(
+            yes_no(snap.closed),
+            if snap.closed {
+                theme.good()
+            } else {
+                theme.warn()
+            },
+        ),
+    ];
+    let separator = Span::styled(" · ", theme.label());
+    let one_line =
+        Line::from(flags.clone()).width() + separator.width() + Line::from(closed.to_vec()).width();
+    if one_line <= width {
+        flags.push(separator);
+        flags.extend(closed);
+        vec![Line::from(flags)]
+    } else {
+        vec![Line::from(flags), Line::from(closed.to_vec())]
+    }
+}
+
+/// One matching effect: its id and action, how its scope differs from the
+/// operation's, and its payload with the differing fields marked.
+fn match_lines(
+    theme: &Theme,
+    op: &Operation,
+    m: &Effect,
+    differing: &BTreeSet<String>,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut head = vec![Span::styled(
+        format!("{} · action {}", clean(&m.effect_id), clean(&m.action_kind)),
+        theme.heading(),
+    )];
+    if let Some(c) = &m.compensates_effect_id {
+        head.push(Span::raw(format!(" · compensates {}", clean(c))));
+    }
+    lines.push(Line::from(head));
+    let mut scope = Vec::new();
+    if m.action_kind != op.action_kind {
+        scope.push(format!(
+            "≠ action {} differs from the operation's {}",
+            clean(&m.action_kind),
+            clean(&op.action_kind)
+        ));
+    }
+    if m.compensates_effect_id != op.compensates_effect_id {
+        scope.push(format!(
+            "≠ compensation target {} differs from the operation's {}",
+            clean(m.compensates_effect_id.as_deref().unwrap_or("(none)")),
+            clean(op.compensates_effect_id.as_deref().unwrap_or("(none)"))
+        ));
+    }
+    for part in scope.iter().flat_map(|text| wrap_hanging(text, width, 2)) {
+        lines.push(Line::styled(part, theme.differs()));
+    }
+    if differing.is_empty() {
+        lines.push(Line::styled(
+            "  payload: identical to the operation's payload",
+            theme.good(),
+        ));
+    } else {
+        lines.extend(payload_lines(theme, &m.payload, differing, width));
+    }
+    lines
+}
+
+/// A payload that differs: where, then the whole payload with each line at
+/// or under a differing path marked `≠`, then the paths it lacks.
+fn payload_lines(
+    theme: &Theme,
+    payload: &Value,
+    differing: &BTreeSet<String>,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let listed: Vec<String> = differing.iter().map(|p| clean(p)).collect();
+    for part in wrap(
+        &format!("  payload differs at {}:", listed.join(", ")),
+        width,
+    ) {
+        lines.push(Line::styled(part, theme.differs()));
+    }
+    let json = json_lines(payload);
+    for line in &json {
+        let differs = line.is_under(differing);
+        let marker = if differs { "≠ " } else { "  " };
+        for part in wrap(&format!("{marker}{}", line.text), width) {
+            lines.push(if differs {
+                Line::styled(part, theme.differs())
+            } else {
+                Line::raw(part)
+            });
         }
     }
+    for path in differing {
+        if !json.iter().any(|l| &l.path == path) {
+            lines.push(Line::styled(
+                format!("≠ {} is missing here", clean(path)),
+                theme.differs(),
+            ));
+        }
+    }
+    lines
+}
+
+/// The lines in the panel, scrolled as the reviewer scrolled them, with
+/// the position shown when they do not all fit.
+fn render_scrolled(
+    app: &App,
+    block: Block<'_>,
+    lines: Vec<Line<'_>>,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let visible = usize::from(area.height.saturating_sub(2));
     let max_scroll = lines.len().saturating_sub(visible);
     let scroll = usize::from(app.snapshot_scroll).min(max_scroll);
     let block = if max_scroll > 0 {
         block.title_bottom(Line::styled(
             format!(" J/K scroll · line {} of {} ", scroll + 1, lines.len()),
-            theme.dim(),
+            app.theme.dim(),
         ))
     } else {
         block

@@ -2,43 +2,31 @@
 //! and forbids, and, for each action the evidence governs, whether it is
 //! available now and why (or why not).
 
-use super::super::action::{Action, Request};
+use super::super::action::Request;
 use super::super::app::App;
-use super::super::keys::{bindings, Context};
+use super::super::keys::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
-use crate::domain::{Decision, OpState};
+use crate::domain::OpState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
-/// The requests worth listing for the selected operation's state.
+/// The requests worth listing: with marks, the ones that apply to all of
+/// them; otherwise those that start from the selected operation's state.
 fn relevant(app: &App) -> Vec<Request> {
-    if !app.marks.is_empty() {
-        return vec![
-            Request::Close,
-            Request::Decide(Decision::Confirmed),
-            Request::Decide(Decision::NotApplied),
-        ];
-    }
-    match app.selected_detail().map(|d| d.operation.state) {
-        Some(OpState::Unknown) => vec![
-            Request::Close,
-            Request::Decide(Decision::Confirmed),
-            Request::Decide(Decision::NotApplied),
-        ],
-        Some(OpState::Confirmed) => vec![Request::Compensate],
-        Some(OpState::Prepared) => vec![Request::Dispatch],
-        Some(OpState::NotApplied) | None => Vec::new(),
-    }
-}
-
-/// The key bound to a request, from the key table.
-pub fn key_for(request: Request) -> String {
-    bindings(Context::Queue)
-        .find(|b| b.action == Action::Request(request))
-        .map(|b| b.key_names())
-        .unwrap_or_default()
+    let bulk = !app.marks.is_empty();
+    let state = app.selected_detail().map(|d| d.operation.state);
+    Request::ALL
+        .into_iter()
+        .filter(|r| {
+            if bulk {
+                r.is_bulk()
+            } else {
+                state == Some(r.act().from_state())
+            }
+        })
+        .collect()
 }
 
 fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {

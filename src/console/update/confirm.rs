@@ -1,0 +1,283 @@
+//! A request becoming a confirmation: the road every mutation takes before
+//! anything is written.
+//!
+//! A request is checked for availability first (the reason is shown when
+//! it is not available), then the reviewer's name is asked for once, then
+//! a [`Pending`] is built that says in words exactly what will happen and
+//! holds exactly the values that will be submitted: the operations and the
+//! versions the reviewer saw. Only `y` on that dialog hands the job to
+//! [`super::jobs`]; anything else writes nothing. The texts live here, next
+//! to the values they describe, so the dialog cannot promise one thing and
+//! the job do another.
+
+use super::super::action::{Action, Request};
+use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
+use super::{forms, jobs, set_status, Result};
+use crate::domain::{names, Decision, Operation, Verdict};
+
+/// A key in a confirmation dialog.
+pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> Result<()> {
+    match action {
+        Action::Confirm => {
+            app.mode = Mode::Normal;
+            jobs::run_job(app, pending.job)
+        }
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Starts a request: unavailable ones say why in the status line; the
+/// first one asks for the reviewer's name; a compensation opens its form;
+/// every other one goes to its confirmation.
+pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
+    if let Err(reason) = app.availability(request) {
+        set_status(
+            app,
+            Tone::Warn,
+            format!("{} is unavailable: {reason}", request.name()),
+        );
+        return Ok(());
+    }
+    let Some(reviewer) = app.reviewer.clone() else {
+        app.mode = Mode::Reviewer {
+            input: String::new(),
+            error: None,
+            resume: request,
+        };
+        return Ok(());
+    };
+    let bulk = request.is_bulk() && !app.marks.is_empty();
+    let targets = targets(app, bulk);
+    let verdict_shown = app.selected_detail().map(|d| d.snapshot.verdict);
+    let pending = match request {
+        Request::Close => close_pending(&reviewer, targets),
+        Request::Decide(decision) => decide_pending(
+            &reviewer,
+            decision,
+            targets,
+            (!bulk).then_some(verdict_shown).flatten(),
+        ),
+        Request::Compensate => {
+            if let Some(d) = app.selected_detail() {
+                app.mode = Mode::Compensate(forms::compensation_form(&d.operation));
+            }
+            return Ok(());
+        }
+        Request::Dispatch => {
+            let Some(d) = app.selected_detail() else {
+                return Ok(());
+            };
+            dispatch_pending(&d.operation)
+        }
+    };
+    app.mode = Mode::Confirm(pending);
+    Ok(())
+}
+
+/// The operations a request acts on, as the reviewer saw them: every mark
+/// for a bulk request, otherwise the selected operation.
+fn targets(app: &App, bulk: bool) -> Vec<Target> {
+    if bulk {
+        return app
+            .marks
+            .iter()
+            .map(|(op_id, m)| Target {
+                op_id: op_id.clone(),
+                version: m.version,
+                state: m.state,
+                payload: m.payload.clone(),
+            })
+            .collect();
+    }
+    match app.selected_detail() {
+        Some(d) => vec![Target {
+            op_id: d.operation.op_id.clone(),
+            version: d.operation.version,
+            state: d.operation.state,
+            payload: d.operation.payload.clone(),
+        }],
+        None => Vec::new(),
+    }
+}
+
+fn close_pending(reviewer: &str, targets: Vec<Target>) -> Pending {
+    let mut lines = Vec::new();
+    if let [one] = targets.as_slice() {
+        lines.push(format!(
+            "Take a CLOSING snapshot of {}, authorized by {reviewer}.",
+            one.op_id
+        ));
+    } else {
+        lines.push(format!(
+            "Take a CLOSING snapshot of each of these {} marked operations, authorized by {reviewer}:",
+            targets.len()
+        ));
+        for t in &targets {
+            lines.push(format!("  {}  (marked at version {})", t.op_id, t.version));
+        }
+    }
+    lines.push(String::new());
+    lines.push(
+        "This is a receiver mutation, not a read: it writes a durable close tombstone in \
+         receiver.sqlite, and from then on the receiver refuses every write for the operation. \
+         A request that is still in flight is refused instead of applied: closing can cancel \
+         an original that has not landed yet. It cannot be undone."
+            .to_string(),
+    );
+    lines.push(format!(
+        "{reviewer} is recorded in the tombstone as the one who authorized it. An operation \
+         whose version changed since you saw it is not closed."
+    ));
+    Pending {
+        title: "closing snapshot (receiver mutation)".to_string(),
+        lines,
+        yes: "close".to_string(),
+        job: Job::Close { targets },
+    }
+}
+
+fn decide_pending(
+    reviewer: &str,
+    decision: Decision,
+    targets: Vec<Target>,
+    verdict_shown: Option<Verdict>,
+) -> Pending {
+    let mut lines = Vec::new();
+    if let [one] = targets.as_slice() {
+        lines.push(format!(
+            "Record {decision} for {} as reviewer {reviewer}, against version {} ({}).",
+            one.op_id, one.version, one.state
+        ));
+        lines.push(String::new());
+        lines.push(format!(
+            "recon takes a fresh non-closing snapshot and classifies it; the decision is \
+             recorded only if {} is still unknown at version {} and the verdict supports \
+             {decision}{}.",
+            one.op_id,
+            one.version,
+            verdict_shown
+                .map(|v| format!(" (the snapshot on screen says {v})"))
+                .unwrap_or_default()
+        ));
+    } else {
+        lines.push(format!(
+            "Record {decision} for each of these {} marked operations as reviewer {reviewer}, \
+             each against the version it had when you marked it:",
+            targets.len()
+        ));
+        for t in &targets {
+            lines.push(format!(
+                "  {}  version {} ({})",
+                t.op_id, t.version, t.state
+            ));
+        }
+        lines.push(String::new());
+        lines.push(format!(
+            "Each gets its own fresh non-closing snapshot and verdict. One that is no longer \
+             at its marked version, or whose verdict does not support {decision}, is refused \
+             and left unchanged; the result lists what was recorded and what was refused."
+        ));
+    }
+    lines.push(match decision {
+        Decision::Confirmed => {
+            "The snapshot is appended to the evidence log with your name, and the one matching \
+             effect becomes the operation's confirmed effect."
+                .to_string()
+        }
+        Decision::NotApplied => {
+            "The snapshot is appended to the evidence log with your name. not_applied ends the \
+             flow: nothing retries or replaces the operation."
+                .to_string()
+        }
+    });
+    Pending {
+        title: format!("record {decision}"),
+        lines,
+        yes: format!("record {decision}"),
+        job: Job::Decide {
+            decision,
+            targets,
+            verdict_shown,
+        },
+    }
+}
+
+pub(super) fn approval_pending(
+    app: &App,
+    form: &CompensationForm,
+) -> std::result::Result<Pending, String> {
+    let Some(reviewer) = app.reviewer.clone() else {
+        return Err("no reviewer name".to_string());
+    };
+    let op_id = names::identifier("the compensation op id", form.fields[0].trim())?.to_string();
+    let action = names::identifier("the action kind", form.fields[1].trim())?.to_string();
+    let payload: serde_json::Value = serde_json::from_str(&form.fields[2])
+        .map_err(|e| format!("the payload is not JSON: {e}"))?;
+    let lines = vec![
+        format!(
+            "Approve compensation {op_id} for effect {} of {} (confirmed at version {}), \
+             approved by {reviewer}:",
+            form.effect_id, form.original_op_id, form.expected_version
+        ),
+        format!("  action:  {action}"),
+        format!("  payload: {payload}"),
+        String::new(),
+        format!(
+            "The approval and the new compensation operation {op_id} (prepared, compensating \
+             exactly {}) commit in one transaction. Nothing is sent yet: dispatch {op_id} \
+             with d, which checks the approval again first.",
+            form.effect_id
+        ),
+    ];
+    Ok(Pending {
+        title: "approve compensation".to_string(),
+        lines,
+        yes: "approve".to_string(),
+        job: Job::Approve {
+            original_op_id: form.original_op_id.clone(),
+            effect_id: form.effect_id.clone(),
+            expected_version: form.expected_version,
+            compensation_op_id: op_id,
+            action_kind: action,
+            payload,
+        },
+    })
+}
+
+fn dispatch_pending(op: &Operation) -> Pending {
+    let mut lines = vec![
+        format!(
+            "Dispatch {} ({}) now, from version {} ({}).",
+            op.op_id, op.action_kind, op.version, op.state
+        ),
+        String::new(),
+        format!(
+            "recon first commits {} as unknown (version {}) with a dispatch log row, then runs \
+             the receiver child (recon receiver apply). A receipt confirms it; without one it \
+             stays unknown for review. This happens once: a second dispatch is refused as \
+             blind_retry.",
+            op.op_id,
+            op.version + 1
+        ),
+    ];
+    if let Some(effect) = &op.compensates_effect_id {
+        lines.push(format!(
+            "It compensates {effect}; its approval and the original's version are checked \
+             again before the receiver runs."
+        ));
+    }
+    Pending {
+        title: "dispatch".to_string(),
+        lines,
+        yes: "dispatch".to_string(),
+        job: Job::Dispatch {
+            op_id: op.op_id.clone(),
+            version: op.version,
+        },
+    }
+}

@@ -1,0 +1,183 @@
+//! Typed input: the search, the reviewer's name, and the compensation form.
+//!
+//! Each prompt keeps its whole state in its [`Mode`], so a key press is a
+//! small function from the old input to the new one, and leaving a prompt
+//! drops it. The reviewer's name is checked as the command line checks it
+//! and asked once; the request that needed it carries on afterwards. The
+//! compensation form only gathers values: submitting it leads to a
+//! confirmation ([`super::confirm`]), never straight to a write.
+
+use super::super::action::{Action, Request};
+use super::super::app::{App, CompensationForm, Mode, Tone};
+use super::confirm;
+use super::queue::{self, Anchor};
+use super::{set_status, Result};
+use crate::domain::{normalize_name, Operation};
+use crate::error::Refusal;
+use crate::sanitize;
+
+/// A key in the search prompt; Enter runs the search from the first row.
+pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> Result<()> {
+    match action {
+        Action::Input(c) => {
+            input.push(c);
+            app.mode = Mode::Search { input };
+        }
+        Action::Backspace => {
+            input.pop();
+            app.mode = Mode::Search { input };
+        }
+        Action::Cancel => app.mode = Mode::Normal,
+        Action::Submit => {
+            app.mode = Mode::Normal;
+            let text = input.trim().to_string();
+            app.search = (!text.is_empty()).then_some(text);
+            queue::load_queue(app, Anchor::Start)?;
+            let text = match &app.search {
+                Some(s) if app.queue.rows.is_empty() => {
+                    format!("no {} operation matches \"{s}\"", app.filter.label())
+                }
+                Some(s) => format!("search \"{s}\" in {}; Esc clears it", app.filter.label()),
+                None => "search cleared".to_string(),
+            };
+            set_status(app, Tone::Plain, text);
+        }
+        _ => app.mode = Mode::Search { input },
+    }
+    Ok(())
+}
+
+/// Checks a reviewer name as the command line does: blank is refused as
+/// `empty_reviewer`, control characters and overlong names too.
+pub fn check_reviewer(name: &str) -> std::result::Result<String, String> {
+    let Some(name) = normalize_name(name) else {
+        return Err(format!(
+            "refused: {}: {}",
+            Refusal::EmptyReviewer.code(),
+            Refusal::EmptyReviewer
+        ));
+    };
+    if name.chars().any(sanitize::is_unsafe) {
+        return Err("the name contains control characters".to_string());
+    }
+    if name.chars().count() > 200 {
+        return Err("the name is longer than 200 characters".to_string());
+    }
+    Ok(name.to_string())
+}
+
+/// A key in the reviewer prompt; an accepted name resumes the request that
+/// asked for it.
+pub(super) fn reviewer_input(
+    app: &mut App,
+    mut input: String,
+    error: Option<String>,
+    resume: Request,
+    action: Action,
+) -> Result<()> {
+    match action {
+        Action::Input(c) => {
+            input.push(c);
+            app.mode = Mode::Reviewer {
+                input,
+                error: None,
+                resume,
+            };
+        }
+        Action::Backspace => {
+            input.pop();
+            app.mode = Mode::Reviewer {
+                input,
+                error,
+                resume,
+            };
+        }
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+        }
+        Action::Submit => match check_reviewer(&input) {
+            Ok(name) => {
+                app.reviewer = Some(name.clone());
+                app.mode = Mode::Normal;
+                set_status(
+                    app,
+                    Tone::Plain,
+                    format!("reviewing as {name}; the name is recorded with each change"),
+                );
+                return confirm::start_request(app, resume);
+            }
+            Err(reason) => {
+                app.mode = Mode::Reviewer {
+                    input,
+                    error: Some(reason),
+                    resume,
+                }
+            }
+        },
+        _ => {
+            app.mode = Mode::Reviewer {
+                input,
+                error,
+                resume,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A key in the compensation form; Enter checks the fields and moves on to
+/// the confirmation, or says what is wrong.
+pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Action) -> Result<()> {
+    match action {
+        Action::Input(c) => {
+            form.fields[form.focus].push(c);
+            form.error = None;
+        }
+        Action::Backspace => {
+            form.fields[form.focus].pop();
+        }
+        Action::NextField => form.focus = (form.focus + 1) % form.fields.len(),
+        Action::PrevField => form.focus = (form.focus + form.fields.len() - 1) % form.fields.len(),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+            return Ok(());
+        }
+        Action::Submit => {
+            match confirm::approval_pending(app, &form) {
+                Ok(pending) => app.mode = Mode::Confirm(pending),
+                Err(reason) => {
+                    form.error = Some(reason);
+                    app.mode = Mode::Compensate(form);
+                }
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    app.mode = Mode::Compensate(form);
+    Ok(())
+}
+
+/// The approval form for a confirmed original, filled with suggestions the
+/// reviewer can edit.
+pub(super) fn compensation_form(op: &Operation) -> CompensationForm {
+    let effect = op.confirmed_effect_id.clone().unwrap_or_default();
+    CompensationForm {
+        original_op_id: op.op_id.clone(),
+        effect_id: effect.clone(),
+        expected_version: op.version,
+        fields: [
+            format!("{}-undo", op.op_id),
+            format!("undo_{}", op.action_kind),
+            serde_json::json!({
+                "original_op_id": op.op_id,
+                "undo_effect_id": effect,
+            })
+            .to_string(),
+        ],
+        focus: 0,
+        error: None,
+    }
+}

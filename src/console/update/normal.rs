@@ -1,0 +1,195 @@
+//! The queue's own keys, and the overlays a reviewer only reads.
+//!
+//! Everything here moves, filters, marks, reads or scrolls; none of it
+//! writes. A mutation key only starts a request, which goes through
+//! [`super::confirm`] before anything is written. Marks record the version
+//! and payload the reviewer saw, because that is what a bulk decision is
+//! later checked against.
+
+use super::super::action::Action;
+use super::super::app::{App, Filter, Mark, Mode, Origin, Report, Tone};
+use super::super::view;
+use super::queue::{self, Anchor};
+use super::{confirm, fail, set_status, Result};
+
+/// A key in the queue.
+pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
+    match action {
+        Action::Down => queue::move_down(app, 1),
+        Action::Up => queue::move_up(app, 1),
+        Action::PageDown => queue::move_down(app, app.queue.height.max(1)),
+        Action::PageUp => queue::move_up(app, app.queue.height.max(1)),
+        Action::First => queue::load_queue(app, Anchor::Start),
+        Action::Last => queue::load_queue(app, Anchor::End),
+        Action::NextFilter => {
+            queue::set_filter(app, (app.filter.index() + 1) % Filter::ORDER.len())
+        }
+        Action::PrevFilter => queue::set_filter(
+            app,
+            (app.filter.index() + Filter::ORDER.len() - 1) % Filter::ORDER.len(),
+        ),
+        Action::Filter(index) => queue::set_filter(app, index),
+        Action::Search => {
+            app.mode = Mode::Search {
+                input: String::new(),
+            };
+            Ok(())
+        }
+        Action::ToggleMark => {
+            toggle_mark(app);
+            Ok(())
+        }
+        Action::ReadSnapshot => read_snapshot(app),
+        Action::ShowOperation => {
+            show_operation(app);
+            Ok(())
+        }
+        Action::Request(request) => confirm::start_request(app, request),
+        Action::ScrollDown => {
+            app.snapshot_scroll = app.snapshot_scroll.saturating_add(1);
+            Ok(())
+        }
+        Action::ScrollUp => {
+            app.snapshot_scroll = app.snapshot_scroll.saturating_sub(1);
+            Ok(())
+        }
+        Action::Help => {
+            app.mode = Mode::Help { scroll: 0 };
+            Ok(())
+        }
+        Action::Cancel => clear(app),
+        _ => Ok(()),
+    }
+}
+
+/// A key in the help overlay.
+pub(super) fn help(app: &mut App, scroll: u16, action: Action) {
+    match action {
+        Action::ScrollDown => app.mode = Mode::Help { scroll: scroll + 1 },
+        Action::ScrollUp => {
+            app.mode = Mode::Help {
+                scroll: scroll.saturating_sub(1),
+            }
+        }
+        Action::Cancel | Action::Help => app.mode = Mode::Normal,
+        _ => {}
+    }
+}
+
+/// A key in a report.
+pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
+    match action {
+        Action::ScrollDown => {
+            report.scroll += 1;
+            app.mode = Mode::Report(report);
+        }
+        Action::ScrollUp => {
+            report.scroll = report.scroll.saturating_sub(1);
+            app.mode = Mode::Report(report);
+        }
+        Action::Cancel => app.mode = Mode::Normal,
+        _ => {}
+    }
+}
+
+/// A fresh non-closing read of the selected operation, labelled as the
+/// reviewer's own.
+fn read_snapshot(app: &mut App) -> Result<()> {
+    if app.selected().is_none() {
+        set_status(app, Tone::Warn, "no operation is selected");
+        return Ok(());
+    }
+    queue::load_detail(app, Origin::Read)?;
+    if let Some(d) = &app.detail {
+        let text = format!(
+            "read snapshot of {}: {} ({} match{})",
+            d.operation.op_id,
+            d.snapshot.verdict,
+            d.snapshot.snapshot.matches.len(),
+            if d.snapshot.snapshot.matches.len() == 1 {
+                ""
+            } else {
+                "es"
+            }
+        );
+        set_status(app, Tone::Plain, text);
+    }
+    Ok(())
+}
+
+/// Esc in the queue: the search and the marks go, and the status says
+/// which.
+fn clear(app: &mut App) -> Result<()> {
+    let had_search = app.search.take().is_some();
+    let marks = app.marks.len();
+    app.marks.clear();
+    if had_search {
+        queue::load_queue(app, Anchor::Start)?;
+    }
+    match (had_search, marks) {
+        (false, 0) => {}
+        (true, 0) => set_status(app, Tone::Plain, "search cleared"),
+        (_, n) => set_status(
+            app,
+            Tone::Plain,
+            format!(
+                "{}{n} mark{} cleared",
+                if had_search { "search and " } else { "" },
+                if n == 1 { "" } else { "s" }
+            ),
+        ),
+    }
+    Ok(())
+}
+
+/// The selected operation in full, as a scrollable report: the payload
+/// panel shows only what fits beside the evidence.
+fn show_operation(app: &mut App) {
+    let Some(d) = app.selected_detail() else {
+        set_status(app, Tone::Warn, "no operation is selected");
+        return;
+    };
+    let lines = view::operation_text(d)
+        .into_iter()
+        .map(|line| (Tone::Plain, line))
+        .collect();
+    app.mode = Mode::Report(Report {
+        title: format!("operation {}", d.operation.op_id),
+        lines,
+        scroll: 0,
+    });
+}
+
+fn toggle_mark(app: &mut App) {
+    let Some(op) = app.selected().cloned() else {
+        set_status(app, Tone::Warn, "no operation is selected");
+        return;
+    };
+    if app.marks.remove(&op.op_id).is_some() {
+        let text = format!("unmarked {}; {} marked", op.op_id, app.marks.len());
+        set_status(app, Tone::Plain, text);
+    } else {
+        app.marks.insert(
+            op.op_id.clone(),
+            Mark {
+                version: op.version,
+                state: op.state,
+                payload: op.payload.clone(),
+            },
+        );
+        let text = format!(
+            "marked {} at version {}; {} marked: x, c or n applies to all of them",
+            op.op_id,
+            op.version,
+            app.marks.len()
+        );
+        set_status(app, Tone::Plain, text);
+    }
+    // Marking moves on, so several can be marked with repeated presses.
+    if app.queue.cursor + 1 < app.queue.rows.len() {
+        app.queue.cursor += 1;
+        if let Err(e) = queue::selection_changed(app, Origin::Selected) {
+            fail(app, &e);
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! What is on screen, and how it is reloaded: one keyset page of the queue,
+//! the cursor in it, and the selected operation's detail with a fresh read.
+//!
+//! The queue never holds more than a screenful. Moving past either end
+//! reads the next rows from the database next to what is shown, and a
+//! reload keeps the cursor on the same operation when it is still listed,
+//! so a refresh after another process's commit (or the console's own) does
+//! not throw the reviewer off their place. A selection change always takes
+//! a new, non-closing snapshot: the verdict shown is never older than the
+//! selection.
+
+use super::super::app::{App, Detail, Filter, Origin, Shown, Tone};
+use super::super::view;
+use super::{set_status, Result};
+use crate::domain::{differing_paths, Operation, PageBound, QueueFilter};
+use crate::workspace::{Classified, OpDetail};
+
+/// Where to (re)load the queue from.
+pub(super) enum Anchor {
+    Start,
+    End,
+    /// Keep the rows from this op id on, and the cursor on `selected` if it
+    /// is still listed.
+    At {
+        top: String,
+        selected: String,
+    },
+}
+
+fn queue_filter(app: &App) -> QueueFilter<'_> {
+    QueueFilter {
+        state: app.filter.state(),
+        search: app.search.as_deref(),
+    }
+}
+
+fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
+    app.ws.queue_page(queue_filter(app), bound, limit)
+}
+
+fn current_anchor(app: &App) -> Anchor {
+    match (app.queue.rows.first(), app.selected()) {
+        (Some(top), Some(selected)) => Anchor::At {
+            top: top.op_id.clone(),
+            selected: selected.op_id.clone(),
+        },
+        _ => Anchor::Start,
+    }
+}
+
+pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
+    load_queue_as(app, anchor, Origin::Selected)
+}
+
+/// Loads one screenful at the anchor, filling it from above near the end of
+/// the list, and reloads the selected operation's detail.
+fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
+    let height = app.queue.height.max(1);
+    let (mut rows, mut cursor) = match &anchor {
+        Anchor::Start => (page(app, PageBound::Start, height)?, 0),
+        Anchor::End => (page(app, PageBound::End, height)?, usize::MAX),
+        Anchor::At { top, .. } => (page(app, PageBound::From(top), height)?, app.queue.cursor),
+    };
+    if rows.len() < height {
+        let missing = height - rows.len();
+        let before = match (rows.first(), &anchor) {
+            (Some(first), _) => page(app, PageBound::Before(&first.op_id), missing)?,
+            (None, Anchor::At { top, .. }) => page(app, PageBound::Before(top), missing)?,
+            (None, _) => Vec::new(),
+        };
+        if cursor != usize::MAX {
+            cursor += before.len();
+        }
+        rows.splice(0..0, before);
+    }
+    if let Anchor::At { selected, .. } = &anchor {
+        if let Some(i) = rows.iter().position(|r| &r.op_id == selected) {
+            cursor = i;
+        }
+    }
+    app.queue.cursor = cursor.min(rows.len().saturating_sub(1));
+    app.queue.rows = rows;
+    selection_changed(app, origin)
+}
+
+pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
+    let height = app.queue.height.max(1);
+    let len = app.queue.rows.len();
+    let Some(last) = app.queue.rows.last().map(|r| r.op_id.clone()) else {
+        return Ok(());
+    };
+    if app.queue.cursor + by < len {
+        app.queue.cursor += by;
+        return selection_changed(app, Origin::Selected);
+    }
+    let fetched = page(app, PageBound::After(&last), by)?;
+    if fetched.is_empty() && app.queue.cursor + 1 == len {
+        return Ok(());
+    }
+    let mut combined = std::mem::take(&mut app.queue.rows);
+    combined.extend(fetched);
+    let target = (app.queue.cursor + by).min(combined.len() - 1);
+    // The target ends up on the last row of a full screen.
+    let start = (target + 1).saturating_sub(height);
+    combined.truncate(target + 1);
+    app.queue.rows = combined.split_off(start);
+    app.queue.cursor = target - start;
+    selection_changed(app, Origin::Selected)
+}
+
+pub(super) fn move_up(app: &mut App, by: usize) -> Result<()> {
+    let height = app.queue.height.max(1);
+    let Some(first) = app.queue.rows.first().map(|r| r.op_id.clone()) else {
+        return Ok(());
+    };
+    if app.queue.cursor >= by {
+        app.queue.cursor -= by;
+        return selection_changed(app, Origin::Selected);
+    }
+    let fetched = page(app, PageBound::Before(&first), by)?;
+    if fetched.is_empty() && app.queue.cursor == 0 {
+        return Ok(());
+    }
+    let shift = fetched.len();
+    let mut combined = fetched;
+    combined.append(&mut app.queue.rows);
+    // The target ends up on the first row.
+    let target = (app.queue.cursor + shift).saturating_sub(by);
+    let mut rows = combined.split_off(target);
+    rows.truncate(height);
+    app.queue.rows = rows;
+    app.queue.cursor = 0;
+    selection_changed(app, Origin::Selected)
+}
+
+pub(super) fn set_filter(app: &mut App, index: usize) -> Result<()> {
+    let Some(filter) = Filter::ORDER.get(index).copied() else {
+        return Ok(());
+    };
+    app.filter = filter;
+    load_queue(app, Anchor::Start)
+}
+
+pub(super) fn resize(app: &mut App, width: u16, height: u16) -> Result<()> {
+    app.width = width;
+    app.height = height;
+    let rows = view::queue_rows(width, height);
+    if rows != app.queue.height || app.queue.rows.is_empty() {
+        app.queue.height = rows;
+        let anchor = current_anchor(app);
+        load_queue(app, anchor)?;
+    }
+    Ok(())
+}
+
+/// After the cursor moved: a new operation starts at the top of its
+/// snapshot panel, and every selection gets a fresh read.
+pub(super) fn selection_changed(app: &mut App, origin: Origin) -> Result<()> {
+    let same = matches!(
+        (app.selected(), &app.detail),
+        (Some(s), Some(d)) if s.op_id == d.operation.op_id
+    );
+    if !same {
+        app.snapshot_scroll = 0;
+    }
+    load_detail(app, origin)
+}
+
+/// Loads the selected operation's record, evidence, approvals and closure,
+/// and takes a fresh non-closing snapshot of it.
+pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
+    let Some(op_id) = app.selected().map(|o| o.op_id.clone()) else {
+        app.detail = None;
+        return Ok(());
+    };
+    let shown = app.ws.show(&op_id)?;
+    let classified = app.ws.snapshot(&op_id, None)?;
+    app.detail = Some(detail_from(app, shown, classified, origin)?);
+    Ok(())
+}
+
+fn detail_from(
+    app: &App,
+    shown_detail: OpDetail,
+    classified: Classified,
+    origin: Origin,
+) -> Result<Detail> {
+    let op_id = shown_detail.operation.op_id.clone();
+    Ok(Detail {
+        closure: app.ws.closure(&op_id)?,
+        dispatches: app.ws.dispatch_count(&op_id)?,
+        snapshot: shown(&classified.operation, classified.clone(), origin),
+        operation: classified.operation,
+        evidence: shown_detail.evidence,
+        approvals: shown_detail.approvals,
+    })
+}
+
+/// Reloads counts, the page on screen and the selected detail.
+pub(super) fn refresh(app: &mut App, origin: Origin) -> Result<()> {
+    app.counts = app.ws.counts()?;
+    let anchor = current_anchor(app);
+    load_queue_as(app, anchor, origin)?;
+    app.seen_version = app.ws.data_version()?;
+    Ok(())
+}
+
+/// Live updates: another process's commit changes `PRAGMA data_version`;
+/// this connection's own commits do not, and are refreshed where they
+/// happen.
+pub(super) fn poll(app: &mut App) -> Result<()> {
+    let now = app.ws.data_version()?;
+    if now == app.seen_version {
+        return Ok(());
+    }
+    refresh(app, Origin::Refreshed)?;
+    if app.status.as_ref().is_none_or(|s| s.tone == Tone::Plain) {
+        set_status(
+            app,
+            Tone::Plain,
+            "updated: another process changed the workspace",
+        );
+    }
+    Ok(())
+}
+
+/// A classified read as the snapshot panel shows it, with the payload
+/// paths where each match differs from the operation's payload.
+pub(super) fn shown(op: &Operation, classified: Classified, origin: Origin) -> Shown {
+    let differing = classified
+        .snapshot
+        .matches
+        .iter()
+        .map(|m| differing_paths(&op.payload, &m.payload))
+        .collect();
+    Shown {
+        snapshot: classified.snapshot,
+        verdict: classified.verdict,
+        origin,
+        differing,
+    }
+}

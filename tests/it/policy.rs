@@ -1,0 +1,269 @@
+//! `domain::policy` as a table: which act one operation allows, and the
+//! sentence that says why or why not. The console shows these sentences
+//! beside its keys, so each row pins the exact words as well as the answer.
+
+use recon::domain::policy::{availability, last_changed_by, recheck, Act, Facts, Unavailable};
+use recon::domain::{
+    Approval, Closure, Decision, EvidenceRecord, EvidenceSource, OpKind, OpState, Operation,
+    Refusal, Verdict,
+};
+use serde_json::json;
+
+use Decision::{Confirmed, NotApplied};
+use OpKind::{Compensation, Original};
+use Verdict::*;
+
+/// The facts about `op-1` at version 2, owned, so each row can build them
+/// in one expression.
+struct Case {
+    operation: Operation,
+    verdict: Verdict,
+    read_closed: bool,
+    closure: Option<Closure>,
+    approvals: Vec<Approval>,
+}
+
+fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
+    Case {
+        operation: Operation {
+            op_id: "op-1".into(),
+            kind,
+            action_kind: "send_email".into(),
+            payload: json!({"to": "ada@example.com"}),
+            state,
+            version: 2,
+            compensates_effect_id: (kind == Compensation).then(|| "fx-000009".into()),
+            compensates_op_id: (kind == Compensation).then(|| "op-0".into()),
+            confirmed_effect_id: (state == OpState::Confirmed).then(|| "fx-000001".into()),
+        },
+        verdict,
+        read_closed: false,
+        closure: None,
+        approvals: Vec::new(),
+    }
+}
+
+/// An unknown original, read without the close barrier.
+fn unknown(verdict: Verdict) -> Case {
+    case(Original, OpState::Unknown, verdict)
+}
+
+fn original(state: OpState) -> Case {
+    case(Original, state, UniqueExactMatch)
+}
+
+fn compensation(state: OpState) -> Case {
+    case(Compensation, state, Inconclusive)
+}
+
+impl Case {
+    /// The read on screen was a closing one.
+    fn closed_read(mut self) -> Case {
+        self.read_closed = true;
+        self
+    }
+
+    /// The receiver holds a close tombstone, authorized by `who`.
+    fn closed_by(mut self, who: &str) -> Case {
+        self.closure = Some(Closure {
+            op_id: "op-1".into(),
+            authorized_by: who.into(),
+            effects_at_close: 0,
+        });
+        self
+    }
+
+    fn without_confirmed_effect(mut self) -> Case {
+        self.operation.confirmed_effect_id = None;
+        self
+    }
+
+    /// An approval of compensation `compensation_op_id` for `effect_id` of
+    /// `original_op_id`.
+    fn approved(mut self, original_op_id: &str, effect_id: &str, compensation_op_id: &str) -> Case {
+        self.approvals.push(Approval {
+            original_op_id: original_op_id.into(),
+            effect_id: effect_id.into(),
+            approved_version: 2,
+            approver: "ada".into(),
+            compensation_op_id: compensation_op_id.into(),
+            action_kind: "undo_send_email".into(),
+            payload: json!({}),
+        });
+        self
+    }
+
+    fn facts(&self) -> Facts<'_> {
+        Facts {
+            operation: &self.operation,
+            verdict: self.verdict,
+            read_closed: self.read_closed,
+            closure: self.closure.as_ref(),
+            approvals: &self.approvals,
+        }
+    }
+}
+
+fn ok(why: &str) -> Result<String, Unavailable> {
+    Ok(why.to_string())
+}
+
+fn no(why: &str) -> Result<String, Unavailable> {
+    Err(Unavailable {
+        reason: why.to_string(),
+        close_first: false,
+    })
+}
+
+/// Refused, and a closing snapshot is the way to suggest.
+fn no_close_first(why: &str) -> Result<String, Unavailable> {
+    Err(Unavailable {
+        reason: why.to_string(),
+        close_first: true,
+    })
+}
+
+#[track_caller]
+fn check(case: Case, act: Act, expected: Result<String, Unavailable>) {
+    assert_eq!(availability(act, &case.facts()), expected, "{act:?}");
+}
+
+#[test]
+fn each_act_starts_from_one_state() {
+    assert_eq!(Act::Close.from_state(), OpState::Unknown);
+    assert_eq!(Act::Decide(Confirmed).from_state(), OpState::Unknown);
+    assert_eq!(Act::Decide(NotApplied).from_state(), OpState::Unknown);
+    assert_eq!(Act::Compensate.from_state(), OpState::Confirmed);
+    assert_eq!(Act::Dispatch.from_state(), OpState::Prepared);
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_close_is_for_an_unknown_operation_the_receiver_has_not_closed() {
+    check(unknown(Inconclusive), Act::Close, ok("a receiver mutation that bars every later write for this op"));
+    check(unknown(DuplicateMatches), Act::Close, ok("a receiver mutation that bars every later write for this op"));
+    check(unknown(TerminalAbsence).closed_read().closed_by("ada"), Act::Close, no("the receiver already closed it (authorized by ada); a read shows the same"));
+    check(original(OpState::Prepared), Act::Close, no("only an unknown operation needs the close barrier; this one is prepared"));
+    check(original(OpState::Confirmed), Act::Close, no("only an unknown operation needs the close barrier; this one is confirmed"));
+    check(original(OpState::NotApplied).closed_by("ada"), Act::Close, no("only an unknown operation needs the close barrier; this one is not_applied"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_decision_needs_an_unknown_operation_and_a_verdict_that_supports_it() {
+    check(unknown(UniqueExactMatch).closed_read(), Act::Decide(Confirmed), ok("unique_exact_match supports it, against version 2"));
+    check(unknown(ExactMatchExistenceOnly), Act::Decide(Confirmed), ok("exact_match_existence_only supports it, against version 2"));
+    check(unknown(TerminalAbsence).closed_read(), Act::Decide(NotApplied), ok("terminal_absence supports it, against version 2"));
+    check(unknown(TerminalAbsence).closed_read(), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is terminal_absence"));
+    check(unknown(UniqueExactMatch).closed_read(), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is unique_exact_match"));
+    check(unknown(DuplicateMatches).closed_read(), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is duplicate_matches"));
+    check(original(OpState::Confirmed), Act::Decide(Confirmed), no("only an unknown operation takes a decision; this one is confirmed"));
+    check(original(OpState::Prepared), Act::Decide(NotApplied), no("only an unknown operation takes a decision; this one is prepared"));
+    check(original(OpState::NotApplied), Act::Decide(NotApplied), no("only an unknown operation takes a decision; this one is not_applied"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_closing_snapshot_is_suggested_after_an_open_read_without_a_duplicate_or_mismatch() {
+    check(unknown(Inconclusive), Act::Decide(NotApplied), no_close_first("not_applied needs terminal_absence (no match under a closing read); this read is inconclusive"));
+    check(unknown(Inconclusive), Act::Decide(Confirmed), no_close_first("confirmed needs one exact match; this read is inconclusive"));
+    check(unknown(ExactMatchExistenceOnly), Act::Decide(NotApplied), no_close_first("not_applied needs terminal_absence (no match under a closing read); this read is exact_match_existence_only"));
+    check(unknown(DuplicateMatches), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is duplicate_matches"));
+    check(unknown(PayloadMismatch), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is payload_mismatch"));
+    check(unknown(ActionScopeMismatch), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is action_scope_mismatch"));
+    check(unknown(Inconclusive).closed_read(), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is inconclusive"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn only_a_confirmed_original_without_an_approval_for_its_effect_is_compensated() {
+    check(original(OpState::Confirmed), Act::Compensate, ok("for the confirmed effect fx-000001"));
+    check(original(OpState::Confirmed).approved("op-1", "fx-000002", "op-1-undo"), Act::Compensate, ok("for the confirmed effect fx-000001"));
+    check(original(OpState::Confirmed).approved("op-7", "fx-000001", "op-7-undo"), Act::Compensate, ok("for the confirmed effect fx-000001"));
+    check(original(OpState::Confirmed).approved("op-1", "fx-000001", "op-1-undo"), Act::Compensate, no("fx-000001 already has an approved compensation, op-1-undo"));
+    check(original(OpState::Confirmed).without_confirmed_effect(), Act::Compensate, no("no confirmed effect is recorded"));
+    check(original(OpState::Unknown), Act::Compensate, no("only a confirmed original can be compensated; this one is unknown"));
+    check(original(OpState::NotApplied), Act::Compensate, no("only a confirmed original can be compensated; this one is not_applied"));
+    check(compensation(OpState::Confirmed), Act::Compensate, no("a compensation is not itself compensated"));
+    check(compensation(OpState::Prepared), Act::Compensate, no("a compensation is not itself compensated"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_dispatch_happens_once_from_prepared_and_a_compensation_needs_its_approval() {
+    check(original(OpState::Prepared), Act::Dispatch, ok("runs the receiver once"));
+    check(compensation(OpState::Prepared).approved("op-0", "fx-000009", "op-1"), Act::Dispatch, ok("runs the receiver once"));
+    check(compensation(OpState::Prepared), Act::Dispatch, no("this compensation has no approval"));
+    check(compensation(OpState::Prepared).approved("op-0", "fx-000009", "op-2"), Act::Dispatch, no("this compensation has no approval"));
+    check(original(OpState::Unknown), Act::Dispatch, no("dispatched only once, from prepared; this one is unknown, so a dispatch would be a blind retry"));
+    check(original(OpState::Confirmed), Act::Dispatch, no("dispatched only once, from prepared; this one is confirmed, so a dispatch would be a blind retry"));
+    check(compensation(OpState::NotApplied), Act::Dispatch, no("dispatched only once, from prepared; this one is not_applied, so a dispatch would be a blind retry"));
+}
+
+#[track_caller]
+fn check_recheck(act: Act, state: OpState, seen_version: i64, expected: Result<(), Refusal>) {
+    let op = case(Original, state, Inconclusive).operation;
+    assert_eq!(recheck(act, &op, seen_version), expected, "{act:?}");
+}
+
+fn stale(state: OpState) -> Result<(), Refusal> {
+    Err(Refusal::StaleVersion {
+        expected: 1,
+        found: 2,
+        state,
+        changed_by: None,
+    })
+}
+
+fn not_unknown(state: OpState) -> Result<(), Refusal> {
+    Err(Refusal::NotUnknown {
+        op_id: "op-1".into(),
+        state,
+    })
+}
+
+#[test]
+fn a_confirmed_act_is_refused_stale_once_the_version_moved_on() {
+    check_recheck(Act::Close, OpState::Unknown, 2, Ok(()));
+    check_recheck(Act::Dispatch, OpState::Prepared, 2, Ok(()));
+    check_recheck(Act::Close, OpState::Unknown, 1, stale(OpState::Unknown));
+    check_recheck(Act::Close, OpState::Confirmed, 1, stale(OpState::Confirmed));
+    check_recheck(Act::Dispatch, OpState::Unknown, 1, stale(OpState::Unknown));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_close_is_refused_when_the_operation_seen_is_not_unknown() {
+    check_recheck(Act::Close, OpState::Prepared, 2, not_unknown(OpState::Prepared));
+    check_recheck(Act::Close, OpState::NotApplied, 2, not_unknown(OpState::NotApplied));
+    // A dispatch's state is the receiver client's to refuse, as blind_retry.
+    check_recheck(Act::Dispatch, OpState::Unknown, 2, Ok(()));
+}
+
+fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
+    EvidenceRecord {
+        seq: 1,
+        op_id: "op-1".into(),
+        source,
+        reviewer: reviewer.map(str::to_string),
+        decision: Confirmed,
+        verdict: None,
+        snapshot: json!({}),
+        from_version: 2,
+        to_version: 3,
+        effect_id: None,
+        prev_hash: String::new(),
+        hash: String::new(),
+    }
+}
+
+#[test]
+#[rustfmt::skip]
+fn the_latest_change_is_named_by_its_reviewer_or_its_source() {
+    let receipt = || evidence(EvidenceSource::Receipt, None);
+    let review = |name| evidence(EvidenceSource::Review, Some(name));
+    assert_eq!(last_changed_by(&[]), None);
+    assert_eq!(last_changed_by(&[receipt()]).as_deref(), Some("a receipt"));
+    assert_eq!(last_changed_by(&[receipt(), review("bob")]).as_deref(), Some("reviewer bob"));
+    assert_eq!(last_changed_by(&[review("bob"), receipt()]).as_deref(), Some("a receipt"));
+}
