@@ -35,6 +35,7 @@ fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
             compensates_effect_id: (kind == Compensation).then(|| "fx-000009".into()),
             compensates_op_id: (kind == Compensation).then(|| "op-0".into()),
             confirmed_effect_id: (state == OpState::Confirmed).then(|| "fx-000001".into()),
+            receiver: "builtin".into(),
         },
         verdict,
         read_closed: false,
@@ -252,6 +253,9 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         from_version: 2,
         to_version: 3,
         effect_id: None,
+        receiver: "builtin".into(),
+        receiver_describe_sha256: String::new(),
+        response_sha256: String::new(),
         prev_hash: String::new(),
         hash: String::new(),
     }
