@@ -141,7 +141,9 @@ pub enum Command {
     /// and print the screen as text or SVG. The keys go through the same key
     /// table and update as in the console, so mutations among them (a
     /// confirmed `y`) really happen: point it at a copy to look only.
-    #[command(after_help = crate::console::keys::KEY_SYNTAX)]
+    //
+    // Its help ends with the console's key syntax, which `commands::parse`
+    // attaches: this module does not know the console.
     Screenshot(ScreenshotArgs),
     /// Recompute the evidence log's hash chain, cross-check it with the
     /// operations' states, and report the first broken link. Exits 0 when

@@ -20,7 +20,8 @@
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
 //! stderr, files), `open` (the workspace and the environment), `render`
 //! (the [`Render`] trait and `finish`, the one place that prints results
-//! and failures).
+//! and failures). [`parse`] is here too, because the help it prints joins
+//! `cli` and the console, which do not import each other.
 
 mod audit;
 mod console;
@@ -40,6 +41,20 @@ use output::Out;
 use render::{Format, Render};
 
 use crate::cli::{Cli, Command, ReceiverCommand};
+use clap::{CommandFactory, FromArgMatches};
+
+/// Parses the process's arguments as `Cli::parse` does (help, version and
+/// clap's usage errors exit here), with one addition: `recon screenshot
+/// --help` ends with the console's key syntax, attached here because `cli`
+/// and the console do not import each other.
+pub fn parse() -> Cli {
+    let mut command = Cli::command().mut_subcommand("screenshot", |screenshot| {
+        screenshot.after_help(crate::console::keys::KEY_SYNTAX)
+    });
+    let mut matches = command.clone().get_matches();
+    Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut command).exit())
+}
+
 /// Runs one command line and returns the process's exit code; everything
 /// it prints, results and failures alike, goes through [`render::finish`].
 pub fn run(cli: Cli) -> i32 {

@@ -1,8 +1,6 @@
 //! The `recon` binary: parse the command line, run it through the library,
 //! and exit with the code it returns (see `recon --help`).
 
-use clap::Parser;
-use recon::cli::Cli;
 use recon::commands::{self, EXIT_STORAGE};
 
 fn main() {
@@ -15,7 +13,7 @@ fn main() {
             .unwrap_or_default();
         eprintln!("error: internal error{location}; please report it");
     }));
-    let cli = Cli::parse();
+    let cli = commands::parse();
     let code = std::panic::catch_unwind(|| commands::run(cli)).unwrap_or(EXIT_STORAGE);
     std::process::exit(code);
 }
