@@ -1,11 +1,11 @@
 //! Carries out one parsed command line: commands as data.
 //!
 //! A command goes through three steps, each a value handed to the next.
-//! [`Request::from_cli`] validates clap's [`Cli`] into one typed request
+//! `Request::from_cli` validates clap's [`Cli`] into one typed request
 //! (checks in the order they have always run, all before any database is
-//! opened); [`Request::execute`] makes the library calls, through the
-//! `Workspace` facade only, and returns a typed result; and
-//! [`render::finish`] prints that result as text or `--json`, or prints the
+//! opened); `Request::execute` makes the library calls (the `Workspace`
+//! facade, never a store) and returns a typed result; and
+//! `render::finish` prints that result as text or `--json`, or prints the
 //! [`Failure`], and returns the exit code. One module per command family
 //! holds its arguments, its results and their rendering:
 //!
@@ -19,7 +19,7 @@
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
 //! stderr, files), `open` (the workspace and the environment), `render`
-//! (the [`Render`] trait and `finish`, the one place that prints results
+//! (the `Render` trait and `finish`, the one place that prints results
 //! and failures). [`parse`] is here too, because the help it prints joins
 //! `cli` and the console, which do not import each other.
 
@@ -56,7 +56,7 @@ pub fn parse() -> Cli {
 }
 
 /// Runs one command line and returns the process's exit code; everything
-/// it prints, results and failures alike, goes through [`render::finish`].
+/// it prints, results and failures alike, goes through `render::finish`.
 pub fn run(cli: Cli) -> i32 {
     let format = Format::of(&cli);
     let result = Request::from_cli(cli).and_then(Request::execute);
