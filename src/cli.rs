@@ -1,19 +1,24 @@
-//! The command line: clap definitions, then validation into typed values.
+//! The command line as clap sees it, and the checks on typed input.
 //!
-//! The low level is [`Cli`], exactly the flags of SPEC section 6. The high
-//! level is [`crate::commands`], which takes validated arguments, calls the
-//! library, and prints. Anything that is wrong with the input itself (a
+//! The low level is [`Cli`]: exactly the flags of SPEC section 6, one
+//! `Args` struct per command so that each command's flags travel as one
+//! value. The high level is [`crate::commands`], which validates such a
+//! struct into the command's typed arguments, runs it, and renders the
+//! result. The checks it validates with live here ([`read_payload`],
+//! [`identifier`], [`person`]): anything wrong with the input itself (a
 //! payload that is not JSON, an id with control characters, `--close`
-//! without `--authorized-by`) is a usage error, exit 2, before any database is
-//! opened.
+//! without `--authorized-by`) is a usage error, exit 2, before any database
+//! is opened.
 
 use crate::domain::names;
 use crate::domain::{Decision, OpState};
 use crate::receiver::Fault;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::Value;
-use std::io::Read;
 use std::path::PathBuf;
+
+mod payload;
+
+pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -76,11 +81,7 @@ pub enum Command {
     /// workspaces and print its JSON, or write it to PATH. Unlike --check it
     /// compares nothing.
     #[command(after_help = EXIT_CODES)]
-    Experiment {
-        /// Write the JSON to PATH instead of standard output.
-        #[arg(long, value_name = "PATH")]
-        output: Option<PathBuf>,
-    },
+    Experiment(ExperimentArgs),
     /// Build a demo workspace, creating DIR if needed: every verdict and
     /// every state, made through the real code paths with real receiver
     /// child processes, faults and closing snapshots.
@@ -88,37 +89,12 @@ pub enum Command {
     /// Run again on the same workspace, it keeps the showcase and only adds
     /// the generated operations, numbered after the last ones.
     #[command(after_help = EXIT_CODES)]
-    Demo {
-        /// Also add N generated unknown operations (op-bulk-0000001, ...)
-        /// with a realistic mix of receiver evidence (none, one, duplicates,
-        /// mismatches) and other callers' traffic, by bulk inserts.
-        #[arg(long, value_name = "N", default_value_t = 0,
-              value_parser = clap::value_parser!(u64).range(0..=MAX_DEMO_OPS))]
-        ops: u64,
-        /// Print {operations, effects, showcase: [...], generated} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Demo(DemoArgs),
     /// Put a new original operation in the outbox, state prepared at
     /// version 1. Creates the workspace if needed. An existing op id is
     /// refused (duplicate_operation).
     #[command(after_help = EXIT_CODES)]
-    Prepare {
-        /// The new op id: 1 to 200 characters, no whitespace or control
-        /// characters.
-        #[arg(long = "op", value_name = "ID")]
-        op_id: String,
-        /// The action the receiver performs (send_email, charge_card, ...).
-        #[arg(long = "action", value_name = "KIND")]
-        action_kind: String,
-        /// JSON text, or @PATH to read it from a file (@- for stdin). It is
-        /// stored as canonical JSON (sorted keys).
-        #[arg(long, value_name = "JSON")]
-        payload: String,
-        /// Print the new operation as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Prepare(PrepareArgs),
     /// Dispatch a prepared operation: commit unknown (version +1, one
     /// dispatch_log row), then invoke the receiver as a child process.
     ///
@@ -127,61 +103,18 @@ pub enum Command {
     /// A lost receipt is an outcome, not an error. An op that is not
     /// prepared is refused as blind_retry before the receiver is invoked.
     #[command(after_help = EXIT_CODES)]
-    Dispatch {
-        /// The op id.
-        #[arg(value_name = "ID")]
-        op_id: String,
-        /// Make the receiver child fail: crash-after-commit writes the effect
-        /// and dies before its receipt (exit 23); crash-before-commit dies
-        /// before writing anything (exit 24).
-        #[arg(long, value_enum)]
-        fault: Option<FaultArg>,
-        /// Print {op_id, outcome, receiver_exit_code, effect_id, state,
-        /// version} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Dispatch(DispatchArgs),
     /// List operations in op id order, one page at a time.
     #[command(after_help = EXIT_CODES)]
-    Ops {
-        /// Only operations in this state.
-        #[arg(long, value_enum)]
-        state: Option<StateArg>,
-        /// At most N operations.
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
-        /// Start after this op id (keyset paging: pass the last id printed).
-        #[arg(long, value_name = "ID")]
-        after: Option<String>,
-        /// Print an array of operations {op_id, kind, action_kind, payload,
-        /// state, version, compensates_effect_id, compensates_op_id,
-        /// confirmed_effect_id} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Ops(OpsArgs),
     /// Show one operation, its evidence history (with the full snapshot
     /// each decision rests on) and its compensation approvals.
     #[command(after_help = EXIT_CODES)]
-    Show {
-        /// The op id.
-        #[arg(value_name = "ID")]
-        op_id: String,
-        /// Print {operation, evidence: [...], approvals: [...]} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Show(ShowArgs),
     /// Print the receiver's effects in write order: the whole ledger, or
     /// one operation's.
     #[command(after_help = EXIT_CODES)]
-    Ledger {
-        /// Only effects carrying this op id.
-        #[arg(long = "op", value_name = "ID")]
-        op_id: Option<String>,
-        /// Print an array of effects {effect_id, op_id, action_kind,
-        /// compensates_effect_id, payload} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Ledger(LedgerArgs),
     /// Read the receiver's effects for an operation and classify them.
     ///
     /// An ordinary read changes nothing. With --close it is a receiver
@@ -189,17 +122,7 @@ pub enum Command {
     /// written for it afterwards, which can cancel an original still in
     /// flight; it needs --authorized-by.
     #[command(after_help = EXIT_CODES)]
-    Snapshot {
-        /// The op id.
-        #[arg(value_name = "ID")]
-        op_id: String,
-        #[command(flatten)]
-        close: CloseArgs,
-        /// Print {snapshot: {op_id, matches, complete, authoritative,
-        /// closed}, verdict} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Snapshot(SnapshotArgs),
     /// Take a fresh snapshot (closing it only with --close), classify it,
     /// and record the reviewer's decision only when the verdict supports it:
     /// confirmed needs unique_exact_match or exact_match_existence_only,
@@ -208,101 +131,30 @@ pub enum Command {
     /// A decision that is refused writes nothing, and then no closing
     /// snapshot is taken either.
     #[command(after_help = EXIT_CODES)]
-    Reconcile {
-        /// The op id.
-        #[arg(value_name = "ID")]
-        op_id: String,
-        /// Who decides; recorded in the evidence log.
-        #[arg(long, value_name = "NAME")]
-        reviewer: String,
-        #[arg(long, value_enum)]
-        decision: DecisionArg,
-        /// The version the reviewer saw; a different current version is
-        /// refused as stale_version.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
-        expected_version: i64,
-        /// The payload scope the reviewer decided on (default: the stored
-        /// one); a different one is refused as scope_mismatch. JSON text,
-        /// @PATH or @-.
-        #[arg(long, value_name = "JSON")]
-        payload: Option<String>,
-        #[command(flatten)]
-        close: CloseArgs,
-        /// Print {op_id, decision, verdict, state, version, evidence_seq}
-        /// as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Reconcile(ReconcileArgs),
     /// Approve a compensation for the one confirmed effect of an original
     /// and prepare the compensation operation, in one transaction. Dispatch
     /// it afterwards with `recon dispatch CID`.
     #[command(name = "approve-compensation", after_help = EXIT_CODES)]
-    ApproveCompensation {
-        /// The confirmed original's op id.
-        #[arg(value_name = "ID")]
-        op_id: String,
-        /// The original's confirmed effect id (fx-...).
-        #[arg(long, value_name = "EFFECT")]
-        effect: String,
-        /// Who approves; recorded with the approval.
-        #[arg(long, value_name = "NAME")]
-        approver: String,
-        /// The original's version the approver saw.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
-        expected_version: i64,
-        /// The new compensation op id.
-        #[arg(long = "compensation-op", value_name = "CID")]
-        compensation_op: String,
-        /// The compensating action (refund_card, ...).
-        #[arg(long = "action", value_name = "KIND")]
-        action_kind: String,
-        /// The compensation's payload: JSON text, @PATH or @-.
-        #[arg(long, value_name = "JSON")]
-        payload: String,
-        /// Print {original_op_id, effect_id, approved_version,
-        /// compensation_op_id, approver} as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    ApproveCompensation(ApproveCompensationArgs),
     /// Render the review console without a terminal after a key sequence,
     /// and print the screen as text or SVG. The keys go through the same key
     /// table and update as in the console, so mutations among them (a
     /// confirmed `y`) really happen: point it at a copy to look only.
-    #[command(after_help = crate::console::keys::KEY_SYNTAX)]
-    Screenshot {
-        /// The screen size, columns x rows.
-        #[arg(long, value_name = "WxH", default_value = "120x40", value_parser = parse_size)]
-        size: (u16, u16),
-        /// Keys to press first (see below).
-        #[arg(long, value_name = "KEYS", default_value = "")]
-        keys: String,
-        #[arg(long, value_enum, default_value_t = ScreenshotFormat::Txt)]
-        format: ScreenshotFormat,
-        /// The reviewer's name (otherwise the keys can type it at the prompt).
-        #[arg(long, value_name = "NAME")]
-        reviewer: Option<String>,
-    },
+    //
+    // Its help ends with the console's key syntax, which `commands::parse`
+    // attaches: this module does not know the console.
+    Screenshot(ScreenshotArgs),
     /// Recompute the evidence log's hash chain, cross-check it with the
     /// operations' states, and report the first broken link. Exits 0 when
     /// intact, 1 when broken.
     #[command(after_help = EXIT_CODES)]
-    Verify {
-        /// Also check that this earlier `recon export` is still a prefix of
-        /// the log (catches a rewritten chain or removed last rows).
-        #[arg(long, value_name = "FILE")]
-        against: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
+    Verify(VerifyArgs),
     /// Write the evidence log as JSON lines with their hashes, to keep a
     /// copy outside the database. Writes every row as stored, then exits 1 if
     /// the log is broken.
     #[command(after_help = EXIT_CODES)]
-    Export {
-        /// Write to PATH (atomically) instead of stdout.
-        #[arg(long, value_name = "PATH")]
-        output: Option<PathBuf>,
-    },
+    Export(ExportArgs),
     /// The receiver side: what `dispatch` spawns, and what an unsafe retry
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
@@ -313,20 +165,41 @@ impl Command {
     /// The command's name as typed.
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Experiment { .. } => "experiment",
-            Command::Demo { .. } => "demo",
-            Command::Prepare { .. } => "prepare",
-            Command::Dispatch { .. } => "dispatch",
-            Command::Ops { .. } => "ops",
-            Command::Show { .. } => "show",
-            Command::Ledger { .. } => "ledger",
-            Command::Snapshot { .. } => "snapshot",
-            Command::Reconcile { .. } => "reconcile",
-            Command::ApproveCompensation { .. } => "approve-compensation",
-            Command::Screenshot { .. } => "screenshot",
-            Command::Verify { .. } => "verify",
-            Command::Export { .. } => "export",
+            Command::Experiment(_) => "experiment",
+            Command::Demo(_) => "demo",
+            Command::Prepare(_) => "prepare",
+            Command::Dispatch(_) => "dispatch",
+            Command::Ops(_) => "ops",
+            Command::Show(_) => "show",
+            Command::Ledger(_) => "ledger",
+            Command::Snapshot(_) => "snapshot",
+            Command::Reconcile(_) => "reconcile",
+            Command::ApproveCompensation(_) => "approve-compensation",
+            Command::Screenshot(_) => "screenshot",
+            Command::Verify(_) => "verify",
+            Command::Export(_) => "export",
             Command::Receiver(_) => "receiver",
+        }
+    }
+
+    /// Whether `--json` was given; the commands without the flag print one
+    /// form only.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Demo(DemoArgs { json, .. })
+            | Command::Prepare(PrepareArgs { json, .. })
+            | Command::Dispatch(DispatchArgs { json, .. })
+            | Command::Ops(OpsArgs { json, .. })
+            | Command::Show(ShowArgs { json, .. })
+            | Command::Ledger(LedgerArgs { json, .. })
+            | Command::Snapshot(SnapshotArgs { json, .. })
+            | Command::Reconcile(ReconcileArgs { json, .. })
+            | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
+            | Command::Verify(VerifyArgs { json, .. }) => *json,
+            Command::Experiment(_)
+            | Command::Screenshot(_)
+            | Command::Export(_)
+            | Command::Receiver(_) => false,
         }
     }
 }
@@ -341,26 +214,7 @@ pub enum ReceiverCommand {
     /// closed operation; 23 under crash-after-commit (committed, no
     /// receipt); 24 under crash-before-commit (nothing written).
     #[command(after_help = EXIT_CODES)]
-    Apply {
-        /// The op id the effect carries.
-        #[arg(long = "op", value_name = "ID")]
-        op_id: String,
-        #[arg(long = "action", value_name = "KIND")]
-        action_kind: String,
-        /// JSON text, @PATH or @-.
-        #[arg(long, value_name = "JSON")]
-        payload: String,
-        /// The effect this one compensates.
-        #[arg(long, value_name = "EFFECT")]
-        compensates: Option<String>,
-        /// Die on purpose: after the commit (exit 23) or before it (exit 24).
-        #[arg(long, value_enum)]
-        fault: Option<FaultArg>,
-        /// Print `ready` once the database is open, then wait for one line on
-        /// stdin before writing.
-        #[arg(long)]
-        wait_permit: bool,
-    },
+    Apply(ReceiverApplyArgs),
     /// Serve one `recon-adapter/1` call on the built-in ledger: one JSON
     /// request line on stdin, one JSON answer line on stdout.
     ///
@@ -370,14 +224,233 @@ pub enum ReceiverCommand {
     /// wait for one more line before applying). The exit code is diagnostic
     /// only: 0 answered, 3 refused, 4 the ledger could not be used.
     #[command(after_help = EXIT_CODES)]
-    Adapter {
-        /// Declare `can_close: false` and answer `close` with `unsupported`.
-        #[arg(long)]
-        no_close: bool,
-        /// describe, apply, query or close.
-        #[arg(value_parser = ["describe", "apply", "query", "close"])]
-        verb: String,
-    },
+    Adapter(ReceiverAdapterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiverAdapterArgs {
+    /// Declare `can_close: false` and answer `close` with `unsupported`.
+    #[arg(long)]
+    pub no_close: bool,
+    /// describe, apply, query or close.
+    #[arg(value_parser = ["describe", "apply", "query", "close"])]
+    pub verb: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// Write the JSON to PATH instead of standard output.
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Also add N generated unknown operations (op-bulk-0000001, ...)
+    /// with a realistic mix of receiver evidence (none, one, duplicates,
+    /// mismatches) and other callers' traffic, by bulk inserts.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_DEMO_OPS))]
+    pub ops: u64,
+    /// Print {operations, effects, showcase: [...], generated} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PrepareArgs {
+    /// The new op id: 1 to 200 characters, no whitespace or control
+    /// characters.
+    #[arg(long = "op", value_name = "ID")]
+    pub op_id: String,
+    /// The action the receiver performs (send_email, charge_card, ...).
+    #[arg(long = "action", value_name = "KIND")]
+    pub action_kind: String,
+    /// JSON text, or @PATH to read it from a file (@- for stdin). It is
+    /// stored as canonical JSON (sorted keys).
+    #[arg(long, value_name = "JSON")]
+    pub payload: String,
+    /// Print the new operation as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
+    /// The op id.
+    #[arg(value_name = "ID")]
+    pub op_id: String,
+    /// Make the receiver child fail: crash-after-commit writes the effect
+    /// and dies before its receipt (exit 23); crash-before-commit dies
+    /// before writing anything (exit 24).
+    #[arg(long, value_enum)]
+    pub fault: Option<FaultArg>,
+    /// Print {op_id, outcome, receiver_exit_code, effect_id, state,
+    /// version} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OpsArgs {
+    /// Only operations in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
+    /// At most N operations.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Start after this op id (keyset paging: pass the last id printed).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// Print an array of operations {op_id, kind, action_kind, payload,
+    /// state, version, compensates_effect_id, compensates_op_id,
+    /// confirmed_effect_id} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The op id.
+    #[arg(value_name = "ID")]
+    pub op_id: String,
+    /// Print {operation, evidence: [...], approvals: [...]} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    /// Only effects carrying this op id.
+    #[arg(long = "op", value_name = "ID")]
+    pub op_id: Option<String>,
+    /// Print an array of effects {effect_id, op_id, action_kind,
+    /// compensates_effect_id, payload} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The op id.
+    #[arg(value_name = "ID")]
+    pub op_id: String,
+    #[command(flatten)]
+    pub close: CloseArgs,
+    /// Print {snapshot: {op_id, matches, complete, authoritative,
+    /// closed}, verdict} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The op id.
+    #[arg(value_name = "ID")]
+    pub op_id: String,
+    /// Who decides; recorded in the evidence log.
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: String,
+    #[arg(long, value_enum)]
+    pub decision: DecisionArg,
+    /// The version the reviewer saw; a different current version is
+    /// refused as stale_version.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub expected_version: i64,
+    /// The payload scope the reviewer decided on (default: the stored
+    /// one); a different one is refused as scope_mismatch. JSON text,
+    /// @PATH or @-.
+    #[arg(long, value_name = "JSON")]
+    pub payload: Option<String>,
+    #[command(flatten)]
+    pub close: CloseArgs,
+    /// Print {op_id, decision, verdict, state, version, evidence_seq}
+    /// as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveCompensationArgs {
+    /// The confirmed original's op id.
+    #[arg(value_name = "ID")]
+    pub op_id: String,
+    /// The original's confirmed effect id (fx-...).
+    #[arg(long, value_name = "EFFECT")]
+    pub effect: String,
+    /// Who approves; recorded with the approval.
+    #[arg(long, value_name = "NAME")]
+    pub approver: String,
+    /// The original's version the approver saw.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub expected_version: i64,
+    /// The new compensation op id.
+    #[arg(long = "compensation-op", value_name = "CID")]
+    pub compensation_op: String,
+    /// The compensating action (refund_card, ...).
+    #[arg(long = "action", value_name = "KIND")]
+    pub action_kind: String,
+    /// The compensation's payload: JSON text, @PATH or @-.
+    #[arg(long, value_name = "JSON")]
+    pub payload: String,
+    /// Print {original_op_id, effect_id, approved_version,
+    /// compensation_op_id, approver} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScreenshotArgs {
+    /// The screen size, columns x rows.
+    #[arg(long, value_name = "WxH", default_value = "120x40", value_parser = parse_size)]
+    pub size: (u16, u16),
+    /// Keys to press first (see below).
+    #[arg(long, value_name = "KEYS", default_value = "")]
+    pub keys: String,
+    #[arg(long, value_enum, default_value_t = ScreenshotFormat::Txt)]
+    pub format: ScreenshotFormat,
+    /// The reviewer's name (otherwise the keys can type it at the prompt).
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Also check that this earlier `recon export` is still a prefix of
+    /// the log (catches a rewritten chain or removed last rows).
+    #[arg(long, value_name = "FILE")]
+    pub against: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write to PATH (atomically) instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiverApplyArgs {
+    /// The op id the effect carries.
+    #[arg(long = "op", value_name = "ID")]
+    pub op_id: String,
+    #[arg(long = "action", value_name = "KIND")]
+    pub action_kind: String,
+    /// JSON text, @PATH or @-.
+    #[arg(long, value_name = "JSON")]
+    pub payload: String,
+    /// The effect this one compensates.
+    #[arg(long, value_name = "EFFECT")]
+    pub compensates: Option<String>,
+    /// Die on purpose: after the commit (exit 23) or before it (exit 24).
+    #[arg(long, value_enum)]
+    pub fault: Option<FaultArg>,
+    /// Print `ready` once the database is open, then wait for one line on
+    /// stdin before writing.
+    #[arg(long)]
+    pub wait_permit: bool,
 }
 
 #[derive(Debug, Args)]
@@ -465,72 +538,6 @@ impl From<DecisionArg> for Decision {
 /// A usage error found after clap: exit 2, one line.
 #[derive(Debug)]
 pub struct UsageError(pub String);
-
-/// The largest payload accepted, read from an argument, a file or stdin:
-/// 4 MiB, so that a receipt (which carries the payload back) fits in the
-/// 8 MiB answer line of `recon-adapter/1` with room for everything around
-/// it, and a snapshot of one match does too.
-pub const MAX_PAYLOAD_BYTES: u64 = 4 * 1024 * 1024;
-
-/// The deepest nesting of arrays and objects accepted in a payload. The
-/// engine wraps a payload in up to four more levels (a receipt line, a
-/// snapshot in an evidence row, an exported evidence line), and serde_json
-/// reads at most 128; a payload nested deeper than this limit would be
-/// stored, and then its receipt, its evidence or its export would not read
-/// back.
-pub const MAX_PAYLOAD_DEPTH: usize = 64;
-
-/// Reads `--payload`: JSON text, `@PATH`, or `@-` for stdin, as curl does.
-pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
-    let text = match arg.strip_prefix('@') {
-        Some("-") => read_limited(std::io::stdin().lock(), "stdin")?,
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| UsageError(format!("cannot read payload file {path}: {e}")))?;
-            read_limited(file, path)?
-        }
-        None => arg.to_string(),
-    };
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| UsageError(format!("--payload is not JSON: {e}")))?;
-    if depth(&value) > MAX_PAYLOAD_DEPTH {
-        return Err(UsageError(format!(
-            "--payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels"
-        )));
-    }
-    Ok(value)
-}
-
-/// How many arrays and objects deep a value is (a scalar is 0). Iterative,
-/// so no input can exhaust the stack here.
-fn depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0)];
-    while let Some((value, level)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match value {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        deepest = deepest.max(level + 1);
-        stack.extend(children.map(|child| (child, level + 1)));
-    }
-    deepest
-}
-
-fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {
-    let mut text = String::new();
-    reader
-        .take(MAX_PAYLOAD_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| UsageError(format!("cannot read payload from {what}: {e}")))?;
-    if text.len() as u64 > MAX_PAYLOAD_BYTES {
-        return Err(UsageError(format!(
-            "payload from {what} is larger than {MAX_PAYLOAD_BYTES} bytes"
-        )));
-    }
-    Ok(text)
-}
 
 /// Checks an identifier (op id, action kind, effect id); the rule lives in
 /// `domain::names`.

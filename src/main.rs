@@ -1,8 +1,6 @@
 //! The `recon` binary: parse the command line, run it through the library,
-//! and turn the result into an exit code (see `recon --help`).
+//! and exit with the code it returns (see `recon --help`).
 
-use clap::Parser;
-use recon::cli::Cli;
 use recon::commands::{self, EXIT_STORAGE};
 
 fn main() {
@@ -15,11 +13,7 @@ fn main() {
             .unwrap_or_default();
         eprintln!("error: internal error{location}; please report it");
     }));
-    let cli = Cli::parse();
-    let code = match std::panic::catch_unwind(|| commands::run(cli)) {
-        Ok(Ok(code)) => code,
-        Ok(Err(failure)) => failure.report(),
-        Err(_) => EXIT_STORAGE,
-    };
+    let cli = commands::parse();
+    let code = std::panic::catch_unwind(|| commands::run(cli)).unwrap_or(EXIT_STORAGE);
     std::process::exit(code);
 }

@@ -1,0 +1,134 @@
+//! The review console from the command line: `recon [--workspace DIR]
+//! [--reviewer NAME]` in a real terminal, and `recon screenshot`, the same
+//! console rendered headless after a key sequence.
+//!
+//! Both take the console's options from here ([`console_options`]), so a
+//! reviewer's name is checked the same way for both. The interactive
+//! console draws its own screen and its result renders as nothing; a
+//! screenshot's result is the rendered screen, text or SVG.
+
+use super::open::{open, open_options, required_workspace};
+use super::render::Silent;
+use super::{Failure, Out, Render};
+use crate::cli::{person, ScreenshotArgs, ScreenshotFormat};
+use crate::console;
+use ratatui::crossterm::event::KeyEvent;
+use std::path::PathBuf;
+
+/// The console's options from the command line and the environment
+/// (`NO_COLOR`, when set and not empty, turns colours off).
+fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> {
+    let reviewer = match reviewer {
+        Some(name) => {
+            let name = person("--reviewer", name)?;
+            Some(
+                crate::domain::normalize_name(name)
+                    .ok_or(crate::Refusal::EmptyReviewer)?
+                    .to_string(),
+            )
+        }
+        None => None,
+    };
+    Ok(console::Options {
+        reviewer,
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    })
+}
+
+/// `recon [--workspace DIR] [--reviewer NAME]`: the review console, on a
+/// fresh temporary demo workspace when no workspace is given.
+pub struct Console {
+    workspace: Option<PathBuf>,
+    options: console::Options,
+}
+
+impl Console {
+    pub fn validate(workspace: Option<PathBuf>, reviewer: Option<&str>) -> Result<Self, Failure> {
+        use std::io::IsTerminal;
+        // Checked before anything is opened or built: without a terminal the
+        // console could only write escape sequences into a pipe or a file.
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(Failure::Usage(
+                "the review console needs a terminal on standard input and output; \
+                 `recon screenshot` renders it without one, and the other commands script it"
+                    .to_string(),
+            ));
+        }
+        Ok(Console {
+            workspace,
+            options: console_options(reviewer)?,
+        })
+    }
+
+    pub fn run(self) -> Result<Silent, Failure> {
+        let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
+        let mut app = match self.workspace {
+            Some(dir) => {
+                let ws = open(&dir, false)?;
+                let source = console::Source {
+                    path: dir,
+                    temporary_demo: false,
+                };
+                console::App::open(ws, source, self.options, size)?
+            }
+            None => {
+                let (ws, dir) = console::demo_workspace(open_options()?)?;
+                let source = console::Source {
+                    path: dir.path().to_path_buf(),
+                    temporary_demo: true,
+                };
+                console::App::open(ws, source, self.options, size)?.keep_dir(dir)
+            }
+        };
+        console::run(&mut app).map_err(Failure::io)?;
+        Ok(Silent)
+    }
+}
+
+/// `recon screenshot`: the console rendered headless after a key sequence.
+pub struct Screenshot {
+    dir: PathBuf,
+    size: (u16, u16),
+    keys: Vec<KeyEvent>,
+    format: ScreenshotFormat,
+    options: console::Options,
+}
+
+impl Screenshot {
+    pub fn validate(args: ScreenshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        let dir = required_workspace(workspace)?;
+        let keys = console::keys::parse_keys(&args.keys).map_err(Failure::Usage)?;
+        let options = console_options(args.reviewer.as_deref())?;
+        Ok(Screenshot {
+            dir,
+            size: args.size,
+            keys,
+            format: args.format,
+            options,
+        })
+    }
+
+    pub fn run(self) -> Result<Screen, Failure> {
+        let source = console::Source {
+            path: self.dir.clone(),
+            temporary_demo: false,
+        };
+        let ws = open(&self.dir, false)?;
+        let mut app = console::App::open(ws, source, self.options, self.size)?;
+        console::run_headless(&mut app, &self.keys);
+        let buffer = console::render(&app);
+        Ok(Screen(match self.format {
+            ScreenshotFormat::Txt => console::screenshot::to_text(&buffer),
+            ScreenshotFormat::Svg => console::screenshot::to_svg(&buffer),
+        }))
+    }
+}
+
+/// A rendered screen, as text or SVG.
+pub struct Screen(String);
+
+impl Render for Screen {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        out.direct(&self.0)
+    }
+}

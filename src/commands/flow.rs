@@ -1,0 +1,350 @@
+//! The reconciliation flow: `prepare`, `dispatch`, `snapshot`, `reconcile`
+//! and `approve-compensation`, the commands that change a workspace.
+//!
+//! Each is a pair of types: the validated arguments, whose `validate`
+//! checks the clap struct in the order the checks have always run (so the
+//! first problem reported stays the same one) and whose `run` makes one
+//! facade call, and the result, which knows its text and its `--json`
+//! document. Nothing here prints directly or picks an exit code.
+
+use super::open::{open, required_workspace};
+use super::render::payload_line;
+use super::{Failure, Out, Render};
+use crate::cli::{
+    identifier, person, read_payload, ApproveCompensationArgs, CloseArgs, DispatchArgs,
+    PrepareArgs, ReconcileArgs, SnapshotArgs,
+};
+use crate::dispatch::{DispatchOptions, DispatchReport};
+use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
+use crate::receiver::Fault;
+use crate::sanitize::escape;
+use crate::workspace::{Classified, ReconcileRequest};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// `recon prepare`: a new original operation in the outbox.
+pub struct Prepare {
+    dir: PathBuf,
+    op_id: String,
+    action_kind: String,
+    payload: Value,
+}
+
+impl Prepare {
+    pub fn validate(args: PrepareArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
+        identifier("action kind", &args.action_kind)?;
+        let payload = read_payload(&args.payload)?;
+        Ok(Prepare {
+            dir: required_workspace(workspace)?,
+            op_id: args.op_id,
+            action_kind: args.action_kind,
+            payload,
+        })
+    }
+
+    pub fn run(self) -> Result<Prepared, Failure> {
+        let mut ws = open(&self.dir, true)?;
+        Ok(Prepared(ws.prepare(
+            &self.op_id,
+            &self.action_kind,
+            &self.payload,
+        )?))
+    }
+}
+
+pub struct Prepared(Operation);
+
+impl Render for Prepared {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let op = &self.0;
+        out.line(format!(
+            "prepared {} ({}) at version {}",
+            escape(&op.op_id),
+            escape(&op.action_kind),
+            op.version
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+/// `recon dispatch`: commit unknown, then invoke the receiver.
+pub struct Dispatch {
+    dir: PathBuf,
+    op_id: String,
+    fault: Option<Fault>,
+}
+
+impl Dispatch {
+    pub fn validate(args: DispatchArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
+        Ok(Dispatch {
+            dir: required_workspace(workspace)?,
+            op_id: args.op_id,
+            fault: args.fault.map(Into::into),
+        })
+    }
+
+    pub fn run(self) -> Result<Dispatched, Failure> {
+        let mut ws = open(&self.dir, false)?;
+        let options = DispatchOptions {
+            fault: self.fault,
+            wait_permit: false,
+        };
+        Ok(Dispatched(ws.dispatch(&self.op_id, options)?))
+    }
+}
+
+/// What one dispatch did: a lost receipt is an outcome, not a failure.
+pub struct Dispatched(DispatchReport);
+
+impl Render for Dispatched {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let report = &self.0;
+        let outcome = match &report.effect_id {
+            Some(effect) => format!("receipt for {}", escape(effect)),
+            None => format!(
+                "no receipt (receiver exit {})",
+                report
+                    .receiver_exit_code
+                    .map_or("by signal".to_string(), |c| c.to_string())
+            ),
+        };
+        out.line(format!(
+            "{}: {outcome}; now {} at version {}",
+            escape(&report.op_id),
+            report.state,
+            report.version
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+/// `--authorized-by`, checked as a person's name when given.
+fn authorized_by(close: CloseArgs) -> Result<Option<String>, Failure> {
+    if let Some(name) = &close.authorized_by {
+        person("--authorized-by", name)?;
+    }
+    Ok(close.authorized_by)
+}
+
+/// `recon snapshot`: read (or, with `--close`, close) and classify.
+pub struct Snapshot {
+    dir: PathBuf,
+    op_id: String,
+    authorized_by: Option<String>,
+}
+
+impl Snapshot {
+    pub fn validate(args: SnapshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        let authorized_by = authorized_by(args.close)?;
+        Ok(Snapshot {
+            dir: required_workspace(workspace)?,
+            op_id: args.op_id,
+            authorized_by,
+        })
+    }
+
+    pub fn run(self) -> Result<Snapshotted, Failure> {
+        let mut ws = open(&self.dir, false)?;
+        Ok(Snapshotted(
+            ws.snapshot(&self.op_id, self.authorized_by.as_deref())?,
+        ))
+    }
+}
+
+pub struct Snapshotted(Classified);
+
+impl Render for Snapshotted {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let Classified {
+            snapshot, verdict, ..
+        } = &self.0;
+        out.line(format!(
+            "{}: {} (complete {}, authoritative {}, closed {}, {} matches)",
+            escape(&snapshot.op_id),
+            verdict,
+            snapshot.complete,
+            snapshot.authoritative,
+            snapshot.closed,
+            snapshot.matches.len()
+        ))?;
+        for m in &snapshot.matches {
+            out.line(format!(
+                "  {} {} {}",
+                escape(&m.effect_id),
+                escape(&m.action_kind),
+                payload_line(&m.payload)
+            ))?;
+        }
+        out.line(format!("  {}", verdict.explanation()))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+/// `recon reconcile`: a fresh snapshot, then the reviewer's decision.
+pub struct Reconcile {
+    dir: PathBuf,
+    op_id: String,
+    reviewer: String,
+    decision: Decision,
+    expected_version: i64,
+    payload: Option<Value>,
+    authorized_by: Option<String>,
+}
+
+impl Reconcile {
+    pub fn validate(args: ReconcileArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        person("--reviewer", &args.reviewer)?;
+        let authorized_by = authorized_by(args.close)?;
+        let payload = args.payload.as_deref().map(read_payload).transpose()?;
+        Ok(Reconcile {
+            dir: required_workspace(workspace)?,
+            op_id: args.op_id,
+            reviewer: args.reviewer,
+            decision: args.decision.into(),
+            expected_version: args.expected_version,
+            payload,
+            authorized_by,
+        })
+    }
+
+    pub fn run(self) -> Result<Reconciled, Failure> {
+        let mut ws = open(&self.dir, false)?;
+        let recorded = ws.reconcile(&ReconcileRequest {
+            op_id: &self.op_id,
+            reviewer: &self.reviewer,
+            decision: self.decision,
+            expected_version: self.expected_version,
+            payload: self.payload.as_ref(),
+            close_authorized_by: self.authorized_by.as_deref(),
+        })?;
+        Ok(Reconciled {
+            recorded,
+            decision: self.decision,
+        })
+    }
+}
+
+pub struct Reconciled {
+    recorded: Recorded,
+    decision: Decision,
+}
+
+impl Render for Reconciled {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let Recorded {
+            operation,
+            verdict,
+            evidence_seq,
+        } = &self.recorded;
+        out.line(format!(
+            "{}: recorded {} on {} (evidence #{}); now {} at version {}",
+            escape(&operation.op_id),
+            self.decision,
+            verdict,
+            evidence_seq,
+            operation.state,
+            operation.version
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        let Recorded {
+            operation,
+            verdict,
+            evidence_seq,
+        } = &self.recorded;
+        out.json(&json!({
+            "op_id": operation.op_id,
+            "decision": self.decision,
+            "verdict": verdict,
+            "state": operation.state,
+            "version": operation.version,
+            "evidence_seq": evidence_seq,
+        }))
+    }
+}
+
+/// `recon approve-compensation`: the approval and the prepared
+/// compensation, in one transaction.
+pub struct ApproveCompensation {
+    dir: PathBuf,
+    original_op_id: String,
+    effect_id: String,
+    approver: String,
+    expected_version: i64,
+    compensation_op_id: String,
+    action_kind: String,
+    payload: Value,
+}
+
+impl ApproveCompensation {
+    pub fn validate(
+        args: ApproveCompensationArgs,
+        workspace: Option<PathBuf>,
+    ) -> Result<Self, Failure> {
+        person("--approver", &args.approver)?;
+        identifier("compensation op id", &args.compensation_op)?;
+        identifier("action kind", &args.action_kind)?;
+        let payload = read_payload(&args.payload)?;
+        Ok(ApproveCompensation {
+            dir: required_workspace(workspace)?,
+            original_op_id: args.op_id,
+            effect_id: args.effect,
+            approver: args.approver,
+            expected_version: args.expected_version,
+            compensation_op_id: args.compensation_op,
+            action_kind: args.action_kind,
+            payload,
+        })
+    }
+
+    pub fn run(self) -> Result<Approved, Failure> {
+        let mut ws = open(&self.dir, false)?;
+        Ok(Approved(ws.approve_compensation(&CompensationRequest {
+            original_op_id: &self.original_op_id,
+            effect_id: &self.effect_id,
+            approver: &self.approver,
+            expected_version: self.expected_version,
+            compensation_op_id: &self.compensation_op_id,
+            action_kind: &self.action_kind,
+            payload: &self.payload,
+        })?))
+    }
+}
+
+pub struct Approved(Approval);
+
+impl Render for Approved {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let approval = &self.0;
+        out.line(format!(
+            "approved {} to compensate {} of {} (version {}); it is prepared",
+            escape(&approval.compensation_op_id),
+            escape(&approval.effect_id),
+            escape(&approval.original_op_id),
+            approval.approved_version
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        let approval = &self.0;
+        out.json(&json!({
+            "original_op_id": approval.original_op_id,
+            "effect_id": approval.effect_id,
+            "approved_version": approval.approved_version,
+            "compensation_op_id": approval.compensation_op_id,
+            "approver": approval.approver,
+        }))
+    }
+}

@@ -1,0 +1,46 @@
+//! What a command needs from around it before it can act: the workspace
+//! directory it was given, and the library handles opened on it with the
+//! storage options of the environment.
+//!
+//! The directory is checked while arguments are validated (a missing
+//! `--workspace` is a usage error like any other); the environment is read
+//! only when a store is opened, so a malformed `RECON_BUSY_TIMEOUT_MS` is
+//! reported where it always was: after the arguments, before the database.
+
+use super::Failure;
+use crate::settings::OpenOptions;
+use crate::workspace::{EvidenceLog, Workspace};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The storage options from the environment: the busy timeout.
+pub fn open_options() -> Result<OpenOptions, Failure> {
+    let mut options = OpenOptions::default();
+    if let Ok(text) = std::env::var("RECON_BUSY_TIMEOUT_MS") {
+        let ms: u64 = text.trim().parse().map_err(|_| {
+            Failure::Usage(format!(
+                "RECON_BUSY_TIMEOUT_MS is not a number of milliseconds: {text}"
+            ))
+        })?;
+        options.busy_timeout = Duration::from_millis(ms);
+    }
+    Ok(options)
+}
+
+/// `--workspace DIR`, for the commands that cannot do without it.
+pub fn required_workspace(workspace: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    workspace.ok_or_else(|| Failure::Usage("--workspace DIR is required for this command".into()))
+}
+
+/// Opens a workspace, creating it when `create` is set.
+pub fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
+    let mut options = open_options()?;
+    options.create = create;
+    Ok(Workspace::open(dir, options)?)
+}
+
+/// Opens only the evidence log: verifying and exporting need nothing else,
+/// and must work even when the receiver file is gone.
+pub fn open_log(dir: &Path) -> Result<EvidenceLog, Failure> {
+    Ok(EvidenceLog::open(dir, open_options()?)?)
+}

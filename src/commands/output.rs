@@ -1,0 +1,89 @@
+//! Where a command's bytes go: standard output (buffered), standard error,
+//! and files written whole.
+//!
+//! Every renderer writes through [`Out`], so the treatment of a closed pipe
+//! is decided here once: `recon ledger | head` ends quietly (exit 0), not
+//! as an error. `export` and `screenshot` write with [`Out::direct`], which
+//! has always treated any failure to write, a closed pipe included, as an
+//! I/O error (exit 4); that difference is kept, not endorsed.
+
+use super::Failure;
+use crate::error::StoreError;
+use crate::sanitize::json_for_terminal;
+use serde::Serialize;
+use std::io::{BufWriter, Stdout, Write};
+use std::path::Path;
+
+/// Standard output for one command, buffered so that a long ledger is a
+/// few large writes rather than one per line.
+pub struct Out(BufWriter<Stdout>);
+
+impl Default for Out {
+    fn default() -> Self {
+        Out(BufWriter::new(std::io::stdout()))
+    }
+}
+
+impl Out {
+    pub fn line(&mut self, line: impl AsRef<str>) -> Result<(), Failure> {
+        writeln!(self.0, "{}", line.as_ref()).map_err(output_error)
+    }
+
+    /// Prints a value as one JSON document, fields in their declared order.
+    pub fn json(&mut self, value: &impl Serialize) -> Result<(), Failure> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
+        self.line(json_for_terminal(text))
+    }
+
+    /// Prints text that carries its own line ends.
+    pub fn text(&mut self, text: &str) -> Result<(), Failure> {
+        self.0.write_all(text.as_bytes()).map_err(output_error)
+    }
+
+    /// Writes text straight to standard output and flushes it, past the
+    /// buffer; any failure, a closed pipe included, is an I/O error.
+    pub fn direct(&mut self, text: &str) -> Result<(), Failure> {
+        let stdout = self.0.get_mut();
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+            .map_err(Failure::io)
+    }
+
+    /// One line on stderr, which is unbuffered: a failure's message, or a
+    /// warning beside a result.
+    pub fn stderr_line(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+
+    pub fn flush(&mut self) -> Result<(), Failure> {
+        self.0.flush().map_err(output_error)
+    }
+}
+
+fn output_error(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::ClosedPipe
+    } else {
+        Failure::io(e)
+    }
+}
+
+/// Writes a whole file beside its target and renames it into place, so a
+/// failure leaves no half file. Failing to write is a usage error: the
+/// path was the user's choice.
+pub fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let cannot =
+        |e: &dyn std::fmt::Display| Failure::Usage(format!("cannot write {}: {e}", path.display()));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|()| tmp.flush())
+        .map_err(|e| cannot(&e))?;
+    tmp.persist(path).map_err(|e| cannot(&e.error))?;
+    Ok(())
+}
