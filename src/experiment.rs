@@ -19,6 +19,7 @@ mod compare;
 mod compensation;
 mod delayed_originals;
 mod receipts_and_retries;
+mod receiver_cannot_close;
 mod reconciliation;
 
 pub use compare::{compare, Difference};
@@ -150,7 +151,7 @@ fn email(to: &str, subject: &str) -> Value {
 /// One scenario: it gets the receiver program and returns its facts.
 type Scenario = fn(&ReceiverProgram) -> Result<Value>;
 
-const SCENARIOS: [(&str, Scenario); 9] = [
+const SCENARIOS: [(&str, Scenario); 10] = [
     (
         "receipt_lost_after_commit",
         receipts_and_retries::receipt_lost_after_commit,
@@ -175,6 +176,10 @@ const SCENARIOS: [(&str, Scenario); 9] = [
     ("classification", classification::classification),
     ("reconciliation", reconciliation::reconciliation),
     ("compensation", compensation::compensation),
+    (
+        "receiver_cannot_close",
+        receiver_cannot_close::receiver_cannot_close,
+    ),
 ];
 
 /// Runs every scenario and returns the results document.

@@ -111,21 +111,17 @@ impl Workspace {
     /// request on its stdin. Refusals (blind retry, compensation rechecks)
     /// happen in that transaction, before any child exists. The built-in
     /// ledger's drills are refused for any other receiver before anything
-    /// is written.
+    /// is written ([`Workspace::accepts_drills`]).
     pub fn start_dispatch(
         &mut self,
         op_id: &str,
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
-        if options.has_drills() {
-            let op = self.sender.require(op_id)?;
-            if op.receiver != crate::receiver::BUILTIN_NAME {
-                return Err(StoreError::Receiver(format!(
-                    "drills belong to the built-in ledger; {op_id} routes to {}",
-                    op.receiver
-                ))
-                .into());
-            }
+        if options.has_drills() && !self.accepts_drills(op_id)? {
+            return Err(StoreError::Receiver(format!(
+                "drills belong to the built-in ledger; {op_id} routes to another receiver"
+            ))
+            .into());
         }
         let operation = self.sender.begin_dispatch(op_id)?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);

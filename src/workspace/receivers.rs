@@ -114,6 +114,14 @@ impl Workspace {
         })
     }
 
+    /// Whether the operation's receiver is the built-in ledger (under its
+    /// own name, or registered under another, as the experiment's ledger
+    /// that cannot close is): only it reads the drill fields of a request.
+    pub fn accepts_drills(&self, op_id: &str) -> Result<bool> {
+        let op = self.sender.require(op_id)?;
+        Ok(self.registration_of(&op)?.describe.name == BUILTIN_NAME)
+    }
+
     fn adapter_program(registration: &Registration) -> AdapterProgram {
         AdapterProgram {
             program: PathBuf::from(&registration.program),
