@@ -51,8 +51,32 @@ pub fn parse() -> Cli {
     let mut command = Cli::command().mut_subcommand("screenshot", |screenshot| {
         screenshot.after_help(crate::console::keys::KEY_SYNTAX)
     });
-    let mut matches = command.clone().get_matches();
-    Cli::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| e.format(&mut command).exit())
+    let parsed = command
+        .clone()
+        .try_get_matches()
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    parsed.unwrap_or_else(|e| {
+        let e = e.format(&mut command);
+        if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+            usage_error_as_json(&e);
+        }
+        e.exit()
+    })
+}
+
+/// A usage error found by clap, under `--json`: the JSON error document on
+/// stdout before clap prints its own message and exits 2.
+fn usage_error_as_json(e: &clap::Error) {
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    let document = Failure::Usage(first.to_string()).json();
+    if let Some(document) = document {
+        println!("{document}");
+    }
 }
 
 /// Runs one command line and returns the process's exit code; everything

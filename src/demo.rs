@@ -65,7 +65,11 @@ pub struct Generated {
 pub fn build(ws: &mut Workspace, extra_ops: u64) -> Result<DemoSummary> {
     let ops_before = total_ops(ws)?;
     let effects_before = ws.effect_count(None)?;
-    let showcase = if ws.operation(showcase::FIRST_OP)?.is_some() {
+    let has_showcase = ws.operation(showcase::FIRST_OP)?.is_some();
+    if let Err(why) = check_buildable(ws) {
+        return Err(crate::error::StoreError::Corrupt(why).into());
+    }
+    let showcase = if has_showcase {
         Vec::new()
     } else {
         showcase::build(ws)?
@@ -80,6 +84,28 @@ pub fn build(ws: &mut Workspace, extra_ops: u64) -> Result<DemoSummary> {
         showcase,
         generated,
     })
+}
+
+/// A demo is built only in a new workspace or added to a demo workspace:
+/// in a workspace in use its stories would meet other operations and
+/// effects (and be refused halfway, after some were written). Checked
+/// before anything is written; `Err` says why, in words.
+pub fn check_buildable(ws: &Workspace) -> Result<(), String> {
+    let ops = total_ops(ws).map_err(|e| e.to_string())?;
+    let effects = ws.effect_count(None).map_err(|e| e.to_string())?;
+    let has_showcase = ws
+        .operation(showcase::FIRST_OP)
+        .map_err(|e| e.to_string())?
+        .is_some();
+    if has_showcase || (ops == 0 && effects == 0) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is in use ({ops} operations, {effects} receiver effects) and is not a demo \
+             workspace; recon demo builds in a new directory or adds to a demo workspace",
+            ws.dir().display()
+        ))
+    }
 }
 
 fn total_ops(ws: &Workspace) -> Result<i64> {

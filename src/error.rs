@@ -37,8 +37,17 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
-    #[error("receiver process: {0}")]
+    #[error("{0}")]
     Receiver(String),
+}
+
+/// What a command had committed before it failed: one sentence for a
+/// person, and the same as JSON for a script (`"committed"` in a JSON
+/// error).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    pub sentence: String,
+    pub json: serde_json::Value,
 }
 
 /// Any failure of a library call.
@@ -48,6 +57,13 @@ pub enum Error {
     Refused(#[from] Refusal),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A failure that came after a commit: the failure itself, and what had
+    /// already been committed and stays so (honest failure).
+    #[error("{error}; {}", committed.sentence)]
+    AfterCommit {
+        error: Box<Error>,
+        committed: Committed,
+    },
 }
 
 impl From<std::io::Error> for Error {
@@ -61,6 +77,31 @@ impl Error {
         match self {
             Error::Refused(refusal) => Some(refusal),
             Error::Store(_) => None,
+            Error::AfterCommit { error, .. } => error.refusal(),
+        }
+    }
+
+    /// The failure without what had been committed before it.
+    pub fn cause(&self) -> &Error {
+        match self {
+            Error::AfterCommit { error, .. } => error.cause(),
+            other => other,
+        }
+    }
+
+    /// What had been committed before the failure, if anything.
+    pub fn committed(&self) -> Option<&Committed> {
+        match self {
+            Error::AfterCommit { committed, .. } => Some(committed),
+            _ => None,
+        }
+    }
+
+    /// This failure, saying that `committed` had been committed before it.
+    pub fn after(self, committed: Committed) -> Error {
+        Error::AfterCommit {
+            error: Box::new(self),
+            committed,
         }
     }
 }

@@ -14,6 +14,13 @@
 //! `RECON_CRASH_POINT=console.panic` makes the review console panic on its
 //! first key press in a real terminal, so that a test can see the terminal
 //! restored and one line printed, as after any bug.
+//!
+//! A hold point is the other kind of drill: with `RECON_HOLD_POINT` naming
+//! it and `RECON_HOLD_FIFO` naming a fifo, the process opens the fifo for
+//! reading when it reaches the point (which lets a test's open for writing
+//! return: the test now knows where the process is) and waits for one line
+//! before it goes on. Tests land a write between two steps this way, in
+//! order, without sleeping.
 
 use std::sync::OnceLock;
 
@@ -95,5 +102,39 @@ pub fn console_panic_drill() {
 pub fn crash_point(point: CrashPoint) {
     if armed() == Some(point) {
         std::process::exit(CRASH_EXIT_CODE);
+    }
+}
+
+pub const HOLD_POINT_ENV: &str = "RECON_HOLD_POINT";
+pub const HOLD_FIFO_ENV: &str = "RECON_HOLD_FIFO";
+
+/// A boundary where a drill can hold the process (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldPoint {
+    /// reconcile --close: every rule checked on the open read, the close not
+    /// taken yet.
+    ReconcileBeforeClose,
+}
+
+impl HoldPoint {
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldPoint::ReconcileBeforeClose => "reconcile.before_close",
+        }
+    }
+}
+
+/// Waits here for the drill's line if this point is armed; does nothing
+/// otherwise (or when the fifo cannot be read: a drill never breaks a run).
+pub fn hold_point(point: HoldPoint) {
+    if std::env::var(HOLD_POINT_ENV).ok().as_deref() != Some(point.name()) {
+        return;
+    }
+    let Some(fifo) = std::env::var_os(HOLD_FIFO_ENV) else {
+        return;
+    };
+    if let Ok(file) = std::fs::File::open(fifo) {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut line);
     }
 }

@@ -18,8 +18,8 @@ use crate::domain::{
     Decision, Effect, EvidenceRecord, NewOperation, OpState, Operation, PageBound, Provenance,
     QueueFilter, Recorded, Review, Snapshot, Verdict,
 };
-use crate::error::{Refusal, Result, StoreError};
-use crate::faults::{self, CrashPoint};
+use crate::error::{Committed, Refusal, Result, StoreError};
+use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
 mod receivers;
@@ -143,10 +143,11 @@ impl Workspace {
         let mut report = report_of(&operation, reply, &judged);
         if let Ok((receipt, provenance)) = judged {
             faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
-            let current = match self
+            let recorded = self
                 .sender
-                .record_receipt(&operation, &receipt, &provenance)?
-            {
+                .record_receipt(&operation, &receipt, &provenance)
+                .map_err(|e| e.after(committed_effect(&operation, &receipt)))?;
+            let current = match recorded {
                 Some((op, _)) => op,
                 None => self.sender.require(&operation.op_id)?,
             };
@@ -203,14 +204,19 @@ impl Workspace {
                 };
                 let review = review_of(request, payload, reviewer, &as_closed);
                 self.sender.precheck_review(&review)?;
+                faults::hold_point(HoldPoint::ReconcileBeforeClose);
                 self.read_receiver(&current, Some(who))?
             }
             None => (open, open_provenance),
         };
-        self.sender.record_review(
+        let recorded = self.sender.record_review(
             &review_of(request, payload, reviewer, &snapshot),
             &provenance,
-        )
+        );
+        match close {
+            Some(who) => recorded.map_err(|e| e.after(committed_close(&current, who))),
+            None => recorded,
+        }
     }
 
     /// Records a decision on a snapshot the caller already holds, under
@@ -443,6 +449,36 @@ impl EvidenceLog {
     /// The whole log as stored, with the verification of exactly those rows.
     pub fn export(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
         self.sender.export_evidence()
+    }
+}
+
+/// What a dispatch had committed when recording its receipt failed: the
+/// receiver's effect, which stays.
+fn committed_effect(op: &Operation, receipt: &Effect) -> Committed {
+    Committed {
+        sentence: format!(
+            "receiver {} had committed effect {} for {}; the receipt was not recorded, so \
+             the operation stays unknown",
+            op.receiver, receipt.effect_id, op.op_id
+        ),
+        json: serde_json::json!({"effect": {
+            "op_id": op.op_id, "receiver": op.receiver, "effect_id": receipt.effect_id,
+        }}),
+    }
+}
+
+/// What a reconcile had committed when its decision failed after the close:
+/// the close, which is for good.
+fn committed_close(op: &Operation, authorized_by: &str) -> Committed {
+    Committed {
+        sentence: format!(
+            "the operation is now closed at receiver {} (authorized by {authorized_by}): no \
+             effect can be written for it any more",
+            op.receiver
+        ),
+        json: serde_json::json!({"closed": {
+            "op_id": op.op_id, "receiver": op.receiver, "authorized_by": authorized_by,
+        }}),
     }
 }
 

@@ -27,6 +27,7 @@ impl Demo {
 
     pub fn run(self) -> Result<Built, Failure> {
         let mut ws = open(&self.dir, true)?;
+        demo::check_buildable(&ws).map_err(Failure::Usage)?;
         let summary = demo::build(&mut ws, self.ops)?;
         Ok(Built {
             dir: self.dir,

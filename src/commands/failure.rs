@@ -34,9 +34,36 @@ impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
             Failure::Usage(_) => EXIT_USAGE,
-            Failure::Engine(Error::Refused(_)) => EXIT_REFUSED,
-            Failure::Engine(Error::Store(_)) => EXIT_STORAGE,
+            Failure::Engine(error) if error.refusal().is_some() => EXIT_REFUSED,
+            Failure::Engine(_) => EXIT_STORAGE,
             Failure::ClosedPipe => EXIT_OK,
+        }
+    }
+
+    /// The kind of a JSON error: `usage`, `refused` or `storage`.
+    fn kind(&self) -> &'static str {
+        match self.exit_code() {
+            EXIT_USAGE => "usage",
+            EXIT_REFUSED => "refused",
+            _ => "storage",
+        }
+    }
+
+    /// The failure's text, unescaped (JSON escapes it itself).
+    fn text(&self) -> String {
+        match self {
+            Failure::Usage(message) => message.clone(),
+            Failure::Engine(error) => {
+                let cause = match error.cause() {
+                    Error::Refused(refusal) => refusal.to_string(),
+                    other => other.to_string(),
+                };
+                match error.committed() {
+                    Some(committed) => format!("{cause}; {}", committed.sentence),
+                    None => cause,
+                }
+            }
+            Failure::ClosedPipe => String::new(),
         }
     }
 
@@ -44,17 +71,37 @@ impl Failure {
     /// pipe, whose reader has gone.
     pub fn message(&self) -> Option<String> {
         match self {
-            Failure::Usage(message) => Some(format!("error: {}", escape(message))),
-            Failure::Engine(Error::Refused(refusal)) => Some(format!(
-                "refused: {}: {}",
-                refusal.code(),
-                escape(&refusal.to_string())
-            )),
-            Failure::Engine(Error::Store(error)) => {
-                Some(format!("error: {}", escape(&error.to_string())))
-            }
             Failure::ClosedPipe => None,
+            Failure::Engine(error) => Some(match error.refusal() {
+                Some(refusal) => format!("refused: {}: {}", refusal.code(), escape(&self.text())),
+                None => format!("error: {}", escape(&self.text())),
+            }),
+            Failure::Usage(_) => Some(format!("error: {}", escape(&self.text()))),
         }
+    }
+
+    /// The JSON error document of SPEC 6: `{"error": {exit, kind, code,
+    /// message}}`, with `committed` when something was committed before
+    /// the failure. `None` for a closed pipe.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        if matches!(self, Failure::ClosedPipe) {
+            return None;
+        }
+        let mut error = serde_json::json!({
+            "exit": self.exit_code(),
+            "kind": self.kind(),
+            "code": match self {
+                Failure::Engine(error) => error.refusal().map(|r| r.code()),
+                _ => None,
+            },
+            "message": self.text(),
+        });
+        if let (Failure::Engine(e), serde_json::Value::Object(fields)) = (self, &mut error) {
+            if let Some(committed) = e.committed() {
+                fields.insert("committed".into(), committed.json.clone());
+            }
+        }
+        Some(serde_json::json!({ "error": error }))
     }
 }
 

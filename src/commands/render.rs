@@ -77,10 +77,11 @@ pub fn finish(result: Result<Box<dyn Render>, Failure>, format: Format, mut out:
             // Whatever reached the buffer goes out before the message, as
             // it would have when the buffer was dropped.
             let _ = out.flush();
-            // SPEC 6's JSON errors belong here and only here: under
-            // `Format::Json`, print one `{"error": {...}}` document through
-            // `out` before the stderr line. Not yet: today every failure
-            // prints its stderr line alone, whatever the format.
+            // SPEC 6: under `--json` a failure is still one JSON document
+            // on stdout, besides its one line on stderr.
+            if let (Format::Json, Some(document)) = (format, failure.json()) {
+                let _ = out.json(&document).and_then(|()| out.flush());
+            }
             if let Some(line) = failure.message() {
                 out.stderr_line(&line);
             }

@@ -81,13 +81,16 @@ fn set_status(app: &mut App, tone: Tone, text: impl Into<String>) {
 
 /// Storage trouble, or a refusal outside a job: a report, never a crash.
 fn fail(app: &mut App, error: &Error) {
-    let (title, text) = match error {
+    let (title, mut text) = match error.cause() {
         Error::Refused(r) => (
             format!("refused: {}", r.code()),
             format!("refused: {}: {r}", r.code()),
         ),
-        Error::Store(e) => ("storage error".to_string(), format!("error: {e}")),
+        other => ("storage error".to_string(), format!("error: {other}")),
     };
+    if let Some(committed) = error.committed() {
+        text = format!("{text}; {}", committed.sentence);
+    }
     set_status(app, Tone::Bad, text.clone());
     app.mode = Mode::Report(Report {
         title,

@@ -82,7 +82,7 @@ impl ErrorCode {
 
     /// The code an adapter answers for a library error.
     pub fn of(error: &Error) -> ErrorCode {
-        match error {
+        match error.cause() {
             Error::Refused(Refusal::OperationClosed(_)) => ErrorCode::OperationClosed,
             Error::Refused(Refusal::CloseUnsupported { .. }) => ErrorCode::Unsupported,
             Error::Refused(_) => ErrorCode::BadRequest,
@@ -91,7 +91,7 @@ impl ErrorCode {
                 | StoreError::MissingDatabase(_)
                 | StoreError::MissingWorkspace(_),
             ) => ErrorCode::Unavailable,
-            Error::Store(_) => ErrorCode::Internal,
+            Error::Store(_) | Error::AfterCommit { .. } => ErrorCode::Internal,
         }
     }
 }

@@ -123,7 +123,40 @@ pub fn assert_refused(out: &Run, code: &str) {
 pub fn assert_fails(out: &Run, code: i32) {
     assert_eq!(out.code, Some(code), "stderr: {}", out.stderr);
     assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
-    assert!(out.stdout.is_empty(), "nothing on stdout: {}", out.stdout);
+    if !out.stdout.is_empty() {
+        // Under --json a failure is one JSON error document (SPEC 6).
+        assert_json_error(out, code);
+    }
+}
+
+/// Stdout is exactly one `{"error": {exit, kind, code, message}}` document
+/// agreeing with the exit code and the stderr line.
+#[track_caller]
+pub fn assert_json_error(out: &Run, code: i32) {
+    let document: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", out.stdout));
+    let error = &document["error"];
+    assert_eq!(document.as_object().map(|o| o.len()), Some(1), "{document}");
+    assert_eq!(error["exit"], code, "{document}");
+    let kind = match code {
+        2 => "usage",
+        3 => "refused",
+        _ => "storage",
+    };
+    assert_eq!(error["kind"], kind, "{document}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{document}"
+    );
+    match code {
+        3 => assert!(
+            out.stderr
+                .starts_with(&format!("refused: {}: ", error["code"].as_str().unwrap())),
+            "{document} vs {}",
+            out.stderr
+        ),
+        _ => assert_eq!(error["code"], Value::Null, "{document}"),
+    }
 }
 
 /// Exact set of keys of a JSON object.

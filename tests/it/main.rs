@@ -10,6 +10,7 @@ mod crash;
 mod demo;
 mod engine;
 mod experiment;
+mod honest;
 mod invariants;
 mod model;
 mod policy;

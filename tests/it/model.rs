@@ -628,8 +628,10 @@ static CRASHES: AtomicUsize = AtomicUsize::new(0);
 fn library<T>(result: Result<T, Error>) -> (Ends, Option<T>) {
     match result {
         Ok(value) => (Ends::Done, Some(value)),
-        Err(Error::Refused(refusal)) => (Ends::Refused(refusal.code()), None),
-        Err(Error::Store(e)) => panic!("storage error: {e}"),
+        Err(e) => match e.refusal() {
+            Some(refusal) => (Ends::Refused(refusal.code()), None),
+            None => panic!("storage error: {e}"),
+        },
     }
 }
 

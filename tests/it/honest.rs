@@ -1,0 +1,156 @@
+//! Honest failure: a command that fails says so in one line (and, under
+//! `--json`, in one JSON error document), and a failure that comes after a
+//! commit says what was committed.
+
+use crate::cli::assert_json_error;
+use crate::support::{recon_bin, run, Lab};
+use recon::dispatch::{self, ReceiverCall};
+use recon::receiver::Fault;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+#[test]
+fn under_json_a_usage_error_is_one_json_error_document() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    for args in [
+        vec!["ops", "--workspace", &ws, "--bogus", "--json"],
+        vec![
+            "prepare",
+            "--workspace",
+            &ws,
+            "--op",
+            "a b",
+            "--action",
+            "x",
+            "--payload",
+            "{}",
+            "--json",
+        ],
+        vec![
+            "prepare",
+            "--workspace",
+            &ws,
+            "--op",
+            "a",
+            "--action",
+            "x",
+            "--payload",
+            "{",
+            "--json",
+        ],
+    ] {
+        let out = run(&args, None);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert_json_error(&out, 2);
+    }
+}
+
+#[test]
+fn under_json_a_refusal_is_one_json_error_document_with_its_code() {
+    let mut lab = Lab::new();
+    lab.dispatched("op", "pay", &json!({"n": 1}), None);
+    let out = run(
+        &["dispatch", "--workspace", &lab.path_str(), "op", "--json"],
+        None,
+    );
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert_json_error(&out, 3);
+    assert_eq!(out.json()["error"]["code"], "blind_retry");
+}
+
+#[test]
+fn under_json_a_storage_error_is_one_json_error_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere").display().to_string();
+    let out = run(&["show", "--workspace", &missing, "op", "--json"], None);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert_json_error(&out, 4);
+    assert!(!dir.path().join("nowhere").exists());
+}
+
+#[test]
+fn without_json_a_failure_prints_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere").display().to_string();
+    let out = run(&["show", "--workspace", &missing, "op"], None);
+    assert_eq!(out.code, Some(4));
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+}
+
+/// `reconcile --close` held (by a named hold point, through a fifo) after
+/// its rules passed on the open read and before the close; a late original
+/// lands meanwhile, so the closing snapshot holds it. The decision is judged
+/// on the closing snapshot, never on the read before it, so `not_applied`
+/// is refused; and since the close had committed, the refusal says that the
+/// operation is now closed.
+#[test]
+fn a_reconcile_refused_after_its_close_judges_the_closing_snapshot_and_says_the_op_is_closed() {
+    let mut lab = Lab::new();
+    let payload = json!({"to": "ada@example.com"});
+    lab.dispatched("op", "send_email", &payload, Some(Fault::CrashBeforeCommit));
+    let fifo = lab.path().join("hold");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let ws = lab.path_str();
+    let child = Command::new(recon_bin())
+        .args(["reconcile", "--workspace", &ws, "op", "--reviewer", "rosa"])
+        .args(["--decision", "not_applied", "--expected-version", "2"])
+        .args(["--close", "--authorized-by", "rosa", "--json"])
+        .env("RECON_HOLD_POINT", "reconcile.before_close")
+        .env("RECON_HOLD_FIFO", &fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn reconcile");
+    // Opening the fifo for writing returns once the reconcile holds there.
+    let mut hold = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let op = lab.ws.require("op").unwrap();
+    let late = dispatch::spawn(
+        lab.ws.receiver_program(),
+        lab.path(),
+        &ReceiverCall::for_operation(&op),
+    )
+    .unwrap()
+    .finish()
+    .unwrap();
+    assert!(late.receipt.is_some(), "the late original landed");
+    writeln!(hold, "go").unwrap();
+    drop(hold);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stderr.starts_with("refused: unsupported_verdict: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("now closed at receiver builtin"),
+        "{stderr}"
+    );
+    let document: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(document["error"]["code"], "unsupported_verdict");
+    assert_eq!(
+        document["error"]["committed"]["closed"],
+        json!({"op_id": "op", "receiver": "builtin", "authorized_by": "rosa"})
+    );
+    let reopened = lab.reopen();
+    assert_eq!(reopened.require("op").unwrap().state.as_str(), "unknown");
+    assert!(reopened.evidence("op").unwrap().is_empty());
+    assert_eq!(reopened.closure("op").unwrap().unwrap().effects_at_close, 1);
+}
+
+#[test]
+fn demo_refuses_a_workspace_in_use_before_writing_anything() {
+    let mut lab = Lab::new();
+    lab.dispatched("mine", "pay", &json!({"n": 1}), None);
+    let before = crate::support::dump(lab.path());
+    let out = run(&["demo", "--workspace", &lab.path_str()], None);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("is in use"), "{}", out.stderr);
+    assert_eq!(crate::support::dump(lab.path()), before);
+}
