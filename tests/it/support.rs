@@ -1,5 +1,8 @@
 //! Shared helpers: fresh workspaces in temp dirs, the built `recon` binary,
 //! and a deterministic dump of both databases to prove "nothing changed".
+//!
+//! Each demo workspace (by its number of generated ops) is built once per
+//! test process, and every test gets its own copy.
 
 #![allow(dead_code)]
 
@@ -8,9 +11,12 @@ use recon::store::OpenOptions;
 use recon::Workspace;
 use rusqlite::Connection;
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// Every refusal code of SPEC.md, written out here independently of
@@ -52,6 +58,17 @@ impl Lab {
         let dir = tempfile::tempdir().expect("temp dir");
         let ws = Workspace::open(dir.path(), OpenOptions::default().creating())
             .expect("create workspace")
+            .with_receiver_program(program());
+        Lab { dir, ws }
+    }
+
+    /// A fresh copy of the demo workspace with `extra_ops` generated ops
+    /// (see [`copy_demo`]), in its own temp dir.
+    pub fn demo(extra_ops: u64) -> Lab {
+        let dir = tempfile::tempdir().expect("temp dir");
+        copy_demo(extra_ops, dir.path());
+        let ws = Workspace::open(dir.path(), OpenOptions::default())
+            .expect("open demo workspace")
             .with_receiver_program(program());
         Lab { dir, ws }
     }
@@ -99,6 +116,69 @@ impl Lab {
                 },
             )
             .expect("start dispatch")
+    }
+}
+
+/// Every file of a closed demo workspace, by name: what
+/// `recon::demo::build(ws, extra_ops)` leaves in a fresh workspace.
+struct DemoTemplate {
+    files: Vec<(OsString, Vec<u8>)>,
+}
+
+impl DemoTemplate {
+    /// Builds the demo for real (showcase with its receiver children, then
+    /// `extra_ops` generated ops), closes the workspace so that every
+    /// connection has checkpointed and let go of its WAL, and keeps every
+    /// file the directory then holds. The directory itself is removed.
+    fn build(extra_ops: u64) -> DemoTemplate {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())
+            .expect("create workspace")
+            .with_receiver_program(program());
+        recon::demo::build(&mut ws, extra_ops).expect("demo");
+        drop(ws);
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir.path()).expect("read demo dir") {
+            let entry = entry.expect("demo dir entry");
+            assert!(
+                entry.file_type().expect("file type").is_file(),
+                "{:?} is not a file",
+                entry.path()
+            );
+            let bytes = std::fs::read(entry.path()).expect("read demo file");
+            files.push((entry.file_name(), bytes));
+        }
+        assert!(
+            files.iter().any(|(name, _)| name == "sender.sqlite")
+                && files.iter().any(|(name, _)| name == "receiver.sqlite"),
+            "the demo left both databases"
+        );
+        DemoTemplate { files }
+    }
+}
+
+/// The demo with `extra_ops` generated ops, built once per test process.
+fn demo_template(extra_ops: u64) -> &'static DemoTemplate {
+    static TEMPLATES: Mutex<BTreeMap<u64, &'static OnceLock<DemoTemplate>>> =
+        Mutex::new(BTreeMap::new());
+    // Only the lookup holds the map's lock: different demos build at once,
+    // and a second test wanting the same demo waits for the first build.
+    let cell: &'static OnceLock<DemoTemplate> = TEMPLATES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(extra_ops)
+        .or_insert_with(|| Box::leak(Box::default()));
+    cell.get_or_init(|| DemoTemplate::build(extra_ops))
+}
+
+/// Writes a fresh copy of the demo workspace with `extra_ops` generated ops
+/// into `dir` (created if missing): the same files, byte for byte, that
+/// `recon::demo::build` left in its own workspace once closed. The demo is
+/// built once per test process; every caller gets its own copy.
+pub fn copy_demo(extra_ops: u64, dir: &Path) {
+    std::fs::create_dir_all(dir).expect("create workspace dir");
+    for (name, bytes) in &demo_template(extra_ops).files {
+        std::fs::write(dir.join(name), bytes).expect("copy demo file");
     }
 }
 
