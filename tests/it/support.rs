@@ -1,8 +1,9 @@
 //! Shared helpers: fresh workspaces in temp dirs, the built `recon` binary,
 //! and a deterministic dump of both databases to prove "nothing changed".
 //!
-//! Each demo workspace (by its number of generated ops) is built once per
-//! test process, and every test gets its own copy.
+//! Expensive fixtures are made once per test process and shared: the runs
+//! of the scripted experiment that tests only read, and each demo workspace
+//! (by its number of generated ops), which every test gets as its own copy.
 
 #![allow(dead_code)]
 
@@ -240,6 +241,63 @@ pub fn output_of(mut command: Command, stdin: Option<&[u8]>) -> std::process::Ou
         });
     }
     child.wait_with_output().expect("wait for recon")
+}
+
+/// `recon experiment`, run once per test process and shared by the tests
+/// that read its output.
+pub fn experiment_run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| run(&["experiment"], None))
+}
+
+/// One run of `recon --check --output PATH` against the compiled-in
+/// results: what it printed and the file it wrote.
+pub struct CheckRun {
+    pub run: Run,
+    pub written: String,
+}
+
+/// `recon --check --output PATH`, run once per test process and shared by
+/// the tests that read its exit, its report or the file it wrote.
+pub fn check_run() -> &'static CheckRun {
+    static RUN: OnceLock<CheckRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("reproduced.json");
+        let run = run(&["--check", "--output", path.to_str().unwrap()], None);
+        let written = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "--check --output wrote nothing ({e}): {}{}",
+                run.stdout, run.stderr
+            )
+        });
+        CheckRun { run, written }
+    })
+}
+
+/// The expected results with two facts changed: the effects of
+/// `receipt_lost_after_commit` (actually 1) are 7, and the receiver child
+/// processes (actually 23) are 1.
+pub fn tampered_results() -> Value {
+    let mut expected: Value =
+        serde_json::from_str(recon::experiment::EXPECTED_RESULTS).expect("results.json");
+    expected["scenarios"]["receipt_lost_after_commit"]["effects"] = Value::from(7);
+    expected["receiver_child_processes"] = Value::from(1);
+    expected
+}
+
+/// `recon --check FILE` with [`tampered_results`] in FILE, run once per
+/// test process and shared by the tests that read how it reports the
+/// mismatch.
+pub fn tampered_check_run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("tampered.json");
+        let text = serde_json::to_string_pretty(&tampered_results()).unwrap();
+        std::fs::write(&path, text).expect("write tampered results");
+        run(&["--check", path.to_str().unwrap()], None)
+    })
 }
 
 /// Every row of every table of both databases, in a stable order: equal
