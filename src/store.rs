@@ -244,16 +244,58 @@ pub(crate) fn open_database(
 }
 
 fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreError> {
-    // journal_mode cannot change inside a transaction, and it is persistent,
-    // so set it once here.
-    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+    // Creation costs one fsync instead of the seven a creation fully
+    // synchronous at each step costs (a rollback journal and the database
+    // for the first page, then the WAL header, the directory and the commit
+    // of the schema), and every act stays as durable as before, because no
+    // act can be durable without the workspace it is written in:
+    //
+    // 1. `journal_mode = WAL` (persistent, and impossible inside a
+    //    transaction) writes the first page with the WAL flag and nothing
+    //    else, without a rollback journal (a fresh file holds nothing to
+    //    roll back to) and with one fsync of the file. That page
+    //    must be on disk before anything is in the WAL: SQLite deletes the
+    //    WAL of an empty database file. No act can be recorded in this
+    //    file yet: no tables, application id and user version 0, a fresh
+    //    file to every opener.
+    // 2. The schema is committed to the WAL with `synchronous = OFF`. The
+    //    first act is a later commit to the same WAL with `synchronous =
+    //    FULL`, by this connection or any other: its fsync covers the
+    //    schema's frames too, and WAL recovery keeps a commit only when
+    //    every frame before it is intact (the checksums are chained), so an
+    //    act that survives a power loss has its schema. Should a checkpoint
+    //    come first, it runs with `synchronous = FULL` (set below and on
+    //    every connection) and fsyncs the database before the WAL restarts.
+    //    The first sync of the WAL on a connection also fsyncs the
+    //    directory (SQLite does so for a WAL it opened with create), so the
+    //    entries of both files are durable before the act counts.
+    //
+    // What a power loss before the first act can now lose is the schema,
+    // leaving the fresh file of step 1 (or, torn in step 1, a file that is
+    // not a database). Nothing was recorded in it, and recon treats it as
+    // any file without its schema: a state that creation in two synchronous
+    // commits could leave too, between them, only for a shorter while.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .at(path)?;
+    // A fresh file already in WAL (step 1 done, the schema lost) stays so:
+    // MEMORY would take it out of WAL first.
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.execute_batch("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = FULL;")
+            .at(path)?;
+        // journal_mode cannot change inside a transaction, and it is
+        // persistent, so set it once here.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .at(path)?;
+    }
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;
+        "PRAGMA synchronous = OFF;
+         BEGIN IMMEDIATE;
          {schema}
          PRAGMA application_id = {app};
          PRAGMA user_version = {version};
-         COMMIT;",
+         COMMIT;
+         PRAGMA synchronous = FULL;",
         schema = role.schema,
         app = role.application_id,
         version = SCHEMA_VERSION,

@@ -8,7 +8,7 @@ mod refusals;
 mod storage;
 mod usage;
 
-use crate::support::{dump, program, run_with_env, Run};
+use crate::support::{copy_demo, dump, program, run_with_env, Run};
 use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::Value;
@@ -29,11 +29,11 @@ impl Shell {
     }
 
     /// A demo workspace (showcase, plus `extra` generated ops), built
-    /// through the library and closed again before any command runs.
+    /// through the library and closed again before any command runs: this
+    /// shell's own copy of the one such demo built per test process.
     pub fn demo(extra: u64) -> Shell {
         let shell = Shell::empty();
-        let mut ws = shell.workspace_creating();
-        recon::demo::build(&mut ws, extra).expect("demo");
+        copy_demo(extra, &shell.ws);
         shell
     }
 

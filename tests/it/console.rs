@@ -25,11 +25,10 @@ use std::rc::Rc;
 
 // ---- fixtures ------------------------------------------------------------------
 
-/// A fresh workspace holding `recon demo`'s showcase.
+/// A fresh workspace holding `recon demo`'s showcase (this test's own copy
+/// of the one demo built per test process).
 fn demo_lab() -> Lab {
-    let mut lab = Lab::new();
-    recon::demo::build(&mut lab.ws, 0).expect("demo workspace");
-    lab
+    Lab::demo(0)
 }
 
 fn options(reviewer: Option<&str>) -> Options {
@@ -334,8 +333,7 @@ fn search_matches_an_op_id_or_an_action_substring() {
 
 #[test]
 fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
-    let mut lab = Lab::new();
-    recon::demo::build(&mut lab.ws, 500).expect("demo with generated ops");
+    let lab = Lab::demo(500);
     let mut app = console_on(&lab, options(None), (120, 30));
     let page = app.queue.height;
     let unknown = app.count(Filter::State(OpState::Unknown)) as usize;

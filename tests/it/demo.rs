@@ -2,7 +2,7 @@
 //! the real code paths, and `--ops N` adds generated load that continues its
 //! numbering.
 
-use crate::support::{dump, program, run};
+use crate::support::{copy_demo, dump, program, run};
 use recon::demo::{self, generate};
 use recon::domain::{OpKind, OpState, Verdict};
 use recon::OpenOptions;
@@ -47,9 +47,10 @@ fn demo_shows_every_verdict_and_every_state() {
 
 #[test]
 fn demo_compensation_is_unknown_after_its_receipt_was_lost() {
+    // A copy of the showcase built once per test process.
     let dir = tempfile::tempdir().unwrap();
-    let mut ws = open(dir.path());
-    demo::build(&mut ws, 0).unwrap();
+    copy_demo(0, dir.path());
+    let ws = open(dir.path());
     let ops = ws.ops(None, None, usize::MAX).unwrap();
     let compensation = ops
         .iter()
@@ -168,9 +169,11 @@ fn demo_command_creates_the_workspace_directory() {
 
 #[test]
 fn demo_is_deterministic() {
+    // Two builds in two workspaces: one here, and the one per test process
+    // that `copy_demo` copies (built in a directory of its own).
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     demo::build(&mut open(a.path()), 30).unwrap();
-    demo::build(&mut open(b.path()), 30).unwrap();
+    copy_demo(30, b.path());
     assert_eq!(dump(a.path()), dump(b.path()));
 }

@@ -1,11 +1,17 @@
 //! `recon --check` and `recon experiment`, through the built binary.
+//!
+//! The experiment runs three times per test process, in runs the tests
+//! share (see `support`): one `recon experiment`, one passing `recon
+//! --check --output` and one `recon --check` against tampered results. The
+//! two passing runs, separate processes, also prove that two runs are
+//! identical.
 
-use crate::support::run;
+use crate::support::{check_run, experiment_run, run, tampered_check_run};
 use serde_json::Value;
 
 #[test]
 fn check_passes_against_the_checked_in_results() {
-    let out = run(&["--check"], None);
+    let out = &check_run().run;
     assert_eq!(
         out.code,
         Some(0),
@@ -18,16 +24,12 @@ fn check_passes_against_the_checked_in_results() {
 
 #[test]
 fn a_tampered_fact_makes_check_exit_1_and_name_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut expected: Value = serde_json::from_str(recon::experiment::EXPECTED_RESULTS).unwrap();
-    expected["scenarios"]["receipt_lost_after_commit"]["effects"] = Value::from(2);
-    let path = dir.path().join("tampered.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&expected).unwrap()).unwrap();
-    let out = run(&["--check", path.to_str().unwrap()], None);
+    // The shared tampered results set these effects to 7 (they are 1).
+    let out = tampered_check_run();
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(
         out.stdout
-            .contains("$.scenarios.receipt_lost_after_commit.effects: expected 2, actual 1"),
+            .contains("$.scenarios.receipt_lost_after_commit.effects: expected 7, actual 1"),
         "{}",
         out.stdout
     );
@@ -74,19 +76,19 @@ fn a_missing_expected_file_is_exit_2() {
 
 #[test]
 fn check_writes_the_reproduced_json_with_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("reproduced.json");
-    let out = run(&["--check", "--output", path.to_str().unwrap()], None);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let written = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(written, recon::experiment::EXPECTED_RESULTS);
+    let check = check_run();
+    assert_eq!(check.run.code, Some(0), "{}", check.run.stderr);
+    assert_eq!(check.written, recon::experiment::EXPECTED_RESULTS);
 }
 
 #[test]
 fn two_experiment_runs_are_byte_identical() {
-    let first = run(&["experiment"], None);
-    let second = run(&["experiment"], None);
+    // `recon experiment` and `recon --check --output` are two processes,
+    // each running the experiment from scratch and writing its results.
+    let first = experiment_run();
+    let second = check_run();
     assert_eq!(first.code, Some(0), "{}", first.stderr);
-    assert_eq!(first.stdout, second.stdout);
+    assert_eq!(second.run.code, Some(0), "{}", second.run.stderr);
+    assert_eq!(first.stdout, second.written);
     assert!(!first.stdout.contains("/tmp"), "no paths in results");
 }

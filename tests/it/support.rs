@@ -1,5 +1,9 @@
 //! Shared helpers: fresh workspaces in temp dirs, the built `recon` binary,
 //! and a deterministic dump of both databases to prove "nothing changed".
+//!
+//! Expensive fixtures are made once per test process and shared: the runs
+//! of the scripted experiment that tests only read, and each demo workspace
+//! (by its number of generated ops), which every test gets as its own copy.
 
 #![allow(dead_code)]
 
@@ -9,9 +13,12 @@ use recon::OpenOptions;
 use recon::Workspace;
 use rusqlite::Connection;
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// Every refusal code of SPEC.md, written out here independently of
@@ -53,6 +60,17 @@ impl Lab {
         let dir = tempfile::tempdir().expect("temp dir");
         let ws = Workspace::open(dir.path(), OpenOptions::default().creating())
             .expect("create workspace")
+            .with_receiver_program(program());
+        Lab { dir, ws }
+    }
+
+    /// A fresh copy of the demo workspace with `extra_ops` generated ops
+    /// (see [`copy_demo`]), in its own temp dir.
+    pub fn demo(extra_ops: u64) -> Lab {
+        let dir = tempfile::tempdir().expect("temp dir");
+        copy_demo(extra_ops, dir.path());
+        let ws = Workspace::open(dir.path(), OpenOptions::default())
+            .expect("open demo workspace")
             .with_receiver_program(program());
         Lab { dir, ws }
     }
@@ -100,6 +118,69 @@ impl Lab {
                 },
             )
             .expect("start dispatch")
+    }
+}
+
+/// Every file of a closed demo workspace, by name: what
+/// `recon::demo::build(ws, extra_ops)` leaves in a fresh workspace.
+struct DemoTemplate {
+    files: Vec<(OsString, Vec<u8>)>,
+}
+
+impl DemoTemplate {
+    /// Builds the demo for real (showcase with its receiver children, then
+    /// `extra_ops` generated ops), closes the workspace so that every
+    /// connection has checkpointed and let go of its WAL, and keeps every
+    /// file the directory then holds. The directory itself is removed.
+    fn build(extra_ops: u64) -> DemoTemplate {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())
+            .expect("create workspace")
+            .with_receiver_program(program());
+        recon::demo::build(&mut ws, extra_ops).expect("demo");
+        drop(ws);
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir.path()).expect("read demo dir") {
+            let entry = entry.expect("demo dir entry");
+            assert!(
+                entry.file_type().expect("file type").is_file(),
+                "{:?} is not a file",
+                entry.path()
+            );
+            let bytes = std::fs::read(entry.path()).expect("read demo file");
+            files.push((entry.file_name(), bytes));
+        }
+        assert!(
+            files.iter().any(|(name, _)| name == "sender.sqlite")
+                && files.iter().any(|(name, _)| name == "receiver.sqlite"),
+            "the demo left both databases"
+        );
+        DemoTemplate { files }
+    }
+}
+
+/// The demo with `extra_ops` generated ops, built once per test process.
+fn demo_template(extra_ops: u64) -> &'static DemoTemplate {
+    static TEMPLATES: Mutex<BTreeMap<u64, &'static OnceLock<DemoTemplate>>> =
+        Mutex::new(BTreeMap::new());
+    // Only the lookup holds the map's lock: different demos build at once,
+    // and a second test wanting the same demo waits for the first build.
+    let cell: &'static OnceLock<DemoTemplate> = TEMPLATES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(extra_ops)
+        .or_insert_with(|| Box::leak(Box::default()));
+    cell.get_or_init(|| DemoTemplate::build(extra_ops))
+}
+
+/// Writes a fresh copy of the demo workspace with `extra_ops` generated ops
+/// into `dir` (created if missing): the same files, byte for byte, that
+/// `recon::demo::build` left in its own workspace once closed. The demo is
+/// built once per test process; every caller gets its own copy.
+pub fn copy_demo(extra_ops: u64, dir: &Path) {
+    std::fs::create_dir_all(dir).expect("create workspace dir");
+    for (name, bytes) in &demo_template(extra_ops).files {
+        std::fs::write(dir.join(name), bytes).expect("copy demo file");
     }
 }
 
@@ -161,6 +242,63 @@ pub fn output_of(mut command: Command, stdin: Option<&[u8]>) -> std::process::Ou
         });
     }
     child.wait_with_output().expect("wait for recon")
+}
+
+/// `recon experiment`, run once per test process and shared by the tests
+/// that read its output.
+pub fn experiment_run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| run(&["experiment"], None))
+}
+
+/// One run of `recon --check --output PATH` against the compiled-in
+/// results: what it printed and the file it wrote.
+pub struct CheckRun {
+    pub run: Run,
+    pub written: String,
+}
+
+/// `recon --check --output PATH`, run once per test process and shared by
+/// the tests that read its exit, its report or the file it wrote.
+pub fn check_run() -> &'static CheckRun {
+    static RUN: OnceLock<CheckRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("reproduced.json");
+        let run = run(&["--check", "--output", path.to_str().unwrap()], None);
+        let written = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "--check --output wrote nothing ({e}): {}{}",
+                run.stdout, run.stderr
+            )
+        });
+        CheckRun { run, written }
+    })
+}
+
+/// The expected results with two facts changed: the effects of
+/// `receipt_lost_after_commit` (actually 1) are 7, and the receiver child
+/// processes (actually 23) are 1.
+pub fn tampered_results() -> Value {
+    let mut expected: Value =
+        serde_json::from_str(recon::experiment::EXPECTED_RESULTS).expect("results.json");
+    expected["scenarios"]["receipt_lost_after_commit"]["effects"] = Value::from(7);
+    expected["receiver_child_processes"] = Value::from(1);
+    expected
+}
+
+/// `recon --check FILE` with [`tampered_results`] in FILE, run once per
+/// test process and shared by the tests that read how it reports the
+/// mismatch.
+pub fn tampered_check_run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("tampered.json");
+        let text = serde_json::to_string_pretty(&tampered_results()).unwrap();
+        std::fs::write(&path, text).expect("write tampered results");
+        run(&["--check", path.to_str().unwrap()], None)
+    })
 }
 
 /// Every row of every table of both databases, in a stable order: equal

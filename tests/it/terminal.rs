@@ -14,7 +14,7 @@
 //! (`CI=true` makes a missing tmux a failure).
 
 use crate::console::{bob_confirms_the_invoice_email, screenshots_dir};
-use crate::support::{recon_bin, run};
+use crate::support::{copy_demo, recon_bin, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -218,15 +218,16 @@ fn normalize(screen: &str) -> String {
     lines[..end].join("\n")
 }
 
-/// A fresh workspace made by `recon demo`, in its own temp dir.
+/// A fresh workspace holding `recon demo`'s showcase, in its own temp dir
+/// (a copy of the one demo built per test process; `recon demo` itself is
+/// proved in `demo` and `console`).
 fn demo_workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::Builder::new()
         .prefix("recon-tty-")
         .tempdir()
         .expect("temp dir");
     let ws = dir.path().join("ws");
-    let made = run(&["demo", "--workspace", ws.to_str().unwrap()], None);
-    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    copy_demo(0, &ws);
     (dir, ws)
 }
 

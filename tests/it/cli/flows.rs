@@ -1,7 +1,7 @@
 //! Whole flows typed at a shell, and the JSON shapes of SPEC section 6.
 
 use super::{assert_keys, assert_refused, Shell, EFFECT_FIELDS, OPERATION_FIELDS};
-use crate::support::run;
+use crate::support::{check_run, experiment_run, run, tampered_check_run};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
@@ -484,32 +484,29 @@ fn help_of_every_command_explains_it_and_the_exit_codes() {
 
 #[test]
 fn experiment_prints_the_checked_in_results_and_check_passes() {
-    let out = run(&["experiment"], None);
+    let out = experiment_run();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let expected: Value = serde_json::from_str(recon::experiment::EXPECTED_RESULTS).unwrap();
     assert_eq!(out.json(), expected);
 
-    let dir = tempfile::tempdir().unwrap();
-    let written = dir.path().join("out.json");
-    let check = run(
-        &["--check", "--output", &written.display().to_string()],
-        None,
+    let check = check_run();
+    assert_eq!(
+        check.run.code,
+        Some(0),
+        "{}{}",
+        check.run.stdout,
+        check.run.stderr
     );
-    assert_eq!(check.code, Some(0), "{}{}", check.stdout, check.stderr);
-    assert!(check.stdout.contains("check passed"));
-    let reproduced: Value =
-        serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+    assert!(check.run.stdout.contains("check passed"));
+    let reproduced: Value = serde_json::from_str(&check.written).unwrap();
     assert_eq!(reproduced, expected);
 }
 
 #[test]
 fn check_mismatch_exits_1_and_names_each_differing_path() {
-    let mut expected: Value = serde_json::from_str(recon::experiment::EXPECTED_RESULTS).unwrap();
-    expected["scenarios"]["receipt_lost_after_commit"]["effects"] = json!(7);
-    expected["receiver_child_processes"] = json!(1);
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), expected.to_string()).unwrap();
-    let out = run(&["--check", &file.path().display().to_string()], None);
+    // The shared tampered results: these effects set to 7, the receiver
+    // child processes to 1.
+    let out = tampered_check_run();
     assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
     let children = serde_json::from_str::<Value>(recon::experiment::EXPECTED_RESULTS).unwrap()
         ["receiver_child_processes"]
