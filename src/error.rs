@@ -39,6 +39,16 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Receiver(String),
+    #[error(
+        "{0} belongs to another workspace (its workspace id differs from its partner's); \
+         refusing to use it"
+    )]
+    ForeignFile(PathBuf),
+    #[error(
+        "the workspace {0} was deleted, moved or replaced since it was opened; nothing was \
+         changed (open it again)"
+    )]
+    WorkspaceGone(PathBuf),
 }
 
 /// What a command had committed before it failed: one sentence for a

@@ -74,6 +74,10 @@ crash_points! {
         "closing snapshot: tombstone written and effects read, not committed",
     CloseAfterCommit => "snapshot.close_after_commit":
         "closing snapshot: committed; the snapshot was not returned yet",
+    CreateAfterSender => "create.after_sender":
+        "creating a workspace: the outbox written with its id; no ledger yet",
+    CreateBeforeComplete => "create.before_complete":
+        "creating a workspace: both files written with the id; not marked complete",
 }
 
 /// The name of the panic drill (see the module docs).

@@ -35,6 +35,7 @@ mod audit_queries;
 mod bulk;
 mod console_queries;
 mod drill;
+mod identity;
 mod receiver;
 mod receivers;
 mod sender;
@@ -84,7 +85,6 @@ pub(crate) trait Outbox {
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
-    fn is_unused(&self) -> Result<bool, StoreError>;
     fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError>;
     /// Changes whenever another connection commits.
     fn data_version(&self) -> Result<i64, StoreError>;
@@ -157,7 +157,7 @@ impl<T> SenderStore for T where
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -333,26 +333,71 @@ impl WorkspacePaths {
     }
 }
 
+/// The files a workspace was opened on, to tell later whether the paths
+/// still name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpenedFiles {
+    sender: Option<(u64, u64)>,
+    receiver: Option<(u64, u64)>,
+}
+
+impl OpenedFiles {
+    fn of(paths: &WorkspacePaths) -> Self {
+        OpenedFiles {
+            sender: identity::file_identity(&paths.sender),
+            receiver: identity::file_identity(&paths.receiver),
+        }
+    }
+
+    /// Whether the workspace's paths still name the files opened.
+    pub(crate) fn still_there(&self, dir: &Path) -> bool {
+        *self == OpenedFiles::of(&WorkspacePaths::new(dir))
+    }
+}
+
 /// Opens (or, with `options.create`, creates) both databases of a
-/// workspace: the outbox behind its seam, and the built-in ledger's file.
+/// workspace: the outbox behind its seam, and the built-in ledger's file,
+/// checking that both carry the same workspace id (see `store::identity`).
 pub(crate) fn open_pair(
     dir: &Path,
     options: OpenOptions,
-) -> Result<(Box<dyn SenderStore>, ReceiverStore), StoreError> {
+) -> Result<(Box<dyn SenderStore>, ReceiverStore, OpenedFiles), StoreError> {
     let paths = WorkspacePaths::new(dir);
     paths.prepare_dir(options)?;
-    let options = whole_or_nothing(&paths, options)?;
-    // Check an existing database before creating its missing partner,
-    // so a workspace with one bad file is refused without a new file
-    // appearing beside it.
-    let (sender, receiver) = if paths.receiver.exists() && !paths.sender.exists() {
-        let receiver = ReceiverStore::open(&paths.receiver, options)?;
-        (SqliteSender::open(&paths.sender, options)?, receiver)
-    } else {
-        let sender = SqliteSender::open(&paths.sender, options)?;
-        (sender, ReceiverStore::open(&paths.receiver, options)?)
+    // Creation writes the outbox first, so a ledger that holds anything
+    // means the outbox existed: a missing one was lost, not yet to come.
+    let sender_options = OpenOptions {
+        create: options.create && holds_nothing(&paths.receiver),
+        ..options
     };
-    Ok((Box::new(sender), receiver))
+    let sender = SqliteSender::open(&paths.sender, sender_options)?;
+    let (conn, path) = (sender.conn(), sender.path());
+    let id = match identity::workspace_id(conn, path)? {
+        Some(id) => id,
+        None => {
+            let id = identity::new_workspace_id()?;
+            identity::set_workspace_id(conn, path, &id)?;
+            id
+        }
+    };
+    crate::faults::crash_point(crate::faults::CrashPoint::CreateAfterSender);
+    let complete = identity::creation_complete(conn, path)?;
+    // Until creation completed, any command may finish it.
+    let receiver_options = OpenOptions {
+        create: !complete,
+        ..options
+    };
+    let receiver = ReceiverStore::open(&paths.receiver, receiver_options)?;
+    match identity::workspace_id(receiver.conn(), receiver.path())? {
+        Some(theirs) if theirs == id => {}
+        None if !complete => identity::set_workspace_id(receiver.conn(), receiver.path(), &id)?,
+        _ => return Err(StoreError::ForeignFile(paths.receiver.clone())),
+    }
+    if !complete {
+        crate::faults::crash_point(crate::faults::CrashPoint::CreateBeforeComplete);
+        identity::mark_complete(sender.conn(), sender.path())?;
+    }
+    Ok((Box::new(sender), receiver, OpenedFiles::of(&paths)))
 }
 
 /// Opens only the outbox of an existing workspace: verifying and exporting
@@ -376,32 +421,6 @@ pub(crate) fn open_receiver(dir: &Path, options: OpenOptions) -> Result<Receiver
         ..options
     })?;
     ReceiverStore::open(&paths.receiver, options)
-}
-
-/// A workspace is created whole or not at all. When one database is absent
-/// (or an empty file) and the other holds data, the absent one was lost, and
-/// recreating it would be unsafe: a fresh outbox forgets which operations
-/// were sent, so the same op could be prepared and dispatched again; a fresh
-/// ledger forgets its close tombstones, so a late original could land after
-/// `not_applied`. Then the workspace is opened without creating anything,
-/// which reports the lost file.
-fn whole_or_nothing(
-    paths: &WorkspacePaths,
-    options: OpenOptions,
-) -> Result<OpenOptions, StoreError> {
-    if !options.create {
-        return Ok(options);
-    }
-    let existing = OpenOptions {
-        create: false,
-        ..options
-    };
-    let in_use = match (holds_nothing(&paths.sender), holds_nothing(&paths.receiver)) {
-        (true, false) => !ReceiverStore::open(&paths.receiver, existing)?.is_unused()?,
-        (false, true) => !SqliteSender::open(&paths.sender, existing)?.is_unused()?,
-        _ => false,
-    };
-    Ok(if in_use { existing } else { options })
 }
 
 /// Absent, or an empty file (which SQLite would treat as a new database).

@@ -36,6 +36,8 @@ use std::path::{Path, PathBuf};
 
 pub struct Workspace {
     dir: PathBuf,
+    /// The files opened, to refuse a mutation once the paths name others.
+    opened: store::OpenedFiles,
     sender: Box<dyn SenderStore>,
     ledger: Builtin,
     program: ReceiverProgram,
@@ -63,9 +65,10 @@ pub struct OpDetail {
 impl Workspace {
     /// Opens an existing workspace, or creates it with `options.create`.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let (sender, receiver) = store::open_pair(dir, options)?;
+        let (sender, receiver, opened) = store::open_pair(dir, options)?;
         Ok(Workspace {
             dir: dir.to_path_buf(),
+            opened,
             sender,
             ledger: Builtin::from_store(receiver),
             program: ReceiverProgram::current()?,
@@ -75,6 +78,18 @@ impl Workspace {
     /// The workspace directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Refuses (exit 4, nothing changed) when the workspace's paths no
+    /// longer name the files this handle opened: the directory was deleted,
+    /// moved or replaced, or a file swapped. Every mutation asks first; the
+    /// console also asks on its refresh tick, to say so on screen.
+    pub fn ensure_present(&self) -> Result<(), StoreError> {
+        if self.opened.still_there(&self.dir) {
+            Ok(())
+        } else {
+            Err(StoreError::WorkspaceGone(self.dir.clone()))
+        }
     }
 
     /// Uses another binary as the receiver child (tests run the library from
@@ -94,6 +109,7 @@ impl Workspace {
         action_kind: &str,
         payload: &Value,
     ) -> Result<Operation> {
+        self.ensure_present()?;
         self.sender.prepare(&NewOperation {
             op_id,
             action_kind,
@@ -117,6 +133,7 @@ impl Workspace {
         op_id: &str,
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
+        self.ensure_present()?;
         if options.has_drills() && !self.accepts_drills(op_id)? {
             return Err(StoreError::Receiver(format!(
                 "drills belong to the built-in ledger; {op_id} routes to another receiver"
@@ -166,6 +183,9 @@ impl Workspace {
         close_authorized_by: Option<&str>,
     ) -> Result<Classified> {
         let close = named(close_authorized_by)?;
+        if close.is_some() {
+            self.ensure_present()?;
+        }
         let operation = self.sender.require(op_id)?;
         let (snapshot, provenance) = self.read_receiver(&operation, close)?;
         let verdict = classify(operation.scope(), &snapshot);
@@ -189,6 +209,7 @@ impl Workspace {
     /// closing snapshot, in case a write landed in between.
     pub fn reconcile(&mut self, request: &ReconcileRequest<'_>) -> Result<Recorded> {
         let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
+        self.ensure_present()?;
         let close = named(request.close_authorized_by)?;
         let current = self.sender.require(request.op_id)?;
         if close.is_some() {
@@ -231,6 +252,7 @@ impl Workspace {
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
+        self.ensure_present()?;
         self.sender.approve_compensation(request)
     }
 

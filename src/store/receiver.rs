@@ -24,6 +24,7 @@ pub(crate) const ROLE: Role = Role {
 };
 
 const SCHEMA: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE effects (
     seq INTEGER PRIMARY KEY,
     effect_id TEXT NOT NULL UNIQUE,
@@ -110,6 +111,10 @@ impl ReceiverStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
     }
 
     pub(crate) fn conn_mut(&mut self) -> &mut Connection {

@@ -29,6 +29,7 @@ pub(crate) const ROLE: Role = Role {
 };
 
 const SCHEMA: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE operations (
     op_id TEXT PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('original', 'compensation')),
@@ -779,16 +780,6 @@ impl Outbox for SqliteSender {
             op_id,
         )?);
         Ok(all)
-    }
-
-    /// True when the outbox holds no operation: a database that was never
-    /// used, which may be recreated without losing anything.
-    fn is_unused(&self) -> Result<bool, StoreError> {
-        self.conn
-            .query_row("SELECT NOT EXISTS (SELECT 1 FROM operations)", [], |r| {
-                r.get(0)
-            })
-            .at(&self.path)
     }
 
     /// How many times the sender invoked the receiver for an operation.

@@ -170,6 +170,7 @@ impl Workspace {
         if new.name == BUILTIN_NAME {
             return Err(Refusal::ReservedName(new.name.to_string()).into());
         }
+        self.ensure_present()?;
         let program = absolute_program(new.program)?;
         let mut registration = Registration {
             name: new.name.to_string(),
@@ -216,6 +217,7 @@ impl Workspace {
         if name == BUILTIN_NAME {
             return Err(Refusal::ReservedName(name.to_string()).into());
         }
+        self.ensure_present()?;
         self.sender.remove_receiver(name)
     }
 

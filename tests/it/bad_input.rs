@@ -898,7 +898,7 @@ fn wrong_kinds_of_file_in_the_workspace_are_storage_errors_and_change_nothing() 
                 let c = rusqlite::Connection::open(d.join("sender.sqlite")).unwrap();
                 c.execute_batch("PRAGMA user_version = 99").unwrap();
             },
-            "has schema version 99; this recon reads version 2",
+            "has schema version 99; this recon reads version 3",
         ),
         (
             "receiver file missing",
@@ -1234,8 +1234,10 @@ fn a_lost_database_is_not_recreated_beside_the_other_one() {
             check(&case("lost database", &[], 4, message), &out);
             assert_eq!(listing(&dir), before, "{lost} {how}: the workspace changed");
         }
-        // A file lost before anything was written (a crash while the very
-        // first command created the workspace) is simply created again.
+        // A workspace whose creation completed is refused even when nothing
+        // was written in it yet (SPEC 11): its lost file is never recreated.
+        // (A crash during creation is completed by the next command:
+        // tests/it/creation.rs.)
         let lab = Lab::new();
         let dir = lab.path().to_path_buf();
         drop(lab.ws);
@@ -1255,7 +1257,12 @@ fn a_lost_database_is_not_recreated_beside_the_other_one() {
             ],
             None,
         );
-        assert_eq!(r.code, Some(0), "{lost}: {}", r.stderr);
-        assert_invariants(&dir, &none());
+        assert_eq!(r.code, Some(4), "{lost}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("is missing from the workspace"),
+            "{}",
+            r.stderr
+        );
+        assert!(!dir.join(lost).exists(), "{lost} was recreated");
     }
 }

@@ -12,7 +12,7 @@ use recon::receiver::Fault;
 use serde_json::json;
 
 /// Every crash point has a drill below; a new point fails this until it does.
-const DRILLED: [CrashPoint; 9] = [
+const DRILLED: [CrashPoint; 11] = [
     CrashPoint::DispatchAfterUnknownCommit,
     CrashPoint::DispatchAfterReceiptRead,
     CrashPoint::ReceiptBeforeCommit,
@@ -22,6 +22,9 @@ const DRILLED: [CrashPoint; 9] = [
     CrashPoint::ApprovalBeforeCommit,
     CrashPoint::CloseBeforeCommit,
     CrashPoint::CloseAfterCommit,
+    // Drilled in tests/it/creation.rs.
+    CrashPoint::CreateAfterSender,
+    CrashPoint::CreateBeforeComplete,
 ];
 
 #[test]

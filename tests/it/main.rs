@@ -7,6 +7,7 @@ mod classify;
 mod cli;
 mod console;
 mod crash;
+mod creation;
 mod demo;
 mod engine;
 mod experiment;

@@ -1,0 +1,153 @@
+//! One workspace, one pair (SPEC 11): both files carry the workspace's id,
+//! a file of another workspace is refused, creation is atomic (a crash at
+//! any step of it is completed by the next command), and a handle whose
+//! workspace went away refuses every mutation.
+
+use crate::support::{recon_bin, run, run_with_env, Lab};
+use recon::{OpenOptions, Workspace};
+use serde_json::json;
+use std::path::Path;
+
+fn prepare_in(ws: &str, op: &str) -> crate::support::Run {
+    run(
+        &[
+            "prepare",
+            "--workspace",
+            ws,
+            "--op",
+            op,
+            "--action",
+            "pay",
+            "--payload",
+            "{}",
+        ],
+        None,
+    )
+}
+
+fn ids(dir: &Path) -> (String, String) {
+    let id = |file: &str| -> String {
+        rusqlite::Connection::open(dir.join(file))
+            .unwrap()
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'workspace_id'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    (id("sender.sqlite"), id("receiver.sqlite"))
+}
+
+#[test]
+fn both_files_of_a_workspace_carry_the_same_workspace_id() {
+    let lab = Lab::new();
+    let (sender, receiver) = ids(lab.path());
+    assert_eq!(sender.len(), 32);
+    assert_eq!(sender, receiver);
+    let other = Lab::new();
+    assert_ne!(ids(other.path()).0, sender, "each workspace has its own id");
+}
+
+#[test]
+fn a_file_from_another_workspace_is_refused_at_open_with_exit_4() {
+    for file in ["receiver.sqlite", "sender.sqlite"] {
+        for how in ["copied", "symlinked"] {
+            let mut mine = Lab::new();
+            mine.dispatched("op", "pay", &json!({"n": 1}), None);
+            let theirs = Lab::new();
+            let their_dir = theirs.path().to_path_buf();
+            // Closed, so their file holds all of theirs; mine is closed too,
+            // and the file is swapped whole (no WAL of mine left beside it).
+            drop(theirs.ws);
+            drop(mine.ws);
+            let target = mine.dir.path().join(file);
+            std::fs::remove_file(&target).unwrap();
+            for leftover in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{leftover}", target.display()));
+            }
+            match how {
+                "copied" => drop(std::fs::copy(their_dir.join(file), &target).unwrap()),
+                _ => std::os::unix::fs::symlink(their_dir.join(file), &target).unwrap(),
+            }
+            let out = run(&["ops", "--workspace", &mine.dir.path().display().to_string()], None);
+            assert_eq!(out.code, Some(4), "{file} {how}: {}", out.stderr);
+            assert!(
+                out.stderr.contains("belongs to another workspace"),
+                "{}",
+                out.stderr
+            );
+        }
+    }
+}
+
+/// A crash at each step of creation (the process killed through a crash
+/// point) leaves something the next command completes: a creating command
+/// and an ordinary one alike, and both files end with one id.
+#[test]
+fn a_crash_at_any_step_of_creation_is_completed_by_the_next_command() {
+    for point in ["create.after_sender", "create.before_complete"] {
+        for next in ["prepare", "ops"] {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("ws").display().to_string();
+            let args = [
+                "prepare",
+                "--workspace",
+                &ws,
+                "--op",
+                "a",
+                "--action",
+                "pay",
+                "--payload",
+                "{}",
+            ];
+            let crashed = run_with_env(&args, None, &[("RECON_CRASH_POINT", point)]);
+            assert_eq!(crashed.code, Some(86), "{point}: {}", crashed.stderr);
+            let out = match next {
+                "prepare" => prepare_in(&ws, "b"),
+                _ => run(&["ops", "--workspace", &ws], None),
+            };
+            assert_eq!(out.code, Some(0), "{point} then {next}: {}", out.stderr);
+            let (sender, receiver) = ids(Path::new(&ws));
+            assert_eq!(sender, receiver, "{point} then {next}");
+            // Completed: losing a file now is refused, never recreated.
+            std::fs::remove_file(Path::new(&ws).join("receiver.sqlite")).unwrap();
+            let lost = prepare_in(&ws, "c");
+            assert_eq!(lost.code, Some(4), "{point} then {next}: {}", lost.stderr);
+        }
+    }
+}
+
+#[test]
+fn a_handle_whose_workspace_was_replaced_refuses_every_mutation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ws");
+    let mut ws = Workspace::open(&path, OpenOptions::default().creating())
+        .unwrap()
+        .with_receiver_program(crate::support::program());
+    ws.prepare("a", "pay", &json!({})).unwrap();
+    assert!(ws.ensure_present().is_ok());
+    // Moved away and replaced by a fresh workspace at the same path.
+    std::fs::rename(&path, dir.path().join("moved")).unwrap();
+    let fresh = run(
+        &[
+            "prepare",
+            "--workspace",
+            &path.display().to_string(),
+            "--op",
+            "z",
+            "--action",
+            "pay",
+            "--payload",
+            "{}",
+        ],
+        None,
+    );
+    assert_eq!(fresh.code, Some(0), "{}", fresh.stderr);
+    let gone = |e: recon::Error| e.to_string().contains("was deleted, moved or replaced");
+    assert!(ws.ensure_present().is_err());
+    assert!(ws.prepare("b", "pay", &json!({})).is_err_and(gone));
+    assert!(ws.dispatch("a", Default::default()).is_err_and(gone));
+    assert!(ws.snapshot("a", Some("rosa")).is_err_and(gone));
+    let _ = recon_bin();
+}
