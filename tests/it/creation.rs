@@ -70,7 +70,10 @@ fn a_file_from_another_workspace_is_refused_at_open_with_exit_4() {
                 "copied" => drop(std::fs::copy(their_dir.join(file), &target).unwrap()),
                 _ => std::os::unix::fs::symlink(their_dir.join(file), &target).unwrap(),
             }
-            let out = run(&["ops", "--workspace", &mine.dir.path().display().to_string()], None);
+            let out = run(
+                &["ops", "--workspace", &mine.dir.path().display().to_string()],
+                None,
+            );
             assert_eq!(out.code, Some(4), "{file} {how}: {}", out.stderr);
             assert!(
                 out.stderr.contains("belongs to another workspace"),

@@ -11,6 +11,7 @@ mod creation;
 mod demo;
 mod engine;
 mod experiment;
+mod guards;
 mod honest;
 mod invariants;
 mod model;
