@@ -273,10 +273,11 @@ pub fn canonical_json(value: &Value) -> String {
     value.to_string()
 }
 
-/// Trims a reviewer or approver name; `None` when nothing is left.
+/// Trims a reviewer or approver name; `None` when nothing visible is left
+/// (white space, zero-width characters and bidi marks alone are empty).
 pub fn normalize_name(name: &str) -> Option<&str> {
     let trimmed = name.trim();
-    (!trimmed.is_empty()).then_some(trimmed)
+    names::has_visible(trimmed).then_some(trimmed)
 }
 
 /// The receiver's deterministic effect id for a ledger row number.

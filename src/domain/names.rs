@@ -1,7 +1,8 @@
 //! What a typed name may hold: identifiers (op ids, action kinds, effect
 //! ids) and people's names (reviewers, approvers, authorizers). The command
 //! line and the console both check input here, so they cannot disagree.
-//! A refusal is a one-line message naming what was refused, escaped.
+//! A refusal is a one-line message naming what was refused, escaped, and
+//! the character that made it refuse, visibly (`a space (U+0020)`).
 
 use super::sanitize;
 
@@ -21,23 +22,67 @@ pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
         return Err(format!(
             "{what} {} contains {}",
             sanitize::escape(text),
-            sanitize::escape(&c.to_string())
+            describe(c)
         ));
     }
     Ok(text)
 }
 
-/// Checks a person's name: control characters are refused as a usage
-/// error; a blank name is left for the engine to refuse as `empty_reviewer`.
+/// Checks a person's name: a control character or a bidi override,
+/// embedding or isolate (which reorder what a reader sees) is a usage
+/// error; a name with no visible character (blank, zero-width, bidi marks)
+/// is left for the engine to refuse as empty ([`has_visible`]).
 pub fn person<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
     if text.chars().count() > 200 {
         return Err(format!("{what} is longer than 200 characters"));
     }
-    if text.chars().any(sanitize::is_unsafe) {
+    if let Some(c) = text
+        .chars()
+        .find(|&c| c.is_control() || is_bidi_override(c))
+    {
         return Err(format!(
-            "{what} {} contains control characters",
-            sanitize::escape(text)
+            "{what} {} contains control characters: {}",
+            sanitize::escape(text),
+            describe(c)
         ));
     }
     Ok(text)
+}
+
+/// Bidi overrides, embeddings and isolates: they reorder the text around
+/// them, so a name holding one could read as another name.
+fn is_bidi_override(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters that show nothing: the default-ignorable code points
+/// (zero-width spaces and joiners, bidi marks, variation selectors, tags,
+/// fillers).
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}'
+        | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fff8}'
+        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
+}
+
+/// Whether a name holds at least one character a reader can see.
+pub fn has_visible(name: &str) -> bool {
+    name.chars().any(|c| !c.is_whitespace() && !is_invisible(c))
+}
+
+/// A character named so a reader sees what it is: `a space (U+0020)`,
+/// `\x1b (a control character, U+001B)`.
+pub fn describe(c: char) -> String {
+    let code = format!("U+{:04X}", c as u32);
+    let shown = sanitize::escape_with(&c.to_string(), false).into_owned();
+    match c {
+        ' ' => format!("a space ({code})"),
+        c if c.is_control() => format!("{shown} (a control character, {code})"),
+        c if is_bidi_override(c) => format!("{shown} (a bidi override, {code})"),
+        c if is_invisible(c) => format!("{shown} (an invisible character, {code})"),
+        c if c.is_whitespace() => format!("a white-space character ({code})"),
+        _ => format!("{shown} ({code})"),
+    }
 }
