@@ -5,12 +5,14 @@
 //! stores persist these values and the console renders them, but the rules that
 //! decide what is safe live only here, where they can be tested as a table.
 
+mod canonical;
 pub mod names;
 pub mod policy;
 mod records;
 mod refusal;
 pub mod sanitize;
 
+pub use canonical::{canonical_json, check_i_json};
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, Closure, Description,
     EffectRequest, FailureKind, NewOperation, PageBound, QueueFilter, Recorded, Registration,
@@ -264,13 +266,6 @@ impl Verdict {
             }
         }
     }
-}
-
-/// Canonical JSON text: keys sorted (serde_json's map is ordered by key
-/// unless `preserve_order` is enabled, which this crate never enables), no
-/// insignificant whitespace.
-pub fn canonical_json(value: &Value) -> String {
-    value.to_string()
 }
 
 /// Trims a reviewer or approver name; `None` when nothing visible is left

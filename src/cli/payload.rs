@@ -4,9 +4,13 @@
 //! a file or stdin; both are read with a size limit, and the JSON is held to
 //! a nesting limit, so that whatever is accepted here can be stored, wrapped
 //! by the engine, and read back. A payload that breaks a limit, or is not
-//! JSON, is a usage error before any database is opened.
+//! JSON, is a usage error before any database is opened. So is a number
+//! outside I-JSON (an integer beyond ±(2^53−1), or more digits than a double
+//! keeps): its canonical form, which is what is stored and hashed, would not
+//! say what was sent.
 
 use super::UsageError;
+use crate::domain::check_i_json;
 use serde_json::Value;
 use std::io::Read;
 
@@ -42,6 +46,7 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
             "--payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels"
         )));
     }
+    check_i_json(&text).map_err(|why| UsageError(format!("--payload {why}")))?;
     Ok(value)
 }
 

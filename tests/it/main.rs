@@ -3,6 +3,7 @@
 
 mod audit;
 mod bad_input;
+mod canonical;
 mod classify;
 mod cli;
 mod console;
