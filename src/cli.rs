@@ -25,15 +25,21 @@ Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
      `verify`, `export`: the evidence log is broken (tampered with)
-  2  usage error (bad flags, a payload that is not JSON, a malformed id,
-     the review console started without a terminal)
+  2  usage error (bad flags, a payload that is not JSON or not I-JSON, a
+     malformed id or name, an input file that cannot be read or is larger
+     than its bound, the review console started without a terminal)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
-  4  storage or I/O error (missing workspace, not a recon database,
-     database locked past the busy timeout)
+  4  storage or I/O error (missing workspace, not a recon database, a file
+     of another workspace, database locked past the busy timeout, a
+     receiver that gave no usable answer, an --output file or standard
+     output that cannot be written)
+  Under --json, a failure with 2, 3 or 4 also prints one JSON document:
+  {\"error\": {\"exit\", \"kind\", \"code\", \"message\"}} (and \"committed\"
+  when something was committed before it failed).
 
 Environment:
-  RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock
-                         (default 5000)
+  RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock,
+                         in milliseconds (default 5000, at most 600000)
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 

@@ -8,6 +8,7 @@
 //! trouble (exit 4), `--check` as a usage error (exit 2); exit 1 is left
 //! to a real difference.
 
+use super::output::read_bounded;
 use super::output::write_file;
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::cli::ExperimentArgs;
@@ -57,6 +58,10 @@ impl Render for Ran {
 }
 
 /// `recon --check [EXPECTED] [--output PATH]`.
+/// The largest EXPECTED file `--check` reads: 16 MiB, far above any
+/// results document (`results.json` is about 12 KiB).
+pub const MAX_EXPECTED_BYTES: u64 = 16 * 1024 * 1024;
+
 pub struct Check {
     expected: Value,
     output: Option<PathBuf>,
@@ -72,8 +77,7 @@ impl Check {
                 "the compiled-in results.json".to_string(),
             ),
             Some(path) => (
-                std::fs::read_to_string(path)
-                    .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?,
+                read_bounded(path, MAX_EXPECTED_BYTES)?,
                 path.display().to_string(),
             ),
         };

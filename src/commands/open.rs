@@ -13,15 +13,25 @@ use crate::workspace::{EvidenceLog, Workspace};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The longest busy timeout accepted: ten minutes.
+pub const MAX_BUSY_TIMEOUT_MS: u64 = 600_000;
+
 /// The storage options from the environment: the busy timeout.
 pub fn open_options() -> Result<OpenOptions, Failure> {
     let mut options = OpenOptions::default();
     if let Ok(text) = std::env::var("RECON_BUSY_TIMEOUT_MS") {
-        let ms: u64 = text.trim().parse().map_err(|_| {
-            Failure::Usage(format!(
-                "RECON_BUSY_TIMEOUT_MS is not a number of milliseconds: {text}"
-            ))
-        })?;
+        let ms: u64 = text
+            .trim()
+            .parse()
+            .ok()
+            .filter(|ms| *ms <= MAX_BUSY_TIMEOUT_MS)
+            .ok_or_else(|| {
+                Failure::Usage(format!(
+                    "RECON_BUSY_TIMEOUT_MS must be a whole number of milliseconds from 0 to \
+                     {MAX_BUSY_TIMEOUT_MS}, not {}",
+                    crate::sanitize::escape(&text)
+                ))
+            })?;
         options.busy_timeout = Duration::from_millis(ms);
     }
     Ok(options)

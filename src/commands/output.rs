@@ -78,12 +78,44 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let cannot =
-        |e: &dyn std::fmt::Display| Failure::Usage(format!("cannot write {}: {e}", path.display()));
+    // An output that cannot be written is an I/O error (exit 4), as a
+    // standard output that cannot be written is.
+    let cannot = |e: &dyn std::fmt::Display| {
+        let reason = e.to_string();
+        let reason = reason
+            .split(" at path ")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        Failure::io(std::io::Error::other(format!(
+            "cannot write {}: {reason}",
+            crate::sanitize::escape(&path.display().to_string())
+        )))
+    };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
     tmp.write_all(text.as_bytes())
         .and_then(|()| tmp.flush())
         .map_err(|e| cannot(&e))?;
     tmp.persist(path).map_err(|e| cannot(&e.error))?;
     Ok(())
+}
+
+/// Reads a whole file of at most `max` bytes as text; a larger file, one
+/// that is not UTF-8, or one that cannot be read is a usage error naming
+/// it. No input is read without a bound (`/dev/zero` included).
+pub fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
+    use std::io::Read;
+    let shown = crate::sanitize::escape(&path.display().to_string()).into_owned();
+    let file = std::fs::File::open(path)
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(Failure::Usage(format!(
+            "{shown} is larger than {max} bytes; refusing to read it"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| Failure::Usage(format!("{shown} is not UTF-8 text")))
 }

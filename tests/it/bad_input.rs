@@ -603,7 +603,7 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "busy timeout in words",
             ["ops", "--workspace", ws].map(String::from).to_vec(),
             2,
-            "RECON_BUSY_TIMEOUT_MS is not a number",
+            "RECON_BUSY_TIMEOUT_MS must be a whole number of milliseconds",
         )
         .env("RECON_BUSY_TIMEOUT_MS", "soon"),
         c(

@@ -154,3 +154,55 @@ fn demo_refuses_a_workspace_in_use_before_writing_anything() {
     assert!(out.stderr.contains("is in use"), "{}", out.stderr);
     assert_eq!(crate::support::dump(lab.path()), before);
 }
+
+#[test]
+fn check_reads_an_expected_file_only_up_to_its_bound() {
+    let out = run(&["--check", "/dev/zero"], None);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is larger than 16777216 bytes"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_busy_timeout_out_of_range_is_a_usage_error_not_a_panic() {
+    let lab = Lab::new();
+    for value in ["99999999999999999999", "600001", "-1", "soon"] {
+        let out = crate::support::run_with_env(
+            &["ops", "--workspace", &lab.path_str()],
+            None,
+            &[("RECON_BUSY_TIMEOUT_MS", value)],
+        );
+        assert_eq!(out.code, Some(2), "{value}: {}", out.stderr);
+        assert!(out.stderr.contains("from 0 to 600000"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn an_output_file_that_cannot_be_written_is_an_io_error_as_the_help_says() {
+    let lab = Lab::new();
+    let out = run(
+        &[
+            "export",
+            "--workspace",
+            &lab.path_str(),
+            "--output",
+            "/nonexistent-dir/x",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot write /nonexistent-dir/x"),
+        "{}",
+        out.stderr
+    );
+    let help = run(&["export", "--help"], None);
+    assert!(
+        help.stdout.contains("an --output file or standard"),
+        "{}",
+        help.stdout
+    );
+}
