@@ -14,9 +14,10 @@
 use super::action::Request;
 use super::keys::key_for;
 use super::theme::Theme;
-use crate::domain::policy::{self, Facts};
+use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
-    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Snapshot, Verdict,
+    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
+    Verdict,
 };
 
 use crate::workspace::Workspace;
@@ -133,6 +134,9 @@ pub struct Shown {
 #[derive(Debug, Clone)]
 pub struct Detail {
     pub operation: Operation,
+    /// The receiver the operation routes to, as registered: its name and
+    /// the ceiling of what its reads can claim.
+    pub receiver: Registration,
     pub evidence: Vec<EvidenceRecord>,
     pub approvals: Vec<Approval>,
     pub closure: Option<Closure>,
@@ -141,13 +145,16 @@ pub struct Detail {
 }
 
 impl Detail {
-    /// What the policy judges an act on: the operation and the read on
-    /// screen, as the reviewer sees them.
+    /// What the policy judges an act on: the operation, its receiver and
+    /// the read on screen, as the reviewer sees them.
     pub fn facts(&self) -> Facts<'_> {
         Facts {
             operation: &self.operation,
-            verdict: self.snapshot.verdict,
-            read_closed: self.snapshot.snapshot.closed,
+            read: Some(LatestRead {
+                verdict: self.snapshot.verdict,
+                closed: self.snapshot.snapshot.closed,
+            }),
+            can_close: self.receiver.can_close(),
             closure: self.closure.as_ref(),
             approvals: &self.approvals,
         }

@@ -187,6 +187,7 @@ fn detail_from(
 ) -> Result<Detail> {
     let op_id = shown_detail.operation.op_id.clone();
     Ok(Detail {
+        receiver: app.ws.registration_of(&classified.operation)?,
         closure: app.ws.closure(&op_id)?,
         dispatches: app.ws.dispatch_count(&op_id)?,
         snapshot: shown(&classified.operation, classified.clone(), origin),

@@ -6,7 +6,7 @@ use super::super::action::Request;
 use super::super::app::App;
 use super::super::keys::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
-use crate::domain::OpState;
+use crate::domain::{policy, OpState};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -34,7 +34,8 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for part in wrap(d.snapshot.verdict.explanation(), width) {
+    let explanation = policy::explanation(d.snapshot.verdict, d.receiver.can_close());
+    for part in wrap(explanation, width) {
         out.push((true, None, part));
     }
     let note = match d.operation.state {
