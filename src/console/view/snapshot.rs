@@ -1,11 +1,13 @@
-//! The selected operation's latest snapshot: how it was taken (an
-//! automatic read, the reviewer's read, or their closing snapshot), its
-//! flags, and every match, with the payload fields that differ from the
-//! operation's marked `≠` and highlighted.
+//! The selected operation's latest snapshot: the receiver it came from and
+//! that receiver's ceiling in words, how it was taken (an automatic read,
+//! the reviewer's read, or their closing snapshot), its flags, and every
+//! match, with the payload fields that differ from the operation's marked
+//! `≠` and highlighted.
 
-use super::super::app::App;
+use super::super::app::{App, Detail};
 use super::super::text::{clean, json_lines, wrap, wrap_hanging};
 use super::super::theme::Theme;
+use crate::domain::policy;
 use crate::domain::{Effect, Operation, Snapshot};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -13,6 +15,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use unicode_width::UnicodeWidthStr;
 
 fn yes_no(flag: bool) -> &'static str {
     if flag {
@@ -38,7 +41,8 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered()
         .title(Line::styled(title, theme.heading()))
         .border_style(theme.border());
-    let mut lines = flag_lines(theme, snap, width);
+    let mut lines = receiver_lines(app, d, width);
+    lines.extend(flag_lines(theme, snap, width));
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
@@ -63,6 +67,31 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
         lines.extend(match_lines(theme, &d.operation, m, &differing, width));
     }
     render_scrolled(app, block, lines, area, buf);
+}
+
+/// The receiver the operation routes to and its ceiling in words, warned
+/// when it cannot prove an absence.
+fn receiver_lines(app: &App, d: &Detail, width: usize) -> Vec<Line<'static>> {
+    let theme = &app.theme;
+    let words = clean(&policy::ceiling_in_words(
+        &d.receiver.name,
+        &d.receiver.describe,
+    ));
+    // On a narrow panel (80 columns) the leading word goes when that keeps
+    // the sentence on one line, so the flags below stay in view.
+    let words = match words.strip_prefix("receiver ") {
+        Some(short) if words.width() > width && short.width() <= width => short.to_string(),
+        _ => words,
+    };
+    let style = if policy::proves_absence(&d.receiver.describe) {
+        theme.label()
+    } else {
+        theme.warn()
+    };
+    wrap_hanging(&words, width, 2)
+        .into_iter()
+        .map(|part| Line::styled(part, style))
+        .collect()
 }
 
 /// The read's flags, on one line when they fit and never cut: "closed n"
