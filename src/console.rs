@@ -3,7 +3,7 @@
 //!
 //! It has the Elm shape (STYLE.md): one [`App`] holding all state, an
 //! [`Action`] enum, a pure key map ([`keys::map_key`], over the one key
-//! table that also generates the help and the key bar), [`update`] as the
+//! table that also generates the help and the key bar), [`update()`] as the
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
 //! drives a real terminal (raw mode, alternate screen, restored on quit, on
@@ -11,6 +11,12 @@
 //! other processes appear without a key press; [`run_headless`] applies a
 //! key sequence and renders into ratatui's `TestBackend`, which is what
 //! `recon screenshot` and the golden tests use.
+//!
+//! A registered adapter is a process that may take up to its timeout to
+//! answer, so reads and jobs that ask one run off the key loop and come
+//! back on the poll: the terminal loop polls more often while one is out,
+//! and the headless run waits for each to land after each key, as a
+//! patient reviewer would.
 
 pub mod action;
 pub mod app;
@@ -35,6 +41,16 @@ use std::time::{Duration, Instant};
 /// How often the terminal loop checks for changes made by other processes.
 /// Changes appear within this interval plus one refresh.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How often the terminal loop polls while a read or a job that asks an
+/// adapter is out, so its answer shows soon after it comes back.
+pub const LANDING_INTERVAL: Duration = Duration::from_millis(40);
+
+/// How long the headless run waits for an adapter's answer before it
+/// renders the screen as it is ("reading NAME…"). An adapter is killed at
+/// its own timeout (30 s unless registered otherwise), and then its read
+/// lands as failed, so this is only reached past an unusually long one.
+pub const HEADLESS_WAIT: Duration = Duration::from_secs(90);
 
 /// Runs the console in the real terminal until the reviewer quits.
 ///
@@ -61,7 +77,12 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
     let mut last_poll = Instant::now();
     while !app.should_quit {
         terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;
-        let wait = POLL_INTERVAL.saturating_sub(last_poll.elapsed());
+        let interval = if app.awaiting_receivers() {
+            LANDING_INTERVAL
+        } else {
+            POLL_INTERVAL
+        };
+        let wait = interval.saturating_sub(last_poll.elapsed());
         if event::poll(wait)? {
             match event::read()? {
                 Event::Key(key) => {
@@ -74,7 +95,7 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
                 _ => {}
             }
         }
-        if last_poll.elapsed() >= POLL_INTERVAL {
+        if last_poll.elapsed() >= interval {
             update(app, Action::Poll);
             last_poll = Instant::now();
         }
@@ -83,8 +104,11 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
 }
 
 /// The headless entry point: the same key map and `update` as [`run`],
-/// without a terminal. Stops early if a key quits.
+/// without a terminal. Before the first key and after each one, it waits
+/// for the reads and jobs that ask an adapter to land. Stops early if a
+/// key quits.
 pub fn run_headless(app: &mut App, keys: &[KeyEvent]) {
+    settle(app);
     for key in keys {
         if app.should_quit {
             break;
@@ -92,6 +116,15 @@ pub fn run_headless(app: &mut App, keys: &[KeyEvent]) {
         if let Some(action) = map_key(*key, app) {
             update(app, action);
         }
+        settle(app);
+    }
+}
+
+/// Applies what comes back from adapters until nothing is out, each wait
+/// bounded by [`HEADLESS_WAIT`].
+fn settle(app: &mut App) {
+    while app.awaiting_receivers() && app.wait_for_receivers(HEADLESS_WAIT) {
+        update(app, Action::Poll);
     }
 }
 

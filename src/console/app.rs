@@ -10,13 +10,20 @@
 //! operation, and only the bulk case (marks) is the console's own. The key
 //! bar, the help overlay, the verdict panel and `update` all ask it, so they
 //! cannot disagree.
+//!
+//! A read of a registered adapter runs off the key loop, so the selected
+//! operation's read has three states ([`ReadState`]): shown, still running,
+//! or failed; a confirmed job that asks an adapter runs off the loop too,
+//! and [`App::working`] says what it is doing meanwhile.
 
 use super::action::Request;
 use super::keys::key_for;
 use super::theme::Theme;
-use crate::domain::policy::{self, Facts};
+use super::update::background::Background;
+use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
-    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Snapshot, Verdict,
+    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
+    Verdict,
 };
 
 use crate::workspace::Workspace;
@@ -129,25 +136,50 @@ pub struct Shown {
     pub differing: Vec<Vec<String>>,
 }
 
+/// Where the selected operation's read of its receiver stands.
+#[derive(Debug, Clone)]
+pub enum ReadState {
+    /// The read came back and is classified.
+    Shown(Shown),
+    /// The read is running off the key loop (an adapter's process).
+    Reading { origin: Origin },
+    /// The read did not come back: `error` says why, naming the receiver.
+    Failed { origin: Origin, error: String },
+}
+
 /// Everything shown about the selected operation.
 #[derive(Debug, Clone)]
 pub struct Detail {
     pub operation: Operation,
+    /// The receiver the operation routes to, as registered: its name and
+    /// the ceiling of what its reads can claim.
+    pub receiver: Registration,
     pub evidence: Vec<EvidenceRecord>,
     pub approvals: Vec<Approval>,
     pub closure: Option<Closure>,
     pub dispatches: i64,
-    pub snapshot: Shown,
+    pub read: ReadState,
 }
 
 impl Detail {
-    /// What the policy judges an act on: the operation and the read on
-    /// screen, as the reviewer sees them.
+    /// The classified read on screen, once it has come back.
+    pub fn shown(&self) -> Option<&Shown> {
+        match &self.read {
+            ReadState::Shown(shown) => Some(shown),
+            ReadState::Reading { .. } | ReadState::Failed { .. } => None,
+        }
+    }
+
+    /// What the policy judges an act on: the operation, its receiver and
+    /// the read on screen, as the reviewer sees them.
     pub fn facts(&self) -> Facts<'_> {
         Facts {
             operation: &self.operation,
-            verdict: self.snapshot.verdict,
-            read_closed: self.snapshot.snapshot.closed,
+            read: self.shown().map(|shown| LatestRead {
+                verdict: shown.verdict,
+                closed: shown.snapshot.closed,
+            }),
+            can_close: self.receiver.can_close(),
             closure: self.closure.as_ref(),
             approvals: &self.approvals,
         }
@@ -161,6 +193,7 @@ pub struct Mark {
     pub version: i64,
     pub state: OpState,
     pub payload: Value,
+    pub receiver: String,
 }
 
 /// One operation a confirmed job acts on, as the reviewer saw it.
@@ -170,6 +203,8 @@ pub struct Target {
     pub version: i64,
     pub state: OpState,
     pub payload: Value,
+    /// The receiver it routes to.
+    pub receiver: String,
 }
 
 /// A mutation waiting for its confirmation, with the exact values it will
@@ -196,7 +231,45 @@ pub enum Job {
     Dispatch {
         op_id: String,
         version: i64,
+        receiver: String,
     },
+}
+
+impl Job {
+    /// The registered adapters (receivers other than the built-in ledger)
+    /// the job will ask, by name: a job that asks one runs off the key loop.
+    pub fn adapters(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = match self {
+            Job::Close { targets } | Job::Decide { targets, .. } => {
+                targets.iter().map(|t| t.receiver.as_str()).collect()
+            }
+            Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
+            Job::Approve { .. } => Vec::new(),
+        };
+        names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The operations the job acts on.
+    pub fn op_ids(&self) -> Vec<String> {
+        match self {
+            Job::Close { targets } | Job::Decide { targets, .. } => {
+                targets.iter().map(|t| t.op_id.clone()).collect()
+            }
+            Job::Dispatch { op_id, .. } => vec![op_id.clone()],
+            Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
+        }
+    }
+}
+
+/// A confirmed job running off the key loop, because it asks an adapter.
+#[derive(Debug, Clone)]
+pub struct Working {
+    /// What it is doing, in words, for the status line and the detail.
+    pub text: String,
+    pub op_ids: Vec<String>,
 }
 
 /// A confirmation dialog: what will happen, in words, and the job.
@@ -286,6 +359,10 @@ pub struct App {
     pub snapshot_scroll: u16,
     pub mode: Mode,
     pub status: Option<Status>,
+    /// The confirmed job running off the key loop, if any.
+    pub working: Option<Working>,
+    /// Reads and jobs that ask an adapter, running on their own threads.
+    pub(super) background: Background,
     /// `PRAGMA data_version` of both databases when last refreshed.
     pub(super) seen_version: (i64, i64),
     pub should_quit: bool,
@@ -317,12 +394,16 @@ impl App {
             .filter(|d| d.operation.op_id == selected.op_id)
     }
 
-    /// Whether a request can be made now, or why not. With marks, the
+    /// Whether a request can be made now, or why not. While a job runs
+    /// off the key loop, none can: one mutation at a time. With marks, the
     /// bulk requests apply to the marked operations, each checked against
     /// its own version and verdict when it runs; otherwise the domain's
     /// policy judges the selected operation, and a refusal that a closing
     /// snapshot could lift names the key that takes one.
     pub fn availability(&self, request: Request) -> Result<String, String> {
+        if let Some(working) = &self.working {
+            return Err(format!("wait: {} is still running", working.text));
+        }
         if request.is_bulk() && !self.marks.is_empty() {
             return Ok(format!(
                 "applies to the {} marked operation{}",

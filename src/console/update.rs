@@ -17,9 +17,12 @@
 //! queue's keys and the overlays a reviewer only reads), `queue` (what is
 //! on screen and how it is reloaded), `forms` (typed input: the search, the
 //! reviewer's name, the compensation form), `confirm` (a request becoming a
-//! confirmation with exact values) and `jobs` (a confirmed mutation carried
-//! out, on one operation or on every mark, and its report).
+//! confirmation with exact values), `jobs` (a confirmed mutation carried
+//! out, on one operation or on every mark, and its report) and
+//! `background` (the reads and jobs that ask an adapter, run off the key
+//! loop and applied here when they land, on the next poll).
 
+pub(super) mod background;
 mod confirm;
 mod forms;
 mod jobs;
@@ -49,7 +52,11 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
             Ok(())
         }
         Action::Resize(width, height) => queue::resize(app, width, height),
-        Action::Poll => queue::poll(app),
+        Action::Poll => {
+            let landed = background::land(app);
+            queue::poll(app)?;
+            landed
+        }
         other => match app.mode.clone() {
             Mode::Normal => normal::normal(app, other),
             Mode::Help { scroll } => {
@@ -111,6 +118,8 @@ impl App {
         let mut app = App {
             seen_version: ws.data_version()?,
             counts: ws.counts()?,
+            background: background::Background::new(&ws),
+            working: None,
             ws,
             source,
             reviewer: options.reviewer,
@@ -134,6 +143,20 @@ impl App {
         };
         queue::load_queue(&mut app, queue::Anchor::Start)?;
         Ok(app)
+    }
+
+    /// Whether a read or a job that asks an adapter is still running off
+    /// the key loop.
+    pub fn awaiting_receivers(&self) -> bool {
+        self.background.busy()
+    }
+
+    /// Blocks until a read or a job running off the key loop comes back,
+    /// or `timeout` passes; true when one came back. What came back is
+    /// applied by the next [`Action::Poll`], like everything else, in
+    /// `update`.
+    pub fn wait_for_receivers(&mut self, timeout: std::time::Duration) -> bool {
+        self.background.wait(timeout)
     }
 
     /// Keeps a temporary workspace directory until the console is dropped.

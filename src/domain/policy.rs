@@ -8,13 +8,19 @@
 //! [`check_compensation_dispatch`](super::check_compensation_dispatch),
 //! which say the same things again, inside the store's transaction, when
 //! the act is carried out. [`availability`] judges what is on screen (the
-//! operation, the latest read and its verdict, the receiver's close, the
-//! approvals) and gives its reasons as sentences; [`recheck`] is the guard a
-//! confirmed close or dispatch passes just before it runs, against the
-//! version the reviewer saw. Both are pure, so both are tested as a table.
+//! operation, the receiver it routes to, the latest read and its verdict,
+//! the receiver's close, the approvals) and gives its reasons as sentences;
+//! [`recheck`] is the guard a confirmed close or dispatch passes just before
+//! it runs, against the version the reviewer saw. Both are pure, so both are
+//! tested as a table.
+//!
+//! The receiver matters because only a receiver that can close can prove an
+//! absence (SPEC 8, rule 3): for any other, a close is never asked for and
+//! `not_applied` is unreachable, and the reasons say so in those words.
 
 use super::{
-    Approval, Closure, Decision, EvidenceRecord, OpKind, OpState, Operation, Refusal, Verdict,
+    Approval, Closure, Decision, Description, EvidenceRecord, OpKind, OpState, Operation, Refusal,
+    Verdict,
 };
 
 /// Something a reviewer can ask to do to one operation.
@@ -46,14 +52,22 @@ impl Act {
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'a> {
     pub operation: &'a Operation,
-    /// The verdict of the latest read of the receiver.
-    pub verdict: Verdict,
-    /// Whether that read was taken under the close barrier.
-    pub read_closed: bool,
+    /// The latest read of the receiver, once one has come back.
+    pub read: Option<LatestRead>,
+    /// Whether the operation's receiver can close (from its registration).
+    pub can_close: bool,
     /// Who closed the operation at the receiver, if anyone has.
     pub closure: Option<&'a Closure>,
     /// The compensation approvals that name the operation.
     pub approvals: &'a [Approval],
+}
+
+/// The latest read of the receiver, as far as the policy cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatestRead {
+    pub verdict: Verdict,
+    /// Whether the read was taken under the close barrier.
+    pub closed: bool,
 }
 
 /// Why an act is not available, in one sentence.
@@ -95,6 +109,9 @@ fn close(facts: &Facts<'_>) -> Result<String, Unavailable> {
             op.state
         )));
     }
+    if !facts.can_close {
+        return Err(Unavailable::because(cannot_close(&op.receiver)));
+    }
     if let Some(closure) = facts.closure {
         return Err(Unavailable::because(format!(
             "the receiver already closed it (authorized by {}); a read shows the same",
@@ -104,16 +121,35 @@ fn close(facts: &Facts<'_>) -> Result<String, Unavailable> {
     Ok("a receiver mutation that bars every later write for this op".to_string())
 }
 
-/// A decision needs an unknown operation and a verdict that supports it.
+/// Why a receiver that cannot close never proves an absence.
+fn cannot_close(receiver: &str) -> String {
+    format!("receiver {receiver} cannot close, so absence is never proof")
+}
+
+/// A decision needs an unknown operation and a verdict that supports it;
+/// `not_applied` also needs a receiver that can close, since only a closing
+/// read can find a terminal absence.
 fn decide(facts: &Facts<'_>, decision: Decision) -> Result<String, Unavailable> {
     let op = facts.operation;
-    let verdict = facts.verdict;
     if op.state != Act::Decide(decision).from_state() {
         return Err(Unavailable::because(format!(
             "only an unknown operation takes a decision; this one is {}",
             op.state
         )));
     }
+    if decision == Decision::NotApplied && !facts.can_close {
+        return Err(Unavailable::because(format!(
+            "not_applied is unreachable for this receiver: {}",
+            cannot_close(&op.receiver)
+        )));
+    }
+    let Some(read) = facts.read else {
+        return Err(Unavailable::because(format!(
+            "{decision} needs a verdict, and no read of receiver {} has come back",
+            op.receiver
+        )));
+    };
+    let verdict = read.verdict;
     if verdict.supports(decision) {
         return Ok(format!(
             "{verdict} supports it, against version {}",
@@ -126,8 +162,62 @@ fn decide(facts: &Facts<'_>, decision: Decision) -> Result<String, Unavailable> 
     };
     Err(Unavailable {
         reason: format!("{decision} needs {needs}; this read is {verdict}"),
-        close_first: !facts.read_closed && !blocks_every_decision(verdict),
+        close_first: facts.can_close && !read.closed && !blocks_every_decision(verdict),
     })
+}
+
+/// A receiver's ceiling in words: what its reads can claim at most, and
+/// whether it can close; when it falls short of any of the three, an empty
+/// read from it never proves that nothing happened.
+pub fn ceiling_in_words(receiver: &str, description: &Description) -> String {
+    let query = description.query;
+    let proves_absence = proves_absence(description);
+    let words = [
+        if query.complete {
+            "complete"
+        } else {
+            "incomplete"
+        },
+        if query.authoritative {
+            "authoritative"
+        } else {
+            "not authoritative"
+        },
+        if description.can_close {
+            "can close"
+        } else {
+            "cannot close"
+        },
+    ];
+    format!(
+        "receiver {receiver}: {}{}",
+        words.join(", "),
+        if proves_absence {
+            ""
+        } else {
+            ", so absence is never proof"
+        }
+    )
+}
+
+/// What a verdict means for an operation whose receiver can close or not:
+/// the verdict's own explanation, except that an empty read from a
+/// receiver that cannot close is not told to take a closing snapshot.
+pub fn explanation(verdict: Verdict, can_close: bool) -> &'static str {
+    match verdict {
+        Verdict::Inconclusive if !can_close => {
+            "an empty read from a receiver that cannot close never justifies retry or \
+             not_applied, and no closing snapshot can be taken: only an exact match can \
+             be decided"
+        }
+        other => other.explanation(),
+    }
+}
+
+/// Whether an empty read from this receiver can ever be a terminal
+/// absence: only one that is complete, authoritative and can close.
+pub fn proves_absence(description: &Description) -> bool {
+    description.query.complete && description.query.authoritative && description.can_close
 }
 
 /// The findings no later read clears: more than one effect, or the one

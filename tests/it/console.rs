@@ -11,12 +11,13 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
 use ratatui::{Terminal, TerminalOptions, Viewport};
-use recon::console::app::{Filter, Mode, Origin, Tone};
+use recon::console::app::{Filter, Mode, Origin, ReadState, Tone};
 use recon::console::keys::{self, parse_keys, Context, BINDINGS};
 use recon::console::screenshot::{to_svg, to_text};
 use recon::console::{self, text, Action, App, Options, Source};
 use recon::domain::{Decision, OpState, Verdict};
-use recon::workspace::ReconcileRequest;
+use recon::receiver::Fault;
+use recon::workspace::{NewReceiver, ReconcileRequest};
 use serde_json::json;
 use std::cell::RefCell;
 use std::io::Write;
@@ -281,8 +282,11 @@ fn queue_opens_on_unknown_with_counts_per_state() {
     assert!(app.queue.rows.iter().all(|op| op.state == OpState::Unknown));
     assert_eq!(app.selected().unwrap().op_id, "op-1002-invoice-email");
     let detail = app.selected_detail().unwrap();
-    assert_eq!(detail.snapshot.origin, Origin::Selected);
-    assert_eq!(detail.snapshot.verdict, Verdict::ExactMatchExistenceOnly);
+    assert_eq!(detail.shown().unwrap().origin, Origin::Selected);
+    assert_eq!(
+        detail.shown().unwrap().verdict,
+        Verdict::ExactMatchExistenceOnly
+    );
 }
 
 #[test]
@@ -378,7 +382,10 @@ fn read_snapshot_is_labelled_as_the_reviewers_read() {
     let mut app = console(&lab, None);
     let before = dump(lab.path());
     press(&mut app, "s");
-    assert_eq!(app.selected_detail().unwrap().snapshot.origin, Origin::Read);
+    assert_eq!(
+        app.selected_detail().unwrap().shown().unwrap().origin,
+        Origin::Read
+    );
     assert!(screen(&app).contains("Snapshot: your read (not closing)"));
     assert_eq!(dump(lab.path()), before, "a read writes nothing");
 }
@@ -409,12 +416,12 @@ fn closing_snapshot_asks_first_names_the_mutation_and_records_the_authorizer() {
     assert_eq!(closure.authorized_by, "ada");
     let detail = app.selected_detail().unwrap();
     assert_eq!(
-        detail.snapshot.origin,
+        detail.shown().unwrap().origin,
         Origin::Closing {
             authorized_by: "ada".to_string()
         }
     );
-    assert_eq!(detail.snapshot.verdict, Verdict::TerminalAbsence);
+    assert_eq!(detail.shown().unwrap().verdict, Verdict::TerminalAbsence);
     assert!(app.availability(console::action::Request::Close).is_err());
 }
 
@@ -671,9 +678,9 @@ fn changes_by_another_process_appear_on_the_next_poll() {
     console::update(&mut app, Action::Poll);
     let detail = app.selected_detail().unwrap();
     assert_eq!(detail.operation.op_id, "op-1002-invoice-email");
-    assert_eq!(detail.snapshot.origin, Origin::Refreshed);
-    assert!(detail.snapshot.snapshot.closed);
-    assert_eq!(detail.snapshot.verdict, Verdict::UniqueExactMatch);
+    assert_eq!(detail.shown().unwrap().origin, Origin::Refreshed);
+    assert!(detail.shown().unwrap().snapshot.closed);
+    assert_eq!(detail.shown().unwrap().verdict, Verdict::UniqueExactMatch);
 }
 
 // ---- what reaches the terminal ------------------------------------------------
@@ -806,9 +813,9 @@ fn differing_payload_fields_are_marked_and_highlighted() {
     let mut app = console(&lab, None);
     select(&mut app, "op-1007-renewal-charge");
     let detail = app.selected_detail().unwrap();
-    assert_eq!(detail.snapshot.verdict, Verdict::PayloadMismatch);
+    assert_eq!(detail.shown().unwrap().verdict, Verdict::PayloadMismatch);
     assert_eq!(
-        detail.snapshot.differing,
+        detail.shown().unwrap().differing,
         vec![vec!["/amount_cents".to_string()]]
     );
     let buffer = console::render(&app);
@@ -960,6 +967,424 @@ fn no_color_keeps_the_screen_free_of_colours() {
         .any(|c| c.modifier.contains(Modifier::UNDERLINED)));
 }
 
+// ---- receivers as adapters ------------------------------------------------------
+
+/// A workspace with receiver `held` (`tests/fixtures/held_adapter.sh`) for
+/// the action kind `send_held`: its `query` and `close` each wait for one
+/// line on `fifo` and answer with it, so the test decides when a read ends
+/// and what the receiver said.
+pub struct Held {
+    pub lab: Lab,
+    fifo: PathBuf,
+}
+
+const HELD_PAYLOAD: &str = r#"{"to":"ada@example.com"}"#;
+
+fn held_adapter() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/held_adapter.sh")
+}
+
+/// Registers `name` for `action` on the held adapter, waiting on `fifo`.
+fn register_held(
+    ws: &mut recon::Workspace,
+    name: &str,
+    action: &str,
+    fifo: &Path,
+    can_close: bool,
+    timeout_ms: u64,
+) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", fifo.display());
+    ws.register_receiver(&NewReceiver {
+        name,
+        actions: &[action.to_string()],
+        program: &held_adapter(),
+        args: &[fifo.display().to_string(), can_close.to_string()],
+        timeout_ms: Some(timeout_ms),
+    })
+    .expect("register the held adapter");
+}
+
+impl Held {
+    /// `ops` routed to `held` and dispatched once: its `apply` fails, so
+    /// each is `unknown` at version 2.
+    pub fn new(can_close: bool, ops: &[&str]) -> Held {
+        let mut lab = Lab::new();
+        let fifo = lab.path().join("held.fifo");
+        register_held(&mut lab.ws, "held", "send_held", &fifo, can_close, 60_000);
+        let payload: serde_json::Value = serde_json::from_str(HELD_PAYLOAD).unwrap();
+        for op in ops {
+            lab.dispatched(op, "send_held", &payload, None);
+        }
+        Held { lab, fifo }
+    }
+
+    /// Lets the one waiting `query` or `close` answer with `line`. The
+    /// write happens on a thread (opening a fifo waits for its reader), and
+    /// the test waits for the answer to land, with a bound.
+    pub fn answer(&self, line: &str) {
+        let (fifo, line) = (self.fifo.clone(), format!("{line}\n"));
+        std::thread::spawn(move || std::fs::write(fifo, line).expect("write the fifo"));
+    }
+}
+
+/// A test that failed half-way may leave a read waiting on the fifo, and
+/// its adapter would outlive the test: every waiting reader is let go with
+/// an error answer. Opening without blocking fails when nobody waits.
+impl Drop for Held {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(mut fifo) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&self.fifo)
+        {
+            let _ = fifo.write_all(
+                b"{\"recon_adapter\":1,\"ok\":false,\"error\":{\"code\":\"internal\",\"message\":\"the test ended\"}}\n",
+            );
+        }
+    }
+}
+
+/// A `query` or `close` answer with `matches` exact matches of the held
+/// payload for `op_id`.
+pub fn held_answer(op_id: &str, matches: usize, closed: bool) -> String {
+    let effects: Vec<serde_json::Value> = (1..=matches)
+        .map(|i| {
+            json!({
+                "effect_id": format!("held-{i}"),
+                "op_id": op_id,
+                "action_kind": "send_held",
+                "payload": serde_json::from_str::<serde_json::Value>(HELD_PAYLOAD).unwrap(),
+                "compensates_effect_id": null,
+            })
+        })
+        .collect();
+    json!({
+        "recon_adapter": 1,
+        "ok": true,
+        "matches": effects,
+        "complete": true,
+        "authoritative": true,
+        "closed": closed,
+    })
+    .to_string()
+}
+
+/// Keys as the terminal loop applies them: nothing waits for an adapter.
+#[track_caller]
+fn type_keys(app: &mut App, keys: &str) {
+    for key in parse_keys(keys).expect("key syntax") {
+        if let Some(action) = keys::map_key(key, app) {
+            console::update(app, action);
+        }
+    }
+}
+
+/// Applies what comes back from adapters until `done`, each wait bounded;
+/// fails with the screen if it does not happen in time.
+#[track_caller]
+fn until(app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done(app) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(
+            !left.is_zero() && app.wait_for_receivers(left),
+            "{what} did not happen in time; the screen:\n{}",
+            screen(app)
+        );
+        console::update(app, Action::Poll);
+    }
+}
+
+fn status(app: &App) -> String {
+    app.status
+        .as_ref()
+        .map(|s| s.text.clone())
+        .unwrap_or_default()
+}
+
+fn verdict_of(app: &App) -> Option<Verdict> {
+    app.selected_detail()?.shown().map(|s| s.verdict)
+}
+
+#[test]
+fn a_slow_adapter_read_never_freezes_the_console() {
+    let mut held = Held::new(false, &["op-held-1"]);
+    held.lab.dispatched(
+        "op-local-1",
+        "send_email",
+        &json!({"to": "bob"}),
+        Some(Fault::CrashAfterCommit),
+    );
+    let mut app = console_on(&held.lab, options(Some("ada")), (80, 24));
+    // The read of op-held-1 started when the console opened; held waits.
+    assert!(app.awaiting_receivers());
+    let text = screen(&app);
+    assert!(text.contains("Snapshot: reading held…"), "{text}");
+    assert!(text.contains("Verdict: none yet"), "{text}");
+    // The cursor moves, and the built-in ledger is read meanwhile.
+    type_keys(&mut app, "j");
+    assert_eq!(app.selected().unwrap().op_id, "op-local-1");
+    assert_eq!(verdict_of(&app), Some(Verdict::ExactMatchExistenceOnly));
+    assert!(
+        screen(&app).contains("builtin: complete, authoritative, can close"),
+        "{}",
+        screen(&app)
+    );
+    // Back on op-held-1, the read already running is the one waited for.
+    type_keys(&mut app, "k");
+    assert!(screen(&app).contains("reading held…"), "{}", screen(&app));
+    // No decision rests on a read that has not come back.
+    type_keys(&mut app, "c");
+    assert!(matches!(app.mode, Mode::Normal));
+    assert!(
+        status(&app).contains("no read of receiver held has come back"),
+        "{}",
+        status(&app)
+    );
+    // Help opens and closes.
+    type_keys(&mut app, "?");
+    assert!(matches!(app.mode, Mode::Help { .. }));
+    type_keys(&mut app, "<esc>");
+    assert!(matches!(app.mode, Mode::Normal));
+
+    held.answer(&held_answer("op-held-1", 1, false));
+    until(&mut app, "the verdict of op-held-1", |app| {
+        verdict_of(app).is_some()
+    });
+    assert_eq!(verdict_of(&app), Some(Verdict::ExactMatchExistenceOnly));
+    assert!(!app.awaiting_receivers());
+    let text = screen(&app);
+    assert!(
+        text.contains("Snapshot: read on selection (not closing)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("│receiver held: complete, authoritative,"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot close, so absence is never proof"),
+        "{text}"
+    );
+    type_keys(&mut app, "n");
+    assert!(matches!(app.mode, Mode::Normal));
+    golden("adapter_cannot_close", &app, held.lab.path());
+
+    // A fresh read; quitting does not wait for it.
+    type_keys(&mut app, "s");
+    assert!(
+        status(&app).contains("reading op-held-1 from receiver held…"),
+        "{}",
+        status(&app)
+    );
+    golden("adapter_reading", &app, held.lab.path());
+    type_keys(&mut app, "q");
+    assert!(app.should_quit);
+    held.answer(&held_answer("op-held-1", 1, false));
+    until(&mut app, "the last read to end", |app| {
+        !app.awaiting_receivers()
+    });
+}
+
+#[test]
+fn a_receiver_that_cannot_close_explains_instead_of_asking() {
+    let held = Held::new(false, &["op-held-1"]);
+    let mut app = console_on(&held.lab, options(Some("ada")), (120, 40));
+    held.answer(&held_answer("op-held-1", 0, false));
+    until(&mut app, "the read", |app| verdict_of(app).is_some());
+    assert_eq!(verdict_of(&app), Some(Verdict::Inconclusive));
+    let before = dump(held.lab.path());
+
+    type_keys(&mut app, "x");
+    assert!(matches!(app.mode, Mode::Normal), "x asked: {:?}", app.mode);
+    assert_eq!(
+        status(&app),
+        "closing snapshot is unavailable: receiver held cannot close, so absence is never proof"
+    );
+    type_keys(&mut app, "n");
+    assert!(matches!(app.mode, Mode::Normal));
+    assert_eq!(
+        status(&app),
+        "record not_applied is unavailable: not_applied is unreachable for this receiver: \
+         receiver held cannot close, so absence is never proof"
+    );
+    let text = screen(&app);
+    assert!(
+        text.contains("receiver held: complete, authoritative, cannot close, so absence"),
+        "{text}"
+    );
+    assert!(
+        text.contains("x closing snapshot: unavailable — receiver held cannot close"),
+        "{text}"
+    );
+    // Nothing suggests a close that cannot be taken.
+    assert!(!text.contains("x takes a closing snapshot"), "{text}");
+    assert!(
+        !app.awaiting_receivers(),
+        "nothing was asked of the receiver"
+    );
+    assert_eq!(dump(held.lab.path()), before, "nothing was written");
+
+    // Marked, the close is asked for and refused by the library, unasked.
+    type_keys(&mut app, "<space>xy");
+    until(&mut app, "the refused close", |app| {
+        !app.awaiting_receivers()
+    });
+    let (title, body) = report(&app);
+    assert!(title.contains("close_unsupported"), "{title}\n{body}");
+    assert!(
+        body.contains("receiver held cannot close an operation"),
+        "{body}"
+    );
+    assert_eq!(dump(held.lab.path()), before, "nothing was written");
+}
+
+#[test]
+fn a_failed_or_timed_out_adapter_read_says_so_with_the_receivers_name() {
+    let mut held = Held::new(true, &["op-held-1"]);
+    let quick_fifo = held.lab.path().join("quick.fifo");
+    register_held(
+        &mut held.lab.ws,
+        "quick",
+        "send_quick",
+        &quick_fifo,
+        true,
+        500,
+    );
+    held.lab
+        .dispatched("op-quick-1", "send_quick", &json!({}), None);
+    let mut app = console_on(&held.lab, options(None), (120, 40));
+    assert_eq!(app.selected().unwrap().op_id, "op-held-1");
+    held.answer(
+        r#"{"recon_adapter":1,"ok":false,"error":{"code":"unavailable","message":"down \u001b[31mfor maintenance"}}"#,
+    );
+    until(&mut app, "the failed read", |app| {
+        matches!(
+            app.selected_detail().map(|d| &d.read),
+            Some(ReadState::Failed { .. })
+        )
+    });
+    let text = screen(&app);
+    assert!(text.contains("Snapshot: the read of held failed"), "{text}");
+    assert!(text.contains("reading held failed: receiver"), "{text}");
+    assert!(
+        text.contains("down \\x1b[31mfor maintenance"),
+        "escaped: {text}"
+    );
+    assert!(!text.contains('\u{1b}'));
+    assert!(text.contains("Verdict: none"), "{text}");
+
+    // quick never answers: its timeout ends the read.
+    type_keys(&mut app, "j");
+    assert_eq!(app.selected().unwrap().op_id, "op-quick-1");
+    until(&mut app, "the timed-out read", |app| {
+        matches!(
+            app.selected_detail().map(|d| &d.read),
+            Some(ReadState::Failed { .. })
+        )
+    });
+    let text = screen(&app);
+    assert!(
+        text.contains("Snapshot: the read of quick failed"),
+        "{text}"
+    );
+    assert!(text.contains("receiver quick: timeout"), "{text}");
+}
+
+#[test]
+fn closing_and_deciding_through_an_adapter_run_off_the_key_loop() {
+    let held = Held::new(true, &["op-held-1"]);
+    let mut app = console_on(&held.lab, options(Some("ada")), (120, 40));
+    held.answer(&held_answer("op-held-1", 0, false));
+    until(&mut app, "the read", |app| verdict_of(app).is_some());
+    assert_eq!(verdict_of(&app), Some(Verdict::Inconclusive));
+
+    type_keys(&mut app, "x");
+    let text = pending_text(&app);
+    assert!(
+        text.contains("receiver held is asked to close the operation for good"),
+        "{text}"
+    );
+    type_keys(&mut app, "y");
+    // The close waits for held; the console does not.
+    assert!(app.awaiting_receivers());
+    assert_eq!(
+        status(&app),
+        "closing op-held-1 at receiver held…; keys keep working"
+    );
+    assert!(screen(&app).contains("closing op-held-1 at receiver held…"));
+    type_keys(&mut app, "?<esc>");
+    type_keys(&mut app, "n");
+    assert!(
+        status(&app).contains("wait: closing op-held-1 at receiver held… is still running"),
+        "{}",
+        status(&app)
+    );
+    held.answer(&held_answer("op-held-1", 0, true));
+    until(&mut app, "the close", |app| app.working.is_none());
+    assert_eq!(
+        status(&app),
+        "closed op-held-1 (authorized by ada): terminal_absence (0 matches)"
+    );
+    let detail = app.selected_detail().unwrap();
+    assert_eq!(
+        detail.shown().unwrap().origin,
+        Origin::Closing {
+            authorized_by: "ada".to_string()
+        }
+    );
+
+    // not_applied: a fresh read of held, then the library records it.
+    type_keys(&mut app, "n");
+    assert!(pending_text(&app).contains("from receiver held (in the background)"));
+    type_keys(&mut app, "y");
+    held.answer(&held_answer("op-held-1", 0, true));
+    until(&mut app, "the decision", |app| app.working.is_none());
+    assert!(
+        status(&app).starts_with("recorded not_applied for op-held-1 on terminal_absence"),
+        "{}",
+        status(&app)
+    );
+    let op = held.lab.ws.require("op-held-1").unwrap();
+    assert_eq!((op.state, op.version), (OpState::NotApplied, 3));
+    let evidence = held.lab.ws.evidence("op-held-1").unwrap();
+    assert_eq!(evidence.last().unwrap().receiver, "held");
+}
+
+#[test]
+fn a_dispatch_to_an_adapter_runs_off_the_key_loop_and_says_why_no_receipt_counts() {
+    let mut held = Held::new(true, &[]);
+    let payload: serde_json::Value = serde_json::from_str(HELD_PAYLOAD).unwrap();
+    held.lab
+        .ws
+        .prepare("op-held-9", "send_held", &payload)
+        .unwrap();
+    let mut app = console_on(&held.lab, options(Some("ada")), (120, 40));
+    type_keys(&mut app, "2");
+    assert_eq!(app.selected().unwrap().op_id, "op-held-9");
+    type_keys(&mut app, "d");
+    assert!(pending_text(&app).contains("receiver held's adapter (apply), in the background"));
+    type_keys(&mut app, "y");
+    until(&mut app, "the dispatch", |app| app.working.is_none());
+    assert_eq!(
+        status(&app),
+        "dispatched op-held-9: no receipt (receiver held: error: unavailable: this test \
+         adapter applies nothing); now unknown at version 2: take a snapshot"
+    );
+    let op = held.lab.ws.require("op-held-9").unwrap();
+    assert_eq!((op.state, op.version), (OpState::Unknown, 2));
+    // The read of op-held-9 on selection is still waiting for held.
+    held.answer(&held_answer("op-held-9", 0, false));
+    until(&mut app, "the last read to end", |app| {
+        !app.awaiting_receivers()
+    });
+}
+
 // ---- goldens ---------------------------------------------------------------------
 
 pub fn screenshots_dir() -> PathBuf {
@@ -1037,7 +1462,7 @@ fn golden_duplicate_matches() {
     let mut app = console(&lab, None);
     press(&mut app, "jjjj");
     assert_eq!(
-        app.selected_detail().unwrap().snapshot.verdict,
+        app.selected_detail().unwrap().shown().unwrap().verdict,
         Verdict::DuplicateMatches
     );
     golden("duplicate_matches", &app, lab.path());
@@ -1049,7 +1474,7 @@ fn golden_payload_mismatch() {
     let mut app = console(&lab, None);
     press(&mut app, "jjjjj");
     assert_eq!(
-        app.selected_detail().unwrap().snapshot.verdict,
+        app.selected_detail().unwrap().shown().unwrap().verdict,
         Verdict::PayloadMismatch
     );
     golden("payload_mismatch", &app, lab.path());

@@ -2,10 +2,13 @@
 //! sentence that says why or why not. The console shows these sentences
 //! beside its keys, so each row pins the exact words as well as the answer.
 
-use recon::domain::policy::{availability, last_changed_by, recheck, Act, Facts, Unavailable};
+use recon::domain::policy::{
+    availability, ceiling_in_words, explanation, last_changed_by, recheck, Act, Facts, LatestRead,
+    Unavailable,
+};
 use recon::domain::{
-    Approval, Closure, Decision, EvidenceRecord, EvidenceSource, OpKind, OpState, Operation,
-    Refusal, Verdict,
+    Approval, Ceiling, Closure, Decision, Description, EvidenceRecord, EvidenceSource, OpKind,
+    OpState, Operation, Refusal, Verdict,
 };
 use serde_json::json;
 
@@ -19,6 +22,9 @@ struct Case {
     operation: Operation,
     verdict: Verdict,
     read_closed: bool,
+    /// Whether a read of the receiver has come back.
+    read_back: bool,
+    can_close: bool,
     closure: Option<Closure>,
     approvals: Vec<Approval>,
 }
@@ -39,6 +45,8 @@ fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
         },
         verdict,
         read_closed: false,
+        read_back: true,
+        can_close: true,
         closure: None,
         approvals: Vec::new(),
     }
@@ -74,6 +82,21 @@ impl Case {
         self
     }
 
+    /// The operation routes to `mailer`, a receiver registered without
+    /// `can_close`.
+    fn at_a_receiver_that_cannot_close(mut self) -> Case {
+        self.operation.receiver = "mailer".into();
+        self.can_close = false;
+        self
+    }
+
+    /// The read of the receiver has not come back (it is running, or it
+    /// failed).
+    fn unread(mut self) -> Case {
+        self.read_back = false;
+        self
+    }
+
     fn without_confirmed_effect(mut self) -> Case {
         self.operation.confirmed_effect_id = None;
         self
@@ -97,8 +120,11 @@ impl Case {
     fn facts(&self) -> Facts<'_> {
         Facts {
             operation: &self.operation,
-            verdict: self.verdict,
-            read_closed: self.read_closed,
+            read: self.read_back.then_some(LatestRead {
+                verdict: self.verdict,
+                closed: self.read_closed,
+            }),
+            can_close: self.can_close,
             closure: self.closure.as_ref(),
             approvals: &self.approvals,
         }
@@ -173,6 +199,71 @@ fn a_closing_snapshot_is_suggested_after_an_open_read_without_a_duplicate_or_mis
     check(unknown(PayloadMismatch), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is payload_mismatch"));
     check(unknown(ActionScopeMismatch), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is action_scope_mismatch"));
     check(unknown(Inconclusive).closed_read(), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is inconclusive"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_receiver_that_cannot_close_is_never_closed_and_never_proves_an_absence() {
+    let mailer = |verdict| unknown(verdict).at_a_receiver_that_cannot_close();
+    check(mailer(Inconclusive), Act::Close, no("receiver mailer cannot close, so absence is never proof"));
+    check(mailer(ExactMatchExistenceOnly), Act::Close, no("receiver mailer cannot close, so absence is never proof"));
+    check(original(OpState::Confirmed).at_a_receiver_that_cannot_close(), Act::Close, no("only an unknown operation needs the close barrier; this one is confirmed"));
+    check(mailer(Inconclusive), Act::Decide(NotApplied), no("not_applied is unreachable for this receiver: receiver mailer cannot close, so absence is never proof"));
+    check(mailer(ExactMatchExistenceOnly), Act::Decide(NotApplied), no("not_applied is unreachable for this receiver: receiver mailer cannot close, so absence is never proof"));
+    check(mailer(Inconclusive).unread(), Act::Decide(NotApplied), no("not_applied is unreachable for this receiver: receiver mailer cannot close, so absence is never proof"));
+    check(original(OpState::NotApplied).at_a_receiver_that_cannot_close(), Act::Decide(NotApplied), no("only an unknown operation takes a decision; this one is not_applied"));
+    // An exact match is proof of existence from any receiver.
+    check(mailer(ExactMatchExistenceOnly), Act::Decide(Confirmed), ok("exact_match_existence_only supports it, against version 2"));
+    // No closing snapshot is suggested where none can be taken.
+    check(mailer(Inconclusive), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is inconclusive"));
+}
+
+#[test]
+#[rustfmt::skip]
+fn no_decision_is_available_before_a_read_comes_back() {
+    check(unknown(UniqueExactMatch).unread(), Act::Decide(Confirmed), no("confirmed needs a verdict, and no read of receiver builtin has come back"));
+    check(unknown(TerminalAbsence).unread(), Act::Decide(NotApplied), no("not_applied needs a verdict, and no read of receiver builtin has come back"));
+    // The other acts do not rest on a read.
+    check(unknown(Inconclusive).unread(), Act::Close, ok("a receiver mutation that bars every later write for this op"));
+    check(original(OpState::Prepared).unread(), Act::Dispatch, ok("runs the receiver once"));
+    check(original(OpState::Confirmed).unread(), Act::Compensate, ok("for the confirmed effect fx-000001"));
+}
+
+#[test]
+fn an_empty_read_from_a_receiver_that_cannot_close_is_not_told_to_close() {
+    assert_eq!(explanation(Inconclusive, true), Inconclusive.explanation());
+    assert_eq!(
+        explanation(Inconclusive, false),
+        "an empty read from a receiver that cannot close never justifies retry or not_applied, \
+         and no closing snapshot can be taken: only an exact match can be decided"
+    );
+    for verdict in [DuplicateMatches, PayloadMismatch, ExactMatchExistenceOnly] {
+        assert_eq!(explanation(verdict, false), verdict.explanation());
+    }
+}
+
+#[track_caller]
+fn check_ceiling(can_close: bool, complete: bool, authoritative: bool, expected: &str) {
+    let description = Description {
+        name: "mailer".into(),
+        version: "1".into(),
+        can_close,
+        query: Ceiling {
+            complete,
+            authoritative,
+        },
+        mandatory: Vec::new(),
+    };
+    assert_eq!(ceiling_in_words("mailer", &description), expected);
+}
+
+#[test]
+#[rustfmt::skip]
+fn a_receivers_ceiling_is_said_in_words() {
+    check_ceiling(true, true, true, "receiver mailer: complete, authoritative, can close");
+    check_ceiling(false, true, true, "receiver mailer: complete, authoritative, cannot close, so absence is never proof");
+    check_ceiling(true, false, true, "receiver mailer: incomplete, authoritative, can close, so absence is never proof");
+    check_ceiling(true, true, false, "receiver mailer: complete, not authoritative, can close, so absence is never proof");
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //! machine without it these tests say so and pass only outside CI
 //! (`CI=true` makes a missing tmux a failure).
 
-use crate::console::{bob_confirms_the_invoice_email, screenshots_dir};
+use crate::console::{bob_confirms_the_invoice_email, held_answer, screenshots_dir, Held};
 use crate::support::{copy_demo, recon_bin, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -317,6 +317,41 @@ fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
     tmux.expect_golden("compensation_form", &ws);
     tmux.keys(&["Enter"]);
     tmux.expect_golden("compensation_confirmation", &ws);
+}
+
+/// A registered adapter holds its read: the real terminal keeps taking keys
+/// meanwhile, shows the verdict when the read lands without a key press,
+/// and quits while a read waits. The screens are the adapter goldens.
+#[test]
+fn the_real_terminal_keeps_taking_keys_while_an_adapter_read_waits() {
+    let mut held = Held::new(false, &["op-held-1"]);
+    held.lab.dispatched(
+        "op-local-1",
+        "send_email",
+        &serde_json::json!({"to": "bob"}),
+        Some(recon::receiver::Fault::CrashAfterCommit),
+    );
+    let ws = held.lab.path().to_path_buf();
+    let args = ["--workspace", ws.to_str().unwrap(), "--reviewer", "ada"];
+    let Some(tmux) = Tmux::start(&args, (80, 24)) else {
+        return;
+    };
+    tmux.shows("Snapshot: reading held…");
+    tmux.press_until_shown(&["j"], ">  op-local-1");
+    tmux.press_until_shown(&["k", "?"], "Help: every key");
+    tmux.press_until_shown(&["Escape"], "Snapshot: reading held…");
+    held.answer(&held_answer("op-held-1", 1, false));
+    tmux.shows("Verdict: exact_match_existence_only");
+    tmux.keys(&["n"]);
+    tmux.expect_golden("adapter_cannot_close", &ws);
+    tmux.keys(&["s"]);
+    tmux.expect_golden("adapter_reading", &ws);
+
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
+    // The read recon left behind ends when held answers.
+    held.answer(&held_answer("op-held-1", 1, false));
 }
 
 /// Without a terminal the console says so in one line, exits 2, writes no

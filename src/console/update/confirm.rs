@@ -14,6 +14,7 @@ use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
 use super::{forms, jobs, set_status, Result};
 use crate::domain::{names, Decision, Operation, Verdict};
+use crate::receiver::BUILTIN_NAME;
 
 /// A key in a confirmation dialog.
 pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> Result<()> {
@@ -53,7 +54,10 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
     };
     let bulk = request.is_bulk() && !app.marks.is_empty();
     let targets = targets(app, bulk);
-    let verdict_shown = app.selected_detail().map(|d| d.snapshot.verdict);
+    let verdict_shown = app
+        .selected_detail()
+        .and_then(|d| d.shown())
+        .map(|shown| shown.verdict);
     let pending = match request {
         Request::Close => close_pending(&reviewer, targets),
         Request::Decide(decision) => decide_pending(
@@ -91,6 +95,7 @@ fn targets(app: &App, bulk: bool) -> Vec<Target> {
                 version: m.version,
                 state: m.state,
                 payload: m.payload.clone(),
+                receiver: m.receiver.clone(),
             })
             .collect();
     }
@@ -100,6 +105,7 @@ fn targets(app: &App, bulk: bool) -> Vec<Target> {
             version: d.operation.version,
             state: d.operation.state,
             payload: d.operation.payload.clone(),
+            receiver: d.operation.receiver.clone(),
         }],
         None => Vec::new(),
     }
@@ -122,23 +128,59 @@ fn close_pending(reviewer: &str, targets: Vec<Target>) -> Pending {
         }
     }
     lines.push(String::new());
-    lines.push(
-        "This is a receiver mutation, not a read: it writes a durable close tombstone in \
-         receiver.sqlite, and from then on the receiver refuses every write for the operation. \
-         A request that is still in flight is refused instead of applied: closing can cancel \
-         an original that has not landed yet. It cannot be undone."
-            .to_string(),
-    );
-    lines.push(format!(
-        "{reviewer} is recorded in the tombstone as the one who authorized it. An operation \
-         whose version changed since you saw it is not closed."
-    ));
+    lines.extend(close_consequences(reviewer, &targets));
     Pending {
         title: "closing snapshot (receiver mutation)".to_string(),
         lines,
         yes: "close".to_string(),
         job: Job::Close { targets },
     }
+}
+
+/// What a close does, in words: at the built-in ledger, a tombstone in
+/// receiver.sqlite; at an adapter, a close it is asked for.
+fn close_consequences(reviewer: &str, targets: &[Target]) -> Vec<String> {
+    let adapters = adapters_of(targets);
+    if adapters.is_empty() {
+        return vec![
+            "This is a receiver mutation, not a read: it writes a durable close tombstone in \
+             receiver.sqlite, and from then on the receiver refuses every write for the operation. \
+             A request that is still in flight is refused instead of applied: closing can cancel \
+             an original that has not landed yet. It cannot be undone."
+                .to_string(),
+            format!(
+                "{reviewer} is recorded in the tombstone as the one who authorized it. An operation \
+                 whose version changed since you saw it is not closed."
+            ),
+        ];
+    }
+    vec![
+        format!(
+            "This is a receiver mutation, not a read: receiver {} is asked to close the \
+             operation for good, and from then on refuses every write for it. A request that is \
+             still in flight is refused instead of applied: closing can cancel an original that \
+             has not landed yet. It cannot be undone. A receiver that cannot close is not asked: \
+             its operation is refused close_unsupported.",
+            adapters.join(", ")
+        ),
+        format!(
+            "{reviewer} is sent to the receiver as the one who authorized it. An operation whose \
+             version changed since you saw it is not closed. The close runs in the background: \
+             keys keep working, and the result shows when the receiver answers."
+        ),
+    ]
+}
+
+/// The registered adapters among the targets' receivers, by name.
+fn adapters_of(targets: &[Target]) -> Vec<&str> {
+    let mut names: Vec<&str> = targets
+        .iter()
+        .map(|t| t.receiver.as_str())
+        .filter(|name| *name != BUILTIN_NAME)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 fn decide_pending(
@@ -155,9 +197,14 @@ fn decide_pending(
         ));
         lines.push(String::new());
         lines.push(format!(
-            "recon takes a fresh non-closing snapshot and classifies it; the decision is \
+            "recon takes a fresh non-closing snapshot{} and classifies it; the decision is \
              recorded only if {} is still unknown at version {} and the verdict supports \
              {decision}{}.",
+            if one.receiver == BUILTIN_NAME {
+                String::new()
+            } else {
+                format!(" from receiver {} (in the background)", one.receiver)
+            },
             one.op_id,
             one.version,
             verdict_shown
@@ -250,21 +297,26 @@ pub(super) fn approval_pending(
 }
 
 fn dispatch_pending(op: &Operation) -> Pending {
-    let mut lines = vec![
-        format!(
-            "Dispatch {} ({}) now, from version {} ({}).",
-            op.op_id, op.action_kind, op.version, op.state
-        ),
-        String::new(),
-        format!(
+    let mut lines =
+        vec![
+            format!(
+                "Dispatch {} ({}) now, from version {} ({}).",
+                op.op_id, op.action_kind, op.version, op.state
+            ),
+            String::new(),
+            format!(
             "recon first commits {} as unknown (version {}) with a dispatch log row, then runs \
-             the receiver child (recon receiver apply). A receipt confirms it; without one it \
-             stays unknown for review. This happens once: a second dispatch is refused as \
-             blind_retry.",
+             {}. A receipt confirms it; without one it stays unknown for review. This happens \
+             once: a second dispatch is refused as blind_retry.",
             op.op_id,
-            op.version + 1
+            op.version + 1,
+            if op.receiver == BUILTIN_NAME {
+                "the receiver child (recon receiver apply)".to_string()
+            } else {
+                format!("receiver {}'s adapter (apply), in the background", op.receiver)
+            }
         ),
-    ];
+        ];
     if let Some(effect) = &op.compensates_effect_id {
         lines.push(format!(
             "It compensates {effect}; its approval and the original's version are checked \
@@ -278,6 +330,7 @@ fn dispatch_pending(op: &Operation) -> Pending {
         job: Job::Dispatch {
             op_id: op.op_id.clone(),
             version: op.version,
+            receiver: op.receiver.clone(),
         },
     }
 }

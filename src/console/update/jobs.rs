@@ -8,14 +8,21 @@
 //! run goes on past it and lists what was recorded and what was refused;
 //! storage trouble stops the job. Afterwards the console refreshes, so the
 //! report and the screen behind it show the workspace as it is now.
+//!
+//! A job that asks a registered adapter (a close, a decision's fresh read,
+//! a dispatch) is carried out by the same code on a thread of its own
+//! ([`super::background`]), since an adapter may take up to its timeout;
+//! the reviewer keeps moving meanwhile, and the report comes when it lands.
+//! A job that asks only the built-in ledger runs in process.
 
-use super::super::app::{App, Job, Mode, Origin, Report, Target, Tone};
+use super::super::app::{App, Job, Mode, Origin, ReadState, Report, Target, Tone, Working};
 use super::queue::{refresh, shown};
 use super::{set_status, Result};
+use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act};
 use crate::domain::{CompensationRequest, Decision, Operation};
 use crate::error::{Error, Refusal};
-use crate::workspace::{Classified, ReconcileRequest};
+use crate::workspace::{Classified, ReconcileRequest, Workspace};
 
 /// What a job did to one operation.
 struct Outcome {
@@ -51,14 +58,79 @@ impl Outcome {
     }
 }
 
-/// Carries out a confirmed job, as the reviewer signed it.
+/// What a job did, ready to be reported.
+pub(crate) struct Done {
+    what: String,
+    outcomes: Vec<Outcome>,
+    /// A single closing snapshot, to be shown on screen, and who authorized
+    /// it.
+    closing: Option<(Classified, String)>,
+}
+
+impl Done {
+    fn of(what: &str, outcomes: Vec<Outcome>) -> Done {
+        Done {
+            what: what.to_string(),
+            outcomes,
+            closing: None,
+        }
+    }
+}
+
+/// Carries out a confirmed job, as the reviewer signed it: in process when
+/// it asks only the built-in ledger, off the key loop when it asks an
+/// adapter (its report comes when it lands).
 pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
     let reviewer = app.reviewer.clone().unwrap_or_default();
+    let adapters = job.adapters();
+    if adapters.is_empty() {
+        let done = carry_out(&mut app.ws, job, &reviewer)?;
+        return finish(app, done);
+    }
+    let working = Working {
+        text: working_text(&job, &adapters),
+        op_ids: job.op_ids(),
+    };
+    app.background.job(job, reviewer)?;
+    set_status(
+        app,
+        Tone::Plain,
+        format!("{}; keys keep working", working.text),
+    );
+    app.working = Some(working);
+    Ok(())
+}
+
+/// What a job that asks adapters is doing, in words.
+fn working_text(job: &Job, adapters: &[&str]) -> String {
+    let receivers = format!(
+        "receiver{} {}",
+        if adapters.len() == 1 { "" } else { "s" },
+        adapters.join(", ")
+    );
+    let which = |op_ids: Vec<String>| match op_ids.as_slice() {
+        [one] => one.clone(),
+        many => format!("{} operations", many.len()),
+    };
     match job {
-        Job::Close { targets } => run_close(app, &targets, &reviewer),
+        Job::Close { .. } => format!("closing {} at {receivers}…", which(job.op_ids())),
+        Job::Decide { decision, .. } => format!(
+            "recording {decision} for {} (asking {receivers})…",
+            which(job.op_ids())
+        ),
+        Job::Dispatch { op_id, .. } => format!("dispatching {op_id} to {receivers}…"),
+        Job::Approve { .. } => "approving…".to_string(),
+    }
+}
+
+/// Carries out a job on a workspace handle: the console's own, or one of
+/// its own on a thread off the key loop.
+pub(crate) fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
+    match job {
+        Job::Close { targets } => close_all(ws, &targets, reviewer),
         Job::Decide {
             decision, targets, ..
-        } => run_decide(app, decision, &targets, &reviewer),
+        } => decide_all(ws, decision, &targets, reviewer),
         Job::Approve {
             original_op_id,
             effect_id,
@@ -67,10 +139,10 @@ pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
             action_kind,
             payload,
         } => {
-            let result = app.ws.approve_compensation(&CompensationRequest {
+            let result = ws.approve_compensation(&CompensationRequest {
                 original_op_id: &original_op_id,
                 effect_id: &effect_id,
-                approver: &reviewer,
+                approver: reviewer,
                 expected_version,
                 compensation_op_id: &compensation_op_id,
                 action_kind: &action_kind,
@@ -82,19 +154,29 @@ pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
                     a.compensation_op_id, a.effect_id
                 )
             })?;
-            finish_job(app, "approve compensation", vec![outcome])
+            Ok(Done::of("approve compensation", vec![outcome]))
         }
-        Job::Dispatch { op_id, version } => run_dispatch(app, &op_id, version),
+        Job::Dispatch { op_id, version, .. } => dispatch_one(ws, &op_id, version),
     }
+}
+
+/// After a job, in process or landed: its report, and a single closing
+/// snapshot shown as the snapshot on screen.
+pub(super) fn finish(app: &mut App, done: Done) -> Result<()> {
+    finish_job(app, &done.what, done.outcomes)?;
+    if let Some((classified, reviewer)) = done.closing {
+        show_closing(app, classified, &reviewer);
+    }
+    Ok(())
 }
 
 /// Closing snapshots, one per target; a single one is then shown as the
 /// snapshot on screen.
-fn run_close(app: &mut App, targets: &[Target], reviewer: &str) -> Result<()> {
+fn close_all(ws: &mut Workspace, targets: &[Target], reviewer: &str) -> Result<Done> {
     let mut outcomes = Vec::new();
     let mut closing = None;
     for t in targets {
-        let result = close_one(app, t, reviewer);
+        let result = close_one(ws, t, reviewer);
         outcomes.push(Outcome::of(&t.op_id, result, |classified| {
             let n = classified.snapshot.matches.len();
             let text = format!(
@@ -107,11 +189,11 @@ fn run_close(app: &mut App, targets: &[Target], reviewer: &str) -> Result<()> {
             text
         })?);
     }
-    finish_job(app, "closing snapshot", outcomes)?;
+    let mut done = Done::of("closing snapshot", outcomes);
     if let (Some(classified), [_]) = (closing, targets) {
-        show_closing(app, classified, reviewer);
+        done.closing = Some((classified, reviewer.to_string()));
     }
-    Ok(())
+    Ok(done)
 }
 
 /// A single close: the closing snapshot itself replaces the read on
@@ -125,23 +207,30 @@ fn show_closing(app: &mut App, classified: Classified, reviewer: &str) {
         .as_mut()
         .filter(|d| d.operation.op_id == classified.operation.op_id)
     {
-        detail.snapshot = shown(&detail.operation, classified, origin);
+        detail.read = ReadState::Shown(shown(&detail.operation, classified, origin));
     }
 }
 
 /// One closing snapshot, only if the operation is still what the reviewer
-/// saw (unknown, at that version), as `Workspace::reconcile` does.
-fn close_one(app: &mut App, target: &Target, reviewer: &str) -> Result<Classified> {
-    let current = app.ws.require(&target.op_id)?;
-    recheck(app, Act::Close, &current, target.version)?;
-    app.ws.snapshot(&target.op_id, Some(reviewer))
+/// saw (unknown, at that version), as `Workspace::reconcile` does. A
+/// receiver that cannot close is refused by the library before it is
+/// asked anything.
+fn close_one(ws: &mut Workspace, target: &Target, reviewer: &str) -> Result<Classified> {
+    let current = ws.require(&target.op_id)?;
+    recheck(ws, Act::Close, &current, target.version)?;
+    ws.snapshot(&target.op_id, Some(reviewer))
 }
 
 /// Decisions, one per target, each against the version it was seen at.
-fn run_decide(app: &mut App, decision: Decision, targets: &[Target], reviewer: &str) -> Result<()> {
+fn decide_all(
+    ws: &mut Workspace,
+    decision: Decision,
+    targets: &[Target],
+    reviewer: &str,
+) -> Result<Done> {
     let mut outcomes = Vec::new();
     for t in targets {
-        let result = app.ws.reconcile(&ReconcileRequest {
+        let result = ws.reconcile(&ReconcileRequest {
             op_id: &t.op_id,
             reviewer,
             decision,
@@ -156,37 +245,51 @@ fn run_decide(app: &mut App, decision: Decision, targets: &[Target], reviewer: &
             )
         })?);
     }
-    finish_job(app, &format!("record {decision}"), outcomes)
+    Ok(Done::of(&format!("record {decision}"), outcomes))
 }
 
 /// A dispatch from the version the reviewer saw; the library refuses a
 /// blind retry and rechecks a compensation's approval.
-fn run_dispatch(app: &mut App, op_id: &str, version: i64) -> Result<()> {
-    let current = app.ws.require(op_id)?;
-    let result = recheck(app, Act::Dispatch, &current, version)
-        .and_then(|()| app.ws.dispatch(op_id, Default::default()));
+fn dispatch_one(ws: &mut Workspace, op_id: &str, version: i64) -> Result<Done> {
+    let current = ws.require(op_id)?;
+    let result = recheck(ws, Act::Dispatch, &current, version)
+        .and_then(|()| ws.dispatch(op_id, Default::default()));
     let outcome = Outcome::of(op_id, result, |report| match &report.effect_id {
         Some(effect) => format!(
             "dispatched {}: receipt for {effect}; now {} at version {}",
             report.op_id, report.state, report.version
         ),
         None => format!(
-            "dispatched {}: no receipt (receiver exit {}); now {} at version {}: take \
-             a snapshot",
+            "dispatched {}: no receipt ({}); now {} at version {}: take a snapshot",
             report.op_id,
-            report
-                .receiver_exit_code
-                .map_or("by signal".to_string(), |c| c.to_string()),
+            no_receipt_why(&report),
             report.state,
             report.version
         ),
     })?;
-    finish_job(app, "dispatch", vec![outcome])
+    Ok(Done::of("dispatch", vec![outcome]))
+}
+
+/// Why a dispatch brought no receipt: the built-in ledger's exit code, as
+/// its drills speak of it, or what the adapter's answer lacked.
+fn no_receipt_why(report: &DispatchReport) -> String {
+    let exit = report
+        .receiver_exit_code
+        .map_or("by signal".to_string(), |c| c.to_string());
+    match &report.adapter_failure {
+        Some(failure) if report.receiver != crate::receiver::BUILTIN_NAME => format!(
+            "receiver {}: {}: {}",
+            report.receiver,
+            failure.kind.as_str(),
+            failure.detail
+        ),
+        _ => format!("receiver exit {exit}"),
+    }
 }
 
 /// The domain's recheck of an act against the version the reviewer saw; a
 /// stale version names who made the latest recorded change.
-fn recheck(app: &App, act: Act, current: &Operation, seen_version: i64) -> Result<()> {
+fn recheck(ws: &Workspace, act: Act, current: &Operation, seen_version: i64) -> Result<()> {
     match policy::recheck(act, current, seen_version) {
         Err(Refusal::StaleVersion {
             expected,
@@ -194,7 +297,7 @@ fn recheck(app: &App, act: Act, current: &Operation, seen_version: i64) -> Resul
             state,
             ..
         }) => {
-            let changed_by = policy::last_changed_by(&app.ws.evidence(&current.op_id)?);
+            let changed_by = policy::last_changed_by(&ws.evidence(&current.op_id)?);
             Err(Refusal::StaleVersion {
                 expected,
                 found,
@@ -242,9 +345,9 @@ fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>) -> Result<()> {
     let bulk = outcomes.len() > 1;
     if bulk {
         app.marks.retain(|id, _| {
-            outcomes
+            !outcomes
                 .iter()
-                .any(|o| o.refusal.is_some() && &o.op_id == id)
+                .any(|o| o.refusal.is_none() && &o.op_id == id)
         });
     }
     refresh(app, Origin::Selected)?;

@@ -7,7 +7,7 @@
 //! later checked against.
 
 use super::super::action::Action;
-use super::super::app::{App, Filter, Mark, Mode, Origin, Report, Tone};
+use super::super::app::{App, Filter, Mark, Mode, Origin, ReadState, Report, Tone};
 use super::super::view;
 use super::queue::{self, Anchor};
 use super::{confirm, fail, set_status, Result};
@@ -93,7 +93,8 @@ pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
 }
 
 /// A fresh non-closing read of the selected operation, labelled as the
-/// reviewer's own.
+/// reviewer's own. An adapter's read runs off the key loop: the status
+/// says so now, and announces the verdict when it lands.
 fn read_snapshot(app: &mut App) -> Result<()> {
     if app.selected().is_none() {
         set_status(app, Tone::Warn, "no operation is selected");
@@ -101,20 +102,32 @@ fn read_snapshot(app: &mut App) -> Result<()> {
     }
     queue::load_detail(app, Origin::Read)?;
     if let Some(d) = &app.detail {
-        let text = format!(
-            "read snapshot of {}: {} ({} match{})",
-            d.operation.op_id,
-            d.snapshot.verdict,
-            d.snapshot.snapshot.matches.len(),
-            if d.snapshot.snapshot.matches.len() == 1 {
-                ""
-            } else {
-                "es"
-            }
-        );
-        set_status(app, Tone::Plain, text);
+        if let ReadState::Reading { .. } = d.read {
+            let text = format!(
+                "reading {} from receiver {}…",
+                d.operation.op_id, d.receiver.name
+            );
+            set_status(app, Tone::Plain, text);
+            return Ok(());
+        }
     }
+    announce_read(app);
     Ok(())
+}
+
+/// The status line after the reviewer's own read came back.
+pub(super) fn announce_read(app: &mut App) {
+    let Some((d, shown)) = app.detail.as_ref().and_then(|d| Some((d, d.shown()?))) else {
+        return;
+    };
+    let n = shown.snapshot.matches.len();
+    let text = format!(
+        "read snapshot of {}: {} ({n} match{})",
+        d.operation.op_id,
+        shown.verdict,
+        if n == 1 { "" } else { "es" }
+    );
+    set_status(app, Tone::Plain, text);
 }
 
 /// Esc in the queue: the search and the marks go, and the status says
@@ -175,6 +188,7 @@ fn toggle_mark(app: &mut App) {
                 version: op.version,
                 state: op.state,
                 payload: op.payload.clone(),
+                receiver: op.receiver.clone(),
             },
         );
         let text = format!(

@@ -7,13 +7,16 @@
 //! so a refresh after another process's commit (or the console's own) does
 //! not throw the reviewer off their place. A selection change always takes
 //! a new, non-closing snapshot: the verdict shown is never older than the
-//! selection.
+//! selection. The built-in ledger is read in process; an adapter is read
+//! off the key loop, and its verdict shows when the read lands.
 
-use super::super::app::{App, Detail, Filter, Origin, Shown, Tone};
+use super::super::app::{App, Detail, Filter, Origin, ReadState, Shown, Tone};
 use super::super::view;
+use super::background::{self, ReadErrand};
 use super::{set_status, Result};
 use crate::domain::{differing_paths, Operation, PageBound, QueueFilter};
-use crate::workspace::{Classified, OpDetail};
+use crate::receiver::BUILTIN_NAME;
+use crate::workspace::Classified;
 
 /// Where to (re)load the queue from.
 pub(super) enum Anchor {
@@ -166,34 +169,70 @@ pub(super) fn selection_changed(app: &mut App, origin: Origin) -> Result<()> {
     load_detail(app, origin)
 }
 
-/// Loads the selected operation's record, evidence, approvals and closure,
-/// and takes a fresh non-closing snapshot of it.
+/// Loads the selected operation's record, evidence, approvals, closure and
+/// receiver, and a fresh non-closing read of it: in process from the
+/// built-in ledger, off the key loop from an adapter. An adapter's read
+/// costs a process, so a reload that finds the same operation at the same
+/// version keeps the read it has (or is waiting for); a selection of
+/// another operation, a new version, or the read key reads again.
 pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     let Some(op_id) = app.selected().map(|o| o.op_id.clone()) else {
         app.detail = None;
         return Ok(());
     };
-    let shown = app.ws.show(&op_id)?;
-    let classified = app.ws.snapshot(&op_id, None)?;
-    app.detail = Some(detail_from(app, shown, classified, origin)?);
+    let shown_detail = app.ws.show(&op_id)?;
+    let receiver = app.ws.registration_of(&shown_detail.operation)?;
+    let (operation, read) = if receiver.name == BUILTIN_NAME {
+        let classified = app.ws.snapshot(&op_id, None)?;
+        let read = ReadState::Shown(shown(
+            &classified.operation,
+            classified.clone(),
+            origin.clone(),
+        ));
+        (classified.operation, read)
+    } else {
+        let read = match kept_read(app, &shown_detail.operation, &origin) {
+            Some(read) => read,
+            None => ReadState::Reading {
+                origin: origin.clone(),
+            },
+        };
+        (shown_detail.operation, read)
+    };
+    let reading = matches!(read, ReadState::Reading { .. });
+    app.detail = Some(Detail {
+        closure: app.ws.closure(&op_id)?,
+        dispatches: app.ws.dispatch_count(&op_id)?,
+        operation,
+        receiver,
+        evidence: shown_detail.evidence,
+        approvals: shown_detail.approvals,
+        read,
+    });
+    if reading {
+        let receiver = app.detail.as_ref().map(|d| d.receiver.name.clone());
+        background::start_read(
+            app,
+            ReadErrand {
+                op_id,
+                receiver: receiver.unwrap_or_default(),
+                origin,
+            },
+        );
+    }
     Ok(())
 }
 
-fn detail_from(
-    app: &App,
-    shown_detail: OpDetail,
-    classified: Classified,
-    origin: Origin,
-) -> Result<Detail> {
-    let op_id = shown_detail.operation.op_id.clone();
-    Ok(Detail {
-        closure: app.ws.closure(&op_id)?,
-        dispatches: app.ws.dispatch_count(&op_id)?,
-        snapshot: shown(&classified.operation, classified.clone(), origin),
-        operation: classified.operation,
-        evidence: shown_detail.evidence,
-        approvals: shown_detail.approvals,
-    })
+/// The adapter read already on screen for this operation at this version,
+/// unless the reviewer asked for a new one.
+fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
+    if *origin == Origin::Read {
+        return None;
+    }
+    app.detail
+        .as_ref()
+        .filter(|d| d.operation.op_id == op.op_id && d.operation.version == op.version)
+        .map(|d| d.read.clone())
 }
 
 /// Reloads counts, the page on screen and the selected detail.

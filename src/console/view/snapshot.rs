@@ -1,18 +1,23 @@
-//! The selected operation's latest snapshot: how it was taken (an
-//! automatic read, the reviewer's read, or their closing snapshot), its
-//! flags, and every match, with the payload fields that differ from the
-//! operation's marked `≠` and highlighted.
+//! The selected operation's latest snapshot: the receiver it came from and
+//! that receiver's ceiling in words, how it was taken (an automatic read,
+//! the reviewer's read, or their closing snapshot), its flags, and every
+//! match, with the payload fields that differ from the operation's marked
+//! `≠` and highlighted. While an adapter's read runs off the key loop the
+//! panel says so, and a read that failed says why.
 
-use super::super::app::App;
+use super::super::app::{App, Detail, ReadState, Shown};
 use super::super::text::{clean, json_lines, wrap, wrap_hanging};
 use super::super::theme::Theme;
+use crate::domain::policy;
 use crate::domain::{Effect, Operation, Snapshot};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use unicode_width::UnicodeWidthStr;
 
 fn yes_no(flag: bool) -> &'static str {
     if flag {
@@ -32,12 +37,75 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
             .render(area, buf);
         return;
     };
-    let shown = &d.snapshot;
-    let snap = &shown.snapshot;
-    let title = format!(" Snapshot: {} ", clean(&shown.origin.describe()));
+    let receiver = clean(&d.receiver.name);
+    let title = match &d.read {
+        ReadState::Shown(shown) => format!(" Snapshot: {} ", clean(&shown.origin.describe())),
+        ReadState::Reading { .. } => format!(" Snapshot: reading {receiver}… "),
+        ReadState::Failed { .. } => format!(" Snapshot: the read of {receiver} failed "),
+    };
     let block = Block::bordered()
         .title(Line::styled(title, theme.heading()))
         .border_style(theme.border());
+    let mut lines = receiver_lines(app, d, width);
+    match &d.read {
+        ReadState::Shown(shown) => lines.extend(shown_lines(theme, d, shown, width)),
+        ReadState::Reading { origin } => {
+            let text = format!(
+                "reading {receiver}…: {}; keys keep working",
+                clean(&origin.describe())
+            );
+            lines.extend(styled(wrap(&text, width), theme.dim()));
+        }
+        ReadState::Failed { error, .. } => {
+            let text = format!("reading {receiver} failed: {}", clean(error));
+            lines.extend(styled(wrap_hanging(&text, width, 2), theme.bad()));
+            lines.push(Line::styled("s reads again", theme.dim()));
+        }
+    }
+    render_scrolled(app, block, lines, area, buf);
+}
+
+fn styled(parts: Vec<String>, style: Style) -> impl Iterator<Item = Line<'static>> {
+    parts.into_iter().map(move |part| Line::styled(part, style))
+}
+
+/// The receiver the operation routes to and its ceiling in words, warned
+/// when it cannot prove an absence; and, while a confirmed job asks it
+/// about this operation off the key loop, what that job is doing.
+fn receiver_lines(app: &App, d: &Detail, width: usize) -> Vec<Line<'static>> {
+    let theme = &app.theme;
+    let words = clean(&policy::ceiling_in_words(
+        &d.receiver.name,
+        &d.receiver.describe,
+    ));
+    // On a narrow panel (80 columns) the leading word goes when that keeps
+    // the sentence on one line, so the flags below stay in view.
+    let words = match words.strip_prefix("receiver ") {
+        Some(short) if words.width() > width && short.width() <= width => short.to_string(),
+        _ => words,
+    };
+    let style = if policy::proves_absence(&d.receiver.describe) {
+        theme.label()
+    } else {
+        theme.warn()
+    };
+    let mut lines: Vec<Line<'static>> = styled(wrap_hanging(&words, width, 2), style).collect();
+    if let Some(working) = app
+        .working
+        .as_ref()
+        .filter(|w| w.op_ids.contains(&d.operation.op_id))
+    {
+        lines.extend(styled(
+            wrap_hanging(&clean(&working.text), width, 2),
+            theme.warn(),
+        ));
+    }
+    lines
+}
+
+/// A read that came back: its flags, then every match.
+fn shown_lines(theme: &Theme, d: &Detail, shown: &Shown, width: usize) -> Vec<Line<'static>> {
+    let snap = &shown.snapshot;
     let mut lines = flag_lines(theme, snap, width);
     if snap.matches.is_empty() {
         lines.push(Line::styled(
@@ -62,7 +130,7 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
             .unwrap_or_default();
         lines.extend(match_lines(theme, &d.operation, m, &differing, width));
     }
-    render_scrolled(app, block, lines, area, buf);
+    lines
 }
 
 /// The read's flags, on one line when they fit and never cut: "closed n"

@@ -3,10 +3,10 @@
 //! available now and why (or why not).
 
 use super::super::action::Request;
-use super::super::app::App;
+use super::super::app::{App, ReadState};
 use super::super::keys::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
-use crate::domain::OpState;
+use crate::domain::{policy, OpState};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -34,7 +34,19 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for part in wrap(d.snapshot.verdict.explanation(), width) {
+    let receiver = clean(&d.receiver.name);
+    let explanation = match &d.read {
+        ReadState::Shown(shown) => {
+            policy::explanation(shown.verdict, d.receiver.can_close()).to_string()
+        }
+        ReadState::Reading { .. } => {
+            format!("no verdict yet: waiting for receiver {receiver} to answer")
+        }
+        ReadState::Failed { .. } => {
+            format!("no verdict: the read of receiver {receiver} failed; s reads again")
+        }
+    };
+    for part in wrap(&explanation, width) {
         out.push((true, None, part));
     }
     let note = match d.operation.state {
@@ -88,11 +100,11 @@ pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer) {
             .render(area, buf);
         return;
     };
-    let verdict = d.snapshot.verdict;
-    let tone = if verdict.supported_decision().is_some() {
-        theme.good()
-    } else {
-        theme.bad()
+    let (verdict, tone) = match d.shown().map(|shown| shown.verdict) {
+        Some(v) if v.supported_decision().is_some() => (v.to_string(), theme.good()),
+        Some(v) => (v.to_string(), theme.bad()),
+        None if matches!(d.read, ReadState::Failed { .. }) => ("none".to_string(), theme.bad()),
+        None => ("none yet".to_string(), theme.warn()),
     };
     let block = Block::bordered()
         .title(Line::from(vec![
