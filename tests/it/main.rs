@@ -18,6 +18,7 @@ mod invariants;
 mod model;
 mod policy;
 mod races;
+mod random_kill;
 mod stress;
 mod support;
 mod terminal;
