@@ -55,21 +55,10 @@ fn is_bidi_override(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// Characters that show nothing: the default-ignorable code points
-/// (zero-width spaces and joiners, bidi marks, variation selectors, tags,
-/// fillers).
-pub fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}'
-        | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}'
-        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{3164}'
-        | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fff8}'
-        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
-}
-
 /// Whether a name holds at least one character a reader can see.
 pub fn has_visible(name: &str) -> bool {
-    name.chars().any(|c| !c.is_whitespace() && !is_invisible(c))
+    name.chars()
+        .any(|c| !c.is_whitespace() && !sanitize::is_invisible(c))
 }
 
 /// A character named so a reader sees what it is: `a space (U+0020)`,
@@ -81,7 +70,7 @@ pub fn describe(c: char) -> String {
         ' ' => format!("a space ({code})"),
         c if c.is_control() => format!("{shown} (a control character, {code})"),
         c if is_bidi_override(c) => format!("{shown} (a bidi override, {code})"),
-        c if is_invisible(c) => format!("{shown} (an invisible character, {code})"),
+        c if sanitize::is_invisible(c) => format!("{shown} (an invisible character, {code})"),
         c if c.is_whitespace() => format!("a white-space character ({code})"),
         _ => format!("{shown} ({code})"),
     }

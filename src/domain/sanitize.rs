@@ -16,9 +16,25 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// True for every character [`escape`] rewrites.
+/// Characters that show nothing: the default-ignorable code points
+/// (zero-width spaces and joiners, bidi marks, variation selectors, tags,
+/// fillers). A terminal draws them as nothing or joins their neighbours
+/// into one glyph, so text holding them has no width a layout can trust,
+/// and a name made of them looks empty.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}'
+        | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fff8}'
+        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
+}
+
+/// True for every character [`escape`] rewrites: controls, bidi controls,
+/// and invisible characters (shown as `\u{200d}`, so a zero-width joiner
+/// in a payload can neither hide nor break a row's layout).
 pub fn is_unsafe(c: char) -> bool {
-    c.is_control() || is_bidi_control(c)
+    c.is_control() || is_bidi_control(c) || is_invisible(c)
 }
 
 /// Escapes control and bidi characters; keeps newlines when `keep_newlines`.

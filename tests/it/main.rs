@@ -15,6 +15,7 @@ mod experiment;
 mod guards;
 mod honest;
 mod invariants;
+mod layout;
 mod model;
 mod policy;
 mod races;
