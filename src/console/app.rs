@@ -17,7 +17,7 @@
 //! and [`App::working`] says what it is doing meanwhile.
 
 use super::action::Request;
-use super::keys::key_for;
+use super::bindings::key_for;
 use super::theme::Theme;
 use super::update::background::Background;
 use crate::domain::policy::{self, Facts, LatestRead};
