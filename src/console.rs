@@ -20,6 +20,7 @@
 
 pub mod action;
 pub mod app;
+pub mod bindings;
 pub mod keys;
 pub mod screenshot;
 pub mod text;

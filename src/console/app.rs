@@ -14,22 +14,30 @@
 //! A read of a registered adapter runs off the key loop, so the selected
 //! operation's read has three states ([`ReadState`]): shown, still running,
 //! or failed; a confirmed job that asks an adapter runs off the loop too,
-//! and [`App::working`] says what it is doing meanwhile.
+//! and [`App::working`] says what it is doing meanwhile. The threads and
+//! the channel those errands come back on are state as well (`Background`,
+//! at the end of this file), with what a job did (`Done`), so that the
+//! state is a bottom layer: this file names no console module but the
+//! actions, the key table (a reason can name its key) and the theme, and
+//! everything else in the console is built on it.
 
 use super::action::Request;
-use super::keys::key_for;
+use super::bindings::key_for;
 use super::theme::Theme;
-use super::update::background::Background;
+use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
     Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
     Verdict,
 };
-
-use crate::workspace::Workspace;
+use crate::error::{Refusal, Result, StoreError};
+use crate::settings::OpenOptions;
+use crate::workspace::{Classified, Workspace};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Duration;
 
 /// Which operations the queue lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +280,23 @@ pub struct Working {
     pub op_ids: Vec<String>,
 }
 
+/// What a confirmed job did, ready to be reported: built by the job, in
+/// process or on a thread off the key loop, and applied by `update`.
+pub(crate) struct Done {
+    pub(crate) what: String,
+    pub(crate) outcomes: Vec<Outcome>,
+    /// A single closing snapshot, to be shown on screen, and who authorized
+    /// it.
+    pub(crate) closing: Option<(Classified, String)>,
+}
+
+/// What a job did to one operation.
+pub(crate) struct Outcome {
+    pub(crate) op_id: String,
+    pub(crate) lines: Vec<(Tone, String)>,
+    pub(crate) refusal: Option<Refusal>,
+}
+
 /// A confirmation dialog: what will happen, in words, and the job.
 #[derive(Debug, Clone)]
 pub struct Pending {
@@ -425,5 +450,165 @@ impl App {
                 no.reason
             }
         })
+    }
+}
+
+/// How many adapter reads run at once.
+pub(crate) const MAX_READS: usize = 4;
+
+/// A read of one operation's receiver, as asked for.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadErrand {
+    pub op_id: String,
+    pub receiver: String,
+    pub origin: Origin,
+}
+
+/// An errand that came back.
+pub(crate) enum Landed {
+    Read {
+        errand: ReadErrand,
+        result: Result<Classified>,
+    },
+    Job(Result<Done>),
+}
+
+/// The errands running off the key loop, and the channel they come back
+/// on: the reads and the confirmed jobs that ask a registered adapter,
+/// which is a process that may take up to its timeout to answer.
+///
+/// Each errand runs on a thread of its own with its own [`Workspace`]
+/// handle, opened on the same directory, so the console's handle is never
+/// shared and never waited on; the result comes back over a channel and is
+/// applied by `update` on the next poll. A read is not started twice for
+/// one operation, and at most [`MAX_READS`] run at once, so holding a key
+/// down over many operations does not start a process for each; past that,
+/// the newest request waits ([`Background::take_queued`]).
+pub(crate) struct Background {
+    dir: PathBuf,
+    program: ReceiverProgram,
+    send: Sender<Landed>,
+    inbox: Receiver<Landed>,
+    /// Errands that came back while a caller waited, not yet applied.
+    arrived: VecDeque<Landed>,
+    /// The operations whose read is running.
+    reading: BTreeSet<String>,
+    /// The newest read past [`MAX_READS`].
+    queued: Option<ReadErrand>,
+    job_running: bool,
+}
+
+impl Background {
+    /// Errands for the workspace `ws` is a handle on; each opens its own.
+    pub(crate) fn new(ws: &Workspace) -> Background {
+        let (send, inbox) = mpsc::channel();
+        Background {
+            dir: ws.dir().to_path_buf(),
+            program: ws.receiver_program().clone(),
+            send,
+            inbox,
+            arrived: VecDeque::new(),
+            reading: BTreeSet::new(),
+            queued: None,
+            job_running: false,
+        }
+    }
+
+    /// Whether anything is running or waiting to run.
+    pub(crate) fn busy(&self) -> bool {
+        !self.reading.is_empty() || self.queued.is_some() || self.job_running
+    }
+
+    /// Blocks until an errand comes back or `timeout` passes; true when one
+    /// came back (it is applied by the next poll).
+    pub(crate) fn wait(&mut self, timeout: Duration) -> bool {
+        if !self.arrived.is_empty() {
+            return true;
+        }
+        match self.inbox.recv_timeout(timeout) {
+            Ok(landed) => {
+                self.arrived.push_back(landed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Runs `work` on a thread of its own, on a new handle on the
+    /// workspace, and sends what it returns back to the console.
+    fn spawn(
+        &self,
+        name: &str,
+        work: impl FnOnce(Result<Workspace>) -> Landed + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (dir, program, send) = (self.dir.clone(), self.program.clone(), self.send.clone());
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let ws = Workspace::open(&dir, OpenOptions::default())
+                    .map(|ws| ws.with_receiver_program(program))
+                    .map_err(Into::into);
+                // The console may have quit; then nobody waits for this.
+                let _ = send.send(work(ws));
+            })
+            .map(drop)
+    }
+
+    /// Starts a non-closing read, unless one of the same operation is
+    /// running; past [`MAX_READS`] it waits for one to end.
+    pub(crate) fn read(&mut self, errand: ReadErrand) -> std::io::Result<()> {
+        if self.reading.contains(&errand.op_id) {
+            return Ok(());
+        }
+        if self.reading.len() >= MAX_READS {
+            self.queued = Some(errand);
+            return Ok(());
+        }
+        let op_id = errand.op_id.clone();
+        self.spawn("recon-read", move |ws| {
+            let result = ws.and_then(|mut ws| ws.snapshot(&errand.op_id, None));
+            Landed::Read { errand, result }
+        })?;
+        self.reading.insert(op_id);
+        Ok(())
+    }
+
+    /// Starts a confirmed job: `work` carries it out, as in process, on the
+    /// thread's own handle.
+    pub(crate) fn job(
+        &mut self,
+        work: impl FnOnce(&mut Workspace) -> Result<Done> + Send + 'static,
+    ) -> Result<()> {
+        self.spawn("recon-job", move |ws| {
+            Landed::Job(ws.and_then(|mut ws| work(&mut ws)))
+        })
+        .map_err(StoreError::from)?;
+        self.job_running = true;
+        Ok(())
+    }
+
+    /// Everything that came back since the last call, with the bookkeeping
+    /// of what is still running brought up to date.
+    pub(crate) fn take_landed(&mut self) -> Vec<Landed> {
+        let mut landed: Vec<Landed> = self.arrived.drain(..).collect();
+        landed.extend(self.inbox.try_iter());
+        for l in &landed {
+            match l {
+                Landed::Read { errand, .. } => {
+                    self.reading.remove(&errand.op_id);
+                }
+                Landed::Job(_) => self.job_running = false,
+            }
+        }
+        landed
+    }
+
+    /// The read that waited past [`MAX_READS`], once one has ended.
+    pub(crate) fn take_queued(&mut self) -> Option<ReadErrand> {
+        if self.reading.len() < MAX_READS {
+            self.queued.take()
+        } else {
+            None
+        }
     }
 }

@@ -12,31 +12,34 @@
 //! never escape `update`: they become the status line or a report, so
 //! nothing a database or a child process does can crash the console.
 //!
-//! This file routes each action by the console's mode, and each mode has a
-//! module of its own, so one can be read without the others: `normal` (the
-//! queue's keys and the overlays a reviewer only reads), `queue` (what is
-//! on screen and how it is reloaded), `forms` (typed input: the search, the
-//! reviewer's name, the compensation form), `confirm` (a request becoming a
-//! confirmation with exact values), `jobs` (a confirmed mutation carried
-//! out, on one operation or on every mark, and its report) and
-//! `background` (the reads and jobs that ask an adapter, run off the key
-//! loop and applied here when they land, on the next poll).
+//! This file routes each action by the console's mode, and the work has
+//! modules of its own, layered so that each uses only those before it and
+//! one can be read without the ones after: `status` (the status line, and
+//! a failure becoming a report), `queue` (what is on screen, how it is
+//! reloaded, and the start of each read), `jobs` (a confirmed mutation
+//! carried out, on one operation or on every mark, and its report),
+//! `background` (the reads and jobs that asked an adapter off the key
+//! loop, applied when they land, on the next poll), `confirm` (a request
+//! becoming a confirmation with exact values), then `forms` (typed input:
+//! the search, the reviewer's name, the compensation form) and `normal`
+//! (the queue's keys and the overlays a reviewer only reads), which need
+//! nothing of each other. No module here uses this file.
 
-pub(super) mod background;
+mod background;
 mod confirm;
 mod forms;
 mod jobs;
 mod normal;
 mod queue;
+mod status;
 
 pub use forms::check_reviewer;
 
 use super::action::Action;
-use super::app::{App, Filter, Mode, Report, Status, Tone};
+use super::app::{App, Background, Filter, Mode};
 use super::view;
-use crate::error::Error;
-
-type Result<T> = crate::Result<T>;
+use crate::error::Result;
+use status::fail;
 
 /// Applies one action to the app.
 pub fn update(app: &mut App, action: Action) {
@@ -79,33 +82,6 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
     }
 }
 
-fn set_status(app: &mut App, tone: Tone, text: impl Into<String>) {
-    app.status = Some(Status {
-        tone,
-        text: text.into(),
-    });
-}
-
-/// Storage trouble, or a refusal outside a job: a report, never a crash.
-fn fail(app: &mut App, error: &Error) {
-    let (title, mut text) = match error.cause() {
-        Error::Refused(r) => (
-            format!("refused: {}", r.code()),
-            format!("refused: {}: {r}", r.code()),
-        ),
-        other => ("storage error".to_string(), format!("error: {other}")),
-    };
-    if let Some(committed) = error.committed() {
-        text = format!("{text}; {}", committed.sentence);
-    }
-    set_status(app, Tone::Bad, text.clone());
-    app.mode = Mode::Report(Report {
-        title,
-        lines: vec![(Tone::Bad, text)],
-        scroll: 0,
-    });
-}
-
 impl App {
     /// Opens the console on a workspace: reads the counts and the first
     /// page for a screen of `width` x `height`, and selects the first row.
@@ -118,7 +94,7 @@ impl App {
         let mut app = App {
             seen_version: ws.data_version()?,
             counts: ws.counts()?,
-            background: background::Background::new(&ws),
+            background: Background::new(&ws),
             working: None,
             ws,
             source,

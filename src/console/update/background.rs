@@ -1,171 +1,25 @@
-//! Receiver work off the key loop: the reads and the confirmed jobs that
-//! ask a registered adapter, which is a process that may take up to its
-//! timeout to answer.
+//! Receiver work that comes back: the reads and the confirmed jobs that
+//! asked a registered adapter, which is a process that may take up to its
+//! timeout to answer, run off the key loop (by the state's `Background`)
+//! and are applied here on the next poll.
 //!
-//! Each errand runs on a thread of its own with its own [`Workspace`]
-//! handle, opened on the same directory, so the console's handle is never
-//! shared and never waited on; the result comes back over a channel and is
-//! applied by `update` on the next poll, and only where it still belongs:
-//! a read lands on the detail only while that operation is selected, still
-//! waiting for it, and at the version the read classified. Meanwhile every
-//! key keeps working. The built-in ledger is read in process, as before: a
-//! read of it is one SQLite transaction.
+//! A result is applied only where it still belongs: a read lands on the
+//! detail only while that operation is selected, still waiting for it, and
+//! at the version the read classified; otherwise it is read again or
+//! dropped. Meanwhile every key keeps working. The built-in ledger is read
+//! in process, as before: a read of it is one SQLite transaction.
 //!
 //! A read is not started twice for one operation: moving away and back, or
 //! pressing the read key, while one is running waits for that one. At most
-//! [`MAX_READS`] run at once, so holding a key down over many operations
-//! does not start a process for each; past that, the newest request waits
-//! and starts when a read ends, if its operation is still the selected one.
+//! `MAX_READS` run at once; past that, the newest request waits and starts
+//! when a read ends, if its operation is still the selected one.
 
-use super::super::app::{App, Origin, ReadState, Tone};
-use super::jobs::{self, Done};
-use super::queue::shown;
-use super::{normal, set_status, Result};
-use crate::dispatch::ReceiverProgram;
-use crate::error::StoreError;
-use crate::settings::OpenOptions;
-use crate::workspace::{Classified, Workspace};
-use std::collections::{BTreeSet, VecDeque};
-use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
-
-/// How many adapter reads run at once.
-pub const MAX_READS: usize = 4;
-
-/// A read of one operation's receiver, as asked for.
-#[derive(Debug, Clone)]
-pub(crate) struct ReadErrand {
-    pub op_id: String,
-    pub receiver: String,
-    pub origin: Origin,
-}
-
-/// An errand that came back.
-pub(crate) enum Landed {
-    Read {
-        errand: ReadErrand,
-        result: Result<Classified>,
-    },
-    Job(Result<Done>),
-}
-
-/// The errands running off the key loop, and the channel they come back on.
-pub(crate) struct Background {
-    dir: PathBuf,
-    program: ReceiverProgram,
-    send: Sender<Landed>,
-    inbox: Receiver<Landed>,
-    /// Errands that came back while a caller waited, not yet applied.
-    arrived: VecDeque<Landed>,
-    /// The operations whose read is running.
-    reading: BTreeSet<String>,
-    /// The newest read past [`MAX_READS`].
-    queued: Option<ReadErrand>,
-    job_running: bool,
-}
-
-impl Background {
-    /// Errands for the workspace `ws` is a handle on; each opens its own.
-    pub(crate) fn new(ws: &Workspace) -> Background {
-        let (send, inbox) = mpsc::channel();
-        Background {
-            dir: ws.dir().to_path_buf(),
-            program: ws.receiver_program().clone(),
-            send,
-            inbox,
-            arrived: VecDeque::new(),
-            reading: BTreeSet::new(),
-            queued: None,
-            job_running: false,
-        }
-    }
-
-    /// Whether anything is running or waiting to run.
-    pub(crate) fn busy(&self) -> bool {
-        !self.reading.is_empty() || self.queued.is_some() || self.job_running
-    }
-
-    /// Blocks until an errand comes back or `timeout` passes; true when one
-    /// came back (it is applied by the next poll).
-    pub(crate) fn wait(&mut self, timeout: Duration) -> bool {
-        if !self.arrived.is_empty() {
-            return true;
-        }
-        match self.inbox.recv_timeout(timeout) {
-            Ok(landed) => {
-                self.arrived.push_back(landed);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Runs `work` on a thread of its own, on a new handle on the
-    /// workspace, and sends what it returns back to the console.
-    fn spawn(
-        &self,
-        name: &str,
-        work: impl FnOnce(Result<Workspace>) -> Landed + Send + 'static,
-    ) -> std::io::Result<()> {
-        let (dir, program, send) = (self.dir.clone(), self.program.clone(), self.send.clone());
-        std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                let ws = Workspace::open(&dir, OpenOptions::default())
-                    .map(|ws| ws.with_receiver_program(program))
-                    .map_err(Into::into);
-                // The console may have quit; then nobody waits for this.
-                let _ = send.send(work(ws));
-            })
-            .map(drop)
-    }
-
-    /// Starts a non-closing read, unless one of the same operation is
-    /// running; past [`MAX_READS`] it waits for one to end.
-    pub(crate) fn read(&mut self, errand: ReadErrand) -> std::io::Result<()> {
-        if self.reading.contains(&errand.op_id) {
-            return Ok(());
-        }
-        if self.reading.len() >= MAX_READS {
-            self.queued = Some(errand);
-            return Ok(());
-        }
-        let op_id = errand.op_id.clone();
-        self.spawn("recon-read", move |ws| {
-            let result = ws.and_then(|mut ws| ws.snapshot(&errand.op_id, None));
-            Landed::Read { errand, result }
-        })?;
-        self.reading.insert(op_id);
-        Ok(())
-    }
-
-    /// Starts a confirmed job, carried out as in process.
-    pub(crate) fn job(&mut self, job: super::super::app::Job, reviewer: String) -> Result<()> {
-        self.spawn("recon-job", move |ws| {
-            Landed::Job(ws.and_then(|mut ws| jobs::carry_out(&mut ws, job, &reviewer)))
-        })
-        .map_err(StoreError::from)?;
-        self.job_running = true;
-        Ok(())
-    }
-
-    /// Everything that came back since the last call, with the bookkeeping
-    /// of what is still running brought up to date.
-    fn take_landed(&mut self) -> Vec<Landed> {
-        let mut landed: Vec<Landed> = self.arrived.drain(..).collect();
-        landed.extend(self.inbox.try_iter());
-        for l in &landed {
-            match l {
-                Landed::Read { errand, .. } => {
-                    self.reading.remove(&errand.op_id);
-                }
-                Landed::Job(_) => self.job_running = false,
-            }
-        }
-        landed
-    }
-}
+use super::super::app::{App, Landed, Origin, ReadErrand, ReadState, Tone};
+use super::jobs;
+use super::queue::{shown, start_read};
+use super::status::set_status;
+use crate::error::Result;
+use crate::workspace::Classified;
 
 /// Applies what came back: reads where they still belong, then a job's
 /// report; then starts the queued read if its operation is still waiting.
@@ -188,11 +42,9 @@ pub(super) fn land(app: &mut App) -> Result<()> {
             trouble = applied;
         }
     }
-    if app.background.reading.len() < MAX_READS {
-        if let Some(errand) = app.background.queued.take() {
-            if still_reading(app, &errand.op_id) {
-                start_read(app, errand);
-            }
+    if let Some(errand) = app.background.take_queued() {
+        if still_reading(app, &errand.op_id) {
+            start_read(app, errand);
         }
     }
     trouble
@@ -202,23 +54,6 @@ pub(super) fn land(app: &mut App) -> Result<()> {
 fn still_reading(app: &App, op_id: &str) -> bool {
     app.selected_detail()
         .is_some_and(|d| d.operation.op_id == op_id && matches!(d.read, ReadState::Reading { .. }))
-}
-
-/// Starts a read for the detail; a read that cannot start fails in words.
-pub(super) fn start_read(app: &mut App, errand: ReadErrand) {
-    let receiver = errand.receiver.clone();
-    if let Err(e) = app.background.read(errand) {
-        if let Some(detail) = app.detail.as_mut() {
-            let origin = match &detail.read {
-                ReadState::Reading { origin } => origin.clone(),
-                _ => Origin::Selected,
-            };
-            detail.read = ReadState::Failed {
-                origin,
-                error: format!("the read of receiver {receiver} could not start: {e}"),
-            };
-        }
-    }
 }
 
 /// A read that came back: shown if its operation is still selected and
@@ -239,7 +74,7 @@ fn land_read(app: &mut App, errand: ReadErrand, result: Result<Classified>) {
         Ok(classified) if classified.operation.version == detail.operation.version => {
             detail.read = ReadState::Shown(shown(&detail.operation, classified, errand.origin));
             if announce {
-                normal::announce_read(app);
+                announce_read(app);
             }
         }
         Ok(_) => start_read(app, errand),
@@ -254,4 +89,19 @@ fn land_read(app: &mut App, errand: ReadErrand, result: Result<Classified>) {
             }
         }
     }
+}
+
+/// The status line after the reviewer's own read came back.
+pub(super) fn announce_read(app: &mut App) {
+    let Some((d, shown)) = app.detail.as_ref().and_then(|d| Some((d, d.shown()?))) else {
+        return;
+    };
+    let n = shown.snapshot.matches.len();
+    let text = format!(
+        "read snapshot of {}: {} ({n} match{})",
+        d.operation.op_id,
+        shown.verdict,
+        if n == 1 { "" } else { "es" }
+    );
+    set_status(app, Tone::Plain, text);
 }

@@ -5,15 +5,19 @@
 //! it is not available), then the reviewer's name is asked for once, then
 //! a [`Pending`] is built that says in words exactly what will happen and
 //! holds exactly the values that will be submitted: the operations and the
-//! versions the reviewer saw. Only `y` on that dialog hands the job to
+//! versions the reviewer saw. A compensation first opens its form, filled
+//! here with suggestions, and comes back through [`approval_pending`] when
+//! the form is submitted. Only `y` on that dialog hands the job to
 //! [`super::jobs`]; anything else writes nothing. The texts live here, next
 //! to the values they describe, so the dialog cannot promise one thing and
 //! the job do another.
 
 use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
-use super::{forms, jobs, set_status, Result};
+use super::jobs;
+use super::status::set_status;
 use crate::domain::{names, Decision, Operation, Verdict};
+use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 
 /// A key in a confirmation dialog.
@@ -68,7 +72,7 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
         ),
         Request::Compensate => {
             if let Some(d) = app.selected_detail() {
-                app.mode = Mode::Compensate(forms::compensation_form(&d.operation));
+                app.mode = Mode::Compensate(compensation_form(&d.operation));
             }
             return Ok(());
         }
@@ -294,6 +298,28 @@ pub(super) fn approval_pending(
             payload,
         },
     })
+}
+
+/// The approval form for a confirmed original, filled with suggestions the
+/// reviewer can edit.
+fn compensation_form(op: &Operation) -> CompensationForm {
+    let effect = op.confirmed_effect_id.clone().unwrap_or_default();
+    CompensationForm {
+        original_op_id: op.op_id.clone(),
+        effect_id: effect.clone(),
+        expected_version: op.version,
+        fields: [
+            format!("{}-undo", op.op_id),
+            format!("undo_{}", op.action_kind),
+            serde_json::json!({
+                "original_op_id": op.op_id,
+                "undo_effect_id": effect,
+            })
+            .to_string(),
+        ],
+        focus: 0,
+        error: None,
+    }
 }
 
 fn dispatch_pending(op: &Operation) -> Pending {

@@ -4,16 +4,16 @@
 //! small function from the old input to the new one, and leaving a prompt
 //! drops it. The reviewer's name is checked as the command line checks it
 //! and asked once; the request that needed it carries on afterwards. The
-//! compensation form only gathers values: submitting it leads to a
-//! confirmation ([`super::confirm`]), never straight to a write.
+//! compensation form (opened by [`super::confirm`]) only gathers values:
+//! submitting it leads to a confirmation, never straight to a write.
 
 use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Mode, Tone};
 use super::confirm;
 use super::queue::{self, Anchor};
-use super::{set_status, Result};
-use crate::domain::{normalize_name, Operation};
-use crate::error::Refusal;
+use super::status::set_status;
+use crate::domain::normalize_name;
+use crate::error::{Refusal, Result};
 use crate::sanitize;
 
 /// A key in the search prompt; Enter runs the search from the first row.
@@ -158,26 +158,4 @@ pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Acti
     }
     app.mode = Mode::Compensate(form);
     Ok(())
-}
-
-/// The approval form for a confirmed original, filled with suggestions the
-/// reviewer can edit.
-pub(super) fn compensation_form(op: &Operation) -> CompensationForm {
-    let effect = op.confirmed_effect_id.clone().unwrap_or_default();
-    CompensationForm {
-        original_op_id: op.op_id.clone(),
-        effect_id: effect.clone(),
-        expected_version: op.version,
-        fields: [
-            format!("{}-undo", op.op_id),
-            format!("undo_{}", op.action_kind),
-            serde_json::json!({
-                "original_op_id": op.op_id,
-                "undo_effect_id": effect,
-            })
-            .to_string(),
-        ],
-        focus: 0,
-        error: None,
-    }
 }

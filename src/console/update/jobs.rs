@@ -11,26 +11,24 @@
 //!
 //! A job that asks a registered adapter (a close, a decision's fresh read,
 //! a dispatch) is carried out by the same code on a thread of its own
-//! ([`super::background`]), since an adapter may take up to its timeout;
-//! the reviewer keeps moving meanwhile, and the report comes when it lands.
+//! (the state's `Background`), since an adapter may take up to its timeout;
+//! the reviewer keeps moving meanwhile, and the report comes when it lands
+//! (`background` hands it back to [`finish`]).
 //! A job that asks only the built-in ledger runs in process.
 
-use super::super::app::{App, Job, Mode, Origin, ReadState, Report, Target, Tone, Working};
+use super::super::app::{
+    App, Done, Job, Mode, Origin, Outcome, ReadState, Report, Target, Tone, Working,
+};
 use super::queue::{refresh, shown};
-use super::{set_status, Result};
+use super::status::set_status;
 use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act};
 use crate::domain::{CompensationRequest, Decision, Operation};
-use crate::error::{Error, Refusal};
+use crate::error::{Error, Refusal, Result};
 use crate::workspace::{Classified, ReconcileRequest, Workspace};
 
-/// What a job did to one operation.
-struct Outcome {
-    op_id: String,
-    lines: Vec<(Tone, String)>,
-    refusal: Option<Refusal>,
-}
-
+// `Outcome` and `Done` are state (`app.rs`), since a job's result may come
+// back through the background's channel; what they say is built here.
 impl Outcome {
     fn done(op_id: &str, text: String) -> Outcome {
         Outcome {
@@ -58,15 +56,6 @@ impl Outcome {
     }
 }
 
-/// What a job did, ready to be reported.
-pub(crate) struct Done {
-    what: String,
-    outcomes: Vec<Outcome>,
-    /// A single closing snapshot, to be shown on screen, and who authorized
-    /// it.
-    closing: Option<(Classified, String)>,
-}
-
 impl Done {
     fn of(what: &str, outcomes: Vec<Outcome>) -> Done {
         Done {
@@ -91,7 +80,8 @@ pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
         text: working_text(&job, &adapters),
         op_ids: job.op_ids(),
     };
-    app.background.job(job, reviewer)?;
+    app.background
+        .job(move |ws| carry_out(ws, job, &reviewer))?;
     set_status(
         app,
         Tone::Plain,
@@ -125,7 +115,7 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
 
 /// Carries out a job on a workspace handle: the console's own, or one of
 /// its own on a thread off the key loop.
-pub(crate) fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
+fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
     match job {
         Job::Close { targets } => close_all(ws, &targets, reviewer),
         Job::Decide {

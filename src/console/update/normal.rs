@@ -9,8 +9,11 @@
 use super::super::action::Action;
 use super::super::app::{App, Filter, Mark, Mode, Origin, ReadState, Report, Tone};
 use super::super::view;
+use super::background::announce_read;
+use super::confirm;
 use super::queue::{self, Anchor};
-use super::{confirm, fail, set_status, Result};
+use super::status::{fail, set_status};
+use crate::error::Result;
 
 /// A key in the queue.
 pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
@@ -113,21 +116,6 @@ fn read_snapshot(app: &mut App) -> Result<()> {
     }
     announce_read(app);
     Ok(())
-}
-
-/// The status line after the reviewer's own read came back.
-pub(super) fn announce_read(app: &mut App) {
-    let Some((d, shown)) = app.detail.as_ref().and_then(|d| Some((d, d.shown()?))) else {
-        return;
-    };
-    let n = shown.snapshot.matches.len();
-    let text = format!(
-        "read snapshot of {}: {} ({n} match{})",
-        d.operation.op_id,
-        shown.verdict,
-        if n == 1 { "" } else { "es" }
-    );
-    set_status(app, Tone::Plain, text);
 }
 
 /// Esc in the queue: the search and the marks go, and the status says

@@ -8,13 +8,14 @@
 //! not throw the reviewer off their place. A selection change always takes
 //! a new, non-closing snapshot: the verdict shown is never older than the
 //! selection. The built-in ledger is read in process; an adapter is read
-//! off the key loop, and its verdict shows when the read lands.
+//! off the key loop (started here, landed by `background`), and its
+//! verdict shows when the read lands; a read that cannot start says why.
 
-use super::super::app::{App, Detail, Filter, Origin, ReadState, Shown, Tone};
+use super::super::app::{App, Detail, Filter, Origin, ReadErrand, ReadState, Shown, Tone};
 use super::super::view;
-use super::background::{self, ReadErrand};
-use super::{set_status, Result};
+use super::status::set_status;
 use crate::domain::{differing_paths, Operation, PageBound, QueueFilter};
+use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 use crate::workspace::Classified;
 
@@ -211,7 +212,7 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     });
     if reading {
         let receiver = app.detail.as_ref().map(|d| d.receiver.name.clone());
-        background::start_read(
+        start_read(
             app,
             ReadErrand {
                 op_id,
@@ -221,6 +222,23 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Starts a read for the detail; a read that cannot start fails in words.
+pub(super) fn start_read(app: &mut App, errand: ReadErrand) {
+    let receiver = errand.receiver.clone();
+    if let Err(e) = app.background.read(errand) {
+        if let Some(detail) = app.detail.as_mut() {
+            let origin = match &detail.read {
+                ReadState::Reading { origin } => origin.clone(),
+                _ => Origin::Selected,
+            };
+            detail.read = ReadState::Failed {
+                origin,
+                error: format!("the read of receiver {receiver} could not start: {e}"),
+            };
+        }
+    }
 }
 
 /// The adapter read already on screen for this operation at this version,

@@ -5,7 +5,7 @@
 
 use super::super::action::Action;
 use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
-use super::super::keys::{bindings, Binding, Context};
+use super::super::bindings::{bindings, Binding, Context};
 use super::super::text::{clean, wrap, wrap_hanging};
 use super::super::theme::Theme;
 use ratatui::buffer::Buffer;

@@ -4,7 +4,8 @@
 
 use super::super::action::Action;
 use super::super::app::{App, Mode, Tone};
-use super::super::keys::{bindings, context, Context};
+use super::super::bindings::{bindings, Context};
+use super::super::keys::context;
 use super::super::text::{clean, fit};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};

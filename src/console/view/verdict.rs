@@ -4,7 +4,7 @@
 
 use super::super::action::Request;
 use super::super::app::{App, ReadState};
-use super::super::keys::key_for;
+use super::super::bindings::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
 use crate::domain::{policy, OpState};
 use ratatui::buffer::Buffer;
