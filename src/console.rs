@@ -142,10 +142,10 @@ pub fn render(app: &App) -> Buffer {
 /// console started without `--workspace`. The directory is removed when
 /// the returned guard is dropped.
 pub fn demo_workspace(
-    options: crate::OpenOptions,
-) -> crate::Result<(crate::Workspace, tempfile::TempDir)> {
+    options: crate::settings::OpenOptions,
+) -> crate::error::Result<(crate::workspace::Workspace, tempfile::TempDir)> {
     let dir = tempfile::Builder::new().prefix("recon-demo-").tempdir()?;
-    let mut ws = crate::Workspace::open(dir.path(), options.creating())?;
+    let mut ws = crate::workspace::Workspace::open(dir.path(), options.creating())?;
     crate::demo::build(&mut ws, 0)?;
     Ok((ws, dir))
 }

@@ -192,7 +192,7 @@ fn log_refusal(answer: &Value) {
         eprintln!(
             "refused: {}: {}",
             error["code"].as_str().unwrap_or_default(),
-            crate::sanitize::escape(error["message"].as_str().unwrap_or_default())
+            crate::domain::sanitize::escape(error["message"].as_str().unwrap_or_default())
         );
     }
 }

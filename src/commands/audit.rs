@@ -10,7 +10,7 @@ use super::output::write_file;
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::audit::{StoredRow, VerifyReport};
 use crate::cli::{ExportArgs, VerifyArgs};
-use crate::sanitize::{escape, json_for_terminal};
+use crate::domain::sanitize::{escape, json_for_terminal};
 use std::path::{Path, PathBuf};
 
 /// `recon verify`: the hash chain, the states, and optionally an earlier

@@ -23,7 +23,7 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
             let name = person("--reviewer", name)?;
             Some(
                 crate::domain::normalize_name(name)
-                    .ok_or(crate::Refusal::EmptyReviewer)?
+                    .ok_or(crate::domain::Refusal::EmptyReviewer)?
                     .to_string(),
             )
         }

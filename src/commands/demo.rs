@@ -9,7 +9,7 @@ use super::open::{open, required_workspace};
 use super::{Failure, Out, Render};
 use crate::cli::DemoArgs;
 use crate::demo::{self, DemoSummary};
-use crate::sanitize::escape;
+use crate::domain::sanitize::escape;
 use std::path::PathBuf;
 
 pub struct Demo {

@@ -13,8 +13,8 @@ use super::output::write_file;
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::cli::ExperimentArgs;
 use crate::dispatch::ReceiverProgram;
+use crate::domain::sanitize::escape;
 use crate::experiment::{self, Difference};
-use crate::sanitize::escape;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

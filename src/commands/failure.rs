@@ -6,8 +6,8 @@
 //! JSON error document of SPEC 6) be added in that one place.
 
 use crate::cli::UsageError;
+use crate::domain::sanitize::escape;
 use crate::error::{Error, StoreError};
-use crate::sanitize::escape;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_MISMATCH: i32 = 1;
@@ -123,8 +123,8 @@ impl From<StoreError> for Failure {
     }
 }
 
-impl From<crate::Refusal> for Failure {
-    fn from(e: crate::Refusal) -> Self {
+impl From<crate::domain::Refusal> for Failure {
+    fn from(e: crate::domain::Refusal) -> Self {
         Failure::Engine(e.into())
     }
 }

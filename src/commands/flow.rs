@@ -15,9 +15,9 @@ use crate::cli::{
     PrepareArgs, ReconcileArgs, SnapshotArgs,
 };
 use crate::dispatch::{DispatchOptions, DispatchReport};
+use crate::domain::sanitize::escape;
 use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
 use crate::receiver::Fault;
-use crate::sanitize::escape;
 use crate::workspace::{Classified, ReconcileRequest};
 use serde_json::{json, Value};
 use std::path::PathBuf;

@@ -29,7 +29,7 @@ pub fn open_options() -> Result<OpenOptions, Failure> {
                 Failure::Usage(format!(
                     "RECON_BUSY_TIMEOUT_MS must be a whole number of milliseconds from 0 to \
                      {MAX_BUSY_TIMEOUT_MS}, not {}",
-                    crate::sanitize::escape(&text)
+                    crate::domain::sanitize::escape(&text)
                 ))
             })?;
         options.busy_timeout = Duration::from_millis(ms);

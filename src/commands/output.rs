@@ -8,8 +8,8 @@
 //! I/O error (exit 4); that difference is kept, not endorsed.
 
 use super::Failure;
+use crate::domain::sanitize::json_for_terminal;
 use crate::error::StoreError;
-use crate::sanitize::json_for_terminal;
 use serde::Serialize;
 use std::io::{BufWriter, Stdout, Write};
 use std::path::Path;
@@ -89,7 +89,7 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
             .to_string();
         Failure::io(std::io::Error::other(format!(
             "cannot write {}: {reason}",
-            crate::sanitize::escape(&path.display().to_string())
+            crate::domain::sanitize::escape(&path.display().to_string())
         )))
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
@@ -105,7 +105,7 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
 /// it. No input is read without a bound (`/dev/zero` included).
 pub fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
     use std::io::Read;
-    let shown = crate::sanitize::escape(&path.display().to_string()).into_owned();
+    let shown = crate::domain::sanitize::escape(&path.display().to_string()).into_owned();
     let file = std::fs::File::open(path)
         .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
     let mut bytes = Vec::new();

@@ -10,8 +10,8 @@ use super::open::{open, required_workspace};
 use super::render::payload_line;
 use super::{Failure, Out, Render};
 use crate::cli::{LedgerArgs, OpsArgs, ShowArgs};
+use crate::domain::sanitize::escape;
 use crate::domain::{Effect, OpState, Operation};
-use crate::sanitize::escape;
 use crate::workspace::OpDetail;
 use std::path::PathBuf;
 

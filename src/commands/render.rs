@@ -10,7 +10,7 @@
 
 use super::{Failure, Out, EXIT_OK};
 use crate::cli::Cli;
-use crate::sanitize::escape;
+use crate::domain::sanitize::escape;
 use serde_json::Value;
 
 /// The form the command line asked for: `--json`, or human text.

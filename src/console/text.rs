@@ -10,7 +10,7 @@
 //! they are there and the terminal never receives them. Column widths are
 //! left to ratatui, which measures wide characters by their display width.
 
-use crate::sanitize;
+use crate::domain::sanitize;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use unicode_width::UnicodeWidthChar;

@@ -101,7 +101,9 @@ impl BulkLoad for SqliteSender {
                         .execute(params![op.op_id, op.action_kind, op.canonical_payload])
                         .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
                             Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                                crate::Error::from(Refusal::DuplicateOperation(op.op_id.clone()))
+                                crate::error::Error::from(Refusal::DuplicateOperation(
+                                    op.op_id.clone(),
+                                ))
                             }
                             _ => sql_error(&path, e).into(),
                         })?;
@@ -164,7 +166,9 @@ impl ReceiverStore {
                             rusqlite::Error::SqliteFailure(_, Some(m))
                                 if m == "operation_closed" =>
                             {
-                                crate::Error::from(Refusal::OperationClosed(effect.op_id.clone()))
+                                crate::error::Error::from(Refusal::OperationClosed(
+                                    effect.op_id.clone(),
+                                ))
                             }
                             _ => sql_error(&path, e).into(),
                         })?;

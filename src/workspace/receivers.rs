@@ -73,7 +73,7 @@ fn call_failed(name: &str, failure: &AdapterFailure, stderr: &str) -> Error {
         "receiver {name}: {}: {}{}",
         failure.kind.as_str(),
         failure.detail,
-        last.map(|l| format!(" (stderr: {})", crate::sanitize::escape(l.trim())))
+        last.map(|l| format!(" (stderr: {})", crate::domain::sanitize::escape(l.trim())))
             .unwrap_or_default()
     ))
     .into()
@@ -338,7 +338,7 @@ fn absolute_program(program: &Path) -> Result<PathBuf> {
         Some(path) if path.is_file() => Ok(path),
         _ => Err(StoreError::Receiver(format!(
             "cannot find the program {}",
-            crate::sanitize::escape(&program.display().to_string())
+            crate::domain::sanitize::escape(&program.display().to_string())
         ))
         .into()),
     }

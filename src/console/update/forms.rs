@@ -13,8 +13,8 @@ use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::set_status;
 use crate::domain::normalize_name;
+use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
-use crate::sanitize;
 
 /// A key in the search prompt; Enter runs the search from the first row.
 pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> Result<()> {
