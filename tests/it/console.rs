@@ -1589,3 +1589,31 @@ fn recon_screenshot_prints_the_golden_screen() {
     let size = run(&["screenshot", "--workspace", ws, "--size", "12"], None);
     assert_eq!(size.code, Some(2), "{}", size.stderr);
 }
+
+#[test]
+fn a_console_whose_workspace_was_moved_refuses_every_mutation_and_says_so() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1004-support-ticket");
+    let moved = lab.dir.path().with_extension("moved");
+    std::fs::rename(lab.path(), &moved).unwrap();
+    let before = dump(&moved);
+    console::update(&mut app, Action::Poll);
+    assert!(
+        screen(&app).contains("was deleted, moved or replaced"),
+        "{}",
+        screen(&app)
+    );
+    press(&mut app, "xy");
+    assert!(
+        screen(&app).contains("was deleted, moved or replaced"),
+        "{}",
+        screen(&app)
+    );
+    assert_eq!(
+        dump(&moved),
+        before,
+        "nothing was written to the moved workspace"
+    );
+    std::fs::rename(&moved, lab.path()).unwrap();
+}

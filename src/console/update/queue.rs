@@ -266,6 +266,12 @@ pub(super) fn refresh(app: &mut App, origin: Origin) -> Result<()> {
 /// this connection's own commits do not, and are refreshed where they
 /// happen.
 pub(super) fn poll(app: &mut App) -> Result<()> {
+    // A workspace deleted, moved or replaced under the console: every
+    // mutation is refused by the library; the screen says so at once.
+    if let Err(gone) = app.ws.ensure_present() {
+        set_status(app, Tone::Bad, format!("error: {gone}"));
+        return Ok(());
+    }
     let now = app.ws.data_version()?;
     if now == app.seen_version {
         return Ok(());
