@@ -9,6 +9,11 @@
 //! payload that is not JSON, an id with control characters, `--close`
 //! without `--authorized-by`) is a usage error, exit 2, before any database
 //! is opened.
+//!
+//! Every flag whose value is data (an op id, an action kind, an effect id,
+//! a payload) takes a value that begins with `-` as well: `--op -x` and
+//! `--op=-x` are the same op id, and `--payload -5` is a negative number.
+//! Such values are data a receiver must get intact, never flags.
 
 use crate::domain::names;
 use crate::domain::{Decision, OpState};
@@ -261,14 +266,14 @@ pub struct DemoArgs {
 pub struct PrepareArgs {
     /// The new op id: 1 to 200 characters, no whitespace or control
     /// characters.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// The action the receiver performs (send_email, charge_card, ...).
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// JSON text, or @PATH to read it from a file (@- for stdin). It is
     /// stored as canonical JSON (sorted keys).
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// Print the new operation as JSON.
     #[arg(long)]
@@ -278,7 +283,7 @@ pub struct PrepareArgs {
 #[derive(Debug, Args)]
 pub struct DispatchArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Make the receiver child fail: crash-after-commit writes the effect
     /// and dies before its receipt (exit 23); crash-before-commit dies
@@ -312,7 +317,7 @@ pub struct OpsArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Print {operation, evidence: [...], approvals: [...]} as JSON.
     #[arg(long)]
@@ -322,7 +327,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct LedgerArgs {
     /// Only effects carrying this op id.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: Option<String>,
     /// Print an array of effects {effect_id, op_id, action_kind,
     /// compensates_effect_id, payload} as JSON.
@@ -333,7 +338,7 @@ pub struct LedgerArgs {
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     #[command(flatten)]
     pub close: CloseArgs,
@@ -346,7 +351,7 @@ pub struct SnapshotArgs {
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Who decides; recorded in the evidence log.
     #[arg(long, value_name = "NAME")]
@@ -360,7 +365,7 @@ pub struct ReconcileArgs {
     /// The payload scope the reviewer decided on (default: the stored
     /// one); a different one is refused as scope_mismatch. JSON text,
     /// @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: Option<String>,
     #[command(flatten)]
     pub close: CloseArgs,
@@ -373,10 +378,10 @@ pub struct ReconcileArgs {
 #[derive(Debug, Args)]
 pub struct ApproveCompensationArgs {
     /// The confirmed original's op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// The original's confirmed effect id (fx-...).
-    #[arg(long, value_name = "EFFECT")]
+    #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub effect: String,
     /// Who approves; recorded with the approval.
     #[arg(long, value_name = "NAME")]
@@ -385,13 +390,17 @@ pub struct ApproveCompensationArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub expected_version: i64,
     /// The new compensation op id.
-    #[arg(long = "compensation-op", value_name = "CID")]
+    #[arg(
+        long = "compensation-op",
+        value_name = "CID",
+        allow_hyphen_values = true
+    )]
     pub compensation_op: String,
     /// The compensating action (refund_card, ...).
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// The compensation's payload: JSON text, @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// Print {original_op_id, effect_id, approved_version,
     /// compensation_op_id, approver} as JSON.
@@ -434,15 +443,15 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 pub struct ReceiverApplyArgs {
     /// The op id the effect carries.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// JSON text, @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// The effect this one compensates.
-    #[arg(long, value_name = "EFFECT")]
+    #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub compensates: Option<String>,
     /// Die on purpose: after the commit (exit 23) or before it (exit 24).
     #[arg(long, value_enum)]
