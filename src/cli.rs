@@ -29,7 +29,8 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
-     `verify`, `export`: the evidence log is broken (tampered with)
+     `verify`, `export`: the evidence log is broken (tampered with);
+     `receivers check`: the receiver's describe answer changed
   2  usage error (bad flags, a payload that is not JSON, a malformed id,
      the review console started without a terminal)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
@@ -164,6 +165,11 @@ pub enum Command {
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
     Receiver(ReceiverCommand),
+    /// Register, list, check and remove receivers: programs speaking
+    /// recon-adapter/1 that perform the action kinds routed to them. An
+    /// action kind routed nowhere goes to the built-in ledger (builtin).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Receivers(ReceiversCommand),
 }
 
 impl Command {
@@ -184,6 +190,7 @@ impl Command {
             Command::Verify(_) => "verify",
             Command::Export(_) => "export",
             Command::Receiver(_) => "receiver",
+            Command::Receivers(_) => "receivers",
         }
     }
 
@@ -200,8 +207,14 @@ impl Command {
             | Command::Snapshot(SnapshotArgs { json, .. })
             | Command::Reconcile(ReconcileArgs { json, .. })
             | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
-            | Command::Verify(VerifyArgs { json, .. }) => *json,
-            Command::Experiment(_)
+            | Command::Verify(VerifyArgs { json, .. })
+            | Command::Receivers(
+                ReceiversCommand::Add(ReceiversAddArgs { json, .. })
+                | ReceiversCommand::List(ReceiversListArgs { json })
+                | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
+            ) => *json,
+            Command::Receivers(ReceiversCommand::Remove(_))
+            | Command::Experiment(_)
             | Command::Screenshot(_)
             | Command::Export(_)
             | Command::Receiver(_) => false,
@@ -230,6 +243,96 @@ pub enum ReceiverCommand {
     /// only: 0 answered, 3 refused, 4 the ledger could not be used.
     #[command(after_help = EXIT_CODES)]
     Adapter(ReceiverAdapterArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReceiversCommand {
+    /// Register a receiver: run `PROGRAM ARG... describe`, check the
+    /// answer, and store it with the routes of the action kinds.
+    ///
+    /// PROGRAM is stored as an absolute path (a bare name is looked up on
+    /// PATH now, never at run time). Refused, with nothing stored:
+    /// reserved_name (builtin), adapter_malformed (describe did not answer
+    /// one recon-adapter/1 object with every field), adapter_unknown_capability,
+    /// receiver_exists, action_routed (a kind already routed elsewhere).
+    /// Operations already prepared keep the receiver they were routed to.
+    #[command(after_help = EXIT_CODES)]
+    Add(ReceiversAddArgs),
+    /// List the registered receivers by name: routes, program, timeout,
+    /// and the ceiling of their stored describe answer.
+    #[command(after_help = EXIT_CODES)]
+    List(ReceiversListArgs),
+    /// Run a registered receiver's describe again and compare the answer
+    /// with the stored one.
+    ///
+    /// Stores nothing. Exits 0 when the answer is unchanged, 1 when it
+    /// differs (printing both).
+    #[command(after_help = EXIT_CODES)]
+    Check(ReceiversCheckArgs),
+    /// Remove a registration and its routes.
+    ///
+    /// Refused receiver_in_use while a prepared or unknown operation routes
+    /// to it; decided operations keep its name in their history.
+    #[command(after_help = EXIT_CODES)]
+    Remove(ReceiversRemoveArgs),
+}
+
+/// The longest timeout a receiver may be given: one day.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+#[derive(Debug, Args)]
+pub struct ReceiversAddArgs {
+    /// The receiver's name: [a-z0-9][a-z0-9_-]{0,39}; builtin is reserved.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The action kinds routed to it, comma-separated. A kind routes to
+    /// one receiver at most.
+    #[arg(
+        long,
+        value_name = "KIND[,KIND...]",
+        value_delimiter = ',',
+        required = true,
+        allow_hyphen_values = true
+    )]
+    pub actions: Vec<String>,
+    /// How long one call may run before recon kills its process group
+    /// [default: 30000].
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_MS))]
+    pub timeout_ms: Option<u64>,
+    /// Print the registration as `receivers list --json` prints a row.
+    #[arg(long)]
+    pub json: bool,
+    /// The program and its arguments, after `--`; recon appends the verb
+    /// (describe, apply, query or close) and writes the request on stdin.
+    #[arg(last = true, required = true, value_name = "PROGRAM [ARG]")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversListArgs {
+    /// Print an array of {name, actions, program, args, timeout_ms,
+    /// can_close, complete, authoritative, describe_sha256}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversCheckArgs {
+    /// The receiver's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Print {name, unchanged, stored, stored_sha256, current,
+    /// current_sha256}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversRemoveArgs {
+    /// The receiver's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 #[derive(Debug, Args)]
@@ -552,6 +655,11 @@ pub struct UsageError(pub String);
 /// `domain::names`.
 pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, UsageError> {
     names::identifier(what, text).map_err(UsageError)
+}
+
+/// Checks a receiver's name; the rule lives in `domain::names`.
+pub fn receiver_name(text: &str) -> Result<&str, UsageError> {
+    names::receiver(text).map_err(UsageError)
 }
 
 /// Checks a person's name; the rule lives in `domain::names`.
