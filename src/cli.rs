@@ -105,9 +105,11 @@ pub enum Command {
     /// dispatch_log row), then invoke the receiver as a child process.
     ///
     /// Exits 0 whenever the receiver was invoked and reports the outcome: a
-    /// receipt (the op is confirmed), or unknown with the child's exit code.
-    /// A lost receipt is an outcome, not an error. An op that is not
-    /// prepared is refused as blind_retry before the receiver is invoked.
+    /// receipt (the op is confirmed), or unknown with the child's exit code
+    /// and why no receipt counts (adapter_failure: spawn_failed, crash,
+    /// timeout, garbage, extra_output, oversize, mismatch or error). A lost
+    /// receipt is an outcome, not an error. An op that is not prepared is
+    /// refused as blind_retry before the receiver is invoked.
     #[command(after_help = EXIT_CODES)]
     Dispatch(DispatchArgs),
     /// List operations in op id order, one page at a time.
@@ -390,11 +392,12 @@ pub struct DispatchArgs {
     pub op_id: String,
     /// Make the receiver child fail: crash-after-commit writes the effect
     /// and dies before its receipt (exit 23); crash-before-commit dies
-    /// before writing anything (exit 24).
+    /// before writing anything (exit 24). A drill of the built-in ledger:
+    /// on an operation routed to an adapter it is a usage error.
     #[arg(long, value_enum)]
     pub fault: Option<FaultArg>,
-    /// Print {op_id, outcome, receiver_exit_code, effect_id, state,
-    /// version} as JSON.
+    /// Print {op_id, receiver, outcome, receiver_exit_code, effect_id,
+    /// state, version, adapter_failure} as JSON.
     #[arg(long)]
     pub json: bool,
 }
