@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 mod lost;
+mod readme;
 mod registry;
 mod rules;
 
