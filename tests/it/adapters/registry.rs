@@ -302,3 +302,41 @@ fn a_compensation_routes_to_the_receiver_of_the_effect_it_compensates() {
     assert_eq!(applied[1]["op"]["action_kind"], "refund_letter");
     assert!(rig.calls("refunds", "apply").is_empty());
 }
+
+#[test]
+fn an_operation_whose_receiver_was_removed_is_refused_before_anything_is_written() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    rig.ok(&["receivers", "remove", "mail"]);
+    // The original is decided, so its receiver could go; its compensation
+    // still routes to it.
+    rig.ok(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "mail-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-1-sorry",
+        "--action",
+        "post_apology",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(rig.show("op-1-sorry")["operation"]["receiver"], "mail");
+    let dump = rig.dump();
+    assert_refused(&rig.recon(&["dispatch", "op-1-sorry"]), "unknown_receiver");
+    assert_refused(&rig.recon(&["snapshot", "op-1-sorry"]), "unknown_receiver");
+    assert_eq!(rig.dump(), dump, "nothing written, nothing dispatched");
+    // Registered again, the receiver takes its operations back.
+    rig.register("mail", "post_letter", &[], FULL);
+    let report = rig.dispatch("op-1-sorry");
+    assert_eq!(
+        (&report["receiver"], &report["outcome"]),
+        (&json!("mail"), &json!("receipt"))
+    );
+}
