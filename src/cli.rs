@@ -9,6 +9,11 @@
 //! payload that is not JSON, an id with control characters, `--close`
 //! without `--authorized-by`) is a usage error, exit 2, before any database
 //! is opened.
+//!
+//! Every flag whose value is data (an op id, an action kind, an effect id,
+//! a payload) takes a value that begins with `-` as well: `--op -x` and
+//! `--op=-x` are the same op id, and `--payload -5` is a negative number.
+//! Such values are data a receiver must get intact, never flags.
 
 use crate::domain::names;
 use crate::domain::{Decision, OpState};
@@ -24,7 +29,8 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
-     `verify`, `export`: the evidence log is broken (tampered with)
+     `verify`, `export`: the evidence log is broken (tampered with);
+     `receivers check`: the receiver's describe answer changed
   2  usage error (bad flags, a payload that is not JSON or not I-JSON, a
      malformed id or name, an input file that cannot be read or is larger
      than its bound, the review console started without a terminal)
@@ -105,9 +111,11 @@ pub enum Command {
     /// dispatch_log row), then invoke the receiver as a child process.
     ///
     /// Exits 0 whenever the receiver was invoked and reports the outcome: a
-    /// receipt (the op is confirmed), or unknown with the child's exit code.
-    /// A lost receipt is an outcome, not an error. An op that is not
-    /// prepared is refused as blind_retry before the receiver is invoked.
+    /// receipt (the op is confirmed), or unknown with the child's exit code
+    /// and why no receipt counts (adapter_failure: spawn_failed, crash,
+    /// timeout, garbage, extra_output, oversize, mismatch or error). A lost
+    /// receipt is an outcome, not an error. An op that is not prepared is
+    /// refused as blind_retry before the receiver is invoked.
     #[command(after_help = EXIT_CODES)]
     Dispatch(DispatchArgs),
     /// List operations in op id order, one page at a time.
@@ -165,6 +173,11 @@ pub enum Command {
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
     Receiver(ReceiverCommand),
+    /// Register, list, check and remove receivers: programs speaking
+    /// recon-adapter/1 that perform the action kinds routed to them. An
+    /// action kind routed nowhere goes to the built-in ledger (builtin).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Receivers(ReceiversCommand),
 }
 
 impl Command {
@@ -185,6 +198,7 @@ impl Command {
             Command::Verify(_) => "verify",
             Command::Export(_) => "export",
             Command::Receiver(_) => "receiver",
+            Command::Receivers(_) => "receivers",
         }
     }
 
@@ -201,8 +215,14 @@ impl Command {
             | Command::Snapshot(SnapshotArgs { json, .. })
             | Command::Reconcile(ReconcileArgs { json, .. })
             | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
-            | Command::Verify(VerifyArgs { json, .. }) => *json,
-            Command::Experiment(_)
+            | Command::Verify(VerifyArgs { json, .. })
+            | Command::Receivers(
+                ReceiversCommand::Add(ReceiversAddArgs { json, .. })
+                | ReceiversCommand::List(ReceiversListArgs { json })
+                | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
+            ) => *json,
+            Command::Receivers(ReceiversCommand::Remove(_))
+            | Command::Experiment(_)
             | Command::Screenshot(_)
             | Command::Export(_)
             | Command::Receiver(_) => false,
@@ -231,6 +251,96 @@ pub enum ReceiverCommand {
     /// only: 0 answered, 3 refused, 4 the ledger could not be used.
     #[command(after_help = EXIT_CODES)]
     Adapter(ReceiverAdapterArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReceiversCommand {
+    /// Register a receiver: run `PROGRAM ARG... describe`, check the
+    /// answer, and store it with the routes of the action kinds.
+    ///
+    /// PROGRAM is stored as an absolute path (a bare name is looked up on
+    /// PATH now, never at run time). Refused, with nothing stored:
+    /// reserved_name (builtin), adapter_malformed (describe did not answer
+    /// one recon-adapter/1 object with every field), adapter_unknown_capability,
+    /// receiver_exists, action_routed (a kind already routed elsewhere).
+    /// Operations already prepared keep the receiver they were routed to.
+    #[command(after_help = EXIT_CODES)]
+    Add(ReceiversAddArgs),
+    /// List the registered receivers by name: routes, program, timeout,
+    /// and the ceiling of their stored describe answer.
+    #[command(after_help = EXIT_CODES)]
+    List(ReceiversListArgs),
+    /// Run a registered receiver's describe again and compare the answer
+    /// with the stored one.
+    ///
+    /// Stores nothing. Exits 0 when the answer is unchanged, 1 when it
+    /// differs (printing both).
+    #[command(after_help = EXIT_CODES)]
+    Check(ReceiversCheckArgs),
+    /// Remove a registration and its routes.
+    ///
+    /// Refused receiver_in_use while a prepared or unknown operation routes
+    /// to it; decided operations keep its name in their history.
+    #[command(after_help = EXIT_CODES)]
+    Remove(ReceiversRemoveArgs),
+}
+
+/// The longest timeout a receiver may be given: one day.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+#[derive(Debug, Args)]
+pub struct ReceiversAddArgs {
+    /// The receiver's name: [a-z0-9][a-z0-9_-]{0,39}; builtin is reserved.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The action kinds routed to it, comma-separated. A kind routes to
+    /// one receiver at most.
+    #[arg(
+        long,
+        value_name = "KIND[,KIND...]",
+        value_delimiter = ',',
+        required = true,
+        allow_hyphen_values = true
+    )]
+    pub actions: Vec<String>,
+    /// How long one call may run before recon kills its process group
+    /// [default: 30000].
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_MS))]
+    pub timeout_ms: Option<u64>,
+    /// Print the registration as `receivers list --json` prints a row.
+    #[arg(long)]
+    pub json: bool,
+    /// The program and its arguments, after `--`; recon appends the verb
+    /// (describe, apply, query or close) and writes the request on stdin.
+    #[arg(last = true, required = true, value_name = "PROGRAM [ARG]")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversListArgs {
+    /// Print an array of {name, actions, program, args, timeout_ms,
+    /// can_close, complete, authoritative, describe_sha256}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversCheckArgs {
+    /// The receiver's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Print {name, unchanged, stored, stored_sha256, current,
+    /// current_sha256}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReceiversRemoveArgs {
+    /// The receiver's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 #[derive(Debug, Args)]
@@ -267,14 +377,14 @@ pub struct DemoArgs {
 pub struct PrepareArgs {
     /// The new op id: 1 to 200 characters, no whitespace or control
     /// characters.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// The action the receiver performs (send_email, charge_card, ...).
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// JSON text, or @PATH to read it from a file (@- for stdin). It is
     /// stored as canonical JSON (sorted keys).
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// Print the new operation as JSON.
     #[arg(long)]
@@ -284,15 +394,16 @@ pub struct PrepareArgs {
 #[derive(Debug, Args)]
 pub struct DispatchArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Make the receiver child fail: crash-after-commit writes the effect
     /// and dies before its receipt (exit 23); crash-before-commit dies
-    /// before writing anything (exit 24).
+    /// before writing anything (exit 24). A drill of the built-in ledger:
+    /// on an operation routed to an adapter it is a usage error.
     #[arg(long, value_enum)]
     pub fault: Option<FaultArg>,
-    /// Print {op_id, outcome, receiver_exit_code, effect_id, state,
-    /// version} as JSON.
+    /// Print {op_id, receiver, outcome, receiver_exit_code, effect_id,
+    /// state, version, adapter_failure} as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -318,7 +429,7 @@ pub struct OpsArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Print {operation, evidence: [...], approvals: [...]} as JSON.
     #[arg(long)]
@@ -328,7 +439,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct LedgerArgs {
     /// Only effects carrying this op id.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: Option<String>,
     /// Print an array of effects {effect_id, op_id, action_kind,
     /// compensates_effect_id, payload} as JSON.
@@ -339,7 +450,7 @@ pub struct LedgerArgs {
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     #[command(flatten)]
     pub close: CloseArgs,
@@ -352,7 +463,7 @@ pub struct SnapshotArgs {
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     /// The op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// Who decides; recorded in the evidence log.
     #[arg(long, value_name = "NAME")]
@@ -366,7 +477,7 @@ pub struct ReconcileArgs {
     /// The payload scope the reviewer decided on (default: the stored
     /// one); a different one is refused as scope_mismatch. JSON text,
     /// @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: Option<String>,
     #[command(flatten)]
     pub close: CloseArgs,
@@ -379,10 +490,10 @@ pub struct ReconcileArgs {
 #[derive(Debug, Args)]
 pub struct ApproveCompensationArgs {
     /// The confirmed original's op id.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
     /// The original's confirmed effect id (fx-...).
-    #[arg(long, value_name = "EFFECT")]
+    #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub effect: String,
     /// Who approves; recorded with the approval.
     #[arg(long, value_name = "NAME")]
@@ -391,13 +502,17 @@ pub struct ApproveCompensationArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub expected_version: i64,
     /// The new compensation op id.
-    #[arg(long = "compensation-op", value_name = "CID")]
+    #[arg(
+        long = "compensation-op",
+        value_name = "CID",
+        allow_hyphen_values = true
+    )]
     pub compensation_op: String,
     /// The compensating action (refund_card, ...).
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// The compensation's payload: JSON text, @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// Print {original_op_id, effect_id, approved_version,
     /// compensation_op_id, approver} as JSON.
@@ -440,15 +555,15 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 pub struct ReceiverApplyArgs {
     /// The op id the effect carries.
-    #[arg(long = "op", value_name = "ID")]
+    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    #[arg(long = "action", value_name = "KIND")]
+    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
     pub action_kind: String,
     /// JSON text, @PATH or @-.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
     /// The effect this one compensates.
-    #[arg(long, value_name = "EFFECT")]
+    #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub compensates: Option<String>,
     /// Die on purpose: after the commit (exit 23) or before it (exit 24).
     #[arg(long, value_enum)]
@@ -549,6 +664,11 @@ pub struct UsageError(pub String);
 /// `domain::names`.
 pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, UsageError> {
     names::identifier(what, text).map_err(UsageError)
+}
+
+/// Checks a receiver's name; the rule lives in `domain::names`.
+pub fn receiver_name(text: &str) -> Result<&str, UsageError> {
+    names::receiver(text).map_err(UsageError)
 }
 
 /// Checks a person's name; the rule lives in `domain::names`.

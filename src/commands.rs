@@ -14,7 +14,8 @@
 //! - `reads`: `ops`, `show`, `ledger`;
 //! - `audit`: `verify`, `export`;
 //! - `experiment`: `experiment`, `--check`;
-//! - `demo`; `receiver`: `receiver apply`;
+//! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
+//! - `receivers`: `receivers add`, `list`, `check`, `remove`;
 //! - `console`: the review console and `screenshot`.
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
@@ -33,6 +34,7 @@ mod open;
 mod output;
 mod reads;
 mod receiver;
+mod receivers;
 mod render;
 
 pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, EXIT_USAGE};
@@ -40,8 +42,9 @@ pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, E
 use output::Out;
 use render::{Format, Render};
 
-use crate::cli::{Cli, Command, ReceiverCommand};
+use crate::cli::{Cli, Command, ReceiverCommand, ReceiversCommand};
 use clap::{CommandFactory, FromArgMatches};
+use std::path::PathBuf;
 
 /// Parses the process's arguments as `Cli::parse` does (help, version and
 /// clap's usage errors exit here), with one addition: `recon screenshot
@@ -106,6 +109,10 @@ enum Request {
     Export(audit::Export),
     ReceiverApply(receiver::Apply),
     ReceiverAdapter(receiver::Adapter),
+    ReceiversAdd(receivers::Add),
+    ReceiversList(receivers::List),
+    ReceiversCheck(receivers::Check),
+    ReceiversRemove(receivers::Remove),
 }
 
 impl Request {
@@ -152,6 +159,24 @@ impl Request {
             Command::Receiver(ReceiverCommand::Apply(args)) => {
                 Request::ReceiverApply(receiver::Apply::validate(args, ws)?)
             }
+            Command::Receivers(command) => Self::receivers(command, ws)?,
+        })
+    }
+
+    fn receivers(command: ReceiversCommand, ws: Option<PathBuf>) -> Result<Request, Failure> {
+        Ok(match command {
+            ReceiversCommand::Add(args) => {
+                Request::ReceiversAdd(receivers::Add::validate(args, ws)?)
+            }
+            ReceiversCommand::List(args) => {
+                Request::ReceiversList(receivers::List::validate(args, ws)?)
+            }
+            ReceiversCommand::Check(args) => {
+                Request::ReceiversCheck(receivers::Check::validate(args, ws)?)
+            }
+            ReceiversCommand::Remove(args) => {
+                Request::ReceiversRemove(receivers::Remove::validate(args, ws)?)
+            }
         })
     }
 
@@ -175,6 +200,10 @@ impl Request {
             Request::Export(request) => Box::new(request.run()?),
             Request::ReceiverApply(request) => Box::new(request.run()?),
             Request::ReceiverAdapter(request) => Box::new(request.run()?),
+            Request::ReceiversAdd(request) => Box::new(request.run()?),
+            Request::ReceiversList(request) => Box::new(request.run()?),
+            Request::ReceiversCheck(request) => Box::new(request.run()?),
+            Request::ReceiversRemove(request) => Box::new(request.run()?),
         })
     }
 }

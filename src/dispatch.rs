@@ -144,8 +144,10 @@ pub fn spawn(
     Ok(in_flight)
 }
 
-/// The command line of one `recon receiver apply`. A payload too large for
-/// one argument travels in a temporary file that must outlive the child.
+/// The command line of one `recon receiver apply`. Every value travels
+/// joined to its flag (`--op=VALUE`), so one that begins with `-` is read
+/// as the value it is, never as a flag. A payload too large for one
+/// argument travels in a temporary file that must outlive the child.
 fn apply_command(
     program: &ReceiverProgram,
     workspace: &Path,
@@ -154,37 +156,37 @@ fn apply_command(
     let payload = canonical_json(call.payload);
     let mut command = Command::new(&program.program);
     command
-        .args(["receiver", "apply", "--workspace"])
-        .arg(workspace)
-        .args([
-            "--op",
-            call.op_id,
-            "--action",
-            call.action_kind,
-            "--payload",
-        ]);
+        .args(["receiver", "apply"])
+        .arg(joined("--workspace=", workspace.as_os_str()))
+        .arg(format!("--op={}", call.op_id))
+        .arg(format!("--action={}", call.action_kind));
     let payload_file = if payload.len() <= INLINE_PAYLOAD_LIMIT {
-        command.arg(&payload);
+        command.arg(format!("--payload={payload}"));
         None
     } else {
         let mut file = tempfile::NamedTempFile::new()?;
         file.write_all(payload.as_bytes())?;
         file.flush()?;
-        let mut arg = std::ffi::OsString::from("@");
-        arg.push(file.path());
-        command.arg(arg);
+        command.arg(joined("--payload=@", file.path().as_os_str()));
         Some(file)
     };
     if let Some(effect) = call.compensates_effect_id {
-        command.args(["--compensates", effect]);
+        command.arg(format!("--compensates={effect}"));
     }
     if let Some(fault) = call.fault {
-        command.args(["--fault", fault.as_str()]);
+        command.arg(format!("--fault={}", fault.as_str()));
     }
     if call.wait_permit {
         command.arg("--wait-permit");
     }
     Ok((command, payload_file))
+}
+
+/// A flag and its value as one argument, the value any bytes at all.
+fn joined(flag: &str, value: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut arg = std::ffi::OsString::from(flag);
+    arg.push(value);
+    arg
 }
 
 /// Starts the child with its three pipes (stdin only when it waits for a

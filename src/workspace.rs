@@ -126,19 +126,28 @@ impl Workspace {
     /// its dispatch record, then the receiver's adapter started with the
     /// request on its stdin. Refusals (blind retry, compensation rechecks)
     /// happen in that transaction, before any child exists. The built-in
-    /// ledger's drills are refused for any other receiver before anything
-    /// is written ([`Workspace::accepts_drills`]).
+    /// ledger's drills are refused for any other receiver
+    /// ([`Workspace::accepts_drills`]), and a receiver that is no longer
+    /// registered is refused `unknown_receiver`, before anything is written.
     pub fn start_dispatch(
         &mut self,
         op_id: &str,
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
         self.ensure_present()?;
+        let op = self.sender.require(op_id)?;
         if options.has_drills() && !self.accepts_drills(op_id)? {
             return Err(StoreError::Receiver(format!(
-                "drills belong to the built-in ledger; {op_id} routes to another receiver"
+                "drills belong to the built-in ledger; {op_id} routes to {}",
+                op.receiver
             ))
             .into());
+        }
+        // A prepared operation whose receiver has since been removed (a
+        // compensation follows its original's) is refused before anything
+        // is written; otherwise it would be left unknown, never invoked.
+        if op.state == OpState::Prepared {
+            self.registration_of(&op)?;
         }
         let operation = self.sender.begin_dispatch(op_id)?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);

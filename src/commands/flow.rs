@@ -17,7 +17,7 @@ use crate::cli::{
 use crate::dispatch::{DispatchOptions, DispatchReport};
 use crate::domain::sanitize::escape;
 use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
-use crate::receiver::Fault;
+use crate::receiver::{Fault, BUILTIN_NAME};
 use crate::workspace::{Classified, ReconcileRequest};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -90,6 +90,19 @@ impl Dispatch {
 
     pub fn run(self) -> Result<Dispatched, Failure> {
         let mut ws = open(&self.dir, false)?;
+        // Drills belong to the built-in ledger (SPEC 8 rule 1): asking for
+        // one on an operation routed to an adapter is a mistake in the
+        // command, found before anything is written.
+        if let (Some(fault), Some(op)) = (self.fault, ws.operation(&self.op_id)?) {
+            if op.receiver != BUILTIN_NAME {
+                return Err(Failure::Usage(format!(
+                    "--fault {} is a drill of the built-in ledger; {} routes to receiver {}",
+                    fault.as_str(),
+                    op.op_id,
+                    op.receiver
+                )));
+            }
+        }
         let options = DispatchOptions {
             fault: self.fault,
             wait_permit: false,
@@ -104,26 +117,47 @@ pub struct Dispatched(DispatchReport);
 impl Render for Dispatched {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         let report = &self.0;
-        let outcome = match &report.effect_id {
-            Some(effect) => format!("receipt for {}", escape(effect)),
-            None => format!(
-                "no receipt (receiver exit {})",
-                report
-                    .receiver_exit_code
-                    .map_or("by signal".to_string(), |c| c.to_string())
+        let exit = report
+            .receiver_exit_code
+            .map_or("none: killed or never started".to_string(), |c| {
+                c.to_string()
+            });
+        let outcome = match (&report.effect_id, &report.adapter_failure) {
+            (Some(effect), _) => format!("receipt for {}", escape(effect)),
+            (None, Some(failure)) => format!(
+                "no receipt ({}: {}; receiver exit {exit})",
+                failure.kind.as_str(),
+                escape(&failure.detail)
             ),
+            (None, None) => format!("no receipt (receiver exit {exit})"),
         };
         out.line(format!(
             "{}: {outcome}; now {} at version {}",
             escape(&report.op_id),
             report.state,
             report.version
-        ))
+        ))?;
+        if report.adapter_failure.is_some() {
+            out.line(format!("  receiver {}", escape(&report.receiver)))?;
+            for line in stderr_tail(&report.receiver_stderr) {
+                out.line(format!("  stderr: {}", escape(line)))?;
+            }
+        }
+        Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
         out.json(&self.0)
     }
+}
+
+/// The last lines an adapter wrote on stderr, for a person to read beside
+/// a lost receipt (the whole tail is kept in the report).
+fn stderr_tail(stderr: &str) -> impl Iterator<Item = &str> {
+    const SHOWN: usize = 5;
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let skip = lines.len().saturating_sub(SHOWN);
+    lines.into_iter().skip(skip)
 }
 
 /// `--authorized-by`, checked as a person's name when given.

@@ -75,3 +75,48 @@ pub fn describe(c: char) -> String {
         _ => format!("{shown} ({code})"),
     }
 }
+
+/// Checks a receiver's name: `[a-z0-9][a-z0-9_-]{0,39}`, so it reads the
+/// same in a list, a log line and a file name. (That `builtin` is reserved
+/// is a refusal, not a usage error: the facade says so.)
+pub fn receiver(text: &str) -> Result<&str, String> {
+    let mut chars = text.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if first_ok && rest_ok && text.len() <= 40 {
+        Ok(text)
+    } else {
+        Err(format!(
+            "receiver name {} must match [a-z0-9][a-z0-9_-]{{0,39}}",
+            sanitize::escape(text)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::receiver;
+
+    #[track_caller]
+    fn check(name: &str, ok: bool) {
+        assert_eq!(receiver(name).is_ok(), ok, "{name:?}");
+    }
+
+    #[test]
+    fn receiver_names_follow_the_pattern() {
+        check("mail", true);
+        check("0-payments_eu", true);
+        check(&"a".repeat(40), true);
+        check(&"a".repeat(41), false);
+        check("", false);
+        check("-mail", false);
+        check("_mail", false);
+        check("Mail", false);
+        check("mail.eu", false);
+        check("ma il", false);
+        check("mäil", false);
+    }
+}

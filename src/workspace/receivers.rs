@@ -100,18 +100,18 @@ impl Workspace {
         }
     }
 
-    /// The receiver an operation routes to.
+    /// The receiver an operation routes to. A receiver can be removed once
+    /// no open operation routes to it, yet a compensation approved later
+    /// routes to its original's receiver: such a route is refused
+    /// `unknown_receiver` (register the receiver again to use it), not
+    /// reported as damage.
     pub fn registration_of(&self, op: &Operation) -> Result<Registration> {
         if op.receiver == BUILTIN_NAME {
             return Ok(self.builtin_registration());
         }
-        self.sender.registration(&op.receiver)?.ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "operation {} routes to receiver {}, which is not registered",
-                op.op_id, op.receiver
-            ))
-            .into()
-        })
+        self.sender
+            .registration(&op.receiver)?
+            .ok_or_else(|| Refusal::UnknownReceiver(op.receiver.clone()).into())
     }
 
     /// Whether the operation's receiver is the built-in ledger (under its

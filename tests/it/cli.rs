@@ -59,10 +59,13 @@ impl Shell {
         self.run_full(args, None, &[])
     }
 
+    /// `--workspace WS` goes last, or just before a `--` (after which
+    /// every word belongs to the receiver's command line).
     pub fn run_full(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
         let ws = self.ws_arg();
         let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--workspace", &ws]);
+        let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
+        all.splice(at..at, ["--workspace", &ws]);
         run_with_env(&all, stdin, env)
     }
 

@@ -1,6 +1,7 @@
 //! One integration-test binary for all of recon (one link step on two cores).
 //! Each module is named after the part of the contract it proves.
 
+mod adapters;
 mod audit;
 mod bad_input;
 mod canonical;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 /// Every refusal code of SPEC.md, written out here independently of
 /// `Refusal::code()` so the tests check the library against the contract.
-pub const REFUSAL_CODES: [&str; 14] = [
+pub const REFUSAL_CODES: [&str; 22] = [
     "empty_reviewer",
     "scope_mismatch",
     "unsupported_verdict",
@@ -38,7 +38,21 @@ pub const REFUSAL_CODES: [&str; 14] = [
     "already_approved",
     "compensation_not_approved",
     "compensation_action_mismatch",
+    // SPEC 8: receivers.
+    "close_unsupported",
+    "reserved_name",
+    "adapter_malformed",
+    "adapter_unknown_capability",
+    "receiver_exists",
+    "action_routed",
+    "receiver_in_use",
+    "unknown_receiver",
 ];
+
+/// The misbehaving `recon-adapter/1` receiver the adapter tests drive.
+pub fn adapter_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/adapter.py")
+}
 
 pub fn recon_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_recon"))

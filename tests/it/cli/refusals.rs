@@ -1,18 +1,38 @@
-//! Every refusal code of SPEC sections 3, 4 and 6, reached from the shell:
+//! Every refusal code of SPEC sections 3, 4, 6 and 8, reached from the shell:
 //! exit 3, `refused: <code>: <detail>` on stderr, and nothing written.
 
 use super::{assert_refused, Shell};
-use crate::support::REFUSAL_CODES;
+use crate::support::{adapter_fixture, REFUSAL_CODES};
 use recon::dispatch::DispatchOptions;
 use recon::domain::CompensationRequest;
+use recon::workspace::NewReceiver;
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 /// The demo workspace, plus two compensations that only a buggy writer can
-/// make: one without an approval, one whose action changed after it.
+/// make: one without an approval, one whose action changed after it; and a
+/// receiver `post` that cannot close, with an `unknown` letter routed to it.
 fn fixture() -> (Shell, String, String) {
     let sh = Shell::demo(0);
     let mut ws = sh.workspace();
+    let post = fixture_adapter(&sh, "post", &[]);
+    ws.register_receiver(&NewReceiver {
+        name: "post",
+        actions: &["post_letter".to_string()],
+        program: &post[0],
+        args: &post[1..]
+            .iter()
+            .map(|a| a.display().to_string())
+            .collect::<Vec<_>>(),
+        timeout_ms: None,
+    })
+    .unwrap();
+    ws.prepare("op-3001-letter", "post_letter", &json!({"to": "ada"}))
+        .unwrap();
+    std::fs::write(sh.ws.with_file_name("post.mode"), "apply:crash-before").unwrap();
+    ws.dispatch("op-3001-letter", DispatchOptions::default())
+        .unwrap();
     let welcome = ws.require("op-1001-welcome-email").unwrap();
     let welcome_fx = welcome.confirmed_effect_id.clone().unwrap();
     ws.drill_insert_unapproved_compensation(
@@ -48,6 +68,18 @@ fn fixture() -> (Shell, String, String) {
     (sh, welcome_fx, plan.confirmed_effect_id.unwrap())
 }
 
+/// The fixture adapter's command line, its files beside the workspace,
+/// then `flags`.
+fn fixture_adapter(sh: &Shell, name: &str, flags: &[&str]) -> Vec<PathBuf> {
+    let beside = |suffix: &str| sh.ws.with_file_name(format!("{name}.{suffix}"));
+    let mut args = vec![adapter_fixture()];
+    for (flag, suffix) in [("--state", "state"), ("--mode-file", "mode")] {
+        args.extend([PathBuf::from(flag), beside(suffix)]);
+    }
+    args.extend(flags.iter().map(PathBuf::from));
+    args
+}
+
 fn reconcile<'a>(op: &'a str, decision: &'a str, version: &'a str) -> Vec<&'a str> {
     vec![
         "reconcile",
@@ -61,37 +93,42 @@ fn reconcile<'a>(op: &'a str, decision: &'a str, version: &'a str) -> Vec<&'a st
     ]
 }
 
-#[test]
-fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
-    let (sh, welcome_fx, plan_fx) = fixture();
-    let approve = |op: &str, effect: &str, version: &str, comp: &str| -> Vec<String> {
-        [
-            "approve-compensation",
-            op,
-            "--effect",
-            effect,
-            "--approver",
-            "lee",
-            "--expected-version",
-            version,
-            "--compensation-op",
-            comp,
-            "--action",
-            "refund_card",
-            "--payload",
-            "{}",
-        ]
+/// One refused command line and the code it must be refused with.
+type Case = (Vec<String>, &'static str);
+
+const CLOSE: [&str; 3] = ["--close", "--authorized-by", "dana"];
+
+fn with(base: Vec<&str>, extra: &[&str]) -> Vec<String> {
+    base.into_iter()
+        .chain(extra.iter().copied())
         .map(String::from)
-        .to_vec()
-    };
-    let with = |base: Vec<&str>, extra: &[&str]| -> Vec<String> {
-        base.into_iter()
-            .chain(extra.iter().copied())
-            .map(String::from)
-            .collect()
-    };
-    let close = ["--close", "--authorized-by", "dana"];
-    let cases: Vec<(Vec<String>, &str)> = vec![
+        .collect()
+}
+
+fn approve(op: &str, effect: &str, version: &str, comp: &str) -> Vec<String> {
+    [
+        "approve-compensation",
+        op,
+        "--effect",
+        effect,
+        "--approver",
+        "lee",
+        "--expected-version",
+        version,
+        "--compensation-op",
+        comp,
+        "--action",
+        "refund_card",
+        "--payload",
+        "{}",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Sections 3 and 4: blank names, and decisions on another scope.
+fn name_and_scope_cases(welcome_fx: &str) -> Vec<Case> {
+    vec![
         // Blank names, after trimming.
         (
             with(
@@ -118,7 +155,7 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
         ),
         (
             {
-                let mut a = approve("op-1001-welcome-email", &welcome_fx, "3", "op-x1");
+                let mut a = approve("op-1001-welcome-email", welcome_fx, "3", "op-x1");
                 a[5] = " ".into();
                 a
             },
@@ -139,6 +176,13 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
             ),
             "scope_mismatch",
         ),
+    ]
+}
+
+/// Section 3: verdicts that do not support the decision, and versions.
+fn verdict_and_version_cases(welcome_fx: &str) -> Vec<Case> {
+    let close = CLOSE;
+    vec![
         // Verdicts that do not support the decision.
         (
             with(reconcile("op-1003-charge-order", "not_applied", "2"), &[]),
@@ -177,7 +221,7 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
             "stale_version",
         ),
         (
-            approve("op-1001-welcome-email", &welcome_fx, "2", "op-x2"),
+            approve("op-1001-welcome-email", welcome_fx, "2", "op-x2"),
             "stale_version",
         ),
         (
@@ -191,6 +235,13 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
             ),
             "not_unknown",
         ),
+    ]
+}
+
+/// Section 6: dispatch only from prepared, the close barrier, ids.
+fn dispatch_and_id_cases(welcome_fx: &str) -> Vec<Case> {
+    let close = CLOSE;
+    vec![
         // Dispatch only from prepared.
         (
             with(vec!["dispatch", "op-1002-invoice-email"], &[]),
@@ -259,12 +310,18 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
         (
             approve(
                 "op-1001-welcome-email",
-                &welcome_fx,
+                welcome_fx,
                 "3",
                 "op-1002-invoice-email",
             ),
             "duplicate_operation",
         ),
+    ]
+}
+
+/// Section 4: compensation rules.
+fn compensation_cases(plan_fx: &str) -> Vec<Case> {
+    vec![
         // Compensation rules.
         (
             approve("op-1002-invoice-email", "fx-000002", "2", "op-x4"),
@@ -275,7 +332,7 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
             "compensation_effect_mismatch",
         ),
         (
-            approve("op-1010-annual-plan", &plan_fx, "3", "op-x6"),
+            approve("op-1010-annual-plan", plan_fx, "3", "op-x6"),
             "already_approved",
         ),
         (
@@ -286,7 +343,71 @@ fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
             with(vec!["dispatch", "op-2001-apology"], &[]),
             "compensation_action_mismatch",
         ),
-    ];
+    ]
+}
+
+/// Section 8: receivers, against the fixture's `post`, which cannot close.
+fn receiver_cases(sh: &Shell) -> Vec<Case> {
+    let close = CLOSE;
+    let add = |name: &str, actions: &str, flags: &[&str]| -> Vec<String> {
+        let mut args = ["receivers", "add", name, "--actions", actions, "--"]
+            .map(String::from)
+            .to_vec();
+        let command = fixture_adapter(sh, name, flags);
+        args.extend(command.iter().map(|a| a.display().to_string()));
+        args
+    };
+    vec![
+        // Receivers (SPEC 8).
+        (
+            with(vec!["snapshot", "op-3001-letter"], &close),
+            "close_unsupported",
+        ),
+        (
+            with(reconcile("op-3001-letter", "not_applied", "2"), &close),
+            "close_unsupported",
+        ),
+        (add("builtin", "x", &[]), "reserved_name"),
+        (
+            add("bad", "x", &["--mode", "describe:garbage"]),
+            "adapter_malformed",
+        ),
+        (
+            add("bad", "x", &["--mode", "protocol-2"]),
+            "adapter_malformed",
+        ),
+        (
+            add("bad", "x", &["--mode", "unknown-capability"]),
+            "adapter_unknown_capability",
+        ),
+        (add("post", "x", &[]), "receiver_exists"),
+        (add("other", "x,post_letter", &[]), "action_routed"),
+        (
+            with(vec!["receivers", "remove", "post"], &[]),
+            "receiver_in_use",
+        ),
+        (
+            with(vec!["receivers", "check", "nobody"], &[]),
+            "unknown_receiver",
+        ),
+        (
+            with(vec!["receivers", "remove", "nobody"], &[]),
+            "unknown_receiver",
+        ),
+    ]
+}
+
+#[test]
+fn every_refusal_code_exits_3_and_leaves_the_databases_unchanged() {
+    let (sh, welcome_fx, plan_fx) = fixture();
+    let cases: Vec<Case> = [
+        name_and_scope_cases(&welcome_fx),
+        verdict_and_version_cases(&welcome_fx),
+        dispatch_and_id_cases(&welcome_fx),
+        compensation_cases(&plan_fx),
+        receiver_cases(&sh),
+    ]
+    .concat();
     let before = sh.dump();
     let mut seen = BTreeSet::new();
     for (args, code) in &cases {

@@ -7,36 +7,48 @@ use crate::support::run;
 
 /// Invocations that are wrong in themselves, whatever the workspace holds.
 fn bad_invocations() -> Vec<Vec<&'static str>> {
-    let reconcile = |extra: &[&'static str]| {
-        let mut args = vec![
-            "reconcile",
-            "op-1003-charge-order",
-            "--reviewer",
-            "dana",
-            "--decision",
-            "confirmed",
-        ];
-        args.extend(extra);
-        args
-    };
-    let approve = |version: &'static str, payload: &'static str| {
-        vec![
-            "approve-compensation",
-            "op-1010-annual-plan",
-            "--effect",
-            "fx-000011",
-            "--approver",
-            "lee",
-            "--expected-version",
-            version,
-            "--compensation-op",
-            "op-x",
-            "--action",
-            "refund_card",
-            "--payload",
-            payload,
-        ]
-    };
+    [
+        payload_invocations(),
+        name_invocations(),
+        number_invocations(),
+        receivers_invocations(),
+    ]
+    .concat()
+}
+
+fn reconcile(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec![
+        "reconcile",
+        "op-1003-charge-order",
+        "--reviewer",
+        "dana",
+        "--decision",
+        "confirmed",
+    ];
+    args.extend(extra);
+    args
+}
+
+fn approve(version: &'static str, payload: &'static str) -> Vec<&'static str> {
+    vec![
+        "approve-compensation",
+        "op-1010-annual-plan",
+        "--effect",
+        "fx-000011",
+        "--approver",
+        "lee",
+        "--expected-version",
+        version,
+        "--compensation-op",
+        "op-x",
+        "--action",
+        "refund_card",
+        "--payload",
+        payload,
+    ]
+}
+
+fn payload_invocations() -> Vec<Vec<&'static str>> {
     vec![
         // Payloads that are not JSON, or cannot be read.
         vec![
@@ -80,6 +92,11 @@ fn bad_invocations() -> Vec<Vec<&'static str>> {
             "--payload",
             "{oops}",
         ],
+    ]
+}
+
+fn name_invocations() -> Vec<Vec<&'static str>> {
+    vec![
         // Malformed ids and names.
         vec![
             "prepare",
@@ -119,6 +136,12 @@ fn bad_invocations() -> Vec<Vec<&'static str>> {
             "--expected-version",
             "2",
         ],
+    ]
+}
+
+/// Versions, closes, enumerations and counts.
+fn number_invocations() -> Vec<Vec<&'static str>> {
+    vec![
         // Versions: negative, zero, not a number.
         reconcile(&["--expected-version", "-1"]),
         reconcile(&["--expected-version", "0"]),
@@ -146,6 +169,86 @@ fn bad_invocations() -> Vec<Vec<&'static str>> {
         vec!["demo", "--ops", "lots"],
         vec!["demo", "--ops", "1000001"],
         vec!["frobnicate"],
+    ]
+}
+
+fn receivers_invocations() -> Vec<Vec<&'static str>> {
+    vec![
+        // Receivers: names, action kinds, timeouts and the program.
+        vec![
+            "receivers",
+            "add",
+            "Mail",
+            "--actions",
+            "x",
+            "--",
+            "/bin/true",
+        ],
+        vec![
+            "receivers",
+            "add",
+            "-mail",
+            "--actions",
+            "x",
+            "--",
+            "/bin/true",
+        ],
+        vec!["receivers", "add", "mail", "--", "/bin/true"],
+        vec!["receivers", "add", "mail", "--actions", "x"],
+        vec!["receivers", "add", "mail", "--actions", "x", "--", ""],
+        vec![
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "send email",
+            "--",
+            "/bin/true",
+        ],
+        vec![
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "x,,y",
+            "--",
+            "/bin/true",
+        ],
+        vec![
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "x,x",
+            "--",
+            "/bin/true",
+        ],
+        vec![
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "x",
+            "--timeout-ms",
+            "0",
+            "--",
+            "/bin/true",
+        ],
+        vec![
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "x",
+            "--timeout-ms",
+            "soon",
+            "--",
+            "/bin/true",
+        ],
+        vec!["receivers", "check", "Mail"],
+        vec!["receivers", "remove", "a b"],
+        vec!["receivers", "list", "extra"],
+        vec!["receivers", "frobnicate"],
     ]
 }
 

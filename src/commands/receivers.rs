@@ -1,0 +1,279 @@
+//! `recon receivers add|list|check|remove`: the registry of receivers
+//! (SPEC 8, "Registration").
+//!
+//! A registration is the one place a person says which program performs
+//! which action kinds, so everything about it is checked before anything
+//! runs: the name's pattern and the action kinds are usage errors here; the
+//! program's `describe` answer, the reserved name and the routes are the
+//! facade's refusals (`Workspace::register_receiver`). A registration is
+//! printed the same way wherever it appears (`add --json` prints a row of
+//! `list --json`), and every part of it a person or an adapter typed is
+//! escaped before it reaches a terminal.
+
+use super::open::{open, required_workspace};
+use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
+use crate::cli::{
+    identifier, receiver_name, ReceiversAddArgs, ReceiversCheckArgs, ReceiversListArgs,
+    ReceiversRemoveArgs, UsageError,
+};
+use crate::domain::sanitize::escape;
+use crate::domain::{canonical_json, Description, Registration};
+use crate::error::StoreError;
+use crate::workspace::{NewReceiver, ReceiverCheck};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// `recon receivers add`.
+pub struct Add {
+    dir: PathBuf,
+    name: String,
+    actions: Vec<String>,
+    program: PathBuf,
+    args: Vec<String>,
+    timeout_ms: Option<u64>,
+}
+
+impl Add {
+    pub fn validate(args: ReceiversAddArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        receiver_name(&args.name)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for action in &args.actions {
+            identifier("action kind", action)?;
+            if !seen.insert(action.as_str()) {
+                return Err(
+                    UsageError(format!("action kind {} is listed twice", escape(action))).into(),
+                );
+            }
+        }
+        let mut command = args.command.into_iter();
+        let program = command
+            .next()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| UsageError("the program after -- is empty".into()))?;
+        Ok(Add {
+            dir: required_workspace(workspace)?,
+            name: args.name,
+            actions: args.actions,
+            program: PathBuf::from(program),
+            args: command.collect(),
+            timeout_ms: args.timeout_ms,
+        })
+    }
+
+    pub fn run(self) -> Result<Registered, Failure> {
+        let mut ws = open(&self.dir, true)?;
+        Ok(Registered(ws.register_receiver(&NewReceiver {
+            name: &self.name,
+            actions: &self.actions,
+            program: &self.program,
+            args: &self.args,
+            timeout_ms: self.timeout_ms,
+        })?))
+    }
+}
+
+/// A registration as `receivers list --json` prints it.
+#[derive(Serialize)]
+struct Row<'a> {
+    name: &'a str,
+    actions: &'a [String],
+    program: &'a str,
+    args: &'a [String],
+    timeout_ms: u64,
+    can_close: bool,
+    complete: bool,
+    authoritative: bool,
+    describe_sha256: &'a str,
+}
+
+impl<'a> Row<'a> {
+    fn of(registration: &'a Registration) -> Self {
+        Row {
+            name: &registration.name,
+            actions: &registration.actions,
+            program: &registration.program,
+            args: &registration.args,
+            timeout_ms: registration.timeout_ms,
+            can_close: registration.describe.can_close,
+            complete: registration.describe.query.complete,
+            authoritative: registration.describe.query.authoritative,
+            describe_sha256: &registration.describe_sha256,
+        }
+    }
+
+    /// One line: name, routes, ceiling, timeout, then the command line.
+    fn line(&self) -> String {
+        let command: Vec<String> = std::iter::once(self.program)
+            .chain(self.args.iter().map(String::as_str))
+            .map(shell_word)
+            .collect();
+        format!(
+            "{}  actions {}  can_close {} complete {} authoritative {}  timeout {} ms  {}",
+            escape(self.name),
+            escape(&self.actions.join(",")),
+            self.can_close,
+            self.complete,
+            self.authoritative,
+            self.timeout_ms,
+            command.join(" ")
+        )
+    }
+}
+
+/// A word of a command line as a shell would need it typed, escaped for
+/// the terminal: quoted when it holds anything but plain characters.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:@%+,-".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", escape(&word.replace('\'', r"'\''")))
+    }
+}
+
+/// What `add` stored.
+pub struct Registered(Registration);
+
+impl Render for Registered {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        out.line(format!("registered {}", Row::of(&self.0).line()))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&Row::of(&self.0))
+    }
+}
+
+/// `recon receivers list`.
+pub struct List {
+    dir: PathBuf,
+}
+
+impl List {
+    pub fn validate(_args: ReceiversListArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        Ok(List {
+            dir: required_workspace(workspace)?,
+        })
+    }
+
+    pub fn run(self) -> Result<Listed, Failure> {
+        Ok(Listed(open(&self.dir, false)?.receivers()?))
+    }
+}
+
+pub struct Listed(Vec<Registration>);
+
+impl Render for Listed {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        if self.0.is_empty() {
+            return out.line("no receivers registered; every action kind goes to builtin");
+        }
+        for registration in &self.0 {
+            out.line(Row::of(registration).line())?;
+        }
+        Ok(())
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0.iter().map(Row::of).collect::<Vec<_>>())
+    }
+}
+
+/// `recon receivers check`.
+pub struct Check {
+    dir: PathBuf,
+    name: String,
+}
+
+impl Check {
+    pub fn validate(args: ReceiversCheckArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        receiver_name(&args.name)?;
+        Ok(Check {
+            dir: required_workspace(workspace)?,
+            name: args.name,
+        })
+    }
+
+    pub fn run(self) -> Result<Checked, Failure> {
+        Ok(Checked(open(&self.dir, false)?.check_receiver(&self.name)?))
+    }
+}
+
+/// A stored describe answer beside a fresh one: a finding (exit 1) when
+/// they differ.
+pub struct Checked(ReceiverCheck);
+
+impl Render for Checked {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let check = &self.0;
+        if check.unchanged {
+            return out.line(format!(
+                "{}: describe unchanged (sha256 {})",
+                escape(&check.name),
+                escape(&check.stored_sha256)
+            ));
+        }
+        out.line(format!("{}: describe differs", escape(&check.name)))?;
+        out.line(format!(
+            "  stored  sha256 {}  {}",
+            escape(&check.stored_sha256),
+            description_line(&check.stored)?
+        ))?;
+        out.line(format!(
+            "  current sha256 {}  {}",
+            escape(&check.current_sha256),
+            description_line(&check.current)?
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.0.unchanged {
+            EXIT_OK
+        } else {
+            EXIT_MISMATCH
+        }
+    }
+}
+
+/// A describe answer as one line of canonical JSON, escaped.
+fn description_line(description: &Description) -> Result<String, Failure> {
+    let value = serde_json::to_value(description)
+        .map_err(|e| Failure::from(StoreError::Corrupt(e.to_string())))?;
+    Ok(escape(&canonical_json(&value)).into_owned())
+}
+
+/// `recon receivers remove`.
+pub struct Remove {
+    dir: PathBuf,
+    name: String,
+}
+
+impl Remove {
+    pub fn validate(
+        args: ReceiversRemoveArgs,
+        workspace: Option<PathBuf>,
+    ) -> Result<Self, Failure> {
+        receiver_name(&args.name)?;
+        Ok(Remove {
+            dir: required_workspace(workspace)?,
+            name: args.name,
+        })
+    }
+
+    pub fn run(self) -> Result<Removed, Failure> {
+        open(&self.dir, false)?.remove_receiver(&self.name)?;
+        Ok(Removed(self.name))
+    }
+}
+
+pub struct Removed(String);
+
+impl Render for Removed {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        out.line(format!("removed receiver {}", escape(&self.0)))
+    }
+}

@@ -1,0 +1,238 @@
+//! Rule 1: a receipt counts only when it is `ok: true` and for exactly the
+//! request. Every other way an adapter can answer (or fail to) leaves the
+//! operation `unknown`, exits 0, says why in `adapter_failure`, writes no
+//! evidence, and gives a later decision nothing to stand on: only a fresh
+//! read of the receiver can.
+
+use super::{assert_refused_json, Rig, FULL};
+use crate::support::{output_of, recon_bin};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Duration;
+
+/// Checks what every lost receipt leaves behind, and returns the report.
+#[track_caller]
+fn assert_lost(rig: &Rig, op: &str, report: &Value, kind: &str, exit: Value) {
+    assert_eq!(report["outcome"], "unknown", "{report}");
+    assert_eq!(report["adapter_failure"]["kind"], kind, "{report}");
+    assert!(
+        !report["adapter_failure"]["detail"]
+            .as_str()
+            .unwrap()
+            .is_empty(),
+        "{report}"
+    );
+    assert_eq!(report["receiver_exit_code"], exit, "{report}");
+    assert_eq!(report["effect_id"], Value::Null);
+    assert_eq!(
+        (&report["state"], &report["version"]),
+        (&json!("unknown"), &json!(2))
+    );
+    let shown = rig.show(op);
+    assert_eq!(shown["operation"]["state"], "unknown");
+    assert_eq!(shown["operation"]["version"], 2);
+    assert_eq!(shown["evidence"], json!([]), "no evidence row");
+}
+
+/// Nothing the failed call said can be decided on: the fixture wrote no
+/// effect, so a fresh read finds none and neither decision is supported.
+#[track_caller]
+fn assert_no_basis(rig: &Rig, op: &str) {
+    rig.set_mode("mail", "");
+    for decision in ["confirmed", "not_applied"] {
+        assert_refused_json(
+            &rig.reconcile(op, decision, "2", false),
+            "unsupported_verdict",
+        );
+    }
+    assert_eq!(rig.show(op)["evidence"], json!([]));
+}
+
+/// Prepares an operation for `mail`, dispatches it with the fixture in
+/// `mode`, and checks the lost receipt of `kind`.
+#[track_caller]
+fn lost(mode: &str, kind: &str, exit: Value) {
+    let rig = Rig::with_mail();
+    let op = format!("op-{mode}");
+    rig.prepare(&op, "post_letter", r#"{"to":"ada"}"#);
+    rig.set_mode("mail", mode);
+    let report = rig.dispatch(&op);
+    assert_eq!(report["receiver"], "mail");
+    assert_lost(&rig, &op, &report, kind, exit);
+    assert_no_basis(&rig, &op);
+}
+
+#[test]
+fn a_crash_before_apply_leaves_the_operation_unknown() {
+    lost("apply:crash-before", "crash", json!(3));
+}
+
+#[test]
+fn garbage_leaves_the_operation_unknown() {
+    lost("apply:garbage", "garbage", json!(0));
+}
+
+#[test]
+fn two_answer_lines_leave_the_operation_unknown() {
+    lost("apply:two-lines", "extra_output", json!(0));
+}
+
+#[test]
+fn an_answer_longer_than_8_mib_leaves_the_operation_unknown() {
+    lost("apply:oversize", "oversize", json!(0));
+}
+
+#[test]
+fn a_receipt_for_another_operation_leaves_it_unknown() {
+    lost("apply:other-op", "mismatch", json!(0));
+}
+
+#[test]
+fn a_receipt_with_a_changed_payload_leaves_it_unknown() {
+    lost("apply:changed-payload", "mismatch", json!(0));
+}
+
+#[test]
+fn a_receipt_with_a_changed_action_leaves_it_unknown() {
+    lost("apply:changed-action", "mismatch", json!(0));
+}
+
+#[test]
+fn every_error_code_leaves_the_operation_unknown() {
+    for code in [
+        "operation_closed",
+        "unsupported",
+        "bad_request",
+        "unavailable",
+        "internal",
+    ] {
+        lost(&format!("apply:error-{code}"), "error", json!(0));
+    }
+}
+
+#[test]
+fn a_program_that_cannot_start_leaves_the_operation_unknown() {
+    let rig = Rig::new();
+    let copy = rig.file("gone.py");
+    std::fs::copy(super::adapter_fixture(), &copy).unwrap();
+    let mut args = vec!["receivers", "add", "gone", "--actions", "post_letter", "--"];
+    args.push(&copy);
+    let state = rig.file("gone.state");
+    args.extend(["--state", &state]);
+    rig.ok(&args);
+    std::fs::remove_file(&copy).unwrap();
+    rig.prepare("op-1", "post_letter", "{}");
+    let report = rig.dispatch("op-1");
+    assert_lost(&rig, "op-1", &report, "spawn_failed", Value::Null);
+    assert_eq!(rig.show("op-1")["operation"]["receiver"], "gone");
+}
+
+#[test]
+fn a_crash_after_apply_leaves_it_unknown_until_a_fresh_read_finds_the_effect() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    rig.set_mode("mail", "apply:crash-after");
+    let report = rig.dispatch("op-1");
+    assert_lost(&rig, "op-1", &report, "crash", json!(9));
+    rig.set_mode("mail", "");
+    // The effect is there; only a read of the receiver shows it.
+    assert_refused_json(
+        &rig.reconcile("op-1", "not_applied", "2", false),
+        "unsupported_verdict",
+    );
+    let out = rig.reconcile("op-1", "confirmed", "2", false);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["verdict"], "exact_match_existence_only");
+    let evidence = &rig.show("op-1")["evidence"];
+    assert_eq!(evidence.as_array().unwrap().len(), 1);
+    assert_eq!(evidence[0]["source"], "review");
+    assert_eq!(evidence[0]["effect_id"], "mail-000001");
+}
+
+#[test]
+fn a_receipt_with_a_changed_compensation_target_leaves_it_unknown() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    rig.ok(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "mail-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-1-sorry",
+        "--action",
+        "post_apology",
+        "--payload",
+        r#"{"to":"ada"}"#,
+    ]);
+    rig.set_mode("mail", "apply:changed-target");
+    let report = rig.dispatch("op-1-sorry");
+    assert_lost(&rig, "op-1-sorry", &report, "mismatch", json!(0));
+    assert_no_basis(&rig, "op-1-sorry");
+}
+
+/// A pipe whose write end only the `recon` child inherits (both ends are
+/// close-on-exec here, so no other test's child gets a copy).
+fn inherited_pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into the array, which we
+    // own from here on.
+    let made = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(made, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and are owned by no one else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+#[test]
+fn a_hung_adapter_is_killed_with_its_whole_process_group() {
+    let rig = Rig::new();
+    rig.register("mail", "post_letter", &["--timeout-ms", "2000"], FULL);
+    rig.prepare("op-1", "post_letter", "{}");
+    rig.set_mode("mail", "apply:hang");
+    // The write end of a pipe goes to `recon dispatch`, and from it to the
+    // adapter and the grandchild it forks. Its reader sees the end of the
+    // pipe only when every holder has exited: proof that the grandchild,
+    // which recon never knew of, was killed with its group.
+    let (read, write) = inherited_pipe();
+    let write_fd = write.as_raw_fd();
+    let mut command = Command::new(recon_bin());
+    command.args(["--workspace", &rig.ws(), "dispatch", "op-1", "--json"]);
+    // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on
+    // the child's copy of the descriptor.
+    unsafe {
+        command.pre_exec(move || match libc::fcntl(write_fd, libc::F_SETFD, 0) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+    let out = output_of(command, None);
+    drop(write);
+    assert_eq!(out.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_lost(&rig, "op-1", &report, "timeout", Value::Null);
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = std::fs::File::from(read).read_to_end(&mut rest);
+        let _ = done.send(());
+    });
+    assert!(
+        ended.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "a process of the adapter's group outlived the timeout"
+    );
+    let events: Vec<Value> = rig
+        .log("mail")
+        .into_iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert!(events.contains(&json!("grandchild")), "{events:?}");
+    assert!(events.contains(&json!("hanging")), "{events:?}");
+}

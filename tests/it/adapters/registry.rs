@@ -1,0 +1,342 @@
+//! Registration and routes (SPEC 8, "Registration"): what `receivers add`
+//! refuses and stores, `list`, `check` and `remove`, and where an operation
+//! goes.
+
+use super::{assert_refused_json, Rig, FULL, NO_CLOSE};
+use crate::cli::assert_refused;
+use serde_json::{json, Value};
+
+#[test]
+fn registration_refusals_store_nothing() {
+    let rig = Rig::with_mail();
+    let (dump, list) = (rig.dump(), rig.list());
+    for (name, actions, mode, code) in [
+        ("bad", "x", "describe:garbage", "adapter_malformed"),
+        ("bad", "x", "describe:crash-now", "adapter_malformed"),
+        ("bad", "x", "protocol-2", "adapter_malformed"),
+        ("bad", "x", "missing-field", "adapter_malformed"),
+        (
+            "bad",
+            "x",
+            "unknown-capability",
+            "adapter_unknown_capability",
+        ),
+        ("mail", "x", "", "receiver_exists"),
+        ("other", "post_letter", "", "action_routed"),
+        ("other", "x,post_letter", "", "action_routed"),
+        ("builtin", "x", "", "reserved_name"),
+    ] {
+        let out = rig.add(name, actions, &[], &["--mode", mode]);
+        assert_refused(&out, code);
+        assert_eq!(rig.dump(), dump, "{name} {mode}: something was stored");
+    }
+    assert_eq!(rig.list(), list);
+}
+
+#[test]
+fn a_receiver_name_outside_the_pattern_is_a_usage_error() {
+    let rig = Rig::new();
+    let long = "a".repeat(41);
+    for name in [
+        "Mail",
+        "-mail",
+        "_mail",
+        "mail.eu",
+        "ma il",
+        "mail\u{1b}",
+        &long,
+    ] {
+        let out = rig.add(name, "x", &[], &[]);
+        assert_eq!(out.code, Some(2), "{name:?}: {}", out.stderr);
+        assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
+    }
+    assert!(!std::path::Path::new(&rig.ws()).exists(), "nothing created");
+    rig.register(&"a".repeat(40), "x", &[], &[]);
+}
+
+#[test]
+fn add_prints_the_registration_as_list_prints_it() {
+    let rig = Rig::new();
+    let options = ["--timeout-ms", "1500", "--json"];
+    let out = rig.add("mail", "post_letter,post_parcel", &options, NO_CLOSE);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // The fields in the order of SPEC 8 (a parsed `Value` would sort them).
+    let at = |key: &str| out.stdout.find(&format!("\"{key}\":")).expect(key);
+    let order = [
+        "name",
+        "actions",
+        "program",
+        "args",
+        "timeout_ms",
+        "can_close",
+        "complete",
+        "authoritative",
+        "describe_sha256",
+    ];
+    assert!(
+        order.windows(2).all(|w| at(w[0]) < at(w[1])),
+        "{}",
+        out.stdout
+    );
+    let added = out.json();
+    assert_eq!(added.as_object().unwrap().len(), order.len());
+    assert_eq!(rig.list(), json!([added.clone()]));
+    assert_eq!(added["actions"], json!(["post_letter", "post_parcel"]));
+    assert_eq!(added["timeout_ms"], 1500);
+    assert_eq!(
+        (
+            &added["can_close"],
+            &added["complete"],
+            &added["authoritative"]
+        ),
+        (&json!(false), &json!(true), &json!(true))
+    );
+    assert_eq!(
+        added["args"],
+        json!(rig.fixture_args("mail", NO_CLOSE)[1..])
+    );
+}
+
+#[test]
+fn list_prints_one_escaped_line_per_receiver() {
+    let rig = Rig::new();
+    rig.prepare("op-0", "send_email", "{}");
+    assert!(rig.ok(&["receivers", "list"]).stdout.contains("builtin"));
+    rig.register(
+        "mail",
+        "post_letter",
+        &[],
+        &["--name", "post\u{1b}[2Joffice"],
+    );
+    rig.register("sms", "send_sms", &[], FULL);
+    let text = rig.ok(&["receivers", "list"]).stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("mail ") && lines[1].starts_with("sms "));
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(lines[0].contains(r"post\x1b[2Joffice"), "{text}");
+    assert!(lines[0].contains("can_close false"), "{text}");
+    assert!(lines[1].contains("can_close true complete true authoritative true"));
+    assert_eq!(rig.list()[0]["args"][9], "post\u{1b}[2Joffice");
+}
+
+#[test]
+fn a_bare_program_name_is_looked_up_on_path_once() {
+    let rig = Rig::new();
+    let mut args = vec![
+        "receivers",
+        "add",
+        "mail",
+        "--actions",
+        "post_letter",
+        "--json",
+    ];
+    args.extend(["--", "python3"]);
+    let command = rig.fixture_args("mail", FULL);
+    args.extend(command.iter().map(String::as_str));
+    let added = rig.json(&args);
+    let program = added["program"].as_str().unwrap();
+    assert!(
+        program.starts_with('/') && program.ends_with("python3"),
+        "{program}"
+    );
+    assert_eq!(added["args"][0], command[0]);
+    rig.prepare("op-1", "post_letter", "{}");
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+}
+
+#[test]
+fn a_receiver_is_in_use_while_an_open_operation_routes_to_it() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", "{}");
+    assert_refused(
+        &rig.recon(&["receivers", "remove", "mail"]),
+        "receiver_in_use",
+    );
+    rig.set_mode("mail", "apply:crash-after");
+    assert_eq!(rig.dispatch("op-1")["state"], "unknown");
+    let dump = rig.dump();
+    assert_refused(
+        &rig.recon(&["receivers", "remove", "mail"]),
+        "receiver_in_use",
+    );
+    assert_eq!(rig.dump(), dump);
+    rig.set_mode("mail", "");
+    assert_eq!(rig.reconcile("op-1", "confirmed", "2", false).code, Some(0));
+    let out = rig.ok(&["receivers", "remove", "mail"]);
+    assert!(
+        out.stdout.contains("removed receiver mail"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(rig.list(), json!([]));
+    assert_refused(
+        &rig.recon(&["receivers", "remove", "mail"]),
+        "unknown_receiver",
+    );
+    assert_refused(
+        &rig.recon(&["receivers", "remove", "builtin"]),
+        "reserved_name",
+    );
+    // The decided operation keeps the name of the receiver it went to.
+    assert_eq!(rig.show("op-1")["operation"]["receiver"], "mail");
+}
+
+#[test]
+fn receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs() {
+    let rig = Rig::with_mail();
+    let dump = rig.dump();
+    let same = rig.ok(&["receivers", "check", "mail"]);
+    assert!(
+        same.stdout.contains("mail: describe unchanged"),
+        "{}",
+        same.stdout
+    );
+    let json = rig.json(&["receivers", "check", "mail", "--json"]);
+    assert_eq!(json["unchanged"], true);
+    assert_eq!(json["stored_sha256"], json["current_sha256"]);
+    rig.set_mode("mail", "changed");
+    let differs = rig.recon(&["receivers", "check", "mail"]);
+    assert_eq!(differs.code, Some(1), "{}", differs.stderr);
+    let text = &differs.stdout;
+    assert!(text.contains("mail: describe differs"), "{text}");
+    assert!(text.contains(r#""version":"1.0""#) && text.contains(r#""version":"2.0""#));
+    let differs = rig.recon(&["receivers", "check", "mail", "--json"]);
+    assert_eq!(differs.code, Some(1));
+    let json: Value = differs.json();
+    assert_eq!(json["unchanged"], false);
+    assert_eq!(
+        (&json["stored"]["version"], &json["current"]["version"]),
+        (&json!("1.0"), &json!("2.0"))
+    );
+    assert_ne!(json["stored_sha256"], json["current_sha256"]);
+    assert_eq!(rig.dump(), dump, "check stores nothing");
+    assert_refused_json(
+        &rig.recon(&["receivers", "check", "nobody"]),
+        "unknown_receiver",
+    );
+}
+
+#[test]
+fn an_action_routed_nowhere_goes_to_builtin() {
+    let rig = Rig::with_mail();
+    let prepared = rig.prepare("op-1", "send_email", "{}");
+    assert_eq!(prepared["receiver"], "builtin");
+    let report = rig.dispatch("op-1");
+    assert_eq!(
+        (&report["receiver"], &report["outcome"]),
+        (&json!("builtin"), &json!("receipt"))
+    );
+    assert_eq!(
+        rig.json(&["ledger", "--op", "op-1", "--json"])[0]["op_id"],
+        "op-1"
+    );
+    assert!(rig.calls("mail", "apply").is_empty());
+}
+
+#[test]
+fn the_route_is_fixed_when_the_operation_is_prepared() {
+    let rig = Rig::new();
+    assert_eq!(
+        rig.prepare("op-early", "post_letter", "{}")["receiver"],
+        "builtin"
+    );
+    rig.register("mail", "post_letter", &[], FULL);
+    assert_eq!(
+        rig.prepare("op-late", "post_letter", "{}")["receiver"],
+        "mail"
+    );
+    assert_eq!(rig.dispatch("op-early")["receiver"], "builtin");
+    assert_eq!(
+        rig.json(&["ledger", "--op", "op-early", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(rig.dispatch("op-late")["receiver"], "mail");
+    assert_eq!(rig.calls("mail", "apply")[0]["op"]["op_id"], "op-late");
+    // Another receiver takes the route over; decided operations keep theirs.
+    rig.ok(&["receivers", "remove", "mail"]);
+    rig.register("post", "post_letter", &[], FULL);
+    assert_eq!(rig.show("op-early")["operation"]["receiver"], "builtin");
+    assert_eq!(rig.show("op-late")["operation"]["receiver"], "mail");
+    assert_eq!(
+        rig.prepare("op-later", "post_letter", "{}")["receiver"],
+        "post"
+    );
+}
+
+#[test]
+fn a_compensation_routes_to_the_receiver_of_the_effect_it_compensates() {
+    let rig = Rig::with_mail();
+    rig.register("refunds", "refund_letter", &[], FULL);
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    let approved = rig.json(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "mail-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-1-refund",
+        "--action",
+        "refund_letter",
+        "--payload",
+        r#"{"to":"ada"}"#,
+        "--json",
+    ]);
+    assert_eq!(approved["compensation_op_id"], "op-1-refund");
+    assert_eq!(rig.show("op-1-refund")["operation"]["receiver"], "mail");
+    let report = rig.dispatch("op-1-refund");
+    assert_eq!(
+        (&report["receiver"], &report["outcome"]),
+        (&json!("mail"), &json!("receipt"))
+    );
+    let applied = rig.calls("mail", "apply");
+    assert_eq!(applied[1]["op"]["compensates_effect_id"], "mail-000001");
+    assert_eq!(applied[1]["op"]["action_kind"], "refund_letter");
+    assert!(rig.calls("refunds", "apply").is_empty());
+}
+
+#[test]
+fn an_operation_whose_receiver_was_removed_is_refused_before_anything_is_written() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    rig.ok(&["receivers", "remove", "mail"]);
+    // The original is decided, so its receiver could go; its compensation
+    // still routes to it.
+    rig.ok(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "mail-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-1-sorry",
+        "--action",
+        "post_apology",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(rig.show("op-1-sorry")["operation"]["receiver"], "mail");
+    let dump = rig.dump();
+    assert_refused(&rig.recon(&["dispatch", "op-1-sorry"]), "unknown_receiver");
+    assert_refused(&rig.recon(&["snapshot", "op-1-sorry"]), "unknown_receiver");
+    assert_eq!(rig.dump(), dump, "nothing written, nothing dispatched");
+    // Registered again, the receiver takes its operations back.
+    rig.register("mail", "post_letter", &[], FULL);
+    let report = rig.dispatch("op-1-sorry");
+    assert_eq!(
+        (&report["receiver"], &report["outcome"]),
+        (&json!("mail"), &json!("receipt"))
+    );
+}

@@ -1,0 +1,186 @@
+//! Rules 2, 3, 5 and 6 of SPEC 8: what a read may claim, who may be asked
+//! to close, what evidence names, and closing twice.
+
+use super::{assert_refused_json, sha256_of_answer, Rig, NO_CLOSE};
+use serde_json::{json, Value};
+
+/// Prepares `op` for the receiver of `action` and loses its receipt before
+/// anything is applied (the fixture crashes first): `unknown`, no effect.
+fn unknown_and_empty(rig: &Rig, receiver: &str, op: &str, action: &str) {
+    rig.prepare(op, action, "{}");
+    rig.set_mode(receiver, "apply:crash-before");
+    assert_eq!(rig.dispatch(op)["outcome"], "unknown");
+}
+
+/// The same, but the effect is applied before the crash: one match.
+fn unknown_and_applied(rig: &Rig, receiver: &str, op: &str, action: &str) {
+    rig.prepare(op, action, "{}");
+    rig.set_mode(receiver, "apply:crash-after");
+    assert_eq!(rig.dispatch(op)["outcome"], "unknown");
+}
+
+#[test]
+fn a_receiver_that_cannot_prove_its_reads_never_yields_terminal_absence_or_unique_exact_match() {
+    // Each can close, but one is not complete and the other not
+    // authoritative; both overclaim every flag in every answer.
+    for (name, flags) in [
+        ("partial", ["--can-close", "--authoritative"]),
+        ("hearsay", ["--can-close", "--complete"]),
+    ] {
+        let rig = Rig::new();
+        let row = rig.register(name, "post_letter", &[], &flags);
+        unknown_and_empty(&rig, name, "op-none", "post_letter");
+        unknown_and_applied(&rig, name, "op-one", "post_letter");
+        rig.set_mode(name, "overclaim");
+        for (op, verdict) in [
+            ("op-none", "inconclusive"),
+            ("op-one", "exact_match_existence_only"),
+        ] {
+            let read = rig.snapshot(op, true);
+            assert_eq!(read["verdict"], verdict, "{name} {op}: {read}");
+            let snapshot = &read["snapshot"];
+            assert_eq!(snapshot["closed"], true);
+            assert_eq!(snapshot["complete"], row["complete"], "{name}: capped");
+            assert_eq!(snapshot["authoritative"], row["authoritative"]);
+        }
+        assert_refused_json(
+            &rig.reconcile("op-none", "not_applied", "2", true),
+            "unsupported_verdict",
+        );
+        assert_eq!(rig.show("op-none")["evidence"], json!([]));
+    }
+}
+
+#[test]
+fn closed_from_a_receiver_that_cannot_close_is_lowered() {
+    let rig = Rig::new();
+    rig.register("mail", "post_letter", &[], NO_CLOSE);
+    unknown_and_empty(&rig, "mail", "op-none", "post_letter");
+    unknown_and_applied(&rig, "mail", "op-one", "post_letter");
+    rig.set_mode("mail", "query:overclaim");
+    let empty = rig.snapshot("op-none", false);
+    assert_eq!(empty["snapshot"]["closed"], false, "{empty}");
+    assert_eq!(empty["verdict"], "inconclusive");
+    let one = rig.snapshot("op-one", false);
+    assert_eq!(one["snapshot"]["closed"], false, "{one}");
+    assert_eq!(one["verdict"], "exact_match_existence_only");
+    let queried = rig.answers("mail", "query");
+    assert!(
+        queried.iter().all(|a| a.contains(r#""closed":true"#)),
+        "{queried:?}"
+    );
+}
+
+#[test]
+fn closing_at_a_receiver_that_cannot_close_is_refused_before_it_is_invoked() {
+    let rig = Rig::new();
+    rig.register("mail", "post_letter", &[], NO_CLOSE);
+    unknown_and_empty(&rig, "mail", "op-1", "post_letter");
+    rig.set_mode("mail", "");
+    let (log, dump) = (rig.log("mail"), rig.dump());
+    let close = ["--close", "--authorized-by", "dana"];
+    let mut snapshot = vec!["snapshot", "op-1"];
+    snapshot.extend(close);
+    let refused = [
+        rig.recon(&snapshot),
+        rig.reconcile("op-1", "not_applied", "2", true),
+        rig.reconcile("op-1", "confirmed", "2", true),
+    ];
+    for out in &refused {
+        assert_refused_json(out, "close_unsupported");
+        assert!(
+            out.stderr.contains("absence is never proof"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(rig.log("mail"), log, "the adapter was invoked");
+    assert_eq!(rig.dump(), dump);
+}
+
+#[test]
+fn a_receiver_that_cannot_close_allows_confirmed_on_existence_and_never_not_applied() {
+    let rig = Rig::new();
+    rig.register("mail", "post_letter", &[], NO_CLOSE);
+    unknown_and_empty(&rig, "mail", "op-none", "post_letter");
+    unknown_and_applied(&rig, "mail", "op-one", "post_letter");
+    rig.set_mode("mail", "");
+    for op in ["op-none", "op-one"] {
+        assert_refused_json(
+            &rig.reconcile(op, "not_applied", "2", false),
+            "unsupported_verdict",
+        );
+    }
+    let out = rig.reconcile("op-one", "confirmed", "2", false);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let recorded = out.json();
+    assert_eq!(recorded["verdict"], "exact_match_existence_only");
+    assert_eq!(recorded["state"], "confirmed");
+}
+
+#[test]
+fn evidence_names_its_receiver_the_stored_describe_and_the_answer_it_rests_on() {
+    let rig = Rig::with_mail();
+    let stored = rig.list()[0]["describe_sha256"].clone();
+    let described = rig.answers("mail", "describe");
+    assert_eq!(stored, json!(sha256_of_answer(&described[0])));
+    rig.prepare("op-receipt", "post_letter", r#"{"to":"ada","n":1}"#);
+    assert_eq!(rig.dispatch("op-receipt")["outcome"], "receipt");
+    let applied = rig.answers("mail", "apply");
+    unknown_and_applied(&rig, "mail", "op-read", "post_letter");
+    unknown_and_applied(&rig, "mail", "op-closed", "post_letter");
+    rig.set_mode("mail", "");
+    let read = rig.reconcile("op-read", "confirmed", "2", false);
+    assert_eq!(read.code, Some(0), "{}", read.stderr);
+    let queried = rig.answers("mail", "query");
+    let closed = rig.reconcile("op-closed", "confirmed", "2", true);
+    assert_eq!(closed.code, Some(0), "{}", closed.stderr);
+    assert_eq!(closed.json()["verdict"], "unique_exact_match");
+    let closes = rig.answers("mail", "close");
+    for (op, source, answer) in [
+        ("op-receipt", "receipt", &applied[0]),
+        ("op-read", "review", queried.last().unwrap()),
+        ("op-closed", "review", closes.last().unwrap()),
+    ] {
+        let evidence = rig.show(op)["evidence"].clone();
+        let row: &Value = &evidence[0];
+        assert_eq!(row["source"], source, "{op}");
+        assert_eq!(row["receiver"], "mail", "{op}");
+        assert_eq!(row["receiver_describe_sha256"], stored, "{op}");
+        assert_eq!(
+            row["response_sha256"],
+            json!(sha256_of_answer(answer)),
+            "{op}"
+        );
+    }
+}
+
+#[test]
+fn closing_twice_returns_the_same_snapshot() {
+    let rig = Rig::with_mail();
+    unknown_and_applied(&rig, "mail", "op-1", "post_letter");
+    rig.set_mode("mail", "");
+    let first = rig.snapshot("op-1", true);
+    let second = rig.snapshot("op-1", true);
+    assert_eq!(first["snapshot"]["closed"], true);
+    assert_eq!(first["verdict"], "unique_exact_match");
+    assert_eq!(first, second);
+    assert_eq!(rig.calls("mail", "close").len(), 2);
+}
+
+#[test]
+fn a_close_whose_answer_was_lost_can_be_repeated() {
+    let rig = Rig::with_mail();
+    unknown_and_empty(&rig, "mail", "op-1", "post_letter");
+    rig.set_mode("mail", "close:crash-after");
+    let lost = rig.recon(&["snapshot", "op-1", "--close", "--authorized-by", "dana"]);
+    assert_eq!(lost.code, Some(4), "{}", lost.stderr);
+    assert!(lost.stderr.contains("crash"), "{}", lost.stderr);
+    rig.set_mode("mail", "");
+    let again = rig.snapshot("op-1", true);
+    assert_eq!(again["verdict"], "terminal_absence", "{again}");
+    // The repeated close is the one a decision rests on.
+    let out = rig.reconcile("op-1", "not_applied", "2", true);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["state"], "not_applied");
+}
