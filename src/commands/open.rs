@@ -9,7 +9,7 @@
 
 use super::Failure;
 use crate::settings::OpenOptions;
-use crate::workspace::{EvidenceLog, Workspace};
+use crate::workspace::{Journal, Workspace};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -51,6 +51,6 @@ pub fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
 
 /// Opens only the evidence log: verifying and exporting need nothing else,
 /// and must work even when the receiver file is gone.
-pub fn open_log(dir: &Path) -> Result<EvidenceLog, Failure> {
-    Ok(EvidenceLog::open(dir, open_options()?)?)
+pub fn open_journal(dir: &Path) -> Result<Journal, Failure> {
+    Ok(Journal::open(dir, open_options()?)?)
 }
