@@ -347,3 +347,66 @@ pub fn seal_generated(head: &mut Checkpoint, op: &BulkOperation, receiver: &str)
         sealed
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_operation_is_sealed_as_its_prepare_and_dispatch_would_be() {
+        let op = BulkOperation {
+            op_id: "op-bulk-0000001".into(),
+            action_kind: "send_email".into(),
+            canonical_payload: canonical_json(&json!({"to": "a\u{1f}b@example.com", "n": 0.5})),
+        };
+        let mut fast = Checkpoint::genesis();
+        let generated = seal_generated(&mut fast, &op, "builtin");
+        let mut slow = Checkpoint::genesis();
+        let operation = Operation {
+            op_id: op.op_id.clone(),
+            kind: crate::domain::OpKind::Original,
+            action_kind: op.action_kind.clone(),
+            payload: serde_json::from_str(&op.canonical_payload).unwrap(),
+            state: crate::domain::OpState::Prepared,
+            version: 1,
+            compensates_effect_id: None,
+            compensates_op_id: None,
+            confirmed_effect_id: None,
+            receiver: "builtin".into(),
+        };
+        let prepared = slow.seal(EntryKind::Prepared, Some(&op.op_id), prepared(&operation));
+        slow.after(&prepared);
+        let dispatched = slow.seal(EntryKind::Dispatched, Some(&op.op_id), dispatched(1, 2));
+        slow.after(&dispatched);
+        assert_eq!(generated, [prepared, dispatched]);
+        assert_eq!(fast, slow);
+    }
+
+    #[test]
+    fn a_checkpoint_reads_back_what_it_prints_and_nothing_else() {
+        let hash = "0123456789abcdef".repeat(4);
+        let kept = Checkpoint::parse(&format!("42:{hash}")).unwrap();
+        assert_eq!((kept.length, kept.to_string()), (42, format!("42:{hash}")));
+        for bad in [
+            String::new(),
+            "42".into(),
+            format!("42:{}", &hash[1..]),
+            format!("42:{}", hash.to_uppercase()),
+            format!("+42:{hash}"),
+            format!("-1:{hash}"),
+            format!(" 42:{hash}"),
+            format!("99999999999999999999:{hash}"),
+        ] {
+            assert!(Checkpoint::parse(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_kind_has_its_name() {
+        for kind in EntryKind::ALL {
+            assert_eq!(EntryKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        assert_eq!(EntryKind::parse("evidence"), None);
+    }
+}

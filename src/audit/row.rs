@@ -69,23 +69,6 @@ impl Row {
         self.cells.push(Cell::Blob(start, self.text.len()));
     }
 
-    /// A row of plain values (tests, and rows built by hand).
-    pub fn of(values: &[Value]) -> Self {
-        let mut row = Row::default();
-        for value in values {
-            match value {
-                Value::Null => row.push_null(),
-                Value::Number(n) => match n.as_i64() {
-                    Some(i) => row.push_integer(i),
-                    None => row.push_real(n.as_f64().unwrap_or(f64::NAN)),
-                },
-                Value::String(text) => row.push_text(text),
-                other => row.push_text(&other.to_string()),
-            }
-        }
-        row
-    }
-
     /// Column `i` (null past the last).
     pub fn get(&self, i: usize) -> Column<'_> {
         match self.cells.get(i) {
@@ -142,5 +125,27 @@ impl Column<'_> {
             Column::Text(text) => text.to_string(),
             other => other.value().to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_matches_only_the_value_it_holds() {
+        let mut row = Row::default();
+        row.push_integer(3);
+        row.push_real(3.0);
+        row.push_text("3");
+        row.push_blob(b"3");
+        row.push_null();
+        let three = json!(3);
+        let matches: Vec<bool> = (0..5).map(|i| row.get(i).matches(&three)).collect();
+        assert_eq!(matches, [true, false, false, false, false]);
+        assert!(row.get(1).matches(&json!(3.0)));
+        assert!(row.get(2).matches(&json!("3")));
+        assert!(row.get(4).matches(&Value::Null) && row.get(9).matches(&Value::Null));
+        assert_eq!(row.get(3).value(), json!({"blob": "33"}));
     }
 }

@@ -915,3 +915,25 @@ fn insert_op(
     .at(path)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::audit::EntryKind;
+
+    /// The schema's CHECK on `journal.kind` names exactly the entry kinds.
+    #[test]
+    fn the_journal_accepts_exactly_the_kinds_of_entry() {
+        let check = super::SCHEMA
+            .split("CREATE TABLE journal (")
+            .nth(1)
+            .and_then(|table| table.split("kind TEXT NOT NULL CHECK (kind IN (").nth(1))
+            .and_then(|rest| rest.split("))").next())
+            .unwrap();
+        let listed: Vec<String> = check
+            .split(',')
+            .map(|k| k.trim().trim_matches('\'').to_string())
+            .collect();
+        let kinds: Vec<&str> = EntryKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed, kinds);
+    }
+}
