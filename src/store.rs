@@ -25,8 +25,8 @@
 //! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and
 //! speaks to it only in domain terms ([`Outbox`] for the flow, [`QueuePages`]
 //! for the console's pages, [`BulkLoad`] for generated demo load, [`Drills`]
-//! for the experiment's deliberate damage, [`JournalAudit`] for `verify`
-//! and `export`). No SQL and no rusqlite type appears in those signatures,
+//! for the experiment's deliberate damage, [`JournalAudit`] for `verify`,
+//! `export` and `checkpoint`). No SQL and no rusqlite type appears in those signatures,
 //! so a second store (PostgreSQL, for teams) is one more implementation and
 //! no caller changes. The receiver's ledger has one implementation and sits
 //! behind the `Receiver` trait instead (`crate::receiver`).
@@ -414,7 +414,7 @@ pub(crate) fn open_pair(
 }
 
 /// Opens only the outbox of an existing workspace: verifying and exporting
-/// the evidence log need nothing else, and must work even when the
+/// the journal need nothing else, and must work even when the
 /// receiver's file is gone.
 pub(crate) fn open_sender(
     dir: &Path,

@@ -303,7 +303,7 @@ impl Workspace {
         self.sender.evidence(op_id)
     }
 
-    /// The whole evidence log, in order.
+    /// Every evidence row, in order.
     pub fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
         self.sender.evidence_log()
     }

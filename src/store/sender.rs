@@ -1,10 +1,11 @@
-//! The sender's database: the outbox of operations, the append-only evidence
-//! log, compensation approvals, and the dispatch log.
+//! The sender's database: the journal, and the tables that are its
+//! projection (the outbox of operations, evidence, compensation approvals,
+//! the dispatch log, closes).
 //!
-//! Every state change is a conditional update (`WHERE state = ? AND version
-//! = ?`) inside one `BEGIN IMMEDIATE` transaction that also writes its
-//! evidence, dispatch or approval row, so a change and its record commit or
-//! roll back together. The rules that decide whether a change is allowed are
+//! Every act is one `BEGIN IMMEDIATE` transaction that appends its journal
+//! entry and writes its rows; a state change is a conditional update
+//! (`WHERE state = ? AND version = ?`) in it, so a change, its record and
+//! its entry commit or roll back together. The rules that decide whether a change is allowed are
 //! the pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
 
