@@ -29,7 +29,9 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  `--check`: the reproduced results differ from the expected ones;
-     `verify`, `export`: the evidence log is broken (tampered with);
+     `verify`, `export`: the journal is broken (its chain, or a table
+     that is not its projection), or it disagrees with `verify
+     --against`'s copy or `--checkpoint`;
      `receivers check`: the receiver's describe answer changed
   2  usage error (bad flags, a payload that is not JSON or not I-JSON, a
      malformed id or name, an input file that cannot be read or is larger
@@ -159,16 +161,24 @@ pub enum Command {
     // Its help ends with the console's key syntax, which `commands::parse`
     // attaches: this module does not know the console.
     Screenshot(ScreenshotArgs),
-    /// Recompute the evidence log's hash chain, cross-check it with the
-    /// operations' states, and report the first broken link. Exits 0 when
-    /// intact, 1 when broken.
+    /// Recompute the journal's hash chain, replay the journal and compare
+    /// every table it projects (operations, approvals, evidence,
+    /// dispatches, closes, receivers, routes) field by field, and report
+    /// the first broken link and every mismatch. Exits 0 when intact, 1
+    /// when broken (or when an --against copy or a --checkpoint disagrees).
     #[command(after_help = EXIT_CODES)]
     Verify(VerifyArgs),
-    /// Write the evidence log as JSON lines with their hashes, to keep a
-    /// copy outside the database. Writes every row as stored, then exits 1 if
-    /// the log is broken.
+    /// Write the journal as JSON lines (each entry's content with its
+    /// prev_hash and hash), to keep a copy outside the database. Writes
+    /// every entry as stored, then exits 1 if the journal is broken.
     #[command(after_help = EXIT_CODES)]
     Export(ExportArgs),
+    /// Print the journal's length and head hash as LEN:HASH (under --json,
+    /// {"length", "head_hash"}), to keep outside the workspace: `recon
+    /// verify --checkpoint LEN:HASH` later proves the journal still extends
+    /// it, which catches a journal rewritten whole or cut short.
+    #[command(after_help = EXIT_CODES)]
+    Checkpoint(CheckpointArgs),
     /// The receiver side: what `dispatch` spawns, and what an unsafe retry
     /// that bypasses the sender calls directly.
     #[command(subcommand, after_help = EXIT_CODES)]
@@ -197,6 +207,7 @@ impl Command {
             Command::Screenshot(_) => "screenshot",
             Command::Verify(_) => "verify",
             Command::Export(_) => "export",
+            Command::Checkpoint(_) => "checkpoint",
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
         }
@@ -216,6 +227,7 @@ impl Command {
             | Command::Reconcile(ReconcileArgs { json, .. })
             | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
             | Command::Verify(VerifyArgs { json, .. })
+            | Command::Checkpoint(CheckpointArgs { json })
             | Command::Receivers(
                 ReceiversCommand::Add(ReceiversAddArgs { json, .. })
                 | ReceiversCommand::List(ReceiversListArgs { json })
@@ -538,9 +550,20 @@ pub struct ScreenshotArgs {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// Also check that this earlier `recon export` is still a prefix of
-    /// the log (catches a rewritten chain or removed last rows).
+    /// the journal (catches a rewritten chain or removed last entries).
+    /// Read one line at a time, each at most 64 MiB.
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,
+    /// Also check that the journal extends this `recon checkpoint` (its
+    /// first LEN entries end in HASH).
+    #[arg(long, value_name = "LEN:HASH")]
+    pub checkpoint: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
     #[arg(long)]
     pub json: bool,
 }

@@ -12,7 +12,7 @@
 //! - `flow`: `prepare`, `dispatch`, `snapshot`, `reconcile`,
 //!   `approve-compensation`;
 //! - `reads`: `ops`, `show`, `ledger`;
-//! - `audit`: `verify`, `export`;
+//! - `audit`: `verify`, `export`, `checkpoint`;
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
@@ -107,6 +107,7 @@ enum Request {
     Screenshot(console::Screenshot),
     Verify(audit::Verify),
     Export(audit::Export),
+    Checkpoint(audit::Checkpoint),
     ReceiverApply(receiver::Apply),
     ReceiverAdapter(receiver::Adapter),
     ReceiversAdd(receivers::Add),
@@ -153,6 +154,9 @@ impl Request {
             }
             Command::Verify(args) => Request::Verify(audit::Verify::validate(args, ws)?),
             Command::Export(args) => Request::Export(audit::Export::validate(args, ws)?),
+            Command::Checkpoint(args) => {
+                Request::Checkpoint(audit::Checkpoint::validate(args, ws)?)
+            }
             Command::Receiver(ReceiverCommand::Adapter(args)) => {
                 Request::ReceiverAdapter(receiver::Adapter::validate(args, ws)?)
             }
@@ -198,6 +202,7 @@ impl Request {
             Request::Screenshot(request) => Box::new(request.run()?),
             Request::Verify(request) => Box::new(request.run()?),
             Request::Export(request) => Box::new(request.run()?),
+            Request::Checkpoint(request) => Box::new(request.run()?),
             Request::ReceiverApply(request) => Box::new(request.run()?),
             Request::ReceiverAdapter(request) => Box::new(request.run()?),
             Request::ReceiversAdd(request) => Box::new(request.run()?),

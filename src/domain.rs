@@ -14,8 +14,9 @@ pub mod sanitize;
 
 pub use canonical::{canonical_json, check_i_json};
 pub use records::{
-    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, Closure, Description,
-    EffectRequest, FailureKind, NewOperation, PageBound, QueueFilter, Recorded, Registration,
+    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, CloseRecord, Closure,
+    Description, EffectRequest, FailureKind, NewOperation, PageBound, QueueFilter, Recorded,
+    Registration,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};
@@ -488,9 +489,11 @@ pub fn check_compensation_dispatch(
     Ok(())
 }
 
-/// One row of the append-only evidence log: a state change out of `unknown`,
-/// with the full evidence it rests on (the snapshot a reviewer saw, or the
-/// receipt the receiver printed) and its link in the hash chain.
+/// One row of the evidence table: a state change out of `unknown`, with the
+/// full evidence it rests on (the snapshot a reviewer saw, or the receipt
+/// the receiver printed). The row is the projection of one journal entry
+/// (`receipt` or `decided`), named by `journal_seq`; `hash` is that entry's
+/// link in the journal's hash chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceRecord {
     pub seq: i64,
@@ -508,7 +511,7 @@ pub struct EvidenceRecord {
     pub receiver: String,
     pub receiver_describe_sha256: String,
     pub response_sha256: String,
-    pub prev_hash: String,
+    pub journal_seq: i64,
     pub hash: String,
 }
 

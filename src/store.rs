@@ -25,8 +25,8 @@
 //! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and
 //! speaks to it only in domain terms ([`Outbox`] for the flow, [`QueuePages`]
 //! for the console's pages, [`BulkLoad`] for generated demo load, [`Drills`]
-//! for the experiment's deliberate damage, [`EvidenceAudit`] for `verify`
-//! and `export`). No SQL and no rusqlite type appears in those signatures,
+//! for the experiment's deliberate damage, [`JournalAudit`] for `verify`,
+//! `export` and `checkpoint`). No SQL and no rusqlite type appears in those signatures,
 //! so a second store (PostgreSQL, for teams) is one more implementation and
 //! no caller changes. The receiver's ledger has one implementation and sits
 //! behind the `Receiver` trait instead (`crate::receiver`).
@@ -36,14 +36,16 @@ mod bulk;
 mod console_queries;
 mod drill;
 mod identity;
+mod journal;
 mod receiver;
 mod receivers;
 mod sender;
 
-use crate::audit::{StoredRow, VerifyReport};
+use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
-    Approval, BulkOperation, CompensationRequest, Effect, EvidenceRecord, NewOperation, OpState,
-    Operation, PageBound, Provenance, QueueFilter, Recorded, Registration, Review, Verdict,
+    Approval, BulkOperation, CloseRecord, CompensationRequest, Effect, EvidenceRecord,
+    NewOperation, OpState, Operation, PageBound, Provenance, QueueFilter, Recorded, Registration,
+    Review, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;
@@ -82,6 +84,8 @@ pub(crate) trait Outbox {
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
     fn record_review(&mut self, review: &Review<'_>, provenance: &Provenance) -> Result<Recorded>;
     fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval>;
+    /// Records a close a receiver committed; returns its journal seq.
+    fn record_close(&mut self, op_id: &str, close: &CloseRecord) -> Result<i64>;
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
@@ -127,10 +131,19 @@ pub(crate) trait Drills {
     fn drill_change_action_kind(&self, op_id: &str, action_kind: &str) -> Result<(), StoreError>;
 }
 
-/// The evidence log read exactly as stored, for `verify` and `export`.
-pub(crate) trait EvidenceAudit {
-    fn verify_evidence(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError>;
-    fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError>;
+/// The journal and the tables read exactly as stored, for `verify`,
+/// `export` and `checkpoint`.
+pub(crate) trait JournalAudit {
+    /// Walks the chain and replays the projection, in one read transaction.
+    fn verify_journal(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError>;
+    /// Hands every entry, as its export line, to `sink`, in `seq` order,
+    /// then verifies; all in one read transaction.
+    fn export_journal(
+        &self,
+        sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
+    ) -> Result<VerifyReport, StoreError>;
+    /// The journal's length and head hash, as stored.
+    fn journal_head(&self) -> Result<Checkpoint, StoreError>;
 }
 
 /// Registered receivers and the routes of action kinds to them.
@@ -147,17 +160,17 @@ pub(crate) trait ReceiverRegistry {
 
 /// Everything the facade needs of a sender store.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + ReceiverRegistry + Send
+    Outbox + QueuePages + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
 {
 }
 
 impl<T> SenderStore for T where
-    T: Outbox + QueuePages + BulkLoad + Drills + EvidenceAudit + ReceiverRegistry + Send
+    T: Outbox + QueuePages + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
 {
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -401,7 +414,7 @@ pub(crate) fn open_pair(
 }
 
 /// Opens only the outbox of an existing workspace: verifying and exporting
-/// the evidence log need nothing else, and must work even when the
+/// the journal need nothing else, and must work even when the
 /// receiver's file is gone.
 pub(crate) fn open_sender(
     dir: &Path,

@@ -11,7 +11,7 @@
 //! is the receiver's; everything else the outbox's), so the two are never
 //! written together.
 
-use crate::audit::{StoredRow, VerifyReport};
+use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
     classify, normalize_name, Approval, BulkEffect, BulkOperation, Closure, CompensationRequest,
@@ -312,7 +312,7 @@ impl Workspace {
         self.sender.evidence(op_id)
     }
 
-    /// The whole evidence log, in order.
+    /// Every evidence row, in order.
     pub fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
         self.sender.evidence_log()
     }
@@ -458,28 +458,38 @@ impl Workspace {
     }
 }
 
-/// The evidence log of a workspace, opened without its receiver: `verify`
-/// and `export` need nothing else, and must work when the ledger is gone.
-pub struct EvidenceLog {
+/// The journal of a workspace, opened without its receiver: `verify`,
+/// `export` and `checkpoint` need nothing else, and must work when the
+/// ledger is gone.
+pub struct Journal {
     sender: Box<dyn SenderStore>,
 }
 
-impl EvidenceLog {
+impl Journal {
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        Ok(EvidenceLog {
+        Ok(Journal {
             sender: store::open_sender(dir, options)?,
         })
     }
 
-    /// Verifies the log, cross-checks it with the operations, and compares
-    /// it with an exported copy when one is given.
-    pub fn verify(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError> {
-        self.sender.verify_evidence(export)
+    /// Walks the chain, replays the journal against the tables, and
+    /// compares it with an exported copy and a checkpoint when given.
+    pub fn verify(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError> {
+        self.sender.verify_journal(request)
     }
 
-    /// The whole log as stored, with the verification of exactly those rows.
-    pub fn export(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
-        self.sender.export_evidence()
+    /// Hands every entry's export line to `sink`, in order, and verifies
+    /// exactly the journal it exported.
+    pub fn export(
+        &self,
+        sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
+    ) -> Result<VerifyReport, StoreError> {
+        self.sender.export_journal(sink)
+    }
+
+    /// The journal's length and head hash, to keep elsewhere.
+    pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
+        self.sender.journal_head()
     }
 }
 

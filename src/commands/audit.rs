@@ -1,72 +1,185 @@
-//! The integrity commands: `verify` and `export` of the evidence log.
+//! The integrity commands: `verify`, `export` and `checkpoint` of the
+//! journal.
 //!
-//! Both open only the evidence log ([`super::open::open_log`]), so they work
-//! when the receiver's file is gone. A broken log is a finding, not a
-//! failure: the report is printed as usual and the exit code is 1, which is
-//! why the results carry their own exit code rather than raising one.
+//! All three open only the journal ([`super::open::open_journal`]), so they
+//! work when the receiver's file is gone. A broken journal is a finding,
+//! not a failure: the report is printed as usual and the exit code is 1,
+//! which is why the results carry their own exit code rather than raising
+//! one. Nothing is held whole in memory: an earlier export is read one
+//! bounded line at a time while the journal is walked, and an export is
+//! written one line at a time.
 
-use super::open::{open_log, required_workspace};
-use super::output::write_file;
+use super::open::{open_journal, required_workspace};
+use super::output::{cannot_write, write_file_with};
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
-use crate::audit::{StoredRow, VerifyReport};
-use crate::cli::{ExportArgs, VerifyArgs};
+use crate::audit::{Checkpoint as Head, ExportedEntry, Mismatch, VerifyReport, VerifyRequest};
+use crate::cli::{CheckpointArgs, ExportArgs, VerifyArgs};
 use crate::domain::sanitize::{escape, json_for_terminal};
+use crate::workspace::Journal;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-/// `recon verify`: the hash chain, the states, and optionally an earlier
-/// export, which is read (and must parse) before the workspace is opened.
+/// The longest line `verify --against` reads from an export: far above
+/// any entry recon writes (a 4 MiB payload in a receipt, escaped), and a
+/// bound on what a file that is not an export can make it hold.
+pub const MAX_EXPORT_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `recon verify`: the chain, the projection, and optionally an earlier
+/// export and a checkpoint. The checkpoint is parsed and the export opened
+/// before the workspace is.
 pub struct Verify {
     dir: PathBuf,
-    against: Option<Vec<StoredRow>>,
+    against: Option<ExportLines>,
+    checkpoint: Option<Head>,
 }
 
 impl Verify {
     pub fn validate(args: VerifyArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
         let dir = required_workspace(workspace)?;
-        let against = args.against.as_deref().map(read_export).transpose()?;
-        Ok(Verify { dir, against })
+        let checkpoint = args
+            .checkpoint
+            .as_deref()
+            .map(|text| {
+                Head::parse(text)
+                    .map_err(|why| Failure::Usage(format!("--checkpoint {}: {why}", escape(text))))
+            })
+            .transpose()?;
+        let against = args.against.as_deref().map(ExportLines::open).transpose()?;
+        Ok(Verify {
+            dir,
+            against,
+            checkpoint,
+        })
     }
 
+    /// A line of the export that is not an exported entry is a usage
+    /// error, found while the journal is walked; the report is then
+    /// dropped.
     pub fn run(self) -> Result<Verified, Failure> {
-        Ok(Verified(
-            open_log(&self.dir)?.verify(self.against.as_deref())?,
-        ))
+        let mut against = self.against;
+        let report = open_journal(&self.dir)?.verify(VerifyRequest {
+            against: against
+                .as_mut()
+                .map(|lines| lines as &mut (dyn Iterator<Item = ExportedEntry> + Send)),
+            checkpoint: self.checkpoint.as_ref(),
+        })?;
+        match against.and_then(|lines| lines.error) {
+            Some(error) => Err(Failure::Usage(error)),
+            None => Ok(Verified(report)),
+        }
     }
 }
 
-/// Reads an earlier `recon export`, skipping blank lines.
-fn read_export(path: &Path) -> Result<Vec<StoredRow>, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            StoredRow::from_export_line(line).map_err(|e| {
-                Failure::Usage(format!(
-                    "{} line {} is not an exported evidence row: {e}",
-                    path.display(),
-                    n + 1
-                ))
-            })
+/// An earlier `recon export`, read one line at a time, each at most
+/// [`MAX_EXPORT_LINE_BYTES`]; blank lines are skipped. The first line that
+/// cannot be read as an exported entry ends it, and says why in `error`.
+struct ExportLines {
+    reader: BufReader<File>,
+    shown: String,
+    line: u64,
+    buffer: Vec<u8>,
+    error: Option<String>,
+}
+
+impl ExportLines {
+    fn open(path: &Path) -> Result<Self, Failure> {
+        let shown = escape(&path.display().to_string()).into_owned();
+        let file =
+            File::open(path).map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+        Ok(ExportLines {
+            reader: BufReader::new(file),
+            shown,
+            line: 0,
+            buffer: Vec::new(),
+            error: None,
         })
-        .collect()
+    }
+
+    /// The next line's text, `Ok(None)` at the end.
+    fn next_line(&mut self) -> Result<Option<&str>, String> {
+        self.buffer.clear();
+        let read = (&mut self.reader)
+            .take(MAX_EXPORT_LINE_BYTES + 1)
+            .read_until(b'\n', &mut self.buffer)
+            .map_err(|e| format!("cannot read {}: {e}", self.shown))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        if self.buffer.last() == Some(&b'\n') {
+            self.buffer.pop();
+        } else if self.buffer.len() as u64 > MAX_EXPORT_LINE_BYTES {
+            return Err(format!(
+                "{} line {} is longer than {MAX_EXPORT_LINE_BYTES} bytes; refusing to read it",
+                self.shown, self.line
+            ));
+        }
+        std::str::from_utf8(&self.buffer)
+            .map(Some)
+            .map_err(|_| format!("{} line {} is not UTF-8 text", self.shown, self.line))
+    }
+}
+
+impl Iterator for ExportLines {
+    type Item = ExportedEntry;
+
+    fn next(&mut self) -> Option<ExportedEntry> {
+        while self.error.is_none() {
+            let parsed = match self.next_line() {
+                Ok(None) => return None,
+                Ok(Some(text)) if text.trim().is_empty() => continue,
+                Ok(Some(text)) => ExportedEntry::from_line(text).map_err(|why| {
+                    format!(
+                        "{} line {} is not an exported journal entry: {why}",
+                        self.shown, self.line
+                    )
+                }),
+                Err(error) => Err(error),
+            };
+            match parsed {
+                Ok(entry) => return Some(entry),
+                Err(error) => self.error = Some(error),
+            }
+        }
+        None
+    }
 }
 
 pub struct Verified(VerifyReport);
 
+/// A mismatch in one line: where, and both sides.
+fn mismatch_text(m: &Mismatch) -> String {
+    let at = m
+        .op_id
+        .as_deref()
+        .map_or_else(String::new, |op| format!("operation {op}, "));
+    escape(&format!(
+        "{at}{}: the journal says {}, the table holds {}",
+        m.field, m.journal, m.table
+    ))
+    .into_owned()
+}
+
 impl Verified {
     fn broken_lines(&self, out: &mut Out) -> Result<(), Failure> {
         let report = &self.0;
-        out.line(format!("evidence log BROKEN ({} rows)", report.rows))?;
+        out.line(format!("journal BROKEN ({} entries)", report.rows))?;
         if let Some(broken) = &report.first_broken {
             out.line(format!(
-                "  first broken link: row {} (seq {}): {}",
+                "  first broken link: entry {} (seq {}): {}",
                 broken.index, broken.seq, broken.reason
             ))?;
         }
         for mismatch in &report.state_mismatches {
             out.line(format!("  {}", escape(mismatch)))?;
+        }
+        if let Some(first) = report.projection_mismatches.first() {
+            out.line(format!(
+                "  the tables are not the journal's projection: {} mismatches; the first: {}",
+                report.projection_mismatches.len(),
+                mismatch_text(first)
+            ))?;
         }
         if let Some(difference) = report
             .export
@@ -74,8 +187,16 @@ impl Verified {
             .and_then(|e| e.first_difference.as_ref())
         {
             out.line(format!(
-                "  exported copy: row {} (seq {}): {}",
+                "  exported copy: entry {} (seq {}): {}",
                 difference.index, difference.seq, difference.reason
+            ))?;
+        }
+        if let Some(checkpoint) = report.checkpoint.as_ref().filter(|c| !c.extended) {
+            out.line(format!(
+                "  checkpoint {}:{}: {}",
+                checkpoint.length,
+                checkpoint.head_hash,
+                checkpoint.reason.as_deref().unwrap_or_default()
             ))?;
         }
         Ok(())
@@ -91,11 +212,22 @@ impl Render for Verified {
         let export = report
             .export
             .as_ref()
-            .map(|e| format!("; the exported copy's {} rows are a prefix of it", e.rows))
+            .map(|e| {
+                format!(
+                    "; the exported copy's {} entries are a prefix of it",
+                    e.rows
+                )
+            })
+            .unwrap_or_default();
+        let checkpoint = report
+            .checkpoint
+            .as_ref()
+            .map(|c| format!("; it extends checkpoint {}:{}", c.length, c.head_hash))
             .unwrap_or_default();
         out.line(format!(
-            "evidence log intact: {} rows, head {}{export}",
-            report.rows, report.head_hash
+            "journal intact: {} entries, head {}; the tables are its projection ({} entries \
+             replayed){export}{checkpoint}",
+            report.rows, report.head_hash, report.journal_entries
         ))
     }
 
@@ -112,11 +244,34 @@ impl Render for Verified {
     }
 }
 
-/// `recon export`: every row as stored, one JSON line each, to a file
+/// `recon export`: every entry as stored, one JSON line each, to a file
 /// (atomically) or to stdout.
 pub struct Export {
     dir: PathBuf,
     output: Option<PathBuf>,
+}
+
+/// Writes the journal's lines to `w`; returns the verification of exactly
+/// the journal written. A line that cannot be written says where.
+fn export_to(
+    journal: &Journal,
+    w: &mut (dyn Write + Send),
+    target: &Path,
+) -> Result<VerifyReport, Failure> {
+    let mut failed = None;
+    let report = journal.export(&mut |line| {
+        let written = w
+            .write_all(line.as_bytes())
+            .and_then(|()| w.write_all(b"\n"));
+        if let Err(e) = &written {
+            failed = Some(cannot_write(target, e));
+        }
+        written
+    });
+    match (failed, report) {
+        (Some(failure), _) => Err(failure),
+        (None, report) => Ok(report?),
+    }
 }
 
 impl Export {
@@ -127,24 +282,29 @@ impl Export {
         })
     }
 
-    /// Writes the file when one was asked for, even from a broken log: the
-    /// copy is how damage is shown later.
+    /// Writes the file when one was asked for, even from a broken journal:
+    /// the copy is how damage is shown later. For stdout the lines go to a
+    /// temporary file first, which the renderer copies out.
     pub fn run(self) -> Result<Exported, Failure> {
-        let (rows, report) = open_log(&self.dir)?.export()?;
-        let mut text = String::new();
-        for row in &rows {
-            text.push_str(&row.export_line());
-            text.push('\n');
-        }
-        let stdout = match &self.output {
-            Some(path) => {
-                write_file(path, &text)?;
-                None
+        let journal = open_journal(&self.dir)?;
+        let (report, stdout) = match &self.output {
+            Some(path) => (
+                write_file_with(path, |w| export_to(&journal, w, path))?,
+                None,
+            ),
+            None => {
+                let spool = Path::new("a temporary file");
+                let mut file = tempfile::tempfile().map_err(|e| cannot_write(spool, &e))?;
+                let mut writer = std::io::BufWriter::new(&mut file);
+                let report = export_to(&journal, &mut writer, spool)?;
+                writer.flush().map_err(|e| cannot_write(spool, &e))?;
+                drop(writer);
+                file.rewind().map_err(Failure::io)?;
+                (report, Some(file))
             }
-            None => Some(json_for_terminal(text)),
         };
         Ok(Exported {
-            rows: rows.len(),
+            rows: report.rows,
             intact: report.intact,
             stdout,
         })
@@ -152,23 +312,35 @@ impl Export {
 }
 
 pub struct Exported {
-    rows: usize,
+    rows: u64,
     intact: bool,
-    /// The lines, when they go to stdout rather than to a file; the same
-    /// JSON with the controls a terminal would obey escaped (a file gets
+    /// The lines, when they go to stdout rather than to a file. They are
+    /// printed with the controls a terminal would obey escaped (a file gets
     /// them as stored).
-    stdout: Option<String>,
+    stdout: Option<File>,
 }
+
+/// The most text printed in one write of `export` to stdout.
+const STDOUT_CHUNK: usize = 1 << 20;
 
 impl Render for Exported {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        if let Some(text) = &self.stdout {
-            out.direct(text)?;
+        if let Some(file) = &self.stdout {
+            let mut lines = BufReader::new(file);
+            let (mut line, mut chunk) = (String::new(), String::new());
+            while lines.read_line(&mut line).map_err(Failure::io)? > 0 {
+                chunk.push_str(&json_for_terminal(std::mem::take(&mut line)));
+                if chunk.len() >= STDOUT_CHUNK {
+                    out.direct(&chunk)?;
+                    chunk.clear();
+                }
+            }
+            out.direct(&chunk)?;
         }
         if !self.intact {
             // A finding, so an archiving script notices; not an error.
             out.stderr_line(&format!(
-                "error: exported {} rows, but the evidence log is broken; run `recon verify`",
+                "error: exported {} entries, but the journal is broken; run `recon verify`",
                 self.rows
             ));
         }
@@ -181,5 +353,35 @@ impl Render for Exported {
         } else {
             EXIT_MISMATCH
         }
+    }
+}
+
+/// `recon checkpoint`: the journal's length and head hash, to keep outside
+/// the workspace.
+pub struct Checkpoint {
+    dir: PathBuf,
+}
+
+impl Checkpoint {
+    pub fn validate(_args: CheckpointArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        Ok(Checkpoint {
+            dir: required_workspace(workspace)?,
+        })
+    }
+
+    pub fn run(self) -> Result<Checkpointed, Failure> {
+        Ok(Checkpointed(open_journal(&self.dir)?.checkpoint()?))
+    }
+}
+
+pub struct Checkpointed(Head);
+
+impl Render for Checkpointed {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        out.line(self.0.to_string())
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
     }
 }

@@ -9,7 +9,7 @@
 
 use super::Failure;
 use crate::settings::OpenOptions;
-use crate::workspace::{EvidenceLog, Workspace};
+use crate::workspace::{Journal, Workspace};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,8 +49,8 @@ pub fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
     Ok(Workspace::open(dir, options)?)
 }
 
-/// Opens only the evidence log: verifying and exporting need nothing else,
-/// and must work even when the receiver file is gone.
-pub fn open_log(dir: &Path) -> Result<EvidenceLog, Failure> {
-    Ok(EvidenceLog::open(dir, open_options()?)?)
+/// Opens only the journal: verifying, exporting and checkpointing need
+/// nothing else, and must work even when the receiver file is gone.
+pub fn open_journal(dir: &Path) -> Result<Journal, Failure> {
+    Ok(Journal::open(dir, open_options()?)?)
 }

@@ -71,33 +71,49 @@ fn output_error(e: std::io::Error) -> Failure {
 }
 
 /// Writes a whole file beside its target and renames it into place, so a
-/// failure leaves no half file. Failing to write is a usage error: the
-/// path was the user's choice.
+/// failure leaves no half file.
 pub fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    write_file_with(path, |w| {
+        w.write_all(text.as_bytes())
+            .map_err(|e| cannot_write(path, &e))
+    })
+}
+
+/// An output that cannot be written is an I/O error (exit 4), as a
+/// standard output that cannot be written is.
+pub fn cannot_write(path: &Path, e: &dyn std::fmt::Display) -> Failure {
+    let reason = e.to_string();
+    let reason = reason
+        .split(" at path ")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    Failure::io(std::io::Error::other(format!(
+        "cannot write {}: {reason}",
+        crate::domain::sanitize::escape(&path.display().to_string())
+    )))
+}
+
+/// Writes a file beside its target through `body`, buffered, and renames
+/// it into place only when `body` succeeded, so a failure leaves no half
+/// file (the temporary one is removed when dropped).
+pub fn write_file_with<T>(
+    path: &Path,
+    body: impl FnOnce(&mut (dyn Write + Send)) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    // An output that cannot be written is an I/O error (exit 4), as a
-    // standard output that cannot be written is.
-    let cannot = |e: &dyn std::fmt::Display| {
-        let reason = e.to_string();
-        let reason = reason
-            .split(" at path ")
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        Failure::io(std::io::Error::other(format!(
-            "cannot write {}: {reason}",
-            crate::domain::sanitize::escape(&path.display().to_string())
-        )))
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
-    tmp.write_all(text.as_bytes())
-        .and_then(|()| tmp.flush())
-        .map_err(|e| cannot(&e))?;
-    tmp.persist(path).map_err(|e| cannot(&e.error))?;
-    Ok(())
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot_write(path, &e))?;
+    let mut writer = BufWriter::new(tmp);
+    let result = body(&mut writer)?;
+    let tmp = writer
+        .into_inner()
+        .map_err(|e| cannot_write(path, e.error()))?;
+    tmp.persist(path)
+        .map_err(|e| cannot_write(path, &e.error))?;
+    Ok(result)
 }
 
 /// Reads a whole file of at most `max` bytes as text; a larger file, one

@@ -45,7 +45,7 @@ pub trait Render {
     }
 
     /// 0, or 1 for a result that is a finding (`--check` mismatch, a
-    /// broken evidence log).
+    /// broken journal).
     fn exit_code(&self) -> i32 {
         EXIT_OK
     }

@@ -39,6 +39,18 @@ pub struct Closure {
     pub effects_at_close: i64,
 }
 
+/// A close a receiver committed, as the outbox's journal records it: who
+/// closed the operation where, the answer that says so, and the effects the
+/// closing snapshot held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloseRecord {
+    pub receiver: String,
+    pub authorized_by: String,
+    pub response_sha256: String,
+    /// The effect ids of the closing snapshot's matches.
+    pub matches: Vec<String>,
+}
+
 /// Which operations the queue shows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueFilter<'a> {

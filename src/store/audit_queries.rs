@@ -1,138 +1,430 @@
-//! The reads behind `recon verify` and `recon export`: the evidence log and
-//! the operations' states exactly as SQLite holds them.
+//! The reads behind `recon verify`, `recon export` and `recon checkpoint`:
+//! the journal and the tables exactly as SQLite holds them, streamed.
 //!
 //! These deliberately do not go through the typed readers of
 //! [`super::sender`], which refuse a row that does not parse: a row an
 //! attacker edited is exactly the row verification must report, so every
-//! column is read as whatever SQLite value it holds and converted to JSON,
-//! and anything unreadable is noted on the row instead of failing the read.
+//! column is read as whatever SQLite value it holds and handed to
+//! [`crate::audit`] as JSON. Two passes run in one read transaction, so a
+//! write committing meanwhile cannot look like damage: the chain in `seq`
+//! order, then the projection as a merge join of the journal in `(op_id,
+//! seq)` order with every table in `op_id` order, each an index walk. Only
+//! one operation's rows are in memory at a time, whatever the journal's
+//! length.
 
-use super::SqlContext;
-use crate::audit::{self, OpStateRow, StoredRow, VerifyReport, CONTENT_COLUMNS};
+use super::{journal, SqlContext};
+use crate::audit::{
+    Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
+    VerifyRequest, Walk, Walked, APPROVALS, CLOSES, DISPATCH_LOG, EVIDENCE, JOURNAL, OPERATIONS,
+    RECEIVERS, ROUTES, STATE_COUNTS,
+};
 use crate::error::StoreError;
-use crate::store::{EvidenceAudit, SqliteSender};
-use rusqlite::types::Value as Sql;
-use rusqlite::Connection;
-use serde_json::{Map, Value};
+use crate::store::{JournalAudit, SqliteSender};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, Rows, Statement};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::time::Duration;
 
-/// One SQLite value as JSON; `Err` says why it cannot be evidence.
-fn to_json(column: &str, value: Sql) -> Result<Value, (Value, String)> {
+/// Appends one SQLite value to a row, as it is.
+fn push(row: &mut Row, value: ValueRef<'_>) {
     match value {
-        Sql::Null => Ok(Value::Null),
-        Sql::Integer(i) => Ok(Value::from(i)),
-        Sql::Real(f) => serde_json::Number::from_f64(f)
-            .map(Value::Number)
-            .ok_or_else(|| (Value::Null, format!("{column} is not a finite number"))),
-        Sql::Text(text) if column == "snapshot" => serde_json::from_str(&text)
-            .map_err(|_| (Value::String(text), "the snapshot is not JSON".to_string())),
-        Sql::Text(text) => Ok(Value::String(text)),
-        Sql::Blob(bytes) => Err((
-            Value::String(bytes.iter().map(|b| format!("{b:02x}")).collect()),
-            format!("{column} holds a blob"),
-        )),
+        ValueRef::Null => row.push_null(),
+        ValueRef::Integer(i) => row.push_integer(i),
+        ValueRef::Real(x) => row.push_real(x),
+        ValueRef::Text(text) => match std::str::from_utf8(text) {
+            Ok(text) => row.push_text(text),
+            Err(_) => row.push_text(&String::from_utf8_lossy(text)),
+        },
+        ValueRef::Blob(bytes) => row.push_blob(bytes),
     }
 }
 
-fn stored_rows(conn: &Connection, path: &Path) -> Result<Vec<StoredRow>, StoreError> {
-    let sql = format!(
-        "SELECT {}, prev_hash, hash FROM evidence ORDER BY seq",
-        CONTENT_COLUMNS.join(", ")
-    );
-    let raw = conn
-        .prepare(&sql)
-        .and_then(|mut s| {
-            s.query_map([], |r| {
-                (0..CONTENT_COLUMNS.len() + 2)
-                    .map(|i| r.get::<_, Sql>(i))
-                    .collect::<rusqlite::Result<Vec<Sql>>>()
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .at(path)?;
-    Ok(raw.into_iter().map(stored_row).collect())
-}
-
-fn stored_row(mut columns: Vec<Sql>) -> StoredRow {
-    let mut problems = Vec::new();
-    let mut text_of = |value: Option<Sql>, name: &str| match value {
-        Some(Sql::Text(text)) => text,
-        _ => {
-            problems.push(format!("{name} is not text"));
-            String::new()
+/// The text of a column, or why it is not text.
+fn text_of<'r>(
+    row: &'r rusqlite::Row<'_>,
+    i: usize,
+    name: &str,
+) -> rusqlite::Result<Result<&'r str, String>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Text(bytes) => {
+            std::str::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8"))
         }
-    };
-    let hash = text_of(columns.pop(), "hash");
-    let prev_hash = text_of(columns.pop(), "prev_hash");
-    let mut content = Map::new();
-    for (name, value) in CONTENT_COLUMNS.iter().zip(columns) {
-        let json = to_json(name, value).unwrap_or_else(|(json, why)| {
-            problems.push(why);
-            json
-        });
-        content.insert((*name).to_string(), json);
+        _ => Err(format!("{name} is not text")),
+    })
+}
+
+/// Walks the chain in `seq` order, handing each entry to `each` as well
+/// (with its content only when `with_entry`: the walk needs only the
+/// links).
+fn walk_chain(
+    conn: &Connection,
+    path: &Path,
+    walk: &mut Walk<'_>,
+    with_entry: bool,
+    mut each: impl FnMut(&StoredEntry<'_>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let entry = if with_entry { "entry" } else { "''" };
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT seq, prev_hash, hash, {entry} FROM journal ORDER BY seq"
+        ))
+        .at(path)?;
+    let mut rows = statement.query([]).at(path)?;
+    while let Some(row) = rows.next().at(path)? {
+        let mut problems = Vec::new();
+        let mut text = |i, name| -> Result<&str, StoreError> {
+            Ok(text_of(row, i, name).at(path)?.unwrap_or_else(|why| {
+                problems.push(why);
+                ""
+            }))
+        };
+        let (prev_hash, hash, entry) = (text(1, "prev_hash")?, text(2, "hash")?, text(3, "entry")?);
+        let stored = StoredEntry {
+            // The table's INTEGER PRIMARY KEY: SQLite guarantees an integer.
+            seq: row.get(0).at(path)?,
+            entry,
+            prev_hash,
+            hash,
+            malformed: (!problems.is_empty()).then(|| problems.join("; ")),
+        };
+        walk.push(&stored);
+        each(&stored)?;
     }
-    // `seq` is the table's INTEGER PRIMARY KEY, so SQLite guarantees an
-    // integer; 0 only stands in for a value that cannot occur.
-    let seq = content.get("seq").and_then(Value::as_i64).unwrap_or(0);
-    StoredRow {
-        seq,
-        content: Value::Object(content),
-        prev_hash,
-        hash,
-        malformed: (!problems.is_empty()).then(|| problems.join("; ")),
+    Ok(())
+}
+
+/// The key rows are grouped by, ordered as SQLite orders them: null, then
+/// numbers, then text by its bytes, then blobs by theirs (their hex sorts
+/// the same way). The key columns have text affinity, so SQLite stores a
+/// number there as text; one that is a number anyway ranks as `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Key<'a> {
+    Null,
+    Other,
+    Text(&'a str),
+    Blob(&'a str),
+}
+
+impl<'a> Key<'a> {
+    fn of(column: Column<'a>) -> Key<'a> {
+        match column {
+            Column::Null => Key::Null,
+            Column::Integer(_) | Column::Real(_) => Key::Other,
+            Column::Text(text) => Key::Text(text),
+            Column::Blob(hex) => Key::Blob(hex),
+        }
+    }
+
+    /// The operation's id as a mismatch names it.
+    fn name(self) -> String {
+        match self {
+            Key::Null => "null".into(),
+            Key::Other => "a number".into(),
+            Key::Text(text) | Key::Blob(text) => text.to_string(),
+        }
     }
 }
 
-fn op_states(conn: &Connection, path: &Path) -> Result<Vec<OpStateRow>, StoreError> {
-    conn.prepare("SELECT op_id, state, version FROM operations ORDER BY op_id")
-        .and_then(|mut s| {
-            s.query_map([], |r| {
-                let text = |value: Sql| match value {
-                    Sql::Text(text) => text,
-                    other => format!("{other:?}"),
-                };
-                Ok(OpStateRow {
-                    op_id: text(r.get(0)?),
-                    state: text(r.get(1)?),
-                    version: match r.get::<_, Sql>(2)? {
-                        Sql::Integer(v) => v,
-                        _ => -1,
-                    },
-                })
-            })?
-            .collect()
-        })
-        .at(path)
+/// A key held past the row it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum OwnedKey {
+    Null,
+    Other,
+    Text(String),
+    Blob(String),
 }
+
+impl OwnedKey {
+    fn of(key: Key<'_>) -> Self {
+        match key {
+            Key::Null => OwnedKey::Null,
+            Key::Other => OwnedKey::Other,
+            Key::Text(text) => OwnedKey::Text(text.to_string()),
+            Key::Blob(hex) => OwnedKey::Blob(hex.to_string()),
+        }
+    }
+
+    fn as_key(&self) -> Key<'_> {
+        match self {
+            OwnedKey::Null => Key::Null,
+            OwnedKey::Other => Key::Other,
+            OwnedKey::Text(text) => Key::Text(text),
+            OwnedKey::Blob(hex) => Key::Blob(hex),
+        }
+    }
+}
+
+/// One ordered statement, read a row ahead.
+struct Cursor<'s> {
+    rows: Rows<'s>,
+    table: Table,
+    head: Option<Row>,
+    path: &'s Path,
+}
+
+impl<'s> Cursor<'s> {
+    fn new(
+        statement: &'s mut Statement<'_>,
+        table: Table,
+        path: &'s Path,
+    ) -> Result<Self, StoreError> {
+        let mut cursor = Cursor {
+            rows: statement.query([]).at(path)?,
+            table,
+            head: None,
+            path,
+        };
+        cursor.advance()?;
+        Ok(cursor)
+    }
+
+    /// Reads the next row: its text sized first, so the row is two
+    /// allocations.
+    fn advance(&mut self) -> Result<(), StoreError> {
+        let width = self.table.columns.len();
+        self.head = match self.rows.next().at(self.path)? {
+            Some(row) => {
+                let mut text = 0;
+                for i in 0..width {
+                    match row.get_ref(i).at(self.path)? {
+                        ValueRef::Text(t) => text += t.len(),
+                        ValueRef::Blob(b) => text += b.len() * 2,
+                        _ => {}
+                    }
+                }
+                let mut cells = Row::with_capacity(width, text);
+                for i in 0..width {
+                    push(&mut cells, row.get_ref(i).at(self.path)?);
+                }
+                Some(cells)
+            }
+            None => None,
+        };
+        Ok(())
+    }
+
+    fn key(&self) -> Option<Key<'_>> {
+        self.head
+            .as_ref()
+            .map(|row| Key::of(row.get(self.table.key)))
+    }
+
+    /// Every row whose key is `key` (the rows are ordered by key).
+    fn take(&mut self, key: &OwnedKey) -> Result<Vec<Row>, StoreError> {
+        let mut group = Vec::new();
+        while self.key() == Some(key.as_key()) {
+            if let Some(row) = self.head.take() {
+                group.push(row);
+            }
+            self.advance()?;
+        }
+        Ok(group)
+    }
+}
+
+fn select(table: &Table, rest: &str) -> String {
+    format!(
+        "SELECT {} FROM {} {rest}",
+        table.columns.join(", "),
+        table.name
+    )
+}
+
+/// A small table read whole (receivers, routes, state counts, and the
+/// entries about receivers).
+fn all_rows(
+    conn: &Connection,
+    path: &Path,
+    table: Table,
+    rest: &str,
+) -> Result<Vec<Row>, StoreError> {
+    let mut statement = conn.prepare(&select(&table, rest)).at(path)?;
+    let mut cursor = Cursor::new(&mut statement, table, path)?;
+    let mut rows = Vec::new();
+    while let Some(row) = cursor.head.take() {
+        rows.push(row);
+        cursor.advance()?;
+    }
+    Ok(rows)
+}
+
+/// The per-operation streams of the merge join, in the order of
+/// [`OpTables`] after the journal's.
+const OP_STREAMS: [(Table, &str); 6] = [
+    (JOURNAL, "WHERE op_id IS NOT NULL ORDER BY op_id, seq"),
+    (OPERATIONS, "ORDER BY op_id"),
+    (DISPATCH_LOG, "ORDER BY op_id, from_version, seq"),
+    (EVIDENCE, "ORDER BY op_id, seq"),
+    (APPROVALS, "ORDER BY compensation_op_id, rowid"),
+    (CLOSES, "ORDER BY op_id, journal_seq"),
+];
+
+/// One operation's rows, as the merge join gathers them.
+type Group = (String, Vec<Row>, OpTables);
+
+/// How many operations go to the replay at once.
+const BATCH: usize = 128;
+
+/// Reads the operations' streams in `op_id` order and sends the
+/// operations' rows on in batches, until the streams end or nobody
+/// listens.
+fn merge_join(
+    conn: &Connection,
+    path: &Path,
+    send: &SyncSender<Vec<Group>>,
+) -> Result<(), StoreError> {
+    let mut statements = OP_STREAMS
+        .iter()
+        .map(|(table, rest)| conn.prepare(&select(table, rest)).at(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cursors = statements
+        .iter_mut()
+        .zip(OP_STREAMS)
+        .map(|(statement, (table, _))| Cursor::new(statement, table, path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        let Some(key) = cursors.iter().filter_map(Cursor::key).min() else {
+            // A replay that has gone has panicked; its join says so.
+            let _ = send.send(batch);
+            return Ok(());
+        };
+        let (name, key) = (key.name(), OwnedKey::of(key));
+        let mut groups = cursors
+            .iter_mut()
+            .map(|cursor| cursor.take(&key))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter();
+        let mut next = || groups.next().unwrap_or_default();
+        let journal = next();
+        let tables = OpTables {
+            operation: next(),
+            dispatches: next(),
+            evidence: next(),
+            approvals: next(),
+            closes: next(),
+        };
+        batch.push((name, journal, tables));
+        if batch.len() == BATCH
+            && send
+                .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                .is_err()
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// Replays the journal against the tables: the receivers first, then a
+/// merge join operation by operation, then the state counts. Reading
+/// (SQLite) and replaying (parsing, hashing, comparing) cost about the
+/// same, so they run on two threads, with at most a few batches of
+/// operations' rows in flight between them.
+fn project(conn: &Connection, path: &Path) -> Result<Projection, StoreError> {
+    let mut projector = Projector::default();
+    projector.receivers(
+        &all_rows(conn, path, JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
+        &all_rows(conn, path, RECEIVERS, "ORDER BY name")?,
+        &all_rows(conn, path, ROUTES, "ORDER BY action_kind")?,
+    );
+    let (send, receive) = sync_channel::<Vec<Group>>(4);
+    let (read, mut projector) = std::thread::scope(|scope| {
+        let replay = scope.spawn(move || {
+            for (op_id, journal, tables) in receive.into_iter().flatten() {
+                projector.operation(&op_id, &journal, &tables);
+            }
+            projector
+        });
+        let read = merge_join(conn, path, &send);
+        drop(send);
+        let projector = replay
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, projector)
+    });
+    read?;
+    projector.state_counts(&all_rows(conn, path, STATE_COUNTS, "ORDER BY state")?);
+    Ok(projector.finish())
+}
+
+/// What `export` does with each entry as the walk passes it.
+type Each<'e> = &'e mut (dyn FnMut(&StoredEntry<'_>) -> Result<(), StoreError> + Send);
 
 impl SqliteSender {
-    /// The evidence log in `seq` order and every operation's state, read in
-    /// one transaction so that a decision committing meanwhile cannot look
-    /// like a mismatch between the two.
-    fn read_log_and_states(&self) -> Result<(Vec<StoredRow>, Vec<OpStateRow>), StoreError> {
+    /// A second, read-only connection to the outbox with the first one's
+    /// busy timeout: the chain walk's own, so it reads beside the replay.
+    fn second_reader(&self) -> Result<Connection, StoreError> {
         let path = self.path();
+        let timeout: i64 = self
+            .conn()
+            .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+            .at(path)?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .at(path)?;
+        conn.busy_timeout(Duration::from_millis(u64::try_from(timeout).unwrap_or(0)))
+            .at(path)?;
+        Ok(conn)
+    }
+
+    /// Walks the chain (handing each entry to `each`) and replays the
+    /// projection, each pass in one read transaction of its own connection,
+    /// side by side. Each pass is consistent in itself, which is all either
+    /// needs: the walk judges the journal alone, the replay the journal and
+    /// the tables together. (An act committing between their starts only
+    /// makes `rows` and `journal_entries` differ.)
+    fn audit(
+        &self,
+        request: VerifyRequest<'_>,
+        each: Option<Each<'_>>,
+    ) -> Result<VerifyReport, StoreError> {
+        let path = self.path();
+        let walker = self.second_reader()?;
         let tx = self.conn().unchecked_transaction().at(path)?;
-        let rows = stored_rows(&tx, path)?;
-        let ops = op_states(&tx, path)?;
+        let (walked, projection) = std::thread::scope(|scope| {
+            let walked = scope.spawn(move || -> Result<Walked, StoreError> {
+                let tx = walker.unchecked_transaction().at(path)?;
+                let mut walk = Walk::new(request.checkpoint, request.against);
+                let with_entry = each.is_some();
+                let mut each = each;
+                walk_chain(&tx, path, &mut walk, with_entry, |entry| match &mut each {
+                    Some(each) => each(entry),
+                    None => Ok(()),
+                })?;
+                tx.finish().at(path)?;
+                Ok(walk.finish())
+            });
+            let projection = project(&tx, path);
+            let walked = walked
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (walked, projection)
+        });
+        let (walked, projection) = (walked?, projection?);
         tx.finish().at(path)?;
-        Ok((rows, ops))
+        Ok(VerifyReport::new(walked, projection))
     }
 }
 
-impl EvidenceAudit for SqliteSender {
-    /// Verifies the log, cross-checks it with the operations, and compares
-    /// it with an exported copy when one is given.
-    fn verify_evidence(&self, export: Option<&[StoredRow]>) -> Result<VerifyReport, StoreError> {
-        let (rows, ops) = self.read_log_and_states()?;
-        Ok(audit::verify(&rows, &ops, export))
+impl JournalAudit for SqliteSender {
+    fn verify_journal(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError> {
+        self.audit(request, None)
     }
 
-    /// The whole log as stored, for `recon export`, with the verification
-    /// of exactly those rows.
-    fn export_evidence(&self) -> Result<(Vec<StoredRow>, VerifyReport), StoreError> {
-        let (rows, ops) = self.read_log_and_states()?;
-        let report = audit::verify(&rows, &ops, None);
-        Ok((rows, report))
+    fn export_journal(
+        &self,
+        sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
+    ) -> Result<VerifyReport, StoreError> {
+        self.audit(
+            VerifyRequest::default(),
+            Some(&mut |entry| Ok(sink(&entry.export_line())?)),
+        )
+    }
+
+    fn journal_head(&self) -> Result<Checkpoint, StoreError> {
+        journal::head(self.conn(), self.path())
     }
 }

@@ -13,12 +13,21 @@
 //! Payloads arrive as canonical JSON text (what [`crate::domain::canonical_json`]
 //! would print) so that a million rows are not parsed and printed again; the
 //! generator in `crate::demo` has a test proving its text is canonical.
+//!
+//! Each generated operation is journaled as what it stands for, a prepare
+//! and a dispatch: two chained entries in the same transaction as its rows,
+//! sealed from that text too ([`crate::audit::seal_generated`]).
 
-use super::{sql_error, SqlContext};
+use super::{journal, sql_error, SqlContext};
+use crate::audit::{seal_generated, EntryKind};
 use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation};
 use crate::error::{Refusal, Result, StoreError};
 use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+/// Generated evidence is written to the built-in ledger, so generated
+/// operations route there.
+const GENERATED_RECEIVER: &str = "builtin";
 
 /// The page cache a bulk transaction works with (64 MiB), so index pages
 /// stay in memory instead of being spilled and re-read.
@@ -79,15 +88,14 @@ impl BulkLoad for SqliteSender {
                     |r| r.get(0),
                 )
                 .at(&path)?;
+            let mut head = journal::head(&tx, &path)?;
             let mut count = 0u64;
             {
                 let mut insert_op = tx
                     .prepare(
-                        // Generated evidence is written to the built-in
-                        // ledger, so generated operations route there.
                         "INSERT INTO operations
                              (op_id, kind, action_kind, payload, state, version, receiver)
-                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, 'builtin')",
+                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4)",
                     )
                     .at(&path)?;
                 let mut insert_dispatch = tx
@@ -96,9 +104,20 @@ impl BulkLoad for SqliteSender {
                          VALUES (?1, ?2, 1)",
                     )
                     .at(&path)?;
+                let mut insert_entry = tx
+                    .prepare(
+                        "INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )
+                    .at(&path)?;
                 for op in ops {
                     insert_op
-                        .execute(params![op.op_id, op.action_kind, op.canonical_payload])
+                        .execute(params![
+                            op.op_id,
+                            op.action_kind,
+                            op.canonical_payload,
+                            GENERATED_RECEIVER
+                        ])
                         .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
                             Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
                                 crate::error::Error::from(Refusal::DuplicateOperation(
@@ -110,6 +129,23 @@ impl BulkLoad for SqliteSender {
                     insert_dispatch
                         .execute(params![next_dispatch, op.op_id])
                         .at(&path)?;
+                    let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
+                    for (kind, sealed) in
+                        kinds
+                            .into_iter()
+                            .zip(seal_generated(&mut head, &op, GENERATED_RECEIVER))
+                    {
+                        insert_entry
+                            .execute(params![
+                                sealed.seq,
+                                kind.as_str(),
+                                op.op_id,
+                                sealed.entry,
+                                sealed.prev_hash,
+                                sealed.hash
+                            ])
+                            .at(&path)?;
+                    }
                     next_dispatch += 1;
                     count += 1;
                 }

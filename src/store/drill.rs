@@ -1,7 +1,9 @@
 //! Deliberate damage, for the experiment and the tests: a failing trigger on
-//! the evidence log, a compensation that bypassed approval, an operation whose
+//! the evidence table, a compensation that bypassed approval, an operation whose
 //! action was changed after approval. Each models a fault or a buggy writer
-//! that the rules must catch. Nothing in the normal flow calls these.
+//! that the rules must catch. Nothing in the normal flow calls these. The
+//! last two write behind the journal's back, so `recon verify` reports
+//! them as projection mismatches, as it would a real buggy writer.
 
 use super::SqlContext;
 use crate::error::StoreError;

@@ -1,9 +1,12 @@
 //! Registered receivers and the routes of action kinds to them, in the
 //! outbox. A route is looked up when an operation is prepared (in the same
 //! transaction, `sender::route_sql`) and never again, so registering or
-//! removing a receiver never re-routes an operation.
+//! removing a receiver never re-routes an operation. Both tables are a
+//! projection of the journal: registering appends `receiver_registered`,
+//! removing `receiver_removed`, in the transaction that writes the rows.
 
-use super::{ReceiverRegistry, SqlContext, SqliteSender};
+use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
+use crate::audit::{self, EntryKind};
 use crate::domain::{canonical_json, Description, Refusal, Registration};
 use crate::error::{Result, StoreError};
 use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
@@ -84,8 +87,7 @@ impl ReceiverRegistry for SqliteSender {
                 .into());
             }
         }
-        let args = serde_json::to_string(&registration.args)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let args = canonical_json(&serde_json::Value::from(registration.args.clone()));
         let describe = serde_json::to_value(&registration.describe)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         tx.execute(
@@ -107,6 +109,8 @@ impl ReceiverRegistry for SqliteSender {
             )
             .at(&path)?;
         }
+        let fields = audit::receiver_registered(registration);
+        journal::append(&tx, &path, EntryKind::ReceiverRegistered, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())
     }
@@ -166,6 +170,8 @@ impl ReceiverRegistry for SqliteSender {
             .at(&path)?;
         tx.execute("DELETE FROM receivers WHERE name = ?1", [name])
             .at(&path)?;
+        let fields = audit::receiver_removed(name);
+        journal::append(&tx, &path, EntryKind::ReceiverRemoved, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())
     }

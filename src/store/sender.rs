@@ -1,19 +1,20 @@
-//! The sender's database: the outbox of operations, the append-only evidence
-//! log, compensation approvals, and the dispatch log.
+//! The sender's database: the journal, and the tables that are its
+//! projection (the outbox of operations, evidence, compensation approvals,
+//! the dispatch log, closes).
 //!
-//! Every state change is a conditional update (`WHERE state = ? AND version
-//! = ?`) inside one `BEGIN IMMEDIATE` transaction that also writes its
-//! evidence, dispatch or approval row, so a change and its record commit or
-//! roll back together. The rules that decide whether a change is allowed are
+//! Every act is one `BEGIN IMMEDIATE` transaction that appends its journal
+//! entry and writes its rows; a state change is a conditional update
+//! (`WHERE state = ? AND version = ?`) in it, so a change, its record and
+//! its entry commit or roll back together. The rules that decide whether a change is allowed are
 //! the pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
 
-use super::{open_database, Outbox, Role, SqlContext};
-use crate::audit::{chained_content, link_hash, GENESIS_HASH};
+use super::{journal, open_database, Outbox, Role, SqlContext};
+use crate::audit::{self, EntryKind};
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
-    CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource, NewOperation, OpKind,
-    OpState, Operation, Provenance, Recorded, Review, Verdict,
+    CloseRecord, CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource,
+    NewOperation, OpKind, OpState, Operation, Provenance, Recorded, Review, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
@@ -63,6 +64,26 @@ BEGIN
     UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
 END;
 
+CREATE TABLE journal (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt', 'observed', 'closed',
+        'decided', 'approved', 'noted', 'escalated', 'deescalated', 'receiver_registered',
+        'receiver_removed')),
+    op_id TEXT,
+    entry TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX journal_by_op ON journal(op_id, seq);
+CREATE TRIGGER journal_append_only_update BEFORE UPDATE ON journal
+BEGIN
+    SELECT RAISE(ABORT, 'the journal is append-only');
+END;
+CREATE TRIGGER journal_append_only_delete BEFORE DELETE ON journal
+BEGIN
+    SELECT RAISE(ABORT, 'the journal is append-only');
+END;
+
 CREATE TABLE evidence (
     seq INTEGER PRIMARY KEY,
     op_id TEXT NOT NULL REFERENCES operations(op_id),
@@ -77,8 +98,7 @@ CREATE TABLE evidence (
     receiver TEXT NOT NULL,
     receiver_describe_sha256 TEXT NOT NULL,
     response_sha256 TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
+    journal_seq INTEGER NOT NULL UNIQUE REFERENCES journal(seq)
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
 CREATE TRIGGER evidence_append_only_update BEFORE UPDATE ON evidence
@@ -88,6 +108,22 @@ END;
 CREATE TRIGGER evidence_append_only_delete BEFORE DELETE ON evidence
 BEGIN
     SELECT RAISE(ABORT, 'evidence is append-only');
+END;
+
+CREATE TABLE closes (
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    receiver TEXT NOT NULL,
+    authorized_by TEXT NOT NULL,
+    journal_seq INTEGER PRIMARY KEY REFERENCES journal(seq)
+);
+CREATE INDEX closes_by_op ON closes(op_id, journal_seq);
+CREATE TRIGGER closes_append_only_update BEFORE UPDATE ON closes
+BEGIN
+    SELECT RAISE(ABORT, 'closes are append-only');
+END;
+CREATE TRIGGER closes_append_only_delete BEFORE DELETE ON closes
+BEGIN
+    SELECT RAISE(ABORT, 'closes are append-only');
 END;
 
 CREATE TABLE compensation_approvals (
@@ -106,7 +142,7 @@ CREATE TABLE dispatch_log (
     op_id TEXT NOT NULL REFERENCES operations(op_id),
     from_version INTEGER NOT NULL
 );
-CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id);
+CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id, from_version);
 
 CREATE TABLE receivers (
     name TEXT PRIMARY KEY,
@@ -181,7 +217,14 @@ fn parse_op(row: OpRow) -> Result<Operation, StoreError> {
 
 const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, snapshot, \
      from_version, to_version, effect_id, receiver, receiver_describe_sha256, response_sha256, \
-     prev_hash, hash";
+     journal_seq";
+
+/// The evidence columns read back, with the hash of each row's journal
+/// entry (empty when the entry is missing, which `verify` reports).
+const EVIDENCE_READ: &str = "SELECT e.seq, e.op_id, e.source, e.reviewer, e.decision, e.verdict, \
+     e.snapshot, e.from_version, e.to_version, e.effect_id, e.receiver, \
+     e.receiver_describe_sha256, e.response_sha256, e.journal_seq, COALESCE(j.hash, '') \
+     FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
 
 /// An evidence row with its enums and snapshot still as stored text; they
 /// are parsed after the statement finishes so a malformed row is a typed
@@ -210,7 +253,7 @@ fn evidence_row(row: &Row<'_>) -> rusqlite::Result<RawEvidence> {
             receiver: row.get(10)?,
             receiver_describe_sha256: row.get(11)?,
             response_sha256: row.get(12)?,
-            prev_hash: row.get(13)?,
+            journal_seq: row.get(13)?,
             hash: row.get(14)?,
         },
         source: row.get(2)?,
@@ -337,8 +380,8 @@ struct Transition<'a> {
     provenance: &'a Provenance,
 }
 
-/// Applies a transition out of `unknown` and appends its evidence row, in
-/// the caller's transaction. Returns the evidence seq, or `None` when the
+/// Applies a transition out of `unknown` and appends its journal entry and
+/// its evidence row (the entry's projection), in the caller's transaction. Returns the evidence seq, or `None` when the
 /// conditional update found the operation changed.
 fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Option<i64>> {
     let changed = tx
@@ -363,17 +406,12 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
     if t.source == EvidenceSource::Review {
         crash_point(CrashPoint::ReconcileAfterStateUpdate);
     }
-    let (last_seq, prev_hash): (i64, String) = tx
-        .query_row(
-            "SELECT seq, hash FROM evidence ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .at(path)?
-        .unwrap_or((0, GENESIS_HASH.to_string()));
+    let evidence_seq: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .at(path)?;
     let mut record = EvidenceRecord {
-        seq: last_seq + 1,
+        seq: evidence_seq,
         op_id: t.op.op_id.clone(),
         source: t.source,
         reviewer: t.reviewer.map(str::to_string),
@@ -386,13 +424,21 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
         receiver: t.provenance.receiver.clone(),
         receiver_describe_sha256: t.provenance.receiver_describe_sha256.clone(),
         response_sha256: t.provenance.response_sha256.clone(),
-        prev_hash,
+        journal_seq: 0,
         hash: String::new(),
     };
-    record.hash = link_hash(&record.prev_hash, &chained_content(&record));
+    let sealed = journal::append(
+        tx,
+        path,
+        EntryKind::of_evidence(t.source),
+        Some(&record.op_id),
+        audit::evidence(&record),
+    )?;
+    record.journal_seq = sealed.seq;
+    record.hash = sealed.hash;
     tx.prepare_cached(&format!(
         "INSERT INTO evidence ({EVIDENCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -409,8 +455,7 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
             record.receiver,
             record.receiver_describe_sha256,
             record.response_sha256,
-            record.prev_hash,
-            record.hash,
+            record.journal_seq,
         ])
     })
     .at(path)?;
@@ -470,6 +515,8 @@ impl Outbox for SqliteSender {
         }
         insert_op(&tx, &path, new, OpKind::Original, None, None)?;
         let op = require_op(&tx, &path, new.op_id)?;
+        let fields = audit::prepared(&op);
+        journal::append(&tx, &path, EntryKind::Prepared, Some(&op.op_id), fields)?;
         tx.commit().at(&path)?;
         Ok(op)
     }
@@ -579,6 +626,8 @@ impl Outbox for SqliteSender {
         )
         .and_then(|mut s| s.execute(params![op_id, op.version]))
         .at(&path)?;
+        let fields = audit::dispatched(op.version, op.version + 1);
+        journal::append(&tx, &path, EntryKind::Dispatched, Some(op_id), fields)?;
         let op = require_op(&tx, &path, op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
@@ -741,9 +790,7 @@ impl Outbox for SqliteSender {
             Some(request.effect_id),
             Some(request.original_op_id),
         )?;
-        crash_point(CrashPoint::ApprovalBeforeCommit);
-        tx.commit().at(&path)?;
-        Ok(Approval {
+        let approval = Approval {
             original_op_id: request.original_op_id.to_string(),
             effect_id: request.effect_id.to_string(),
             approved_version: request.expected_version,
@@ -751,23 +798,53 @@ impl Outbox for SqliteSender {
             compensation_op_id: request.compensation_op_id.to_string(),
             action_kind: request.action_kind.to_string(),
             payload: request.payload.clone(),
+        };
+        let compensation = require_op(&tx, &path, request.compensation_op_id)?;
+        let fields = audit::approved(&approval, &compensation);
+        let op_id = Some(request.compensation_op_id);
+        journal::append(&tx, &path, EntryKind::Approved, op_id, fields)?;
+        crash_point(CrashPoint::ApprovalBeforeCommit);
+        tx.commit().at(&path)?;
+        Ok(approval)
+    }
+
+    /// Records a close the receiver has committed: a `closed` entry and
+    /// its `closes` row, in one transaction of the outbox (the receiver's
+    /// was another, already committed).
+    fn record_close(&mut self, op_id: &str, close: &CloseRecord) -> Result<i64> {
+        let path = self.path.clone();
+        let tx = self.immediate()?;
+        require_op(&tx, &path, op_id)?;
+        let fields = audit::closed(close);
+        let sealed = journal::append(&tx, &path, EntryKind::Closed, Some(op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq)
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                op_id,
+                close.receiver,
+                close.authorized_by,
+                sealed.seq
+            ])
         })
+        .at(&path)?;
+        tx.commit().at(&path)?;
+        Ok(sealed.seq)
     }
 
     /// The evidence of one operation, oldest first.
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
         self.evidence_query(
-            &format!("SELECT {EVIDENCE_COLUMNS} FROM evidence WHERE op_id = ?1 ORDER BY seq"),
+            &format!("{EVIDENCE_READ} WHERE e.op_id = ?1 ORDER BY e.seq"),
             Some(op_id),
         )
     }
 
-    /// The whole evidence log in `seq` order, for verification and export.
+    /// Every evidence row in `seq` order.
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
-        self.evidence_query(
-            &format!("SELECT {EVIDENCE_COLUMNS} FROM evidence ORDER BY seq"),
-            None,
-        )
+        self.evidence_query(&format!("{EVIDENCE_READ} ORDER BY e.seq"), None)
     }
 
     /// Approvals where the operation is the original or the compensation.
@@ -838,4 +915,26 @@ fn insert_op(
     })
     .at(path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::audit::EntryKind;
+
+    /// The schema's CHECK on `journal.kind` names exactly the entry kinds.
+    #[test]
+    fn the_journal_accepts_exactly_the_kinds_of_entry() {
+        let check = super::SCHEMA
+            .split("CREATE TABLE journal (")
+            .nth(1)
+            .and_then(|table| table.split("kind TEXT NOT NULL CHECK (kind IN (").nth(1))
+            .and_then(|rest| rest.split("))").next())
+            .unwrap();
+        let listed: Vec<String> = check
+            .split(',')
+            .map(|k| k.trim().trim_matches('\'').to_string())
+            .collect();
+        let kinds: Vec<&str> = EntryKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed, kinds);
+    }
 }

@@ -12,8 +12,8 @@ use super::Workspace;
 use crate::dispatch::adapter::{AdapterProgram, Reply};
 use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
-    AdapterFailure, Description, Effect, EffectRequest, FailureKind, Operation, Provenance,
-    Registration, Snapshot,
+    AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind, Operation,
+    Provenance, Registration, Snapshot,
 };
 use crate::error::{Error, Refusal, Result, StoreError};
 use crate::receiver::protocol::{self, Answer, Verb};
@@ -260,7 +260,38 @@ impl Workspace {
             )
         })?;
         let snapshot = rules::judge_snapshot(&registration, &op.op_id, parsed)?;
+        if let (Some(who), true) = (close, snapshot.closed) {
+            self.journal_close(op, &registration, who, &sha, &snapshot)?;
+        }
         Ok((snapshot, provenance(&registration, sha)))
+    }
+
+    /// Journals a close the receiver committed (the `closed` entry and its
+    /// `closes` row, one outbox transaction). The receiver's commit came
+    /// first, in its own store, so a failure here says the operation is
+    /// closed there all the same.
+    fn journal_close(
+        &mut self,
+        op: &Operation,
+        registration: &Registration,
+        authorized_by: &str,
+        response_sha256: &str,
+        snapshot: &Snapshot,
+    ) -> Result<()> {
+        let close = CloseRecord {
+            receiver: registration.name.clone(),
+            authorized_by: authorized_by.to_string(),
+            response_sha256: response_sha256.to_string(),
+            matches: snapshot
+                .matches
+                .iter()
+                .map(|m| m.effect_id.clone())
+                .collect(),
+        };
+        self.sender
+            .record_close(&op.op_id, &close)
+            .map(drop)
+            .map_err(|e| e.after(super::committed_close(op, authorized_by)))
     }
 
     /// Starts the receiver call of a dispatch whose `unknown` state is

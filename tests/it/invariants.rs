@@ -13,10 +13,11 @@
 //! - an approval exists if and only if its compensation operation does, and
 //!   it still describes that operation and a confirmed original;
 //! - no effect committed for an operation after it was closed;
-//! - the state counts agree with the rows, the evidence chain verifies, and
+//! - the state counts agree with the rows, the journal verifies (its chain,
+//!   and the tables as its projection), and
 //!   `PRAGMA integrity_check` is `ok` on both files.
 
-use recon::workspace::EvidenceLog;
+use recon::workspace::Journal;
 use recon::OpenOptions;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
@@ -390,13 +391,13 @@ pub fn violations(dir: &Path, direct: &DirectCalls) -> Vec<String> {
             ));
         }
     }
-    match EvidenceLog::open(dir, OpenOptions::default())
-        .and_then(|log| log.verify(None))
+    match Journal::open(dir, OpenOptions::default())
+        .and_then(|journal| journal.verify(Default::default()))
         .map_err(|e| e.to_string())
     {
         Ok(report) if report.intact => {}
-        Ok(report) => out.push(format!("the evidence log does not verify: {report:?}")),
-        Err(e) => out.push(format!("the evidence log cannot be verified: {e}")),
+        Ok(report) => out.push(format!("the journal does not verify: {report:?}")),
+        Err(e) => out.push(format!("the journal cannot be verified: {e}")),
     }
     out
 }

@@ -347,7 +347,7 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         receiver: "builtin".into(),
         receiver_describe_sha256: String::new(),
         response_sha256: String::new(),
-        prev_hash: String::new(),
+        journal_seq: 1,
         hash: String::new(),
     }
 }

@@ -1,0 +1,652 @@
+//! The projection: what the tables must hold if the journal is the truth,
+//! rebuilt by replaying the journal, and compared field by field with what
+//! they do hold.
+//!
+//! The store feeds a [`Projector`] one operation at a time (a merge join of
+//! the journal, ordered by `(op_id, seq)`, with each table ordered by
+//! `op_id`), so no more than one operation's entries and rows are ever in
+//! memory. Rows arrive as [`Row`]s, each column's SQLite value as it is;
+//! the replay produces the values it calls for as JSON, and a column
+//! matches a value when it holds exactly that (text a string, an integer
+//! an integer). A column that holds JSON (a payload, a snapshot) is compared as
+//! its stored text against the entry's text for that value: the outbox
+//! writes both as canonical JSON, so any other text was edited.
+
+use super::chain::BrokenLink;
+use super::entry::{link_hash, EntryKind};
+use super::row::{Column, Row};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A row the replay calls for: its columns' values, in the order of its
+/// [`Table`]. The rows a table holds are [`Row`]s.
+pub type Expected = Vec<Value>;
+
+/// A table of the projection: its name, the columns compared (in the
+/// order the store reads them), and the column holding the key it is
+/// grouped by.
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: &'static [&'static str],
+    pub key: usize,
+}
+
+pub const JOURNAL: Table = Table {
+    name: "journal",
+    columns: &["seq", "kind", "op_id", "entry", "prev_hash", "hash"],
+    key: 2,
+};
+pub const OPERATIONS: Table = Table {
+    name: "operations",
+    columns: &[
+        "op_id",
+        "kind",
+        "action_kind",
+        "payload",
+        "state",
+        "version",
+        "compensates_effect_id",
+        "compensates_op_id",
+        "confirmed_effect_id",
+        "receiver",
+    ],
+    key: 0,
+};
+pub const DISPATCH_LOG: Table = Table {
+    name: "dispatch_log",
+    columns: &["op_id", "from_version"],
+    key: 0,
+};
+pub const EVIDENCE: Table = Table {
+    name: "evidence",
+    columns: &[
+        "seq",
+        "op_id",
+        "source",
+        "reviewer",
+        "decision",
+        "verdict",
+        "snapshot",
+        "from_version",
+        "to_version",
+        "effect_id",
+        "receiver",
+        "receiver_describe_sha256",
+        "response_sha256",
+        "journal_seq",
+    ],
+    key: 1,
+};
+pub const APPROVALS: Table = Table {
+    name: "compensation_approvals",
+    columns: &[
+        "original_op_id",
+        "effect_id",
+        "approved_version",
+        "approver",
+        "compensation_op_id",
+        "action_kind",
+        "payload",
+    ],
+    key: 4,
+};
+pub const CLOSES: Table = Table {
+    name: "closes",
+    columns: &["op_id", "receiver", "authorized_by", "journal_seq"],
+    key: 0,
+};
+pub const RECEIVERS: Table = Table {
+    name: "receivers",
+    columns: &[
+        "name",
+        "program",
+        "args",
+        "timeout_ms",
+        "describe",
+        "describe_sha256",
+    ],
+    key: 0,
+};
+pub const ROUTES: Table = Table {
+    name: "routes",
+    columns: &["action_kind", "receiver"],
+    key: 0,
+};
+pub const STATE_COUNTS: Table = Table {
+    name: "state_counts",
+    columns: &["state", "n"],
+    key: 0,
+};
+
+// Column positions the replay writes to.
+pub(super) const OP_STATE: usize = 4;
+const OP_VERSION: usize = 5;
+const OP_CONFIRMED: usize = 8;
+const EVIDENCE_SEQ: usize = 0;
+const EVIDENCE_DECISION: usize = 4;
+const EVIDENCE_TO_VERSION: usize = 8;
+
+/// One place where a table disagrees with the journal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    /// The operation, or `None` for receivers, routes and state counts.
+    pub op_id: Option<String>,
+    /// The column (`state`, `evidence[0].effect_id`), or the row when one
+    /// side has no such row (`operation`, `closes[1]`), or `journal` when
+    /// the journal itself describes something impossible.
+    pub field: String,
+    /// What the journal says: a value, a whole row, or null.
+    pub journal: Value,
+    /// What the table holds: a value, a whole row, or null.
+    pub table: Value,
+}
+
+/// An entry read for replay: its fields as slices of the stored text.
+#[derive(Debug, Clone)]
+pub struct ParsedEntry<'a> {
+    pub seq: i64,
+    pub kind: EntryKind,
+    pub fields: Members<'a>,
+}
+
+/// The members of a JSON object as slices of its text, in their order: an
+/// entry has a dozen at most, so a list is faster than any map.
+#[derive(Debug, Clone, Default)]
+pub struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    fn find(&self, name: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::with_capacity(16);
+                while let Some(member) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+impl ParsedEntry<'_> {
+    /// A field's value (null when it is absent).
+    fn get(&self, field: &str) -> Value {
+        self.fields
+            .find(field)
+            .map_or(Value::Null, |raw| scalar(raw.get()))
+    }
+
+    /// A field that holds JSON, as the text its column holds: the slice of
+    /// the entry, which the outbox wrote as canonical JSON, so it is the
+    /// canonical text of the value.
+    fn text_of(&self, field: &str) -> Value {
+        self.fields
+            .find(field)
+            .map_or(Value::Null, |raw| Value::from(raw.get()))
+    }
+}
+
+/// A JSON value from its text, which the entry's parse already checked:
+/// the common scalars without a second parse.
+fn scalar(raw: &str) -> Value {
+    match raw.as_bytes() {
+        b"null" => Value::Null,
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => Value::from(&raw[1..raw.len() - 1]),
+        _ => serde_json::from_str(raw).unwrap_or(Value::Null),
+    }
+}
+
+/// Reads a journal row (the [`JOURNAL`] columns) for replay. Its hash must
+/// be that of its `prev_hash` and its entry (the other half of a link; the
+/// walk checks that entries follow each other), and its entry a JSON
+/// object whose `seq`, `kind` and `op_id` are the row's: the columns only
+/// index the entry, which the hash covers, so a column edited on its own
+/// is a broken link like an edited entry. (Member names with escapes,
+/// which the outbox never writes, make an entry unreadable.)
+pub fn parse_entry(row: &Row) -> Result<ParsedEntry<'_>, BrokenLink> {
+    let seq = match row.get(0) {
+        Column::Integer(seq) => seq,
+        _ => 0,
+    };
+    let broken = |reason: String| BrokenLink {
+        index: u64::try_from(seq - 1).unwrap_or(0),
+        seq,
+        reason,
+    };
+    let (Column::Text(text), Column::Text(prev), Column::Text(hash)) =
+        (row.get(3), row.get(4), row.get(5))
+    else {
+        return Err(broken(
+            "the entry or its hashes are not text: it was edited".into(),
+        ));
+    };
+    if link_hash(prev, text) != hash {
+        return Err(broken(
+            "hash does not match the entry's content: the entry was edited".into(),
+        ));
+    }
+    let fields: Members<'_> = serde_json::from_str(text)
+        .map_err(|_| broken("the entry is not a JSON object: it was edited".into()))?;
+    for (i, column) in ["seq", "kind", "op_id"].into_iter().enumerate() {
+        let stored = fields.find(column).map(|raw| scalar(raw.get()));
+        if !row.get(i).matches(stored.as_ref().unwrap_or(&Value::Null)) {
+            return Err(broken(format!(
+                "the {column} column disagrees with the entry: it was edited"
+            )));
+        }
+    }
+    let kind = match row.get(1) {
+        Column::Text(kind) => EntryKind::parse(kind),
+        _ => None,
+    }
+    .ok_or_else(|| broken("the entry's kind is not a kind of entry".into()))?;
+    Ok(ParsedEntry { seq, kind, fields })
+}
+
+/// What one operation's entries say its rows must be.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Projected {
+    pub operation: Vec<Expected>,
+    pub dispatches: Vec<Expected>,
+    pub evidence: Vec<Expected>,
+    pub approvals: Vec<Expected>,
+    pub closes: Vec<Expected>,
+}
+
+/// What the tables hold for one operation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpTables {
+    pub operation: Vec<Row>,
+    pub dispatches: Vec<Row>,
+    pub evidence: Vec<Row>,
+    pub approvals: Vec<Row>,
+    pub closes: Vec<Row>,
+}
+
+/// Replays one operation's entries, in `seq` order.
+struct Replay<'a> {
+    op_id: &'a str,
+    projected: Projected,
+    problems: Vec<Mismatch>,
+}
+
+impl Replay<'_> {
+    fn apply(&mut self, e: &ParsedEntry) {
+        match e.kind {
+            EntryKind::Prepared => self.create(e),
+            EntryKind::Approved => {
+                self.create(e);
+                self.projected.approvals.push(vec![
+                    e.get("original_op_id"),
+                    e.get("effect_id"),
+                    e.get("approved_version"),
+                    e.get("approver"),
+                    Value::from(self.op_id),
+                    e.get("action_kind"),
+                    e.text_of("payload"),
+                ]);
+            }
+            EntryKind::Dispatched => {
+                self.transition(e, "prepared", Value::from("unknown"), Value::Null);
+                let dispatch = vec![Value::from(self.op_id), e.get("from_version")];
+                self.projected.dispatches.push(dispatch);
+            }
+            EntryKind::Receipt | EntryKind::Decided => {
+                self.transition(e, "unknown", e.get("decision"), e.get("effect_id"));
+                self.projected.evidence.push(evidence_row(self.op_id, e));
+            }
+            EntryKind::Closed => self.projected.closes.push(vec![
+                Value::from(self.op_id),
+                e.get("receiver"),
+                e.get("authorized_by"),
+                Value::from(e.seq),
+            ]),
+            EntryKind::ReceiverRegistered | EntryKind::ReceiverRemoved => {
+                self.problem(e, "an act on a receiver names an operation".into());
+            }
+            // Triage's kinds: no projection yet (see `EntryKind`).
+            EntryKind::Observed
+            | EntryKind::Noted
+            | EntryKind::Escalated
+            | EntryKind::Deescalated => {}
+        }
+    }
+
+    fn create(&mut self, e: &ParsedEntry) {
+        if !self.projected.operation.is_empty() {
+            return self.problem(e, "it prepares an operation that exists".into());
+        }
+        self.projected.operation.push(vec![
+            Value::from(self.op_id),
+            e.get("op_kind"),
+            e.get("action_kind"),
+            e.text_of("payload"),
+            Value::from("prepared"),
+            Value::from(1),
+            e.get("compensates_effect_id"),
+            e.get("compensates_op_id"),
+            Value::Null,
+            e.get("receiver"),
+        ]);
+    }
+
+    /// A state change from `from` at the entry's `from_version` to `to` at
+    /// its `to_version`, naming the confirmed effect when there is one.
+    fn transition(&mut self, e: &ParsedEntry, from: &str, to: Value, effect_id: Value) {
+        let Some(op) = self.projected.operation.first_mut() else {
+            return self.problem(e, "it comes before the operation was prepared".into());
+        };
+        let (state, version) = (op[OP_STATE].clone(), op[OP_VERSION].clone());
+        if state != from || version != e.get("from_version") {
+            let at = format!("{} at version {}", cell_text(&state), cell_text(&version));
+            return self.problem(
+                e,
+                format!(
+                    "it changes the operation from {from} at version {}, but the journal has \
+                     it {at}",
+                    cell_text(&e.get("from_version"))
+                ),
+            );
+        }
+        op[OP_STATE] = to;
+        op[OP_VERSION] = e.get("to_version");
+        if !effect_id.is_null() {
+            op[OP_CONFIRMED] = effect_id;
+        }
+    }
+
+    fn problem(&mut self, e: &ParsedEntry, why: String) {
+        self.problems.push(Mismatch {
+            op_id: Some(self.op_id.to_string()),
+            field: "journal".into(),
+            journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
+            table: Value::Null,
+        });
+    }
+}
+
+fn evidence_row(op_id: &str, e: &ParsedEntry) -> Expected {
+    vec![
+        e.get("evidence_seq"),
+        Value::from(op_id),
+        e.get("source"),
+        e.get("reviewer"),
+        e.get("decision"),
+        e.get("verdict"),
+        e.text_of("snapshot"),
+        e.get("from_version"),
+        e.get("to_version"),
+        e.get("effect_id"),
+        e.get("receiver"),
+        e.get("receiver_describe_sha256"),
+        e.get("response_sha256"),
+        Value::from(e.seq),
+    ]
+}
+
+/// Replays one operation's entries: the rows they call for, and anything
+/// impossible in them.
+pub fn replay_op(op_id: &str, entries: &[ParsedEntry]) -> (Projected, Vec<Mismatch>) {
+    let mut replay = Replay {
+        op_id,
+        projected: Projected::default(),
+        problems: Vec::new(),
+    };
+    for entry in entries {
+        replay.apply(entry);
+    }
+    (replay.projected, replay.problems)
+}
+
+/// A cell as plain text, for messages.
+pub fn cell_text(cell: &Value) -> String {
+    match cell {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn row_object(table: &Table, values: impl Iterator<Item = Value>) -> Value {
+    Value::Object(
+        table
+            .columns
+            .iter()
+            .zip(values)
+            .map(|(c, v)| ((*c).to_string(), v))
+            .collect(),
+    )
+}
+
+/// Compares rows position by position: a missing row is one mismatch
+/// (the whole row against null), a differing column one each.
+fn compare_rows(
+    table: &Table,
+    op_id: Option<&str>,
+    label: &dyn Fn(usize) -> String,
+    expected: &[Expected],
+    actual: &[Row],
+    out: &mut Vec<Mismatch>,
+) {
+    let mismatch = |field: String, journal: Value, table: Value| Mismatch {
+        op_id: op_id.map(str::to_string),
+        field,
+        journal,
+        table,
+    };
+    for i in 0..expected.len().max(actual.len()) {
+        match (expected.get(i), actual.get(i)) {
+            (Some(e), Some(a)) => {
+                for (c, (column, value)) in table.columns.iter().zip(e).enumerate() {
+                    if !a.get(c).matches(value) {
+                        let field = match label(i) {
+                            row if row.is_empty() => (*column).to_string(),
+                            row => format!("{row}.{column}"),
+                        };
+                        out.push(mismatch(field, value.clone(), a.get(c).value()));
+                    }
+                }
+            }
+            (e, a) => {
+                let field = match label(i) {
+                    row if row.is_empty() => "operation".to_string(),
+                    row => row,
+                };
+                let journal = e.map_or(Value::Null, |e| row_object(table, e.iter().cloned()));
+                let stored = a.map_or(Value::Null, |a| {
+                    row_object(table, (0..a.len()).map(|c| a.get(c).value()))
+                });
+                out.push(mismatch(field, journal, stored));
+            }
+        }
+    }
+}
+
+/// Compares one operation's projection with its rows.
+pub fn compare_op(op_id: &str, projected: &Projected, tables: &OpTables, out: &mut Vec<Mismatch>) {
+    let id = Some(op_id);
+    let indexed = |name: &'static str| move |i: usize| format!("{name}[{i}]");
+    compare_rows(
+        &OPERATIONS,
+        id,
+        &|_| String::new(),
+        &projected.operation,
+        &tables.operation,
+        out,
+    );
+    let (dispatched, logged) = (projected.dispatches.len(), tables.dispatches.len());
+    if dispatched != logged {
+        out.push(Mismatch {
+            op_id: id.map(str::to_string),
+            field: "dispatch_count".into(),
+            journal: Value::from(dispatched),
+            table: Value::from(logged),
+        });
+    }
+    let common = dispatched.min(logged);
+    compare_rows(
+        &DISPATCH_LOG,
+        id,
+        &indexed("dispatch_log"),
+        &projected.dispatches[..common],
+        &tables.dispatches[..common],
+        out,
+    );
+    let tables_and_rows = [
+        (&EVIDENCE, "evidence", &projected.evidence, &tables.evidence),
+        (
+            &APPROVALS,
+            "approval",
+            &projected.approvals,
+            &tables.approvals,
+        ),
+        (&CLOSES, "closes", &projected.closes, &tables.closes),
+    ];
+    for (table, name, expected, actual) in tables_and_rows {
+        compare_rows(table, id, &indexed(name), expected, actual, out);
+    }
+}
+
+/// The wave-1 cross-check of the tables alone: an operation that left
+/// `unknown` has exactly one evidence row, agreeing with its state and
+/// version, and every evidence row belongs to such an operation.
+pub fn state_mismatches(op_id: &str, tables: &OpTables, out: &mut Vec<String>) {
+    let Some(op) = tables.operation.first() else {
+        for row in &tables.evidence {
+            out.push(format!(
+                "evidence row {} belongs to {op_id}, which is not an operation",
+                row.get(EVIDENCE_SEQ).text()
+            ));
+        }
+        return;
+    };
+    let (state, version) = (op.get(OP_STATE).text(), op.get(OP_VERSION).text());
+    let decided = matches!(state.as_str(), "confirmed" | "not_applied");
+    match (decided, tables.evidence.as_slice()) {
+        (false, []) => {}
+        (true, [row]) => {
+            if row.get(EVIDENCE_DECISION).text() != state
+                || row.get(EVIDENCE_TO_VERSION) != op.get(OP_VERSION)
+            {
+                out.push(format!(
+                    "operation {op_id} is {state} at version {version}, but its evidence row {} \
+                     records otherwise",
+                    row.get(EVIDENCE_SEQ).text()
+                ));
+            }
+        }
+        (true, []) => out.push(format!(
+            "operation {op_id} is {state} at version {version} but has no evidence row"
+        )),
+        (_, rows) => out.push(format!(
+            "operation {op_id} is {state} at version {version} but has {} evidence rows",
+            rows.len()
+        )),
+    }
+}
+
+/// Replays the entries that name no operation (receivers registered and
+/// removed), in `seq` order: the receivers and routes rows they call for,
+/// keyed by name and by action kind.
+pub fn replay_receivers(
+    entries: &[ParsedEntry],
+) -> (
+    BTreeMap<String, Expected>,
+    BTreeMap<String, Expected>,
+    Vec<Mismatch>,
+) {
+    let mut receivers = BTreeMap::new();
+    let mut routes: BTreeMap<String, Expected> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for e in entries {
+        let name = cell_text(&e.get("name"));
+        let problem = |why: &str| Mismatch {
+            op_id: None,
+            field: "journal".into(),
+            journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
+            table: Value::Null,
+        };
+        match e.kind {
+            EntryKind::ReceiverRegistered => {
+                let row = vec![
+                    e.get("name"),
+                    e.get("program"),
+                    e.text_of("args"),
+                    e.get("timeout_ms"),
+                    e.text_of("describe"),
+                    e.get("describe_sha256"),
+                ];
+                if receivers.insert(name.clone(), row).is_some() {
+                    problems.push(problem("it registers a receiver that is registered"));
+                }
+                let actions = e.get("actions");
+                for action in actions.as_array().into_iter().flatten() {
+                    let route = vec![action.clone(), Value::from(name.clone())];
+                    routes.insert(cell_text(action), route);
+                }
+            }
+            EntryKind::ReceiverRemoved => {
+                if receivers.remove(&name).is_none() {
+                    problems.push(problem("it removes a receiver that is not registered"));
+                }
+                routes.retain(|_, route| route[1] != name.as_str());
+            }
+            _ => problems.push(problem("an act on an operation names none")),
+        }
+    }
+    (receivers, routes, problems)
+}
+
+/// Compares rows keyed by their first column (receivers by name, routes by
+/// action kind), whatever order they come in.
+pub fn compare_keyed(
+    table: &Table,
+    expected: &BTreeMap<String, Expected>,
+    actual: &[Row],
+    out: &mut Vec<Mismatch>,
+) {
+    let actual: BTreeMap<String, &Row> = actual
+        .iter()
+        .map(|row| (row.get(table.key).text(), row))
+        .collect();
+    let keys: std::collections::BTreeSet<&String> = expected.keys().chain(actual.keys()).collect();
+    for key in keys {
+        let e = expected.get(key).map(std::slice::from_ref).unwrap_or(&[]);
+        let a = actual
+            .get(key)
+            .map(|r| vec![(*r).clone()])
+            .unwrap_or_default();
+        let label = |_: usize| format!("{}[{key}]", table.name);
+        compare_rows(table, None, &label, e, &a, out);
+    }
+}
+
+/// Compares the replayed count of operations per state with the
+/// trigger-maintained `state_counts` table.
+pub fn compare_counts(expected: &BTreeMap<String, i64>, actual: &[Row], out: &mut Vec<Mismatch>) {
+    let expected: BTreeMap<String, Expected> = ["prepared", "unknown", "confirmed", "not_applied"]
+        .into_iter()
+        .map(|state| {
+            let n = expected.get(state).copied().unwrap_or(0);
+            (state.to_string(), vec![Value::from(state), Value::from(n)])
+        })
+        .collect();
+    compare_keyed(&STATE_COUNTS, &expected, actual, out);
+}
