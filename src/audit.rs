@@ -27,12 +27,13 @@ pub use chain::{
     BrokenLink, CheckpointComparison, ExportComparison, ExportedEntry, StoredEntry, Walk, Walked,
 };
 pub use entry::{
-    approved, closed, content, dispatched, evidence, link_hash, prepared, receiver_registered,
-    receiver_removed, seal_generated, sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
+    approved, closed, content, dispatched, evidence, link_hash, marked, noted, observed, prepared,
+    receiver_registered, receiver_removed, seal_generated, sha256_hex, Checkpoint, EntryKind,
+    Sealed, GENESIS_HASH,
 };
 pub use projection::{
-    Mismatch, OpTables, Table, APPROVALS, CLOSES, DISPATCH_LOG, EVIDENCE, JOURNAL, OPERATIONS,
-    RECEIVERS, ROUTES, STATE_COUNTS,
+    Mismatch, OpTables, Table, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
+    NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
 

@@ -21,9 +21,13 @@ use crate::receiver::Fault;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod exits;
 mod payload;
+mod triage;
 
+pub use exits::{exit_codes_of, COMMAND_PATHS};
 pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use triage::{EscalatedArg, MarkArgs, NoteArgs, ObserveArgs, SortArg, VerdictArg};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -94,7 +98,6 @@ pub enum Command {
     /// Run the scripted experiment (SPEC section 5) in fresh temporary
     /// workspaces and print its JSON, or write it to PATH. Unlike --check it
     /// compares nothing.
-    #[command(after_help = EXIT_CODES)]
     Experiment(ExperimentArgs),
     /// Build a demo workspace, creating DIR if needed: every verdict and
     /// every state, made through the real code paths with real receiver
@@ -102,12 +105,10 @@ pub enum Command {
     ///
     /// Run again on the same workspace, it keeps the showcase and only adds
     /// the generated operations, numbered after the last ones.
-    #[command(after_help = EXIT_CODES)]
     Demo(DemoArgs),
     /// Put a new original operation in the outbox, state prepared at
     /// version 1. Creates the workspace if needed. An existing op id is
     /// refused (duplicate_operation).
-    #[command(after_help = EXIT_CODES)]
     Prepare(PrepareArgs),
     /// Dispatch a prepared operation: commit unknown (version +1, one
     /// dispatch_log row), then invoke the receiver as a child process.
@@ -118,18 +119,18 @@ pub enum Command {
     /// timeout, garbage, extra_output, oversize, mismatch or error). A lost
     /// receipt is an outcome, not an error. An op that is not prepared is
     /// refused as blind_retry before the receiver is invoked.
-    #[command(after_help = EXIT_CODES)]
     Dispatch(DispatchArgs),
-    /// List operations in op id order, one page at a time.
-    #[command(after_help = EXIT_CODES)]
+    /// List operations one page at a time, by op id or by age, filtered by
+    /// state, latest verdict, escalation and age.
+    ///
+    /// Each operation under --json carries `cursor`; pass the last one
+    /// printed to --after to continue the same listing.
     Ops(OpsArgs),
     /// Show one operation, its evidence history (with the full snapshot
     /// each decision rests on) and its compensation approvals.
-    #[command(after_help = EXIT_CODES)]
     Show(ShowArgs),
     /// Print the receiver's effects in write order: the whole ledger, or
     /// one operation's.
-    #[command(after_help = EXIT_CODES)]
     Ledger(LedgerArgs),
     /// Read the receiver's effects for an operation and classify them.
     ///
@@ -137,7 +138,6 @@ pub enum Command {
     /// mutation: it closes the operation for good, so no effect can be
     /// written for it afterwards, which can cancel an original still in
     /// flight; it needs --authorized-by.
-    #[command(after_help = EXIT_CODES)]
     Snapshot(SnapshotArgs),
     /// Take a fresh snapshot (closing it only with --close), classify it,
     /// and record the reviewer's decision only when the verdict supports it:
@@ -146,13 +146,33 @@ pub enum Command {
     ///
     /// A decision that is refused writes nothing, and then no closing
     /// snapshot is taken either.
-    #[command(after_help = EXIT_CODES)]
     Reconcile(ReconcileArgs),
     /// Approve a compensation for the one confirmed effect of an original
     /// and prepare the compensation operation, in one transaction. Dispatch
     /// it afterwards with `recon dispatch CID`.
-    #[command(name = "approve-compensation", after_help = EXIT_CODES)]
+    #[command(name = "approve-compensation")]
     ApproveCompensation(ApproveCompensationArgs),
+    /// Read each operation's receiver and record what it saw as an
+    /// observation (who, when, the flags, the match count, the verdict, the
+    /// snapshot).
+    ///
+    /// With no ID, the operations --state selects (default unknown); with
+    /// --older-than, only those whose latest observation is older than
+    /// DURATION, or that were never observed. A decision never rests on a
+    /// recorded observation: `reconcile` takes its own fresh snapshot.
+    Observe(ObserveArgs),
+    /// Leave a note on an operation, in any state. The note is a journal
+    /// entry; `show` lists the notes.
+    Note(NoteArgs),
+    /// Escalate an unknown operation recon cannot decide (duplicates,
+    /// mismatches, a receiver that cannot close) to people who can.
+    ///
+    /// A marker, not a state: the operation stays unknown, and every rule
+    /// of a decision still applies to it. A decision clears the marker;
+    /// the history keeps it.
+    Escalate(MarkArgs),
+    /// Lower an operation's escalation marker.
+    Deescalate(MarkArgs),
     /// Render the review console without a terminal after a key sequence,
     /// and print the screen as text or SVG. The keys go through the same key
     /// table and update as in the console, so mutations among them (a
@@ -166,27 +186,24 @@ pub enum Command {
     /// dispatches, closes, receivers, routes) field by field, and report
     /// the first broken link and every mismatch. Exits 0 when intact, 1
     /// when broken (or when an --against copy or a --checkpoint disagrees).
-    #[command(after_help = EXIT_CODES)]
     Verify(VerifyArgs),
     /// Write the journal as JSON lines (each entry's content with its
     /// prev_hash and hash), to keep a copy outside the database. Writes
     /// every entry as stored, then exits 1 if the journal is broken.
-    #[command(after_help = EXIT_CODES)]
     Export(ExportArgs),
     /// Print the journal's length and head hash as LEN:HASH (under --json,
     /// {"length", "head_hash"}), to keep outside the workspace: `recon
     /// verify --checkpoint LEN:HASH` later proves the journal still extends
     /// it, which catches a journal rewritten whole or cut short.
-    #[command(after_help = EXIT_CODES)]
     Checkpoint(CheckpointArgs),
     /// The receiver side: what `dispatch` spawns, and what an unsafe retry
     /// that bypasses the sender calls directly.
-    #[command(subcommand, after_help = EXIT_CODES)]
+    #[command(subcommand)]
     Receiver(ReceiverCommand),
     /// Register, list, check and remove receivers: programs speaking
     /// recon-adapter/1 that perform the action kinds routed to them. An
     /// action kind routed nowhere goes to the built-in ledger (builtin).
-    #[command(subcommand, after_help = EXIT_CODES)]
+    #[command(subcommand)]
     Receivers(ReceiversCommand),
 }
 
@@ -204,6 +221,10 @@ impl Command {
             Command::Snapshot(_) => "snapshot",
             Command::Reconcile(_) => "reconcile",
             Command::ApproveCompensation(_) => "approve-compensation",
+            Command::Observe(_) => "observe",
+            Command::Note(_) => "note",
+            Command::Escalate(_) => "escalate",
+            Command::Deescalate(_) => "deescalate",
             Command::Screenshot(_) => "screenshot",
             Command::Verify(_) => "verify",
             Command::Export(_) => "export",
@@ -226,6 +247,11 @@ impl Command {
             | Command::Snapshot(SnapshotArgs { json, .. })
             | Command::Reconcile(ReconcileArgs { json, .. })
             | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
+            | Command::Observe(ObserveArgs { json, .. })
+            | Command::Note(NoteArgs { json, .. })
+            | Command::Escalate(MarkArgs { json, .. })
+            | Command::Deescalate(MarkArgs { json, .. })
+            | Command::Export(ExportArgs { json, .. })
             | Command::Verify(VerifyArgs { json, .. })
             | Command::Checkpoint(CheckpointArgs { json })
             | Command::Receivers(
@@ -236,7 +262,6 @@ impl Command {
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
-            | Command::Export(_)
             | Command::Receiver(_) => false,
         }
     }
@@ -251,7 +276,6 @@ pub enum ReceiverCommand {
     /// Exits 0 with the receipt; 3 with `refused: operation_closed` on a
     /// closed operation; 23 under crash-after-commit (committed, no
     /// receipt); 24 under crash-before-commit (nothing written).
-    #[command(after_help = EXIT_CODES)]
     Apply(ReceiverApplyArgs),
     /// Serve one `recon-adapter/1` call on the built-in ledger: one JSON
     /// request line on stdin, one JSON answer line on stdout.
@@ -261,7 +285,6 @@ pub enum ReceiverCommand {
     /// exits 24 before writing) and "wait_permit": true (print `ready`, then
     /// wait for one more line before applying). The exit code is diagnostic
     /// only: 0 answered, 3 refused, 4 the ledger could not be used.
-    #[command(after_help = EXIT_CODES)]
     Adapter(ReceiverAdapterArgs),
 }
 
@@ -276,24 +299,20 @@ pub enum ReceiversCommand {
     /// one recon-adapter/1 object with every field), adapter_unknown_capability,
     /// receiver_exists, action_routed (a kind already routed elsewhere).
     /// Operations already prepared keep the receiver they were routed to.
-    #[command(after_help = EXIT_CODES)]
     Add(ReceiversAddArgs),
     /// List the registered receivers by name: routes, program, timeout,
     /// and the ceiling of their stored describe answer.
-    #[command(after_help = EXIT_CODES)]
     List(ReceiversListArgs),
     /// Run a registered receiver's describe again and compare the answer
     /// with the stored one.
     ///
     /// Stores nothing. Exits 0 when the answer is unchanged, 1 when it
     /// differs (printing both).
-    #[command(after_help = EXIT_CODES)]
     Check(ReceiversCheckArgs),
     /// Remove a registration and its routes.
     ///
     /// Refused receiver_in_use while a prepared or unknown operation routes
     /// to it; decided operations keep its name in their history.
-    #[command(after_help = EXIT_CODES)]
     Remove(ReceiversRemoveArgs),
 }
 
@@ -425,15 +444,34 @@ pub struct OpsArgs {
     /// Only operations in this state.
     #[arg(long, value_enum)]
     pub state: Option<StateArg>,
+    /// Only operations whose latest observation has this verdict, or
+    /// `never`: those never observed.
+    #[arg(long, value_name = "V|never", value_parser = triage::parse_verdict_filter)]
+    pub verdict: Option<VerdictArg>,
+    /// Only escalated operations (yes), or only the others (no).
+    #[arg(long, value_enum, value_name = "yes|no")]
+    pub escalated: Option<EscalatedArg>,
+    /// Only operations whose updated_at is older than DURATION (90s, 15m,
+    /// 2h, 3d).
+    #[arg(long, value_name = "DURATION", value_parser = triage::parse_duration)]
+    pub older_than: Option<std::time::Duration>,
+    /// The order: op_id (the default), or age (updated_at, oldest first,
+    /// then op_id).
+    #[arg(long, value_enum, default_value_t = SortArg::OpId)]
+    pub sort: SortArg,
     /// At most N operations.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
-    /// Start after this op id (keyset paging: pass the last id printed).
-    #[arg(long, value_name = "ID")]
+    /// Continue after this row: the `cursor` of the last operation `ops
+    /// --json` printed under the same --sort (an op id is a cursor of
+    /// --sort op_id).
+    #[arg(long, value_name = "CURSOR", allow_hyphen_values = true)]
     pub after: Option<String>,
     /// Print an array of operations {op_id, kind, action_kind, payload,
     /// state, version, compensates_effect_id, compensates_op_id,
-    /// confirmed_effect_id} as JSON.
+    /// confirmed_effect_id, receiver, created_at, updated_at,
+    /// dispatch_count, last_dispatched_at, latest_observation, escalated,
+    /// cursor} as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -443,7 +481,8 @@ pub struct ShowArgs {
     /// The op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// Print {operation, evidence: [...], approvals: [...]} as JSON.
+    /// Print {operation, evidence, approvals, observations, notes,
+    /// closes, escalations} as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -466,8 +505,14 @@ pub struct SnapshotArgs {
     pub op_id: String,
     #[command(flatten)]
     pub close: CloseArgs,
+    /// Record the read as NAME's observation (without it the read is only
+    /// shown; a closing read is always recorded, as the authorizer's
+    /// unless --by names another).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
     /// Print {snapshot: {op_id, matches, complete, authoritative,
-    /// closed}, verdict} as JSON.
+    /// closed}, verdict, provenance} as JSON, and `observation` when the
+    /// read was recorded.
     #[arg(long)]
     pub json: bool,
 }
@@ -573,6 +618,10 @@ pub struct ExportArgs {
     /// Write to PATH (atomically) instead of stdout.
     #[arg(long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+    /// Accepted for symmetry: the export is JSON already (one JSON object
+    /// per line), and prints the same with or without it.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@
 //! - `flow`: `prepare`, `dispatch`, `snapshot`, `reconcile`,
 //!   `approve-compensation`;
 //! - `reads`: `ops`, `show`, `ledger`;
+//! - `triage`: `observe`, `note`, `escalate`, `deescalate`;
 //! - `audit`: `verify`, `export`, `checkpoint`;
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
@@ -36,6 +37,7 @@ mod reads;
 mod receiver;
 mod receivers;
 mod render;
+mod triage;
 
 pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, EXIT_USAGE};
 
@@ -43,15 +45,18 @@ use output::Out;
 use render::{Format, Render};
 
 use crate::cli::{Cli, Command, ReceiverCommand, ReceiversCommand};
+use crate::domain::EscalationAction;
 use clap::{CommandFactory, FromArgMatches};
 use std::path::PathBuf;
 
 /// Parses the process's arguments as `Cli::parse` does (help, version and
-/// clap's usage errors exit here), with one addition: `recon screenshot
-/// --help` ends with the console's key syntax, attached here because `cli`
-/// and the console do not import each other.
+/// clap's usage errors exit here), with two additions: each command's
+/// `--help` ends with the exit codes that command can return
+/// ([`crate::cli::exit_codes_of`]), and `recon screenshot --help` with the
+/// console's key syntax, attached here because `cli` and the console do
+/// not import each other.
 pub fn parse() -> Cli {
-    let mut command = Cli::command().mut_subcommand("screenshot", |screenshot| {
+    let mut command = with_exit_codes(Cli::command()).mut_subcommand("screenshot", |screenshot| {
         screenshot.after_help(crate::console::keys::KEY_SYNTAX)
     });
     let parsed = command
@@ -65,6 +70,29 @@ pub fn parse() -> Cli {
         }
         e.exit()
     })
+}
+
+/// Each command with its own exit codes in its help, nested commands
+/// included.
+pub fn with_exit_codes(mut command: clap::Command) -> clap::Command {
+    for path in crate::cli::COMMAND_PATHS {
+        let Some(text) = crate::cli::exit_codes_of(path) else {
+            continue;
+        };
+        command = match path {
+            [name] => command.mut_subcommand(*name, |c| c.after_help(text)),
+            [group, name] => {
+                command.mut_subcommand(*group, |g| g.mut_subcommand(*name, |c| c.after_help(text)))
+            }
+            _ => command,
+        };
+    }
+    for group in ["receiver", "receivers"] {
+        command = command.mut_subcommand(group, |g| {
+            g.after_help("Each command's --help lists the exit codes it can return.")
+        });
+    }
+    command
 }
 
 /// A usage error found by clap, under `--json`: the JSON error document on
@@ -104,6 +132,9 @@ enum Request {
     Snapshot(flow::Snapshot),
     Reconcile(flow::Reconcile),
     ApproveCompensation(flow::ApproveCompensation),
+    Observe(triage::Observe),
+    Note(triage::Note),
+    Mark(triage::Mark),
     Screenshot(console::Screenshot),
     Verify(audit::Verify),
     Export(audit::Export),
@@ -149,6 +180,18 @@ impl Request {
             Command::ApproveCompensation(args) => {
                 Request::ApproveCompensation(flow::ApproveCompensation::validate(args, ws)?)
             }
+            Command::Observe(args) => Request::Observe(triage::Observe::validate(args, ws)?),
+            Command::Note(args) => Request::Note(triage::Note::validate(args, ws)?),
+            Command::Escalate(args) => Request::Mark(triage::Mark::validate(
+                args,
+                EscalationAction::Escalate,
+                ws,
+            )?),
+            Command::Deescalate(args) => Request::Mark(triage::Mark::validate(
+                args,
+                EscalationAction::Deescalate,
+                ws,
+            )?),
             Command::Screenshot(args) => {
                 Request::Screenshot(console::Screenshot::validate(args, ws)?)
             }
@@ -199,6 +242,9 @@ impl Request {
             Request::Snapshot(request) => Box::new(request.run()?),
             Request::Reconcile(request) => Box::new(request.run()?),
             Request::ApproveCompensation(request) => Box::new(request.run()?),
+            Request::Observe(request) => Box::new(request.run()?),
+            Request::Note(request) => Box::new(request.run()?),
+            Request::Mark(request) => Box::new(request.run()?),
             Request::Screenshot(request) => Box::new(request.run()?),
             Request::Verify(request) => Box::new(request.run()?),
             Request::Export(request) => Box::new(request.run()?),

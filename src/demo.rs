@@ -160,5 +160,10 @@ fn write_generated(ws: &mut Workspace, first: u64, end: u64) -> Result<(u64, u64
                 .map(move |start| start..=end.min(start + CHUNK_OPS - 1)),
         )
     };
-    ws.append_generated(chunks, generate::operation, generate::effects)
+    let now = ws.now();
+    ws.append_generated(
+        chunks,
+        move |n| generate::operation(n, now),
+        generate::effects,
+    )
 }

@@ -11,17 +11,25 @@ pub mod policy;
 mod records;
 mod refusal;
 pub mod sanitize;
+pub mod time;
+mod triage;
 
 pub use canonical::{canonical_json, check_i_json};
 pub use records::{
-    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, CloseRecord, Closure,
-    Description, EffectRequest, FailureKind, NewOperation, PageBound, QueueFilter, Recorded,
-    Registration,
+    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, CloseRecord, Closure, Cursor,
+    Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation, NewOperation,
+    OpsQuery, PageBound, QueueFilter, Recorded, Registration,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
+pub use time::Timestamp;
+pub use triage::{
+    check_escalation, free_text, CloseEntry, Escalated, EscalationAction, EscalationRecord,
+    LatestObservation, Note, Observation, Observed, SortOrder, Triage, VerdictFilter,
+    MAX_TEXT_BYTES,
+};
 
 /// Whether an operation is an agent's original side effect or a compensation
 /// that a reviewer approved for one exact receiver effect.
@@ -130,6 +138,9 @@ pub struct Operation {
     pub confirmed_effect_id: Option<String>,
     /// The receiver this operation routes to, fixed when it was prepared.
     pub receiver: String,
+    /// Its times, latest observation and escalation marker.
+    #[serde(flatten)]
+    pub triage: Triage,
 }
 
 /// One row of the receiver's ledger. The receiver is not idempotent, so
@@ -511,6 +522,7 @@ pub struct EvidenceRecord {
     pub receiver: String,
     pub receiver_describe_sha256: String,
     pub response_sha256: String,
+    pub recorded_at: Timestamp,
     pub journal_seq: i64,
     pub hash: String,
 }

@@ -67,6 +67,10 @@ pub enum Error {
     Refused(#[from] Refusal),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A request the library will not carry out as given (a note longer
+    /// than its bound): a usage error, exit 2 at the command line.
+    #[error("{0}")]
+    Invalid(String),
     /// A failure that came after a commit: the failure itself, and what had
     /// already been committed and stays so (honest failure).
     #[error("{error}; {}", committed.sentence)]
@@ -86,7 +90,7 @@ impl Error {
     pub fn refusal(&self) -> Option<&Refusal> {
         match self {
             Error::Refused(refusal) => Some(refusal),
-            Error::Store(_) => None,
+            Error::Store(_) | Error::Invalid(_) => None,
             Error::AfterCommit { error, .. } => error.refusal(),
         }
     }

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod console;
 pub mod demo;

@@ -39,13 +39,16 @@ mod identity;
 mod journal;
 mod receiver;
 mod receivers;
+mod rows;
 mod sender;
+mod triage;
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
-    Approval, BulkOperation, CloseRecord, CompensationRequest, Effect, EvidenceRecord,
-    NewOperation, OpState, Operation, PageBound, Provenance, QueueFilter, Recorded, Registration,
-    Review, Verdict,
+    Approval, BulkOperation, CloseEntry, CloseRecord, CompensationRequest, Effect,
+    EscalationRecord, EvidenceRecord, Marking, NewNote, NewObservation, NewOperation, Note,
+    Observation, OpState, Operation, OpsQuery, PageBound, Provenance, QueueFilter, Recorded,
+    Registration, Review, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;
@@ -57,9 +60,10 @@ pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 
 /// The outbox's own flow: prepare, dispatch, receipts, reviews and
-/// approvals, each one transaction, and the reads that show them.
+/// approvals, each one transaction stamped with the time it is given, and
+/// the reads that show them.
 pub(crate) trait Outbox {
-    fn prepare(&mut self, new: &NewOperation<'_>) -> Result<Operation>;
+    fn prepare(&mut self, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation>;
     fn get(&self, op_id: &str) -> Result<Option<Operation>>;
     fn require(&self, op_id: &str) -> Result<Operation>;
     /// Operations in `op_id` order after `after`, optionally of one state.
@@ -71,7 +75,7 @@ pub(crate) trait Outbox {
     ) -> Result<Vec<Operation>>;
     fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>>;
     /// Commits `prepared -> unknown` with its dispatch record, or refuses.
-    fn begin_dispatch(&mut self, op_id: &str) -> Result<Operation>;
+    fn begin_dispatch(&mut self, op_id: &str, at: Timestamp) -> Result<Operation>;
     /// Records a receipt as evidence; `None` when the operation had already
     /// left `unknown` at that version.
     fn record_receipt(
@@ -79,13 +83,32 @@ pub(crate) trait Outbox {
         op: &Operation,
         receipt: &Effect,
         provenance: &Provenance,
+        at: Timestamp,
     ) -> Result<Option<(Operation, i64)>>;
     /// Every rule of a review, without writing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
-    fn record_review(&mut self, review: &Review<'_>, provenance: &Provenance) -> Result<Recorded>;
-    fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval>;
-    /// Records a close a receiver committed; returns its journal seq.
-    fn record_close(&mut self, op_id: &str, close: &CloseRecord) -> Result<i64>;
+    /// Records a decision, and the observation of the snapshot it rests on
+    /// when one is given, in one transaction.
+    fn record_review(
+        &mut self,
+        review: &Review<'_>,
+        provenance: &Provenance,
+        at: Timestamp,
+        observation: Option<&NewObservation<'_>>,
+    ) -> Result<Recorded>;
+    fn approve_compensation(
+        &mut self,
+        request: &CompensationRequest<'_>,
+        at: Timestamp,
+    ) -> Result<Approval>;
+    /// Records a close a receiver committed and the observation of the
+    /// closing read; returns the observation.
+    fn record_close(
+        &mut self,
+        op_id: &str,
+        close: &CloseRecord,
+        observation: &NewObservation<'_>,
+    ) -> Result<Observation>;
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
@@ -100,6 +123,32 @@ pub(crate) trait QueuePages {
         &self,
         filter: QueueFilter<'_>,
         bound: PageBound<'_>,
+        limit: usize,
+    ) -> Result<Vec<Operation>>;
+    /// One page of a listing under either order, after its cursor.
+    fn ops_page(&self, query: &OpsQuery<'_>) -> Result<Vec<Operation>>;
+}
+
+/// Triage: observations, notes and the escalation marker, each act one
+/// transaction (a batch of observations, one for the batch), and their
+/// history.
+pub(crate) trait TriageLog {
+    fn record_observations(&mut self, batch: &[NewObservation<'_>]) -> Result<Vec<Observation>>;
+    fn note(&mut self, note: &NewNote<'_>) -> Result<Note>;
+    /// Raises or lowers the escalation marker, or refuses `not_unknown`,
+    /// `already_escalated`, `not_escalated`.
+    fn mark(&mut self, marking: &Marking<'_>) -> Result<Operation>;
+    fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
+    fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
+    fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;
+    fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>>;
+    /// Operations to observe, in `op_id` order after `after`: of one state
+    /// (or any), last observed before `observed_before` or never.
+    fn observation_due(
+        &self,
+        state: Option<OpState>,
+        observed_before: Option<Timestamp>,
+        after: &str,
         limit: usize,
     ) -> Result<Vec<Operation>>;
 }
@@ -127,6 +176,7 @@ pub(crate) trait Drills {
         payload: &serde_json::Value,
         original_op_id: &str,
         effect_id: &str,
+        at: Timestamp,
     ) -> Result<(), StoreError>;
     fn drill_change_action_kind(&self, op_id: &str, action_kind: &str) -> Result<(), StoreError>;
 }
@@ -150,27 +200,27 @@ pub(crate) trait JournalAudit {
 pub(crate) trait ReceiverRegistry {
     /// Stores a registration and its routes, or refuses `receiver_exists` /
     /// `action_routed`, writing nothing.
-    fn register_receiver(&mut self, registration: &Registration) -> Result<()>;
+    fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()>;
     fn receivers(&self) -> Result<Vec<Registration>>;
     fn registration(&self, name: &str) -> Result<Option<Registration>>;
     /// Removes a registration, or refuses `unknown_receiver` /
     /// `receiver_in_use` while a prepared or unknown operation routes to it.
-    fn remove_receiver(&mut self, name: &str) -> Result<()>;
+    fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()>;
 }
 
 /// Everything the facade needs of a sender store.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
+    Outbox + QueuePages + TriageLog + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
 {
 }
 
 impl<T> SenderStore for T where
-    T: Outbox + QueuePages + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
+    T: Outbox + QueuePages + TriageLog + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
 {
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";

@@ -12,17 +12,20 @@
 //! written together.
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
+use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
-    classify, normalize_name, Approval, BulkEffect, BulkOperation, Closure, CompensationRequest,
-    Decision, Effect, EvidenceRecord, NewOperation, OpState, Operation, PageBound, Provenance,
-    QueueFilter, Recorded, Review, Snapshot, Verdict,
+    classify, normalize_name, Approval, BulkEffect, BulkOperation, CloseEntry, Closure,
+    CompensationRequest, Decision, Effect, EscalationRecord, EvidenceRecord, NewObservation,
+    NewOperation, Note, Observation, Observed, OpState, Operation, PageBound, Provenance,
+    QueueFilter, Recorded, Review, Snapshot, Timestamp, Verdict,
 };
 use crate::error::{Committed, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
 mod receivers;
+mod triage;
 
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
@@ -33,6 +36,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+pub use triage::ObserveRequest;
 
 pub struct Workspace {
     dir: PathBuf,
@@ -41,6 +46,8 @@ pub struct Workspace {
     sender: Box<dyn SenderStore>,
     ledger: Builtin,
     program: ReceiverProgram,
+    /// The time of every act; the system clock unless a test sets another.
+    clock: Arc<dyn Clock>,
 }
 
 /// A snapshot with the operation it was taken for and its verdict.
@@ -52,6 +59,9 @@ pub struct Classified {
     pub verdict: Verdict,
     /// The receiver the snapshot came from and the answer it rests on.
     pub provenance: Provenance,
+    /// The observation this read was recorded as, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation: Option<Observed>,
 }
 
 /// Everything recorded about one operation.
@@ -60,6 +70,10 @@ pub struct OpDetail {
     pub operation: Operation,
     pub evidence: Vec<EvidenceRecord>,
     pub approvals: Vec<Approval>,
+    pub observations: Vec<Observation>,
+    pub notes: Vec<Note>,
+    pub closes: Vec<CloseEntry>,
+    pub escalations: Vec<EscalationRecord>,
 }
 
 impl Workspace {
@@ -72,7 +86,21 @@ impl Workspace {
             sender,
             ledger: Builtin::from_store(receiver),
             program: ReceiverProgram::current()?,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Stamps every act with `clock` instead of the system clock (tests
+    /// of times and ages use a [`crate::clock::FixedClock`]).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The time the next act would be stamped with: what ages are measured
+    /// against.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     /// The workspace directory.
@@ -110,11 +138,12 @@ impl Workspace {
         payload: &Value,
     ) -> Result<Operation> {
         self.ensure_present()?;
-        self.sender.prepare(&NewOperation {
+        let new = NewOperation {
             op_id,
             action_kind,
             payload,
-        })
+        };
+        self.sender.prepare(&new, self.clock.now())
     }
 
     pub fn dispatch(&mut self, op_id: &str, options: DispatchOptions) -> Result<DispatchReport> {
@@ -149,7 +178,7 @@ impl Workspace {
         if op.state == OpState::Prepared {
             self.registration_of(&op)?;
         }
-        let operation = self.sender.begin_dispatch(op_id)?;
+        let operation = self.sender.begin_dispatch(op_id, self.clock.now())?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
         self.start_apply(operation, options)
     }
@@ -171,7 +200,7 @@ impl Workspace {
             faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
             let recorded = self
                 .sender
-                .record_receipt(&operation, &receipt, &provenance)
+                .record_receipt(&operation, &receipt, &provenance, self.clock.now())
                 .map_err(|e| e.after(committed_effect(&operation, &receipt)))?;
             let current = match recorded {
                 Some((op, _)) => op,
@@ -184,25 +213,58 @@ impl Workspace {
     }
 
     /// Takes a snapshot of the operation's receiver effects and classifies
-    /// it. With `close_authorized_by`, this is the receiver mutation that
-    /// closes the operation for good; the authorizer must be named.
+    /// it, showing it only. With `close_authorized_by`, this is the
+    /// receiver mutation that closes the operation for good; the
+    /// authorizer must be named, and the closing read is recorded as their
+    /// observation.
     pub fn snapshot(
         &mut self,
         op_id: &str,
         close_authorized_by: Option<&str>,
     ) -> Result<Classified> {
+        self.snapshot_by(op_id, close_authorized_by, None)
+    }
+
+    /// A snapshot as [`Workspace::snapshot`] takes it, recorded as an
+    /// observation by `observed_by` when one is named (a close is always
+    /// recorded, as the authorizer's unless `observed_by` names another).
+    pub fn snapshot_by(
+        &mut self,
+        op_id: &str,
+        close_authorized_by: Option<&str>,
+        observed_by: Option<&str>,
+    ) -> Result<Classified> {
         let close = named(close_authorized_by)?;
-        if close.is_some() {
+        let observer = named(observed_by)?;
+        if close.is_some() || observer.is_some() {
             self.ensure_present()?;
         }
         let operation = self.sender.require(op_id)?;
-        let (snapshot, provenance) = self.read_receiver(&operation, close)?;
-        let verdict = classify(operation.scope(), &snapshot);
+        let closing = close.map(|who| (who, observer.unwrap_or(who)));
+        let read = self.read_receiver(&operation, closing)?;
+        let verdict = classify(operation.scope(), &read.snapshot);
+        let observation = match (read.observation, observer) {
+            (Some(recorded), _) => Some(recorded.summary()),
+            (None, Some(by)) => {
+                let new = NewObservation {
+                    op_id,
+                    by,
+                    at: self.clock.now(),
+                    snapshot: &read.snapshot,
+                    verdict,
+                    provenance: &read.provenance,
+                };
+                let recorded = self.sender.record_observations(&[new])?;
+                recorded.first().map(Observation::summary)
+            }
+            (None, None) => None,
+        };
         Ok(Classified {
             operation,
-            snapshot,
+            snapshot: read.snapshot,
             verdict,
-            provenance,
+            provenance: read.provenance,
+            observation,
         })
     }
 
@@ -216,6 +278,10 @@ impl Workspace {
     /// scope, unsupported verdict) closes nothing. The store checks every
     /// rule again inside the recording transaction, against the real
     /// closing snapshot, in case a write landed in between.
+    ///
+    /// The read the decision rests on is recorded as the reviewer's
+    /// observation in the decision's transaction; a closing read is
+    /// recorded with the close instead (as the authorizer's), once.
     pub fn reconcile(&mut self, request: &ReconcileRequest<'_>) -> Result<Recorded> {
         let reviewer = normalize_name(request.reviewer).ok_or(Refusal::EmptyReviewer)?;
         self.ensure_present()?;
@@ -225,24 +291,22 @@ impl Workspace {
             crate::receiver::rules::check_close(&self.registration_of(&current)?)?;
         }
         let payload = request.payload.unwrap_or(&current.payload);
-        let (open, open_provenance) = self.read_receiver(&current, None)?;
-        let (snapshot, provenance) = match close {
+        let open = self.read_receiver(&current, None)?;
+        let read = match close {
             Some(who) => {
                 let as_closed = Snapshot {
                     closed: true,
-                    ..open.clone()
+                    ..open.snapshot.clone()
                 };
                 let review = review_of(request, payload, reviewer, &as_closed);
                 self.sender.precheck_review(&review)?;
                 faults::hold_point(HoldPoint::ReconcileBeforeClose);
-                self.read_receiver(&current, Some(who))?
+                self.read_receiver(&current, Some((who, who)))?
             }
-            None => (open, open_provenance),
+            None => open,
         };
-        let recorded = self.sender.record_review(
-            &review_of(request, payload, reviewer, &snapshot),
-            &provenance,
-        );
+        let review = review_of(request, payload, reviewer, &read.snapshot);
+        let recorded = self.record_decision(&review, &read.provenance, read.observation.is_none());
         match close {
             Some(who) => recorded.map_err(|e| e.after(committed_close(&current, who))),
             None => recorded,
@@ -251,25 +315,57 @@ impl Workspace {
 
     /// Records a decision on a snapshot the caller already holds, under
     /// every rule of a review (the experiment shows that a snapshot of
-    /// another operation is refused `scope_mismatch`).
+    /// another operation is refused `scope_mismatch`), with the snapshot
+    /// recorded as the reviewer's observation.
     pub fn record_review(
         &mut self,
         review: &Review<'_>,
         provenance: &Provenance,
     ) -> Result<Recorded> {
-        self.sender.record_review(review, provenance)
+        self.record_decision(review, provenance, true)
+    }
+
+    /// Records a decision at the clock's time, and the read it rests on as
+    /// an observation when `observe`.
+    fn record_decision(
+        &mut self,
+        review: &Review<'_>,
+        provenance: &Provenance,
+        observe: bool,
+    ) -> Result<Recorded> {
+        let at = self.clock.now();
+        let current = self.sender.get(review.op_id)?;
+        let observation = match (&current, normalize_name(review.reviewer), observe) {
+            (Some(op), Some(by), true) => Some(NewObservation {
+                op_id: review.op_id,
+                by,
+                at,
+                snapshot: review.snapshot,
+                verdict: classify(op.scope(), review.snapshot),
+                provenance,
+            }),
+            _ => None,
+        };
+        self.sender
+            .record_review(review, provenance, at, observation.as_ref())
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
         self.ensure_present()?;
-        self.sender.approve_compensation(request)
+        self.sender.approve_compensation(request, self.clock.now())
     }
 
+    /// The operation with its whole history: evidence, approvals, recorded
+    /// observations, notes, closes and escalations.
     pub fn show(&self, op_id: &str) -> Result<OpDetail> {
         Ok(OpDetail {
             operation: self.sender.require(op_id)?,
             evidence: self.sender.evidence(op_id)?,
             approvals: self.sender.approvals(op_id)?,
+            observations: self.sender.observations(op_id)?,
+            notes: self.sender.notes(op_id)?,
+            closes: self.sender.closes(op_id)?,
+            escalations: self.sender.escalations(op_id)?,
         })
     }
 
@@ -445,6 +541,7 @@ impl Workspace {
             payload,
             original_op_id,
             effect_id,
+            self.clock.now(),
         )
     }
 

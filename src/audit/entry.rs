@@ -15,8 +15,8 @@
 //! `projection`) agree on them by construction.
 
 use crate::domain::{
-    canonical_json, Approval, BulkOperation, CloseRecord, EvidenceRecord, EvidenceSource,
-    Operation, Registration,
+    canonical_json, Approval, BulkOperation, CloseRecord, EvidenceRecord, EvidenceSource, Marking,
+    NewNote, NewObservation, Operation, Registration, Timestamp,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -26,9 +26,8 @@ use std::fmt;
 /// The `prev_hash` of the first entry.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// What an entry records. The reserved kinds (`observed`, `noted`,
-/// `escalated`, `deescalated`) belong to triage: the schema accepts them, no
-/// code appends them yet, and the replay gives them no projection.
+/// What an entry records. Every entry's fields include `at`, the time of
+/// the act (UTC, RFC 3339 with milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
@@ -211,7 +210,7 @@ fn object(value: Value) -> Map<String, Value> {
 }
 
 /// `prepared`: the new operation as the outbox stored it (`op_kind` is the
-/// operation's kind; `kind` is the entry's).
+/// operation's kind; `kind` is the entry's), at its `created_at`.
 pub fn prepared(op: &Operation) -> Map<String, Value> {
     object(json!({
         "op_kind": op.kind,
@@ -220,12 +219,13 @@ pub fn prepared(op: &Operation) -> Map<String, Value> {
         "compensates_effect_id": op.compensates_effect_id,
         "compensates_op_id": op.compensates_op_id,
         "receiver": op.receiver,
+        "at": op.triage.created_at,
     }))
 }
 
 /// `dispatched`: `prepared -> unknown`, with the versions.
-pub fn dispatched(from_version: i64, to_version: i64) -> Map<String, Value> {
-    object(json!({ "from_version": from_version, "to_version": to_version }))
+pub fn dispatched(from_version: i64, to_version: i64, at: Timestamp) -> Map<String, Value> {
+    object(json!({ "from_version": from_version, "to_version": to_version, "at": at }))
 }
 
 /// `receipt` or `decided`: what the evidence row holds, its own seq
@@ -244,7 +244,39 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
         "receiver": record.receiver,
         "receiver_describe_sha256": record.receiver_describe_sha256,
         "response_sha256": record.response_sha256,
+        "at": record.recorded_at,
     }))
+}
+
+/// `observed`: a read of the receiver someone recorded: who, when, what
+/// it found (the flags, the match count, the verdict, the whole snapshot)
+/// and where it came from.
+pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
+    let snapshot = observation.snapshot;
+    object(json!({
+        "receiver": observation.provenance.receiver,
+        "receiver_describe_sha256": observation.provenance.receiver_describe_sha256,
+        "response_sha256": observation.provenance.response_sha256,
+        "observed_by": observation.by,
+        "at": observation.at,
+        "verdict": observation.verdict,
+        "complete": snapshot.complete,
+        "authoritative": snapshot.authoritative,
+        "closed": snapshot.closed,
+        "matches": snapshot.matches.len(),
+        "snapshot": snapshot,
+    }))
+}
+
+/// `noted`: a note left on an operation.
+pub fn noted(note: &NewNote<'_>) -> Map<String, Value> {
+    object(json!({ "by": note.by, "at": note.at, "text": note.text }))
+}
+
+/// `escalated` or `deescalated`: the marker raised or lowered, by whom and
+/// why (the entry's kind says which).
+pub fn marked(marking: &Marking<'_>) -> Map<String, Value> {
+    object(json!({ "by": marking.by, "at": marking.at, "reason": marking.reason }))
 }
 
 /// `approved`: the approval and the compensation operation it prepared
@@ -269,12 +301,14 @@ pub fn closed(close: &CloseRecord) -> Map<String, Value> {
         "authorized_by": close.authorized_by,
         "response_sha256": close.response_sha256,
         "matches": close.matches,
+        "at": close.closed_at,
     }))
 }
 
 /// `receiver_registered`: the whole registration, routes included.
-pub fn receiver_registered(registration: &Registration) -> Map<String, Value> {
+pub fn receiver_registered(registration: &Registration, at: Timestamp) -> Map<String, Value> {
     object(json!({
+        "at": at,
         "name": registration.name,
         "program": registration.program,
         "args": registration.args,
@@ -286,8 +320,8 @@ pub fn receiver_registered(registration: &Registration) -> Map<String, Value> {
 }
 
 /// `receiver_removed`: the registration's name.
-pub fn receiver_removed(name: &str) -> Map<String, Value> {
-    object(json!({ "name": name }))
+pub fn receiver_removed(name: &str, at: Timestamp) -> Map<String, Value> {
+    object(json!({ "name": name, "at": at }))
 }
 
 /// The canonical text of an object whose member values are already
@@ -317,8 +351,10 @@ fn text(value: &str) -> String {
 /// is written without parsing it; a test holds this to [`Checkpoint::seal`].
 pub fn seal_generated(head: &mut Checkpoint, op: &BulkOperation, receiver: &str) -> [Sealed; 2] {
     let op_id = text(&op.op_id);
+    let at = text(&op.at.to_string());
     let seq = head.length + 1;
     let prepared = canonical_members(vec![
+        ("at", at.clone()),
         ("seq", seq.to_string()),
         ("kind", text(EntryKind::Prepared.as_str())),
         ("op_id", op_id.clone()),
@@ -330,6 +366,7 @@ pub fn seal_generated(head: &mut Checkpoint, op: &BulkOperation, receiver: &str)
         ("receiver", text(receiver)),
     ]);
     let dispatched = canonical_members(vec![
+        ("at", at),
         ("seq", (seq + 1).to_string()),
         ("kind", text(EntryKind::Dispatched.as_str())),
         ("op_id", op_id),
@@ -358,6 +395,7 @@ mod tests {
             op_id: "op-bulk-0000001".into(),
             action_kind: "send_email".into(),
             canonical_payload: canonical_json(&json!({"to": "a\u{1f}b@example.com", "n": 0.5})),
+            at: Timestamp::from_millis(1_796_285_702_123),
         };
         let mut fast = Checkpoint::genesis();
         let generated = seal_generated(&mut fast, &op, "builtin");
@@ -373,10 +411,15 @@ mod tests {
             compensates_op_id: None,
             confirmed_effect_id: None,
             receiver: "builtin".into(),
+            triage: crate::domain::Triage {
+                created_at: op.at,
+                ..Default::default()
+            },
         };
         let prepared = slow.seal(EntryKind::Prepared, Some(&op.op_id), prepared(&operation));
         slow.after(&prepared);
-        let dispatched = slow.seal(EntryKind::Dispatched, Some(&op.op_id), dispatched(1, 2));
+        let fields = dispatched(1, 2, op.at);
+        let dispatched = slow.seal(EntryKind::Dispatched, Some(&op.op_id), fields);
         slow.after(&dispatched);
         assert_eq!(generated, [prepared, dispatched]);
         assert_eq!(fast, slow);

@@ -52,6 +52,13 @@ pub const OPERATIONS: Table = Table {
         "compensates_op_id",
         "confirmed_effect_id",
         "receiver",
+        "created_at",
+        "updated_at",
+        "dispatch_count",
+        "last_dispatched_at",
+        "latest_observation",
+        "latest_verdict",
+        "escalation",
     ],
     key: 0,
 };
@@ -77,6 +84,7 @@ pub const EVIDENCE: Table = Table {
         "receiver_describe_sha256",
         "response_sha256",
         "journal_seq",
+        "recorded_at",
     ],
     key: 1,
 };
@@ -95,8 +103,43 @@ pub const APPROVALS: Table = Table {
 };
 pub const CLOSES: Table = Table {
     name: "closes",
-    columns: &["op_id", "receiver", "authorized_by", "journal_seq"],
+    columns: &[
+        "op_id",
+        "receiver",
+        "authorized_by",
+        "journal_seq",
+        "closed_at",
+    ],
     key: 0,
+};
+pub const OBSERVATIONS: Table = Table {
+    name: "observations",
+    columns: &[
+        "seq",
+        "op_id",
+        "receiver",
+        "observed_by",
+        "observed_at",
+        "verdict",
+        "complete",
+        "authoritative",
+        "closed",
+        "matches",
+        "snapshot",
+        "receiver_describe_sha256",
+        "response_sha256",
+    ],
+    key: 1,
+};
+pub const NOTES: Table = Table {
+    name: "notes",
+    columns: &["seq", "op_id", "noted_by", "noted_at", "text"],
+    key: 1,
+};
+pub const ESCALATIONS: Table = Table {
+    name: "escalations",
+    columns: &["seq", "op_id", "action", "acted_by", "acted_at", "reason"],
+    key: 1,
 };
 pub const RECEIVERS: Table = Table {
     name: "receivers",
@@ -125,6 +168,12 @@ pub const STATE_COUNTS: Table = Table {
 pub(super) const OP_STATE: usize = 4;
 const OP_VERSION: usize = 5;
 const OP_CONFIRMED: usize = 8;
+const OP_UPDATED_AT: usize = 11;
+const OP_DISPATCH_COUNT: usize = 12;
+const OP_LAST_DISPATCHED_AT: usize = 13;
+const OP_LATEST_OBSERVATION: usize = 14;
+const OP_LATEST_VERDICT: usize = 15;
+const OP_ESCALATION: usize = 16;
 const EVIDENCE_SEQ: usize = 0;
 const EVIDENCE_DECISION: usize = 4;
 const EVIDENCE_TO_VERSION: usize = 8;
@@ -192,6 +241,15 @@ impl ParsedEntry<'_> {
         self.fields
             .find(field)
             .map_or(Value::Null, |raw| scalar(raw.get()))
+    }
+
+    /// A boolean field as its column holds it: 1 or 0 (anything else, as
+    /// it is, so that it matches nothing a column holds).
+    fn flag(&self, field: &str) -> Value {
+        match self.get(field) {
+            Value::Bool(b) => Value::from(i64::from(b)),
+            other => other,
+        }
     }
 
     /// A field that holds JSON, as the text its column holds: the slice of
@@ -269,6 +327,9 @@ pub struct Projected {
     pub evidence: Vec<Expected>,
     pub approvals: Vec<Expected>,
     pub closes: Vec<Expected>,
+    pub observations: Vec<Expected>,
+    pub notes: Vec<Expected>,
+    pub escalations: Vec<Expected>,
 }
 
 /// What the tables hold for one operation.
@@ -279,6 +340,9 @@ pub struct OpTables {
     pub evidence: Vec<Row>,
     pub approvals: Vec<Row>,
     pub closes: Vec<Row>,
+    pub observations: Vec<Row>,
+    pub notes: Vec<Row>,
+    pub escalations: Vec<Row>,
 }
 
 /// Replays one operation's entries, in `seq` order.
@@ -305,12 +369,23 @@ impl Replay<'_> {
                 ]);
             }
             EntryKind::Dispatched => {
-                self.transition(e, "prepared", Value::from("unknown"), Value::Null);
+                if let Some(op) =
+                    self.transition(e, "prepared", Value::from("unknown"), Value::Null)
+                {
+                    op[OP_DISPATCH_COUNT] =
+                        Value::from(op[OP_DISPATCH_COUNT].as_i64().unwrap_or(0) + 1);
+                    op[OP_LAST_DISPATCHED_AT] = e.get("at");
+                }
                 let dispatch = vec![Value::from(self.op_id), e.get("from_version")];
                 self.projected.dispatches.push(dispatch);
             }
             EntryKind::Receipt | EntryKind::Decided => {
-                self.transition(e, "unknown", e.get("decision"), e.get("effect_id"));
+                // Leaving `unknown` clears the escalation marker.
+                if let Some(op) =
+                    self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
+                {
+                    op[OP_ESCALATION] = Value::Null;
+                }
                 self.projected.evidence.push(evidence_row(self.op_id, e));
             }
             EntryKind::Closed => self.projected.closes.push(vec![
@@ -318,15 +393,65 @@ impl Replay<'_> {
                 e.get("receiver"),
                 e.get("authorized_by"),
                 Value::from(e.seq),
+                e.get("at"),
             ]),
-            EntryKind::ReceiverRegistered | EntryKind::ReceiverRemoved => {
-                self.problem(e, "an act on a receiver names an operation".into());
-            }
-            // Triage's kinds: no projection yet (see `EntryKind`).
             EntryKind::Observed
             | EntryKind::Noted
             | EntryKind::Escalated
-            | EntryKind::Deescalated => {}
+            | EntryKind::Deescalated => {
+                self.triage(e);
+            }
+            EntryKind::ReceiverRegistered | EntryKind::ReceiverRemoved => {
+                self.problem(e, "an act on a receiver names an operation".into());
+            }
+        }
+    }
+
+    /// An act of triage: a row of its own table, and for an observation or
+    /// an escalation the operation's denormalized columns.
+    fn triage(&mut self, e: &ParsedEntry) {
+        let Some(op) = self.projected.operation.first_mut() else {
+            return self.problem(e, "it comes before the operation was prepared".into());
+        };
+        let (id, seq) = (Value::from(self.op_id), Value::from(e.seq));
+        match e.kind {
+            EntryKind::Observed => {
+                op[OP_LATEST_OBSERVATION] = seq.clone();
+                op[OP_LATEST_VERDICT] = e.get("verdict");
+                self.projected.observations.push(vec![
+                    seq,
+                    id,
+                    e.get("receiver"),
+                    e.get("observed_by"),
+                    e.get("at"),
+                    e.get("verdict"),
+                    e.flag("complete"),
+                    e.flag("authoritative"),
+                    e.flag("closed"),
+                    e.get("matches"),
+                    e.text_of("snapshot"),
+                    e.get("receiver_describe_sha256"),
+                    e.get("response_sha256"),
+                ]);
+            }
+            EntryKind::Noted => {
+                self.projected
+                    .notes
+                    .push(vec![seq, id, e.get("by"), e.get("at"), e.get("text")])
+            }
+            _ => {
+                let escalate = e.kind == EntryKind::Escalated;
+                op[OP_ESCALATION] = if escalate { seq.clone() } else { Value::Null };
+                let action = if escalate { "escalate" } else { "deescalate" };
+                self.projected.escalations.push(vec![
+                    seq,
+                    id,
+                    Value::from(action),
+                    e.get("by"),
+                    e.get("at"),
+                    e.get("reason"),
+                ]);
+            }
         }
     }
 
@@ -345,19 +470,35 @@ impl Replay<'_> {
             e.get("compensates_op_id"),
             Value::Null,
             e.get("receiver"),
+            e.get("at"),
+            e.get("at"),
+            Value::from(0),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
         ]);
     }
 
     /// A state change from `from` at the entry's `from_version` to `to` at
-    /// its `to_version`, naming the confirmed effect when there is one.
-    fn transition(&mut self, e: &ParsedEntry, from: &str, to: Value, effect_id: Value) {
-        let Some(op) = self.projected.operation.first_mut() else {
-            return self.problem(e, "it comes before the operation was prepared".into());
-        };
+    /// its `to_version`, at the entry's time, naming the confirmed effect
+    /// when there is one. Returns the operation's row when it applied.
+    fn transition(
+        &mut self,
+        e: &ParsedEntry,
+        from: &str,
+        to: Value,
+        effect_id: Value,
+    ) -> Option<&mut Expected> {
+        if self.projected.operation.is_empty() {
+            self.problem(e, "it comes before the operation was prepared".into());
+            return None;
+        }
+        let op = &self.projected.operation[0];
         let (state, version) = (op[OP_STATE].clone(), op[OP_VERSION].clone());
         if state != from || version != e.get("from_version") {
             let at = format!("{} at version {}", cell_text(&state), cell_text(&version));
-            return self.problem(
+            self.problem(
                 e,
                 format!(
                     "it changes the operation from {from} at version {}, but the journal has \
@@ -365,12 +506,16 @@ impl Replay<'_> {
                     cell_text(&e.get("from_version"))
                 ),
             );
+            return None;
         }
+        let op = &mut self.projected.operation[0];
         op[OP_STATE] = to;
         op[OP_VERSION] = e.get("to_version");
+        op[OP_UPDATED_AT] = e.get("at");
         if !effect_id.is_null() {
             op[OP_CONFIRMED] = effect_id;
         }
+        Some(op)
     }
 
     fn problem(&mut self, e: &ParsedEntry, why: String) {
@@ -399,6 +544,7 @@ fn evidence_row(op_id: &str, e: &ParsedEntry) -> Expected {
         e.get("receiver_describe_sha256"),
         e.get("response_sha256"),
         Value::from(e.seq),
+        e.get("at"),
     ]
 }
 
@@ -518,6 +664,19 @@ pub fn compare_op(op_id: &str, projected: &Projected, tables: &OpTables, out: &m
             &tables.approvals,
         ),
         (&CLOSES, "closes", &projected.closes, &tables.closes),
+        (
+            &OBSERVATIONS,
+            "observations",
+            &projected.observations,
+            &tables.observations,
+        ),
+        (&NOTES, "notes", &projected.notes, &tables.notes),
+        (
+            &ESCALATIONS,
+            "escalations",
+            &projected.escalations,
+            &tables.escalations,
+        ),
     ];
     for (table, name, expected, actual) in tables_and_rows {
         compare_rows(table, id, &indexed(name), expected, actual, out);

@@ -34,6 +34,7 @@ impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
             Failure::Usage(_) => EXIT_USAGE,
+            Failure::Engine(error) if matches!(error.cause(), Error::Invalid(_)) => EXIT_USAGE,
             Failure::Engine(error) if error.refusal().is_some() => EXIT_REFUSED,
             Failure::Engine(_) => EXIT_STORAGE,
             Failure::ClosedPipe => EXIT_OK,

@@ -168,28 +168,36 @@ fn authorized_by(close: CloseArgs) -> Result<Option<String>, Failure> {
     Ok(close.authorized_by)
 }
 
-/// `recon snapshot`: read (or, with `--close`, close) and classify.
+/// `recon snapshot`: read (or, with `--close`, close) and classify; with
+/// `--by`, record the read as an observation.
 pub struct Snapshot {
     dir: PathBuf,
     op_id: String,
     authorized_by: Option<String>,
+    by: Option<String>,
 }
 
 impl Snapshot {
     pub fn validate(args: SnapshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
         let authorized_by = authorized_by(args.close)?;
+        if let Some(by) = &args.by {
+            person("--by", by)?;
+        }
         Ok(Snapshot {
             dir: required_workspace(workspace)?,
             op_id: args.op_id,
             authorized_by,
+            by: args.by,
         })
     }
 
     pub fn run(self) -> Result<Snapshotted, Failure> {
         let mut ws = open(&self.dir, false)?;
-        Ok(Snapshotted(
-            ws.snapshot(&self.op_id, self.authorized_by.as_deref())?,
-        ))
+        Ok(Snapshotted(ws.snapshot_by(
+            &self.op_id,
+            self.authorized_by.as_deref(),
+            self.by.as_deref(),
+        )?))
     }
 }
 
@@ -217,7 +225,15 @@ impl Render for Snapshotted {
                 payload_line(&m.payload)
             ))?;
         }
-        out.line(format!("  {}", verdict.explanation()))
+        out.line(format!("  {}", verdict.explanation()))?;
+        if let Some(o) = &self.0.observation {
+            out.line(format!(
+                "  recorded as {}'s observation at {}",
+                escape(&o.observed_by),
+                o.observed_at
+            ))?;
+        }
+        Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {

@@ -9,59 +9,135 @@
 use super::open::{open, required_workspace};
 use super::render::payload_line;
 use super::{Failure, Out, Render};
-use crate::cli::{LedgerArgs, OpsArgs, ShowArgs};
+use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs};
 use crate::domain::sanitize::escape;
-use crate::domain::{Effect, OpState, Operation};
+use crate::domain::time::age_text;
+use crate::domain::{
+    Cursor, Effect, OpState, Operation, OpsQuery, QueueFilter, SortOrder, Timestamp, VerdictFilter,
+};
 use crate::workspace::OpDetail;
+use serde::Serialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// `recon ops`: one page of operations in op id order.
+/// `recon ops`: one page of operations under a filter and an order.
 pub struct Ops {
     dir: PathBuf,
-    state: Option<OpState>,
-    after: Option<String>,
+    filter: OwnedFilter,
+    sort: SortOrder,
+    after: Option<Cursor>,
     limit: usize,
+}
+
+/// The filters of `ops`, held until the workspace's clock turns
+/// `--older-than` into an instant.
+struct OwnedFilter {
+    state: Option<OpState>,
+    verdict: Option<VerdictFilter>,
+    escalated: Option<bool>,
+    older_than: Option<Duration>,
 }
 
 impl Ops {
     pub fn validate(args: OpsArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        let sort = SortOrder::from(args.sort);
+        let after = args
+            .after
+            .as_deref()
+            .map(|text| {
+                Cursor::parse(text, sort).map_err(|why| Failure::Usage(format!("--after {why}")))
+            })
+            .transpose()?;
         Ok(Ops {
             dir: required_workspace(workspace)?,
-            state: args.state.map(OpState::from),
-            after: args.after,
+            filter: OwnedFilter {
+                state: args.state.map(OpState::from),
+                verdict: args.verdict.map(|v| v.0),
+                escalated: args.escalated.map(EscalatedArg::wanted),
+                older_than: args.older_than,
+            },
+            sort,
+            after,
             limit: args.limit.unwrap_or(usize::MAX),
         })
     }
 
     pub fn run(self) -> Result<OpsPage, Failure> {
         let ws = open(&self.dir, false)?;
-        Ok(OpsPage(ws.ops(
-            self.state,
-            self.after.as_deref(),
-            self.limit,
-        )?))
+        let now = ws.now();
+        let query = OpsQuery {
+            filter: QueueFilter {
+                state: self.filter.state,
+                verdict: self.filter.verdict,
+                escalated: self.filter.escalated,
+                updated_before: self.filter.older_than.map(|age| now.minus(age)),
+                search: None,
+            },
+            sort: self.sort,
+            after: self.after,
+            limit: self.limit,
+        };
+        let ops = ws.ops_page(&query)?;
+        Ok(OpsPage {
+            rows: ops
+                .into_iter()
+                .map(|operation| Listed {
+                    cursor: Cursor::of(&operation, self.sort).encode(),
+                    operation,
+                })
+                .collect(),
+            now,
+        })
     }
 }
 
-pub struct OpsPage(Vec<Operation>);
+/// An operation as `ops --json` lists it: with the cursor that continues
+/// the listing after it.
+#[derive(Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    operation: Operation,
+    cursor: String,
+}
+
+pub struct OpsPage {
+    rows: Vec<Listed>,
+    now: Timestamp,
+}
 
 impl Render for OpsPage {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for op in &self.0 {
+        for Listed { operation: op, .. } in &self.rows {
+            let seen = op.triage.latest_observation.as_ref().map_or_else(
+                || "never observed".to_string(),
+                |o| {
+                    format!(
+                        "{} {} ago",
+                        o.verdict,
+                        age_text(self.now.since(o.observed_at))
+                    )
+                },
+            );
+            let escalated = if op.triage.escalated.is_some() {
+                " ESCALATED"
+            } else {
+                ""
+            };
             out.line(format!(
-                "{:<24} {:<12} v{:<3} {:<12} {}",
+                "{:<24} {:<12} v{:<3} {:<12} {:<20} {:>5} {seen}{escalated}",
                 escape(&op.op_id),
                 op.state,
                 op.version,
                 op.kind,
-                escape(&op.action_kind)
+                escape(&op.action_kind),
+                age_text(self.now.since(op.triage.updated_at)),
             ))?;
         }
         Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.rows)
     }
 }
 
@@ -105,6 +181,71 @@ impl Shown {
         if let Some(effect) = &op.confirmed_effect_id {
             out.line(format!("confirmed effect: {}", escape(effect)))?;
         }
+        let t = &op.triage;
+        let dispatched = t
+            .last_dispatched_at
+            .map(|at| format!(", dispatched {} times, last at {at}", t.dispatch_count))
+            .unwrap_or_default();
+        out.line(format!(
+            "created at {}, updated at {}{dispatched}",
+            t.created_at, t.updated_at
+        ))?;
+        if let Some(e) = &t.escalated {
+            out.line(format!(
+                "ESCALATED by {} at {}: {}",
+                escape(&e.by),
+                e.at,
+                escape(&e.reason)
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// The history of triage: observations, closes, notes, escalations.
+    fn triage_lines(&self, out: &mut Out) -> Result<(), Failure> {
+        let detail = &self.0;
+        for o in &detail.observations {
+            out.line(format!(
+                "observation #{} at {} by {}: {} ({} matches; complete {}, authoritative {}, \
+                 closed {}) from {}",
+                o.seq,
+                o.observed_at,
+                escape(&o.observed_by),
+                o.verdict,
+                o.matches,
+                o.complete,
+                o.authoritative,
+                o.closed,
+                escape(&o.receiver)
+            ))?;
+        }
+        for c in &detail.closes {
+            out.line(format!(
+                "closed at {} at receiver {}, authorized by {}",
+                c.closed_at,
+                escape(&c.receiver),
+                escape(&c.authorized_by)
+            ))?;
+        }
+        for n in &detail.notes {
+            out.line(format!(
+                "note #{} at {} by {}: {}",
+                n.seq,
+                n.at,
+                escape(&n.by),
+                escape(&n.text)
+            ))?;
+        }
+        for e in &detail.escalations {
+            out.line(format!(
+                "{} #{} at {} by {}: {}",
+                e.action.as_str(),
+                e.seq,
+                e.at,
+                escape(&e.by),
+                escape(&e.reason)
+            ))?;
+        }
         Ok(())
     }
 }
@@ -134,7 +275,7 @@ impl Render for Shown {
                 a.approved_version
             ))?;
         }
-        Ok(())
+        self.triage_lines(out)
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {

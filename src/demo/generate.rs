@@ -17,8 +17,7 @@
 //! `serde_json::Value` per row; a test proves it matches
 //! [`crate::domain::canonical_json`].
 
-use crate::domain::Verdict;
-use crate::domain::{BulkEffect, BulkOperation};
+use crate::domain::{BulkEffect, BulkOperation, Timestamp, Verdict};
 
 pub const PREFIX: &str = "op-bulk-";
 /// Fixed width, so the text order of ids is their numeric order and the
@@ -229,13 +228,24 @@ fn action_of(n: u64) -> usize {
     ((mix(n) >> 8) % ACTIONS.len() as u64) as usize
 }
 
-/// Generated operation `n`.
-pub fn operation(n: u64) -> BulkOperation {
+/// How far back generated operations were sent: within the last three
+/// days, so the queue shows ages from minutes to days.
+const SPREAD_MILLIS: u64 = 3 * 86_400_000;
+
+/// When generated op `n` was sent, counted back from `now`.
+pub fn sent_at(n: u64, now: Timestamp) -> Timestamp {
+    let back = mix(n ^ 0x0a9e) % SPREAD_MILLIS;
+    Timestamp::from_millis(now.millis() - i64::try_from(back).unwrap_or(0))
+}
+
+/// Generated operation `n`, prepared and dispatched at [`sent_at`].
+pub fn operation(n: u64, now: Timestamp) -> BulkOperation {
     let action = action_of(n);
     BulkOperation {
         op_id: op_id(n),
         action_kind: ACTIONS[action].to_string(),
         canonical_payload: payload(action, mix(n ^ 0x5eed), false),
+        at: sent_at(n, now),
     }
 }
 
@@ -325,7 +335,7 @@ mod tests {
         for n in 1..500u64 {
             let own: Vec<BulkEffect> = effects(n).filter(|e| e.op_id == op_id(n)).collect();
             assert_eq!(own.len() as u64, Evidence::of(n).effects());
-            let op = operation(n);
+            let op = operation(n, Timestamp::default());
             for e in &own {
                 let same_payload = e.canonical_payload == op.canonical_payload;
                 let same_action = e.action_kind == op.action_kind;

@@ -3,7 +3,9 @@
 //! facade, the stores and the receivers can all name them without naming
 //! each other.
 
-use super::{OpState, Operation, Verdict};
+use super::time::Timestamp;
+use super::triage::{EscalationAction, SortOrder, VerdictFilter};
+use super::{OpState, Operation, Provenance, Snapshot, Verdict};
 use serde_json::Value;
 
 /// A new operation to put in the outbox, in state `prepared`.
@@ -49,6 +51,7 @@ pub struct CloseRecord {
     pub response_sha256: String,
     /// The effect ids of the closing snapshot's matches.
     pub matches: Vec<String>,
+    pub closed_at: Timestamp,
 }
 
 /// Which operations the queue shows.
@@ -59,6 +62,118 @@ pub struct QueueFilter<'a> {
     /// Only operations whose op id or action kind contains this text
     /// (ASCII case-insensitive).
     pub search: Option<&'a str>,
+    /// Only operations whose latest observation has this verdict, or that
+    /// were never observed.
+    pub verdict: Option<VerdictFilter>,
+    /// Only escalated operations (`Some(true)`), or only the others.
+    pub escalated: Option<bool>,
+    /// Only operations whose `updated_at` is before this instant.
+    pub updated_before: Option<Timestamp>,
+}
+
+/// One page of a listing in either order: the rows matching `filter`
+/// after `after`, at most `limit` of them. Keyset paging, so a page costs
+/// what the page holds, not what the outbox holds.
+#[derive(Debug, Clone, Default)]
+pub struct OpsQuery<'a> {
+    pub filter: QueueFilter<'a>,
+    pub sort: SortOrder,
+    pub after: Option<Cursor>,
+    pub limit: usize,
+}
+
+/// Where a listing continues: after this row under this order. Written as
+/// an opaque string holding a space (`op_id ID`, `age TIME ID`), which no
+/// op id holds, so a bare op id is still read as the cursor of the op id
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cursor {
+    OpId(String),
+    Age(Timestamp, String),
+}
+
+impl Cursor {
+    /// The cursor of a row under an order.
+    pub fn of(op: &Operation, sort: SortOrder) -> Cursor {
+        match sort {
+            SortOrder::OpId => Cursor::OpId(op.op_id.clone()),
+            SortOrder::Age => Cursor::Age(op.triage.updated_at, op.op_id.clone()),
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        match self {
+            Cursor::OpId(id) => format!("op_id {id}"),
+            Cursor::Age(at, id) => format!("age {at} {id}"),
+        }
+    }
+
+    /// Reads a cursor for a listing under `sort`; one written for the
+    /// other order is refused with the reason, as is anything else that is
+    /// not a cursor.
+    pub fn parse(text: &str, sort: SortOrder) -> Result<Cursor, String> {
+        let cursor = match text.split_once(' ') {
+            None if !text.is_empty() => Cursor::OpId(text.to_string()),
+            Some(("op_id", id)) if !id.is_empty() => Cursor::OpId(id.to_string()),
+            Some(("age", rest)) => match rest.split_once(' ') {
+                Some((at, id)) if !id.is_empty() => Cursor::Age(
+                    Timestamp::parse(at).ok_or_else(|| not_a_cursor(text))?,
+                    id.to_string(),
+                ),
+                _ => return Err(not_a_cursor(text)),
+            },
+            _ => return Err(not_a_cursor(text)),
+        };
+        match (&cursor, sort) {
+            (Cursor::OpId(_), SortOrder::OpId) | (Cursor::Age(..), SortOrder::Age) => Ok(cursor),
+            (Cursor::OpId(_), SortOrder::Age) => Err(format!(
+                "{} continues a listing by op id, not by age (use the cursor `ops --sort age \
+                 --json` printed)",
+                super::sanitize::escape(text)
+            )),
+            (Cursor::Age(..), SortOrder::OpId) => Err(format!(
+                "{} continues a listing by age; add --sort age",
+                super::sanitize::escape(text)
+            )),
+        }
+    }
+}
+
+fn not_a_cursor(text: &str) -> String {
+    format!(
+        "{} is not a cursor of `recon ops --json` (nor an op id)",
+        super::sanitize::escape(text)
+    )
+}
+
+/// A read of a receiver to record as an observation.
+#[derive(Debug, Clone, Copy)]
+pub struct NewObservation<'a> {
+    pub op_id: &'a str,
+    pub by: &'a str,
+    pub at: Timestamp,
+    pub snapshot: &'a Snapshot,
+    pub verdict: Verdict,
+    pub provenance: &'a Provenance,
+}
+
+/// A note to leave on an operation.
+#[derive(Debug, Clone, Copy)]
+pub struct NewNote<'a> {
+    pub op_id: &'a str,
+    pub by: &'a str,
+    pub at: Timestamp,
+    pub text: &'a str,
+}
+
+/// Raising or lowering an operation's escalation marker.
+#[derive(Debug, Clone, Copy)]
+pub struct Marking<'a> {
+    pub op_id: &'a str,
+    pub action: EscalationAction,
+    pub by: &'a str,
+    pub at: Timestamp,
+    pub reason: &'a str,
 }
 
 /// Where a page starts. Pages come back in ascending `op_id` order whichever
@@ -85,6 +200,8 @@ pub struct BulkOperation {
     pub action_kind: String,
     /// Canonical JSON text.
     pub canonical_payload: String,
+    /// When it was prepared and dispatched.
+    pub at: Timestamp,
 }
 
 /// A generated receiver effect; its id comes from its ledger row, as in

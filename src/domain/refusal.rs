@@ -72,6 +72,10 @@ pub enum Refusal {
     ReceiverInUse { receiver: String, open: i64 },
     #[error("no receiver named {0} is registered")]
     UnknownReceiver(String),
+    #[error("operation {op_id} is already escalated (by {by})")]
+    AlreadyEscalated { op_id: String, by: String },
+    #[error("operation {0} is not escalated")]
+    NotEscalated(String),
 }
 
 impl Refusal {
@@ -100,6 +104,8 @@ impl Refusal {
             Refusal::ActionRouted { .. } => "action_routed",
             Refusal::ReceiverInUse { .. } => "receiver_in_use",
             Refusal::UnknownReceiver(_) => "unknown_receiver",
+            Refusal::AlreadyEscalated { .. } => "already_escalated",
+            Refusal::NotEscalated(_) => "not_escalated",
         }
     }
 }

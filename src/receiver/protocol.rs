@@ -85,7 +85,7 @@ impl ErrorCode {
         match error.cause() {
             Error::Refused(Refusal::OperationClosed(_)) => ErrorCode::OperationClosed,
             Error::Refused(Refusal::CloseUnsupported { .. }) => ErrorCode::Unsupported,
-            Error::Refused(_) => ErrorCode::BadRequest,
+            Error::Refused(_) | Error::Invalid(_) => ErrorCode::BadRequest,
             Error::Store(
                 StoreError::Locked(_)
                 | StoreError::MissingDatabase(_)

@@ -15,8 +15,8 @@
 use super::{journal, SqlContext};
 use crate::audit::{
     Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
-    VerifyRequest, Walk, Walked, APPROVALS, CLOSES, DISPATCH_LOG, EVIDENCE, JOURNAL, OPERATIONS,
-    RECEIVERS, ROUTES, STATE_COUNTS,
+    VerifyRequest, Walk, Walked, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
+    NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
@@ -251,13 +251,16 @@ fn all_rows(
 
 /// The per-operation streams of the merge join, in the order of
 /// [`OpTables`] after the journal's.
-const OP_STREAMS: [(Table, &str); 6] = [
+const OP_STREAMS: [(Table, &str); 9] = [
     (JOURNAL, "WHERE op_id IS NOT NULL ORDER BY op_id, seq"),
     (OPERATIONS, "ORDER BY op_id"),
     (DISPATCH_LOG, "ORDER BY op_id, from_version, seq"),
     (EVIDENCE, "ORDER BY op_id, seq"),
     (APPROVALS, "ORDER BY compensation_op_id, rowid"),
     (CLOSES, "ORDER BY op_id, journal_seq"),
+    (OBSERVATIONS, "ORDER BY op_id, seq"),
+    (NOTES, "ORDER BY op_id, seq"),
+    (ESCALATIONS, "ORDER BY op_id, seq"),
 ];
 
 /// One operation's rows, as the merge join gathers them.
@@ -304,6 +307,9 @@ fn merge_join(
             evidence: next(),
             approvals: next(),
             closes: next(),
+            observations: next(),
+            notes: next(),
+            escalations: next(),
         };
         batch.push((name, journal, tables));
         if batch.len() == BATCH

@@ -94,8 +94,9 @@ impl BulkLoad for SqliteSender {
                 let mut insert_op = tx
                     .prepare(
                         "INSERT INTO operations
-                             (op_id, kind, action_kind, payload, state, version, receiver)
-                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4)",
+                             (op_id, kind, action_kind, payload, state, version, receiver,
+                              created_at, updated_at, dispatch_count, last_dispatched_at)
+                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5)",
                     )
                     .at(&path)?;
                 let mut insert_dispatch = tx
@@ -116,7 +117,8 @@ impl BulkLoad for SqliteSender {
                             op.op_id,
                             op.action_kind,
                             op.canonical_payload,
-                            GENERATED_RECEIVER
+                            GENERATED_RECEIVER,
+                            op.at.to_string()
                         ])
                         .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
                             Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {

@@ -6,6 +6,7 @@
 //! them as projection mismatches, as it would a real buggy writer.
 
 use super::SqlContext;
+use crate::domain::Timestamp;
 use crate::error::StoreError;
 use crate::store::{Drills, SqliteSender};
 use rusqlite::params;
@@ -37,14 +38,16 @@ impl Drills for SqliteSender {
         payload: &serde_json::Value,
         original_op_id: &str,
         effect_id: &str,
+        at: Timestamp,
     ) -> Result<(), StoreError> {
         self.conn()
             .execute(
                 &format!(
                     "INSERT INTO operations
                          (op_id, kind, action_kind, payload, state, version,
-                          compensates_effect_id, compensates_op_id, receiver)
-                     VALUES (?1, 'compensation', ?2, ?3, 'prepared', 1, ?4, ?5, {})",
+                          compensates_effect_id, compensates_op_id, receiver,
+                          created_at, updated_at)
+                     VALUES (?1, 'compensation', ?2, ?3, 'prepared', 1, ?4, ?5, {}, ?6, ?6)",
                     super::sender::route_sql("?2", "?5")
                 ),
                 params![
@@ -52,7 +55,8 @@ impl Drills for SqliteSender {
                     action_kind,
                     crate::domain::canonical_json(payload),
                     effect_id,
-                    original_op_id
+                    original_op_id,
+                    at.to_string()
                 ],
             )
             .map(drop)

@@ -7,7 +7,7 @@
 
 use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
 use crate::audit::{self, EntryKind};
-use crate::domain::{canonical_json, Description, Refusal, Registration};
+use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
 use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 
@@ -54,7 +54,7 @@ impl SqliteSender {
 }
 
 impl ReceiverRegistry for SqliteSender {
-    fn register_receiver(&mut self, registration: &Registration) -> Result<()> {
+    fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()> {
         let path = self.path().to_path_buf();
         let tx = self
             .conn_mut()
@@ -109,7 +109,7 @@ impl ReceiverRegistry for SqliteSender {
             )
             .at(&path)?;
         }
-        let fields = audit::receiver_registered(registration);
+        let fields = audit::receiver_registered(registration, at);
         journal::append(&tx, &path, EntryKind::ReceiverRegistered, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())
@@ -135,7 +135,7 @@ impl ReceiverRegistry for SqliteSender {
         row.map(|row| self.parse_registration(row)).transpose()
     }
 
-    fn remove_receiver(&mut self, name: &str) -> Result<()> {
+    fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()> {
         let path = self.path().to_path_buf();
         let tx = self
             .conn_mut()
@@ -170,7 +170,7 @@ impl ReceiverRegistry for SqliteSender {
             .at(&path)?;
         tx.execute("DELETE FROM receivers WHERE name = ?1", [name])
             .at(&path)?;
-        let fields = audit::receiver_removed(name);
+        let fields = audit::receiver_removed(name, at);
         journal::append(&tx, &path, EntryKind::ReceiverRemoved, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())

@@ -9,17 +9,22 @@
 //! the pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
 
-use super::{journal, open_database, Outbox, Role, SqlContext};
+use super::rows::{
+    approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, RawEvidence,
+    APPROVAL_COLUMNS, EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
+};
+use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
     CloseRecord, CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource,
-    NewOperation, OpKind, OpState, Operation, Provenance, Recorded, Review, Verdict,
+    NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Provenance, Recorded,
+    Review, Timestamp, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
 use crate::settings::OpenOptions;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,10 +47,29 @@ CREATE TABLE operations (
     version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
     confirmed_effect_id TEXT,
     receiver TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    dispatch_count INTEGER NOT NULL DEFAULT 0 CHECK (dispatch_count >= 0),
+    last_dispatched_at TEXT,
+    latest_observation INTEGER REFERENCES observations(seq),
+    latest_verdict TEXT CHECK (latest_verdict IN ('duplicate_matches', 'payload_mismatch',
+        'action_scope_mismatch', 'unique_exact_match', 'exact_match_existence_only',
+        'terminal_absence', 'inconclusive')),
+    escalation INTEGER REFERENCES escalations(seq),
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
-    CHECK ((kind = 'original') = (compensates_op_id IS NULL))
+    CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
+    CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
 ) WITHOUT ROWID;
 CREATE INDEX operations_by_state ON operations(state, op_id);
+-- The queue's pages (store/console_queries.rs): each filter and order is
+-- one range of one of these, so a page costs what it holds.
+CREATE INDEX operations_by_state_age ON operations(state, updated_at, op_id);
+CREATE INDEX operations_by_verdict ON operations(latest_verdict, op_id);
+CREATE INDEX operations_by_verdict_age ON operations(latest_verdict, updated_at, op_id);
+CREATE INDEX operations_by_age ON operations(updated_at, op_id);
+CREATE INDEX operations_escalated ON operations(op_id) WHERE escalation IS NOT NULL;
+CREATE INDEX operations_escalated_by_age ON operations(updated_at, op_id)
+    WHERE escalation IS NOT NULL;
 
 CREATE TABLE state_counts (
     state TEXT PRIMARY KEY,
@@ -98,7 +122,8 @@ CREATE TABLE evidence (
     receiver TEXT NOT NULL,
     receiver_describe_sha256 TEXT NOT NULL,
     response_sha256 TEXT NOT NULL,
-    journal_seq INTEGER NOT NULL UNIQUE REFERENCES journal(seq)
+    journal_seq INTEGER NOT NULL UNIQUE REFERENCES journal(seq),
+    recorded_at TEXT NOT NULL
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
 CREATE TRIGGER evidence_append_only_update BEFORE UPDATE ON evidence
@@ -114,7 +139,8 @@ CREATE TABLE closes (
     op_id TEXT NOT NULL REFERENCES operations(op_id),
     receiver TEXT NOT NULL,
     authorized_by TEXT NOT NULL,
-    journal_seq INTEGER PRIMARY KEY REFERENCES journal(seq)
+    journal_seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    closed_at TEXT NOT NULL
 );
 CREATE INDEX closes_by_op ON closes(op_id, journal_seq);
 CREATE TRIGGER closes_append_only_update BEFORE UPDATE ON closes
@@ -124,6 +150,66 @@ END;
 CREATE TRIGGER closes_append_only_delete BEFORE DELETE ON closes
 BEGIN
     SELECT RAISE(ABORT, 'closes are append-only');
+END;
+
+-- Triage: observations, notes and escalations, each row the projection of
+-- its journal entry, whose seq is the row's.
+CREATE TABLE observations (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    receiver TEXT NOT NULL,
+    observed_by TEXT NOT NULL,
+    observed_at TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    complete INTEGER NOT NULL CHECK (complete IN (0, 1)),
+    authoritative INTEGER NOT NULL CHECK (authoritative IN (0, 1)),
+    closed INTEGER NOT NULL CHECK (closed IN (0, 1)),
+    matches INTEGER NOT NULL CHECK (matches >= 0),
+    snapshot TEXT NOT NULL,
+    receiver_describe_sha256 TEXT NOT NULL,
+    response_sha256 TEXT NOT NULL
+);
+CREATE INDEX observations_by_op ON observations(op_id, seq);
+CREATE TABLE notes (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    noted_by TEXT NOT NULL,
+    noted_at TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX notes_by_op ON notes(op_id, seq);
+CREATE TABLE escalations (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    action TEXT NOT NULL CHECK (action IN ('escalate', 'deescalate')),
+    acted_by TEXT NOT NULL,
+    acted_at TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX escalations_by_op ON escalations(op_id, seq);
+CREATE TRIGGER observations_append_only_update BEFORE UPDATE ON observations
+BEGIN
+    SELECT RAISE(ABORT, 'observations are append-only');
+END;
+CREATE TRIGGER observations_append_only_delete BEFORE DELETE ON observations
+BEGIN
+    SELECT RAISE(ABORT, 'observations are append-only');
+END;
+CREATE TRIGGER notes_append_only_update BEFORE UPDATE ON notes
+BEGIN
+    SELECT RAISE(ABORT, 'notes are append-only');
+END;
+CREATE TRIGGER notes_append_only_delete BEFORE DELETE ON notes
+BEGIN
+    SELECT RAISE(ABORT, 'notes are append-only');
+END;
+CREATE TRIGGER escalations_append_only_update BEFORE UPDATE ON escalations
+BEGIN
+    SELECT RAISE(ABORT, 'escalations are append-only');
+END;
+CREATE TRIGGER escalations_append_only_delete BEFORE DELETE ON escalations
+BEGIN
+    SELECT RAISE(ABORT, 'escalations are append-only');
 END;
 
 CREATE TABLE compensation_approvals (
@@ -165,187 +251,6 @@ pub struct SqliteSender {
     path: PathBuf,
 }
 
-const OP_COLUMNS: &str = "op_id, kind, action_kind, payload, state, version, \
-     compensates_effect_id, compensates_op_id, confirmed_effect_id, receiver";
-
-/// Raw columns of an operation row; the payload and enums are parsed after
-/// the statement finishes so a malformed row is a typed error, not a panic.
-type OpRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    String,
-);
-
-fn op_row(row: &Row<'_>) -> rusqlite::Result<OpRow> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-        row.get(9)?,
-    ))
-}
-
-fn parse_op(row: OpRow) -> Result<Operation, StoreError> {
-    let (op_id, kind, action_kind, payload, state, version, fx, comp_op, confirmed, receiver) = row;
-    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of operation {op_id}"));
-    Ok(Operation {
-        kind: OpKind::parse(&kind).ok_or_else(|| corrupt("kind"))?,
-        state: OpState::parse(&state).ok_or_else(|| corrupt("state"))?,
-        payload: serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?,
-        action_kind,
-        version,
-        compensates_effect_id: fx,
-        compensates_op_id: comp_op,
-        confirmed_effect_id: confirmed,
-        receiver,
-        op_id,
-    })
-}
-
-const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, snapshot, \
-     from_version, to_version, effect_id, receiver, receiver_describe_sha256, response_sha256, \
-     journal_seq";
-
-/// The evidence columns read back, with the hash of each row's journal
-/// entry (empty when the entry is missing, which `verify` reports).
-const EVIDENCE_READ: &str = "SELECT e.seq, e.op_id, e.source, e.reviewer, e.decision, e.verdict, \
-     e.snapshot, e.from_version, e.to_version, e.effect_id, e.receiver, \
-     e.receiver_describe_sha256, e.response_sha256, e.journal_seq, COALESCE(j.hash, '') \
-     FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
-
-/// An evidence row with its enums and snapshot still as stored text; they
-/// are parsed after the statement finishes so a malformed row is a typed
-/// error, not a panic.
-struct RawEvidence {
-    record: EvidenceRecord,
-    source: String,
-    decision: String,
-    verdict: Option<String>,
-    snapshot: String,
-}
-
-fn evidence_row(row: &Row<'_>) -> rusqlite::Result<RawEvidence> {
-    Ok(RawEvidence {
-        record: EvidenceRecord {
-            seq: row.get(0)?,
-            op_id: row.get(1)?,
-            source: EvidenceSource::Review,
-            reviewer: row.get(3)?,
-            decision: Decision::Confirmed,
-            verdict: None,
-            snapshot: Value::Null,
-            from_version: row.get(7)?,
-            to_version: row.get(8)?,
-            effect_id: row.get(9)?,
-            receiver: row.get(10)?,
-            receiver_describe_sha256: row.get(11)?,
-            response_sha256: row.get(12)?,
-            journal_seq: row.get(13)?,
-            hash: row.get(14)?,
-        },
-        source: row.get(2)?,
-        decision: row.get(4)?,
-        verdict: row.get(5)?,
-        snapshot: row.get(6)?,
-    })
-}
-
-fn parse_evidence(raw: RawEvidence) -> Result<EvidenceRecord, StoreError> {
-    let RawEvidence {
-        mut record,
-        source,
-        decision,
-        verdict,
-        snapshot,
-    } = raw;
-    let seq = record.seq;
-    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of evidence row {seq}"));
-    record.source = EvidenceSource::parse(&source).ok_or_else(|| corrupt("source"))?;
-    record.decision = Decision::parse(&decision).ok_or_else(|| corrupt("decision"))?;
-    record.verdict = match verdict {
-        Some(v) => Some(Verdict::parse(&v).ok_or_else(|| corrupt("verdict"))?),
-        None => None,
-    };
-    record.snapshot = serde_json::from_str(&snapshot).map_err(|_| corrupt("snapshot"))?;
-    Ok(record)
-}
-
-const APPROVAL_COLUMNS: &str = "original_op_id, effect_id, approved_version, approver, \
-     compensation_op_id, action_kind, payload";
-
-fn approval_row(row: &Row<'_>) -> rusqlite::Result<(Approval, String)> {
-    Ok((
-        Approval {
-            original_op_id: row.get(0)?,
-            effect_id: row.get(1)?,
-            approved_version: row.get(2)?,
-            approver: row.get(3)?,
-            compensation_op_id: row.get(4)?,
-            action_kind: row.get(5)?,
-            payload: Value::Null,
-        },
-        row.get(6)?,
-    ))
-}
-
-fn parse_approval((mut approval, payload): (Approval, String)) -> Result<Approval, StoreError> {
-    approval.payload = serde_json::from_str(&payload).map_err(|_| {
-        StoreError::Corrupt(format!(
-            "payload of the approval for {}",
-            approval.compensation_op_id
-        ))
-    })?;
-    Ok(approval)
-}
-
-fn get_op(conn: &Connection, path: &Path, op_id: &str) -> Result<Option<Operation>> {
-    let row = conn
-        .prepare_cached(&format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE op_id = ?1"
-        ))
-        .and_then(|mut s| s.query_row([op_id], op_row).optional())
-        .at(path)?;
-    Ok(row.map(parse_op).transpose()?)
-}
-
-fn require_op(conn: &Connection, path: &Path, op_id: &str) -> Result<Operation> {
-    get_op(conn, path, op_id)?.ok_or_else(|| Refusal::UnknownOperation(op_id.to_string()).into())
-}
-
-fn approval_where(
-    conn: &Connection,
-    path: &Path,
-    column: &str,
-    value: &str,
-) -> Result<Vec<Approval>> {
-    let rows = conn
-        .prepare_cached(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM compensation_approvals WHERE {column} = ?1 ORDER BY rowid"
-        ))
-        .and_then(|mut s| {
-            s.query_map([value], approval_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .at(path)?;
-    Ok(rows
-        .into_iter()
-        .map(parse_approval)
-        .collect::<Result<Vec<_>, _>>()?)
-}
-
 /// Who made the latest recorded change to an operation: the reviewer, or
 /// "a receipt".
 fn last_changed_by(conn: &Connection, op_id: &str) -> Option<String> {
@@ -378,17 +283,21 @@ struct Transition<'a> {
     evidence: &'a Value,
     effect_id: Option<&'a str>,
     provenance: &'a Provenance,
+    at: Timestamp,
 }
 
-/// Applies a transition out of `unknown` and appends its journal entry and
-/// its evidence row (the entry's projection), in the caller's transaction. Returns the evidence seq, or `None` when the
-/// conditional update found the operation changed.
+/// Applies a transition out of `unknown` at its time (which moves
+/// `updated_at` and clears the escalation marker) and appends its journal
+/// entry and its evidence row (the entry's projection), in the caller's
+/// transaction. Returns the evidence seq, or `None` when the conditional
+/// update found the operation changed.
 fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Option<i64>> {
     let changed = tx
         .prepare_cached(
             "UPDATE operations
              SET state = ?1, version = version + 1,
-                 confirmed_effect_id = COALESCE(?2, confirmed_effect_id)
+                 confirmed_effect_id = COALESCE(?2, confirmed_effect_id),
+                 updated_at = ?5, escalation = NULL
              WHERE op_id = ?3 AND state = 'unknown' AND version = ?4",
         )
         .and_then(|mut s| {
@@ -396,7 +305,8 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
                 t.to.as_str(),
                 t.effect_id,
                 t.op.op_id,
-                t.op.version
+                t.op.version,
+                t.at.to_string()
             ])
         })
         .at(path)?;
@@ -424,6 +334,7 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
         receiver: t.provenance.receiver.clone(),
         receiver_describe_sha256: t.provenance.receiver_describe_sha256.clone(),
         response_sha256: t.provenance.response_sha256.clone(),
+        recorded_at: t.at,
         journal_seq: 0,
         hash: String::new(),
     };
@@ -436,9 +347,48 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
     )?;
     record.journal_seq = sealed.seq;
     record.hash = sealed.hash;
+    insert_evidence(tx, path, &record)?;
+    Ok(Some(record.seq))
+}
+
+/// The state change a review records.
+fn review_transition<'a>(
+    review: &'a Review<'a>,
+    op: &'a Operation,
+    verdict: Verdict,
+    snapshot: &'a Value,
+    provenance: &'a Provenance,
+    at: Timestamp,
+) -> Transition<'a> {
+    let (to, effect_id) = match review.decision {
+        Decision::Confirmed => (
+            OpState::Confirmed,
+            review
+                .snapshot
+                .matches
+                .first()
+                .map(|m| m.effect_id.as_str()),
+        ),
+        Decision::NotApplied => (OpState::NotApplied, None),
+    };
+    Transition {
+        op,
+        to,
+        source: EvidenceSource::Review,
+        reviewer: crate::domain::normalize_name(review.reviewer),
+        decision: review.decision,
+        verdict: Some(verdict),
+        evidence: snapshot,
+        effect_id,
+        provenance,
+        at,
+    }
+}
+
+fn insert_evidence(tx: &Transaction<'_>, path: &Path, record: &EvidenceRecord) -> Result<()> {
     tx.prepare_cached(&format!(
         "INSERT INTO evidence ({EVIDENCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -456,10 +406,11 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
             record.receiver_describe_sha256,
             record.response_sha256,
             record.journal_seq,
+            record.recorded_at.to_string(),
         ])
     })
     .at(path)?;
-    Ok(Some(record.seq))
+    Ok(())
 }
 
 impl SqliteSender {
@@ -507,13 +458,13 @@ impl SqliteSender {
 
 impl Outbox for SqliteSender {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
-    fn prepare(&mut self, new: &NewOperation<'_>) -> Result<Operation> {
+    fn prepare(&mut self, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation> {
         let path = self.path.clone();
         let tx = self.immediate()?;
         if get_op(&tx, &path, new.op_id)?.is_some() {
             return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
         }
-        insert_op(&tx, &path, new, OpKind::Original, None, None)?;
+        insert_op(&tx, &path, new, OpKind::Original, None, None, at)?;
         let op = require_op(&tx, &path, new.op_id)?;
         let fields = audit::prepared(&op);
         journal::append(&tx, &path, EntryKind::Prepared, Some(&op.op_id), fields)?;
@@ -540,33 +491,22 @@ impl Outbox for SqliteSender {
     ) -> Result<Vec<Operation>> {
         let after = after.unwrap_or("");
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match state {
-            Some(state) => self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {OP_COLUMNS} FROM operations
-                     WHERE state = ?1 AND op_id > ?2 ORDER BY op_id LIMIT ?3"
-                ))
-                .and_then(|mut s| {
-                    s.query_map(params![state.as_str(), after, limit], op_row)?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                }),
-            None => self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {OP_COLUMNS} FROM operations
-                     WHERE op_id > ?1 ORDER BY op_id LIMIT ?2"
-                ))
-                .and_then(|mut s| {
-                    s.query_map(params![after, limit], op_row)?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                }),
+        match state {
+            Some(state) => query_ops(
+                &self.conn,
+                &self.path,
+                &format!(
+                    "{OP_SELECT} WHERE o.state = ?1 AND o.op_id > ?2 ORDER BY o.op_id LIMIT ?3"
+                ),
+                params![state.as_str(), after, limit],
+            ),
+            None => query_ops(
+                &self.conn,
+                &self.path,
+                &format!("{OP_SELECT} WHERE o.op_id > ?1 ORDER BY o.op_id LIMIT ?2"),
+                params![after, limit],
+            ),
         }
-        .at(&self.path)?;
-        Ok(rows
-            .into_iter()
-            .map(parse_op)
-            .collect::<Result<Vec<_>, _>>()?)
     }
 
     /// Operations per state, from the trigger-maintained counts table, so it
@@ -593,7 +533,7 @@ impl Outbox for SqliteSender {
     /// one transaction that commits before the receiver is invoked. Anything
     /// not `prepared` is refused as a blind retry; a compensation is refused
     /// unless its approval still holds.
-    fn begin_dispatch(&mut self, op_id: &str) -> Result<Operation> {
+    fn begin_dispatch(&mut self, op_id: &str, at: Timestamp) -> Result<Operation> {
         let path = self.path.clone();
         let tx = self.immediate()?;
         let op = require_op(&tx, &path, op_id)?;
@@ -614,10 +554,12 @@ impl Outbox for SqliteSender {
         }
         let changed = tx
             .prepare_cached(
-                "UPDATE operations SET state = 'unknown', version = version + 1
+                "UPDATE operations SET state = 'unknown', version = version + 1,
+                     updated_at = ?3, last_dispatched_at = ?3,
+                     dispatch_count = dispatch_count + 1
                  WHERE op_id = ?1 AND state = 'prepared' AND version = ?2",
             )
-            .and_then(|mut s| s.execute(params![op_id, op.version]))
+            .and_then(|mut s| s.execute(params![op_id, op.version, at.to_string()]))
             .at(&path)?;
         debug_assert_eq!(changed, 1, "the row was read in this transaction");
         tx.prepare_cached(
@@ -626,7 +568,7 @@ impl Outbox for SqliteSender {
         )
         .and_then(|mut s| s.execute(params![op_id, op.version]))
         .at(&path)?;
-        let fields = audit::dispatched(op.version, op.version + 1);
+        let fields = audit::dispatched(op.version, op.version + 1, at);
         journal::append(&tx, &path, EntryKind::Dispatched, Some(op_id), fields)?;
         let op = require_op(&tx, &path, op_id)?;
         tx.commit().at(&path)?;
@@ -642,6 +584,7 @@ impl Outbox for SqliteSender {
         op: &Operation,
         receipt: &Effect,
         provenance: &Provenance,
+        at: Timestamp,
     ) -> Result<Option<(Operation, i64)>> {
         let path = self.path.clone();
         let tx = self.immediate()?;
@@ -659,6 +602,7 @@ impl Outbox for SqliteSender {
                 evidence: &evidence,
                 effect_id: Some(&receipt.effect_id),
                 provenance,
+                at,
             },
         )?;
         let Some(seq) = seq else {
@@ -682,10 +626,17 @@ impl Outbox for SqliteSender {
     }
 
     /// Records a reviewer's decision: the rules of [`check_review`] against
-    /// the row as it is inside this transaction, then the conditional update
-    /// and the evidence append with the full snapshot. If the append fails,
+    /// the row as it is inside this transaction, then the observation of
+    /// the snapshot it rests on (when asked), the conditional update and
+    /// the evidence append with the full snapshot. If the append fails,
     /// the state change rolls back with it.
-    fn record_review(&mut self, review: &Review<'_>, provenance: &Provenance) -> Result<Recorded> {
+    fn record_review(
+        &mut self,
+        review: &Review<'_>,
+        provenance: &Provenance,
+        at: Timestamp,
+        observation: Option<&NewObservation<'_>>,
+    ) -> Result<Recorded> {
         let path = self.path.clone();
         if crate::domain::normalize_name(review.reviewer).is_none() {
             return Err(Refusal::EmptyReviewer.into());
@@ -693,45 +644,22 @@ impl Outbox for SqliteSender {
         let tx = self.immediate()?;
         let op = require_op(&tx, &path, review.op_id)?;
         let verdict = check_review(&op, review, || last_changed_by(&tx, &op.op_id))?;
-        let to = match review.decision {
-            Decision::Confirmed => OpState::Confirmed,
-            Decision::NotApplied => OpState::NotApplied,
-        };
-        let effect_id = match review.decision {
-            Decision::Confirmed => review
-                .snapshot
-                .matches
-                .first()
-                .map(|m| m.effect_id.as_str()),
-            Decision::NotApplied => None,
-        };
+        if let Some(observation) = observation {
+            triage::insert_observation(&tx, &path, observation)?;
+        }
         let snapshot = serde_json::to_value(review.snapshot)
             .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-        let reviewer = crate::domain::normalize_name(review.reviewer);
-        let seq = transition(
-            &tx,
-            &path,
-            Transition {
-                op: &op,
-                to,
-                source: EvidenceSource::Review,
-                reviewer,
-                decision: review.decision,
-                verdict: Some(verdict),
-                evidence: &snapshot,
-                effect_id,
-                provenance,
-            },
-        )?
-        // The row was read and checked in this same IMMEDIATE transaction,
-        // so the conditional update cannot miss; treat it as a stale version
-        // anyway rather than assume.
-        .ok_or(Refusal::StaleVersion {
-            expected: review.expected_version,
-            found: op.version,
-            state: op.state,
-            changed_by: None,
-        })?;
+        let transition_of = review_transition(review, &op, verdict, &snapshot, provenance, at);
+        let seq = transition(&tx, &path, transition_of)?
+            // The row was read and checked in this same IMMEDIATE
+            // transaction, so the conditional update cannot miss; treat it
+            // as a stale version anyway rather than assume.
+            .ok_or(Refusal::StaleVersion {
+                expected: review.expected_version,
+                found: op.version,
+                state: op.state,
+                changed_by: None,
+            })?;
         let operation = require_op(&tx, &path, &op.op_id)?;
         crash_point(CrashPoint::ReconcileBeforeCommit);
         tx.commit().at(&path)?;
@@ -744,7 +672,11 @@ impl Outbox for SqliteSender {
 
     /// Approves a compensation for one confirmed effect and prepares the
     /// compensation operation, in one transaction.
-    fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
+    fn approve_compensation(
+        &mut self,
+        request: &CompensationRequest<'_>,
+        at: Timestamp,
+    ) -> Result<Approval> {
         let path = self.path.clone();
         if crate::domain::normalize_name(request.approver).is_none() {
             return Err(Refusal::EmptyReviewer.into());
@@ -789,6 +721,7 @@ impl Outbox for SqliteSender {
             OpKind::Compensation,
             Some(request.effect_id),
             Some(request.original_op_id),
+            at,
         )?;
         let approval = Approval {
             original_op_id: request.original_op_id.to_string(),
@@ -809,29 +742,37 @@ impl Outbox for SqliteSender {
     }
 
     /// Records a close the receiver has committed: a `closed` entry and
-    /// its `closes` row, in one transaction of the outbox (the receiver's
-    /// was another, already committed).
-    fn record_close(&mut self, op_id: &str, close: &CloseRecord) -> Result<i64> {
+    /// its `closes` row, then the observation of the closing read, in one
+    /// transaction of the outbox (the receiver's was another, already
+    /// committed).
+    fn record_close(
+        &mut self,
+        op_id: &str,
+        close: &CloseRecord,
+        observation: &NewObservation<'_>,
+    ) -> Result<Observation> {
         let path = self.path.clone();
         let tx = self.immediate()?;
         require_op(&tx, &path, op_id)?;
         let fields = audit::closed(close);
         let sealed = journal::append(&tx, &path, EntryKind::Closed, Some(op_id), fields)?;
         tx.prepare_cached(
-            "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .and_then(|mut s| {
             s.execute(params![
                 op_id,
                 close.receiver,
                 close.authorized_by,
-                sealed.seq
+                sealed.seq,
+                close.closed_at.to_string()
             ])
         })
         .at(&path)?;
+        let observation = triage::insert_observation(&tx, &path, observation)?;
         tx.commit().at(&path)?;
-        Ok(sealed.seq)
+        Ok(observation)
     }
 
     /// The evidence of one operation, oldest first.
@@ -895,12 +836,13 @@ fn insert_op(
     kind: OpKind,
     compensates_effect_id: Option<&str>,
     compensates_op_id: Option<&str>,
+    at: Timestamp,
 ) -> Result<(), StoreError> {
     tx.prepare_cached(&format!(
         "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
-              compensates_effect_id, compensates_op_id, receiver)
-         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {})",
+              compensates_effect_id, compensates_op_id, receiver, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {}, ?7, ?7)",
         route_sql("?3", "?6")
     ))
     .and_then(|mut s| {
@@ -910,7 +852,8 @@ fn insert_op(
             new.action_kind,
             canonical_json(new.payload),
             compensates_effect_id,
-            compensates_op_id
+            compensates_op_id,
+            at.to_string()
         ])
     })
     .at(path)?;

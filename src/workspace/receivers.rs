@@ -12,8 +12,8 @@ use super::Workspace;
 use crate::dispatch::adapter::{AdapterProgram, Reply};
 use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
-    AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind, Operation,
-    Provenance, Registration, Snapshot,
+    classify, AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind,
+    NewObservation, Observation, Operation, Provenance, Registration, Snapshot,
 };
 use crate::error::{Error, Refusal, Result, StoreError};
 use crate::receiver::protocol::{self, Answer, Verb};
@@ -185,7 +185,8 @@ impl Workspace {
         registration.describe = describe;
         registration.describe_sha256 = sha;
         rules::check_description(&registration)?;
-        self.sender.register_receiver(&registration)?;
+        self.sender
+            .register_receiver(&registration, self.clock.now())?;
         Ok(registration)
     }
 
@@ -218,17 +219,23 @@ impl Workspace {
             return Err(Refusal::ReservedName(name.to_string()).into());
         }
         self.ensure_present()?;
-        self.sender.remove_receiver(name)
+        self.sender.remove_receiver(name, self.clock.now())
     }
 
     /// Reads (or, with `close`, closes and reads) the operation's receiver,
     /// held to its registration. A close on a receiver that cannot close is
-    /// refused `close_unsupported` before anything is invoked.
+    /// refused `close_unsupported` before anything is invoked. `close` names
+    /// who authorized it and whose observation the closing read is
+    /// recorded as, with the close.
     pub(crate) fn read_receiver(
         &mut self,
         op: &Operation,
-        close: Option<&str>,
-    ) -> Result<(Snapshot, Provenance)> {
+        close: Option<(&str, &str)>,
+    ) -> Result<Read> {
+        let (close, observer) = match close {
+            Some((who, observer)) => (Some(who), observer),
+            None => (None, ""),
+        };
         let registration = self.registration_of(op)?;
         if close.is_some() {
             rules::check_close(&registration)?;
@@ -260,38 +267,56 @@ impl Workspace {
             )
         })?;
         let snapshot = rules::judge_snapshot(&registration, &op.op_id, parsed)?;
-        if let (Some(who), true) = (close, snapshot.closed) {
-            self.journal_close(op, &registration, who, &sha, &snapshot)?;
-        }
-        Ok((snapshot, provenance(&registration, sha)))
+        let provenance = provenance(&registration, sha);
+        let observation = match (close, snapshot.closed) {
+            (Some(who), true) => {
+                let close = Closing {
+                    authorized_by: who,
+                    observed_by: observer,
+                    snapshot: &snapshot,
+                    provenance: &provenance,
+                };
+                Some(self.journal_close(op, &close)?)
+            }
+            _ => None,
+        };
+        Ok(Read {
+            snapshot,
+            provenance,
+            observation,
+        })
     }
 
     /// Journals a close the receiver committed (the `closed` entry and its
-    /// `closes` row, one outbox transaction). The receiver's commit came
-    /// first, in its own store, so a failure here says the operation is
-    /// closed there all the same.
-    fn journal_close(
-        &mut self,
-        op: &Operation,
-        registration: &Registration,
-        authorized_by: &str,
-        response_sha256: &str,
-        snapshot: &Snapshot,
-    ) -> Result<()> {
+    /// `closes` row, and the closing read as an observation: one outbox
+    /// transaction). The receiver's commit came first, in its own store, so
+    /// a failure here says the operation is closed there all the same.
+    fn journal_close(&mut self, op: &Operation, closing: &Closing<'_>) -> Result<Observation> {
+        let at = self.clock.now();
         let close = CloseRecord {
-            receiver: registration.name.clone(),
-            authorized_by: authorized_by.to_string(),
-            response_sha256: response_sha256.to_string(),
-            matches: snapshot
+            receiver: closing.provenance.receiver.clone(),
+            authorized_by: closing.authorized_by.to_string(),
+            response_sha256: closing.provenance.response_sha256.clone(),
+            matches: closing
+                .snapshot
                 .matches
                 .iter()
                 .map(|m| m.effect_id.clone())
                 .collect(),
+            closed_at: at,
         };
+        let observation = NewObservation {
+            op_id: &op.op_id,
+            by: closing.observed_by,
+            at,
+            snapshot: closing.snapshot,
+            verdict: classify(op.scope(), closing.snapshot),
+            provenance: closing.provenance,
+        };
+        let committed = |e: Error| e.after(super::committed_close(op, closing.authorized_by));
         self.sender
-            .record_close(&op.op_id, &close)
-            .map(drop)
-            .map_err(|e| e.after(super::committed_close(op, authorized_by)))
+            .record_close(&op.op_id, &close, &observation)
+            .map_err(committed)
     }
 
     /// Starts the receiver call of a dispatch whose `unknown` state is
@@ -317,6 +342,23 @@ impl Workspace {
             registration,
         })
     }
+}
+
+/// What a read of a receiver gave: the snapshot held to the receiver's
+/// ceiling, the answer it rests on, and for a close the observation it was
+/// recorded as.
+pub(crate) struct Read {
+    pub snapshot: Snapshot,
+    pub provenance: Provenance,
+    pub observation: Option<Observation>,
+}
+
+/// A close the receiver committed, to journal.
+struct Closing<'a> {
+    authorized_by: &'a str,
+    observed_by: &'a str,
+    snapshot: &'a Snapshot,
+    provenance: &'a Provenance,
 }
 
 /// Judges a dispatch's reply (SPEC 8 rule 1): the receipt, with the

@@ -898,7 +898,7 @@ fn wrong_kinds_of_file_in_the_workspace_are_storage_errors_and_change_nothing() 
                 let c = rusqlite::Connection::open(d.join("sender.sqlite")).unwrap();
                 c.execute_batch("PRAGMA user_version = 99").unwrap();
             },
-            "has schema version 99; this recon reads version 4",
+            "has schema version 99; this recon reads version 5",
         ),
         (
             "receiver file missing",

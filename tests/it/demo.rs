@@ -2,7 +2,7 @@
 //! the real code paths, and `--ops N` adds generated load that continues its
 //! numbering.
 
-use crate::support::{copy_demo, dump, program, run};
+use crate::support::{copy_demo, demo_clock, dump, program, run};
 use recon::demo::{self, generate};
 use recon::domain::{OpKind, OpState, Verdict};
 use recon::OpenOptions;
@@ -173,7 +173,7 @@ fn demo_is_deterministic() {
     // that `copy_demo` copies (built in a directory of its own).
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    demo::build(&mut open(a.path()), 30).unwrap();
+    demo::build(&mut open(a.path()).with_clock(demo_clock()), 30).unwrap();
     copy_demo(30, b.path());
     // Everything but each workspace's own random id is the same.
     let masked = |dir: &std::path::Path| {

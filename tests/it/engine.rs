@@ -542,15 +542,16 @@ fn evidence_rows_name_their_journal_entries() {
     let log = lab.ws.evidence_log().unwrap();
     assert_eq!(log.len(), 2);
     // op-1: prepared 1, dispatched 2; op-2: prepared 3, dispatched 4,
-    // receipt 5; the decision on op-1: 6.
+    // receipt 5; the decision on op-1: the read it rests on observed 6,
+    // decided 7.
     assert_eq!((log[0].op_id.as_str(), log[0].journal_seq), ("op-2", 5));
-    assert_eq!((log[1].op_id.as_str(), log[1].journal_seq), ("op-1", 6));
+    assert_eq!((log[1].op_id.as_str(), log[1].journal_seq), ("op-1", 7));
     assert!(log.iter().all(|e| e.hash.len() == 64));
     let journal = recon::workspace::Journal::open(lab.path(), recon::OpenOptions::default());
     let head = journal.unwrap().checkpoint().unwrap();
     assert_eq!(
         (head.length, head.head_hash.as_str()),
-        (6, log[1].hash.as_str())
+        (7, log[1].hash.as_str())
     );
 }
 

@@ -72,6 +72,7 @@ fn op(state: OpState, version: i64) -> Operation {
         compensates_op_id: None,
         confirmed_effect_id: Some("fx-000001".into()),
         receiver: "builtin".into(),
+        triage: Default::default(),
     }
 }
 
@@ -97,6 +98,7 @@ fn a_compensation_dispatch_is_refused_when_the_original_moved_past_the_approved_
         compensates_op_id: Some("orig".into()),
         confirmed_effect_id: None,
         receiver: "builtin".into(),
+        triage: Default::default(),
     };
     let at_approval = op(OpState::Confirmed, 3);
     assert_eq!(

@@ -42,6 +42,7 @@ fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
             compensates_op_id: (kind == Compensation).then(|| "op-0".into()),
             confirmed_effect_id: (state == OpState::Confirmed).then(|| "fx-000001".into()),
             receiver: "builtin".into(),
+            triage: Default::default(),
         },
         verdict,
         read_closed: false,
@@ -347,6 +348,7 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         receiver: "builtin".into(),
         receiver_describe_sha256: String::new(),
         response_sha256: String::new(),
+        recorded_at: Default::default(),
         journal_seq: 1,
         hash: String::new(),
     }

@@ -135,6 +135,16 @@ impl Lab {
     }
 }
 
+/// The time the shared demo workspaces are built at, still: a demo built
+/// at one clock time is the same demo, byte for byte.
+pub const DEMO_TIME: &str = "2026-12-03T08:00:00.000Z";
+
+/// A clock stopped at [`DEMO_TIME`].
+pub fn demo_clock() -> std::sync::Arc<recon::clock::FixedClock> {
+    let at = recon::domain::Timestamp::parse(DEMO_TIME).expect("DEMO_TIME is a time");
+    std::sync::Arc::new(recon::clock::FixedClock::at(at))
+}
+
 /// Every file of a closed demo workspace, by name: what
 /// `recon::demo::build(ws, extra_ops)` leaves in a fresh workspace.
 struct DemoTemplate {
@@ -150,7 +160,8 @@ impl DemoTemplate {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())
             .expect("create workspace")
-            .with_receiver_program(program());
+            .with_receiver_program(program())
+            .with_clock(demo_clock());
         recon::demo::build(&mut ws, extra_ops).expect("demo");
         drop(ws);
         let mut files = Vec::new();

@@ -35,6 +35,7 @@ fn queue_filter(app: &App) -> QueueFilter<'_> {
     QueueFilter {
         state: app.filter.state(),
         search: app.search.as_deref(),
+        ..QueueFilter::default()
     }
 }
 

@@ -160,10 +160,16 @@ fn closing_twice_returns_the_same_snapshot() {
     let rig = Rig::with_mail();
     unknown_and_applied(&rig, "mail", "op-1", "post_letter");
     rig.set_mode("mail", "");
-    let first = rig.snapshot("op-1", true);
-    let second = rig.snapshot("op-1", true);
+    let mut first = rig.snapshot("op-1", true);
+    let mut second = rig.snapshot("op-1", true);
     assert_eq!(first["snapshot"]["closed"], true);
     assert_eq!(first["verdict"], "unique_exact_match");
+    // Each close is recorded as an observation of its own, at its time.
+    let (one, two) = (first["observation"].take(), second["observation"].take());
+    assert_eq!(
+        (one["observed_by"].clone(), two["verdict"].clone()),
+        (json!("dana"), json!("unique_exact_match"))
+    );
     assert_eq!(first, second);
     assert_eq!(rig.calls("mail", "close").len(), 2);
 }

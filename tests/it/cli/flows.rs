@@ -452,33 +452,88 @@ fn a_closed_pipe_ends_a_long_listing_quietly() {
 
 #[test]
 fn help_of_every_command_explains_it_and_the_exit_codes() {
-    for command in [
-        &[][..],
-        &["experiment"],
-        &["demo"],
-        &["prepare"],
-        &["dispatch"],
-        &["ops"],
-        &["show"],
-        &["ledger"],
-        &["snapshot"],
-        &["reconcile"],
-        &["approve-compensation"],
-        &["receiver"],
-        &["receiver", "apply"],
+    // The whole table once, at the top.
+    let top = run(&["--help"], None);
+    for needle in [
+        "Usage:",
+        "Exit codes:",
+        "refused: <code>: <detail>",
+        "busy timeout",
+    ] {
+        assert!(top.stdout.contains(needle), "recon --help lacks {needle}");
+    }
+    // Each command: its own exit codes, and the refusals it can raise.
+    for (command, exits, refusals) in [
+        (&["experiment"][..], &["0", "2", "4"][..], &[][..]),
+        (&["demo"], &["0", "2", "4"], &[]),
+        (
+            &["prepare"],
+            &["0", "2", "3", "4"],
+            &["duplicate_operation"],
+        ),
+        (&["dispatch"], &["0", "2", "3", "4"], &["blind_retry"]),
+        (&["ops"], &["0", "2", "4"], &[]),
+        (&["show"], &["0", "2", "3", "4"], &["unknown_operation"]),
+        (&["ledger"], &["0", "2", "4"], &[]),
+        (&["snapshot"], &["0", "2", "3", "4"], &["close_unsupported"]),
+        (
+            &["reconcile"],
+            &["0", "2", "3", "4"],
+            &["stale_version", "unsupported_verdict"],
+        ),
+        (
+            &["approve-compensation"],
+            &["0", "2", "3", "4"],
+            &["already_approved"],
+        ),
+        (&["observe"], &["0", "2", "3", "4"], &["unknown_operation"]),
+        (&["note"], &["0", "2", "3", "4"], &["empty_reviewer"]),
+        (
+            &["escalate"],
+            &["0", "2", "3", "4"],
+            &["not_unknown", "already_escalated"],
+        ),
+        (&["deescalate"], &["0", "2", "3", "4"], &["not_escalated"]),
+        (&["verify"], &["0", "1", "2", "4"], &[]),
+        (&["export"], &["0", "1", "2", "4"], &[]),
+        (
+            &["receiver", "apply"],
+            &["0", "2", "3", "4", "23", "24"],
+            &["operation_closed"],
+        ),
+        (
+            &["receivers", "check"],
+            &["0", "1", "2", "3", "4"],
+            &["unknown_receiver"],
+        ),
     ] {
         let mut args = command.to_vec();
         args.push("--help");
         let out = run(&args, None);
         assert_eq!(out.code, Some(0), "{args:?}");
-        for needle in [
-            "Usage:",
-            "Exit codes:",
-            "refused: <code>: <detail>",
-            "busy timeout",
-        ] {
-            assert!(out.stdout.contains(needle), "{args:?} lacks {needle}");
+        let listed: Vec<&str> = out
+            .stdout
+            .split("Exit codes:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{args:?} has no exit codes"))
+            .lines()
+            .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
+            .filter(|code| code.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        assert_eq!(listed, exits, "{args:?}: {}", out.stdout);
+        assert!(out.stdout.contains("Usage:"), "{args:?}");
+        for code in refusals {
+            assert!(out.stdout.contains(code), "{args:?} lacks {code}");
         }
+        assert_eq!(
+            out.stdout.contains("refused: <code>: <detail>"),
+            !refusals.is_empty(),
+            "{args:?}"
+        );
+        assert!(
+            !out.stdout.contains("NO_COLOR"),
+            "{args:?} repeats the whole table"
+        );
     }
 }
 

@@ -1,0 +1,289 @@
+//! The exit codes each command can return, as its `--help` shows them.
+//!
+//! `recon --help` prints the whole table ([`super::EXIT_CODES`]); a
+//! command's own help prints only its lines: the codes it can return, with
+//! what they mean for it, and the refusal codes it can raise. The table is
+//! data here; `commands::parse` attaches each entry to its subcommand.
+
+/// What one command can end with.
+struct Exits {
+    /// The command's words (`["receivers", "add"]`).
+    path: &'static [&'static str],
+    /// What exit 0 means.
+    done: &'static str,
+    /// What exit 1 means, when the command can find something.
+    finding: Option<&'static str>,
+    /// The refusal codes it can raise (exit 3), if any.
+    refusals: &'static [&'static str],
+    /// Exit codes of its own (the receiver's drills).
+    own: &'static [(u8, &'static str)],
+    /// Whether it takes --json (and so prints a JSON error document).
+    json: bool,
+    /// Whether it opens a workspace (and so waits on its lock).
+    workspace: bool,
+    /// Whether it writes a file or a stream of its own (--output).
+    output: bool,
+    /// Whether it calls a receiver.
+    receiver: bool,
+}
+
+const fn exits(path: &'static [&'static str]) -> Exits {
+    Exits {
+        path,
+        done: "done",
+        finding: None,
+        refusals: &[],
+        own: &[],
+        json: true,
+        workspace: true,
+        output: false,
+        receiver: false,
+    }
+}
+
+const OP: &[&str] = &["unknown_operation"];
+
+const TABLE: &[Exits] = &[
+    Exits {
+        json: false,
+        workspace: false,
+        output: true,
+        done: "the JSON was printed or written",
+        ..exits(&["experiment"])
+    },
+    Exits {
+        done: "the demo was built, every story ending as told",
+        receiver: true,
+        ..exits(&["demo"])
+    },
+    Exits {
+        refusals: &["duplicate_operation"],
+        ..exits(&["prepare"])
+    },
+    Exits {
+        done: "the receiver was invoked (a lost receipt is an outcome, not an error)",
+        refusals: &[
+            "blind_retry",
+            "unknown_operation",
+            "unknown_receiver",
+            "compensation_not_approved",
+            "original_not_confirmed",
+            "stale_version",
+            "compensation_action_mismatch",
+            "compensation_effect_mismatch",
+        ],
+        receiver: true,
+        ..exits(&["dispatch"])
+    },
+    Exits {
+        done: "the page was printed (perhaps empty)",
+        ..exits(&["ops"])
+    },
+    Exits {
+        refusals: OP,
+        ..exits(&["show"])
+    },
+    exits(&["ledger"]),
+    Exits {
+        refusals: &[
+            "unknown_operation",
+            "empty_reviewer",
+            "close_unsupported",
+            "unknown_receiver",
+        ],
+        receiver: true,
+        ..exits(&["snapshot"])
+    },
+    Exits {
+        done: "the decision was recorded",
+        refusals: &[
+            "empty_reviewer",
+            "stale_version",
+            "not_unknown",
+            "scope_mismatch",
+            "unsupported_verdict",
+            "unknown_operation",
+            "close_unsupported",
+            "unknown_receiver",
+        ],
+        receiver: true,
+        ..exits(&["reconcile"])
+    },
+    Exits {
+        refusals: &[
+            "empty_reviewer",
+            "original_not_confirmed",
+            "stale_version",
+            "compensation_effect_mismatch",
+            "already_approved",
+            "unknown_operation",
+            "duplicate_operation",
+        ],
+        ..exits(&["approve-compensation"])
+    },
+    Exits {
+        done: "every selected operation was observed (perhaps none)",
+        refusals: &["unknown_operation", "empty_reviewer", "unknown_receiver"],
+        receiver: true,
+        ..exits(&["observe"])
+    },
+    Exits {
+        refusals: &["unknown_operation", "empty_reviewer"],
+        ..exits(&["note"])
+    },
+    Exits {
+        refusals: &[
+            "not_unknown",
+            "already_escalated",
+            "unknown_operation",
+            "empty_reviewer",
+        ],
+        ..exits(&["escalate"])
+    },
+    Exits {
+        refusals: &["not_escalated", "unknown_operation", "empty_reviewer"],
+        ..exits(&["deescalate"])
+    },
+    Exits {
+        done: "the journal is intact",
+        finding: Some(
+            "the journal is broken (its chain, or a table that is not its projection), or it \
+             disagrees with --against's copy or --checkpoint",
+        ),
+        ..exits(&["verify"])
+    },
+    Exits {
+        done: "every entry was written and the journal is intact",
+        finding: Some("every entry was written, but the journal is broken"),
+        output: true,
+        ..exits(&["export"])
+    },
+    exits(&["checkpoint"]),
+    Exits {
+        done: "the receipt was printed",
+        refusals: &["operation_closed"],
+        own: &[
+            (23, "crash-after-commit: the effect committed, no receipt"),
+            (24, "crash-before-commit: nothing written"),
+        ],
+        json: false,
+        ..exits(&["receiver", "apply"])
+    },
+    Exits {
+        done: "answered (the exit code is diagnostic only, never evidence)",
+        refusals: &["operation_closed"],
+        json: false,
+        ..exits(&["receiver", "adapter"])
+    },
+    Exits {
+        refusals: &[
+            "reserved_name",
+            "adapter_malformed",
+            "adapter_unknown_capability",
+            "receiver_exists",
+            "action_routed",
+        ],
+        receiver: true,
+        ..exits(&["receivers", "add"])
+    },
+    exits(&["receivers", "list"]),
+    Exits {
+        done: "the describe answer is unchanged",
+        finding: Some("the describe answer differs from the stored one"),
+        refusals: &["unknown_receiver"],
+        receiver: true,
+        ..exits(&["receivers", "check"])
+    },
+    Exits {
+        refusals: &["reserved_name", "unknown_receiver", "receiver_in_use"],
+        json: false,
+        ..exits(&["receivers", "remove"])
+    },
+];
+
+/// Every command that has its own exit codes, by its words.
+pub const COMMAND_PATHS: &[&[&str]] = &[
+    &["experiment"],
+    &["demo"],
+    &["prepare"],
+    &["dispatch"],
+    &["ops"],
+    &["show"],
+    &["ledger"],
+    &["snapshot"],
+    &["reconcile"],
+    &["approve-compensation"],
+    &["observe"],
+    &["note"],
+    &["escalate"],
+    &["deescalate"],
+    &["verify"],
+    &["export"],
+    &["checkpoint"],
+    &["receiver", "apply"],
+    &["receiver", "adapter"],
+    &["receivers", "add"],
+    &["receivers", "list"],
+    &["receivers", "check"],
+    &["receivers", "remove"],
+];
+
+/// The exit codes (and environment) section of one command's `--help`.
+pub fn exit_codes_of(path: &[&str]) -> Option<String> {
+    let exits = TABLE.iter().find(|e| e.path == path)?;
+    let mut text = format!("Exit codes:\n  0  {}\n", exits.done);
+    if let Some(finding) = exits.finding {
+        text.push_str(&format!("  1  {finding}\n"));
+    }
+    text.push_str(
+        "  2  usage error (bad flags or values, a malformed id, name, text or payload)\n",
+    );
+    if !exits.refusals.is_empty() {
+        text.push_str(&format!(
+            "  3  refused by a safety rule ({}); stderr says `refused: <code>: <detail>`\n",
+            exits.refusals.join(", ")
+        ));
+    }
+    let also = match (exits.output, exits.receiver) {
+        (true, _) => ", an --output file or standard output that cannot be written",
+        (false, true) => ", a receiver that gave no usable answer",
+        (false, false) => "",
+    };
+    text.push_str(&format!(
+        "  4  storage or I/O error (missing workspace, not a recon database, a file of another \
+         workspace, locked past the busy timeout{also})\n"
+    ));
+    for (code, meaning) in exits.own {
+        text.push_str(&format!("  {code}  {meaning}\n"));
+    }
+    if exits.json {
+        text.push_str(
+            "  Under --json, a failure with 2, 3 or 4 also prints one JSON document:\n  \
+             {\"error\": {\"exit\", \"kind\", \"code\", \"message\"}}\n",
+        );
+    }
+    if exits.workspace {
+        text.push_str(
+            "\nEnvironment:\n  RECON_BUSY_TIMEOUT_MS  how long to wait for another process's \
+             write lock, in milliseconds (default 5000, at most 600000)",
+        );
+    }
+    Some(text.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_has_its_exit_codes_once() {
+        for path in COMMAND_PATHS {
+            assert_eq!(
+                TABLE.iter().filter(|e| e.path == *path).count(),
+                1,
+                "{path:?}"
+            );
+        }
+        assert_eq!(TABLE.len(), COMMAND_PATHS.len());
+    }
+}

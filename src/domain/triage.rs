@@ -1,0 +1,218 @@
+//! Triage: what a reviewer facing many unknown operations needs beside
+//! their state. When each act happened, what the receiver showed the last
+//! time someone looked, the notes people left, and whether someone
+//! escalated the operation to people who can decide what recon cannot.
+//!
+//! An escalation is a marker, not a state: an escalated operation is
+//! `unknown` like any other, every rule of a review and an approval
+//! applies to it unchanged, and a decision (or a receipt) clears the
+//! marker while the history keeps it. The rules of the marker are here
+//! ([`check_escalation`]), as pure functions like every other rule.
+
+use super::time::Timestamp;
+use super::{OpState, Operation, Refusal, Snapshot, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// What triage knows of an operation beside its state: the times of its
+/// acts, its latest observation and its escalation marker. Part of the
+/// operation's JSON (flattened into it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Triage {
+    pub created_at: Timestamp,
+    /// Moves when the state or the version does (prepare, dispatch,
+    /// receipt, decision); notes, observations and escalations leave it.
+    pub updated_at: Timestamp,
+    pub dispatch_count: i64,
+    pub last_dispatched_at: Option<Timestamp>,
+    pub latest_observation: Option<LatestObservation>,
+    pub escalated: Option<Escalated>,
+}
+
+/// The latest recorded observation of an operation, in short.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatestObservation {
+    pub verdict: Verdict,
+    pub observed_at: Timestamp,
+    pub observed_by: String,
+    pub closed: bool,
+    /// How many effects the read found.
+    pub matches: i64,
+}
+
+/// An operation's escalation marker: who raised it, when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalated {
+    pub by: String,
+    pub at: Timestamp,
+    pub reason: String,
+}
+
+/// One recorded read of an operation's receiver. `seq` is the journal
+/// entry that recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    pub seq: i64,
+    pub op_id: String,
+    pub receiver: String,
+    pub verdict: Verdict,
+    pub observed_at: Timestamp,
+    pub observed_by: String,
+    pub complete: bool,
+    pub authoritative: bool,
+    pub closed: bool,
+    pub matches: i64,
+    pub snapshot: Snapshot,
+    pub receiver_describe_sha256: String,
+    pub response_sha256: String,
+}
+
+/// An observation in one line: what `recon observe --json` prints per
+/// operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Observed {
+    pub op_id: String,
+    pub receiver: String,
+    pub verdict: Verdict,
+    pub observed_at: Timestamp,
+    pub observed_by: String,
+    pub complete: bool,
+    pub authoritative: bool,
+    pub closed: bool,
+    pub matches: i64,
+}
+
+impl Observation {
+    pub fn summary(&self) -> Observed {
+        Observed {
+            op_id: self.op_id.clone(),
+            receiver: self.receiver.clone(),
+            verdict: self.verdict,
+            observed_at: self.observed_at,
+            observed_by: self.observed_by.clone(),
+            complete: self.complete,
+            authoritative: self.authoritative,
+            closed: self.closed,
+            matches: self.matches,
+        }
+    }
+
+    pub fn latest(&self) -> LatestObservation {
+        LatestObservation {
+            verdict: self.verdict,
+            observed_at: self.observed_at,
+            observed_by: self.observed_by.clone(),
+            closed: self.closed,
+            matches: self.matches,
+        }
+    }
+}
+
+/// A note a person left on an operation; `seq` is its journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Note {
+    pub seq: i64,
+    pub by: String,
+    pub at: Timestamp,
+    pub text: String,
+}
+
+/// Raising or lowering an escalation marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EscalationAction {
+    Escalate,
+    Deescalate,
+}
+
+impl EscalationAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EscalationAction::Escalate => "escalate",
+            EscalationAction::Deescalate => "deescalate",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "escalate" => Some(EscalationAction::Escalate),
+            "deescalate" => Some(EscalationAction::Deescalate),
+            _ => None,
+        }
+    }
+}
+
+/// One raising or lowering of the marker, as the history keeps it; `seq`
+/// is its journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EscalationRecord {
+    pub seq: i64,
+    pub action: EscalationAction,
+    pub by: String,
+    pub at: Timestamp,
+    pub reason: String,
+}
+
+/// A close of the operation at its receiver, as the outbox journaled it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CloseEntry {
+    pub closed_at: Timestamp,
+    pub authorized_by: String,
+    pub receiver: String,
+}
+
+/// Whether the marker may be raised or lowered on this operation: only an
+/// `unknown` operation is escalated (`not_unknown`), once
+/// (`already_escalated`); only an escalated one is deescalated
+/// (`not_escalated`).
+pub fn check_escalation(op: &Operation, action: EscalationAction) -> Result<(), Refusal> {
+    match (action, &op.triage.escalated) {
+        (EscalationAction::Escalate, _) if op.state != OpState::Unknown => {
+            Err(Refusal::NotUnknown {
+                op_id: op.op_id.clone(),
+                state: op.state,
+            })
+        }
+        (EscalationAction::Escalate, Some(marker)) => Err(Refusal::AlreadyEscalated {
+            op_id: op.op_id.clone(),
+            by: marker.by.clone(),
+        }),
+        (EscalationAction::Deescalate, None) => Err(Refusal::NotEscalated(op.op_id.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// The most bytes a note's text or an escalation's reason may hold.
+pub const MAX_TEXT_BYTES: usize = 4096;
+
+/// Checks a note's text or an escalation's reason: at most
+/// [`MAX_TEXT_BYTES`] bytes, with a visible character. Control characters
+/// are kept (a note can span lines) and shown escaped wherever it is
+/// displayed.
+pub fn free_text<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(format!(
+            "{what} is {} bytes long; at most {MAX_TEXT_BYTES} are kept",
+            text.len()
+        ));
+    }
+    if !super::names::has_visible(text) {
+        return Err(format!("{what} is empty"));
+    }
+    Ok(text)
+}
+
+/// Which latest verdict the queue shows: one verdict, or never observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerdictFilter {
+    Is(Verdict),
+    Never,
+}
+
+/// The order of a listing: by op id, or by `updated_at` (oldest first,
+/// then op id).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortOrder {
+    #[default]
+    OpId,
+    Age,
+}

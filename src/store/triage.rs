@@ -1,0 +1,225 @@
+//! The acts of triage on the outbox: recording observations, leaving
+//! notes, raising and lowering the escalation marker, and the reads that
+//! show them.
+//!
+//! Each act appends its journal entry (`observed`, `noted`, `escalated`,
+//! `deescalated`) and writes the rows that are its projection in the same
+//! transaction: its own table's row, and for an observation or a marker
+//! the operation's denormalized columns (`latest_observation` and
+//! `latest_verdict`, `escalation`) that let the queue filter on them with
+//! one index range. None of them moves `updated_at` or the version: triage
+//! changes what people know about an operation, never its state.
+
+use super::rows::{self, query_ops, require_op, OP_SELECT};
+use super::{journal, SqlContext, SqliteSender, TriageLog};
+use crate::audit::{self, EntryKind};
+use crate::domain::{
+    canonical_json, check_escalation, CloseEntry, EscalationAction, EscalationRecord, Marking,
+    NewNote, NewObservation, Note, Observation, OpState, Operation, Timestamp,
+};
+use crate::error::{Result, StoreError};
+use rusqlite::types::ToSql;
+use rusqlite::{params, Connection, TransactionBehavior};
+use std::path::Path;
+
+/// Records one observation in the caller's transaction: its entry, its
+/// row, and the operation's latest observation and verdict.
+pub(crate) fn insert_observation(
+    conn: &Connection,
+    path: &Path,
+    observation: &NewObservation<'_>,
+) -> Result<Observation> {
+    let fields = audit::observed(observation);
+    let kind = EntryKind::Observed;
+    let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
+    let snapshot = observation.snapshot;
+    let provenance = observation.provenance;
+    let text = serde_json::to_value(snapshot)
+        .map(|v| canonical_json(&v))
+        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
+    let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
+    conn.prepare_cached(
+        "INSERT INTO observations (seq, op_id, receiver, observed_by, observed_at, verdict,
+             complete, authoritative, closed, matches, snapshot, receiver_describe_sha256,
+             response_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            sealed.seq,
+            observation.op_id,
+            provenance.receiver,
+            observation.by,
+            observation.at.to_string(),
+            observation.verdict.as_str(),
+            snapshot.complete,
+            snapshot.authoritative,
+            snapshot.closed,
+            matches,
+            text,
+            provenance.receiver_describe_sha256,
+            provenance.response_sha256,
+        ])
+    })
+    .at(path)?;
+    conn.prepare_cached(
+        "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2 WHERE op_id = ?3",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            sealed.seq,
+            observation.verdict.as_str(),
+            observation.op_id
+        ])
+    })
+    .at(path)?;
+    Ok(Observation {
+        seq: sealed.seq,
+        op_id: observation.op_id.to_string(),
+        receiver: provenance.receiver.clone(),
+        verdict: observation.verdict,
+        observed_at: observation.at,
+        observed_by: observation.by.to_string(),
+        complete: snapshot.complete,
+        authoritative: snapshot.authoritative,
+        closed: snapshot.closed,
+        matches,
+        snapshot: snapshot.clone(),
+        receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
+        response_sha256: provenance.response_sha256.clone(),
+    })
+}
+
+impl TriageLog for SqliteSender {
+    /// Records a batch of observations in one transaction: each is one act
+    /// with its own entry, and they commit together (one fsync for the
+    /// batch, which is what makes observing thousands of operations fast).
+    fn record_observations(&mut self, batch: &[NewObservation<'_>]) -> Result<Vec<Observation>> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let mut recorded = Vec::with_capacity(batch.len());
+        for observation in batch {
+            require_op(&tx, &path, observation.op_id)?;
+            recorded.push(insert_observation(&tx, &path, observation)?);
+        }
+        tx.commit().at(&path)?;
+        Ok(recorded)
+    }
+
+    fn note(&mut self, note: &NewNote<'_>) -> Result<Note> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        require_op(&tx, &path, note.op_id)?;
+        let fields = audit::noted(note);
+        let sealed = journal::append(&tx, &path, EntryKind::Noted, Some(note.op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO notes (seq, op_id, noted_by, noted_at, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                sealed.seq,
+                note.op_id,
+                note.by,
+                note.at.to_string(),
+                note.text
+            ])
+        })
+        .at(&path)?;
+        tx.commit().at(&path)?;
+        Ok(Note {
+            seq: sealed.seq,
+            by: note.by.to_string(),
+            at: note.at,
+            text: note.text.to_string(),
+        })
+    }
+
+    /// Raises or lowers the marker under [`check_escalation`], against the
+    /// row as it is in this transaction.
+    fn mark(&mut self, marking: &Marking<'_>) -> Result<Operation> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let op = require_op(&tx, &path, marking.op_id)?;
+        check_escalation(&op, marking.action)?;
+        let kind = match marking.action {
+            EscalationAction::Escalate => EntryKind::Escalated,
+            EscalationAction::Deescalate => EntryKind::Deescalated,
+        };
+        let fields = audit::marked(marking);
+        let sealed = journal::append(&tx, &path, kind, Some(marking.op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                sealed.seq,
+                marking.op_id,
+                marking.action.as_str(),
+                marking.by,
+                marking.at.to_string(),
+                marking.reason
+            ])
+        })
+        .at(&path)?;
+        let marker = (marking.action == EscalationAction::Escalate).then_some(sealed.seq);
+        tx.prepare_cached("UPDATE operations SET escalation = ?1 WHERE op_id = ?2")
+            .and_then(|mut s| s.execute(params![marker, marking.op_id]))
+            .at(&path)?;
+        let op = require_op(&tx, &path, marking.op_id)?;
+        tx.commit().at(&path)?;
+        Ok(op)
+    }
+
+    fn observations(&self, op_id: &str) -> Result<Vec<Observation>> {
+        rows::observations(self.conn(), self.path(), op_id)
+    }
+
+    fn notes(&self, op_id: &str) -> Result<Vec<Note>> {
+        rows::notes(self.conn(), self.path(), op_id)
+    }
+
+    fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>> {
+        rows::escalations(self.conn(), self.path(), op_id)
+    }
+
+    fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>> {
+        rows::closes(self.conn(), self.path(), op_id)
+    }
+
+    /// Operations in `op_id` order after `after`, optionally of one state,
+    /// whose latest observation is older than `observed_before` or absent
+    /// (all of them without `observed_before`).
+    fn observation_due(
+        &self,
+        state: Option<OpState>,
+        observed_before: Option<Timestamp>,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<Operation>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let state = state.map(OpState::as_str);
+        let before = observed_before.map(|t| t.to_string());
+        let mut sql = format!("{OP_SELECT} WHERE o.op_id > :after");
+        let mut params: Vec<(&str, &dyn ToSql)> = vec![(":after", &after), (":limit", &limit)];
+        if let Some(state) = &state {
+            sql.push_str(" AND o.state = :state");
+            params.push((":state", state));
+        }
+        if let Some(before) = &before {
+            sql.push_str(" AND (o.latest_observation IS NULL OR ob.observed_at < :before)");
+            params.push((":before", before));
+        }
+        sql.push_str(" ORDER BY o.op_id LIMIT :limit");
+        query_ops(self.conn(), self.path(), &sql, params.as_slice())
+    }
+}

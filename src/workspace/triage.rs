@@ -1,0 +1,207 @@
+//! The facade's triage: observing operations (reading each one's receiver
+//! and recording what it saw), notes, the escalation marker, and the
+//! queue's pages under every filter and order.
+//!
+//! Observations are recorded in batches, one outbox transaction per batch
+//! (each observation still its own journal entry), so observing a whole
+//! queue costs one fsync per batch rather than one per operation. The
+//! receiver is read one operation at a time, as ever; a read that fails
+//! stops the run after what was recorded before it is committed, and the
+//! error says how many were.
+
+use super::{named, Workspace};
+use crate::domain::Provenance;
+use crate::domain::{
+    check_escalation, classify, free_text, EscalationAction, Marking, NewNote, NewObservation,
+    Note, Observed, OpState, Operation, OpsQuery, Snapshot, Timestamp, Verdict,
+};
+use crate::error::{Committed, Error, Result};
+use std::time::Duration;
+
+/// Observations recorded per outbox transaction.
+const OBSERVE_BATCH: usize = 500;
+
+/// What `recon observe` asks for: the operations named, or those `state`
+/// selects (default `unknown`), of them those last observed longer ago
+/// than `older_than` or never, read and recorded as `by`'s.
+#[derive(Debug, Clone, Default)]
+pub struct ObserveRequest<'a> {
+    pub op_ids: &'a [String],
+    pub state: Option<OpState>,
+    pub older_than: Option<Duration>,
+    pub by: &'a str,
+}
+
+/// One read, waiting to be recorded with its batch.
+struct Pending {
+    op_id: String,
+    snapshot: Snapshot,
+    verdict: Verdict,
+    provenance: Provenance,
+    at: Timestamp,
+}
+
+impl Workspace {
+    /// Reads each selected operation's receiver and records what it saw.
+    /// Named operations that do not exist are refused (`unknown_operation`)
+    /// before anything is read.
+    pub fn observe(&mut self, request: &ObserveRequest<'_>) -> Result<Vec<Observed>> {
+        let by = named(Some(request.by))?.unwrap_or_default();
+        self.ensure_present()?;
+        let cutoff = request.older_than.map(|age| self.clock.now().minus(age));
+        let mut observed = Vec::new();
+        if !request.op_ids.is_empty() {
+            let mut ops = Vec::with_capacity(request.op_ids.len());
+            for id in request.op_ids {
+                ops.push(self.sender.require(id)?);
+            }
+            ops.retain(|op| due(op, request.state, cutoff));
+            self.observe_ops(&ops, by, &mut observed)?;
+            return Ok(observed);
+        }
+        let state = request.state.unwrap_or(OpState::Unknown);
+        let mut after = String::new();
+        loop {
+            let page = self
+                .sender
+                .observation_due(Some(state), cutoff, &after, OBSERVE_BATCH)?;
+            let Some(last) = page.last() else {
+                return Ok(observed);
+            };
+            after.clone_from(&last.op_id);
+            self.observe_ops(&page, by, &mut observed)?;
+        }
+    }
+
+    /// Reads and records `ops` in batches, appending to `observed`.
+    fn observe_ops(
+        &mut self,
+        ops: &[Operation],
+        by: &str,
+        observed: &mut Vec<Observed>,
+    ) -> Result<()> {
+        for chunk in ops.chunks(OBSERVE_BATCH) {
+            let mut pending = Vec::with_capacity(chunk.len());
+            for op in chunk {
+                match self.read_receiver(op, None) {
+                    Ok(read) => pending.push(Pending {
+                        op_id: op.op_id.clone(),
+                        verdict: classify(op.scope(), &read.snapshot),
+                        snapshot: read.snapshot,
+                        provenance: read.provenance,
+                        at: self.clock.now(),
+                    }),
+                    Err(e) => {
+                        self.record_pending(&pending, by, observed)?;
+                        return Err(stopped(e, observed.len()));
+                    }
+                }
+            }
+            self.record_pending(&pending, by, observed)?;
+        }
+        Ok(())
+    }
+
+    fn record_pending(
+        &mut self,
+        pending: &[Pending],
+        by: &str,
+        observed: &mut Vec<Observed>,
+    ) -> Result<()> {
+        let batch: Vec<NewObservation<'_>> = pending
+            .iter()
+            .map(|p| NewObservation {
+                op_id: &p.op_id,
+                by,
+                at: p.at,
+                snapshot: &p.snapshot,
+                verdict: p.verdict,
+                provenance: &p.provenance,
+            })
+            .collect();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let recorded = self.sender.record_observations(&batch)?;
+        observed.extend(recorded.iter().map(|o| o.summary()));
+        Ok(())
+    }
+
+    /// Leaves a note on an operation, in any state.
+    pub fn note(&mut self, op_id: &str, by: &str, text: &str) -> Result<Note> {
+        let by = named(Some(by))?.unwrap_or_default();
+        let text = free_text("the note's text", text).map_err(Error::Invalid)?;
+        self.ensure_present()?;
+        let note = NewNote {
+            op_id,
+            by,
+            at: self.clock.now(),
+            text,
+        };
+        self.sender.note(&note)
+    }
+
+    /// Escalates an `unknown` operation recon cannot decide, or refuses
+    /// `not_unknown` / `already_escalated`. The operation stays `unknown`.
+    pub fn escalate(&mut self, op_id: &str, by: &str, reason: &str) -> Result<Operation> {
+        self.mark(op_id, EscalationAction::Escalate, by, reason)
+    }
+
+    /// Lowers an operation's escalation marker, or refuses `not_escalated`.
+    pub fn deescalate(&mut self, op_id: &str, by: &str, reason: &str) -> Result<Operation> {
+        self.mark(op_id, EscalationAction::Deescalate, by, reason)
+    }
+
+    /// Whether the marker may be raised or lowered now, without writing:
+    /// what a console asks before it offers the key.
+    pub fn check_escalation(&self, op_id: &str, action: EscalationAction) -> Result<()> {
+        let op = self.sender.require(op_id)?;
+        Ok(check_escalation(&op, action)?)
+    }
+
+    fn mark(
+        &mut self,
+        op_id: &str,
+        action: EscalationAction,
+        by: &str,
+        reason: &str,
+    ) -> Result<Operation> {
+        let by = named(Some(by))?.unwrap_or_default();
+        let reason = free_text("the reason", reason).map_err(Error::Invalid)?;
+        self.ensure_present()?;
+        self.sender.mark(&Marking {
+            op_id,
+            action,
+            by,
+            at: self.clock.now(),
+            reason,
+        })
+    }
+
+    /// One page of operations under a filter and an order, after a cursor:
+    /// `recon ops`, and the console's queue by age.
+    pub fn ops_page(&self, query: &OpsQuery<'_>) -> Result<Vec<Operation>> {
+        self.sender.ops_page(query)
+    }
+}
+
+/// Whether a named operation is selected by the state and the cutoff.
+fn due(op: &Operation, state: Option<OpState>, cutoff: Option<Timestamp>) -> bool {
+    let in_state = state.is_none_or(|s| op.state == s);
+    let stale = match (cutoff, &op.triage.latest_observation) {
+        (Some(cutoff), Some(latest)) => latest.observed_at < cutoff,
+        _ => true,
+    };
+    in_state && stale
+}
+
+/// A failed read, saying how many observations were recorded before it.
+fn stopped(error: Error, recorded: usize) -> Error {
+    if recorded == 0 {
+        return error;
+    }
+    error.after(Committed {
+        sentence: format!("{recorded} observations were recorded before it"),
+        json: serde_json::json!({ "observations": recorded }),
+    })
+}
