@@ -17,10 +17,11 @@
 pub mod generate;
 mod showcase;
 
-use crate::domain::{OpKind, OpState, Verdict};
+use crate::domain::{BulkEffect, BulkOperation, OpKind, OpState, Verdict};
 use crate::error::{Result, StoreError};
-use crate::workspace::Workspace;
+use crate::workspace::{GeneratedLoad, Workspace};
 use serde::Serialize;
+use std::ops::RangeInclusive;
 
 /// What one call of [`build`] added.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -153,17 +154,38 @@ const CHUNK_OPS: u64 = 10_000;
 /// Writes generated ops `first..=end` in chunks of [`CHUNK_OPS`].
 /// Returns the operations and ledger rows written.
 fn write_generated(ws: &mut Workspace, first: u64, end: u64) -> Result<(u64, u64)> {
-    let chunks = move || -> Box<dyn Iterator<Item = std::ops::RangeInclusive<u64>>> {
-        Box::new(
-            (first..=end)
-                .step_by(CHUNK_OPS as usize)
-                .map(move |start| start..=end.min(start + CHUNK_OPS - 1)),
-        )
+    let load = Load {
+        first,
+        end,
+        schedule: generate::Schedule::new(first, end, ws.now()),
     };
-    let now = ws.now();
-    ws.append_generated(
-        chunks,
-        move |n| generate::operation(n, now),
-        generate::effects,
-    )
+    ws.append_generated(&load)
+}
+
+/// Generated ops `first..=end`, sent on `schedule`.
+struct Load {
+    first: u64,
+    end: u64,
+    schedule: generate::Schedule,
+}
+
+impl GeneratedLoad for Load {
+    fn chunks(&self) -> Vec<RangeInclusive<u64>> {
+        (self.first..=self.end)
+            .step_by(CHUNK_OPS as usize)
+            .map(|start| start..=self.end.min(start + CHUNK_OPS - 1))
+            .collect()
+    }
+
+    fn operation(&self, n: u64, first_effect_seq: i64) -> BulkOperation {
+        generate::operation(n, &self.schedule, first_effect_seq)
+    }
+
+    fn effects(&self, n: u64) -> Box<dyn Iterator<Item = BulkEffect> + '_> {
+        Box::new(generate::effects(n))
+    }
+
+    fn effect_count(&self, n: u64) -> u64 {
+        generate::effect_count(n)
+    }
 }

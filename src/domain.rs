@@ -16,9 +16,9 @@ mod triage;
 
 pub use canonical::{canonical_json, check_i_json};
 pub use records::{
-    AdapterFailure, Appended, BulkEffect, BulkOperation, Ceiling, CloseRecord, Closure, Cursor,
-    Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation, NewOperation,
-    OpsQuery, PageBound, QueueFilter, Recorded, Registration,
+    AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, Ceiling, CloseRecord,
+    Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation,
+    NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};
@@ -529,7 +529,7 @@ pub struct EvidenceRecord {
 
 /// Where a piece of evidence came from: which receiver, held to which
 /// description, and which exact answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
     pub receiver: String,
     pub receiver_describe_sha256: String,

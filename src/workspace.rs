@@ -15,26 +15,27 @@ use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
-    classify, normalize_name, Approval, BulkEffect, BulkOperation, CloseEntry, Closure,
-    CompensationRequest, Decision, Effect, EscalationRecord, EvidenceRecord, NewObservation,
-    NewOperation, Note, Observation, Observed, OpState, Operation, PageBound, Provenance,
-    QueueFilter, Recorded, Review, Snapshot, Timestamp, Verdict,
+    classify, normalize_name, Approval, CloseEntry, Closure, CompensationRequest, Decision, Effect,
+    EscalationRecord, EvidenceRecord, NewObservation, NewOperation, Note, Observation, Observed,
+    OpState, Operation, PageBound, Provenance, QueueFilter, Recorded, Review, Snapshot, Timestamp,
+    Verdict,
 };
 use crate::error::{Committed, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
+mod generated;
 mod receivers;
 mod triage;
 
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
+pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
 pub use receivers::{NewReceiver, ReceiverCheck, DEFAULT_TIMEOUT_MS};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 pub use triage::ObserveRequest;
@@ -441,80 +442,6 @@ impl Workspace {
     /// database: what the console polls to stay live.
     pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
         Ok((self.sender.data_version()?, self.ledger.data_version()?))
-    }
-
-    /// The greatest op id in `low..=high` matching the GLOB `pattern`: where
-    /// generated load continues.
-    pub fn last_op_id_between(
-        &self,
-        low: &str,
-        high: &str,
-        pattern: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.sender.last_op_id_between(low, high, pattern)
-    }
-
-    /// Writes generated load in chunks, the outbox's operations and the
-    /// ledger's effects in parallel on their own connections. Each ledger
-    /// chunk commits only after the outbox committed the same chunk, so no
-    /// evidence is ever written for an operation the outbox does not have;
-    /// if the ledger fails, at most one chunk of operations is left without
-    /// its evidence, which is an honest state for `unknown` operations.
-    /// Returns the operations and ledger rows written.
-    pub fn append_generated<O, E, I>(
-        &mut self,
-        chunks: impl Fn() -> Box<dyn Iterator<Item = RangeInclusive<u64>>> + Sync,
-        operation_of: O,
-        effects_of: E,
-    ) -> Result<(u64, u64)>
-    where
-        O: Fn(u64) -> BulkOperation + Sync,
-        E: Fn(u64) -> I + Sync,
-        I: Iterator<Item = BulkEffect>,
-    {
-        let sender = &mut self.sender;
-        let ledger = &mut self.ledger;
-        std::thread::scope(|scope| {
-            // A rendezvous channel: the outbox runs at most one chunk ahead.
-            let (committed, sender_done) = std::sync::mpsc::sync_channel::<Result<u64>>(0);
-            let (chunks, operation_of) = (&chunks, &operation_of);
-            scope.spawn(move || {
-                for chunk in chunks() {
-                    let result = sender.insert_lost_receipts(&mut chunk.map(operation_of));
-                    let failed = result.is_err();
-                    if committed.send(result).is_err() || failed {
-                        break;
-                    }
-                }
-            });
-            let mut operations = 0;
-            let mut rows = 0;
-            for chunk in chunks() {
-                let mut sender_error = None;
-                let appended = ledger.append_effects(chunk.flat_map(&effects_of), || {
-                    match sender_done.recv() {
-                        Ok(Ok(n)) => {
-                            operations += n;
-                            true
-                        }
-                        Ok(Err(e)) => {
-                            sender_error = Some(e);
-                            false
-                        }
-                        Err(_) => false,
-                    }
-                })?;
-                match appended {
-                    Some(appended) => rows += appended.count,
-                    None => {
-                        return Err(sender_error.unwrap_or_else(|| {
-                            StoreError::Corrupt("the outbox's bulk writer stopped".into()).into()
-                        }))
-                    }
-                }
-            }
-            Ok((operations, rows))
-        })
     }
 
     /// Drill: installs a trigger that makes every evidence insert fail.

@@ -396,6 +396,7 @@ mod tests {
             action_kind: "send_email".into(),
             canonical_payload: canonical_json(&json!({"to": "a\u{1f}b@example.com", "n": 0.5})),
             at: Timestamp::from_millis(1_796_285_702_123),
+            observation: None,
         };
         let mut fast = Checkpoint::genesis();
         let generated = seal_generated(&mut fast, &op, "builtin");

@@ -125,7 +125,6 @@ pub const OBSERVATIONS: Table = Table {
         "authoritative",
         "closed",
         "matches",
-        "snapshot",
         "receiver_describe_sha256",
         "response_sha256",
     ],
@@ -429,7 +428,6 @@ impl Replay<'_> {
                     e.flag("authoritative"),
                     e.flag("closed"),
                     e.get("matches"),
-                    e.text_of("snapshot"),
                     e.get("receiver_describe_sha256"),
                     e.get("response_sha256"),
                 ]);

@@ -17,7 +17,11 @@
 //! `serde_json::Value` per row; a test proves it matches
 //! [`crate::domain::canonical_json`].
 
-use crate::domain::{BulkEffect, BulkOperation, Timestamp, Verdict};
+use crate::domain::{
+    classify, effect_id_for, BulkEffect, BulkObservation, BulkOperation, Effect, Provenance, Scope,
+    Snapshot, Timestamp, Verdict,
+};
+use serde_json::Value;
 
 pub const PREFIX: &str = "op-bulk-";
 /// Fixed width, so the text order of ids is their numeric order and the
@@ -228,25 +232,115 @@ fn action_of(n: u64) -> usize {
     ((mix(n) >> 8) % ACTIONS.len() as u64) as usize
 }
 
-/// How far back generated operations were sent: within the last three
+/// How far back generated operations were sent: over the last three
 /// days, so the queue shows ages from minutes to days.
-const SPREAD_MILLIS: u64 = 3 * 86_400_000;
+const SPREAD_MILLIS: i64 = 3 * 86_400_000;
 
-/// When generated op `n` was sent, counted back from `now`.
-pub fn sent_at(n: u64, now: Timestamp) -> Timestamp {
-    let back = mix(n ^ 0x0a9e) % SPREAD_MILLIS;
-    Timestamp::from_millis(now.millis() - i64::try_from(back).unwrap_or(0))
+/// When the generated ops of one run were sent: evenly over the last three
+/// days up to `now`, in op order. Times that grow with the op id are what
+/// keeps the bulk load fast: every index on `updated_at` grows at its end,
+/// as it does in real life, instead of being written all over.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    now: Timestamp,
+    last: u64,
+    step_millis: i64,
 }
 
-/// Generated operation `n`, prepared and dispatched at [`sent_at`].
-pub fn operation(n: u64, now: Timestamp) -> BulkOperation {
+impl Schedule {
+    /// The schedule of generated ops `first..=last`, the last sent at `now`.
+    pub fn new(first: u64, last: u64, now: Timestamp) -> Self {
+        let count = i64::try_from(last.saturating_sub(first) + 1).unwrap_or(i64::MAX);
+        Schedule {
+            now,
+            last,
+            step_millis: (SPREAD_MILLIS / count).max(1),
+        }
+    }
+
+    /// When op `n` was prepared and dispatched.
+    pub fn sent_at(&self, n: u64) -> Timestamp {
+        let steps = i64::try_from(self.last.saturating_sub(n)).unwrap_or(i64::MAX);
+        Timestamp::from_millis(self.now.millis() - steps.saturating_mul(self.step_millis))
+    }
+}
+
+/// Generated operation `n`, prepared and dispatched at its time in
+/// `schedule`; observed (see [`observation`]) when its first ledger row has
+/// `first_effect_seq`.
+pub fn operation(n: u64, schedule: &Schedule, first_effect_seq: i64) -> BulkOperation {
     let action = action_of(n);
-    BulkOperation {
+    let mut op = BulkOperation {
         op_id: op_id(n),
         action_kind: ACTIONS[action].to_string(),
         canonical_payload: payload(action, mix(n ^ 0x5eed), false),
-        at: sent_at(n, now),
+        at: schedule.sent_at(n),
+        observation: None,
+    };
+    op.observation = observation(n, &op, schedule, first_effect_seq);
+    op
+}
+
+/// Who records the observations of generated operations.
+pub const OBSERVER: &str = "recon demo";
+
+/// Whether generated op `n` was observed since it was sent: half of them.
+pub fn observed(n: u64) -> bool {
+    mix(n ^ 0x0b5e) % 2 == 0
+}
+
+/// What an ordinary read of the ledger shows for generated op `n` once its
+/// effects are in (the first with `first_effect_seq`), recorded as
+/// [`OBSERVER`]'s observation some time between its sending and the
+/// schedule's end; `None` for an op never observed.
+pub fn observation(
+    n: u64,
+    op: &BulkOperation,
+    schedule: &Schedule,
+    first_effect_seq: i64,
+) -> Option<BulkObservation> {
+    if !observed(n) {
+        return None;
     }
+    let payload = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
+    let matches: Vec<Effect> = effects(n)
+        .zip(first_effect_seq..)
+        .filter(|(e, _)| e.op_id == op.op_id)
+        .map(|(e, seq)| Effect {
+            effect_id: effect_id_for(seq),
+            op_id: e.op_id,
+            action_kind: e.action_kind,
+            compensates_effect_id: None,
+            payload: payload(&e.canonical_payload),
+        })
+        .collect();
+    let snapshot = Snapshot {
+        op_id: op.op_id.clone(),
+        matches,
+        complete: true,
+        authoritative: true,
+        closed: false,
+    };
+    let requested = payload(&op.canonical_payload);
+    let scope = Scope {
+        action_kind: &op.action_kind,
+        payload: &requested,
+        compensates_effect_id: None,
+    };
+    let since = schedule.now.millis() - op.at.millis();
+    let after = i64::try_from(mix(n ^ 0x0b5f) % 1000).unwrap_or(0) * since / 1000;
+    Some(BulkObservation {
+        at: Timestamp::from_millis(op.at.millis() + after),
+        by: OBSERVER.to_string(),
+        verdict: classify(scope, &snapshot),
+        snapshot,
+        provenance: Provenance::default(),
+    })
+}
+
+/// How many ledger rows [`effects`] writes around op `n`.
+pub fn effect_count(n: u64) -> u64 {
+    Evidence::of(n).effects() + background_effects(n)
 }
 
 /// The receiver rows written around generated operation `n`: its own
@@ -335,7 +429,7 @@ mod tests {
         for n in 1..500u64 {
             let own: Vec<BulkEffect> = effects(n).filter(|e| e.op_id == op_id(n)).collect();
             assert_eq!(own.len() as u64, Evidence::of(n).effects());
-            let op = operation(n, Timestamp::default());
+            let op = operation(n, &Schedule::new(1, 500, Timestamp::default()), 1);
             for e in &own {
                 let same_payload = e.canonical_payload == op.canonical_payload;
                 let same_action = e.action_kind == op.action_kind;

@@ -202,6 +202,20 @@ pub struct BulkOperation {
     pub canonical_payload: String,
     /// When it was prepared and dispatched.
     pub at: Timestamp,
+    /// A read of its receiver recorded as an observation after them.
+    pub observation: Option<BulkObservation>,
+}
+
+/// A generated operation's observation: what an ordinary read of the
+/// built-in ledger returns for it once its effects are in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkObservation {
+    pub at: Timestamp,
+    pub by: String,
+    pub snapshot: Snapshot,
+    pub verdict: Verdict,
+    /// The built-in ledger's, filled in by the facade.
+    pub provenance: Provenance,
 }
 
 /// A generated receiver effect; its id comes from its ledger row, as in

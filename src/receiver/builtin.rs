@@ -87,14 +87,16 @@ impl Builtin {
         self.store.data_version()
     }
 
-    /// Appends generated effects in one transaction, committed only when
-    /// `commit_if` says so (see `Workspace::append_generated`).
+    /// Appends generated effects in one transaction, told where they start
+    /// and committed only when `commit_if` says so (see
+    /// `Workspace::append_generated`).
     pub(crate) fn append_effects(
         &mut self,
         effects: impl IntoIterator<Item = BulkEffect>,
+        started: impl FnOnce(i64) -> bool,
         commit_if: impl FnOnce() -> bool,
     ) -> Result<Option<Appended>> {
-        self.store.append_effects(effects, commit_if)
+        self.store.append_effects(effects, started, commit_if)
     }
 }
 

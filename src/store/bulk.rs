@@ -18,12 +18,15 @@
 //! and a dispatch: two chained entries in the same transaction as its rows,
 //! sealed from that text too ([`crate::audit::seal_generated`]).
 
+use super::sender::STATE_COUNTS_INSERT;
+use super::triage::insert_observation_row;
 use super::{journal, sql_error, SqlContext};
-use crate::audit::{seal_generated, EntryKind};
-use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation};
+use crate::audit::{seal_generated, Checkpoint, EntryKind, Sealed};
+use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation, NewObservation};
 use crate::error::{Refusal, Result, StoreError};
 use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Statement, TransactionBehavior};
+use std::path::Path;
 
 /// Generated evidence is written to the built-in ledger, so generated
 /// operations route there.
@@ -33,20 +36,41 @@ const GENERATED_RECEIVER: &str = "builtin";
 /// stay in memory instead of being spilled and re-read.
 const BULK_CACHE_KIB: i64 = 64 * 1024;
 
-/// Runs `body` with a larger page cache, then restores the previous size.
+/// How many WAL pages a bulk writer lets accumulate before it checkpoints
+/// them into the database (64 MiB): each checkpoint syncs both files, and
+/// at SQLite's default (1,000 pages) a million generated operations would
+/// pay for several hundred of them.
+const BULK_CHECKPOINT_PAGES: i64 = 16_384;
+
+/// Runs `body` with a larger page cache and checkpoint interval and its
+/// temporary storage in memory, then restores the previous ones.
 fn with_bulk_cache<T>(
     conn: &mut Connection,
     path: &std::path::Path,
     body: impl FnOnce(&mut Connection) -> Result<T>,
 ) -> Result<T> {
-    let previous: i64 = conn
-        .query_row("PRAGMA cache_size", [], |r| r.get(0))
-        .at(path)?;
-    conn.execute_batch(&format!("PRAGMA cache_size = -{BULK_CACHE_KIB}"))
-        .at(path)?;
+    let pragma = |name: &str| -> Result<i64> {
+        Ok(conn
+            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .at(path)?)
+    };
+    let (cache, checkpoint, temp) = (
+        pragma("cache_size")?,
+        pragma("wal_autocheckpoint")?,
+        pragma("temp_store")?,
+    );
+    // Statement journals (a row with a trigger needs one) stay in memory.
+    conn.execute_batch(&format!(
+        "PRAGMA cache_size = -{BULK_CACHE_KIB}; \
+         PRAGMA wal_autocheckpoint = {BULK_CHECKPOINT_PAGES}; PRAGMA temp_store = MEMORY"
+    ))
+    .at(path)?;
     let result = body(conn);
-    conn.execute_batch(&format!("PRAGMA cache_size = {previous}"))
-        .at(path)?;
+    conn.execute_batch(&format!(
+        "PRAGMA cache_size = {cache}; PRAGMA wal_autocheckpoint = {checkpoint}; \
+         PRAGMA temp_store = {temp}"
+    ))
+    .at(path)?;
     result
 }
 
@@ -70,8 +94,16 @@ impl BulkLoad for SqliteSender {
     }
 
     /// Inserts generated operations as dispatched originals whose receipt
-    /// was lost, in one transaction. An op id that already exists rolls the
-    /// whole batch back with `duplicate_operation`.
+    /// was lost, each with its observation when it has one, in one
+    /// transaction. An op id that already exists rolls the whole batch
+    /// back with `duplicate_operation`.
+    ///
+    /// The per-row trigger that counts operations per state costs about a
+    /// fifth of a generated row, so the transaction drops it, adds the
+    /// chunk's count itself and creates it again before it commits: no
+    /// other connection ever sees the schema without it. Foreign keys are
+    /// checked at the commit, because an operation names its observation
+    /// and the observation its operation.
     fn insert_lost_receipts(
         &mut self,
         ops: &mut dyn Iterator<Item = BulkOperation>,
@@ -81,80 +113,140 @@ impl BulkLoad for SqliteSender {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .at(&path)?;
-            let mut next_dispatch: i64 = tx
-                .query_row(
-                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_log",
-                    [],
-                    |r| r.get(0),
-                )
+            tx.execute_batch("PRAGMA defer_foreign_keys = ON; DROP TRIGGER state_counts_insert;")
                 .at(&path)?;
-            let mut head = journal::head(&tx, &path)?;
+            let mut writer = BulkWriter::new(&tx, &path)?;
             let mut count = 0u64;
-            {
-                let mut insert_op = tx
-                    .prepare(
-                        "INSERT INTO operations
-                             (op_id, kind, action_kind, payload, state, version, receiver,
-                              created_at, updated_at, dispatch_count, last_dispatched_at)
-                         VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5)",
-                    )
-                    .at(&path)?;
-                let mut insert_dispatch = tx
-                    .prepare(
-                        "INSERT INTO dispatch_log (seq, op_id, from_version)
-                         VALUES (?1, ?2, 1)",
-                    )
-                    .at(&path)?;
-                let mut insert_entry = tx
-                    .prepare(
-                        "INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )
-                    .at(&path)?;
-                for op in ops {
-                    insert_op
-                        .execute(params![
-                            op.op_id,
-                            op.action_kind,
-                            op.canonical_payload,
-                            GENERATED_RECEIVER,
-                            op.at.to_string()
-                        ])
-                        .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
-                            Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                                crate::error::Error::from(Refusal::DuplicateOperation(
-                                    op.op_id.clone(),
-                                ))
-                            }
-                            _ => sql_error(&path, e).into(),
-                        })?;
-                    insert_dispatch
-                        .execute(params![next_dispatch, op.op_id])
-                        .at(&path)?;
-                    let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
-                    for (kind, sealed) in
-                        kinds
-                            .into_iter()
-                            .zip(seal_generated(&mut head, &op, GENERATED_RECEIVER))
-                    {
-                        insert_entry
-                            .execute(params![
-                                sealed.seq,
-                                kind.as_str(),
-                                op.op_id,
-                                sealed.entry,
-                                sealed.prev_hash,
-                                sealed.hash
-                            ])
-                            .at(&path)?;
-                    }
-                    next_dispatch += 1;
-                    count += 1;
-                }
+            for op in ops {
+                writer.write(&op)?;
+                count += 1;
             }
+            drop(writer);
+            tx.execute(
+                "UPDATE state_counts SET n = n + ?1 WHERE state = 'unknown'",
+                [i64::try_from(count).unwrap_or(i64::MAX)],
+            )
+            .at(&path)?;
+            tx.execute_batch(STATE_COUNTS_INSERT).at(&path)?;
             tx.commit().at(&path)?;
             Ok(count)
         })
+    }
+}
+
+/// The statements of one bulk transaction of the outbox, and where its
+/// journal and dispatch log continue.
+struct BulkWriter<'c> {
+    path: &'c Path,
+    conn: &'c Connection,
+    insert_op: Statement<'c>,
+    insert_dispatch: Statement<'c>,
+    insert_entry: Statement<'c>,
+    head: Checkpoint,
+    next_dispatch: i64,
+}
+
+impl<'c> BulkWriter<'c> {
+    fn new(conn: &'c Connection, path: &'c Path) -> Result<Self> {
+        let next_dispatch: i64 = conn
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_log",
+                [],
+                |r| r.get(0),
+            )
+            .at(path)?;
+        Ok(BulkWriter {
+            path,
+            conn,
+            insert_op: conn
+                .prepare(
+                    "INSERT INTO operations
+                         (op_id, kind, action_kind, payload, state, version, receiver,
+                          created_at, updated_at, dispatch_count, last_dispatched_at,
+                          latest_observation, latest_verdict)
+                     VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5, ?6, ?7)",
+                )
+                .at(path)?,
+            insert_dispatch: conn
+                .prepare("INSERT INTO dispatch_log (seq, op_id, from_version) VALUES (?1, ?2, 1)")
+                .at(path)?,
+            insert_entry: conn
+                .prepare(
+                    "INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .at(path)?,
+            head: journal::head(conn, path)?,
+            next_dispatch,
+        })
+    }
+
+    /// One generated operation: its row, its dispatch, its `prepared` and
+    /// `dispatched` entries, and its observation's entry and row.
+    fn write(&mut self, op: &BulkOperation) -> Result<()> {
+        // Its observation follows its two entries.
+        let observed_seq = op.observation.as_ref().map(|_| self.head.length + 3);
+        let verdict = op.observation.as_ref().map(|o| o.verdict.as_str());
+        let at = op.at.to_string();
+        self.insert_op
+            .execute(params![
+                op.op_id,
+                op.action_kind,
+                op.canonical_payload,
+                GENERATED_RECEIVER,
+                at,
+                observed_seq,
+                verdict
+            ])
+            .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
+                Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                    crate::error::Error::from(Refusal::DuplicateOperation(op.op_id.clone()))
+                }
+                _ => sql_error(self.path, e).into(),
+            })?;
+        self.insert_dispatch
+            .execute(params![self.next_dispatch, op.op_id])
+            .at(self.path)?;
+        self.next_dispatch += 1;
+        let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
+        let sealed = seal_generated(&mut self.head, op, GENERATED_RECEIVER);
+        for (kind, sealed) in kinds.into_iter().zip(sealed) {
+            self.entry(kind, &op.op_id, &sealed)?;
+        }
+        if let Some(observation) = &op.observation {
+            let new = NewObservation {
+                op_id: &op.op_id,
+                by: &observation.by,
+                at: observation.at,
+                snapshot: &observation.snapshot,
+                verdict: observation.verdict,
+                provenance: &observation.provenance,
+            };
+            let sealed = self.head.seal(
+                EntryKind::Observed,
+                Some(&op.op_id),
+                crate::audit::observed(&new),
+            );
+            self.head.after(&sealed);
+            self.entry(EntryKind::Observed, &op.op_id, &sealed)?;
+            insert_observation_row(self.conn, self.path, sealed.seq, &new)?;
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, kind: EntryKind, op_id: &str, sealed: &Sealed) -> Result<()> {
+        self.insert_entry
+            .execute(params![
+                sealed.seq,
+                kind.as_str(),
+                op_id,
+                sealed.entry,
+                sealed.prev_hash,
+                sealed.hash
+            ])
+            .map(drop)
+            .at(self.path)?;
+        Ok(())
     }
 }
 
@@ -163,13 +255,17 @@ impl ReceiverStore {
     /// the deterministic id of its row. The close barrier's trigger refuses
     /// the whole batch if any effect is for a closed operation.
     ///
-    /// `commit_if` runs after the last insert, before the commit: when it
-    /// says no, the batch rolls back and nothing is appended (`Ok(None)`).
-    /// The demo uses it to commit the receiver's rows only once the sender's
-    /// rows, written in parallel, have committed.
+    /// `started` runs once the transaction holds the write lock, with the
+    /// `seq` (so the effect id) the first effect will have; `commit_if`
+    /// runs after the last insert, before the commit. When either says no,
+    /// the batch rolls back and nothing is appended (`Ok(None)`). The demo
+    /// uses them to tell the outbox the effect ids its observations name,
+    /// and to commit the receiver's rows only once the sender's rows,
+    /// written in parallel, have committed.
     pub fn append_effects(
         &mut self,
         effects: impl IntoIterator<Item = BulkEffect>,
+        started: impl FnOnce(i64) -> bool,
         commit_if: impl FnOnce() -> bool,
     ) -> Result<Option<Appended>> {
         let path = self.path().to_path_buf();
@@ -182,6 +278,9 @@ impl ReceiverStore {
                     r.get(0)
                 })
                 .at(&path)?;
+            if !started(first) {
+                return Ok(None);
+            }
             let mut seq = first;
             {
                 let mut insert = tx

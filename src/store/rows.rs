@@ -313,6 +313,12 @@ fn rows_of<R, T>(
     Ok(raw.into_iter().map(parse).collect::<Result<Vec<T>, _>>()?)
 }
 
+/// The part of an `observed` entry that holds its snapshot.
+#[derive(serde::Deserialize)]
+struct SnapshotOf {
+    snapshot: Snapshot,
+}
+
 /// An observation row: seq, receiver, verdict, observed_at, observed_by,
 /// complete, authoritative, closed, matches, snapshot, and the two hashes.
 type RawObservation = (
@@ -326,9 +332,12 @@ pub(crate) fn observations(
     path: &Path,
     op_id: &str,
 ) -> Result<Vec<Observation>> {
-    let sql = "SELECT seq, receiver, verdict, observed_at, observed_by, complete, \
-               authoritative, closed, matches, snapshot, receiver_describe_sha256, \
-               response_sha256 FROM observations WHERE op_id = ?1 ORDER BY seq";
+    // The snapshot is read from the observation's journal entry.
+    let sql = "SELECT o.seq, o.receiver, o.verdict, o.observed_at, o.observed_by, o.complete, \
+               o.authoritative, o.closed, o.matches, COALESCE(j.entry, ''), \
+               o.receiver_describe_sha256, o.response_sha256 \
+               FROM observations o LEFT JOIN journal j ON j.seq = o.seq \
+               WHERE o.op_id = ?1 ORDER BY o.seq";
     let read = |r: &Row<'_>| -> rusqlite::Result<RawObservation> {
         Ok((
             (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
@@ -351,8 +360,9 @@ pub(crate) fn observations(
             authoritative,
             closed,
             matches,
-            snapshot: serde_json::from_str::<Snapshot>(&snapshot)
-                .map_err(|_| corrupt("snapshot"))?,
+            snapshot: serde_json::from_str::<SnapshotOf>(&snapshot)
+                .map_err(|_| corrupt("snapshot"))?
+                .snapshot,
             receiver_describe_sha256: describe,
             response_sha256: response,
         })

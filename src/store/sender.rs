@@ -29,12 +29,30 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The trigger that counts inserted operations per state. The bulk writer
+/// (store/bulk.rs) drops it for a generated chunk and adds the chunk's
+/// count itself, in the same transaction, then creates it again from this
+/// same text.
+macro_rules! state_counts_insert {
+    () => {
+        "CREATE TRIGGER state_counts_insert AFTER INSERT ON operations
+BEGIN
+    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
+END;
+"
+    };
+}
+
+/// [`state_counts_insert!`], for the bulk writer.
+pub(crate) const STATE_COUNTS_INSERT: &str = state_counts_insert!();
+
 pub(crate) const ROLE: Role = Role {
     application_id: 0x7263_6e73, // "rcns"
     schema: SCHEMA,
 };
 
-const SCHEMA: &str = "
+const SCHEMA: &str = concat!(
+    "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE operations (
     op_id TEXT PRIMARY KEY,
@@ -77,11 +95,9 @@ CREATE TABLE state_counts (
 ) WITHOUT ROWID;
 INSERT INTO state_counts (state, n)
 VALUES ('prepared', 0), ('unknown', 0), ('confirmed', 0), ('not_applied', 0);
-CREATE TRIGGER state_counts_insert AFTER INSERT ON operations
-BEGIN
-    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
-END;
-CREATE TRIGGER state_counts_update AFTER UPDATE OF state ON operations
+",
+    state_counts_insert!(),
+    "CREATE TRIGGER state_counts_update AFTER UPDATE OF state ON operations
 WHEN OLD.state <> NEW.state
 BEGIN
     UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
@@ -153,7 +169,8 @@ BEGIN
 END;
 
 -- Triage: observations, notes and escalations, each row the projection of
--- its journal entry, whose seq is the row's.
+-- its journal entry, whose seq is the row's. An observation's snapshot is
+-- in its entry only (rows::observations reads it from there).
 CREATE TABLE observations (
     seq INTEGER PRIMARY KEY REFERENCES journal(seq),
     op_id TEXT NOT NULL REFERENCES operations(op_id),
@@ -165,7 +182,6 @@ CREATE TABLE observations (
     authoritative INTEGER NOT NULL CHECK (authoritative IN (0, 1)),
     closed INTEGER NOT NULL CHECK (closed IN (0, 1)),
     matches INTEGER NOT NULL CHECK (matches >= 0),
-    snapshot TEXT NOT NULL,
     receiver_describe_sha256 TEXT NOT NULL,
     response_sha256 TEXT NOT NULL
 );
@@ -244,7 +260,8 @@ CREATE TABLE routes (
 ) WITHOUT ROWID;
 CREATE INDEX routes_by_receiver ON routes(receiver);
 CREATE INDEX operations_by_receiver ON operations(receiver, state);
-";
+"
+);
 
 pub struct SqliteSender {
     conn: Connection,

@@ -14,8 +14,8 @@ use super::rows::{self, query_ops, require_op, OP_SELECT};
 use super::{journal, SqlContext, SqliteSender, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
-    canonical_json, check_escalation, CloseEntry, EscalationAction, EscalationRecord, Marking,
-    NewNote, NewObservation, Note, Observation, OpState, Operation, Timestamp,
+    check_escalation, CloseEntry, EscalationAction, EscalationRecord, Marking, NewNote,
+    NewObservation, Note, Observation, OpState, Operation, Timestamp,
 };
 use crate::error::{Result, StoreError};
 use rusqlite::types::ToSql;
@@ -32,36 +32,7 @@ pub(crate) fn insert_observation(
     let fields = audit::observed(observation);
     let kind = EntryKind::Observed;
     let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
-    let snapshot = observation.snapshot;
-    let provenance = observation.provenance;
-    let text = serde_json::to_value(snapshot)
-        .map(|v| canonical_json(&v))
-        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-    let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
-    conn.prepare_cached(
-        "INSERT INTO observations (seq, op_id, receiver, observed_by, observed_at, verdict,
-             complete, authoritative, closed, matches, snapshot, receiver_describe_sha256,
-             response_sha256)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            sealed.seq,
-            observation.op_id,
-            provenance.receiver,
-            observation.by,
-            observation.at.to_string(),
-            observation.verdict.as_str(),
-            snapshot.complete,
-            snapshot.authoritative,
-            snapshot.closed,
-            matches,
-            text,
-            provenance.receiver_describe_sha256,
-            provenance.response_sha256,
-        ])
-    })
-    .at(path)?;
+    insert_observation_row(conn, path, sealed.seq, observation)?;
     conn.prepare_cached(
         "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2 WHERE op_id = ?3",
     )
@@ -73,6 +44,9 @@ pub(crate) fn insert_observation(
         ])
     })
     .at(path)?;
+    let snapshot = observation.snapshot;
+    let provenance = observation.provenance;
+    let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
     Ok(Observation {
         seq: sealed.seq,
         op_id: observation.op_id.to_string(),
@@ -88,6 +62,42 @@ pub(crate) fn insert_observation(
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),
     })
+}
+
+/// The `observations` row of the entry `seq` (the snapshot stays in the
+/// entry).
+pub(crate) fn insert_observation_row(
+    conn: &Connection,
+    path: &Path,
+    seq: i64,
+    observation: &NewObservation<'_>,
+) -> Result<(), StoreError> {
+    let snapshot = observation.snapshot;
+    let provenance = observation.provenance;
+    conn.prepare_cached(
+        "INSERT INTO observations (seq, op_id, receiver, observed_by, observed_at, verdict,
+             complete, authoritative, closed, matches, receiver_describe_sha256,
+             response_sha256)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            seq,
+            observation.op_id,
+            provenance.receiver,
+            observation.by,
+            observation.at.to_string(),
+            observation.verdict.as_str(),
+            snapshot.complete,
+            snapshot.authoritative,
+            snapshot.closed,
+            i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX),
+            provenance.receiver_describe_sha256,
+            provenance.response_sha256,
+        ])
+    })
+    .map(drop)
+    .at(path)
 }
 
 impl TriageLog for SqliteSender {
