@@ -1617,3 +1617,25 @@ fn a_console_whose_workspace_was_moved_refuses_every_mutation_and_says_so() {
     );
     std::fs::rename(&moved, lab.path()).unwrap();
 }
+
+#[test]
+fn a_stale_dispatch_in_the_console_after_the_command_line_dispatched_the_op() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "2");
+    let op = "op-1012-onboarding-call";
+    select(&mut app, op);
+    assert_eq!(app.selected_detail().unwrap().operation.version, 1);
+    // The command line dispatches first, while the console shows version 1.
+    let out = crate::support::run(&["dispatch", "--workspace", &lab.path_str(), op], None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let before = dump(lab.path());
+    press(&mut app, "dy");
+    let (_, text) = report(&app);
+    assert!(
+        text.contains("stale_version: expected version 1, found 3"),
+        "{text}"
+    );
+    assert_eq!(dump(lab.path()), before, "the stale dispatch wrote nothing");
+    assert_eq!(lab.reopen().dispatch_count(op).unwrap(), 1);
+}
