@@ -537,29 +537,25 @@ pub fn state_mismatches(op_id: &str, tables: &OpTables, out: &mut Vec<String>) {
         }
         return;
     };
+    let decided = matches!(op.get(OP_STATE), Column::Text("confirmed" | "not_applied"));
+    let agrees = |row: &Row| {
+        row.get(EVIDENCE_DECISION) == op.get(OP_STATE)
+            && row.get(EVIDENCE_TO_VERSION) == op.get(OP_VERSION)
+    };
+    let problem = match (decided, tables.evidence.as_slice()) {
+        (false, []) => return,
+        (true, [row]) if agrees(row) => return,
+        (true, [row]) => format!(
+            ", but its evidence row {} records otherwise",
+            row.get(EVIDENCE_SEQ).text()
+        ),
+        (true, []) => " but has no evidence row".to_string(),
+        (_, rows) => format!(" but has {} evidence rows", rows.len()),
+    };
     let (state, version) = (op.get(OP_STATE).text(), op.get(OP_VERSION).text());
-    let decided = matches!(state.as_str(), "confirmed" | "not_applied");
-    match (decided, tables.evidence.as_slice()) {
-        (false, []) => {}
-        (true, [row]) => {
-            if row.get(EVIDENCE_DECISION).text() != state
-                || row.get(EVIDENCE_TO_VERSION) != op.get(OP_VERSION)
-            {
-                out.push(format!(
-                    "operation {op_id} is {state} at version {version}, but its evidence row {} \
-                     records otherwise",
-                    row.get(EVIDENCE_SEQ).text()
-                ));
-            }
-        }
-        (true, []) => out.push(format!(
-            "operation {op_id} is {state} at version {version} but has no evidence row"
-        )),
-        (_, rows) => out.push(format!(
-            "operation {op_id} is {state} at version {version} but has {} evidence rows",
-            rows.len()
-        )),
-    }
+    out.push(format!(
+        "operation {op_id} is {state} at version {version}{problem}"
+    ));
 }
 
 /// Replays the entries that name no operation (receivers registered and
