@@ -436,7 +436,8 @@ pub struct ScreenshotArgs {
 pub struct VerifyArgs {
     /// Also check that this earlier `recon export` is still a prefix of
     /// the journal (catches a rewritten chain or removed last entries).
-    /// Read one line at a time, each at most 64 MiB.
+    /// Read one line at a time, each at most 64 MiB, the whole at most
+    /// 16 GiB.
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,
     /// Also check that the journal extends this `recon checkpoint` (its
