@@ -5,12 +5,13 @@
 //! [`super::sender`], which refuse a row that does not parse: a row an
 //! attacker edited is exactly the row verification must report, so every
 //! column is read as whatever SQLite value it holds and handed to
-//! [`crate::audit`] as JSON. Two passes run in one read transaction, so a
-//! write committing meanwhile cannot look like damage: the chain in `seq`
-//! order, then the projection as a merge join of the journal in `(op_id,
-//! seq)` order with every table in `op_id` order, each an index walk. Only
-//! one operation's rows are in memory at a time, whatever the journal's
-//! length.
+//! [`crate::audit`] as such. Two passes run side by side, each in one read
+//! transaction of its own connection, so a write committing meanwhile
+//! cannot look like damage: the chain in `seq` order, and the projection
+//! as a merge join of the journal in `(op_id, seq)` order with every table
+//! in `op_id` order, each an index walk, read on one thread and replayed
+//! on another. Only a few batches of operations' rows are in memory at a
+//! time, whatever the journal's length.
 
 use super::{journal, SqlContext};
 use crate::audit::{
@@ -79,7 +80,9 @@ fn walk_chain(
                 ""
             }))
         };
-        let (prev_hash, hash, entry) = (text(1, "prev_hash")?, text(2, "hash")?, text(3, "entry")?);
+        let prev_hash = text(1, "prev_hash")?;
+        let hash = text(2, "hash")?;
+        let entry = text(3, "entry")?;
         let stored = StoredEntry {
             // The table's INTEGER PRIMARY KEY: SQLite guarantees an integer.
             seq: row.get(0).at(path)?,
