@@ -109,11 +109,11 @@ impl Projector {
         let (projected, problems) = replay_op(op_id, &entries);
         self.mismatches.extend(problems);
         if let Some(op) = projected.operation.first() {
-            let state = op[OP_STATE].as_str().unwrap_or_default();
-            match self.counts.get_mut(state) {
+            let state = op[OP_STATE].as_text();
+            match self.counts.get_mut(state.as_ref()) {
                 Some(n) => *n += 1,
                 None => {
-                    self.counts.insert(state.to_string(), 1);
+                    self.counts.insert(state.into_owned(), 1);
                 }
             }
         }
