@@ -1033,6 +1033,29 @@ fn an_export_that_is_not_one_is_a_usage_error_read_within_a_bound() {
         "{}",
         r.stderr
     );
+    // Beyond the whole file's bound, refused before a byte is read (the
+    // file is sparse: it takes no space).
+    std::fs::File::create(&long)
+        .unwrap()
+        .set_len(16 * 1024 * 1024 * 1024 + 1)
+        .unwrap();
+    let r = run(
+        &[
+            "verify",
+            "--workspace",
+            &lab.path_str(),
+            "--against",
+            &long.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is larger than 17179869184 bytes; refusing to read it"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
