@@ -10,11 +10,11 @@
 #[allow(dead_code)]
 #[path = "../tests/it/invariants.rs"]
 mod invariants;
-#[path = "../tests/it/support.rs"]
-mod support;
 #[allow(dead_code)]
 #[path = "../tests/it/random_kill.rs"]
 mod random_kill;
+#[path = "../tests/it/support.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
