@@ -233,3 +233,54 @@ fn a_mail_submitted_twice_shows_duplicate_matches() {
         confirm.stderr
     );
 }
+
+#[test]
+fn recon_postfix_cannot_close_and_answers_unavailable_when_postfix_is_down() {
+    let port = servers::free_port().expect("a free port");
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let smtp = format!("127.0.0.1:{port}");
+    let maildir = scratch.path().join("no-such-maildir");
+    let args = [
+        "--smtp",
+        smtp.as_str(),
+        "--maildir",
+        maildir.to_str().expect("utf-8"),
+    ];
+    let none: &[(&str, &OsStr)] = &[];
+    let described = call_adapter(
+        &adapter(),
+        &args,
+        "describe",
+        &json!({"recon_adapter": 1}),
+        none,
+    );
+    let described = described.0.expect("describe needs no server");
+    assert_eq!(described["can_close"], json!(false), "{described}");
+    assert_eq!(
+        described["query"],
+        json!({"complete": false, "authoritative": true})
+    );
+    let payload = json!({"to": "box0@example.test", "subject": "s", "body": "b"});
+    let requests = [
+        (
+            "apply",
+            apply_request("down-1", "send_email", &payload),
+            "unavailable",
+        ),
+        (
+            "query",
+            json!({"recon_adapter": 1, "op_id": "down-1"}),
+            "unavailable",
+        ),
+        (
+            "close",
+            json!({"recon_adapter": 1, "op_id": "down-1", "authorized_by": "ann"}),
+            "unsupported",
+        ),
+    ];
+    for (verb, request, code) in requests {
+        let (answer, _) = call_adapter(&adapter(), &args, verb, &request, none);
+        let answer = answer.expect("an answer");
+        assert_eq!(super::error_code(&answer), Some(code), "{verb}: {answer}");
+    }
+}
