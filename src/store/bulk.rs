@@ -19,7 +19,7 @@
 //! sealed from that text too ([`crate::audit::seal_generated`]).
 
 use super::{journal, sql_error, SqlContext};
-use crate::audit::{seal_generated, EntryKind};
+use crate::audit::{seal_generated, Checkpoint, EntryKind};
 use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation};
 use crate::error::{Refusal, Result, StoreError};
 use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
@@ -111,41 +111,13 @@ impl BulkLoad for SqliteSender {
                     )
                     .at(&path)?;
                 for op in ops {
-                    insert_op
-                        .execute(params![
-                            op.op_id,
-                            op.action_kind,
-                            op.canonical_payload,
-                            GENERATED_RECEIVER
-                        ])
-                        .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
-                            Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
-                                crate::error::Error::from(Refusal::DuplicateOperation(
-                                    op.op_id.clone(),
-                                ))
-                            }
-                            _ => sql_error(&path, e).into(),
-                        })?;
-                    insert_dispatch
-                        .execute(params![next_dispatch, op.op_id])
-                        .at(&path)?;
-                    let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
-                    for (kind, sealed) in
-                        kinds
-                            .into_iter()
-                            .zip(seal_generated(&mut head, &op, GENERATED_RECEIVER))
-                    {
-                        insert_entry
-                            .execute(params![
-                                sealed.seq,
-                                kind.as_str(),
-                                op.op_id,
-                                sealed.entry,
-                                sealed.prev_hash,
-                                sealed.hash
-                            ])
-                            .at(&path)?;
-                    }
+                    insert_generated(
+                        &path,
+                        (&mut insert_op, &mut insert_dispatch, &mut insert_entry),
+                        &mut head,
+                        &op,
+                        next_dispatch,
+                    )?;
                     next_dispatch += 1;
                     count += 1;
                 }
@@ -154,6 +126,54 @@ impl BulkLoad for SqliteSender {
             Ok(count)
         })
     }
+}
+
+/// One generated operation's rows: the operation, its dispatch record, and
+/// its `prepared` and `dispatched` journal entries, chained onto `head`.
+fn insert_generated(
+    path: &std::path::Path,
+    (insert_op, insert_dispatch, insert_entry): (
+        &mut rusqlite::Statement<'_>,
+        &mut rusqlite::Statement<'_>,
+        &mut rusqlite::Statement<'_>,
+    ),
+    head: &mut Checkpoint,
+    op: &BulkOperation,
+    dispatch_seq: i64,
+) -> Result<()> {
+    insert_op
+        .execute(params![
+            op.op_id,
+            op.action_kind,
+            op.canonical_payload,
+            GENERATED_RECEIVER
+        ])
+        .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
+            Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
+                crate::error::Error::from(Refusal::DuplicateOperation(op.op_id.clone()))
+            }
+            _ => sql_error(path, e).into(),
+        })?;
+    insert_dispatch
+        .execute(params![dispatch_seq, op.op_id])
+        .at(path)?;
+    let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
+    for (kind, sealed) in kinds
+        .into_iter()
+        .zip(seal_generated(head, op, GENERATED_RECEIVER))
+    {
+        insert_entry
+            .execute(params![
+                sealed.seq,
+                kind.as_str(),
+                op.op_id,
+                sealed.entry,
+                sealed.prev_hash,
+                sealed.hash
+            ])
+            .at(path)?;
+    }
+    Ok(())
 }
 
 impl ReceiverStore {
