@@ -18,11 +18,12 @@
 //! the channel those errands come back on are state as well (`Background`,
 //! at the end of this file), with what a job did (`Done`), so that the
 //! state is a bottom layer: this file names no console module but the
-//! actions, the key table (a reason can name its key) and the theme, and
-//! everything else in the console is built on it.
+//! actions, the text field, the key table (a reason can name its key) and
+//! the theme, and everything else in the console is built on it.
 
 use super::action::Request;
 use super::bindings::key_for;
+use super::field::TextField;
 use super::theme::Theme;
 use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
@@ -314,7 +315,7 @@ pub struct CompensationForm {
     pub effect_id: String,
     pub expected_version: i64,
     /// Compensation op id, action kind, payload (JSON text).
-    pub fields: [String; 3],
+    pub fields: [TextField; 3],
     pub focus: usize,
     pub error: Option<String>,
 }
@@ -347,12 +348,12 @@ pub enum Mode {
         scroll: u16,
     },
     Search {
-        input: String,
+        input: TextField,
     },
     /// Asking for the reviewer's name before the first mutation; `resume`
     /// is the request to carry on with.
     Reviewer {
-        input: String,
+        input: TextField,
         error: Option<String>,
         resume: Request,
     },

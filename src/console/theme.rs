@@ -137,6 +137,11 @@ impl Theme {
         )
     }
 
+    /// The cell under a text field's cursor.
+    pub fn cursor(&self) -> Style {
+        self.input().add_modifier(Modifier::REVERSED)
+    }
+
     pub fn popup(&self) -> Style {
         Style::new()
     }

@@ -9,6 +9,7 @@
 //! drawing a squeezed screen.
 
 mod evidence;
+mod field;
 mod filters;
 mod operation;
 mod overlay;

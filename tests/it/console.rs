@@ -11,6 +11,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
 use ratatui::{Terminal, TerminalOptions, Viewport};
+use recon::console::action::Edit;
 use recon::console::app::{Filter, Mode, Origin, ReadState, Tone};
 use recon::console::keys::{self, parse_keys, Context, BINDINGS};
 use recon::console::screenshot::{to_svg, to_text};
@@ -195,7 +196,14 @@ fn keys_map_to_actions_in_each_context() {
     check_key(&app, ch('n'), Some(Action::Input('n')));
     check_key(&app, ch('q'), Some(Action::Input('q')));
     check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
-    check_key(&app, key(KeyCode::Backspace), Some(Action::Backspace));
+    check_key(
+        &app,
+        key(KeyCode::Backspace),
+        Some(Action::Edit(Edit::Backspace)),
+    );
+    check_key(&app, key(KeyCode::Delete), Some(Action::Edit(Edit::Delete)));
+    check_key(&app, key(KeyCode::Left), Some(Action::Edit(Edit::Left)));
+    check_key(&app, key(KeyCode::Home), Some(Action::Edit(Edit::Home)));
     check_key(
         &app,
         KeyEvent::new(KeyCode::Char('w'), KeyModifiers::CONTROL),
@@ -333,6 +341,160 @@ fn search_matches_an_op_id_or_an_action_substring() {
     press(&mut app, "<esc>");
     assert_eq!(app.search, None);
     assert_eq!(app.queue.rows.len(), 12);
+}
+
+// ---- text fields ----------------------------------------------------------------
+
+/// The field a prompt is editing: its text and where the cursor is.
+fn field(app: &App) -> (String, usize) {
+    let field = match &app.mode {
+        Mode::Search { input, .. } | Mode::Reviewer { input, .. } => input,
+        Mode::Compensate(form) => &form.fields[form.focus],
+        other => panic!("no text field in {other:?}"),
+    };
+    (field.text().to_string(), field.cursor())
+}
+
+#[track_caller]
+fn check_field(app: &mut App, keys: &str, text: &str, cursor: usize) {
+    press(app, keys);
+    assert_eq!(field(app), (text.to_string(), cursor), "after {keys}");
+}
+
+#[test]
+fn the_search_field_moves_the_cursor_and_types_at_it() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5");
+    check_field(&mut app, "/rfund", "rfund", 5);
+    check_field(&mut app, "<home>", "rfund", 0);
+    check_field(&mut app, "<right>e", "refund", 2);
+    check_field(&mut app, "<end><left><left><left>", "refund", 3);
+    check_field(&mut app, "<del>", "refnd", 3);
+    check_field(&mut app, "u", "refund", 4);
+    check_field(&mut app, "<home><bs><left><del>", "efund", 0);
+    check_field(
+        &mut app,
+        "<right><right><right><right><right><right>",
+        "efund",
+        5,
+    );
+    check_field(&mut app, "<del><home>r", "refund", 1);
+    press(&mut app, "<enter>");
+    assert_eq!(app.search.as_deref(), Some("refund"));
+    assert_eq!(app.selected().unwrap().op_id, "op-1011-annual-plan-refund");
+}
+
+#[test]
+fn the_reviewer_name_moves_the_cursor_and_types_at_it() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "x");
+    check_field(&mut app, "da<space>L", "da L", 4);
+    check_field(&mut app, "<home>A", "Ada L", 1);
+    check_field(&mut app, "<end><bs>Lee", "Ada Lee", 7);
+    check_field(&mut app, "<c-a><del><c-e>", "da Lee", 6);
+    press(&mut app, "<home>A<enter>");
+    assert_eq!(app.reviewer.as_deref(), Some("Ada Lee"));
+}
+
+#[test]
+fn each_compensation_field_moves_its_own_cursor() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("lee"));
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a");
+    let id = "op-1001-welcome-email-undo";
+    check_field(&mut app, "", id, id.len());
+    check_field(
+        &mut app,
+        "<left><left><left><left><del>r",
+        "op-1001-welcome-email-rndo",
+        23,
+    );
+    check_field(&mut app, "<tab>", "undo_send_email", 15);
+    check_field(&mut app, "<home><del><del><del><del><del>", "send_email", 0);
+    check_field(&mut app, "<backtab>", "op-1001-welcome-email-rndo", 23);
+    press(&mut app, "<enter>");
+    let text = pending_text(&app);
+    assert!(
+        text.contains("Approve compensation op-1001-welcome-email-rndo"),
+        "{text}"
+    );
+    assert!(text.contains("action:  send_email"), "{text}");
+}
+
+#[test]
+fn a_field_keeps_its_cursor_in_view_and_moves_over_a_character_with_its_marks() {
+    use recon::console::field::TextField;
+    let mut field = TextField::new("caf\u{e9}e\u{301}!");
+    field.edit(Edit::Left);
+    field.edit(Edit::Left);
+    // The cursor is before "e" and its accent, which move as one.
+    assert_eq!(field.cursor(), 4);
+    let window = field.window(20);
+    assert_eq!(
+        (
+            window.before.as_str(),
+            window.at.as_str(),
+            window.after.as_str()
+        ),
+        ("caf\u{e9}", "e\u{301}", "!")
+    );
+    field.edit(Edit::Delete);
+    assert_eq!(field.text(), "caf\u{e9}!");
+    // A control character is one step, shown escaped.
+    let mut field = TextField::new("a\u{1b}b");
+    field.edit(Edit::Left);
+    field.edit(Edit::Left);
+    assert_eq!(field.window(20).at, "\\x1b");
+    // A long text shows the cursor with text on both sides, cut with `…`.
+    let mut field = TextField::new("abcdefghijklmnopqrstuvwxyz");
+    for _ in 0..10 {
+        field.edit(Edit::Left);
+    }
+    let window = field.window(12);
+    assert_eq!(
+        (
+            window.before.as_str(),
+            window.at.as_str(),
+            window.after.as_str()
+        ),
+        ("…jklmnop", "q", "rs…")
+    );
+    field.edit(Edit::End);
+    let window = field.window(12);
+    assert_eq!(
+        (window.before.as_str(), window.at.as_str()),
+        ("…qrstuvwxyz", " ")
+    );
+}
+
+/// The cursor is a reversed cell where it is, in colour and without.
+#[test]
+fn the_cursor_is_drawn_where_it_is() {
+    let lab = demo_lab();
+    for no_color in [false, true] {
+        let options = Options {
+            reviewer: None,
+            no_color,
+        };
+        let mut app = console_on(&lab, options, (120, 40));
+        press(&mut app, "/charge<left><left>");
+        let buffer = console::render(&app);
+        let row = to_text(&buffer).lines().nth(1).unwrap().to_string();
+        let x = row.find("/charge").expect("the search field") + "/char".len();
+        let cell = &buffer[(u16::try_from(x).unwrap(), 1)];
+        assert_eq!(cell.symbol(), "g");
+        assert!(cell.modifier.contains(Modifier::REVERSED), "{cell:?}");
+        let before = &buffer[(u16::try_from(x - 1).unwrap(), 1)];
+        assert!(!before.modifier.contains(Modifier::REVERSED), "{before:?}");
+        if !no_color {
+            golden("search_cursor", &app, lab.path());
+        }
+    }
 }
 
 #[test]
@@ -568,7 +730,7 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
     assert_eq!(form.fields[1], "undo_send_email");
     let effect = form.effect_id.clone();
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&form.fields[2]).unwrap(),
+        serde_json::from_str::<serde_json::Value>(form.fields[2].text()).unwrap(),
         json!({"original_op_id": "op-1001-welcome-email", "undo_effect_id": effect})
     );
     // A field that is not JSON is caught before any confirmation.

@@ -254,6 +254,18 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
     tmux.expect_golden("payload_mismatch", &ws);
 
+    // A text field edits at its cursor: the keys as a terminal sends them.
+    tmux.press_until_shown(&["g", "/"], "search: /");
+    tmux.type_text("chrg");
+    tmux.keys(&["Home", "Right", "Right"]);
+    tmux.type_text("a");
+    tmux.keys(&["End", "BSpace", "Left", "DC"]);
+    tmux.type_text("rge");
+    tmux.keys(&["Left", "Left"]);
+    tmux.expect_golden("search_cursor", &ws);
+    tmux.keys(&["Escape"]);
+    tmux.expect_golden("queue", &ws);
+
     // The reviewer is asked for before the first mutation.
     tmux.press_until_shown(&["g", "j", "j", "x"], "Who is reviewing?");
     tmux.type_text("ada");

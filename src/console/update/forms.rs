@@ -9,6 +9,7 @@
 
 use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Mode, Tone};
+use super::super::field::TextField;
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::set_status;
@@ -17,20 +18,17 @@ use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
 
 /// A key in the search prompt; Enter runs the search from the first row.
-pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> Result<()> {
+pub(super) fn search_input(app: &mut App, mut input: TextField, action: Action) -> Result<()> {
     match action {
-        Action::Input(c) => {
-            input.push(c);
-            app.mode = Mode::Search { input };
+        Action::Input(c) => input.insert(c),
+        Action::Edit(edit) => input.edit(edit),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            return Ok(());
         }
-        Action::Backspace => {
-            input.pop();
-            app.mode = Mode::Search { input };
-        }
-        Action::Cancel => app.mode = Mode::Normal,
         Action::Submit => {
             app.mode = Mode::Normal;
-            let text = input.trim().to_string();
+            let text = input.text().trim().to_string();
             app.search = (!text.is_empty()).then_some(text);
             queue::load_queue(app, Anchor::Start)?;
             let text = match &app.search {
@@ -41,9 +39,11 @@ pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> 
                 None => "search cleared".to_string(),
             };
             set_status(app, Tone::Plain, text);
+            return Ok(());
         }
-        _ => app.mode = Mode::Search { input },
+        _ => {}
     }
+    app.mode = Mode::Search { input };
     Ok(())
 }
 
@@ -70,22 +70,22 @@ pub fn check_reviewer(name: &str) -> std::result::Result<String, String> {
 /// asked for it.
 pub(super) fn reviewer_input(
     app: &mut App,
-    mut input: String,
+    mut input: TextField,
     error: Option<String>,
     resume: Request,
     action: Action,
 ) -> Result<()> {
     match action {
         Action::Input(c) => {
-            input.push(c);
+            input.insert(c);
             app.mode = Mode::Reviewer {
                 input,
                 error: None,
                 resume,
             };
         }
-        Action::Backspace => {
-            input.pop();
+        Action::Edit(edit) => {
+            input.edit(edit);
             app.mode = Mode::Reviewer {
                 input,
                 error,
@@ -96,7 +96,7 @@ pub(super) fn reviewer_input(
             app.mode = Mode::Normal;
             set_status(app, Tone::Plain, "cancelled; nothing was written");
         }
-        Action::Submit => match check_reviewer(&input) {
+        Action::Submit => match check_reviewer(input.text()) {
             Ok(name) => {
                 app.reviewer = Some(name.clone());
                 app.mode = Mode::Normal;
@@ -131,12 +131,10 @@ pub(super) fn reviewer_input(
 pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Action) -> Result<()> {
     match action {
         Action::Input(c) => {
-            form.fields[form.focus].push(c);
+            form.fields[form.focus].insert(c);
             form.error = None;
         }
-        Action::Backspace => {
-            form.fields[form.focus].pop();
-        }
+        Action::Edit(edit) => form.fields[form.focus].edit(edit),
         Action::NextField => form.focus = (form.focus + 1) % form.fields.len(),
         Action::PrevField => form.focus = (form.focus + form.fields.len() - 1) % form.fields.len(),
         Action::Cancel => {
