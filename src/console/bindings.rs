@@ -326,10 +326,17 @@ pub static BINDINGS: &[Binding] = &[
     bind(Queue, &[k('q')], Action::Quit, "quit", "quit"),
     bind(
         Confirm,
-        &[k('y'), code(KeyCode::Enter)],
+        &[k('y')],
         Action::Confirm,
         "yes",
         "do exactly what the dialog says",
+    ),
+    bind(
+        Confirm,
+        &[code(KeyCode::Enter)],
+        Action::Submit,
+        "",
+        "does not confirm: every act asked for here is for good, and only y does it",
     ),
     bind(
         Confirm,

@@ -210,12 +210,12 @@ fn keys_map_to_actions_in_each_context() {
         None,
     );
     console::update(&mut app, Action::Cancel);
-    // A confirmation: y or Enter, n or Esc, nothing else.
+    // A confirmation: y, n or Esc; Enter only says that y confirms.
     select(&mut app, "op-1004-support-ticket");
     press(&mut app, "x");
     assert!(matches!(app.mode, Mode::Confirm(_)));
     check_key(&app, ch('y'), Some(Action::Confirm));
-    check_key(&app, key(KeyCode::Enter), Some(Action::Confirm));
+    check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
     check_key(&app, ch('n'), Some(Action::Cancel));
     check_key(&app, key(KeyCode::Esc), Some(Action::Cancel));
     check_key(&app, ch('c'), None);
@@ -769,6 +769,72 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
         .unwrap()
         .text
         .contains("receipt for fx-"));
+}
+
+/// Every act the console confirms is for good, so Enter, the key pressed
+/// out of habit after a name or a form, never carries one out: each dialog
+/// stays open, says that y does it, and nothing is written until y.
+#[test]
+fn enter_never_confirms_an_act_only_y_does() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    let before = dump(lab.path());
+    // A close, asked for through the reviewer prompt (Enter submits the
+    // name, then Enter again in the dialog).
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "xada<enter><enter><enter>");
+    let quiet = |app: &App| match &app.mode {
+        Mode::Confirm(p) => p.title.clone(),
+        other => panic!("the dialog closed on Enter: {other:?}"),
+    };
+    let mut asked = vec![quiet(&app)];
+    let status = app.status.clone().unwrap();
+    assert_eq!(status.tone, Tone::Warn);
+    assert!(
+        status.text.starts_with("press y to close"),
+        "{}",
+        status.text
+    );
+    press(&mut app, "<esc>");
+    // A decision.
+    select(&mut app, "op-1003-charge-order");
+    press(&mut app, "c<enter>");
+    asked.push(quiet(&app));
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("press y to record confirmed"));
+    press(&mut app, "<esc>");
+    // An approval, after its form's Enter.
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a<enter><enter>");
+    asked.push(quiet(&app));
+    press(&mut app, "<esc>");
+    // A dispatch.
+    press(&mut app, "2d<enter>");
+    asked.push(quiet(&app));
+    assert_eq!(
+        asked,
+        [
+            "closing snapshot (receiver mutation)",
+            "record confirmed",
+            "approve compensation",
+            "dispatch"
+        ]
+    );
+    press(&mut app, "<esc>");
+    assert_eq!(dump(lab.path()), before, "Enter wrote nothing");
+    // y does it.
+    press(&mut app, "dy");
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("dispatched op-1012"));
 }
 
 #[test]

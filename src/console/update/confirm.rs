@@ -21,7 +21,12 @@ use crate::domain::{names, Decision, Operation, Verdict};
 use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 
-/// A key in a confirmation dialog.
+/// A key in a confirmation dialog: only `y` carries the act out. Every act
+/// confirmed here is for good (a close bars the receiver forever, a decision
+/// takes the operation out of `unknown` with an evidence row that is never
+/// removed, an approval and a dispatch cannot be taken back), and Enter is
+/// the key a reviewer presses out of habit right after the name prompt or
+/// the compensation form, so Enter only says which key does it.
 pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> Result<()> {
     match action {
         Action::Confirm => {
@@ -31,6 +36,15 @@ pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> 
         Action::Cancel => {
             app.mode = Mode::Normal;
             set_status(app, Tone::Plain, "cancelled; nothing was written");
+            Ok(())
+        }
+        Action::Submit => {
+            let text = format!(
+                "press y to {}; Enter does not confirm an act that cannot be undone (n or Esc \
+                 cancels)",
+                pending.yes
+            );
+            set_status(app, Tone::Warn, text);
             Ok(())
         }
         _ => Ok(()),
