@@ -347,8 +347,11 @@ pub enum Mode {
     Help {
         scroll: u16,
     },
+    /// Typing a search, applied to the queue as it is typed; `previous`
+    /// is the search to go back to if the reviewer leaves with Esc.
     Search {
         input: TextField,
+        previous: Option<String>,
     },
     /// Asking for the reviewer's name before the first mutation; `resume`
     /// is the request to carry on with.

@@ -243,7 +243,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('/')],
         Action::Search,
         "search",
-        "search by op id or action kind (substring)",
+        "search op ids and action kinds as you type (any case; Enter keeps it, Esc goes back)",
     ),
     bind(
         Queue,

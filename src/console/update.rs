@@ -70,7 +70,7 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
                 normal::report(app, report, other);
                 Ok(())
             }
-            Mode::Search { input } => forms::search_input(app, input, other),
+            Mode::Search { input, previous } => forms::search_input(app, input, previous, other),
             Mode::Reviewer {
                 input,
                 error,

@@ -498,6 +498,46 @@ fn the_cursor_is_drawn_where_it_is() {
 }
 
 #[test]
+fn the_search_follows_each_key_and_esc_goes_back_to_the_search_before() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5/");
+    assert_eq!(app.queue.rows.len(), 12, "an empty prompt changes nothing");
+    let ids =
+        |app: &App| -> Vec<String> { app.queue.rows.iter().map(|o| o.op_id.clone()).collect() };
+    press(&mut app, "an");
+    assert!(matches!(app.mode, Mode::Search { .. }));
+    assert_eq!(app.search.as_deref(), Some("an"));
+    assert_eq!(
+        ids(&app),
+        ["op-1010-annual-plan", "op-1011-annual-plan-refund"],
+        "matched before Enter"
+    );
+    press(&mut app, "<home>pl<left><left><del>");
+    assert_eq!(app.search.as_deref(), Some("lan"));
+    assert_eq!(
+        ids(&app),
+        ["op-1010-annual-plan", "op-1011-annual-plan-refund"]
+    );
+    press(&mut app, "<end>-r");
+    assert_eq!(ids(&app), ["op-1011-annual-plan-refund"]);
+    press(&mut app, "<esc>");
+    assert_eq!(app.search, None, "Esc goes back to no search");
+    assert_eq!(app.queue.rows.len(), 12);
+    press(&mut app, "/sms<enter>");
+    assert_eq!(ids(&app), ["op-1005-delivery-sms"]);
+    press(&mut app, "/card");
+    assert_eq!(app.queue.rows.len(), 5);
+    press(&mut app, "<esc>");
+    assert_eq!(
+        app.search.as_deref(),
+        Some("sms"),
+        "Esc keeps the search before"
+    );
+    assert_eq!(ids(&app), ["op-1005-delivery-sms"]);
+}
+
+#[test]
 fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     let lab = Lab::demo(500);
     let mut app = console_on(&lab, options(None), (120, 30));

@@ -1,8 +1,10 @@
 //! Typed input: the search, the reviewer's name, and the compensation form.
 //!
-//! Each prompt keeps its whole state in its [`Mode`], so a key press is a
-//! small function from the old input to the new one, and leaving a prompt
-//! drops it. The reviewer's name is checked as the command line checks it
+//! Each prompt keeps its whole state in its [`Mode`] (a [`TextField`] with
+//! its cursor), so a key press is a small function from the old input to
+//! the new one, and leaving a prompt drops it. The search is applied as it
+//! is typed: each change of its text reloads the queue's first page, which
+//! is one bounded keyset query. The reviewer's name is checked as the command line checks it
 //! and asked once; the request that needed it carries on afterwards. The
 //! compensation form (opened by [`super::confirm`]) only gathers values:
 //! submitting it leads to a confirmation, never straight to a write.
@@ -17,20 +19,26 @@ use crate::domain::normalize_name;
 use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
 
-/// A key in the search prompt; Enter runs the search from the first row.
-pub(super) fn search_input(app: &mut App, mut input: TextField, action: Action) -> Result<()> {
+/// A key in the search prompt. The queue follows the text as it is typed,
+/// from its first row; Enter keeps the search and leaves the prompt, Esc
+/// goes back to the search there was before it opened.
+pub(super) fn search_input(
+    app: &mut App,
+    mut input: TextField,
+    previous: Option<String>,
+    action: Action,
+) -> Result<()> {
+    let before = input.text().to_string();
     match action {
         Action::Input(c) => input.insert(c),
         Action::Edit(edit) => input.edit(edit),
         Action::Cancel => {
             app.mode = Mode::Normal;
-            return Ok(());
+            return set_search(app, previous);
         }
         Action::Submit => {
             app.mode = Mode::Normal;
-            let text = input.text().trim().to_string();
-            app.search = (!text.is_empty()).then_some(text);
-            queue::load_queue(app, Anchor::Start)?;
+            set_search(app, searched(&input))?;
             let text = match &app.search {
                 Some(s) if app.queue.rows.is_empty() => {
                     format!("no {} operation matches \"{s}\"", app.filter.label())
@@ -43,8 +51,31 @@ pub(super) fn search_input(app: &mut App, mut input: TextField, action: Action) 
         }
         _ => {}
     }
-    app.mode = Mode::Search { input };
+    let changed = input.text() != before;
+    let typed = searched(&input);
+    app.mode = Mode::Search { input, previous };
+    // The prompt opens empty and leaves the queue as it was until the
+    // text changes: a cursor move searches nothing new.
+    if changed {
+        set_search(app, typed)?;
+    }
     Ok(())
+}
+
+/// The search a field holds: its text, trimmed; none when blank.
+fn searched(input: &TextField) -> Option<String> {
+    let text = input.text().trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// Shows the queue under a search, from its first row, unless it already
+/// shows that search.
+fn set_search(app: &mut App, search: Option<String>) -> Result<()> {
+    if app.search == search {
+        return Ok(());
+    }
+    app.search = search;
+    queue::load_queue(app, Anchor::Start)
 }
 
 /// Checks a reviewer name as the command line does: blank is refused as

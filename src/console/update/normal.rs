@@ -36,6 +36,7 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::Search => {
             app.mode = Mode::Search {
                 input: TextField::default(),
+                previous: app.search.clone(),
             };
             Ok(())
         }

@@ -23,7 +23,7 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(" "));
     }
     match (&app.mode, &app.search) {
-        (Mode::Search { input }, _) => {
+        (Mode::Search { input, .. }, _) => {
             spans.push(Span::styled(" search: ", theme.heading()));
             spans.push(Span::styled("/", theme.input()));
             let used = Line::from(spans.clone()).width();
