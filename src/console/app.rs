@@ -100,11 +100,23 @@ pub struct Queue {
     pub cursor: usize,
     /// How many rows fit on screen (the page size).
     pub height: usize,
+    /// How many operations of the filter come before the first row, when
+    /// that is known without counting them: at the first page, at the last
+    /// (from the filter's count), and carried along as the cursor pages by
+    /// known steps. Unknown after another process changed the outbox in
+    /// the middle of the queue, until the reviewer reaches an end.
+    pub offset: Option<usize>,
 }
 
 impl Queue {
     pub fn selected(&self) -> Option<&Operation> {
         self.rows.get(self.cursor)
+    }
+
+    /// The selected row's place in the filter, counting from 1.
+    pub fn position(&self) -> Option<usize> {
+        let offset = self.offset?;
+        self.selected().map(|_| offset + self.cursor + 1)
     }
 }
 
@@ -261,6 +273,19 @@ impl Job {
         names
     }
 
+    /// The operations the job may change or create: those it acts on, and
+    /// a compensation it approves.
+    pub fn touches(&self) -> Vec<String> {
+        let mut ids = self.op_ids();
+        if let Job::Approve {
+            compensation_op_id, ..
+        } = self
+        {
+            ids.push(compensation_op_id.clone());
+        }
+        ids
+    }
+
     /// The operations the job acts on.
     pub fn op_ids(&self) -> Vec<String> {
         match self {
@@ -289,6 +314,8 @@ pub(crate) struct Done {
     /// A single closing snapshot, to be shown on screen, and who authorized
     /// it.
     pub(crate) closing: Option<(Classified, String)>,
+    /// The operations the job may have changed or created.
+    pub(crate) touched: Vec<String>,
 }
 
 /// What a job did to one operation.

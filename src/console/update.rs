@@ -108,6 +108,7 @@ impl App {
                 rows: Vec::new(),
                 cursor: 0,
                 height: view::queue_rows(width, height),
+                offset: None,
             },
             marks: Default::default(),
             detail: None,

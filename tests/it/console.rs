@@ -545,9 +545,10 @@ fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     let unknown = app.count(Filter::State(OpState::Unknown)) as usize;
     assert!(unknown > 500, "{unknown}");
     let mut seen = vec![app.selected().unwrap().op_id.clone()];
-    for _ in 1..unknown {
+    for i in 1..unknown {
         console::update(&mut app, Action::Down);
         assert!(app.queue.rows.len() <= page);
+        assert_eq!(app.queue.position(), Some(i + 1));
         seen.push(app.selected().unwrap().op_id.clone());
     }
     // Every unknown op once, in order, and the last one stays selected.
@@ -566,14 +567,70 @@ fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     assert_eq!(app.selected().unwrap().op_id, seen[2 * page]);
     console::update(&mut app, Action::PageUp);
     assert_eq!(app.selected().unwrap().op_id, seen[page]);
+    assert_eq!(app.queue.position(), Some(page + 1));
     console::update(&mut app, Action::Last);
     assert_eq!(app.selected().unwrap().op_id, *seen.last().unwrap());
     assert_eq!(app.queue.rows.len(), page);
+    assert_eq!(app.queue.position(), Some(unknown));
     for _ in 0..page + 3 {
         console::update(&mut app, Action::Up);
     }
     assert_eq!(app.selected().unwrap().op_id, seen[unknown - page - 4]);
+    assert_eq!(app.queue.position(), Some(unknown - page - 3));
     assert!(app.queue.rows.len() <= page);
+}
+
+/// The title says where the cursor is in the filter while the console
+/// knows it without counting rows: from either end, carried along as the
+/// cursor moves, kept across the console's own changes. Another process's
+/// change in the middle of the queue leaves only the count until the
+/// reviewer reaches an end.
+#[test]
+fn the_queue_title_shows_the_position_while_it_is_known() {
+    let lab = Lab::demo(500);
+    let mut app = console_on(&lab, options(Some("ada")), (120, 30));
+    let unknown = app.count(Filter::State(OpState::Unknown));
+    assert!(screen(&app).contains(&format!("Queue: unknown · 1 of {unknown} ")));
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageDown);
+    }
+    console::update(&mut app, Action::Down);
+    let here = 3 * app.queue.height + 2;
+    assert!(screen(&app).contains(&format!("Queue: unknown · {here} of {unknown} ")));
+    // The console's own closing snapshot keeps the place.
+    press(&mut app, "xy");
+    assert!(
+        app.status.as_ref().unwrap().text.starts_with("closed "),
+        "{:?}",
+        app.status
+    );
+    assert_eq!(app.queue.position(), Some(here));
+    // Another process adds an operation before the page: the count alone.
+    press(&mut app, "5");
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageDown);
+    }
+    let all = app.count(Filter::All);
+    assert_eq!(app.queue.position(), Some(3 * app.queue.height + 1));
+    lab.reopen()
+        .prepare("op-0000-first", "send_email", &json!({}))
+        .unwrap();
+    console::update(&mut app, Action::Poll);
+    assert_eq!(app.count(Filter::All), all + 1);
+    assert_eq!(app.queue.position(), None);
+    assert!(screen(&app).contains(&format!("Queue: all ({}) ", all + 1)));
+    // Paging up to the first row finds the place again: three pages up
+    // is one row short of it, now that one more comes first.
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageUp);
+    }
+    assert_eq!(app.queue.position(), None);
+    console::update(&mut app, Action::PageUp);
+    assert_eq!(app.selected().unwrap().op_id, "op-0000-first");
+    assert_eq!(app.queue.position(), Some(1));
+    // A search shows which match the cursor is on.
+    press(&mut app, "/bulk-0000<enter>j");
+    assert!(screen(&app).contains("Queue: all, search \"bulk-0000\" · match 2 "));
 }
 
 // ---- snapshots and decisions ---------------------------------------------------
@@ -1209,7 +1266,7 @@ fn a_small_terminal_gets_a_message_instead_of_a_squeezed_screen() {
     );
     assert!(text.contains("this one is 79x24"), "{text}");
     let app = console_on(&lab, options(None), (80, 24));
-    assert!(screen(&app).contains("Queue: unknown (8)"));
+    assert!(screen(&app).contains("Queue: unknown · 1 of 8"));
 }
 
 #[test]

@@ -14,7 +14,10 @@ use unicode_width::UnicodeWidthStr;
 pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
     let theme = &app.theme;
     let block = Block::bordered()
-        .title(Line::styled(title(app), theme.heading()))
+        .title(Line::styled(
+            title(app, usize::from(area.width.saturating_sub(2))),
+            theme.heading(),
+        ))
         .border_style(theme.border_focus());
     if app.queue.rows.is_empty() {
         render_empty(app, block, area, buf);
@@ -34,19 +37,41 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
-fn title(app: &App) -> String {
-    match &app.search {
-        Some(search) => format!(
-            " Queue: {}, search \"{}\" ",
-            app.filter.label(),
+/// The title: the filter, the search, and where the cursor is (`59 of
+/// 100008`; with a search, which match; the count alone while the position
+/// is not known), in the longest form that fits.
+fn title(app: &App, width: usize) -> String {
+    let filter = app.filter.label();
+    let count = app.count(app.filter);
+    let (at, tail) = match (&app.search, app.queue.position()) {
+        (None, Some(position)) => {
+            let at = format!("{position} of {count}");
+            (at.clone(), format!(" · {at}"))
+        }
+        (None, None) => (count.to_string(), format!(" ({count})")),
+        (Some(_), Some(position)) => {
+            let at = format!("match {position}");
+            (at.clone(), format!(" · {at}"))
+        }
+        (Some(_), None) => (String::new(), String::new()),
+    };
+    let mut forms = Vec::new();
+    if let Some(search) = &app.search {
+        forms.push(format!(
+            " Queue: {filter}, search \"{}\"{tail} ",
             clean(search)
-        ),
-        None => format!(
-            " Queue: {} ({}) ",
-            app.filter.label(),
-            app.count(app.filter)
-        ),
+        ));
     }
+    forms.push(format!(" Queue: {filter}{tail} "));
+    forms.push(format!(" {filter}{tail} "));
+    forms.push(format!(" {at} "));
+    let last = forms.len() - 1;
+    forms
+        .into_iter()
+        .enumerate()
+        .find(|(i, t)| t.width() <= width || *i == last)
+        .map(|(_, t)| t)
+        .unwrap_or_default()
 }
 
 fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
