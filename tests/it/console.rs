@@ -472,7 +472,7 @@ fn a_field_keeps_its_cursor_in_view_and_moves_over_a_character_with_its_marks() 
     );
 }
 
-/// The cursor is a reversed cell where it is, in colour and without.
+/// The cursor is a block where it is: teal in colour, reversed without.
 #[test]
 fn the_cursor_is_drawn_where_it_is() {
     let lab = demo_lab();
@@ -487,10 +487,17 @@ fn the_cursor_is_drawn_where_it_is() {
         let row = to_text(&buffer).lines().nth(1).unwrap().to_string();
         let x = row.find("/charge").expect("the search field") + "/char".len();
         let cell = &buffer[(u16::try_from(x).unwrap(), 1)];
+        let cursor = |cell: &ratatui::buffer::Cell| {
+            if no_color {
+                cell.modifier.contains(Modifier::REVERSED)
+            } else {
+                cell.bg == recon::console::theme::TEAL
+            }
+        };
         assert_eq!(cell.symbol(), "g");
-        assert!(cell.modifier.contains(Modifier::REVERSED), "{cell:?}");
+        assert!(cursor(cell), "{cell:?}");
         let before = &buffer[(u16::try_from(x - 1).unwrap(), 1)];
-        assert!(!before.modifier.contains(Modifier::REVERSED), "{before:?}");
+        assert!(!cursor(before), "{before:?}");
         if !no_color {
             golden("search_cursor", &app, lab.path());
         }
@@ -1152,7 +1159,7 @@ fn differing_payload_fields_are_marked_and_highlighted() {
         .unwrap_or_else(|| panic!("no highlighted line:\n{text}"));
     let x = line.chars().position(|c| c == '≠').unwrap();
     let cell = &buffer[(u16::try_from(x).unwrap(), u16::try_from(y).unwrap())];
-    assert_eq!(cell.fg, Color::LightRed);
+    assert_eq!(cell.fg, recon::console::theme::RED);
     assert!(cell.modifier.contains(Modifier::BOLD));
     // The lines that agree are not marked.
     assert!(text.contains("    \"currency\": \"USD\","));
@@ -1290,6 +1297,42 @@ fn no_color_keeps_the_screen_free_of_colours() {
         .content()
         .iter()
         .any(|c| c.modifier.contains(Modifier::UNDERLINED)));
+}
+
+/// Text on the terminal's own background is in its default foreground or
+/// in a colour of the mid-brightness palette (`theme::GREEN`, ...), which
+/// reads on white and on black alike; nothing is faint. Lines between
+/// panels may be grey: they say nothing.
+#[test]
+fn every_word_reads_on_a_light_and_a_dark_background() {
+    use recon::console::theme::{AMBER, BLUE, GREEN, MAGENTA, RED, TEAL};
+    let lab = demo_lab();
+    let mut screens = Vec::new();
+    for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2"] {
+        let mut app = console(&lab, if keys == "jjx" { None } else { Some("ada") });
+        press(&mut app, keys);
+        screens.push((keys, console::render(&app)));
+    }
+    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, TEAL];
+    for (keys, buffer) in &screens {
+        for (i, cell) in buffer.content().iter().enumerate() {
+            let symbol = cell.symbol();
+            let drawing = symbol
+                .chars()
+                .all(|c| c == ' ' || ('\u{2500}'..='\u{257f}').contains(&c));
+            assert!(
+                !cell.modifier.contains(Modifier::DIM),
+                "{keys:?}: a faint cell at {i}: {cell:?}"
+            );
+            if cell.bg == Color::Reset && !drawing {
+                assert!(
+                    readable.contains(&cell.fg),
+                    "{keys:?}: {symbol:?} at {i} is {:?} on the terminal's background",
+                    cell.fg
+                );
+            }
+        }
+    }
 }
 
 // ---- receivers as adapters ------------------------------------------------------

@@ -85,7 +85,7 @@ pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer) {
     let block = if skip > 0 {
         block.title_bottom(Line::styled(
             format!(" {skip} older lines · p shows all "),
-            theme.dim(),
+            theme.note(),
         ))
     } else {
         block

@@ -1,7 +1,7 @@
 //! A text field as drawn: its text around the cursor, cut to the room it
-//! has, and the cursor as a reversed cell where it is (a space after the
-//! last character), so the reviewer sees where typing goes in colour and
-//! without.
+//! has, and the cursor as a block where it is (a space after the last
+//! character): a coloured cell, or a reversed one without colour, so the
+//! reviewer sees where typing goes either way.
 
 use super::super::field::TextField;
 use super::super::theme::Theme;

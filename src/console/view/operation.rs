@@ -67,7 +67,7 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
         .border_style(theme.border());
     let width = usize::from(area.width.saturating_sub(2));
     let Some(d) = app.selected_detail() else {
-        Paragraph::new(Line::styled(" Nothing selected.", theme.dim()))
+        Paragraph::new(Line::styled(" Nothing selected.", theme.note()))
             .block(block)
             .render(area, buf);
         return;
@@ -97,7 +97,7 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
                 " {hidden} more line{} · p shows all ",
                 if hidden == 1 { "" } else { "s" }
             ),
-            theme.dim(),
+            theme.note(),
         ))
     } else {
         block

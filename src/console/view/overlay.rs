@@ -172,7 +172,7 @@ fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<
             }
             Err(why) => {
                 text.push_str(&format!(" [unavailable: {why}]"));
-                style = theme.dim();
+                style = theme.note();
             }
         }
     }
@@ -241,7 +241,7 @@ fn render_reviewer(
         wrapped(error, inner, theme.bad(), &mut lines);
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Input, false), theme.dim()));
+    lines.push(Line::styled(hints(Context::Input, false), theme.note()));
     let block = frame(theme, " Reviewer ".to_string());
     render_box(area, buf, block, lines, width, 0);
 }
@@ -291,7 +291,7 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
     lines.push(Line::raw(""));
     lines.push(Line::styled(
         "Enter: review the approval (it asks before writing)   Tab: next field   Esc: cancel",
-        theme.dim(),
+        theme.note(),
     ));
     let block = frame(theme, " Approve compensation ".to_string());
     render_box(area, buf, block, lines, width, 0);
@@ -316,7 +316,7 @@ fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
         }
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Overlay, false), theme.dim()));
+    lines.push(Line::styled(hints(Context::Overlay, false), theme.note()));
     let block = frame(theme, format!(" {} ", clean(&report.title)));
     render_box(area, buf, block, lines, width, report.scroll);
 }

@@ -31,7 +31,7 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         .enumerate()
         .map(|(i, op)| columns.row(app, i, op));
     Table::new(rows, columns.widths.clone())
-        .header(Row::new(columns.header.clone()).style(theme.label()))
+        .header(Row::new(columns.header.clone()).style(theme.column_head()))
         .column_spacing(1)
         .block(block)
         .render(area, buf);
@@ -85,7 +85,7 @@ fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
     };
     Paragraph::new(vec![
         Line::raw(""),
-        Line::styled(format!(" {text}"), app.theme.dim()),
+        Line::styled(format!(" {text}"), app.theme.note()),
     ])
     .block(block)
     .render(area, buf);

@@ -54,12 +54,12 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
                 "reading {receiver}…: {}; keys keep working",
                 clean(&origin.describe())
             );
-            lines.extend(styled(wrap(&text, width), theme.dim()));
+            lines.extend(styled(wrap(&text, width), theme.note()));
         }
         ReadState::Failed { error, .. } => {
             let text = format!("reading {receiver} failed: {}", clean(error));
             lines.extend(styled(wrap_hanging(&text, width, 2), theme.bad()));
-            lines.push(Line::styled("s reads again", theme.dim()));
+            lines.push(Line::styled("s reads again", theme.note()));
         }
     }
     render_scrolled(app, block, lines, area, buf);
@@ -110,7 +110,7 @@ fn shown_lines(theme: &Theme, d: &Detail, shown: &Shown, width: usize) -> Vec<Li
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
-            theme.dim(),
+            theme.note(),
         ));
     } else {
         lines.push(Line::styled(
@@ -266,7 +266,7 @@ fn render_scrolled(
     let block = if max_scroll > 0 {
         block.title_bottom(Line::styled(
             format!(" J/K scroll · line {} of {} ", scroll + 1, lines.len()),
-            app.theme.dim(),
+            app.theme.note(),
         ))
     } else {
         block

@@ -33,7 +33,7 @@ pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
             clean(&status.text),
         ),
         None => (
-            theme.dim(),
+            theme.note(),
             "select an operation with ↑/↓; ? lists every key".to_string(),
         ),
     };

@@ -118,7 +118,7 @@ pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer) {
         .map(|(explanation, available, text)| match available {
             _ if explanation => Line::raw(text),
             Some(true) => Line::styled(text, theme.good()),
-            Some(false) => Line::styled(text, theme.dim()),
+            Some(false) => Line::styled(text, theme.note()),
             None => Line::styled(text, theme.label()),
         })
         .collect();
