@@ -1252,11 +1252,14 @@ fn a_cut_op_id_ends_in_an_ellipsis_and_the_flags_are_never_cut() {
     press(&mut app, "2");
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
-    assert!(rows[0].contains("…xxxxxx-a v1"), "{text}");
-    assert!(rows[1].contains("…xxxxxx-b v1"), "{text}");
-    // At 80 columns the flags take two lines rather than lose "closed no".
-    assert!(text.contains("complete yes · authoritative yes"), "{text}");
-    assert!(text.contains("│closed no"), "{text}");
+    // The short list of a small screen has the op id alone, cut in the
+    // middle; the flags keep their line whole.
+    assert!(rows[0].contains("…xxxxxxx-a│"), "{text}");
+    assert!(rows[1].contains("…xxxxxxx-b│"), "{text}");
+    assert!(
+        text.contains("│complete yes · authoritative yes · closed no│"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1822,6 +1825,39 @@ fn golden_queue() {
     let lab = demo_lab();
     let app = console(&lab, None);
     golden("queue", &app, lab.path());
+}
+
+/// At 80x24 the queue is a short list and the selected operation's panels
+/// take the screen: the payload, the match and every decision with its
+/// availability are in view without scrolling.
+#[test]
+fn golden_queue_80x24() {
+    let lab = demo_lab();
+    let app = console_on(&lab, options(None), (80, 24));
+    let text = screen(&app);
+    for seen in [
+        "\"body\": \"Hi Omar",
+        "fx-000002 · action send_email",
+        "x closing snapshot: available",
+        "c record confirmed: available",
+        "n record not_applied: unavailable",
+    ] {
+        assert!(text.contains(seen), "{seen}:\n{text}");
+    }
+    golden("queue_80x24", &app, lab.path());
+}
+
+/// At 200 columns the queue shows every column in full and the panels of
+/// the selected operation stand in two columns.
+#[test]
+fn golden_queue_200x50() {
+    let lab = demo_lab();
+    let mut app = console_on(&lab, options(None), (200, 50));
+    press(&mut app, "5jjjjjj");
+    let text = screen(&app);
+    assert!(text.contains("op-1011-annual-plan-refund"), "{text}");
+    assert!(text.contains("post_slack_message"), "{text}");
+    golden("queue_200x50", &app, lab.path());
 }
 
 #[test]

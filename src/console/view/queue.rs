@@ -4,6 +4,7 @@
 
 use super::super::app::App;
 use super::super::text::{clean, fit, fit_middle};
+use super::panel::{block, Edges};
 use crate::domain::Operation;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -11,14 +12,29 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use unicode_width::UnicodeWidthStr;
 
-pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
+/// How the queue sits on the screen: its frame, and whether it has a row
+/// of column heads (not in the short list of a small screen, where each
+/// column speaks for itself).
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub edges: Edges,
+    pub header: bool,
+}
+
+pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer, layout: Layout) {
     let theme = &app.theme;
-    let block = Block::bordered()
-        .title(Line::styled(
-            title(app, usize::from(area.width.saturating_sub(2))),
-            theme.heading(),
-        ))
-        .border_style(theme.border_focus());
+    let title = Line::styled(
+        title(app, usize::from(area.width.saturating_sub(2))),
+        theme.heading(),
+    );
+    let block = block(
+        theme,
+        layout.edges,
+        theme.border_focus(),
+        title,
+        &[],
+        area.width,
+    );
     if app.queue.rows.is_empty() {
         render_empty(app, block, area, buf);
         return;
@@ -30,11 +46,15 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .map(|(i, op)| columns.row(app, i, op));
-    Table::new(rows, columns.widths.clone())
-        .header(Row::new(columns.header.clone()).style(theme.column_head()))
+    let table = Table::new(rows, columns.widths.clone())
         .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+        .block(block);
+    let table = if layout.header {
+        table.header(Row::new(columns.header.clone()).style(theme.column_head()))
+    } else {
+        table
+    };
+    table.render(area, buf);
 }
 
 /// The title: the filter, the search, and where the cursor is (`59 of
@@ -97,6 +117,7 @@ struct Columns {
     widths: Vec<Constraint>,
     /// The state column only matters when the filter mixes states.
     show_state: bool,
+    show_version: bool,
     show_action: bool,
     /// What the longest visible action kind needs, up to a cap.
     action_width: usize,
@@ -105,8 +126,13 @@ struct Columns {
 }
 
 impl Columns {
+    /// The op id always; the state when the filter mixes states; the
+    /// version and the action kind as the width allows.
     fn fit(app: &App, inner_width: u16) -> Columns {
         let show_state = app.filter.state().is_none();
+        let show_version = inner_width >= 36;
+        let show_action = inner_width >= 44;
+        let cap = if inner_width >= 64 { 24 } else { 14 };
         let action_width = app
             .queue
             .rows
@@ -114,8 +140,7 @@ impl Columns {
             .map(|op| clean(&op.action_kind).width())
             .max()
             .unwrap_or(0)
-            .clamp(6, 14);
-        let show_action = inner_width >= 40;
+            .clamp(6, cap);
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
         if show_action {
@@ -128,8 +153,10 @@ impl Columns {
             header.push("state");
             widths.push(Constraint::Length(11));
         }
-        header.push("ver");
-        widths.push(Constraint::Length(4));
+        if show_version {
+            header.push("ver");
+            widths.push(Constraint::Length(4));
+        }
         let fixed: usize = widths
             .iter()
             .map(|w| match w {
@@ -142,6 +169,7 @@ impl Columns {
             header,
             widths,
             show_state,
+            show_version,
             show_action,
             action_width,
             id_width,
@@ -172,7 +200,9 @@ impl Columns {
                 theme.state(op.state),
             )));
         }
-        cells.push(Cell::from(format!("v{}", op.version)));
+        if self.show_version {
+            cells.push(Cell::from(format!("v{}", op.version)));
+        }
         let row = Row::new(cells);
         if selected {
             row.style(theme.selected())
