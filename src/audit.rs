@@ -38,7 +38,7 @@ pub use projection::{
 pub use row::{Column, Row};
 
 use projection::{
-    cell_text, compare_counts, compare_keyed, compare_op, parse_entry, replay_op, replay_receivers,
+    compare_counts, compare_keyed, compare_op, parse_entry, replay_op, replay_receivers,
     state_mismatches, ParsedEntry, OP_STATE,
 };
 use serde::Serialize;
@@ -110,7 +110,13 @@ impl Projector {
         let (projected, problems) = replay_op(op_id, &entries);
         self.mismatches.extend(problems);
         if let Some(op) = projected.operation.first() {
-            *self.counts.entry(cell_text(&op[OP_STATE])).or_default() += 1;
+            let state = op[OP_STATE].as_text();
+            match self.counts.get_mut(state.as_ref()) {
+                Some(n) => *n += 1,
+                None => {
+                    self.counts.insert(state.into_owned(), 1);
+                }
+            }
         }
         compare_op(op_id, &projected, tables, &mut self.mismatches);
         state_mismatches(op_id, tables, &mut self.state_mismatches);

@@ -38,8 +38,9 @@ Exit codes:
      --against`'s copy or `--checkpoint`;
      `receivers check`: the receiver's describe answer changed
   2  usage error (bad flags, a payload that is not JSON or not I-JSON, a
-     malformed id or name, an input file that cannot be read or is larger
-     than its bound, the review console started without a terminal)
+     malformed id, name or --checkpoint, an input file that cannot be read
+     or is larger than its bound, the review console started without a
+     terminal)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
   4  storage or I/O error (missing workspace, not a recon database, a file
      of another workspace, database locked past the busy timeout, a
@@ -596,7 +597,8 @@ pub struct ScreenshotArgs {
 pub struct VerifyArgs {
     /// Also check that this earlier `recon export` is still a prefix of
     /// the journal (catches a rewritten chain or removed last entries).
-    /// Read one line at a time, each at most 64 MiB.
+    /// Read one line at a time, each at most 64 MiB, the whole at most
+    /// 16 GiB.
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,
     /// Also check that the journal extends this `recon checkpoint` (its

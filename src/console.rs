@@ -21,6 +21,7 @@
 pub mod action;
 pub mod app;
 pub mod bindings;
+pub mod field;
 pub mod keys;
 pub mod screenshot;
 pub mod text;

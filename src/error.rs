@@ -39,6 +39,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{0}")]
     Receiver(String),
+    /// A receiver's own store or server cannot be reached now (an adapter
+    /// over a database or a mail server answers `unavailable` with it).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     #[error(
         "{0} belongs to another workspace (its workspace id differs from its partner's); \
          refusing to use it"

@@ -25,6 +25,11 @@ use std::path::{Path, PathBuf};
 /// bound on what a file that is not an export can make it hold.
 pub const MAX_EXPORT_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The largest export `verify --against` reads: 16 GiB, the journal of
+/// some twenty million generated operations. (Reading also stops one
+/// entry past the journal's end.)
+pub const MAX_EXPORT_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+
 /// `recon verify`: the chain, the projection, and optionally an earlier
 /// export and a checkpoint. The checkpoint is parsed and the export opened
 /// before the workspace is.
@@ -72,12 +77,14 @@ impl Verify {
 }
 
 /// An earlier `recon export`, read one line at a time, each at most
-/// [`MAX_EXPORT_LINE_BYTES`]; blank lines are skipped. The first line that
-/// cannot be read as an exported entry ends it, and says why in `error`.
+/// [`MAX_EXPORT_LINE_BYTES`], all at most [`MAX_EXPORT_BYTES`]; blank
+/// lines are skipped. The first line that cannot be read as an exported
+/// entry ends it, and says why in `error`.
 struct ExportLines {
     reader: BufReader<File>,
     shown: String,
     line: u64,
+    read: u64,
     buffer: Vec<u8>,
     error: Option<String>,
 }
@@ -87,10 +94,14 @@ impl ExportLines {
         let shown = escape(&path.display().to_string()).into_owned();
         let file =
             File::open(path).map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+        if file.metadata().map(|m| m.len()).unwrap_or(0) > MAX_EXPORT_BYTES {
+            return Err(Failure::Usage(too_large(&shown)));
+        }
         Ok(ExportLines {
             reader: BufReader::new(file),
             shown,
             line: 0,
+            read: 0,
             buffer: Vec::new(),
             error: None,
         })
@@ -106,6 +117,10 @@ impl ExportLines {
         if read == 0 {
             return Ok(None);
         }
+        self.read += read as u64;
+        if self.read > MAX_EXPORT_BYTES {
+            return Err(too_large(&self.shown));
+        }
         self.line += 1;
         if self.buffer.last() == Some(&b'\n') {
             self.buffer.pop();
@@ -119,6 +134,10 @@ impl ExportLines {
             .map(Some)
             .map_err(|_| format!("{} line {} is not UTF-8 text", self.shown, self.line))
     }
+}
+
+fn too_large(shown: &str) -> String {
+    format!("{shown} is larger than {MAX_EXPORT_BYTES} bytes; refusing to read it")
 }
 
 impl Iterator for ExportLines {

@@ -61,6 +61,19 @@ impl Request {
     }
 }
 
+/// What a key does to a text field besides typing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edit {
+    Left,
+    Right,
+    Home,
+    End,
+    /// Delete the character before the cursor.
+    Backspace,
+    /// Delete the character at the cursor.
+    Delete,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Up,
@@ -91,9 +104,10 @@ pub enum Action {
     /// No, in a confirmation; leave a prompt, an overlay or a form; in the
     /// queue, clear the search and the marks.
     Cancel,
-    /// Text typed into a prompt, the search or a form field.
+    /// Text typed into a prompt, the search or a form field, at the cursor.
     Input(char),
-    Backspace,
+    /// A cursor move or a deletion in a text field.
+    Edit(Edit),
     NextField,
     PrevField,
     Submit,

@@ -18,11 +18,12 @@
 //! the channel those errands come back on are state as well (`Background`,
 //! at the end of this file), with what a job did (`Done`), so that the
 //! state is a bottom layer: this file names no console module but the
-//! actions, the key table (a reason can name its key) and the theme, and
-//! everything else in the console is built on it.
+//! actions, the text field, the key table (a reason can name its key) and
+//! the theme, and everything else in the console is built on it.
 
 use super::action::Request;
 use super::bindings::key_for;
+use super::field::TextField;
 use super::theme::Theme;
 use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
@@ -99,11 +100,23 @@ pub struct Queue {
     pub cursor: usize,
     /// How many rows fit on screen (the page size).
     pub height: usize,
+    /// How many operations of the filter come before the first row, when
+    /// that is known without counting them: at the first page, at the last
+    /// (from the filter's count), and carried along as the cursor pages by
+    /// known steps. Unknown after another process changed the outbox in
+    /// the middle of the queue, until the reviewer reaches an end.
+    pub offset: Option<usize>,
 }
 
 impl Queue {
     pub fn selected(&self) -> Option<&Operation> {
         self.rows.get(self.cursor)
+    }
+
+    /// The selected row's place in the filter, counting from 1.
+    pub fn position(&self) -> Option<usize> {
+        let offset = self.offset?;
+        self.selected().map(|_| offset + self.cursor + 1)
     }
 }
 
@@ -260,6 +273,19 @@ impl Job {
         names
     }
 
+    /// The operations the job may change or create: those it acts on, and
+    /// a compensation it approves.
+    pub fn touches(&self) -> Vec<String> {
+        let mut ids = self.op_ids();
+        if let Job::Approve {
+            compensation_op_id, ..
+        } = self
+        {
+            ids.push(compensation_op_id.clone());
+        }
+        ids
+    }
+
     /// The operations the job acts on.
     pub fn op_ids(&self) -> Vec<String> {
         match self {
@@ -288,6 +314,8 @@ pub(crate) struct Done {
     /// A single closing snapshot, to be shown on screen, and who authorized
     /// it.
     pub(crate) closing: Option<(Classified, String)>,
+    /// The operations the job may have changed or created.
+    pub(crate) touched: Vec<String>,
 }
 
 /// What a job did to one operation.
@@ -314,7 +342,7 @@ pub struct CompensationForm {
     pub effect_id: String,
     pub expected_version: i64,
     /// Compensation op id, action kind, payload (JSON text).
-    pub fields: [String; 3],
+    pub fields: [TextField; 3],
     pub focus: usize,
     pub error: Option<String>,
 }
@@ -346,13 +374,16 @@ pub enum Mode {
     Help {
         scroll: u16,
     },
+    /// Typing a search, applied to the queue as it is typed; `previous`
+    /// is the search to go back to if the reviewer leaves with Esc.
     Search {
-        input: String,
+        input: TextField,
+        previous: Option<String>,
     },
     /// Asking for the reviewer's name before the first mutation; `resume`
     /// is the request to carry on with.
     Reviewer {
-        input: String,
+        input: TextField,
         error: Option<String>,
         resume: Request,
     },

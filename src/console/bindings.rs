@@ -9,7 +9,7 @@
 //! nothing of the console's state, so the state itself can name a key in
 //! its words (a reason that says which key takes a closing snapshot).
 
-use super::action::{Action, Request};
+use super::action::{Action, Edit, Request};
 use crate::domain::Decision;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -94,6 +94,7 @@ impl Key {
             KeyCode::Tab => "Tab".to_string(),
             KeyCode::BackTab => "S-Tab".to_string(),
             KeyCode::Backspace => "Bksp".to_string(),
+            KeyCode::Delete => "Del".to_string(),
             other => format!("{other:?}"),
         };
         if self.ctrl {
@@ -242,7 +243,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('/')],
         Action::Search,
         "search",
-        "search by op id or action kind (substring)",
+        "search op ids and action kinds as you type (any case; Enter keeps it, Esc goes back)",
     ),
     bind(
         Queue,
@@ -325,10 +326,17 @@ pub static BINDINGS: &[Binding] = &[
     bind(Queue, &[k('q')], Action::Quit, "quit", "quit"),
     bind(
         Confirm,
-        &[k('y'), code(KeyCode::Enter)],
+        &[k('y')],
         Action::Confirm,
         "yes",
         "do exactly what the dialog says",
+    ),
+    bind(
+        Confirm,
+        &[code(KeyCode::Enter)],
+        Action::Submit,
+        "",
+        "does not confirm: every act asked for here is for good, and only y does it",
     ),
     bind(
         Confirm,
@@ -367,10 +375,45 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind(
         Input,
-        &[code(KeyCode::Backspace)],
-        Action::Backspace,
+        &[code(KeyCode::Left)],
+        Action::Edit(Edit::Left),
         "",
-        "delete the last character",
+        "move the cursor left",
+    ),
+    bind(
+        Input,
+        &[code(KeyCode::Right)],
+        Action::Edit(Edit::Right),
+        "",
+        "move the cursor right",
+    ),
+    bind(
+        Input,
+        &[code(KeyCode::Home), ctrl('a')],
+        Action::Edit(Edit::Home),
+        "",
+        "move the cursor to the start",
+    ),
+    bind(
+        Input,
+        &[code(KeyCode::End), ctrl('e')],
+        Action::Edit(Edit::End),
+        "",
+        "move the cursor to the end",
+    ),
+    bind(
+        Input,
+        &[code(KeyCode::Backspace)],
+        Action::Edit(Edit::Backspace),
+        "",
+        "delete the character before the cursor",
+    ),
+    bind(
+        Input,
+        &[code(KeyCode::Delete)],
+        Action::Edit(Edit::Delete),
+        "",
+        "delete the character at the cursor",
     ),
     bind(
         Overlay,

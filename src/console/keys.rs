@@ -56,8 +56,9 @@ pub const KEY_SYNTAX: &str = "\
 Key syntax for --keys:
   Every character is one key press of that character; whitespace only
   separates and is ignored. A name in angle brackets is a named key:
-    <enter> <esc> <tab> <backtab> <space> <bs> <up> <down> <left> <right>
-    <pgup> <pgdn> <home> <end> <lt> (a literal <) <gt> and <c-X> (Control-X)
+    <enter> <esc> <tab> <backtab> <space> <bs> <del> <up> <down> <left>
+    <right> <pgup> <pgdn> <home> <end> <lt> (a literal <) <gt> and <c-X>
+    (Control-X)
   Names are case-insensitive. The keys are those of the console (press ? in
   it, or see docs): for example
     --keys 'jj'                  move the cursor down twice
@@ -79,6 +80,8 @@ pub const KEY_NAMES: &[(&str, KeyCode)] = &[
     ("space", KeyCode::Char(' ')),
     ("bs", KeyCode::Backspace),
     ("backspace", KeyCode::Backspace),
+    ("del", KeyCode::Delete),
+    ("delete", KeyCode::Delete),
     ("up", KeyCode::Up),
     ("down", KeyCode::Down),
     ("left", KeyCode::Left),

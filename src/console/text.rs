@@ -13,7 +13,7 @@
 use crate::domain::sanitize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use unicode_width::UnicodeWidthChar;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// Tab stops for expanded tabs, in display columns.
 const TAB_STOP: usize = 4;
@@ -229,6 +229,34 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
         .into_iter()
         .map(|line| format!("{indent}{line}"))
         .collect()
+}
+
+/// Wraps a line made of parts joined by ` · ` between the parts, so that
+/// no line starts or ends with the separator; a part longer than a line is
+/// wrapped like [`wrap`].
+pub fn wrap_parts(text: &str, width: usize) -> Vec<String> {
+    const SEPARATOR: &str = " · ";
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for part in text.split(SEPARATOR) {
+        let joined = if line.is_empty() {
+            part.to_string()
+        } else {
+            format!("{line}{SEPARATOR}{part}")
+        };
+        if joined.width() <= width.max(1) {
+            line = joined;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut pieces = wrap(part, width);
+        line = pieces.pop().unwrap_or_default();
+        lines.extend(pieces);
+    }
+    lines.push(line);
+    lines
 }
 
 /// Wraps like [`wrap`], indenting every line after the first by `hang`

@@ -1,13 +1,39 @@
 //! The console's styles in one place, with and without colour.
 //!
+//! The screen must read the same in a dark terminal and in a light one, so
+//! text is drawn in the terminal's default foreground or in one of a few
+//! colours from the 256-colour cube whose brightness sits between black
+//! and white ([`GREEN`], [`RED`], ...: a contrast of 3.9 or more against
+//! either). The sixteen ANSI colours are not used for text on the
+//! terminal's own background: a terminal theme picks them, and grey,
+//! yellow and cyan all but vanish on white. Nothing is said by faintness:
+//! a label, a hint or an unavailable action is in the default foreground,
+//! told apart by its words, by bold or by strike-through. The only fixed
+//! backgrounds (the title bar, the cursor row, a text field) come with a
+//! fixed foreground.
+//!
 //! `NO_COLOR` (read once at the binary edge and passed in) turns every
-//! colour off and keeps only modifiers (bold, reverse, dim, underline), so
-//! the screen still distinguishes the cursor, a highlighted difference and
-//! an unavailable action. Nothing important is conveyed by colour alone:
-//! differing payload lines also carry a `≠` marker, the cursor a `>`, and
-//! the active filter brackets, which is also what the text goldens see.
+//! colour off and keeps only modifiers (bold, reverse, underline,
+//! strike-through), so the screen still distinguishes the cursor, a
+//! highlighted difference and an unavailable action. Nothing important is
+//! conveyed by colour alone: differing payload lines also carry a `≠`
+//! marker, the cursor a `>`, and the active filter brackets, which is also
+//! what the text goldens see.
 
 use ratatui::style::{Color, Modifier, Style};
+
+/// `#008700`: confirmed, available, identical.
+pub const GREEN: Color = Color::Indexed(28);
+/// `#d70000`: refused, failed, a difference.
+pub const RED: Color = Color::Indexed(160);
+/// `#af5f00`: unknown, a warning, a mark.
+pub const AMBER: Color = Color::Indexed(130);
+/// `#0087d7`: prepared.
+pub const BLUE: Color = Color::Indexed(32);
+/// `#af5faf`: not_applied.
+pub const MAGENTA: Color = Color::Indexed(133);
+/// `#008787`: headings, keys, the focused panel.
+pub const TEAL: Color = Color::Indexed(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
@@ -25,6 +51,10 @@ impl Theme {
         } else {
             plain
         }
+    }
+
+    fn fg(&self, color: Color) -> Style {
+        self.pick(Style::new().fg(color), Style::new())
     }
 
     pub fn title(&self) -> Style {
@@ -45,27 +75,32 @@ impl Theme {
         Style::new()
     }
 
+    /// The terminal's own colours swapped: as clear on white as on black.
     pub fn tab_active(&self) -> Style {
-        self.pick(
-            Style::new().fg(Color::Black).bg(Color::White).bold(),
-            Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD),
-        )
+        Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
     }
 
+    /// Lines between panels; they say nothing, so they may be grey.
     pub fn border(&self) -> Style {
-        self.pick(Style::new().fg(Color::DarkGray), Style::new())
+        self.fg(Color::DarkGray)
     }
 
     pub fn border_focus(&self) -> Style {
-        self.pick(Style::new().fg(Color::Cyan), Style::new().bold())
+        self.pick(Style::new().fg(TEAL), Style::new().bold())
     }
 
     pub fn heading(&self) -> Style {
-        self.pick(Style::new().fg(Color::Cyan).bold(), Style::new().bold())
+        self.fg(TEAL).bold()
     }
 
+    /// Words that name what follows (`payload:`, `complete`).
     pub fn label(&self) -> Style {
-        self.pick(Style::new().fg(Color::Gray), Style::new())
+        Style::new()
+    }
+
+    /// A table's column heads.
+    pub fn column_head(&self) -> Style {
+        Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
     }
 
     pub fn selected(&self) -> Style {
@@ -76,64 +111,72 @@ impl Theme {
     }
 
     pub fn marked(&self) -> Style {
-        self.pick(Style::new().fg(Color::Yellow).bold(), Style::new().bold())
+        self.fg(AMBER).bold()
     }
 
     pub fn state(&self, state: crate::domain::OpState) -> Style {
         use crate::domain::OpState;
-        let color = match state {
-            OpState::Prepared => Color::Blue,
-            OpState::Unknown => Color::Yellow,
-            OpState::Confirmed => Color::Green,
-            OpState::NotApplied => Color::Magenta,
-        };
-        self.pick(Style::new().fg(color), Style::new())
+        self.fg(match state {
+            OpState::Prepared => BLUE,
+            OpState::Unknown => AMBER,
+            OpState::Confirmed => GREEN,
+            OpState::NotApplied => MAGENTA,
+        })
     }
 
     /// A field that differs from the expected payload.
     pub fn differs(&self) -> Style {
         self.pick(
-            Style::new().fg(Color::LightRed).bold(),
+            Style::new().fg(RED).bold(),
             Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
         )
     }
 
     pub fn good(&self) -> Style {
-        self.pick(Style::new().fg(Color::Green), Style::new())
+        self.fg(GREEN)
     }
 
     pub fn bad(&self) -> Style {
-        self.pick(Style::new().fg(Color::LightRed).bold(), Style::new().bold())
+        self.fg(RED).bold()
     }
 
     pub fn warn(&self) -> Style {
-        self.pick(Style::new().fg(Color::Yellow).bold(), Style::new().bold())
+        self.fg(AMBER).bold()
     }
 
-    pub fn dim(&self) -> Style {
-        self.pick(
-            Style::new().fg(Color::DarkGray),
-            Style::new().add_modifier(Modifier::DIM),
-        )
+    /// A hint or an aside ("p shows all", "nothing recorded yet"): in the
+    /// default foreground like any text, since faint grey would hide it on
+    /// one background or the other; said outright, because a hint on a
+    /// panel's border would otherwise take the border's grey.
+    pub fn note(&self) -> Style {
+        Style::new().fg(Color::Reset)
     }
 
     pub fn key(&self) -> Style {
-        self.pick(Style::new().fg(Color::Cyan).bold(), Style::new().bold())
+        self.fg(TEAL).bold()
     }
 
+    /// A key the evidence does not allow now: struck through, not bold.
     pub fn key_unavailable(&self) -> Style {
+        Style::new().add_modifier(Modifier::CROSSED_OUT)
+    }
+
+    /// A text field: white on dark grey from the 256-colour ramp, which
+    /// no terminal theme restyles.
+    pub fn input(&self) -> Style {
         self.pick(
-            Style::new()
-                .fg(Color::DarkGray)
-                .add_modifier(Modifier::CROSSED_OUT),
-            Style::new().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT),
+            Style::new().fg(Color::Indexed(231)).bg(Color::Indexed(238)),
+            Style::new().add_modifier(Modifier::UNDERLINED),
         )
     }
 
-    pub fn input(&self) -> Style {
+    /// The cell under a text field's cursor: a teal block, which stands
+    /// out from the field and from either background (the field reversed
+    /// would be a white block, lost on white).
+    pub fn cursor(&self) -> Style {
         self.pick(
-            Style::new().fg(Color::White).bg(Color::DarkGray),
-            Style::new().add_modifier(Modifier::UNDERLINED),
+            Style::new().fg(Color::Indexed(231)).bg(TEAL),
+            self.input().add_modifier(Modifier::REVERSED),
         )
     }
 

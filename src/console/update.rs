@@ -70,7 +70,7 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
                 normal::report(app, report, other);
                 Ok(())
             }
-            Mode::Search { input } => forms::search_input(app, input, other),
+            Mode::Search { input, previous } => forms::search_input(app, input, previous, other),
             Mode::Reviewer {
                 input,
                 error,
@@ -108,6 +108,7 @@ impl App {
                 rows: Vec::new(),
                 cursor: 0,
                 height: view::queue_rows(width, height),
+                offset: None,
             },
             marks: Default::default(),
             detail: None,

@@ -2,16 +2,24 @@
 //!
 //! `impl Widget for &App` lays the screen out and hands each region to its
 //! `render_*` function; overlays (help, confirmation, prompts, reports) are
-//! drawn last, over the panels. Nothing here calls the library or changes
+//! drawn last, over the panels. The layout follows the screen's size
+//! ([`Shape`]): at 80x24 the queue is a short list and the panels of the
+//! selected operation take most of the screen; at 180 columns and more
+//! those panels stand in two columns. Panels in a column share their lines
+//! and are sized to their text, in order of priority (the verdict and the
+//! decisions it allows, the snapshot's matches, the payload, the evidence),
+//! and what does not fit is named on the panel's top line. Nothing here calls the library or changes
 //! state, so any screen can be rendered into a test buffer. Every string
 //! that came from outside goes through [`super::text::clean`] on its way
 //! into a span. Below 80x24 the console says it needs more room instead of
 //! drawing a squeezed screen.
 
 mod evidence;
+mod field;
 mod filters;
 mod operation;
 mod overlay;
+mod panel;
 mod queue;
 mod snapshot;
 mod status;
@@ -22,6 +30,7 @@ pub use operation::operation_text;
 
 use super::app::App;
 use super::text;
+use panel::{frame_rows, Edges, Need};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -30,12 +39,37 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
-/// The fixed regions of the screen.
+/// How the screen is laid out, by its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Under 100 columns or 32 rows: the queue is a short list above the
+    /// selected operation on the left; its snapshot, verdict and evidence
+    /// take the right. The panels that decide get the room, not the queue.
+    Stacked,
+    /// The queue down the left, the selected operation's four panels
+    /// stacked on the right.
+    Beside,
+    /// From 180 columns: the queue, then the selected operation's panels in
+    /// two columns (the operation and its evidence; the snapshot and the
+    /// verdict), so no panel is wider than its text.
+    Wide,
+}
+
+pub fn shape(width: u16, height: u16) -> Shape {
+    if width >= 180 {
+        Shape::Wide
+    } else if width < 100 || height < 32 {
+        Shape::Stacked
+    } else {
+        Shape::Beside
+    }
+}
+
+/// The fixed rows of the screen.
 pub struct Areas {
     pub title: Rect,
     pub filters: Rect,
-    pub queue: Rect,
-    pub detail: Rect,
+    pub main: Rect,
     pub status: Rect,
     pub keys: Rect,
 }
@@ -49,30 +83,112 @@ pub fn areas(area: Rect) -> Areas {
         Constraint::Length(1),
     ])
     .areas(area);
-    let [queue, detail] =
-        Layout::horizontal([Constraint::Percentage(44), Constraint::Fill(1)]).areas(main);
     Areas {
         title,
         filters,
-        queue,
-        detail,
+        main,
         status,
         keys,
+    }
+}
+
+/// A column of the selected operation's panels, sharing their lines.
+struct Column {
+    area: Rect,
+    panels: Vec<Panel>,
+    /// The panel that takes the rows the others leave: the last, so the
+    /// panels read from the top and the room left is at the bottom.
+    fill: Panel,
+    /// Its top line is the queue's bottom line.
+    joined_above: bool,
+}
+
+/// Where the queue and the panels of the selected operation go.
+struct Regions {
+    queue: Rect,
+    queue_edges: Edges,
+    /// Whether the queue has a row of column heads.
+    queue_header: bool,
+    columns: Vec<Column>,
+}
+
+fn column(area: Rect, panels: &[Panel], fill: Panel, joined_above: bool) -> Column {
+    Column {
+        area,
+        panels: panels.to_vec(),
+        fill,
+        joined_above,
+    }
+}
+
+fn regions(shape: Shape, main: Rect) -> Regions {
+    use Panel::{Evidence, Operation, Snapshot, Verdict};
+    let width = main.width;
+    match shape {
+        Shape::Stacked => {
+            let right = (width * 55 / 100).max(46).min(width.saturating_sub(30));
+            let [left, right] =
+                Layout::horizontal([Constraint::Fill(1), Constraint::Length(right)]).areas(main);
+            let rows = (main.height / 3).clamp(3, 10);
+            let [queue, below] =
+                Layout::vertical([Constraint::Length(rows + 1), Constraint::Fill(1)]).areas(left);
+            Regions {
+                queue,
+                queue_edges: Edges {
+                    joined_above: false,
+                    bottom: false,
+                },
+                queue_header: false,
+                columns: vec![
+                    column(below, &[Operation], Operation, true),
+                    column(right, &[Snapshot, Verdict, Evidence], Evidence, false),
+                ],
+            }
+        }
+        Shape::Beside => {
+            let [queue, detail] =
+                Layout::horizontal([Constraint::Percentage(44), Constraint::Fill(1)]).areas(main);
+            Regions {
+                queue,
+                queue_edges: Edges::ALONE,
+                queue_header: true,
+                columns: vec![column(
+                    detail,
+                    &[Operation, Snapshot, Verdict, Evidence],
+                    Evidence,
+                    false,
+                )],
+            }
+        }
+        Shape::Wide => {
+            let queue_width = (width * 36 / 100).min(72);
+            let [queue, left, right] = Layout::horizontal([
+                Constraint::Length(queue_width),
+                Constraint::Fill(1),
+                Constraint::Fill(1),
+            ])
+            .areas(main);
+            Regions {
+                queue,
+                queue_edges: Edges::ALONE,
+                queue_header: true,
+                columns: vec![
+                    column(left, &[Operation, Evidence], Evidence, false),
+                    column(right, &[Snapshot, Verdict], Verdict, false),
+                ],
+            }
+        }
     }
 }
 
 /// How many queue rows fit on a screen of this size: the page size that
 /// `update` reads from the database.
 pub fn queue_rows(width: u16, height: u16) -> usize {
-    let queue = areas(Rect::new(
-        0,
-        0,
-        width.max(MIN_WIDTH),
-        height.max(MIN_HEIGHT),
-    ))
-    .queue;
-    // Two border rows and the header row.
-    usize::from(queue.height.saturating_sub(3)).max(1)
+    let (width, height) = (width.max(MIN_WIDTH), height.max(MIN_HEIGHT));
+    let main = areas(Rect::new(0, 0, width, height)).main;
+    let regions = regions(shape(width, height), main);
+    let chrome = frame_rows(regions.queue_edges) + u16::from(regions.queue_header);
+    usize::from(regions.queue.height.saturating_sub(chrome)).max(1)
 }
 
 pub fn too_small(area: Rect) -> bool {
@@ -86,42 +202,109 @@ impl Widget for &App {
             return;
         }
         let areas = areas(area);
+        let shape = shape(area.width, area.height);
+        let regions = regions(shape, areas.main);
         title::render_title(self, areas.title, buf);
         filters::render_filters(self, areas.filters, buf);
-        queue::render_queue(self, areas.queue, buf);
-        render_detail(self, areas.detail, buf);
+        let queue_layout = queue::Layout {
+            edges: regions.queue_edges,
+            header: regions.queue_header,
+        };
+        queue::render_queue(self, regions.queue, buf, queue_layout);
+        for column in &regions.columns {
+            render_column(self, column, shape, buf);
+        }
         status::render_status(self, areas.status, buf);
         status::render_keys(self, areas.keys, buf);
         overlay::render_overlay(self, area, buf);
     }
 }
 
-/// The selected operation's panels, sized to their content: the payload and
-/// the evidence history take what they need up to a share of the height,
-/// the verdict its lines, the snapshot the rest.
-fn render_detail(app: &App, area: Rect, buf: &mut Buffer) {
-    let inner_width = usize::from(area.width.saturating_sub(2));
-    let op_lines = operation::line_count(app, inner_width);
-    let verdict_lines = verdict::line_count(app, inner_width);
-    let evidence_lines = evidence::line_count(app, inner_width);
-    let op_height = (op_lines + 2)
-        .min(usize::from(area.height) * 30 / 100)
-        .max(4);
-    let evidence_height = (evidence_lines + 2)
-        .min(usize::from(area.height) * 25 / 100)
-        .max(3);
-    let verdict_height = verdict_lines + 2;
-    let [op, snap, verdict, evidence] = Layout::vertical([
-        Constraint::Length(clamp_u16(op_height)),
-        Constraint::Min(5),
-        Constraint::Length(clamp_u16(verdict_height)),
-        Constraint::Length(clamp_u16(evidence_height)),
-    ])
-    .areas(area);
-    operation::render_operation(app, op, buf);
-    snapshot::render_snapshot(app, snap, buf);
-    verdict::render_verdict(app, verdict, buf);
-    evidence::render_evidence(app, evidence, buf);
+/// The panels of the selected operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Panel {
+    Operation,
+    Snapshot,
+    Verdict,
+    Evidence,
+}
+
+impl Panel {
+    /// Which panel keeps its lines first when rows are short: the verdict
+    /// (which decisions are available, and why), then the snapshot's
+    /// matches, then the payload, then the older evidence.
+    const PRIORITY: [Panel; 4] = [
+        Panel::Verdict,
+        Panel::Snapshot,
+        Panel::Operation,
+        Panel::Evidence,
+    ];
+
+    fn need(self, app: &App, width: usize, shape: Shape) -> Need {
+        match self {
+            Panel::Operation => operation::need(app, width),
+            Panel::Snapshot => snapshot::need(app, width),
+            Panel::Verdict => verdict::need(app, width, shape == Shape::Stacked),
+            Panel::Evidence => evidence::need(app, width),
+        }
+    }
+
+    fn render(self, app: &App, area: Rect, buf: &mut Buffer, edges: Edges, shape: Shape) {
+        match self {
+            Panel::Operation => operation::render_operation(app, area, buf, edges),
+            Panel::Snapshot => snapshot::render_snapshot(app, area, buf, edges),
+            Panel::Verdict => {
+                verdict::render_verdict(app, area, buf, edges, shape == Shape::Stacked)
+            }
+            Panel::Evidence => evidence::render_evidence(app, area, buf, edges),
+        }
+    }
+}
+
+/// A column of panels sized to their content: each gets its minimum in
+/// order of priority, then what it wants in that order, and the fill panel
+/// the rest.
+fn render_column(app: &App, column: &Column, shape: Shape, buf: &mut Buffer) {
+    let count = column.panels.len();
+    let lines = usize::from(column.area.height).saturating_sub(count + 1);
+    let width = usize::from(column.area.width.saturating_sub(2));
+    let needs: Vec<Need> = column
+        .panels
+        .iter()
+        .map(|p| p.need(app, width, shape))
+        .collect();
+    let order: Vec<usize> = Panel::PRIORITY
+        .iter()
+        .filter_map(|p| column.panels.iter().position(|q| q == p))
+        .collect();
+    let mut rows = vec![0usize; count];
+    let mut left = lines;
+    let passes: [fn(&Need) -> usize; 2] = [|n| n.min, |n| n.want];
+    for pass in passes {
+        for &i in &order {
+            let more = pass(&needs[i]).saturating_sub(rows[i]).min(left);
+            rows[i] += more;
+            left -= more;
+        }
+    }
+    if let Some(fill) = column.panels.iter().position(|p| *p == column.fill) {
+        rows[fill] += left;
+    }
+    let mut y = column.area.y;
+    for (i, panel) in column.panels.iter().enumerate() {
+        let edges = Edges {
+            joined_above: i > 0 || column.joined_above,
+            bottom: i + 1 == count,
+        };
+        let height = clamp_u16(rows[i]) + frame_rows(edges);
+        let area = Rect {
+            y,
+            height,
+            ..column.area
+        };
+        panel.render(app, area.intersection(column.area), buf, edges, shape);
+        y = y.saturating_add(height);
+    }
 }
 
 fn clamp_u16(n: usize) -> u16 {

@@ -89,7 +89,8 @@ impl ErrorCode {
             Error::Store(
                 StoreError::Locked(_)
                 | StoreError::MissingDatabase(_)
-                | StoreError::MissingWorkspace(_),
+                | StoreError::MissingWorkspace(_)
+                | StoreError::Unavailable(_),
             ) => ErrorCode::Unavailable,
             Error::Store(_) | Error::AfterCommit { .. } => ErrorCode::Internal,
         }

@@ -881,6 +881,55 @@ fn insert_op(
 mod tests {
     use crate::audit::EntryKind;
 
+    /// The conditional update out of `unknown` holds only at the version the
+    /// caller saw: a writer whose view is stale (reachable when a store runs
+    /// transactions side by side under READ COMMITTED) changes nothing, even
+    /// while the operation is still `unknown`.
+    #[test]
+    fn a_transition_at_a_stale_version_changes_nothing_even_while_unknown() {
+        use crate::domain::{Effect, NewOperation, Provenance};
+        use crate::store::Outbox;
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::settings::OpenOptions::default().creating();
+        let mut store = super::SqliteSender::open(&dir.path().join("s.sqlite"), options).unwrap();
+        let payload = serde_json::json!({"n": 1});
+        let new = NewOperation {
+            op_id: "op",
+            action_kind: "pay",
+            payload: &payload,
+        };
+        let at = crate::domain::Timestamp::from_millis(1_796_285_702_123);
+        let prepared = store.prepare(&new, at).unwrap();
+        let dispatched = store.begin_dispatch("op", at).unwrap();
+        assert_eq!(dispatched.version, prepared.version + 1);
+        let receipt = Effect {
+            effect_id: "fx-000001".into(),
+            op_id: "op".into(),
+            action_kind: "pay".into(),
+            compensates_effect_id: None,
+            payload: payload.clone(),
+        };
+        let provenance = Provenance {
+            receiver: "builtin".into(),
+            receiver_describe_sha256: "0".repeat(64),
+            response_sha256: "0".repeat(64),
+        };
+        // The operation as it was before the dispatch: unknown now, but at
+        // another version than the one this writer holds.
+        let stale = crate::domain::Operation {
+            state: crate::domain::OpState::Unknown,
+            ..prepared
+        };
+        assert_eq!(
+            store
+                .record_receipt(&stale, &receipt, &provenance, at)
+                .unwrap(),
+            None
+        );
+        assert_eq!(store.require("op").unwrap(), dispatched);
+        assert!(store.evidence("op").unwrap().is_empty());
+    }
+
     /// The schema's CHECK on `journal.kind` names exactly the entry kinds.
     #[test]
     fn the_journal_accepts_exactly_the_kinds_of_entry() {

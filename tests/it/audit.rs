@@ -584,7 +584,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
 }
 
 #[test]
-fn generated_operations_are_journaled_as_a_prepare_and_a_dispatch() {
+fn generated_operations_are_journaled_as_a_prepare_a_dispatch_and_any_observation() {
     let lab = Lab::demo(30);
     let (r, report) = verify(lab.path(), &[]);
     assert_eq!(r.code, Some(0), "{report:#}");
@@ -595,13 +595,22 @@ fn generated_operations_are_journaled_as_a_prepare_and_a_dispatch() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(kinds.len(), 60);
-    for pair in kinds.chunks(2) {
-        assert_eq!(
-            (pair[0].0.as_str(), pair[1].0.as_str()),
-            ("prepared", "dispatched")
+    let mut ops: Vec<(String, Vec<String>)> = Vec::new();
+    for (kind, op_id) in kinds {
+        match ops.last_mut() {
+            Some((last, entries)) if *last == op_id => entries.push(kind),
+            _ => ops.push((op_id, vec![kind])),
+        }
+    }
+    assert_eq!(ops.len(), 30, "each op's entries follow each other");
+    let observed = ops.iter().filter(|(_, e)| e.len() == 3).count();
+    assert!(observed > 0 && observed < 30, "{observed} of 30 observed");
+    for (op_id, entries) in &ops {
+        assert!(
+            entries == &["prepared", "dispatched"]
+                || entries == &["prepared", "dispatched", "observed"],
+            "{op_id}: {entries:?}"
         );
-        assert_eq!(pair[0].1, pair[1].1);
     }
 }
 
@@ -1089,6 +1098,29 @@ fn an_export_that_is_not_one_is_a_usage_error_read_within_a_bound() {
     assert!(
         r.stderr
             .contains("is longer than 67108864 bytes; refusing to read it"),
+        "{}",
+        r.stderr
+    );
+    // Beyond the whole file's bound, refused before a byte is read (the
+    // file is sparse: it takes no space).
+    std::fs::File::create(&long)
+        .unwrap()
+        .set_len(16 * 1024 * 1024 * 1024 + 1)
+        .unwrap();
+    let r = run(
+        &[
+            "verify",
+            "--workspace",
+            &lab.path_str(),
+            "--against",
+            &long.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is larger than 17179869184 bytes; refusing to read it"),
         "{}",
         r.stderr
     );

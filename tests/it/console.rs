@@ -11,6 +11,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
 use ratatui::{Terminal, TerminalOptions, Viewport};
+use recon::console::action::Edit;
 use recon::console::app::{Filter, Mode, Origin, ReadState, Tone};
 use recon::console::keys::{self, parse_keys, Context, BINDINGS};
 use recon::console::screenshot::{to_svg, to_text};
@@ -195,19 +196,26 @@ fn keys_map_to_actions_in_each_context() {
     check_key(&app, ch('n'), Some(Action::Input('n')));
     check_key(&app, ch('q'), Some(Action::Input('q')));
     check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
-    check_key(&app, key(KeyCode::Backspace), Some(Action::Backspace));
+    check_key(
+        &app,
+        key(KeyCode::Backspace),
+        Some(Action::Edit(Edit::Backspace)),
+    );
+    check_key(&app, key(KeyCode::Delete), Some(Action::Edit(Edit::Delete)));
+    check_key(&app, key(KeyCode::Left), Some(Action::Edit(Edit::Left)));
+    check_key(&app, key(KeyCode::Home), Some(Action::Edit(Edit::Home)));
     check_key(
         &app,
         KeyEvent::new(KeyCode::Char('w'), KeyModifiers::CONTROL),
         None,
     );
     console::update(&mut app, Action::Cancel);
-    // A confirmation: y or Enter, n or Esc, nothing else.
+    // A confirmation: y, n or Esc; Enter only says that y confirms.
     select(&mut app, "op-1004-support-ticket");
     press(&mut app, "x");
     assert!(matches!(app.mode, Mode::Confirm(_)));
     check_key(&app, ch('y'), Some(Action::Confirm));
-    check_key(&app, key(KeyCode::Enter), Some(Action::Confirm));
+    check_key(&app, key(KeyCode::Enter), Some(Action::Submit));
     check_key(&app, ch('n'), Some(Action::Cancel));
     check_key(&app, key(KeyCode::Esc), Some(Action::Cancel));
     check_key(&app, ch('c'), None);
@@ -335,6 +343,207 @@ fn search_matches_an_op_id_or_an_action_substring() {
     assert_eq!(app.queue.rows.len(), 12);
 }
 
+// ---- text fields ----------------------------------------------------------------
+
+/// The field a prompt is editing: its text and where the cursor is.
+fn field(app: &App) -> (String, usize) {
+    let field = match &app.mode {
+        Mode::Search { input, .. } | Mode::Reviewer { input, .. } => input,
+        Mode::Compensate(form) => &form.fields[form.focus],
+        other => panic!("no text field in {other:?}"),
+    };
+    (field.text().to_string(), field.cursor())
+}
+
+#[track_caller]
+fn check_field(app: &mut App, keys: &str, text: &str, cursor: usize) {
+    press(app, keys);
+    assert_eq!(field(app), (text.to_string(), cursor), "after {keys}");
+}
+
+#[test]
+fn the_search_field_moves_the_cursor_and_types_at_it() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5");
+    check_field(&mut app, "/rfund", "rfund", 5);
+    check_field(&mut app, "<home>", "rfund", 0);
+    check_field(&mut app, "<right>e", "refund", 2);
+    check_field(&mut app, "<end><left><left><left>", "refund", 3);
+    check_field(&mut app, "<del>", "refnd", 3);
+    check_field(&mut app, "u", "refund", 4);
+    check_field(&mut app, "<home><bs><left><del>", "efund", 0);
+    check_field(
+        &mut app,
+        "<right><right><right><right><right><right>",
+        "efund",
+        5,
+    );
+    check_field(&mut app, "<del><home>r", "refund", 1);
+    press(&mut app, "<enter>");
+    assert_eq!(app.search.as_deref(), Some("refund"));
+    assert_eq!(app.selected().unwrap().op_id, "op-1011-annual-plan-refund");
+}
+
+#[test]
+fn the_reviewer_name_moves_the_cursor_and_types_at_it() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "x");
+    check_field(&mut app, "da<space>L", "da L", 4);
+    check_field(&mut app, "<home>A", "Ada L", 1);
+    check_field(&mut app, "<end><bs>Lee", "Ada Lee", 7);
+    check_field(&mut app, "<c-a><del><c-e>", "da Lee", 6);
+    press(&mut app, "<home>A<enter>");
+    assert_eq!(app.reviewer.as_deref(), Some("Ada Lee"));
+}
+
+#[test]
+fn each_compensation_field_moves_its_own_cursor() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("lee"));
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a");
+    let id = "op-1001-welcome-email-undo";
+    check_field(&mut app, "", id, id.len());
+    check_field(
+        &mut app,
+        "<left><left><left><left><del>r",
+        "op-1001-welcome-email-rndo",
+        23,
+    );
+    check_field(&mut app, "<tab>", "undo_send_email", 15);
+    check_field(&mut app, "<home><del><del><del><del><del>", "send_email", 0);
+    check_field(&mut app, "<backtab>", "op-1001-welcome-email-rndo", 23);
+    press(&mut app, "<enter>");
+    let text = pending_text(&app);
+    assert!(
+        text.contains("Approve compensation op-1001-welcome-email-rndo"),
+        "{text}"
+    );
+    assert!(text.contains("action:  send_email"), "{text}");
+}
+
+#[test]
+fn a_field_keeps_its_cursor_in_view_and_moves_over_a_character_with_its_marks() {
+    use recon::console::field::TextField;
+    let mut field = TextField::new("caf\u{e9}e\u{301}!");
+    field.edit(Edit::Left);
+    field.edit(Edit::Left);
+    // The cursor is before "e" and its accent, which move as one.
+    assert_eq!(field.cursor(), 4);
+    let window = field.window(20);
+    assert_eq!(
+        (
+            window.before.as_str(),
+            window.at.as_str(),
+            window.after.as_str()
+        ),
+        ("caf\u{e9}", "e\u{301}", "!")
+    );
+    field.edit(Edit::Delete);
+    assert_eq!(field.text(), "caf\u{e9}!");
+    // A control character is one step, shown escaped.
+    let mut field = TextField::new("a\u{1b}b");
+    field.edit(Edit::Left);
+    field.edit(Edit::Left);
+    assert_eq!(field.window(20).at, "\\x1b");
+    // A long text shows the cursor with text on both sides, cut with `…`.
+    let mut field = TextField::new("abcdefghijklmnopqrstuvwxyz");
+    for _ in 0..10 {
+        field.edit(Edit::Left);
+    }
+    let window = field.window(12);
+    assert_eq!(
+        (
+            window.before.as_str(),
+            window.at.as_str(),
+            window.after.as_str()
+        ),
+        ("…jklmnop", "q", "rs…")
+    );
+    field.edit(Edit::End);
+    let window = field.window(12);
+    assert_eq!(
+        (window.before.as_str(), window.at.as_str()),
+        ("…qrstuvwxyz", " ")
+    );
+}
+
+/// The cursor is a block where it is: teal in colour, reversed without.
+#[test]
+fn the_cursor_is_drawn_where_it_is() {
+    let lab = demo_lab();
+    for no_color in [false, true] {
+        let options = Options {
+            reviewer: None,
+            no_color,
+        };
+        let mut app = console_on(&lab, options, (120, 40));
+        press(&mut app, "/charge<left><left>");
+        let buffer = console::render(&app);
+        let row = to_text(&buffer).lines().nth(1).unwrap().to_string();
+        let x = row.find("/charge").expect("the search field") + "/char".len();
+        let cell = &buffer[(u16::try_from(x).unwrap(), 1)];
+        let cursor = |cell: &ratatui::buffer::Cell| {
+            if no_color {
+                cell.modifier.contains(Modifier::REVERSED)
+            } else {
+                cell.bg == recon::console::theme::TEAL
+            }
+        };
+        assert_eq!(cell.symbol(), "g");
+        assert!(cursor(cell), "{cell:?}");
+        let before = &buffer[(u16::try_from(x - 1).unwrap(), 1)];
+        assert!(!cursor(before), "{before:?}");
+        if !no_color {
+            golden("search_cursor", &app, lab.path());
+        }
+    }
+}
+
+#[test]
+fn the_search_follows_each_key_and_esc_goes_back_to_the_search_before() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5/");
+    assert_eq!(app.queue.rows.len(), 12, "an empty prompt changes nothing");
+    let ids =
+        |app: &App| -> Vec<String> { app.queue.rows.iter().map(|o| o.op_id.clone()).collect() };
+    press(&mut app, "an");
+    assert!(matches!(app.mode, Mode::Search { .. }));
+    assert_eq!(app.search.as_deref(), Some("an"));
+    assert_eq!(
+        ids(&app),
+        ["op-1010-annual-plan", "op-1011-annual-plan-refund"],
+        "matched before Enter"
+    );
+    press(&mut app, "<home>pl<left><left><del>");
+    assert_eq!(app.search.as_deref(), Some("lan"));
+    assert_eq!(
+        ids(&app),
+        ["op-1010-annual-plan", "op-1011-annual-plan-refund"]
+    );
+    press(&mut app, "<end>-r");
+    assert_eq!(ids(&app), ["op-1011-annual-plan-refund"]);
+    press(&mut app, "<esc>");
+    assert_eq!(app.search, None, "Esc goes back to no search");
+    assert_eq!(app.queue.rows.len(), 12);
+    press(&mut app, "/sms<enter>");
+    assert_eq!(ids(&app), ["op-1005-delivery-sms"]);
+    press(&mut app, "/card");
+    assert_eq!(app.queue.rows.len(), 5);
+    press(&mut app, "<esc>");
+    assert_eq!(
+        app.search.as_deref(),
+        Some("sms"),
+        "Esc keeps the search before"
+    );
+    assert_eq!(ids(&app), ["op-1005-delivery-sms"]);
+}
+
 #[test]
 fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     let lab = Lab::demo(500);
@@ -343,9 +552,10 @@ fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     let unknown = app.count(Filter::State(OpState::Unknown)) as usize;
     assert!(unknown > 500, "{unknown}");
     let mut seen = vec![app.selected().unwrap().op_id.clone()];
-    for _ in 1..unknown {
+    for i in 1..unknown {
         console::update(&mut app, Action::Down);
         assert!(app.queue.rows.len() <= page);
+        assert_eq!(app.queue.position(), Some(i + 1));
         seen.push(app.selected().unwrap().op_id.clone());
     }
     // Every unknown op once, in order, and the last one stays selected.
@@ -364,14 +574,70 @@ fn the_queue_pages_through_the_database_and_never_holds_more_than_a_screen() {
     assert_eq!(app.selected().unwrap().op_id, seen[2 * page]);
     console::update(&mut app, Action::PageUp);
     assert_eq!(app.selected().unwrap().op_id, seen[page]);
+    assert_eq!(app.queue.position(), Some(page + 1));
     console::update(&mut app, Action::Last);
     assert_eq!(app.selected().unwrap().op_id, *seen.last().unwrap());
     assert_eq!(app.queue.rows.len(), page);
+    assert_eq!(app.queue.position(), Some(unknown));
     for _ in 0..page + 3 {
         console::update(&mut app, Action::Up);
     }
     assert_eq!(app.selected().unwrap().op_id, seen[unknown - page - 4]);
+    assert_eq!(app.queue.position(), Some(unknown - page - 3));
     assert!(app.queue.rows.len() <= page);
+}
+
+/// The title says where the cursor is in the filter while the console
+/// knows it without counting rows: from either end, carried along as the
+/// cursor moves, kept across the console's own changes. Another process's
+/// change in the middle of the queue leaves only the count until the
+/// reviewer reaches an end.
+#[test]
+fn the_queue_title_shows_the_position_while_it_is_known() {
+    let lab = Lab::demo(500);
+    let mut app = console_on(&lab, options(Some("ada")), (120, 30));
+    let unknown = app.count(Filter::State(OpState::Unknown));
+    assert!(screen(&app).contains(&format!("Queue: unknown · 1 of {unknown} ")));
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageDown);
+    }
+    console::update(&mut app, Action::Down);
+    let here = 3 * app.queue.height + 2;
+    assert!(screen(&app).contains(&format!("Queue: unknown · {here} of {unknown} ")));
+    // The console's own closing snapshot keeps the place.
+    press(&mut app, "xy");
+    assert!(
+        app.status.as_ref().unwrap().text.starts_with("closed "),
+        "{:?}",
+        app.status
+    );
+    assert_eq!(app.queue.position(), Some(here));
+    // Another process adds an operation before the page: the count alone.
+    press(&mut app, "5");
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageDown);
+    }
+    let all = app.count(Filter::All);
+    assert_eq!(app.queue.position(), Some(3 * app.queue.height + 1));
+    lab.reopen()
+        .prepare("op-0000-first", "send_email", &json!({}))
+        .unwrap();
+    console::update(&mut app, Action::Poll);
+    assert_eq!(app.count(Filter::All), all + 1);
+    assert_eq!(app.queue.position(), None);
+    assert!(screen(&app).contains(&format!("Queue: all ({}) ", all + 1)));
+    // Paging up to the first row finds the place again: three pages up
+    // is one row short of it, now that one more comes first.
+    for _ in 0..3 {
+        console::update(&mut app, Action::PageUp);
+    }
+    assert_eq!(app.queue.position(), None);
+    console::update(&mut app, Action::PageUp);
+    assert_eq!(app.selected().unwrap().op_id, "op-0000-first");
+    assert_eq!(app.queue.position(), Some(1));
+    // A search shows which match the cursor is on.
+    press(&mut app, "/bulk-0000<enter>j");
+    assert!(screen(&app).contains("Queue: all, search \"bulk-0000\" · match 2 "));
 }
 
 // ---- snapshots and decisions ---------------------------------------------------
@@ -568,7 +834,7 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
     assert_eq!(form.fields[1], "undo_send_email");
     let effect = form.effect_id.clone();
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&form.fields[2]).unwrap(),
+        serde_json::from_str::<serde_json::Value>(form.fields[2].text()).unwrap(),
         json!({"original_op_id": "op-1001-welcome-email", "undo_effect_id": effect})
     );
     // A field that is not JSON is caught before any confirmation.
@@ -607,6 +873,72 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
         .unwrap()
         .text
         .contains("receipt for fx-"));
+}
+
+/// Every act the console confirms is for good, so Enter, the key pressed
+/// out of habit after a name or a form, never carries one out: each dialog
+/// stays open, says that y does it, and nothing is written until y.
+#[test]
+fn enter_never_confirms_an_act_only_y_does() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    let before = dump(lab.path());
+    // A close, asked for through the reviewer prompt (Enter submits the
+    // name, then Enter again in the dialog).
+    select(&mut app, "op-1004-support-ticket");
+    press(&mut app, "xada<enter><enter><enter>");
+    let quiet = |app: &App| match &app.mode {
+        Mode::Confirm(p) => p.title.clone(),
+        other => panic!("the dialog closed on Enter: {other:?}"),
+    };
+    let mut asked = vec![quiet(&app)];
+    let status = app.status.clone().unwrap();
+    assert_eq!(status.tone, Tone::Warn);
+    assert!(
+        status.text.starts_with("press y to close"),
+        "{}",
+        status.text
+    );
+    press(&mut app, "<esc>");
+    // A decision.
+    select(&mut app, "op-1003-charge-order");
+    press(&mut app, "c<enter>");
+    asked.push(quiet(&app));
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("press y to record confirmed"));
+    press(&mut app, "<esc>");
+    // An approval, after its form's Enter.
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a<enter><enter>");
+    asked.push(quiet(&app));
+    press(&mut app, "<esc>");
+    // A dispatch.
+    press(&mut app, "2d<enter>");
+    asked.push(quiet(&app));
+    assert_eq!(
+        asked,
+        [
+            "closing snapshot (receiver mutation)",
+            "record confirmed",
+            "approve compensation",
+            "dispatch"
+        ]
+    );
+    press(&mut app, "<esc>");
+    assert_eq!(dump(lab.path()), before, "Enter wrote nothing");
+    // y does it.
+    press(&mut app, "dy");
+    assert!(app
+        .status
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("dispatched op-1012"));
 }
 
 #[test]
@@ -827,7 +1159,7 @@ fn differing_payload_fields_are_marked_and_highlighted() {
         .unwrap_or_else(|| panic!("no highlighted line:\n{text}"));
     let x = line.chars().position(|c| c == '≠').unwrap();
     let cell = &buffer[(u16::try_from(x).unwrap(), u16::try_from(y).unwrap())];
-    assert_eq!(cell.fg, Color::LightRed);
+    assert_eq!(cell.fg, recon::console::theme::RED);
     assert!(cell.modifier.contains(Modifier::BOLD));
     // The lines that agree are not marked.
     assert!(text.contains("    \"currency\": \"USD\","));
@@ -920,11 +1252,14 @@ fn a_cut_op_id_ends_in_an_ellipsis_and_the_flags_are_never_cut() {
     press(&mut app, "2");
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
-    assert!(rows[0].contains("…xxxxxx-a v1"), "{text}");
-    assert!(rows[1].contains("…xxxxxx-b v1"), "{text}");
-    // At 80 columns the flags take two lines rather than lose "closed no".
-    assert!(text.contains("complete yes · authoritative yes"), "{text}");
-    assert!(text.contains("│closed no"), "{text}");
+    // The short list of a small screen has the op id alone, cut in the
+    // middle; the flags keep their line whole.
+    assert!(rows[0].contains("…xxxxxxx-a│"), "{text}");
+    assert!(rows[1].contains("…xxxxxxx-b│"), "{text}");
+    assert!(
+        text.contains("│complete yes · authoritative yes · closed no│"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -941,7 +1276,7 @@ fn a_small_terminal_gets_a_message_instead_of_a_squeezed_screen() {
     );
     assert!(text.contains("this one is 79x24"), "{text}");
     let app = console_on(&lab, options(None), (80, 24));
-    assert!(screen(&app).contains("Queue: unknown (8)"));
+    assert!(screen(&app).contains("Queue: unknown · 1 of 8"));
 }
 
 #[test]
@@ -965,6 +1300,42 @@ fn no_color_keeps_the_screen_free_of_colours() {
         .content()
         .iter()
         .any(|c| c.modifier.contains(Modifier::UNDERLINED)));
+}
+
+/// Text on the terminal's own background is in its default foreground or
+/// in a colour of the mid-brightness palette (`theme::GREEN`, ...), which
+/// reads on white and on black alike; nothing is faint. Lines between
+/// panels may be grey: they say nothing.
+#[test]
+fn every_word_reads_on_a_light_and_a_dark_background() {
+    use recon::console::theme::{AMBER, BLUE, GREEN, MAGENTA, RED, TEAL};
+    let lab = demo_lab();
+    let mut screens = Vec::new();
+    for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2"] {
+        let mut app = console(&lab, if keys == "jjx" { None } else { Some("ada") });
+        press(&mut app, keys);
+        screens.push((keys, console::render(&app)));
+    }
+    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, TEAL];
+    for (keys, buffer) in &screens {
+        for (i, cell) in buffer.content().iter().enumerate() {
+            let symbol = cell.symbol();
+            let drawing = symbol
+                .chars()
+                .all(|c| c == ' ' || ('\u{2500}'..='\u{257f}').contains(&c));
+            assert!(
+                !cell.modifier.contains(Modifier::DIM),
+                "{keys:?}: a faint cell at {i}: {cell:?}"
+            );
+            if cell.bg == Color::Reset && !drawing {
+                assert!(
+                    readable.contains(&cell.fg),
+                    "{keys:?}: {symbol:?} at {i} is {:?} on the terminal's background",
+                    cell.fg
+                );
+            }
+        }
+    }
 }
 
 // ---- receivers as adapters ------------------------------------------------------
@@ -1456,6 +1827,39 @@ fn golden_queue() {
     golden("queue", &app, lab.path());
 }
 
+/// At 80x24 the queue is a short list and the selected operation's panels
+/// take the screen: the payload, the match and every decision with its
+/// availability are in view without scrolling.
+#[test]
+fn golden_queue_80x24() {
+    let lab = demo_lab();
+    let app = console_on(&lab, options(None), (80, 24));
+    let text = screen(&app);
+    for seen in [
+        "\"body\": \"Hi Omar",
+        "fx-000002 · action send_email",
+        "x closing snapshot: available",
+        "c record confirmed: available",
+        "n record not_applied: unavailable",
+    ] {
+        assert!(text.contains(seen), "{seen}:\n{text}");
+    }
+    golden("queue_80x24", &app, lab.path());
+}
+
+/// At 200 columns the queue shows every column in full and the panels of
+/// the selected operation stand in two columns.
+#[test]
+fn golden_queue_200x50() {
+    let lab = demo_lab();
+    let mut app = console_on(&lab, options(None), (200, 50));
+    press(&mut app, "5jjjjjj");
+    let text = screen(&app);
+    assert!(text.contains("op-1011-annual-plan-refund"), "{text}");
+    assert!(text.contains("post_slack_message"), "{text}");
+    golden("queue_200x50", &app, lab.path());
+}
+
 #[test]
 fn golden_duplicate_matches() {
     let lab = demo_lab();
@@ -1616,4 +2020,26 @@ fn a_console_whose_workspace_was_moved_refuses_every_mutation_and_says_so() {
         "nothing was written to the moved workspace"
     );
     std::fs::rename(&moved, lab.path()).unwrap();
+}
+
+#[test]
+fn a_stale_dispatch_in_the_console_after_the_command_line_dispatched_the_op() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "2");
+    let op = "op-1012-onboarding-call";
+    select(&mut app, op);
+    assert_eq!(app.selected_detail().unwrap().operation.version, 1);
+    // The command line dispatches first, while the console shows version 1.
+    let out = crate::support::run(&["dispatch", "--workspace", &lab.path_str(), op], None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let before = dump(lab.path());
+    press(&mut app, "dy");
+    let (_, text) = report(&app);
+    assert!(
+        text.contains("stale_version: expected version 1, found 3"),
+        "{text}"
+    );
+    assert_eq!(dump(lab.path()), before, "the stale dispatch wrote nothing");
+    assert_eq!(lab.reopen().dispatch_count(op).unwrap(), 1);
 }

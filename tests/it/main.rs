@@ -21,6 +21,7 @@ mod model;
 mod policy;
 mod races;
 mod random_kill;
+mod real_receivers;
 mod stress;
 mod support;
 mod terminal;

@@ -254,6 +254,29 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
     tmux.expect_golden("payload_mismatch", &ws);
 
+    // A text field edits at its cursor: the keys as a terminal sends them.
+    tmux.press_until_shown(&["g", "/"], "search: /");
+    tmux.type_text("chrg");
+    tmux.keys(&["Home", "Right", "Right"]);
+    tmux.type_text("a");
+    tmux.keys(&["End", "BSpace", "Left", "DC"]);
+    tmux.type_text("rge");
+    tmux.keys(&["Left", "Left"]);
+    tmux.expect_golden("search_cursor", &ws);
+    tmux.keys(&["Escape"]);
+    tmux.expect_golden("queue", &ws);
+
+    // The layout follows the terminal: a short queue over the operation at
+    // 80x24, two columns of panels at 200 columns.
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "80", "-y", "24"]);
+    tmux.expect_golden("queue_80x24", &ws);
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "200", "-y", "50"]);
+    tmux.keys(&["5", "j", "j", "j", "j", "j", "j"]);
+    tmux.expect_golden("queue_200x50", &ws);
+    tmux.keys(&["1"]);
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
+    tmux.expect_golden("queue", &ws);
+
     // The reviewer is asked for before the first mutation.
     tmux.press_until_shown(&["g", "j", "j", "x"], "Who is reviewing?");
     tmux.type_text("ada");

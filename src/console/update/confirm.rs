@@ -14,13 +14,19 @@
 
 use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
+use super::super::field::TextField;
 use super::jobs;
 use super::status::set_status;
 use crate::domain::{names, Decision, Operation, Verdict};
 use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 
-/// A key in a confirmation dialog.
+/// A key in a confirmation dialog: only `y` carries the act out. Every act
+/// confirmed here is for good (a close bars the receiver forever, a decision
+/// takes the operation out of `unknown` with an evidence row that is never
+/// removed, an approval and a dispatch cannot be taken back), and Enter is
+/// the key a reviewer presses out of habit right after the name prompt or
+/// the compensation form, so Enter only says which key does it.
 pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> Result<()> {
     match action {
         Action::Confirm => {
@@ -30,6 +36,15 @@ pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> 
         Action::Cancel => {
             app.mode = Mode::Normal;
             set_status(app, Tone::Plain, "cancelled; nothing was written");
+            Ok(())
+        }
+        Action::Submit => {
+            let text = format!(
+                "press y to {}; Enter does not confirm an act that cannot be undone (n or Esc \
+                 cancels)",
+                pending.yes
+            );
+            set_status(app, Tone::Warn, text);
             Ok(())
         }
         _ => Ok(()),
@@ -50,7 +65,7 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
     }
     let Some(reviewer) = app.reviewer.clone() else {
         app.mode = Mode::Reviewer {
-            input: String::new(),
+            input: TextField::default(),
             error: None,
             resume: request,
         };
@@ -265,9 +280,10 @@ pub(super) fn approval_pending(
     let Some(reviewer) = app.reviewer.clone() else {
         return Err("no reviewer name".to_string());
     };
-    let op_id = names::identifier("the compensation op id", form.fields[0].trim())?.to_string();
-    let action = names::identifier("the action kind", form.fields[1].trim())?.to_string();
-    let payload: serde_json::Value = serde_json::from_str(&form.fields[2])
+    let op_id =
+        names::identifier("the compensation op id", form.fields[0].text().trim())?.to_string();
+    let action = names::identifier("the action kind", form.fields[1].text().trim())?.to_string();
+    let payload: serde_json::Value = serde_json::from_str(form.fields[2].text())
         .map_err(|e| format!("the payload is not JSON: {e}"))?;
     let lines = vec![
         format!(
@@ -309,13 +325,15 @@ fn compensation_form(op: &Operation) -> CompensationForm {
         effect_id: effect.clone(),
         expected_version: op.version,
         fields: [
-            format!("{}-undo", op.op_id),
-            format!("undo_{}", op.action_kind),
-            serde_json::json!({
-                "original_op_id": op.op_id,
-                "undo_effect_id": effect,
-            })
-            .to_string(),
+            TextField::new(format!("{}-undo", op.op_id)),
+            TextField::new(format!("undo_{}", op.action_kind)),
+            TextField::new(
+                serde_json::json!({
+                    "original_op_id": op.op_id,
+                    "undo_effect_id": effect,
+                })
+                .to_string(),
+            ),
         ],
         focus: 0,
         error: None,

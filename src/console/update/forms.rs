@@ -1,14 +1,17 @@
 //! Typed input: the search, the reviewer's name, and the compensation form.
 //!
-//! Each prompt keeps its whole state in its [`Mode`], so a key press is a
-//! small function from the old input to the new one, and leaving a prompt
-//! drops it. The reviewer's name is checked as the command line checks it
+//! Each prompt keeps its whole state in its [`Mode`] (a [`TextField`] with
+//! its cursor), so a key press is a small function from the old input to
+//! the new one, and leaving a prompt drops it. The search is applied as it
+//! is typed: each change of its text reloads the queue's first page, which
+//! is one bounded keyset query. The reviewer's name is checked as the command line checks it
 //! and asked once; the request that needed it carries on afterwards. The
 //! compensation form (opened by [`super::confirm`]) only gathers values:
 //! submitting it leads to a confirmation, never straight to a write.
 
 use super::super::action::{Action, Request};
 use super::super::app::{App, CompensationForm, Mode, Tone};
+use super::super::field::TextField;
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::set_status;
@@ -16,23 +19,26 @@ use crate::domain::normalize_name;
 use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
 
-/// A key in the search prompt; Enter runs the search from the first row.
-pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> Result<()> {
+/// A key in the search prompt. The queue follows the text as it is typed,
+/// from its first row; Enter keeps the search and leaves the prompt, Esc
+/// goes back to the search there was before it opened.
+pub(super) fn search_input(
+    app: &mut App,
+    mut input: TextField,
+    previous: Option<String>,
+    action: Action,
+) -> Result<()> {
+    let before = input.text().to_string();
     match action {
-        Action::Input(c) => {
-            input.push(c);
-            app.mode = Mode::Search { input };
+        Action::Input(c) => input.insert(c),
+        Action::Edit(edit) => input.edit(edit),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            return set_search(app, previous);
         }
-        Action::Backspace => {
-            input.pop();
-            app.mode = Mode::Search { input };
-        }
-        Action::Cancel => app.mode = Mode::Normal,
         Action::Submit => {
             app.mode = Mode::Normal;
-            let text = input.trim().to_string();
-            app.search = (!text.is_empty()).then_some(text);
-            queue::load_queue(app, Anchor::Start)?;
+            set_search(app, searched(&input))?;
             let text = match &app.search {
                 Some(s) if app.queue.rows.is_empty() => {
                     format!("no {} operation matches \"{s}\"", app.filter.label())
@@ -41,10 +47,35 @@ pub(super) fn search_input(app: &mut App, mut input: String, action: Action) -> 
                 None => "search cleared".to_string(),
             };
             set_status(app, Tone::Plain, text);
+            return Ok(());
         }
-        _ => app.mode = Mode::Search { input },
+        _ => {}
+    }
+    let changed = input.text() != before;
+    let typed = searched(&input);
+    app.mode = Mode::Search { input, previous };
+    // The prompt opens empty and leaves the queue as it was until the
+    // text changes: a cursor move searches nothing new.
+    if changed {
+        set_search(app, typed)?;
     }
     Ok(())
+}
+
+/// The search a field holds: its text, trimmed; none when blank.
+fn searched(input: &TextField) -> Option<String> {
+    let text = input.text().trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// Shows the queue under a search, from its first row, unless it already
+/// shows that search.
+fn set_search(app: &mut App, search: Option<String>) -> Result<()> {
+    if app.search == search {
+        return Ok(());
+    }
+    app.search = search;
+    queue::load_queue(app, Anchor::Start)
 }
 
 /// Checks a reviewer name as the command line does: blank is refused as
@@ -70,22 +101,22 @@ pub fn check_reviewer(name: &str) -> std::result::Result<String, String> {
 /// asked for it.
 pub(super) fn reviewer_input(
     app: &mut App,
-    mut input: String,
+    mut input: TextField,
     error: Option<String>,
     resume: Request,
     action: Action,
 ) -> Result<()> {
     match action {
         Action::Input(c) => {
-            input.push(c);
+            input.insert(c);
             app.mode = Mode::Reviewer {
                 input,
                 error: None,
                 resume,
             };
         }
-        Action::Backspace => {
-            input.pop();
+        Action::Edit(edit) => {
+            input.edit(edit);
             app.mode = Mode::Reviewer {
                 input,
                 error,
@@ -96,7 +127,7 @@ pub(super) fn reviewer_input(
             app.mode = Mode::Normal;
             set_status(app, Tone::Plain, "cancelled; nothing was written");
         }
-        Action::Submit => match check_reviewer(&input) {
+        Action::Submit => match check_reviewer(input.text()) {
             Ok(name) => {
                 app.reviewer = Some(name.clone());
                 app.mode = Mode::Normal;
@@ -131,12 +162,10 @@ pub(super) fn reviewer_input(
 pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Action) -> Result<()> {
     match action {
         Action::Input(c) => {
-            form.fields[form.focus].push(c);
+            form.fields[form.focus].insert(c);
             form.error = None;
         }
-        Action::Backspace => {
-            form.fields[form.focus].pop();
-        }
+        Action::Edit(edit) => form.fields[form.focus].edit(edit),
         Action::NextField => form.focus = (form.focus + 1) % form.fields.len(),
         Action::PrevField => form.focus = (form.focus + form.fields.len() - 1) % form.fields.len(),
         Action::Cancel => {

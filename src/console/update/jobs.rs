@@ -62,6 +62,7 @@ impl Done {
             what: what.to_string(),
             outcomes,
             closing: None,
+            touched: Vec::new(),
         }
     }
 }
@@ -116,6 +117,14 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
 /// Carries out a job on a workspace handle: the console's own, or one of
 /// its own on a thread off the key loop.
 fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
+    let touched = job.touches();
+    let mut done = carry_out_job(ws, job, reviewer)?;
+    done.touched = touched;
+    Ok(done)
+}
+
+/// What [`carry_out`] does, job by job.
+fn carry_out_job(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
     match job {
         Job::Close { targets } => close_all(ws, &targets, reviewer),
         Job::Decide {
@@ -153,7 +162,7 @@ fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
 /// After a job, in process or landed: its report, and a single closing
 /// snapshot shown as the snapshot on screen.
 pub(super) fn finish(app: &mut App, done: Done) -> Result<()> {
-    finish_job(app, &done.what, done.outcomes)?;
+    finish_job(app, &done.what, done.outcomes, &done.touched)?;
     if let Some((classified, reviewer)) = done.closing {
         show_closing(app, classified, &reviewer);
     }
@@ -331,7 +340,7 @@ fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
 /// After a job: refresh; one operation done reports in the status line, one
 /// refused gets a refusal report, several get a report listing each. The
 /// refused ones of a bulk job stay marked.
-fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>) -> Result<()> {
+fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>, touched: &[String]) -> Result<()> {
     let bulk = outcomes.len() > 1;
     if bulk {
         app.marks.retain(|id, _| {
@@ -340,7 +349,7 @@ fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>) -> Result<()> {
                 .any(|o| o.refusal.is_none() && &o.op_id == id)
         });
     }
-    refresh(app, Origin::Selected)?;
+    refresh(app, Origin::Selected, Some(touched))?;
     if let ([only], false) = (outcomes.as_slice(), bulk) {
         if only.refusal.is_none() {
             let text = only

@@ -8,6 +8,7 @@
 
 use super::super::action::Action;
 use super::super::app::{App, Filter, Mark, Mode, Origin, ReadState, Report, Tone};
+use super::super::field::TextField;
 use super::super::view;
 use super::background::announce_read;
 use super::confirm;
@@ -34,7 +35,8 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::Filter(index) => queue::set_filter(app, index),
         Action::Search => {
             app.mode = Mode::Search {
-                input: String::new(),
+                input: TextField::default(),
+                previous: app.search.clone(),
             };
             Ok(())
         }

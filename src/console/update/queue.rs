@@ -24,10 +24,12 @@ pub(super) enum Anchor {
     Start,
     End,
     /// Keep the rows from this op id on, and the cursor on `selected` if it
-    /// is still listed.
+    /// is still listed; `offset` is how many of the filter's operations
+    /// come before `top`, if that is still known.
     At {
         top: String,
         selected: String,
+        offset: Option<usize>,
     },
 }
 
@@ -43,11 +45,14 @@ fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>>
     app.ws.queue_page(queue_filter(app), bound, limit)
 }
 
-fn current_anchor(app: &App) -> Anchor {
+/// The page on screen as an anchor; `kept` says whether the operations
+/// before it are still the ones counted (nothing changed them since).
+fn current_anchor(app: &App, kept: bool) -> Anchor {
     match (app.queue.rows.first(), app.selected()) {
         (Some(top), Some(selected)) => Anchor::At {
             top: top.op_id.clone(),
             selected: selected.op_id.clone(),
+            offset: app.queue.offset.filter(|_| kept),
         },
         _ => Anchor::Start,
     }
@@ -61,10 +66,14 @@ pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
 /// the list, and reloads the selected operation's detail.
 fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
     let height = app.queue.height.max(1);
-    let (mut rows, mut cursor) = match &anchor {
-        Anchor::Start => (page(app, PageBound::Start, height)?, 0),
-        Anchor::End => (page(app, PageBound::End, height)?, usize::MAX),
-        Anchor::At { top, .. } => (page(app, PageBound::From(top), height)?, app.queue.cursor),
+    let (mut rows, mut cursor, mut offset) = match &anchor {
+        Anchor::Start => (page(app, PageBound::Start, height)?, 0, Some(0)),
+        Anchor::End => (page(app, PageBound::End, height)?, usize::MAX, None),
+        Anchor::At { top, offset, .. } => (
+            page(app, PageBound::From(top), height)?,
+            app.queue.cursor,
+            *offset,
+        ),
     };
     if rows.len() < height {
         let missing = height - rows.len();
@@ -76,6 +85,12 @@ fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
         if cursor != usize::MAX {
             cursor += before.len();
         }
+        // Fewer than asked for: the page now starts at the first row.
+        offset = if before.len() < missing {
+            Some(0)
+        } else {
+            offset.and_then(|o| o.checked_sub(before.len()))
+        };
         rows.splice(0..0, before);
     }
     if let Anchor::At { selected, .. } = &anchor {
@@ -85,7 +100,43 @@ fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
     }
     app.queue.cursor = cursor.min(rows.len().saturating_sub(1));
     app.queue.rows = rows;
+    app.queue.offset = match (offset, &anchor) {
+        (None, Anchor::End) => offset_at_end(app),
+        (None, _) => find_offset(app)?,
+        (known, _) => known,
+    };
     selection_changed(app, origin)
+}
+
+/// The offset of a page that ends at the filter's last row, from the
+/// filter's count; a search has no count.
+fn offset_at_end(app: &App) -> Option<usize> {
+    if app.search.is_some() {
+        return None;
+    }
+    let count = usize::try_from(app.count(app.filter)).ok()?;
+    count.checked_sub(app.queue.rows.len())
+}
+
+/// The offset of a page whose offset was lost, when the page is at either
+/// end of the filter: one indexed row on each side tells. A search is not
+/// probed, since its rows are found by reading past those that do not
+/// match, which is not cheap in a large outbox.
+fn find_offset(app: &App) -> Result<Option<usize>> {
+    let (Some(first), Some(last), None) = (
+        app.queue.rows.first(),
+        app.queue.rows.last(),
+        app.search.as_ref(),
+    ) else {
+        return Ok(None);
+    };
+    if page(app, PageBound::Before(&first.op_id), 1)?.is_empty() {
+        return Ok(Some(0));
+    }
+    if page(app, PageBound::After(&last.op_id), 1)?.is_empty() {
+        return Ok(offset_at_end(app));
+    }
+    Ok(None)
 }
 
 pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
@@ -102,6 +153,7 @@ pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
     if fetched.is_empty() && app.queue.cursor + 1 == len {
         return Ok(());
     }
+    let at_end = fetched.len() < by;
     let mut combined = std::mem::take(&mut app.queue.rows);
     combined.extend(fetched);
     let target = (app.queue.cursor + by).min(combined.len() - 1);
@@ -110,6 +162,11 @@ pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
     combined.truncate(target + 1);
     app.queue.rows = combined.split_off(start);
     app.queue.cursor = target - start;
+    app.queue.offset = match app.queue.offset {
+        Some(offset) => Some(offset + start),
+        None if at_end => offset_at_end(app),
+        None => None,
+    };
     selection_changed(app, Origin::Selected)
 }
 
@@ -127,6 +184,12 @@ pub(super) fn move_up(app: &mut App, by: usize) -> Result<()> {
         return Ok(());
     }
     let shift = fetched.len();
+    // Fewer than asked for: the combined rows start at the first row.
+    let base = if shift < by {
+        Some(0)
+    } else {
+        app.queue.offset.and_then(|o| o.checked_sub(shift))
+    };
     let mut combined = fetched;
     combined.append(&mut app.queue.rows);
     // The target ends up on the first row.
@@ -135,6 +198,7 @@ pub(super) fn move_up(app: &mut App, by: usize) -> Result<()> {
     rows.truncate(height);
     app.queue.rows = rows;
     app.queue.cursor = 0;
+    app.queue.offset = base.map(|b| b + target);
     selection_changed(app, Origin::Selected)
 }
 
@@ -152,7 +216,7 @@ pub(super) fn resize(app: &mut App, width: u16, height: u16) -> Result<()> {
     let rows = view::queue_rows(width, height);
     if rows != app.queue.height || app.queue.rows.is_empty() {
         app.queue.height = rows;
-        let anchor = current_anchor(app);
+        let anchor = current_anchor(app, true);
         load_queue(app, anchor)?;
     }
     Ok(())
@@ -254,10 +318,20 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
         .map(|d| d.read.clone())
 }
 
-/// Reloads counts, the page on screen and the selected detail.
-pub(super) fn refresh(app: &mut App, origin: Origin) -> Result<()> {
+/// Reloads counts, the page on screen and the selected detail. `touched`
+/// are the operations the console itself just changed; the position in
+/// the queue is kept when no other process changed the outbox since the
+/// last refresh and none of them comes before the page, since then the
+/// operations before it are the same.
+pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>) -> Result<()> {
     app.counts = app.ws.counts()?;
-    let anchor = current_anchor(app);
+    let outside = app.ws.data_version()?.0 != app.seen_version.0;
+    let top = app.queue.rows.first().map(|r| r.op_id.as_str());
+    let kept = match (touched, top) {
+        (Some(touched), Some(top)) => !outside && touched.iter().all(|id| id.as_str() >= top),
+        _ => false,
+    };
+    let anchor = current_anchor(app, kept);
     load_queue_as(app, anchor, origin)?;
     app.seen_version = app.ws.data_version()?;
     Ok(())
@@ -277,7 +351,7 @@ pub(super) fn poll(app: &mut App) -> Result<()> {
     if now == app.seen_version {
         return Ok(());
     }
-    refresh(app, Origin::Refreshed)?;
+    refresh(app, Origin::Refreshed, None)?;
     if app.status.as_ref().is_none_or(|s| s.tone == Tone::Plain) {
         set_status(
             app,

@@ -5,10 +5,11 @@
 
 use super::super::app::{App, Detail};
 use super::super::text::{clean, wrap_hanging};
+use super::panel::{block, frame_rows, Edges, Need};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget};
 
 /// The history as plain lines, oldest first; the unabridged view (`p`)
 /// shows them all.
@@ -64,31 +65,36 @@ fn wrapped(d: &Detail, width: usize) -> Vec<String> {
         .collect()
 }
 
-pub fn line_count(app: &App, width: usize) -> usize {
-    app.selected_detail().map_or(1, |d| wrapped(d, width).len())
+/// The newest entry at least; all of them up to a quarter of the screen.
+pub fn need(app: &App, width: usize) -> Need {
+    let want = app.selected_detail().map_or(1, |d| wrapped(d, width).len());
+    let cap = usize::from(app.height / 4).max(1);
+    Need {
+        min: 1,
+        want: want.min(cap),
+    }
 }
 
-pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
     let theme = &app.theme;
-    let block = Block::bordered()
-        .title(Line::styled(" Evidence history ", theme.heading()))
-        .border_style(theme.border());
+    let title = Line::styled(" Evidence history ", theme.heading());
     let Some(d) = app.selected_detail() else {
-        block.render(area, buf);
+        block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
         return;
     };
     let all = wrapped(d, usize::from(area.width.saturating_sub(2)));
-    let visible = usize::from(area.height.saturating_sub(2));
+    let visible = usize::from(area.height.saturating_sub(frame_rows(edges)));
     // The newest entries matter most when they do not all fit.
     let skip = all.len().saturating_sub(visible);
     let shown: Vec<Line> = all.into_iter().skip(skip).map(Line::raw).collect();
-    let block = if skip > 0 {
-        block.title_bottom(Line::styled(
-            format!(" {skip} older lines · p shows all "),
-            theme.dim(),
-        ))
+    let notes = if skip > 0 {
+        vec![
+            format!("{skip} older lines · p shows all"),
+            format!("+{skip} · p"),
+        ]
     } else {
-        block
+        Vec::new()
     };
+    let block = block(theme, edges, theme.border(), title, &notes, area.width);
     Paragraph::new(shown).block(block).render(area, buf);
 }

@@ -4,6 +4,7 @@
 
 use super::super::app::{App, Filter, Mode};
 use super::super::text::clean;
+use super::field::field_spans;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -22,9 +23,12 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(" "));
     }
     match (&app.mode, &app.search) {
-        (Mode::Search { input }, _) => {
+        (Mode::Search { input, .. }, _) => {
             spans.push(Span::styled(" search: ", theme.heading()));
-            spans.push(Span::styled(format!("/{}▏", clean(input)), theme.input()));
+            spans.push(Span::styled("/", theme.input()));
+            let used = Line::from(spans.clone()).width();
+            let room = usize::from(area.width).saturating_sub(used + 1);
+            spans.extend(field_spans(theme, input, room, true));
         }
         (_, Some(search)) => {
             spans.push(Span::styled(" search: ", theme.heading()));

@@ -2,11 +2,12 @@
 //! compensates or confirmed, and its payload pretty-printed.
 
 use super::super::app::{App, Detail};
-use super::super::text::{clean, json_lines, wrap};
+use super::super::text::{clean, json_lines, wrap, wrap_parts};
+use super::panel::{block, frame_rows, Edges, Need};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget};
 
 /// The header lines, as plain text (wrapped by the caller).
 fn header(d: &Detail) -> Vec<String> {
@@ -48,33 +49,36 @@ pub fn operation_text(d: &Detail) -> Vec<String> {
     lines
 }
 
-pub fn line_count(app: &App, width: usize) -> usize {
+/// The header always, and a few lines of the payload at least.
+pub fn need(app: &App, width: usize) -> Need {
     let Some(d) = app.selected_detail() else {
-        return 1;
+        return Need { min: 1, want: 1 };
     };
-    let head: usize = header(d).iter().map(|l| wrap(l, width).len()).sum();
+    let head: usize = header(d).iter().map(|l| wrap_parts(l, width).len()).sum();
     let body: usize = json_lines(&d.operation.payload)
         .iter()
         .map(|l| wrap(&l.text, width).len())
         .sum();
-    head + body
+    Need {
+        min: head + body.min(3),
+        want: head + body,
+    }
 }
 
-pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
     let theme = &app.theme;
-    let block = Block::bordered()
-        .title(Line::styled(" Operation ", theme.heading()))
-        .border_style(theme.border());
+    let title = Line::styled(" Operation ", theme.heading());
     let width = usize::from(area.width.saturating_sub(2));
     let Some(d) = app.selected_detail() else {
-        Paragraph::new(Line::styled(" Nothing selected.", theme.dim()))
+        let block = block(theme, edges, theme.border(), title, &[], area.width);
+        Paragraph::new(Line::styled(" Nothing selected.", theme.note()))
             .block(block)
             .render(area, buf);
         return;
     };
     let mut lines: Vec<Line> = Vec::new();
     for (i, text) in header(d).into_iter().enumerate() {
-        for part in wrap(&text, width) {
+        for part in wrap_parts(&text, width) {
             let line = match i {
                 0 => Line::styled(part, theme.heading()),
                 1 => Line::from(vec![Span::styled(part, theme.state(d.operation.state))]),
@@ -90,17 +94,18 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let hidden = lines
         .len()
-        .saturating_sub(usize::from(area.height.saturating_sub(2)));
-    let block = if hidden > 0 {
-        block.title_bottom(Line::styled(
+        .saturating_sub(usize::from(area.height.saturating_sub(frame_rows(edges))));
+    let notes = if hidden > 0 {
+        vec![
             format!(
-                " {hidden} more line{} · p shows all ",
+                "{hidden} more line{} · p shows all",
                 if hidden == 1 { "" } else { "s" }
             ),
-            theme.dim(),
-        ))
+            format!("+{hidden} · p"),
+        ]
     } else {
-        block
+        Vec::new()
     };
+    let block = block(theme, edges, theme.border(), title, &notes, area.width);
     Paragraph::new(lines).block(block).render(area, buf);
 }

@@ -6,8 +6,10 @@
 use super::super::action::Action;
 use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
 use super::super::bindings::{bindings, Binding, Context};
+use super::super::field::TextField;
 use super::super::text::{clean, wrap, wrap_hanging};
 use super::super::theme::Theme;
+use super::field::field_spans;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
@@ -170,7 +172,7 @@ fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<
             }
             Err(why) => {
                 text.push_str(&format!(" [unavailable: {why}]"));
-                style = theme.dim();
+                style = theme.note();
             }
         }
     }
@@ -212,7 +214,13 @@ fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
     render_box(area, buf, block, lines, width, 0);
 }
 
-fn render_reviewer(app: &App, input: &str, error: Option<&str>, area: Rect, buf: &mut Buffer) {
+fn render_reviewer(
+    app: &App,
+    input: &TextField,
+    error: Option<&str>,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let theme = &app.theme;
     let width = box_width(area).min(70);
     let inner = usize::from(width.saturating_sub(2));
@@ -225,16 +233,15 @@ fn render_reviewer(app: &App, input: &str, error: Option<&str>, area: Rect, buf:
         &mut lines,
     );
     lines.push(Line::raw(""));
-    lines.push(Line::from(vec![
-        Span::styled("name: ", theme.label()),
-        Span::styled(format!("{}▏", clean(input)), theme.input()),
-    ]));
+    let mut name = vec![Span::styled("name: ", theme.label())];
+    name.extend(field_spans(theme, input, inner.saturating_sub(6), true));
+    lines.push(Line::from(name));
     if let Some(error) = error {
         lines.push(Line::raw(""));
         wrapped(error, inner, theme.bad(), &mut lines);
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Input, false), theme.dim()));
+    lines.push(Line::styled(hints(Context::Input, false), theme.note()));
     let block = frame(theme, " Reviewer ".to_string());
     render_box(area, buf, block, lines, width, 0);
 }
@@ -262,32 +269,20 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
         .unwrap_or(0);
     for (i, label) in CompensationForm::LABELS.iter().enumerate() {
         let focused = i == form.focus;
-        let value = clean(&form.fields[i]);
-        // Show the end of a long value, where typing happens.
-        let room = inner.saturating_sub(label_width + 5);
-        let shown: String = if value.chars().count() > room {
-            let skip = value.chars().count() - room + 1;
-            format!("…{}", value.chars().skip(skip).collect::<String>())
-        } else {
-            value
-        };
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!(
-                    "{} {label:<label_width$}: ",
-                    if focused { ">" } else { " " }
-                ),
-                if focused {
-                    theme.heading()
-                } else {
-                    theme.label()
-                },
+        let room = inner.saturating_sub(label_width + 4);
+        let mut line = vec![Span::styled(
+            format!(
+                "{} {label:<label_width$}: ",
+                if focused { ">" } else { " " }
             ),
-            Span::styled(
-                format!("{shown}{}", if focused { "▏" } else { "" }),
-                if focused { theme.input() } else { Style::new() },
-            ),
-        ]));
+            if focused {
+                theme.heading()
+            } else {
+                theme.label()
+            },
+        )];
+        line.extend(field_spans(theme, &form.fields[i], room, focused));
+        lines.push(Line::from(line));
     }
     if let Some(error) = &form.error {
         lines.push(Line::raw(""));
@@ -296,7 +291,7 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
     lines.push(Line::raw(""));
     lines.push(Line::styled(
         "Enter: review the approval (it asks before writing)   Tab: next field   Esc: cancel",
-        theme.dim(),
+        theme.note(),
     ));
     let block = frame(theme, " Approve compensation ".to_string());
     render_box(area, buf, block, lines, width, 0);
@@ -321,7 +316,7 @@ fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
         }
     }
     lines.push(Line::raw(""));
-    lines.push(Line::styled(hints(Context::Overlay, false), theme.dim()));
+    lines.push(Line::styled(hints(Context::Overlay, false), theme.note()));
     let block = frame(theme, format!(" {} ", clean(&report.title)));
     render_box(area, buf, block, lines, width, report.scroll);
 }

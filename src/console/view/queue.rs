@@ -4,6 +4,7 @@
 
 use super::super::app::App;
 use super::super::text::{clean, fit, fit_middle};
+use super::panel::{block, Edges};
 use crate::domain::Operation;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -11,11 +12,29 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use unicode_width::UnicodeWidthStr;
 
-pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
+/// How the queue sits on the screen: its frame, and whether it has a row
+/// of column heads (not in the short list of a small screen, where each
+/// column speaks for itself).
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub edges: Edges,
+    pub header: bool,
+}
+
+pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer, layout: Layout) {
     let theme = &app.theme;
-    let block = Block::bordered()
-        .title(Line::styled(title(app), theme.heading()))
-        .border_style(theme.border_focus());
+    let title = Line::styled(
+        title(app, usize::from(area.width.saturating_sub(2))),
+        theme.heading(),
+    );
+    let block = block(
+        theme,
+        layout.edges,
+        theme.border_focus(),
+        title,
+        &[],
+        area.width,
+    );
     if app.queue.rows.is_empty() {
         render_empty(app, block, area, buf);
         return;
@@ -27,26 +46,52 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .map(|(i, op)| columns.row(app, i, op));
-    Table::new(rows, columns.widths.clone())
-        .header(Row::new(columns.header.clone()).style(theme.label()))
+    let table = Table::new(rows, columns.widths.clone())
         .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+        .block(block);
+    let table = if layout.header {
+        table.header(Row::new(columns.header.clone()).style(theme.column_head()))
+    } else {
+        table
+    };
+    table.render(area, buf);
 }
 
-fn title(app: &App) -> String {
-    match &app.search {
-        Some(search) => format!(
-            " Queue: {}, search \"{}\" ",
-            app.filter.label(),
+/// The title: the filter, the search, and where the cursor is (`59 of
+/// 100008`; with a search, which match; the count alone while the position
+/// is not known), in the longest form that fits.
+fn title(app: &App, width: usize) -> String {
+    let filter = app.filter.label();
+    let count = app.count(app.filter);
+    let (at, tail) = match (&app.search, app.queue.position()) {
+        (None, Some(position)) => {
+            let at = format!("{position} of {count}");
+            (at.clone(), format!(" · {at}"))
+        }
+        (None, None) => (count.to_string(), format!(" ({count})")),
+        (Some(_), Some(position)) => {
+            let at = format!("match {position}");
+            (at.clone(), format!(" · {at}"))
+        }
+        (Some(_), None) => (String::new(), String::new()),
+    };
+    let mut forms = Vec::new();
+    if let Some(search) = &app.search {
+        forms.push(format!(
+            " Queue: {filter}, search \"{}\"{tail} ",
             clean(search)
-        ),
-        None => format!(
-            " Queue: {} ({}) ",
-            app.filter.label(),
-            app.count(app.filter)
-        ),
+        ));
     }
+    forms.push(format!(" Queue: {filter}{tail} "));
+    forms.push(format!(" {filter}{tail} "));
+    forms.push(format!(" {at} "));
+    let last = forms.len() - 1;
+    forms
+        .into_iter()
+        .enumerate()
+        .find(|(i, t)| t.width() <= width || *i == last)
+        .map(|(_, t)| t)
+        .unwrap_or_default()
 }
 
 fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
@@ -60,7 +105,7 @@ fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
     };
     Paragraph::new(vec![
         Line::raw(""),
-        Line::styled(format!(" {text}"), app.theme.dim()),
+        Line::styled(format!(" {text}"), app.theme.note()),
     ])
     .block(block)
     .render(area, buf);
@@ -72,6 +117,7 @@ struct Columns {
     widths: Vec<Constraint>,
     /// The state column only matters when the filter mixes states.
     show_state: bool,
+    show_version: bool,
     show_action: bool,
     /// What the longest visible action kind needs, up to a cap.
     action_width: usize,
@@ -80,8 +126,13 @@ struct Columns {
 }
 
 impl Columns {
+    /// The op id always; the state when the filter mixes states; the
+    /// version and the action kind as the width allows.
     fn fit(app: &App, inner_width: u16) -> Columns {
         let show_state = app.filter.state().is_none();
+        let show_version = inner_width >= 36;
+        let show_action = inner_width >= 44;
+        let cap = if inner_width >= 64 { 24 } else { 14 };
         let action_width = app
             .queue
             .rows
@@ -89,8 +140,7 @@ impl Columns {
             .map(|op| clean(&op.action_kind).width())
             .max()
             .unwrap_or(0)
-            .clamp(6, 14);
-        let show_action = inner_width >= 40;
+            .clamp(6, cap);
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
         if show_action {
@@ -103,8 +153,10 @@ impl Columns {
             header.push("state");
             widths.push(Constraint::Length(11));
         }
-        header.push("ver");
-        widths.push(Constraint::Length(4));
+        if show_version {
+            header.push("ver");
+            widths.push(Constraint::Length(4));
+        }
         let fixed: usize = widths
             .iter()
             .map(|w| match w {
@@ -117,6 +169,7 @@ impl Columns {
             header,
             widths,
             show_state,
+            show_version,
             show_action,
             action_width,
             id_width,
@@ -147,7 +200,9 @@ impl Columns {
                 theme.state(op.state),
             )));
         }
-        cells.push(Cell::from(format!("v{}", op.version)));
+        if self.show_version {
+            cells.push(Cell::from(format!("v{}", op.version)));
+        }
         let row = Row::new(cells);
         if selected {
             row.style(theme.selected())

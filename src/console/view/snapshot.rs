@@ -8,13 +8,14 @@
 use super::super::app::{App, Detail, ReadState, Shown};
 use super::super::text::{clean, json_lines, wrap, wrap_hanging};
 use super::super::theme::Theme;
+use super::panel::{block, frame_rows, Edges, Need};
 use crate::domain::policy;
 use crate::domain::{Effect, Operation, Snapshot};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use unicode_width::UnicodeWidthStr;
@@ -27,25 +28,15 @@ fn yes_no(flag: bool) -> &'static str {
     }
 }
 
-pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
+/// The title and the lines of the panel for the selected operation.
+fn content(app: &App, d: &Detail, width: usize) -> (String, Vec<Line<'static>>) {
     let theme = &app.theme;
-    let width = usize::from(area.width.saturating_sub(2));
-    let Some(d) = app.selected_detail() else {
-        Block::bordered()
-            .title(Line::styled(" Snapshot ", theme.heading()))
-            .border_style(theme.border())
-            .render(area, buf);
-        return;
-    };
     let receiver = clean(&d.receiver.name);
     let title = match &d.read {
         ReadState::Shown(shown) => format!(" Snapshot: {} ", clean(&shown.origin.describe())),
         ReadState::Reading { .. } => format!(" Snapshot: reading {receiver}… "),
         ReadState::Failed { .. } => format!(" Snapshot: the read of {receiver} failed "),
     };
-    let block = Block::bordered()
-        .title(Line::styled(title, theme.heading()))
-        .border_style(theme.border());
     let mut lines = receiver_lines(app, d, width);
     match &d.read {
         ReadState::Shown(shown) => lines.extend(shown_lines(theme, d, shown, width)),
@@ -54,15 +45,47 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer) {
                 "reading {receiver}…: {}; keys keep working",
                 clean(&origin.describe())
             );
-            lines.extend(styled(wrap(&text, width), theme.dim()));
+            lines.extend(styled(wrap(&text, width), theme.note()));
         }
         ReadState::Failed { error, .. } => {
             let text = format!("reading {receiver} failed: {}", clean(error));
             lines.extend(styled(wrap_hanging(&text, width, 2), theme.bad()));
-            lines.push(Line::styled("s reads again", theme.dim()));
+            lines.push(Line::styled("s reads again", theme.note()));
         }
     }
-    render_scrolled(app, block, lines, area, buf);
+    (title, lines)
+}
+
+/// The receiver, the flags and the first match at least.
+pub fn need(app: &App, width: usize) -> Need {
+    let Some(d) = app.selected_detail() else {
+        return Need { min: 1, want: 1 };
+    };
+    let want = content(app, d, width).1.len();
+    let receiver = receiver_lines(app, d, width).len();
+    Need {
+        min: want.min(receiver + 4),
+        want,
+    }
+}
+
+pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
+    let theme = &app.theme;
+    let width = usize::from(area.width.saturating_sub(2));
+    let Some(d) = app.selected_detail() else {
+        let title = Line::styled(" Snapshot ", theme.heading());
+        block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
+        return;
+    };
+    let (title, lines) = content(app, d, width);
+    render_scrolled(
+        app,
+        Line::styled(title, theme.heading()),
+        lines,
+        area,
+        buf,
+        edges,
+    );
 }
 
 fn styled(parts: Vec<String>, style: Style) -> impl Iterator<Item = Line<'static>> {
@@ -110,7 +133,7 @@ fn shown_lines(theme: &Theme, d: &Detail, shown: &Shown, width: usize) -> Vec<Li
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
-            theme.dim(),
+            theme.note(),
         ));
     } else {
         lines.push(Line::styled(
@@ -202,8 +225,8 @@ fn match_lines(
         lines.push(Line::styled(part, theme.differs()));
     }
     if differing.is_empty() {
-        lines.push(Line::styled(
-            "  payload: identical to the operation's payload",
+        lines.extend(styled(
+            wrap("  payload: identical to the operation's payload", width),
             theme.good(),
         ));
     } else {
@@ -255,22 +278,31 @@ fn payload_lines(
 /// the position shown when they do not all fit.
 fn render_scrolled(
     app: &App,
-    block: Block<'_>,
-    lines: Vec<Line<'_>>,
+    title: Line<'static>,
+    lines: Vec<Line<'static>>,
     area: Rect,
     buf: &mut Buffer,
+    edges: Edges,
 ) {
-    let visible = usize::from(area.height.saturating_sub(2));
+    let visible = usize::from(area.height.saturating_sub(frame_rows(edges)));
     let max_scroll = lines.len().saturating_sub(visible);
     let scroll = usize::from(app.snapshot_scroll).min(max_scroll);
-    let block = if max_scroll > 0 {
-        block.title_bottom(Line::styled(
-            format!(" J/K scroll · line {} of {} ", scroll + 1, lines.len()),
-            app.theme.dim(),
-        ))
+    let notes = if max_scroll > 0 {
+        vec![
+            format!("J/K scroll · line {} of {}", scroll + 1, lines.len()),
+            format!("J/K {}/{}", scroll + 1, lines.len()),
+        ]
     } else {
-        block
+        Vec::new()
     };
+    let block = block(
+        &app.theme,
+        edges,
+        app.theme.border(),
+        title,
+        &notes,
+        area.width,
+    );
     Paragraph::new(lines)
         .block(block)
         .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0))

@@ -33,7 +33,7 @@ pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
             clean(&status.text),
         ),
         None => (
-            theme.dim(),
+            theme.note(),
             "select an operation with ↑/↓; ? lists every key".to_string(),
         ),
     };
@@ -57,8 +57,13 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
                 || !matches!(b.action, Action::NextField | Action::PrevField)
         })
         .collect();
-    // Help first: it must survive on a narrow bar.
-    entries.sort_by_key(|b| b.action != Action::Help);
+    // Help first, then the acts, then moving about: on a narrow bar the
+    // keys that change something are the ones to keep in view.
+    entries.sort_by_key(|b| match b.action {
+        Action::Help => 0,
+        Action::Request(_) => 1,
+        _ => 2,
+    });
     for binding in entries {
         let available = match binding.action {
             Action::Request(request) if ctx == Context::Queue => app.availability(request).is_ok(),

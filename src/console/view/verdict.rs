@@ -6,11 +6,12 @@ use super::super::action::Request;
 use super::super::app::{App, ReadState};
 use super::super::bindings::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
+use super::panel::{block, frame_rows, Edges, Need};
 use crate::domain::{policy, OpState};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget};
 
 /// The requests worth listing: with marks, the ones that apply to all of
 /// them; otherwise those that start from the selected operation's state.
@@ -29,7 +30,7 @@ fn relevant(app: &App) -> Vec<Request> {
         .collect()
 }
 
-fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
+fn text_lines(app: &App, width: usize, one_line: bool) -> Vec<(bool, Option<bool>, String)> {
     let Some(d) = app.selected_detail() else {
         return Vec::new();
     };
@@ -73,12 +74,12 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
             if ok { "available" } else { "unavailable" },
             clean(&reason)
         );
-        // On a short screen each action keeps to one line; the help has
+        // On a small screen each action keeps to one line; the help has
         // the whole reason.
-        let parts = if app.height >= 30 {
-            wrap_hanging(&text, width, 2)
-        } else {
+        let parts = if one_line {
             vec![fit(&text, width)]
+        } else {
+            wrap_hanging(&text, width, 2)
         };
         for part in parts {
             out.push((false, Some(ok), part));
@@ -87,17 +88,17 @@ fn text_lines(app: &App, width: usize) -> Vec<(bool, Option<bool>, String)> {
     out
 }
 
-pub fn line_count(app: &App, width: usize) -> usize {
-    text_lines(app, width).len().max(1)
+/// All of it: which decisions are available, and why, comes first.
+pub fn need(app: &App, width: usize, one_line: bool) -> Need {
+    let want = text_lines(app, width, one_line).len().max(1);
+    Need { min: want, want }
 }
 
-pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer) {
+pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer, edges: Edges, one_line: bool) {
     let theme = &app.theme;
     let Some(d) = app.selected_detail() else {
-        Block::bordered()
-            .title(Line::styled(" Verdict ", theme.heading()))
-            .border_style(theme.border())
-            .render(area, buf);
+        let title = Line::styled(" Verdict ", theme.heading());
+        block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
         return;
     };
     let (verdict, tone) = match d.shown().map(|shown| shown.verdict) {
@@ -106,21 +107,31 @@ pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer) {
         None if matches!(d.read, ReadState::Failed { .. }) => ("none".to_string(), theme.bad()),
         None => ("none yet".to_string(), theme.warn()),
     };
-    let block = Block::bordered()
-        .title(Line::from(vec![
-            Span::styled(" Verdict: ", theme.heading()),
-            Span::styled(format!("{verdict} "), tone),
-        ]))
-        .border_style(theme.border());
+    let title = Line::from(vec![
+        Span::styled(" Verdict: ", theme.heading()),
+        Span::styled(format!("{verdict} "), tone),
+    ]);
     let width = usize::from(area.width.saturating_sub(2));
-    let lines: Vec<Line> = text_lines(app, width)
+    let lines: Vec<Line> = text_lines(app, width, one_line)
         .into_iter()
         .map(|(explanation, available, text)| match available {
             _ if explanation => Line::raw(text),
             Some(true) => Line::styled(text, theme.good()),
-            Some(false) => Line::styled(text, theme.dim()),
+            Some(false) => Line::styled(text, theme.note()),
             None => Line::styled(text, theme.label()),
         })
         .collect();
+    let hidden = lines
+        .len()
+        .saturating_sub(usize::from(area.height.saturating_sub(frame_rows(edges))));
+    let notes = if hidden > 0 {
+        vec![
+            format!("{hidden} more · ? has each reason"),
+            format!("+{hidden}"),
+        ]
+    } else {
+        Vec::new()
+    };
+    let block = block(theme, edges, theme.border(), title, &notes, area.width);
     Paragraph::new(lines).block(block).render(area, buf);
 }

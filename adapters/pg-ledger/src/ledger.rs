@@ -1,0 +1,359 @@
+//! The PostgreSQL ledger as a `recon::receiver::Receiver`.
+//!
+//! Two tables, created on first use in the database the user names:
+//! `recon_gate` (one row per operation: open, or closed by whom and when)
+//! and `recon_effects` (one row per effect; `op_id` is not unique, because
+//! a receiver is genuinely non-idempotent). An effect's id is its row's
+//! identity, `pgfx-000042`, so the same row always has the same id.
+//!
+//! # Why no apply can commit after a close that did not see it
+//!
+//! Both sides meet on the operation's gate row, under READ COMMITTED:
+//!
+//! - `apply` takes `SELECT ... FOR SHARE` on the gate row, checks that it is
+//!   open, inserts the effect and commits, all in one transaction. Share
+//!   locks do not conflict with each other, so concurrent applies of one
+//!   operation never wait for each other.
+//! - `close` takes `SELECT ... FOR UPDATE` on the same row, which waits
+//!   until every transaction holding the share lock has committed or rolled
+//!   back. Only then does it mark the row closed and read the effects, in a
+//!   later statement of the same transaction; under READ COMMITTED that
+//!   statement takes a fresh snapshot, so it sees every apply that held the
+//!   lock. It commits the mark and the read together.
+//! - An apply that asks for its share lock while the close holds (or is
+//!   granted) the exclusive one waits for the close to end; READ COMMITTED
+//!   then rechecks the newest version of the row, reads `closed`, and the
+//!   apply is refused `operation_closed` without writing. An apply that
+//!   arrives while the close is still waiting may be granted its share lock
+//!   ahead of it (PostgreSQL lets a compatible lock join the holders); the
+//!   close then waits for it too, and it appears in the close's snapshot.
+//!
+//! So every effect either is in the close's snapshot or was never written,
+//! and nothing is written for the operation after the close. A
+//! `BEFORE INSERT` trigger takes the same share lock and refuses a closed
+//! or unknown operation, so a write path that forgot the check (or a person
+//! with `psql`) cannot add an effect after a close either.
+//!
+//! The gate row is created before the apply's transaction, in its own
+//! short one (`INSERT ... ON CONFLICT DO NOTHING`): a row inserted and not
+//! yet committed makes every other writer of the same key wait for that
+//! transaction, so creating it inside the apply would serialize the
+//! applies of one operation behind each other's whole transactions.
+
+use crate::drill::{self, Commit};
+use postgres::error::SqlState;
+use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
+use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
+use recon::receiver::protocol::Verb;
+use recon::receiver::Receiver;
+use recon::{Error, Refusal, Result, StoreError};
+use std::time::Duration;
+
+/// The SQLSTATE the trigger raises for an insert into a closed (or
+/// unknown) operation.
+const CLOSED_SQLSTATE: &str = "RC001";
+
+/// How long a connection attempt may take before the server counts as
+/// unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The tables, their index and the trigger, created in one transaction
+/// under an advisory lock so concurrent first calls do not race.
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS recon_gate (
+    op_id text PRIMARY KEY,
+    closed_at timestamptz,
+    closed_by text
+);
+CREATE TABLE IF NOT EXISTS recon_effects (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    op_id text NOT NULL REFERENCES recon_gate (op_id),
+    action_kind text NOT NULL,
+    payload text NOT NULL,
+    compensates_effect_id text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS recon_effects_op_id ON recon_effects (op_id);
+CREATE OR REPLACE FUNCTION recon_effects_gate() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM recon_gate WHERE op_id = NEW.op_id AND closed_at IS NULL FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'operation % is closed', NEW.op_id USING ERRCODE = 'RC001';
+    END IF;
+    RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS recon_effects_gate ON recon_effects;
+CREATE TRIGGER recon_effects_gate BEFORE INSERT ON recon_effects
+    FOR EACH ROW EXECUTE FUNCTION recon_effects_gate();
+"#;
+
+/// The ledger, connected on first use: `describe` needs no server.
+pub struct PgLedger {
+    config: postgres::Config,
+    client: Option<Client>,
+}
+
+/// What this receiver declares: it can close, and a read of its table is
+/// complete and authoritative (the table is where its effects live).
+pub fn description() -> Description {
+    Description {
+        name: "recon-pg-ledger".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        can_close: true,
+        query: Ceiling {
+            complete: true,
+            authoritative: true,
+        },
+        mandatory: Vec::new(),
+    }
+}
+
+/// A PostgreSQL error in recon's terms: `unavailable` when the server
+/// cannot be reached or is going away, `internal` otherwise.
+fn failed(during: &str, e: postgres::Error) -> Error {
+    let unreachable = match e.code() {
+        None => true,
+        Some(code) => {
+            code.code().starts_with("08")
+                || [
+                    SqlState::ADMIN_SHUTDOWN,
+                    SqlState::CRASH_SHUTDOWN,
+                    SqlState::CANNOT_CONNECT_NOW,
+                    SqlState::TOO_MANY_CONNECTIONS,
+                    SqlState::INVALID_CATALOG_NAME,
+                ]
+                .contains(code)
+        }
+    };
+    let message = format!("PostgreSQL, {during}: {}", detail(&e));
+    if unreachable {
+        StoreError::Unavailable(message).into()
+    } else {
+        StoreError::Receiver(message).into()
+    }
+}
+
+/// The server's own message when there is one (the `Display` of a database
+/// error is only "db error").
+fn detail(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
+    }
+}
+
+fn closed_refusal(op_id: &str) -> Error {
+    Refusal::OperationClosed(op_id.to_string()).into()
+}
+
+fn effect_of(op_id: &str, row: &Row) -> Result<Effect> {
+    let seq: i64 = row.get(0);
+    let payload: String = row.get(2);
+    Ok(Effect {
+        effect_id: format!("pgfx-{seq:06}"),
+        op_id: op_id.to_string(),
+        action_kind: row.get(1),
+        payload: serde_json::from_str(&payload)
+            .map_err(|e| StoreError::Corrupt(format!("recon_effects row {seq}: payload: {e}")))?,
+        compensates_effect_id: row.get(3),
+    })
+}
+
+/// Every effect of the operation, in the order they were written, read by
+/// one statement of `tx` (so with one snapshot).
+fn effects(tx: &mut Transaction<'_>, op_id: &str) -> Result<Vec<Effect>> {
+    tx.query(
+        "SELECT seq, action_kind, payload, compensates_effect_id \
+         FROM recon_effects WHERE op_id = $1 ORDER BY seq",
+        &[&op_id],
+    )
+    .map_err(|e| failed("reading effects", e))?
+    .iter()
+    .map(|row| effect_of(op_id, row))
+    .collect()
+}
+
+fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
+    Snapshot {
+        op_id: op_id.to_string(),
+        matches,
+        complete: true,
+        authoritative: true,
+        closed,
+    }
+}
+
+impl PgLedger {
+    pub fn new(mut config: postgres::Config, verb: Verb) -> Self {
+        config
+            .application_name(&format!("recon-pg-ledger {}", verb.as_str()))
+            .connect_timeout(CONNECT_TIMEOUT);
+        PgLedger {
+            config,
+            client: None,
+        }
+    }
+
+    /// The connection, opened (and the schema created) on first use.
+    fn client(&mut self) -> Result<&mut Client> {
+        if self.client.is_none() {
+            let mut client = self
+                .config
+                .connect(NoTls)
+                .map_err(|e| failed("connecting", e))?;
+            ensure_schema(&mut client)?;
+            self.client = Some(client);
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| StoreError::Receiver("no connection".into()).into())
+    }
+
+    /// Creates the operation's gate row if it is missing, in a transaction
+    /// of its own that commits at once (see the module docs for why).
+    fn ensure_gate(&mut self, op_id: &str) -> Result<()> {
+        self.client()?
+            .execute(
+                "INSERT INTO recon_gate (op_id) VALUES ($1) ON CONFLICT (op_id) DO NOTHING",
+                &[&op_id],
+            )
+            .map_err(|e| failed("creating the gate row", e))?;
+        Ok(())
+    }
+
+    fn read_committed(&mut self) -> Result<Transaction<'_>> {
+        self.client()?
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
+            .map_err(|e| failed("beginning", e))
+    }
+}
+
+/// Creates the tables unless they are there. The check is one cheap
+/// statement; the creation runs once, under an advisory lock, because two
+/// first calls racing on `CREATE TABLE IF NOT EXISTS` can still collide.
+fn ensure_schema(client: &mut Client) -> Result<()> {
+    let present: bool = client
+        .query_one(
+            "SELECT to_regclass('recon_effects') IS NOT NULL \
+             AND to_regclass('recon_gate') IS NOT NULL",
+            &[],
+        )
+        .map_err(|e| failed("checking the tables", e))?
+        .get(0);
+    if present {
+        return Ok(());
+    }
+    let mut tx = client.transaction().map_err(|e| failed("beginning", e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('recon-pg-ledger schema'))",
+        &[],
+    )
+    .map_err(|e| failed("locking the schema", e))?;
+    tx.batch_execute(SCHEMA)
+        .map_err(|e| failed("creating the tables", e))?;
+    tx.commit().map_err(|e| failed("creating the tables", e))
+}
+
+impl Receiver for PgLedger {
+    fn describe(&mut self) -> Result<Description> {
+        Ok(description())
+    }
+
+    fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
+        let op_id = request.op_id;
+        self.ensure_gate(op_id)?;
+        let mut tx = self.read_committed()?;
+        let open: Option<bool> = tx
+            .query_opt(
+                "SELECT closed_at IS NULL FROM recon_gate WHERE op_id = $1 FOR SHARE",
+                &[&op_id],
+            )
+            .map_err(|e| failed("locking the gate row", e))?
+            .map(|row| row.get(0));
+        if open != Some(true) {
+            return Err(closed_refusal(op_id));
+        }
+        drill::hold_after_gate_lock();
+        let payload = canonical_json(request.payload);
+        let row = tx
+            .query_one(
+                "INSERT INTO recon_effects (op_id, action_kind, payload, compensates_effect_id) \
+                 VALUES ($1, $2, $3, $4) RETURNING seq, action_kind, payload, compensates_effect_id",
+                &[
+                    &op_id,
+                    &request.action_kind,
+                    &payload,
+                    &request.compensates_effect_id,
+                ],
+            )
+            .map_err(|e| match e.code() {
+                Some(code) if code.code() == CLOSED_SQLSTATE => closed_refusal(op_id),
+                _ => failed("inserting the effect", e),
+            })?;
+        let effect = effect_of(op_id, &row)?;
+        tx.commit()
+            .map_err(|e| failed("committing the effect", e))?;
+        drill::after_commit(Commit::Apply);
+        Ok(effect)
+    }
+
+    fn query(&mut self, op_id: &str) -> Result<Snapshot> {
+        // One snapshot for both reads: a `closed` seen here comes with
+        // every effect written before the close.
+        let mut tx = self
+            .client()?
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| failed("beginning", e))?;
+        let closed = tx
+            .query_opt(
+                "SELECT closed_at IS NOT NULL FROM recon_gate WHERE op_id = $1",
+                &[&op_id],
+            )
+            .map_err(|e| failed("reading the gate row", e))?
+            .is_some_and(|row| row.get(0));
+        let matches = effects(&mut tx, op_id)?;
+        tx.commit().map_err(|e| failed("ending the read", e))?;
+        Ok(snapshot(op_id, matches, closed))
+    }
+
+    fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        self.ensure_gate(op_id)?;
+        let mut tx = self.read_committed()?;
+        // Waits until every apply holding the share lock has ended.
+        let already: bool = tx
+            .query_one(
+                "SELECT closed_at IS NOT NULL FROM recon_gate WHERE op_id = $1 FOR UPDATE",
+                &[&op_id],
+            )
+            .map_err(|e| failed("locking the gate row", e))?
+            .get(0);
+        if !already {
+            tx.execute(
+                "UPDATE recon_gate SET closed_at = now(), closed_by = $2 WHERE op_id = $1",
+                &[&op_id, &authorized_by],
+            )
+            .map_err(|e| failed("closing", e))?;
+        }
+        // A later statement, so a fresh snapshot: every apply that held the
+        // share lock has committed or rolled back by now.
+        let matches = effects(&mut tx, op_id)?;
+        tx.commit().map_err(|e| failed("committing the close", e))?;
+        drill::after_commit(Commit::Close);
+        Ok(snapshot(op_id, matches, true))
+    }
+}

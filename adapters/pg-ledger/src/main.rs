@@ -1,0 +1,87 @@
+//! `recon-pg-ledger`: a `recon-adapter/1` receiver that keeps its effects in
+//! a table of a PostgreSQL database the user names, and can close an
+//! operation for good.
+//!
+//! ```text
+//! recon-pg-ledger --database postgres://USER@HOST:PORT/DB VERB
+//! ```
+//!
+//! It is shaped like a Cargo credential provider: the ledger is a
+//! `recon::receiver::Receiver` ([`ledger::PgLedger`]) and this `main` hands
+//! it to `recon::receiver::protocol::serve`, which reads the one request
+//! line, answers it and writes the one answer line. The protocol's parsing
+//! and answer shapes are recon's own, so the two cannot drift. `describe`
+//! needs no server (registration works while the database is down); every
+//! other verb connects, creates the tables on first use, and answers
+//! `unavailable` when the server cannot be reached.
+//!
+//! recon's own code stays synchronous; the `postgres` crate runs a small
+//! runtime of its own inside this process, which is none of recon's
+//! business.
+
+mod drill;
+mod ledger;
+
+use recon::receiver::protocol::{self, ErrorCode, Failed, Verb};
+use std::io::Write;
+
+/// Exit code when the arguments are not `--database URL VERB`.
+const EXIT_USAGE: i32 = 2;
+/// Exit code when the answer could not be written.
+const EXIT_IO: i32 = 4;
+
+const USAGE: &str = "usage: recon-pg-ledger --database postgres://USER@HOST:PORT/DATABASE \
+                     describe|apply|query|close (one request line on stdin)";
+
+/// The command line: `--database URL` before the verb, nothing else.
+fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
+    let [flag, url, verb] = args else {
+        return Err(USAGE.to_string());
+    };
+    if flag != "--database" {
+        return Err(USAGE.to_string());
+    }
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(format!(
+            "--database takes a postgres:// URL ({})",
+            recon::sanitize::escape(url)
+        ));
+    }
+    let config = url
+        .parse::<postgres::Config>()
+        .map_err(|e| format!("--database: {e}"))?;
+    let verb = Verb::parse(verb).ok_or_else(|| USAGE.to_string())?;
+    Ok((config, verb))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    let code = match parse_args(&args) {
+        // Still one protocol answer on stdout, so recon reports the reason
+        // (at registration, a malformed description naming it).
+        Err(message) => {
+            eprintln!("recon-pg-ledger: {message}");
+            let answer = protocol::failure_answer(&Failed {
+                code: ErrorCode::BadRequest,
+                message,
+            });
+            match protocol::write_line(&mut output, &answer) {
+                Ok(()) => EXIT_USAGE,
+                Err(_) => EXIT_IO,
+            }
+        }
+        Ok((config, verb)) => {
+            let mut ledger = ledger::PgLedger::new(config, verb);
+            match protocol::serve(&mut ledger, verb, &mut input, &mut output) {
+                Ok(()) => 0,
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "recon-pg-ledger: {e}");
+                    EXIT_IO
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}

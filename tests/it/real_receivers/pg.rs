@@ -1,0 +1,505 @@
+//! `recon-pg-ledger` against a real PostgreSQL: the close race (eight
+//! writers holding the shared gate lock in their open transactions, a close
+//! arriving, more writers arriving while it waits, more after it), a close
+//! whose answer was lost and is repeated, the whole flow through `recon`,
+//! and `unavailable` when the server is down.
+
+use super::servers::{self, Postgres};
+use super::{
+    answer_of, apply_request, call_adapter, close_request, dispatch, error_code, finish, ok_json,
+    poll_until, prepare, query_request, reconcile, snapshot, start_adapter,
+};
+use crate::stress::scaled;
+use crate::support::{run, Lab};
+use recon::workspace::NewReceiver;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const HOLD_FIFO_ENV: &str = "RECON_PG_LEDGER_HOLD_FIFO";
+const CRASH_ENV: &str = "RECON_PG_LEDGER_CRASH";
+/// Writers holding their transaction open when the close arrives.
+const HELD: usize = 8;
+/// Writers started while the close waits for its lock.
+const ARRIVING: usize = 2;
+/// Writers started after the close answered.
+const LATE: usize = 4;
+/// Rounds of the race (times `RECON_STRESS`).
+const ROUNDS: usize = 24;
+
+/// The server and the adapter binary, or `None` (and one line) when either
+/// is missing outside CI.
+fn setup(test: &str) -> Option<(&'static Postgres, PathBuf)> {
+    let pg = servers::require(test, servers::postgres())?;
+    let binary = servers::require(test, servers::pg_ledger_binary())?;
+    Some((pg, binary.clone()))
+}
+
+fn database_of(url: &str) -> &str {
+    url.rsplit('/').next().expect("a database name")
+}
+
+fn apply(binary: &Path, url: &str, op_id: &str, n: usize, hold: Option<&Path>) -> Child {
+    let env: Vec<(&str, &OsStr)> = hold
+        .map(|f| (HOLD_FIFO_ENV, f.as_os_str()))
+        .into_iter()
+        .collect();
+    let request = apply_request(op_id, "ledger_write", &json!({"writer": n}));
+    start_adapter(binary, &["--database", url], "apply", &request, &env)
+}
+
+/// Opens the writer's fifo for writing: returns once the writer opened it
+/// for reading, which it does only while holding the shared gate lock.
+#[track_caller]
+fn held_gate(fifo: &Path) -> File {
+    let (tx, rx) = mpsc::channel();
+    let path = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(File::options().write(true).open(path));
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the writer took the gate lock in time")
+        .expect("open the fifo")
+}
+
+fn mkfifo(path: &Path) {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("a path without NUL");
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// How a round releases its held writers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Release {
+    /// One at a time, each answered before the next is released.
+    OneByOne,
+    /// All lines written in the order, answers collected afterwards.
+    AllAtOnce,
+    /// One by one, but the first in the order is killed while it holds the
+    /// lock (its transaction rolls back; it wrote nothing).
+    KillFirst,
+}
+
+fn release_mode(round: usize) -> Release {
+    [Release::OneByOne, Release::AllAtOnce, Release::KillFirst][round % 3]
+}
+
+/// A different order each round: identity, reversed, then shuffled by a
+/// small deterministic generator.
+fn release_order(round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..HELD).collect();
+    match round {
+        0 => {}
+        1 => order.reverse(),
+        _ => {
+            let mut state = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for i in (1..order.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                order.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+        }
+    }
+    order
+}
+
+/// The effect id of a receipt, `Err(code)` for a refusal, `Ok(None)` for no
+/// answer at all (a killed writer).
+fn outcome(output: &Output) -> Result<Option<String>, String> {
+    match answer_of(output) {
+        None => Ok(None),
+        Some(answer) if answer["ok"] == json!(true) => Ok(Some(
+            answer["receipt"]["effect_id"]
+                .as_str()
+                .expect("effect_id")
+                .to_string(),
+        )),
+        Some(answer) => Err(error_code(&answer).unwrap_or("?").to_string()),
+    }
+}
+
+/// Releases the held writers as the round says; their outputs by index.
+fn release(mode: Release, order: &[usize], held: Vec<Child>, gates: Vec<File>) -> Vec<Output> {
+    let mut held: Vec<Option<Child>> = held.into_iter().map(Some).collect();
+    let mut gates: Vec<Option<File>> = gates.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<Output>> = (0..HELD).map(|_| None).collect();
+    for (position, &i) in order.iter().enumerate() {
+        let mut child = held[i].take().expect("a held writer");
+        if mode == Release::KillFirst && position == 0 {
+            child.kill().expect("kill a held writer");
+        } else {
+            use std::io::Write;
+            let mut gate = gates[i].take().expect("its fifo");
+            writeln!(gate, "go").expect("release the writer");
+        }
+        if mode == Release::AllAtOnce {
+            held[i] = Some(child);
+        } else {
+            outputs[i] = Some(finish(child));
+        }
+    }
+    for (i, child) in held.into_iter().enumerate() {
+        if let Some(child) = child {
+            outputs[i] = Some(finish(child));
+        }
+    }
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every writer answered"))
+        .collect()
+}
+
+/// What one round saw.
+struct Round {
+    in_snapshot: usize,
+    held_written: usize,
+    arriving_written: usize,
+    arriving_refused: usize,
+    late_refused: usize,
+    killed: usize,
+}
+
+/// Polls until the close is blocked on its row lock (the held writers'
+/// share locks): only then are the arriving writers started.
+fn until_close_waits(pg: &Postgres, database: &str) {
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND application_name = 'recon-pg-ledger close' AND wait_event_type = 'Lock'";
+    poll_until(
+        "the close waits for the gate lock",
+        Duration::from_secs(60),
+        || pg.psql(database, sql).trim() == "1",
+    );
+}
+
+/// Every effect id the table holds for the operation, read afterwards.
+fn table_effects(pg: &Postgres, database: &str, op_id: &str) -> BTreeSet<String> {
+    let sql = format!("SELECT seq FROM recon_effects WHERE op_id = '{op_id}' ORDER BY seq");
+    pg.psql(database, &sql)
+        .lines()
+        .map(|seq| format!("pgfx-{:06}", seq.trim().parse::<i64>().expect("a seq")))
+        .collect()
+}
+
+fn race_round(pg: &Postgres, binary: &Path, url: &str, round: usize) -> Round {
+    let database = database_of(url);
+    let op_id = format!("race-{round}");
+    let fifos = tempfile::tempdir().expect("fifo dir");
+    let paths: Vec<PathBuf> = (0..HELD)
+        .map(|i| fifos.path().join(format!("w{i}")))
+        .collect();
+    paths.iter().for_each(|p| mkfifo(p));
+    let held: Vec<Child> = (0..HELD)
+        .map(|i| apply(binary, url, &op_id, i, Some(&paths[i])))
+        .collect();
+    let gates: Vec<File> = paths.iter().map(|p| held_gate(p)).collect();
+    let close = start_adapter(
+        binary,
+        &["--database", url],
+        "close",
+        &close_request(&op_id, "race"),
+        &[],
+    );
+    until_close_waits(pg, database);
+    let arriving: Vec<Child> = (0..ARRIVING)
+        .map(|i| apply(binary, url, &op_id, HELD + i, None))
+        .collect();
+    let mode = release_mode(round);
+    let held = release(mode, &release_order(round), held, gates);
+    let arriving: Vec<Output> = arriving.into_iter().map(finish).collect();
+    let snapshot = answer_of(&finish(close)).expect("the close answered");
+    assert_eq!(snapshot["closed"], json!(true), "{snapshot}");
+    let seen: BTreeSet<String> = snapshot["matches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|m| m["effect_id"].as_str().expect("effect_id").to_string())
+        .collect();
+    let late: Vec<Output> = (0..LATE)
+        .map(|i| finish(apply(binary, url, &op_id, HELD + ARRIVING + i, None)))
+        .collect();
+    judge_round(&op_id, mode, &held, &arriving, &late, &seen);
+    assert_eq!(
+        table_effects(pg, database, &op_id),
+        seen,
+        "{op_id}: the table holds exactly the close's snapshot: nothing was written after it"
+    );
+    let written = |outputs: &[Output]| {
+        outputs
+            .iter()
+            .filter(|o| matches!(outcome(o), Ok(Some(_))))
+            .count()
+    };
+    Round {
+        in_snapshot: seen.len(),
+        held_written: written(&held),
+        arriving_written: written(&arriving),
+        arriving_refused: arriving.len() - written(&arriving),
+        late_refused: late.len(),
+        killed: usize::from(mode == Release::KillFirst),
+    }
+}
+
+/// Every writer's effect is in the close's snapshot, or it was refused
+/// `operation_closed`, or (killed while holding) it has no answer; the
+/// snapshot holds nothing else.
+#[track_caller]
+fn judge_round(
+    op_id: &str,
+    mode: Release,
+    held: &[Output],
+    arriving: &[Output],
+    late: &[Output],
+    seen: &BTreeSet<String>,
+) {
+    let mut receipts = BTreeSet::new();
+    for (n, output) in held.iter().chain(arriving).chain(late).enumerate() {
+        let is_held = n < HELD;
+        let is_late = n >= HELD + arriving.len();
+        match outcome(output) {
+            Ok(Some(effect_id)) => {
+                assert!(!is_late, "{op_id}: writer {n} wrote after the close");
+                assert!(
+                    seen.contains(&effect_id),
+                    "{op_id}: writer {n}'s {effect_id} is not in the close's snapshot"
+                );
+                receipts.insert(effect_id);
+            }
+            Ok(None) => assert!(
+                is_held && mode == Release::KillFirst,
+                "{op_id}: writer {n} gave no answer"
+            ),
+            Err(code) => {
+                assert!(!is_held, "{op_id}: held writer {n} was refused {code}");
+                assert_eq!(code, "operation_closed", "{op_id}: writer {n}");
+            }
+        }
+    }
+    assert_eq!(
+        &receipts, seen,
+        "{op_id}: every effect in the snapshot has its writer's receipt"
+    );
+}
+
+#[test]
+fn a_close_racing_eight_held_writers_sees_every_effect_or_refuses_it() {
+    let test = "a_close_racing_eight_held_writers_sees_every_effect_or_refuses_it";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("race");
+    let rounds = scaled(ROUNDS);
+    assert!(rounds >= 20);
+    for round in 0..rounds {
+        let r = race_round(pg, &binary, &url, round);
+        println!(
+            "race round {round:2} ({:?}, order {:?}): {} effects in the close's snapshot \
+             ({} held + {} of {ARRIVING} arriving while it waited, {} held writer killed); \
+             refused operation_closed: {} arriving + {} after the close; none written after it",
+            release_mode(round),
+            release_order(round),
+            r.in_snapshot,
+            r.held_written,
+            r.arriving_written,
+            r.killed,
+            r.arriving_refused,
+            r.late_refused,
+        );
+        assert_eq!(
+            r.held_written,
+            HELD - r.killed,
+            "every held writer that lived was written"
+        );
+        assert_eq!(r.late_refused, LATE);
+    }
+}
+
+#[test]
+fn a_close_whose_answer_was_lost_returns_the_same_snapshot_when_repeated() {
+    let test = "a_close_whose_answer_was_lost_returns_the_same_snapshot_when_repeated";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("lost_close");
+    let args = ["--database", url.as_str()];
+    for n in 0..2 {
+        let request = apply_request("lost", "ledger_write", &json!({"n": n}));
+        let (answer, _) = call_adapter(&binary, &args, "apply", &request, &[]);
+        assert_eq!(answer.expect("a receipt")["ok"], json!(true));
+    }
+    let crash = [(CRASH_ENV, OsStr::new("after-close-commit"))];
+    let (answer, code) = call_adapter(
+        &binary,
+        &args,
+        "close",
+        &close_request("lost", "ann"),
+        &crash,
+    );
+    assert_eq!(
+        (answer, code),
+        (None, Some(23)),
+        "killed after the commit, before answering"
+    );
+    let (read, _) = call_adapter(&binary, &args, "query", &query_request("lost"), &[]);
+    let read = read.expect("a query answer");
+    assert_eq!(read["closed"], json!(true), "the close committed: {read}");
+    let (first, _) = call_adapter(&binary, &args, "close", &close_request("lost", "ann"), &[]);
+    let (second, _) = call_adapter(&binary, &args, "close", &close_request("lost", "bob"), &[]);
+    let first = first.expect("the repeated close answers");
+    assert_eq!(first["ok"], json!(true), "{first}");
+    assert_eq!(first["matches"].as_array().map(Vec::len), Some(2));
+    assert_eq!(first["matches"], read["matches"]);
+    assert_eq!(
+        Some(&first),
+        second.as_ref(),
+        "closing a closed op returns its snapshot again"
+    );
+    let by = pg.psql(
+        database_of(&url),
+        "SELECT closed_by FROM recon_gate WHERE op_id = 'lost'",
+    );
+    assert_eq!(by.trim(), "ann", "the first close's tombstone stands");
+    let request = apply_request("lost", "ledger_write", &json!({"n": 9}));
+    let (late, _) = call_adapter(&binary, &args, "apply", &request, &[]);
+    assert_eq!(
+        error_code(&late.expect("an answer")),
+        Some("operation_closed")
+    );
+}
+
+/// Registers `recon-pg-ledger` in a fresh workspace under `name`, for the
+/// action kind `action`.
+fn pg_lab(binary: &Path, url: &str, name: &str, action: &str) -> Lab {
+    let mut lab = Lab::new();
+    lab.ws
+        .register_receiver(&NewReceiver {
+            name,
+            actions: &[action.to_string()],
+            program: binary,
+            args: &["--database".to_string(), url.to_string()],
+            timeout_ms: Some(60_000),
+        })
+        .expect("register recon-pg-ledger");
+    lab
+}
+
+#[test]
+fn a_lost_receipt_and_a_lost_close_answer_on_postgres_end_confirmed_through_recon() {
+    let test = "a_lost_receipt_and_a_lost_close_answer_on_postgres_end_confirmed_through_recon";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("through_recon");
+    let lab = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(
+        w,
+        "pg-1",
+        "ledger_write",
+        &json!({"account": "acct-9", "amount": 12.5}),
+    );
+    let report = dispatch(w, "pg-1", &[(CRASH_ENV, "after-apply-commit")]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    assert_eq!(report["receiver_exit_code"], json!(23), "{report}");
+    let read = ok_json(&snapshot(w, "pg-1", None, &[]), "snapshot");
+    assert_eq!(
+        read["verdict"],
+        json!("exact_match_existence_only"),
+        "not closed yet: {read}"
+    );
+    let lost = snapshot(w, "pg-1", Some("ann"), &[(CRASH_ENV, "after-close-commit")]);
+    assert_eq!(
+        lost.code,
+        Some(4),
+        "the close's answer was lost: {}",
+        lost.stderr
+    );
+    let closed = ok_json(&snapshot(w, "pg-1", Some("ann"), &[]), "the close again");
+    assert_eq!(closed["verdict"], json!("unique_exact_match"), "{closed}");
+    assert_eq!(closed["snapshot"]["closed"], json!(true));
+    let decided = ok_json(&reconcile(w, "pg-1", "confirmed"), "reconcile");
+    assert_eq!(decided["state"], json!("confirmed"), "{decided}");
+    let shown = ok_json(
+        &run(&["show", "--workspace", w, "pg-1", "--json"], None),
+        "show",
+    );
+    assert_eq!(shown["evidence"][0]["receiver"], json!("ledger"), "{shown}");
+}
+
+#[test]
+fn an_original_that_arrives_after_the_close_is_refused_and_the_op_is_not_applied() {
+    let test = "an_original_that_arrives_after_the_close_is_refused_and_the_op_is_not_applied";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("not_applied");
+    let lab = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(w, "pg-2", "ledger_write", &json!({"n": 2}));
+    let args = ["--database", url.as_str()];
+    let (early, _) = call_adapter(&binary, &args, "close", &close_request("pg-2", "ann"), &[]);
+    assert_eq!(early.expect("a close answer")["matches"], json!([]));
+    let report = dispatch(w, "pg-2", &[]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    assert_eq!(
+        report["adapter_failure"]["kind"],
+        json!("error"),
+        "{report}"
+    );
+    let closed = ok_json(&snapshot(w, "pg-2", Some("ann"), &[]), "closing snapshot");
+    assert_eq!(closed["verdict"], json!("terminal_absence"), "{closed}");
+    let decided = ok_json(&reconcile(w, "pg-2", "not_applied"), "reconcile");
+    assert_eq!(decided["state"], json!("not_applied"), "{decided}");
+}
+
+#[test]
+fn pg_ledger_answers_unavailable_when_the_server_is_down() {
+    let test = "pg_ledger_answers_unavailable_when_the_server_is_down";
+    let Some(binary) = servers::require(test, servers::pg_ledger_binary()) else {
+        return;
+    };
+    let port = servers::free_port().expect("a free port");
+    let url = format!("postgres://postgres@127.0.0.1:{port}/nothing");
+    let args = ["--database", url.as_str()];
+    let (described, _) = call_adapter(binary, &args, "describe", &json!({"recon_adapter": 1}), &[]);
+    let described = described.expect("describe needs no server");
+    assert_eq!(described["can_close"], json!(true), "{described}");
+    assert_eq!(
+        described["query"],
+        json!({"complete": true, "authoritative": true})
+    );
+    let requests = [
+        ("apply", apply_request("down-1", "ledger_write", &json!({}))),
+        ("query", query_request("down-1")),
+        ("close", close_request("down-1", "ann")),
+    ];
+    for (verb, request) in requests {
+        let (answer, _) = call_adapter(binary, &args, verb, &request, &[]);
+        let answer = answer.expect("an answer");
+        assert_eq!(error_code(&answer), Some("unavailable"), "{verb}: {answer}");
+    }
+    let lab = pg_lab(binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(w, "down-1", "ledger_write", &json!({}));
+    let report = dispatch(w, "down-1", &[]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    let detail = report["adapter_failure"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(detail.contains("unavailable"), "{report}");
+    let refused = snapshot(w, "down-1", None, &[]);
+    assert_eq!(
+        refused.code,
+        Some(4),
+        "no read from a server that is down: {}",
+        refused.stdout
+    );
+}

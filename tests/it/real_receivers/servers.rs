@@ -1,0 +1,547 @@
+//! Throwaway servers for the real-receiver tests: a PostgreSQL cluster and
+//! a Postfix instance, each started at most once per test process, on a free
+//! loopback port, with every file in a temporary directory, and stopped when
+//! the process exits (an `atexit` hook: statics are never dropped).
+//!
+//! Nothing here touches the machine's own services or configuration:
+//! PostgreSQL runs from `initdb` into the temp dir, its socket there too;
+//! Postfix runs `MAIL_CONFIG=DIR postfix start-fg` on a private `main.cf` and
+//! `master.cf` (chroot off, one smtpd on `127.0.0.1:PORT`, delivery through a
+//! virtual mailbox map into Maildirs owned by `nobody`, its log in the temp
+//! dir). As root, PostgreSQL runs as `postgres` through `runuser`, and the
+//! directories it or Postfix's daemons need are handed to those users.
+//!
+//! A server that cannot start is an `Err` with the reason; [`require`] turns
+//! it into one printed line and a test that returns early, or a failure
+//! when `CI` is set. This file also serves the latency bench
+//! (`benches/real_receivers.rs`), so it uses nothing else from the tests.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to come up.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server for a test, or `None` after one line saying the test did not
+/// run. Under `CI` a server that cannot start fails the test instead: CI
+/// installs both, so a missing one there is a broken machine.
+pub fn require<T>(test: &str, server: &'static Result<T, String>) -> Option<&'static T> {
+    match server {
+        Ok(server) => Some(server),
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: a server did not start under CI: {why}")
+        }
+        Err(why) => {
+            println!("{test}: did not run: {why}");
+            None
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The uid and gid of a system user.
+fn user_ids(name: &str) -> Result<(u32, u32), String> {
+    let text = std::fs::read_to_string("/etc/passwd").map_err(|e| format!("/etc/passwd: {e}"))?;
+    text.lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.len() > 3 && fields[0] == name)
+        .and_then(|fields| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+        .ok_or_else(|| format!("there is no user {name}"))
+}
+
+fn chown(path: &Path, user: &str) -> Result<(), String> {
+    let (uid, gid) = user_ids(user)?;
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map_err(|e| format!("chown {} {user}: {e}", path.display()))
+}
+
+/// A port nothing listens on now (the kernel's pick, released at once).
+pub fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("local_addr: {e}"))
+}
+
+/// A temp dir the servers' own users can traverse (`mktemp -d` is 0700).
+fn server_dir(prefix: &str) -> Result<PathBuf, String> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?
+        .keep();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs a command to its end; `Err` carries its output.
+fn run(command: &mut Command) -> Result<String, String> {
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{command:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{command:?}: {}: {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Stops every server this process started; registered once with `atexit`.
+extern "C" fn stop_servers() {
+    if let Some(Ok(pg)) = POSTGRES.get() {
+        pg.stop();
+    }
+    if let Some(Ok(postfix)) = POSTFIX.get() {
+        postfix.stop();
+    }
+}
+
+fn stop_at_exit() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: `stop_servers` is an `extern "C" fn()` that lives for the
+        // whole process; atexit only stores the pointer.
+        unsafe { libc::atexit(stop_servers) };
+    });
+}
+
+// ---------------------------------------------------------------- PostgreSQL
+
+/// A throwaway PostgreSQL cluster on `127.0.0.1:port`, trusting local
+/// connections, its socket and data in `dir`.
+pub struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub port: u16,
+    databases: AtomicUsize,
+}
+
+static POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
+static DURABLE: AtomicBool = AtomicBool::new(false);
+
+/// Makes the cluster of this process (if not started yet) flush its
+/// commits as a production server does: for measuring latency.
+pub fn durable_postgres() {
+    DURABLE.store(true, Ordering::SeqCst);
+}
+
+/// The cluster of this process, started on first use. Tests run it with
+/// fsync off (`-F`): none of them is about surviving a power cut.
+pub fn postgres() -> &'static Result<Postgres, String> {
+    POSTGRES.get_or_init(|| {
+        stop_at_exit();
+        Postgres::start(DURABLE.load(Ordering::SeqCst))
+    })
+}
+
+/// Where the PostgreSQL server binaries are: `RECON_PG_BIN`, or Debian's
+/// newest under /usr/lib/postgresql.
+fn pg_bin() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("RECON_PG_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|e| format!("PostgreSQL is not installed (/usr/lib/postgresql: {e})"))?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| "no PostgreSQL server binaries under /usr/lib/postgresql".into())
+}
+
+impl Postgres {
+    /// A command of the cluster, as `postgres` when this process is root.
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        }
+    }
+
+    fn start(fsync: bool) -> Result<Postgres, String> {
+        let dir = server_dir("recon-pg-")?;
+        if is_root() {
+            chown(&dir, "postgres")?;
+        }
+        let mut pg = Postgres {
+            bin: pg_bin()?,
+            dir,
+            port: 0,
+            databases: AtomicUsize::new(0),
+        };
+        let data = pg.dir.join("data");
+        let init = run(pg
+            .command("initdb")
+            .args(["-N", "-A", "trust", "-U", "postgres", "-E", "UTF8", "-D"])
+            .arg(&data));
+        if let Err(why) = init {
+            let _ = std::fs::remove_dir_all(&pg.dir);
+            return Err(format!("initdb failed: {why}"));
+        }
+        let mut last = String::new();
+        for _ in 0..3 {
+            pg.port = free_port()?;
+            let options = format!(
+                "-k {} -p {} -c listen_addresses=127.0.0.1{}",
+                pg.dir.display(),
+                pg.port,
+                if fsync { "" } else { " -F" }
+            );
+            let started = run(pg
+                .command("pg_ctl")
+                .args(["-w", "-t", "60", "-D"])
+                .arg(&data)
+                .arg("-l")
+                .arg(pg.dir.join("log"))
+                .args(["-o", &options, "start"]));
+            match started {
+                Ok(_) => return Ok(pg),
+                Err(why) => last = why,
+            }
+        }
+        let log = std::fs::read_to_string(pg.dir.join("log")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&pg.dir);
+        Err(format!("PostgreSQL did not start: {last}\n{log}"))
+    }
+
+    fn stop(&self) {
+        let _ = run(self
+            .command("pg_ctl")
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(self.dir.join("data"))
+            .arg("stop"));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// A new empty database, named after `prefix`; its URL.
+    pub fn new_database(&self, prefix: &str) -> String {
+        let n = self.databases.fetch_add(1, Ordering::SeqCst);
+        let name = format!("{prefix}_{n}");
+        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.url(&name)
+    }
+
+    /// Runs SQL through psql in `database`; the rows, one a line,
+    /// columns separated by `|`.
+    #[track_caller]
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        run(Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+            ])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+            ])
+            .args(["-c", sql]))
+        .unwrap_or_else(|e| panic!("psql: {e}"))
+    }
+}
+
+// ------------------------------------------------------------------- Postfix
+
+/// How many mailboxes the private Postfix delivers to: one per test that
+/// asks, so no test reads another's messages.
+pub const MAILBOXES: usize = 16;
+
+/// A private Postfix listening on `127.0.0.1:port`.
+pub struct Postfix {
+    dir: PathBuf,
+    pub port: u16,
+    master: Mutex<Option<Child>>,
+    next_box: AtomicUsize,
+}
+
+/// A mailbox of the private Postfix: its address and its Maildir.
+#[derive(Debug, Clone)]
+pub struct Mailbox {
+    pub address: String,
+    pub maildir: PathBuf,
+}
+
+static POSTFIX: OnceLock<Result<Postfix, String>> = OnceLock::new();
+
+/// The Postfix of this process, started on first use.
+pub fn postfix() -> &'static Result<Postfix, String> {
+    POSTFIX.get_or_init(|| {
+        stop_at_exit();
+        Postfix::start()
+    })
+}
+
+fn postfix_program() -> Result<PathBuf, String> {
+    ["/usr/sbin/postfix", "/usr/local/sbin/postfix"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| "Postfix is not installed (no /usr/sbin/postfix)".to_string())
+}
+
+/// The Debian `master.cf` with chroot off on every service and its public
+/// smtpd moved to `127.0.0.1:port`.
+fn master_cf(port: u16) -> Result<String, String> {
+    let text = std::fs::read_to_string("/etc/postfix/master.cf")
+        .map_err(|e| format!("/etc/postfix/master.cf: {e}"))?;
+    let lines = text.lines().map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if line.starts_with('#') || line.starts_with([' ', '\t']) || fields.len() < 8 {
+            return line.to_string();
+        }
+        let mut fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        if fields[0] == "smtp" && fields[1] == "inet" {
+            fields[0] = format!("127.0.0.1:{port}");
+        }
+        fields[4] = "n".into();
+        fields.join("  ")
+    });
+    Ok(lines.collect::<Vec<_>>().join("\n") + "\n")
+}
+
+fn main_cf(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "compatibility_level = 3.6\n\
+         queue_directory = {d}/queue\n\
+         data_directory = {d}/data\n\
+         inet_interfaces = loopback-only\n\
+         inet_protocols = ipv4\n\
+         myhostname = recon-test.localdomain\n\
+         mydestination =\n\
+         mynetworks = 127.0.0.0/8\n\
+         local_recipient_maps =\n\
+         alias_maps =\n\
+         alias_database =\n\
+         default_transport = error\n\
+         relay_transport = error\n\
+         maillog_file = /dev/stdout\n\
+         virtual_mailbox_domains = example.test\n\
+         virtual_mailbox_base = {d}/mail\n\
+         virtual_mailbox_maps = texthash:{d}/config/vmailbox\n\
+         virtual_uid_maps = static:65534\n\
+         virtual_gid_maps = static:65534\n\
+         smtputf8_enable = no\n\
+         biff = no\n"
+    )
+}
+
+/// Writes the private configuration and the Maildirs (owned by `nobody`,
+/// the virtual delivery agent's user here).
+fn postfix_tree(dir: &Path, port: u16) -> Result<(), String> {
+    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+    for sub in ["config", "queue", "data", "mail"] {
+        std::fs::create_dir(dir.join(sub)).map_err(|e| io(&dir.join(sub), e))?;
+    }
+    chown(&dir.join("data"), "postfix")?;
+    let config = dir.join("config");
+    let write = |name: &str, text: String| {
+        std::fs::write(config.join(name), text).map_err(|e| io(&config.join(name), e))
+    };
+    write("main.cf", main_cf(dir))?;
+    write("master.cf", master_cf(port)?)?;
+    let mut map = String::new();
+    for n in 0..MAILBOXES {
+        map.push_str(&format!("box{n}@example.test box{n}/\n"));
+        for sub in ["", "/new", "/cur", "/tmp"] {
+            let path = dir.join(format!("mail/box{n}{sub}"));
+            std::fs::create_dir(&path).map_err(|e| io(&path, e))?;
+            chown(&path, "nobody")?;
+        }
+    }
+    write("vmailbox", map)?;
+    chown(&dir.join("mail"), "nobody")
+}
+
+/// Waits until something answers SMTP's 220 greeting on the port.
+fn smtp_ready(port: u16, master: &mut Child, log: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::Read;
+            let mut greeting = [0u8; 3];
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .map_err(|e| format!("smtp: {e}"))?;
+            if (&stream).read_exact(&mut greeting).is_ok() && &greeting == b"220" {
+                return Ok(());
+            }
+        }
+        let log = || std::fs::read_to_string(log).unwrap_or_default();
+        if let Ok(Some(status)) = master.try_wait() {
+            return Err(format!("postfix start-fg exited ({status}):\n{}", log()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("Postfix did not greet on port {port}:\n{}", log()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Postfix {
+    fn start() -> Result<Postfix, String> {
+        if !is_root() {
+            return Err("Postfix runs as root, and this test is not".into());
+        }
+        let program = postfix_program()?;
+        let dir = server_dir("recon-postfix-")?;
+        let port = free_port()?;
+        postfix_tree(&dir, port)?;
+        let log = dir.join("maillog");
+        let log_file = std::fs::File::create(&log).map_err(|e| format!("maillog: {e}"))?;
+        let mut master = Command::new(program)
+            .arg("start-fg")
+            .env("MAIL_CONFIG", dir.join("config"))
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().map_err(|e| format!("maillog: {e}"))?)
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| format!("postfix start-fg: {e}"))?;
+        let postfix = Postfix {
+            dir,
+            port,
+            master: Mutex::new(None),
+            next_box: AtomicUsize::new(0),
+        };
+        let ready = smtp_ready(port, &mut master, &log);
+        *postfix.master.lock().unwrap_or_else(|p| p.into_inner()) = Some(master);
+        match ready {
+            Ok(()) => Ok(postfix),
+            Err(why) => {
+                postfix.stop();
+                Err(why)
+            }
+        }
+    }
+
+    /// Stops the master (`postfix stop`), waits for `start-fg` to return,
+    /// and kills it if it will not.
+    fn stop(&self) {
+        if let Ok(program) = postfix_program() {
+            let _ = run(Command::new(program)
+                .arg("stop")
+                .env("MAIL_CONFIG", self.dir.join("config")));
+        }
+        let master = self.master.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut master) = master {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while matches!(master.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = master.kill();
+            let _ = master.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    pub fn smtp(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A mailbox no other caller in this process gets.
+    #[track_caller]
+    pub fn mailbox(&self) -> Mailbox {
+        let n = self.next_box.fetch_add(1, Ordering::SeqCst);
+        assert!(n < MAILBOXES, "more than {MAILBOXES} mailboxes asked for");
+        Mailbox {
+            address: format!("box{n}@example.test"),
+            maildir: self.dir.join(format!("mail/box{n}")),
+        }
+    }
+
+    /// What Postfix logged so far (for a failure message).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("maillog")).unwrap_or_default()
+    }
+}
+
+// -------------------------------------------------------- recon-pg-ledger
+
+/// The `recon-pg-ledger` binary of this build, built once per process.
+///
+/// A workspace member's binary has no `CARGO_BIN_EXE_*` in the root
+/// package's tests, and a binary merely found in `target/` may be stale. So
+/// the first caller runs `cargo build -p recon-pg-ledger` with the profile
+/// and target directory of the `recon` binary under test: a no-op when it
+/// is fresh (CI builds the workspace first), a real build otherwise, and
+/// the path is then the one cargo just wrote. Only when cargo cannot be
+/// run (a test binary started by hand) is an existing binary beside
+/// `recon` used as it is.
+pub fn pg_ledger_binary() -> &'static Result<PathBuf, String> {
+    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let recon = PathBuf::from(env!("CARGO_BIN_EXE_recon"));
+        let profile_dir = recon.parent().ok_or("recon has no directory")?;
+        let binary = profile_dir.join("recon-pg-ledger");
+        let target_dir = profile_dir.parent().ok_or("no target directory")?;
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev",
+            Some(other) => other,
+            None => return Err("no profile directory".into()),
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let built = run(Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "recon-pg-ledger",
+                "--profile",
+                profile,
+            ])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir));
+        match built {
+            Ok(_) if binary.is_file() => Ok(binary),
+            Ok(_) => Err(format!("cargo built no {}", binary.display())),
+            Err(_) if binary.is_file() => Ok(binary),
+            Err(why) => Err(format!("cannot build recon-pg-ledger: {why}")),
+        }
+    })
+}
