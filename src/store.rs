@@ -18,8 +18,10 @@
 //! - `foreign_keys = ON`: evidence and dispatch rows must name a real
 //!   operation.
 //! - `application_id` tells a sender file from a receiver file, and
-//!   `user_version` is the schema version: a file from an incompatible recon
-//!   is refused with a clear error instead of being misread.
+//!   `user_version` is the schema version: a file of schema 4 is upgraded
+//!   in place on opening (`store::upgrade`), one from any other
+//!   incompatible recon is refused with a clear error instead of being
+//!   misread.
 
 //!
 //! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and

@@ -946,7 +946,7 @@ mod tests {
         let mut store = super::SqliteSender::open(
             &dir.path().join("s.sqlite"),
             options,
-            Timestamp::from_millis(0),
+            crate::domain::Timestamp::from_millis(0),
         )
         .unwrap();
         let payload = serde_json::json!({"n": 1});

@@ -65,8 +65,9 @@ pub(crate) struct FromFour {
 type Object = (String, String, String, String);
 
 /// Upgrades the file from schema 4 in one transaction (see the module
-/// docs). Foreign keys must still be off on `conn`: they are switched on
-/// after opening, and cannot be switched inside a transaction.
+/// docs). Foreign keys are switched off for it (a table is dropped and
+/// created again under their references, and they cannot be switched
+/// inside a transaction); `open_database` switches them on after.
 pub(crate) fn upgrade(
     conn: &mut Connection,
     path: &Path,
@@ -75,8 +76,10 @@ pub(crate) fn upgrade(
 ) -> Result<(), StoreError> {
     // Renaming a table aside must not rewrite the other tables' references
     // to it: they are to name the table created again under the old name.
-    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON;")
-        .at(path)?;
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON;",
+    )
+    .at(path)?;
     let result = upgrade_in(conn, path, role, at);
     conn.execute_batch("PRAGMA legacy_alter_table = OFF;")
         .at(path)?;
