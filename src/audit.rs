@@ -49,11 +49,23 @@ use std::collections::BTreeMap;
 /// each operation in `op_id` order, then the state counts.
 #[derive(Debug, Default)]
 pub struct Projector {
+    /// The upgrade from schema 4, when the file had one.
+    upgraded: Option<Upgraded>,
     entries: u64,
     mismatches: Vec<Mismatch>,
     state_mismatches: Vec<String>,
     first_broken: Option<BrokenLink>,
     counts: BTreeMap<String, i64>,
+}
+
+/// An upgrade from schema 4, as the outbox's `meta` records it: entries
+/// up to `through_seq` were written before it, without an `at`, and their
+/// rows carry the upgrade's time (SPEC 9). Only those entries take it: an
+/// entry without `at` after them, or an edited row, is still a mismatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upgraded {
+    pub at: String,
+    pub through_seq: i64,
 }
 
 /// What the replay found.
@@ -68,6 +80,14 @@ pub struct Projection {
 }
 
 impl Projector {
+    /// A projector for a file upgraded from schema 4 (see [`Upgraded`]).
+    pub fn after_upgrade(upgraded: Option<Upgraded>) -> Self {
+        Projector {
+            upgraded,
+            ..Projector::default()
+        }
+    }
+
     /// Parses journal rows ([`JOURNAL`] columns) for replay; one that does
     /// not parse is noted as broken and left out.
     fn parse_all<'a>(&mut self, rows: &'a [Row]) -> Vec<ParsedEntry<'a>> {
@@ -75,7 +95,14 @@ impl Projector {
         let mut parsed = Vec::with_capacity(rows.len());
         for row in rows {
             match parse_entry(row) {
-                Ok(entry) => parsed.push(entry),
+                Ok(mut entry) => {
+                    if let Some(upgraded) = &self.upgraded {
+                        if entry.seq <= upgraded.through_seq {
+                            entry.time_if_untimed = Some(upgraded.at.clone());
+                        }
+                    }
+                    parsed.push(entry)
+                }
                 Err(broken) => {
                     if self
                         .first_broken

@@ -27,6 +27,17 @@ pub enum StoreError {
         found: i64,
         expected: i64,
     },
+    /// A file that says it is schema 4 but whose tables are not: left
+    /// exactly as it was.
+    #[error(
+        "{path} has schema version {found}, but not that version's tables ({why}); it was \
+         not upgraded and nothing was changed"
+    )]
+    NotUpgradable {
+        path: PathBuf,
+        found: i64,
+        why: String,
+    },
     #[error("{path}: {source}")]
     Sqlite {
         path: PathBuf,

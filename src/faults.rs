@@ -78,6 +78,9 @@ crash_points! {
         "creating a workspace: the outbox written with its id; no ledger yet",
     CreateBeforeComplete => "create.before_complete":
         "creating a workspace: both files written with the id; not marked complete",
+    UpgradeBeforeCommit => "upgrade.before_commit":
+        "upgrading a schema-4 file: every table rebuilt and created, the time recorded, the \
+         version not set, not committed",
 }
 
 /// The name of the panic drill (see the module docs).

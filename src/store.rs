@@ -18,8 +18,10 @@
 //! - `foreign_keys = ON`: evidence and dispatch rows must name a real
 //!   operation.
 //! - `application_id` tells a sender file from a receiver file, and
-//!   `user_version` is the schema version: a file from an incompatible recon
-//!   is refused with a clear error instead of being misread.
+//!   `user_version` is the schema version: a file of schema 4 is upgraded
+//!   in place on opening (`store::upgrade`), one from any other
+//!   incompatible recon is refused with a clear error instead of being
+//!   misread.
 
 //!
 //! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and
@@ -42,6 +44,7 @@ mod receivers;
 mod rows;
 mod sender;
 mod triage;
+mod upgrade;
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
@@ -230,6 +233,8 @@ pub const RECEIVER_FILE: &str = "receiver.sqlite";
 pub(crate) struct Role {
     pub application_id: i64,
     pub schema: &'static str,
+    /// How a schema-4 file of this role becomes this schema.
+    pub from_four: upgrade::FromFour,
 }
 
 /// Maps a rusqlite error to a storage error that names the file.
@@ -259,11 +264,13 @@ impl<T> SqlContext<T> for rusqlite::Result<T> {
 
 /// Opens one database of a workspace, creating and initializing it when
 /// asked, and checks that it is the recon file of the expected role and
-/// schema version.
+/// schema version; a file of schema 4 is upgraded first, at `now`
+/// (`store::upgrade`).
 pub(crate) fn open_database(
     path: &Path,
     role: Role,
     options: OpenOptions,
+    now: Timestamp,
 ) -> Result<Connection, StoreError> {
     let exists = path.exists();
     if !exists && !options.create {
@@ -276,7 +283,7 @@ pub(crate) fn open_database(
     if options.create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    let conn = Connection::open_with_flags(path, flags).at(path)?;
+    let mut conn = Connection::open_with_flags(path, flags).at(path)?;
     conn.busy_timeout(options.busy_timeout).at(path)?;
     // Reading the header is the first thing that fails on a file that is not
     // a database, so do it before anything else.
@@ -294,6 +301,8 @@ pub(crate) fn open_database(
         initialize(&conn, path, role)?;
     } else if application_id != role.application_id {
         return Err(StoreError::NotADatabase(path.to_path_buf()));
+    } else if user_version == upgrade::UPGRADABLE_VERSION {
+        upgrade::upgrade(&mut conn, path, role, now)?;
     } else if user_version != SCHEMA_VERSION {
         return Err(StoreError::IncompatibleSchema {
             path: path.to_path_buf(),
@@ -421,9 +430,11 @@ impl OpenedFiles {
 /// Opens (or, with `options.create`, creates) both databases of a
 /// workspace: the outbox behind its seam, and the built-in ledger's file,
 /// checking that both carry the same workspace id (see `store::identity`).
+/// A file of schema 4 is upgraded at `now`, the caller's clock.
 pub(crate) fn open_pair(
     dir: &Path,
     options: OpenOptions,
+    now: Timestamp,
 ) -> Result<(Box<dyn SenderStore>, ReceiverStore, OpenedFiles), StoreError> {
     let paths = WorkspacePaths::new(dir);
     paths.prepare_dir(options)?;
@@ -433,7 +444,7 @@ pub(crate) fn open_pair(
         create: options.create && holds_nothing(&paths.receiver),
         ..options
     };
-    let sender = SqliteSender::open(&paths.sender, sender_options)?;
+    let sender = SqliteSender::open(&paths.sender, sender_options, now)?;
     let (conn, path) = (sender.conn(), sender.path());
     let id = match identity::workspace_id(conn, path)? {
         Some(id) => id,
@@ -450,7 +461,7 @@ pub(crate) fn open_pair(
         create: !complete,
         ..options
     };
-    let receiver = ReceiverStore::open(&paths.receiver, receiver_options)?;
+    let receiver = ReceiverStore::open(&paths.receiver, receiver_options, now)?;
     match identity::workspace_id(receiver.conn(), receiver.path())? {
         Some(theirs) if theirs == id => {}
         None if !complete => identity::set_workspace_id(receiver.conn(), receiver.path(), &id)?,
@@ -469,21 +480,26 @@ pub(crate) fn open_pair(
 pub(crate) fn open_sender(
     dir: &Path,
     options: OpenOptions,
+    now: Timestamp,
 ) -> Result<Box<dyn SenderStore>, StoreError> {
     let paths = WorkspacePaths::new(dir);
     paths.prepare_dir(options)?;
-    Ok(Box::new(SqliteSender::open(&paths.sender, options)?))
+    Ok(Box::new(SqliteSender::open(&paths.sender, options, now)?))
 }
 
 /// Opens only the ledger of an existing workspace (the receiver child's
 /// side of a dispatch); never creates anything.
-pub(crate) fn open_receiver(dir: &Path, options: OpenOptions) -> Result<ReceiverStore, StoreError> {
+pub(crate) fn open_receiver(
+    dir: &Path,
+    options: OpenOptions,
+    now: Timestamp,
+) -> Result<ReceiverStore, StoreError> {
     let paths = WorkspacePaths::new(dir);
     paths.prepare_dir(OpenOptions {
         create: false,
         ..options
     })?;
-    ReceiverStore::open(&paths.receiver, options)
+    ReceiverStore::open(&paths.receiver, options, now)
 }
 
 /// Absent, or an empty file (which SQLite would treat as a new database).

@@ -80,19 +80,30 @@ pub struct OpDetail {
 impl Workspace {
     /// Opens an existing workspace, or creates it with `options.create`.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let (sender, receiver, opened) = store::open_pair(dir, options)?;
+        Workspace::open_with_clock(dir, options, Arc::new(SystemClock))
+    }
+
+    /// Opens with `clock` as the time of every act from the start: a
+    /// workspace of schema 4 is upgraded at its time (`store::upgrade`).
+    pub fn open_with_clock(
+        dir: &Path,
+        options: OpenOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let (sender, receiver, opened) = store::open_pair(dir, options, clock.now())?;
         Ok(Workspace {
             dir: dir.to_path_buf(),
             opened,
             sender,
             ledger: Builtin::from_store(receiver),
             program: ReceiverProgram::current()?,
-            clock: Arc::new(SystemClock),
+            clock,
         })
     }
 
     /// Stamps every act with `clock` instead of the system clock (tests
-    /// of times and ages use a [`crate::clock::FixedClock`]).
+    /// of times and ages use a [`crate::clock::FixedClock`]); an upgrade
+    /// on opening has already used the clock it was opened with.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
@@ -490,9 +501,11 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// Opens the outbox; one of schema 4 is upgraded at the system
+    /// clock's time, as [`Workspace::open`] would.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         Ok(Journal {
-            sender: store::open_sender(dir, options)?,
+            sender: store::open_sender(dir, options, SystemClock.now())?,
         })
     }
 

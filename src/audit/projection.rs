@@ -268,6 +268,9 @@ pub struct ParsedEntry<'a> {
     pub seq: i64,
     pub kind: EntryKind,
     pub fields: Members<'a>,
+    /// The time of an entry written before an upgrade from schema 4,
+    /// which has no `at` (`crate::audit::Upgraded`).
+    pub time_if_untimed: Option<String>,
 }
 
 /// The members of a JSON object as slices of its text, in their order: an
@@ -310,6 +313,16 @@ impl<'a> ParsedEntry<'a> {
         self.fields
             .find(field)
             .map_or(Want::Null, |raw| Want::Json(raw.get()))
+    }
+
+    /// The time of the act: its `at`, or for an entry written before an
+    /// upgrade, the upgrade's time.
+    fn at(&self) -> Want<'a> {
+        match (self.fields.find("at"), &self.time_if_untimed) {
+            (Some(raw), _) => Want::Json(raw.get()),
+            (None, Some(time)) => Want::Value(Value::from(time.as_str())),
+            (None, None) => Want::Null,
+        }
     }
 
     /// A boolean field as its column holds it: 1 or 0 (anything else, as
@@ -401,7 +414,12 @@ pub fn parse_entry(row: &Row) -> Result<ParsedEntry<'_>, BrokenLink> {
         _ => None,
     }
     .ok_or_else(|| broken("the entry's kind is not a kind of entry".into()))?;
-    Ok(ParsedEntry { seq, kind, fields })
+    Ok(ParsedEntry {
+        seq,
+        kind,
+        fields,
+        time_if_untimed: None,
+    })
 }
 
 /// What one operation's entries say its rows must be.
@@ -462,7 +480,7 @@ impl<'a> Replay<'a> {
                         _ => 0,
                     };
                     op[OP_DISPATCH_COUNT] = Want::Int(count + 1);
-                    op[OP_LAST_DISPATCHED_AT] = e.get("at");
+                    op[OP_LAST_DISPATCHED_AT] = e.at();
                 }
                 let dispatch = vec![op_id, e.get("from_version")];
                 self.projected.dispatches.push(dispatch);
@@ -481,7 +499,7 @@ impl<'a> Replay<'a> {
                 e.get("receiver"),
                 e.get("authorized_by"),
                 Want::Int(e.seq),
-                e.get("at"),
+                e.at(),
             ]),
             EntryKind::Observed
             | EntryKind::Noted
@@ -511,7 +529,7 @@ impl<'a> Replay<'a> {
                     id,
                     e.get("receiver"),
                     e.get("observed_by"),
-                    e.get("at"),
+                    e.at(),
                     e.get("verdict"),
                     e.flag("complete"),
                     e.flag("authoritative"),
@@ -524,7 +542,7 @@ impl<'a> Replay<'a> {
             EntryKind::Noted => {
                 self.projected
                     .notes
-                    .push(vec![seq, id, e.get("by"), e.get("at"), e.get("text")])
+                    .push(vec![seq, id, e.get("by"), e.at(), e.get("text")])
             }
             _ => {
                 let escalate = e.kind == EntryKind::Escalated;
@@ -535,7 +553,7 @@ impl<'a> Replay<'a> {
                     id,
                     Want::Text(action),
                     e.get("by"),
-                    e.get("at"),
+                    e.at(),
                     e.get("reason"),
                 ]);
             }
@@ -557,8 +575,8 @@ impl<'a> Replay<'a> {
             e.get("compensates_op_id"),
             Want::Null,
             e.get("receiver"),
-            e.get("at"),
-            e.get("at"),
+            e.at(),
+            e.at(),
             Want::Int(0),
             Want::Null,
             Want::Null,
@@ -601,7 +619,7 @@ impl<'a> Replay<'a> {
         let op = &mut self.projected.operation[0];
         op[OP_STATE] = to;
         op[OP_VERSION] = e.get("to_version");
-        op[OP_UPDATED_AT] = e.get("at");
+        op[OP_UPDATED_AT] = e.at();
         if !effect_id.same(&Want::Null) {
             op[OP_CONFIRMED] = effect_id;
         }
@@ -634,7 +652,7 @@ fn evidence_row<'a>(op_id: &'a str, e: &ParsedEntry<'a>) -> Expected<'a> {
         e.get("receiver_describe_sha256"),
         e.get("response_sha256"),
         Want::Int(e.seq),
-        e.get("at"),
+        e.at(),
     ]
 }
 

@@ -28,10 +28,14 @@ pub struct Builtin {
 }
 
 impl Builtin {
-    /// Opens the ledger of an existing workspace directory.
+    /// Opens the ledger of an existing workspace directory. The outbox's
+    /// side upgrades a schema-4 ledger when it opens the workspace; one
+    /// opened here first (a receiver command run on its own) is upgraded
+    /// at the system clock's time.
     pub fn open(workspace: &Path, options: OpenOptions) -> Result<Self, StoreError> {
+        use crate::clock::Clock;
         Ok(Builtin {
-            store: store::open_receiver(workspace, options)?,
+            store: store::open_receiver(workspace, options, crate::clock::SystemClock.now())?,
             can_close: true,
         })
     }

@@ -336,7 +336,7 @@ fn merge_join(
 /// same, so they run on two threads, with at most a few batches of
 /// operations' rows in flight between them.
 fn project(conn: &Connection, path: &Path) -> Result<Projection, StoreError> {
-    let mut projector = Projector::default();
+    let mut projector = Projector::after_upgrade(super::upgrade::recorded(conn, path)?);
     projector.receivers(
         &all_rows(conn, path, JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
         &all_rows(conn, path, RECEIVERS, "ORDER BY name")?,

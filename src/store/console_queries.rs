@@ -235,7 +235,12 @@ mod tests {
     fn every_page_is_one_index_range_without_a_sort() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sender.sqlite");
-        let sender = SqliteSender::open(&path, OpenOptions::default().creating()).unwrap();
+        let sender = SqliteSender::open(
+            &path,
+            OpenOptions::default().creating(),
+            crate::domain::Timestamp::from_millis(0),
+        )
+        .unwrap();
         let verdicts = [
             None,
             Some(VerdictFilter::Is(Verdict::DuplicateMatches)),

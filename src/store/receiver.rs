@@ -9,8 +9,11 @@
 //! makes. Effect ids come from the ledger row number (`fx-000001`), assigned
 //! inside the writing transaction, so they are deterministic.
 
+use super::upgrade::FromFour;
 use super::{open_database, Role, SqlContext};
-use crate::domain::{canonical_json, effect_id_for, Closure, Effect, EffectRequest, Snapshot};
+use crate::domain::{
+    canonical_json, effect_id_for, Closure, Effect, EffectRequest, Snapshot, Timestamp,
+};
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
 use crate::settings::OpenOptions;
@@ -21,6 +24,12 @@ use std::path::{Path, PathBuf};
 pub(crate) const ROLE: Role = Role {
     application_id: 0x7263_6e72, // "rcnr"
     schema: SCHEMA,
+    // The ledger's tables are the same in schema 4: only the version and
+    // the time of the upgrade change.
+    from_four: FromFour {
+        rebuild: &[],
+        record: "INSERT INTO meta (key, value) VALUES ('upgraded_at', ?1)",
+    },
 };
 
 const SCHEMA: &str = "
@@ -101,8 +110,9 @@ fn refusal_from_trigger(error: rusqlite::Error, op_id: &str, path: &Path) -> cra
 }
 
 impl ReceiverStore {
-    pub fn open(path: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let conn = open_database(path, ROLE, options)?;
+    /// Opens the file, upgrading a schema-4 one at `now` first.
+    pub fn open(path: &Path, options: OpenOptions, now: Timestamp) -> Result<Self, StoreError> {
+        let conn = open_database(path, ROLE, options, now)?;
         Ok(ReceiverStore {
             conn,
             path: path.to_path_buf(),

@@ -13,6 +13,7 @@ use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, RawEvidence,
     APPROVAL_COLUMNS, EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
 };
+use super::upgrade::{FromFour, Rebuild};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
@@ -49,6 +50,56 @@ pub(crate) const STATE_COUNTS_INSERT: &str = state_counts_insert!();
 pub(crate) const ROLE: Role = Role {
     application_id: 0x7263_6e73, // "rcns"
     schema: SCHEMA,
+    from_four: FROM_FOUR,
+};
+
+/// Schema 4 to 5 (`store::upgrade`): the three tables that gained times
+/// are rebuilt, each row timed at the upgrade (`?1`), and an operation's
+/// dispatch count is its dispatch log's. The triage tables are new.
+const FROM_FOUR: FromFour = FromFour {
+    rebuild: &[
+        Rebuild {
+            table: "operations",
+            added: &[
+                "created_at",
+                "updated_at",
+                "dispatch_count",
+                "last_dispatched_at",
+                "latest_observation",
+                "latest_verdict",
+                "escalation",
+            ],
+            copy: "INSERT INTO operations (op_id, kind, action_kind, payload,
+                compensates_effect_id, compensates_op_id, state, version, confirmed_effect_id,
+                receiver, created_at, updated_at, dispatch_count, last_dispatched_at)
+            SELECT o.op_id, o.kind, o.action_kind, o.payload, o.compensates_effect_id,
+                o.compensates_op_id, o.state, o.version, o.confirmed_effect_id, o.receiver,
+                ?1, ?1, COALESCE(d.n, 0), CASE WHEN d.n IS NOT NULL THEN ?1 END
+            FROM upgrade_old o
+            LEFT JOIN (SELECT op_id, COUNT(*) AS n FROM dispatch_log GROUP BY op_id) d
+                ON d.op_id = o.op_id",
+        },
+        Rebuild {
+            table: "evidence",
+            added: &["recorded_at"],
+            copy: "INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict,
+                snapshot, from_version, to_version, effect_id, receiver,
+                receiver_describe_sha256, response_sha256, journal_seq, recorded_at)
+            SELECT seq, op_id, source, reviewer, decision, verdict, snapshot, from_version,
+                to_version, effect_id, receiver, receiver_describe_sha256, response_sha256,
+                journal_seq, ?1
+            FROM upgrade_old",
+        },
+        Rebuild {
+            table: "closes",
+            added: &["closed_at"],
+            copy: "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
+            SELECT op_id, receiver, authorized_by, journal_seq, ?1 FROM upgrade_old",
+        },
+    ],
+    record: "INSERT INTO meta (key, value)
+        VALUES ('upgraded_at', ?1),
+            ('upgraded_through_seq', CAST((SELECT COALESCE(MAX(seq), 0) FROM journal) AS TEXT))",
 };
 
 const SCHEMA: &str = concat!(
@@ -431,8 +482,9 @@ fn insert_evidence(tx: &Transaction<'_>, path: &Path, record: &EvidenceRecord) -
 }
 
 impl SqliteSender {
-    pub fn open(path: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let conn = open_database(path, ROLE, options)?;
+    /// Opens the file, upgrading a schema-4 one at `now` first.
+    pub fn open(path: &Path, options: OpenOptions, now: Timestamp) -> Result<Self, StoreError> {
+        let conn = open_database(path, ROLE, options, now)?;
         Ok(SqliteSender {
             conn,
             path: path.to_path_buf(),
@@ -891,7 +943,12 @@ mod tests {
         use crate::store::Outbox;
         let dir = tempfile::tempdir().unwrap();
         let options = crate::settings::OpenOptions::default().creating();
-        let mut store = super::SqliteSender::open(&dir.path().join("s.sqlite"), options).unwrap();
+        let mut store = super::SqliteSender::open(
+            &dir.path().join("s.sqlite"),
+            options,
+            crate::domain::Timestamp::from_millis(0),
+        )
+        .unwrap();
         let payload = serde_json::json!({"n": 1});
         let new = NewOperation {
             op_id: "op",

@@ -12,7 +12,7 @@ use recon::receiver::Fault;
 use serde_json::json;
 
 /// Every crash point has a drill below; a new point fails this until it does.
-const DRILLED: [CrashPoint; 11] = [
+const DRILLED: [CrashPoint; 12] = [
     CrashPoint::DispatchAfterUnknownCommit,
     CrashPoint::DispatchAfterReceiptRead,
     CrashPoint::ReceiptBeforeCommit,
@@ -25,6 +25,8 @@ const DRILLED: [CrashPoint; 11] = [
     // Drilled in tests/it/creation.rs.
     CrashPoint::CreateAfterSender,
     CrashPoint::CreateBeforeComplete,
+    // Drilled in tests/it/upgrade.rs.
+    CrashPoint::UpgradeBeforeCommit,
 ];
 
 #[test]

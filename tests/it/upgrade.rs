@@ -1,0 +1,399 @@
+//! Upgrading a wave-1 (schema 4) workspace: a real one, made by recon at
+//! 4c7ba8b (tests/fixtures/schema4/README.md), always copied to a temporary
+//! directory first. Opening it upgrades both files in one transaction each,
+//! times every old operation at the upgrade (SPEC 9), and `verify` accepts
+//! the journal written before the upgrade and still catches any edit.
+
+use crate::support::{dump, program, run, run_with_env, Run};
+use recon::clock::FixedClock;
+use recon::domain::{Decision, Timestamp};
+use recon::faults::{CRASH_EXIT_CODE, CRASH_POINT_ENV};
+use recon::settings::OpenOptions;
+use recon::workspace::{ObserveRequest, ReconcileRequest, Workspace};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const FILES: [&str; 2] = ["sender.sqlite", "receiver.sqlite"];
+
+/// The journal the fixture holds, and its operations.
+const ENTRIES: i64 = 34;
+const OPERATIONS: usize = 14;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema4")
+}
+
+/// The fixture's files, copied to a fresh temporary directory.
+fn copy_of_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for file in FILES {
+        std::fs::copy(fixture().join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+fn time(text: &str) -> Timestamp {
+    Timestamp::parse(text).unwrap()
+}
+
+const UPGRADE_AT: &str = "2026-12-03T09:00:00.000Z";
+
+/// Opens the workspace through the library with a clock fixed at `at`.
+fn open_at(dir: &Path, at: &str) -> Workspace {
+    Workspace::open_with_clock(
+        dir,
+        OpenOptions::default(),
+        Arc::new(FixedClock::at(time(at))),
+    )
+    .unwrap()
+    .with_receiver_program(program())
+}
+
+fn user_version(path: &Path) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn meta(dir: &Path, key: &str) -> Option<String> {
+    Connection::open(dir.join("sender.sqlite"))
+        .unwrap()
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .ok()
+}
+
+fn schema(path: &Path) -> Vec<(String, String, Option<String>)> {
+    Connection::open(path)
+        .unwrap()
+        .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn verify(dir: &Path) -> (Run, Value) {
+    let r = run(
+        &["verify", "--workspace", dir.to_str().unwrap(), "--json"],
+        None,
+    );
+    let report = r.json();
+    (r, report)
+}
+
+#[track_caller]
+fn assert_intact(dir: &Path, entries: i64) {
+    let (r, report) = verify(dir);
+    assert_eq!(r.code, Some(0), "{:#}", report);
+    assert_eq!(report["journal_entries"], json!(entries), "{report:#}");
+    assert_eq!(report["projection_mismatches"], json!([]));
+    assert_eq!(report["state_mismatches"], json!([]));
+}
+
+/// The tampering an attacker with the file can do: append-only triggers
+/// dropped, foreign keys off.
+fn tamper(dir: &Path, sql: &str) {
+    let conn = Connection::open(dir.join("sender.sqlite")).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    let triggers: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE name LIKE '%append_only%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for trigger in triggers {
+        conn.execute_batch(&format!("DROP TRIGGER {trigger}"))
+            .unwrap();
+    }
+    conn.execute_batch(sql).unwrap();
+}
+
+#[test]
+fn a_schema4_workspace_opens_with_every_operation_timed_at_the_upgrade() {
+    let pristine: Vec<Vec<u8>> = FILES
+        .iter()
+        .map(|f| std::fs::read(fixture().join(f)).unwrap())
+        .collect();
+    let dir = copy_of_fixture();
+    let ws = open_at(dir.path(), UPGRADE_AT);
+    let at = time(UPGRADE_AT);
+    let ops = ws.ops(None, None, 100).unwrap();
+    assert_eq!(ops.len(), OPERATIONS);
+    for op in &ops {
+        let triage = &op.triage;
+        assert_eq!(
+            (triage.created_at, triage.updated_at),
+            (at, at),
+            "{}",
+            op.op_id
+        );
+        let dispatches = ws.dispatch_count(&op.op_id).unwrap();
+        assert_eq!(triage.dispatch_count, dispatches, "{}", op.op_id);
+        let last = (dispatches > 0).then_some(at);
+        assert_eq!(triage.last_dispatched_at, last, "{}", op.op_id);
+        assert_eq!(triage.latest_observation, None);
+        assert_eq!(triage.escalated, None);
+        let detail = ws.show(&op.op_id).unwrap();
+        assert!(detail.evidence.iter().all(|e| e.recorded_at == at));
+        assert!(detail.closes.iter().all(|c| c.closed_at == at));
+    }
+    // The fixture has dispatched, decided and closed operations.
+    let dispatched = ops.iter().filter(|o| o.triage.dispatch_count > 0).count();
+    assert_eq!(dispatched, 12);
+    let evidence = ws.evidence_log().unwrap();
+    assert_eq!(evidence.len(), 4);
+    for file in FILES {
+        assert_eq!(user_version(&dir.path().join(file)), 5, "{file}");
+    }
+    assert_eq!(meta(dir.path(), "upgraded_at").as_deref(), Some(UPGRADE_AT));
+    assert_eq!(
+        meta(dir.path(), "upgraded_through_seq").as_deref(),
+        Some("34")
+    );
+    // Only the copy changed.
+    for (file, bytes) in FILES.iter().zip(pristine) {
+        assert_eq!(std::fs::read(fixture().join(file)).unwrap(), bytes);
+    }
+}
+
+#[test]
+fn an_upgraded_workspace_has_the_schema_of_a_fresh_one() {
+    let dir = copy_of_fixture();
+    drop(open_at(dir.path(), UPGRADE_AT));
+    let fresh = tempfile::tempdir().unwrap();
+    drop(Workspace::open(fresh.path(), OpenOptions::default().creating()).unwrap());
+    for file in FILES {
+        let upgraded = schema(&dir.path().join(file));
+        assert_eq!(upgraded, schema(&fresh.path().join(file)), "{file}");
+    }
+    let names = schema(&dir.path().join("sender.sqlite"));
+    assert!(names.iter().any(|(_, name, _)| name == "observations"));
+}
+
+#[test]
+fn verify_passes_after_the_upgrade_and_after_new_acts() {
+    let dir = copy_of_fixture();
+    // The command line upgrades at the system clock's time.
+    let before = run(&["ops", "--workspace", dir.path().to_str().unwrap()], None);
+    assert_eq!(before.code, Some(0), "{}", before.stderr);
+    assert_intact(dir.path(), ENTRIES);
+
+    let mut ws = open_at(dir.path(), "2026-12-04T10:00:00.000Z");
+    ws.note("op-1003-charge-order", "ana", "asked the PSP")
+        .unwrap();
+    ws.escalate("op-1003-charge-order", "ana", "two charges")
+        .unwrap();
+    let ids = ["op-1002-invoice-email".to_string()];
+    let observed = ws
+        .observe(&ObserveRequest {
+            op_ids: &ids,
+            state: None,
+            older_than: None,
+            by: "ana",
+        })
+        .unwrap();
+    assert_eq!(observed.len(), 1);
+    let recorded = ws.reconcile(&ReconcileRequest {
+        op_id: "op-1002-invoice-email",
+        reviewer: "ana",
+        decision: Decision::Confirmed,
+        expected_version: 2,
+        payload: None,
+        close_authorized_by: None,
+    });
+    recorded.unwrap();
+    ws.dispatch("op-upgrade-prepared", Default::default())
+        .unwrap();
+    ws.prepare(
+        "op-after-upgrade",
+        "send_email",
+        &json!({"to": "c@example.com"}),
+    )
+    .unwrap();
+    // note, escalated, observed, decided (with its observation), dispatched
+    // and its receipt, prepared.
+    assert_intact(dir.path(), ENTRIES + 8);
+    let op = ws.require("op-1002-invoice-email").unwrap();
+    let upgraded_at = time(&meta(dir.path(), "upgraded_at").unwrap());
+    assert_eq!(op.triage.created_at, upgraded_at);
+    assert_eq!(op.triage.updated_at, time("2026-12-04T10:00:00.000Z"));
+}
+
+#[test]
+fn an_edit_after_the_upgrade_is_still_caught() {
+    let cases: [(&str, Option<&str>, &str); 6] = [
+        (
+            "UPDATE operations SET created_at = '2026-01-01T00:00:00.000Z'
+             WHERE op_id = 'op-1001-welcome-email'",
+            Some("op-1001-welcome-email"),
+            "created_at",
+        ),
+        (
+            "UPDATE operations SET dispatch_count = 2 WHERE op_id = 'op-1001-welcome-email'",
+            Some("op-1001-welcome-email"),
+            "dispatch_count",
+        ),
+        (
+            "UPDATE evidence SET recorded_at = '2026-01-01T00:00:00.000Z' WHERE seq = 1",
+            None,
+            "evidence[0].recorded_at",
+        ),
+        (
+            "UPDATE closes SET closed_at = '2026-01-01T00:00:00.000Z'",
+            None,
+            "closes[0].closed_at",
+        ),
+        // The recorded upgrade time moved: every old row disagrees.
+        (
+            "UPDATE meta SET value = '2026-01-01T00:00:00.000Z' WHERE key = 'upgraded_at'",
+            Some("op-upgrade-prepared"),
+            "created_at",
+        ),
+        // Fewer entries said to predate the upgrade: the others have no time.
+        (
+            "UPDATE meta SET value = '10' WHERE key = 'upgraded_through_seq'",
+            Some("op-upgrade-prepared"),
+            "created_at",
+        ),
+    ];
+    for (sql, op_id, field) in cases {
+        let dir = copy_of_fixture();
+        drop(open_at(dir.path(), UPGRADE_AT));
+        tamper(dir.path(), sql);
+        let (r, report) = verify(dir.path());
+        assert_eq!(r.code, Some(1), "{sql}: {report:#}");
+        let mismatches = report["projection_mismatches"].as_array().unwrap();
+        let found = mismatches.iter().any(|m| {
+            (op_id.is_none() || m["op_id"] == json!(op_id))
+                && m["field"].as_str().unwrap().ends_with(field)
+        });
+        assert!(found, "{sql}: {mismatches:#?}");
+    }
+}
+
+#[test]
+fn the_upgrade_happens_once_and_a_second_open_changes_nothing() {
+    let dir = copy_of_fixture();
+    drop(open_at(dir.path(), UPGRADE_AT));
+    let upgraded = dump(dir.path());
+    drop(open_at(dir.path(), "2027-01-01T00:00:00.000Z"));
+    let r = run(&["ops", "--workspace", dir.path().to_str().unwrap()], None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(dump(dir.path()), upgraded);
+    assert_eq!(meta(dir.path(), "upgraded_at").as_deref(), Some(UPGRADE_AT));
+}
+
+#[test]
+fn a_crash_inside_the_upgrade_leaves_schema_4_for_the_next_open() {
+    let dir = copy_of_fixture();
+    let pristine = dump(dir.path());
+    let ws = dir.path().to_str().unwrap();
+    let env = [(CRASH_POINT_ENV, "upgrade.before_commit")];
+    let r = run_with_env(&["ops", "--workspace", ws], None, &env);
+    assert_eq!(r.code, Some(CRASH_EXIT_CODE), "{}", r.stderr);
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 4);
+    assert_eq!(dump(dir.path()), pristine);
+    // The next open upgrades it, whole.
+    let r = run(&["ops", "--workspace", ws], None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 5);
+    assert_intact(dir.path(), ENTRIES);
+}
+
+#[test]
+fn a_death_between_the_two_files_leaves_the_ledger_for_the_next_open() {
+    let dir = copy_of_fixture();
+    let ws = dir.path().to_str().unwrap();
+    // The outbox is upgraded and committed before the ledger is opened.
+    let env = [(CRASH_POINT_ENV, "create.after_sender")];
+    let r = run_with_env(&["ops", "--workspace", ws], None, &env);
+    assert_eq!(r.code, Some(CRASH_EXIT_CODE), "{}", r.stderr);
+    let versions = |dir: &Path| FILES.map(|f| user_version(&dir.join(f)));
+    assert_eq!(versions(dir.path()), [5, 4]);
+    let r = run(&["ledger", "--workspace", ws], None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(versions(dir.path()), [5, 5]);
+    assert_intact(dir.path(), ENTRIES);
+}
+
+#[test]
+fn a_failure_midway_through_the_upgrade_changes_nothing() {
+    // A dispatch row naming no operation: every table is rebuilt before
+    // the last check finds it, and the whole transaction rolls back.
+    let dir = copy_of_fixture();
+    Connection::open(dir.path().join("sender.sqlite"))
+        .unwrap()
+        .execute_batch(
+            "PRAGMA foreign_keys = OFF;
+             INSERT INTO dispatch_log (op_id, from_version) VALUES ('ghost', 1);",
+        )
+        .unwrap();
+    let before = dump(dir.path());
+    let r = run(
+        &["ops", "--workspace", dir.path().to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(r.code, Some(4), "{}", r.stderr);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("has schema version 4, but not that version's tables"));
+    assert!(message.contains("a row of dispatch_log names a row that does not exist"));
+    assert_eq!(dump(dir.path()), before);
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 4);
+}
+
+#[test]
+fn a_newer_file_or_one_only_labelled_schema_4_is_refused_untouched() {
+    let fresh = tempfile::tempdir().unwrap();
+    drop(Workspace::open(fresh.path(), OpenOptions::default().creating()).unwrap());
+    let ws = fresh.path().to_str().unwrap();
+    let sender = fresh.path().join("sender.sqlite");
+    for (version, says) in [
+        (6, "has schema version 6; this recon reads version 5"),
+        (99, "has schema version 99; this recon reads version 5"),
+        (
+            4,
+            "has schema version 4, but not that version's tables (its table operations",
+        ),
+    ] {
+        Connection::open(&sender)
+            .unwrap()
+            .execute_batch(&format!("PRAGMA user_version = {version}"))
+            .unwrap();
+        let before = dump(fresh.path());
+        let r = run(&["ops", "--workspace", ws, "--json"], None);
+        assert_eq!(r.code, Some(4), "{}", r.stderr);
+        let error = &r.json()["error"];
+        assert_eq!(error["kind"], json!("storage"));
+        assert!(error["message"].as_str().unwrap().contains(says), "{error}");
+        assert_eq!(dump(fresh.path()), before);
+        assert_eq!(user_version(&sender), version);
+    }
+}
+
+#[test]
+fn two_openers_at_once_upgrade_the_workspace_once() {
+    let dir = copy_of_fixture();
+    let times = ["2026-12-03T09:00:00.000Z", "2026-12-03T09:00:00.001Z"];
+    let start = std::sync::Barrier::new(times.len());
+    std::thread::scope(|scope| {
+        for at in times {
+            let (dir, start) = (dir.path(), &start);
+            scope.spawn(move || {
+                start.wait();
+                drop(open_at(dir, at));
+            });
+        }
+    });
+    let upgraded_at = meta(dir.path(), "upgraded_at").unwrap();
+    assert!(times.contains(&upgraded_at.as_str()), "{upgraded_at}");
+    let ws = open_at(dir.path(), "2027-01-01T00:00:00.000Z");
+    for op in ws.ops(None, None, 100).unwrap() {
+        assert_eq!(op.triage.created_at, time(&upgraded_at), "{}", op.op_id);
+    }
+    assert_intact(dir.path(), ENTRIES);
+}
