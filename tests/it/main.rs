@@ -25,3 +25,4 @@ mod real_receivers;
 mod stress;
 mod support;
 mod terminal;
+mod triage;
