@@ -181,6 +181,15 @@ fn observe_older_than_on_the_command_line_skips_what_was_just_observed() {
 }
 
 #[test]
+fn observe_refuses_an_unknown_id_before_reading_any() {
+    let sh = lost(&["a"]);
+    let before = sh.dump();
+    let out = sh.run(&["observe", "a", "nope", "--by", "dana"]);
+    crate::cli::assert_refused(&out, "unknown_operation");
+    assert_eq!(sh.dump(), before);
+}
+
+#[test]
 fn observe_without_by_is_a_usage_error() {
     let sh = lost(&["a"]);
     let before = sh.dump();
@@ -352,4 +361,57 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
     crate::cli::assert_refused(&out, "unsupported_verdict");
     assert!(out.stderr.contains("duplicate_matches"), "{}", out.stderr);
     assert_eq!(sh.json(&["show", "twice"])["operation"]["state"], "unknown");
+}
+
+#[test]
+fn an_observe_stopped_by_a_receiver_says_what_it_recorded_before() {
+    let sh = lost(&["a1", "a2"]);
+    let mode = sh.ws.with_file_name("flaky.mode");
+    let state = sh.ws.with_file_name("flaky.state");
+    std::fs::write(&mode, "apply:crash-before").unwrap();
+    let adapter = crate::support::adapter_fixture();
+    let (adapter, mode_arg, state_arg) = (
+        adapter.to_str().unwrap(),
+        mode.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    sh.ok(&[
+        "receivers",
+        "add",
+        "flaky",
+        "--actions",
+        "fax",
+        "--",
+        adapter,
+        "--state",
+        state_arg,
+        "--mode-file",
+        mode_arg,
+    ]);
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "z9",
+        "--action",
+        "fax",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(sh.json(&["dispatch", "z9"])["outcome"], "unknown");
+    // Its receiver now answers a query with garbage: a1 and a2 are read
+    // and recorded, z9 (last by op id) stops the run.
+    std::fs::write(&mode, "query:garbage").unwrap();
+    let out = sh.run(&["observe", "--by", "dana", "--json"]);
+    assert_json_error(&out, 4);
+    assert_eq!(out.json()["error"]["committed"], json!({"observations": 2}));
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("2 observations were recorded before it"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(observations(&sh, "a1").len(), 1);
+    assert_eq!(observations(&sh, "a2").len(), 1);
+    assert!(observations(&sh, "z9").is_empty());
 }
