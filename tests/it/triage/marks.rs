@@ -208,6 +208,22 @@ fn history(sh: &Shell) {
 fn show_json_lists_observations_notes_closes_and_escalations_in_order() {
     let sh = fixture(&["a"]);
     history(&sh);
+    // The document's keys, in this order.
+    let raw = sh.ok(&["show", "a", "--json"]).stdout;
+    let at = |key: &str| {
+        raw.find(&format!("\n  \"{key}\": "))
+            .unwrap_or_else(|| panic!("{key}: {raw}"))
+    };
+    let keys = [
+        "operation",
+        "evidence",
+        "approvals",
+        "observations",
+        "notes",
+        "closes",
+        "escalations",
+    ];
+    assert!(keys.windows(2).all(|w| at(w[0]) < at(w[1])), "{raw}");
     let shown = sh.json(&["show", "a"]);
     assert_keys(
         &shown,
@@ -384,4 +400,25 @@ fn untrusted_note_text_and_reasons_are_escaped_in_text_output() {
     // The JSON keeps the text exactly (a JSON string escapes it itself).
     let note = &sh.json(&["show", "a"])["notes"][0];
     assert_eq!(note["text"], hostile);
+}
+
+/// An escalated operation whose late receipt lands: the receipt decides it,
+/// so the marker goes as it does with a decision, and the journal's replay
+/// agrees.
+#[test]
+fn a_receipt_clears_the_marker_and_the_history_keeps_it() {
+    let mut lab = crate::support::Lab::new();
+    lab.ws.prepare("slow", "pay", &json!({"n": 1})).unwrap();
+    let mut pending = lab.held_dispatch("slow");
+    let escalated = lab.ws.escalate("slow", "ann", "no answer yet").unwrap();
+    assert!(escalated.triage.escalated.is_some());
+    pending.child.permit().unwrap();
+    let report = lab.ws.finish_dispatch(pending).unwrap();
+    assert_eq!(report.outcome, "receipt");
+    let shown = lab.ws.show("slow").unwrap();
+    assert_eq!(shown.operation.state.as_str(), "confirmed");
+    assert_eq!(shown.operation.triage.escalated, None);
+    assert_eq!(shown.escalations.len(), 1);
+    let verified = crate::support::run(&["verify", "--workspace", &lab.path_str()], None);
+    assert_eq!(verified.code, Some(0), "{}", verified.stdout);
 }
