@@ -66,7 +66,7 @@ pub fn parse() -> Cli {
     parsed.unwrap_or_else(|e| {
         let e = e.format(&mut command);
         if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
-            usage_error_as_json(&e);
+            std::process::exit(usage_error_as_json(&e));
         }
         e.exit()
     })
@@ -95,19 +95,26 @@ pub fn with_exit_codes(mut command: clap::Command) -> clap::Command {
     command
 }
 
-/// A usage error found by clap, under `--json`: the JSON error document on
-/// stdout before clap prints its own message and exits 2.
-fn usage_error_as_json(e: &clap::Error) {
-    let text = e.render().to_string();
-    let first = text
+/// A usage error found by clap, under `--json`: as every failure under
+/// `--json` (SPEC 6), one JSON error document on stdout and one line on
+/// stderr, rather than clap's message of several lines. Returns the exit
+/// code (2).
+fn usage_error_as_json(e: &clap::Error) -> i32 {
+    let failure = Failure::Usage(clap_message(&e.render().to_string()));
+    render::finish(Err(failure), Format::Json, Out::default())
+}
+
+/// Clap's message in one line: its lines up to the usage and the pointer
+/// to `--help`, without tips, joined (`the following required arguments
+/// were not provided: --by <NAME>`).
+fn clap_message(text: &str) -> String {
+    let lines: Vec<&str> = text
         .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default()
-        .trim_start_matches("error: ");
-    let document = Failure::Usage(first.to_string()).json();
-    if let Some(document) = document {
-        println!("{document}");
-    }
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
 }
 
 /// Runs one command line and returns the process's exit code; everything

@@ -12,7 +12,12 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 pub struct ObserveArgs {
     /// The operations to observe; without any, those --state selects.
-    #[arg(value_name = "ID", allow_hyphen_values = true)]
+    /// An id that begins with `-` goes after `--`.
+    //
+    // Not `allow_hyphen_values`: on a list it would swallow every flag
+    // after the first id (`observe ID --by NAME` would read `--by` as an
+    // id).
+    #[arg(value_name = "ID")]
     pub op_ids: Vec<String>,
     /// Only operations in this state [default without an ID: unknown].
     #[arg(long, value_enum)]

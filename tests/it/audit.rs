@@ -189,7 +189,7 @@ fn sender(dir: &Path) -> Connection {
 
 /// The attacker's access: the file, with every append-only trigger dropped
 /// and no foreign key enforced.
-fn tamper(dir: &Path, sql: &str) {
+pub fn tamper(dir: &Path, sql: &str) {
     let conn = sender(dir);
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
     let triggers: Vec<String> = conn

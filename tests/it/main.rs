@@ -25,4 +25,5 @@ mod real_receivers;
 mod stress;
 mod support;
 mod terminal;
+mod triage;
 mod upgrade;

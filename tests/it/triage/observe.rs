@@ -1,0 +1,417 @@
+//! Claim 2: observations. `recon observe` with and without ids, its
+//! `--state` and `--older-than` selections and its JSON; `snapshot --by`;
+//! the operation's `latest_observation`; a close and a decision each
+//! record one; a decision still reads the receiver afresh.
+
+use super::{time_of, Clocked};
+use crate::cli::{assert_json_error, assert_keys, Shell};
+use recon::dispatch::DispatchOptions;
+use recon::receiver::Fault;
+use recon::workspace::ObserveRequest;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const OBSERVED_FIELDS: &[&str] = &[
+    "op_id",
+    "receiver",
+    "verdict",
+    "observed_at",
+    "observed_by",
+    "complete",
+    "authoritative",
+    "closed",
+    "matches",
+];
+
+const LATEST_FIELDS: &[&str] = &["verdict", "observed_at", "observed_by", "closed", "matches"];
+
+/// Exactly these keys.
+#[track_caller]
+fn assert_exact_keys(value: &Value, keys: &[&str]) {
+    assert_keys(value, keys);
+    assert_eq!(value.as_object().unwrap().len(), keys.len(), "{value}");
+}
+
+/// A workspace with `ops` lost before the receiver wrote (unknown; their
+/// verdict inconclusive until closed), made through the binary.
+fn lost(ops: &[&str]) -> Shell {
+    let sh = Shell::empty();
+    for op in ops {
+        let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
+        sh.ok(&[
+            "prepare",
+            "--op",
+            op,
+            "--action",
+            "send_email",
+            "--payload",
+            &payload,
+        ]);
+        sh.ok(&["dispatch", op, "--fault", "crash-before-commit"]);
+    }
+    sh
+}
+
+fn observations(sh: &Shell, op: &str) -> Vec<Value> {
+    sh.json(&["show", op])["observations"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn observe_with_ids_records_each_named_operation_in_any_state() {
+    let sh = Shell::demo(0);
+    let named = ["op-1003-charge-order", "op-1001-welcome-email"];
+    let out = sh.json(&["observe", named[0], named[1], "--by", "dana"]);
+    let rows = out.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{out:#}");
+    for (row, op) in rows.iter().zip(named) {
+        assert_exact_keys(row, OBSERVED_FIELDS);
+        assert_eq!(
+            (row["op_id"].as_str(), row["observed_by"].as_str()),
+            (Some(op), Some("dana"))
+        );
+        assert_eq!(row["receiver"], "builtin");
+        time_of(row, "observed_at");
+        assert!(row["matches"].is_u64(), "matches is a count: {row}");
+        let latest = &sh.json(&["show", op])["operation"]["latest_observation"];
+        assert_exact_keys(latest, LATEST_FIELDS);
+        for field in LATEST_FIELDS {
+            assert_eq!(latest[field], row[field], "{field}");
+        }
+    }
+    // op-1001 is confirmed: a named operation is observed whatever its state.
+    assert_eq!(rows[1]["matches"], 1);
+    assert_eq!(rows[1]["verdict"], "exact_match_existence_only");
+}
+
+#[test]
+fn observe_without_ids_takes_the_state_it_is_given_default_unknown() {
+    let sh = Shell::demo(0);
+    let ids = |rows: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["op_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let unknown = sh.json(&["ops", "--state", "unknown"]);
+    let observed = sh.json(&["observe", "--by", "dana"]);
+    assert!(ids(&unknown).len() > 3);
+    assert_eq!(ids(&observed), ids(&unknown));
+    let confirmed = sh.json(&["ops", "--state", "confirmed"]);
+    let observed = sh.json(&["observe", "--state", "confirmed", "--by", "dana"]);
+    assert!(!ids(&confirmed).is_empty());
+    assert_eq!(ids(&observed), ids(&confirmed));
+    // Every one of them now has its latest observation by dana.
+    for op in sh.json(&["ops"]).as_array().unwrap() {
+        let latest = &op["latest_observation"];
+        match op["state"].as_str().unwrap() {
+            "unknown" | "confirmed" => assert_eq!(latest["observed_by"], "dana", "{op}"),
+            _ => {}
+        }
+    }
+}
+
+/// `observe` as ann: these ids (or the unknown operations), older than
+/// this or never observed.
+fn by_ann(op_ids: &[String], older_than: Option<Duration>) -> ObserveRequest<'_> {
+    ObserveRequest {
+        op_ids,
+        state: None,
+        older_than,
+        by: "ann",
+    }
+}
+
+#[test]
+fn observe_older_than_takes_the_stale_and_the_never_observed() {
+    let mut lab = Clocked::new();
+    for op in ["stale", "fresh", "never"] {
+        lab.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
+        let options = DispatchOptions {
+            fault: Some(Fault::CrashBeforeCommit),
+            wait_permit: false,
+        };
+        lab.ws.dispatch(op, options).unwrap();
+    }
+    lab.ws.snapshot_by("stale", None, Some("ann")).unwrap();
+    lab.tick(2 * 60 * 60);
+    lab.ws.snapshot_by("fresh", None, Some("ann")).unwrap();
+    lab.tick(60);
+    let due = lab
+        .ws
+        .observe(&by_ann(&[], Some(Duration::from_secs(60 * 60))))
+        .unwrap();
+    let ids: Vec<&str> = due.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["never", "stale"]);
+    // Named operations go through the same selection.
+    let named = ["fresh".to_string(), "stale".to_string()];
+    let due = lab
+        .ws
+        .observe(&by_ann(&named, Some(Duration::from_secs(30 * 60))))
+        .unwrap();
+    assert!(due.is_empty(), "both were just observed: {due:?}");
+    // A minute on, fresh (observed a minute before stale) is due first.
+    let due = lab
+        .ws
+        .observe(&by_ann(&named, Some(Duration::from_secs(30))))
+        .unwrap();
+    let ids: Vec<&str> = due.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["fresh"]);
+}
+
+#[test]
+fn observe_older_than_on_the_command_line_skips_what_was_just_observed() {
+    let sh = lost(&["a", "b"]);
+    let first = sh.json(&["observe", "--older-than", "1h", "--by", "dana"]);
+    assert_eq!(
+        first.as_array().unwrap().len(),
+        2,
+        "never observed: {first}"
+    );
+    let again = sh.json(&["observe", "--older-than", "1h", "--by", "dana"]);
+    assert_eq!(again, json!([]));
+    let text = sh.ok(&["observe", "--older-than", "1h", "--by", "dana"]);
+    assert_eq!(text.stdout.trim(), "no operation to observe");
+}
+
+#[test]
+fn observe_refuses_an_unknown_id_before_reading_any() {
+    let sh = lost(&["a"]);
+    let before = sh.dump();
+    let out = sh.run(&["observe", "a", "nope", "--by", "dana"]);
+    crate::cli::assert_refused(&out, "unknown_operation");
+    assert_eq!(sh.dump(), before);
+}
+
+#[test]
+fn observe_without_by_is_a_usage_error() {
+    let sh = lost(&["a"]);
+    let before = sh.dump();
+    for args in [
+        &["observe"][..],
+        &["observe", "a"],
+        &["observe", "a", "--json"],
+    ] {
+        let out = sh.run(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("--by"), "{}", out.stderr);
+        if args.contains(&"--json") {
+            assert_json_error(&out, 2);
+        }
+    }
+    assert_eq!(sh.dump(), before);
+}
+
+#[test]
+fn observe_takes_its_flags_after_the_ids() {
+    let sh = lost(&["a", "b"]);
+    let out = sh.json(&["observe", "a", "b", "--by", "dana"]);
+    assert_eq!(out.as_array().unwrap().len(), 2, "{out}");
+    // An id that begins with `-` goes after `--`.
+    sh.ok(&["prepare", "--op", "-x", "--action", "a", "--payload", "{}"]);
+    let out = sh.run(&["observe", "--by", "dana", "--json", "--", "-x"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()[0]["op_id"], "-x");
+}
+
+#[test]
+fn snapshot_by_records_an_observation_and_without_it_none() {
+    let sh = lost(&["a"]);
+    let shown = sh.json(&["snapshot", "a"]);
+    assert!(shown.get("observation").is_none(), "{shown}");
+    assert!(observations(&sh, "a").is_empty());
+    assert_eq!(
+        sh.json(&["show", "a"])["operation"]["latest_observation"],
+        Value::Null
+    );
+
+    let recorded = sh.json(&["snapshot", "a", "--by", "lee"]);
+    let observation = &recorded["observation"];
+    assert_exact_keys(observation, OBSERVED_FIELDS);
+    assert_eq!(observation["observed_by"], "lee");
+    assert_eq!(observation["verdict"], recorded["verdict"]);
+    let history = observations(&sh, "a");
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0]["observed_by"], "lee");
+    assert_eq!(history[0]["snapshot"], recorded["snapshot"]);
+    let latest = &sh.json(&["show", "a"])["operation"]["latest_observation"];
+    assert_eq!(latest["observed_by"], "lee");
+    assert_eq!(latest["matches"], 0);
+    // Text output says nothing was recorded by a plain read either.
+    sh.ok(&["snapshot", "a"]);
+    assert_eq!(observations(&sh, "a").len(), 1);
+}
+
+#[test]
+fn a_close_and_a_decision_each_record_an_observation() {
+    let sh = lost(&["closed", "decided"]);
+    sh.ok(&["snapshot", "closed", "--close", "--authorized-by", "rosa"]);
+    let seen = observations(&sh, "closed");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        (seen[0]["observed_by"].as_str(), seen[0]["closed"].as_bool()),
+        (Some("rosa"), Some(true))
+    );
+    let closes = sh.json(&["show", "closed"])["closes"].clone();
+    assert_eq!(closes.as_array().unwrap().len(), 1);
+    assert_keys(&closes[0], &["closed_at", "authorized_by", "receiver"]);
+    assert_eq!(closes[0]["authorized_by"], "rosa");
+
+    // A decision on the closed operation records its own read.
+    let reconcile = |op| {
+        vec![
+            "reconcile",
+            op,
+            "--reviewer",
+            "sam",
+            "--decision",
+            "not_applied",
+            "--expected-version",
+            "2",
+        ]
+    };
+    sh.ok(&reconcile("closed"));
+    let seen = observations(&sh, "closed");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        (seen[1]["observed_by"].as_str(), seen[1]["verdict"].as_str()),
+        (Some("sam"), Some("terminal_absence"))
+    );
+
+    // A decision closing its own read records it once, as the close's.
+    let mut closing = reconcile("decided");
+    closing.extend(["--close", "--authorized-by", "sam"]);
+    sh.ok(&closing);
+    let seen = observations(&sh, "decided");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["closed"], true);
+    let latest = &sh.json(&["show", "decided"])["operation"]["latest_observation"];
+    assert_eq!(latest["observed_by"], "sam");
+}
+
+#[test]
+fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
+    let sh = lost(&["late"]);
+    let stored = sh.json(&["observe", "late", "--by", "dana"]);
+    assert_eq!(stored[0]["verdict"], "inconclusive");
+    // The original lands late: the receiver changed after the observation.
+    let apply = |op| {
+        let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
+        sh.ok(&[
+            "receiver",
+            "apply",
+            "--op",
+            op,
+            "--action",
+            "send_email",
+            "--payload",
+            &payload,
+        ]);
+    };
+    apply("late");
+    let latest = |op| sh.json(&["show", op])["operation"]["latest_observation"].clone();
+    assert_eq!(latest("late")["verdict"], "inconclusive");
+    let args = |op, decision| {
+        vec![
+            "reconcile",
+            op,
+            "--reviewer",
+            "sam",
+            "--decision",
+            decision,
+            "--expected-version",
+            "2",
+        ]
+    };
+    // The stored read would not support confirmed; the fresh one does.
+    let decided = sh.json(&args("late", "confirmed"));
+    assert_eq!(
+        (decided["verdict"].as_str(), decided["state"].as_str()),
+        (Some("exact_match_existence_only"), Some("confirmed"))
+    );
+    assert_eq!(
+        (
+            latest("late")["verdict"].as_str(),
+            latest("late")["matches"].as_i64()
+        ),
+        (Some("exact_match_existence_only"), Some(1))
+    );
+
+    // The other way round: one match observed, a duplicate lands after.
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "twice",
+        "--action",
+        "send_email",
+        "--payload",
+        r#"{"to":"twice@example.com"}"#,
+    ]);
+    sh.ok(&["dispatch", "twice", "--fault", "crash-after-commit"]);
+    let stored = sh.json(&["observe", "twice", "--by", "dana"]);
+    assert_eq!(stored[0]["verdict"], "exact_match_existence_only");
+    apply("twice");
+    let out = sh.run(&args("twice", "confirmed"));
+    crate::cli::assert_refused(&out, "unsupported_verdict");
+    assert!(out.stderr.contains("duplicate_matches"), "{}", out.stderr);
+    assert_eq!(sh.json(&["show", "twice"])["operation"]["state"], "unknown");
+}
+
+#[test]
+fn an_observe_stopped_by_a_receiver_says_what_it_recorded_before() {
+    let sh = lost(&["a1", "a2"]);
+    let mode = sh.ws.with_file_name("flaky.mode");
+    let state = sh.ws.with_file_name("flaky.state");
+    std::fs::write(&mode, "apply:crash-before").unwrap();
+    let adapter = crate::support::adapter_fixture();
+    let (adapter, mode_arg, state_arg) = (
+        adapter.to_str().unwrap(),
+        mode.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    sh.ok(&[
+        "receivers",
+        "add",
+        "flaky",
+        "--actions",
+        "fax",
+        "--",
+        adapter,
+        "--state",
+        state_arg,
+        "--mode-file",
+        mode_arg,
+    ]);
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "z9",
+        "--action",
+        "fax",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(sh.json(&["dispatch", "z9"])["outcome"], "unknown");
+    // Its receiver now answers a query with garbage: a1 and a2 are read
+    // and recorded, z9 (last by op id) stops the run.
+    std::fs::write(&mode, "query:garbage").unwrap();
+    let out = sh.run(&["observe", "--by", "dana", "--json"]);
+    assert_json_error(&out, 4);
+    assert_eq!(out.json()["error"]["committed"], json!({"observations": 2}));
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("2 observations were recorded before it"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(observations(&sh, "a1").len(), 1);
+    assert_eq!(observations(&sh, "a2").len(), 1);
+    assert!(observations(&sh, "z9").is_empty());
+}
