@@ -184,7 +184,8 @@ pub enum Command {
     Screenshot(ScreenshotArgs),
     /// Recompute the journal's hash chain, replay the journal and compare
     /// every table it projects (operations, approvals, evidence,
-    /// dispatches, closes, receivers, routes) field by field, and report
+    /// dispatches, closes, observations, notes, escalations, receivers,
+    /// routes) field by field, and report
     /// the first broken link and every mismatch. Exits 0 when intact, 1
     /// when broken (or when an --against copy or a --checkpoint disagrees).
     Verify(VerifyArgs),
