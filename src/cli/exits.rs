@@ -257,10 +257,15 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
         text.push_str(&format!("  {code}  {meaning}\n"));
     }
     if exits.json {
-        text.push_str(
-            "  Under --json, a failure with 2, 3 or 4 also prints one JSON document:\n  \
-             {\"error\": {\"exit\", \"kind\", \"code\", \"message\"}}\n",
-        );
+        let failures = if exits.refusals.is_empty() {
+            "2 or 4"
+        } else {
+            "2, 3 or 4"
+        };
+        text.push_str(&format!(
+            "  Under --json, a failure with {failures} also prints one JSON document:\n  \
+             {{\"error\": {{\"exit\", \"kind\", \"code\", \"message\"}}}}\n",
+        ));
     }
     if exits.workspace {
         text.push_str(
