@@ -127,6 +127,9 @@ pub(crate) trait QueuePages {
     ) -> Result<Vec<Operation>>;
     /// One page of a listing under either order, after its cursor.
     fn ops_page(&self, query: &OpsQuery<'_>) -> Result<Vec<Operation>>;
+    /// The newest `updated_at` of any operation (one step of the age
+    /// index), or `None` in an empty outbox.
+    fn newest_update(&self) -> Result<Option<Timestamp>>;
 }
 
 /// Triage: observations, notes and the escalation marker, each act one

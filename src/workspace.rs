@@ -104,6 +104,19 @@ impl Workspace {
         self.clock.now()
     }
 
+    /// The clock this handle stamps acts with, for another handle on the
+    /// same workspace (the console's errands off the key loop).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    /// The newest time an operation's state or version changed: the time
+    /// a rendering of the workspace "as it was left" is taken at
+    /// (`recon screenshot`), so the same workspace renders the same ages.
+    pub fn newest_update(&self) -> Result<Option<Timestamp>> {
+        self.sender.newest_update()
+    }
+
     /// The workspace directory.
     pub fn dir(&self) -> &Path {
         &self.dir

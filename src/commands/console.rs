@@ -114,6 +114,10 @@ impl Screenshot {
             temporary_demo: false,
         };
         let ws = open(&self.dir, false)?;
+        // Rendered as the workspace was left: ages are measured from its
+        // newest change, so the same workspace renders the same screen.
+        let at = ws.newest_update()?.unwrap_or_else(|| ws.now());
+        let ws = ws.with_clock(std::sync::Arc::new(crate::clock::FixedClock::at(at)));
         let mut app = console::App::open(ws, source, self.options, self.size)?;
         console::run_headless(&mut app, &self.keys);
         let buffer = console::render(&app);

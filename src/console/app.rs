@@ -25,6 +25,7 @@ use super::action::Request;
 use super::bindings::key_for;
 use super::field::TextField;
 use super::theme::Theme;
+use crate::clock::Clock;
 use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
@@ -38,6 +39,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which operations the queue lists.
@@ -422,6 +424,10 @@ pub struct App {
     /// `PRAGMA data_version` of both databases when last refreshed.
     pub(super) seen_version: (i64, i64),
     pub should_quit: bool,
+    /// The workspace clock's time when the last action was applied: what
+    /// the ages on screen are measured against (so a fixed clock renders
+    /// fixed ages).
+    pub now: crate::domain::Timestamp,
     /// Keeps a temporary demo workspace alive until the console is dropped.
     pub(super) _demo_dir: Option<tempfile::TempDir>,
 }
@@ -518,6 +524,7 @@ pub(crate) enum Landed {
 pub(crate) struct Background {
     dir: PathBuf,
     program: ReceiverProgram,
+    clock: Arc<dyn Clock>,
     send: Sender<Landed>,
     inbox: Receiver<Landed>,
     /// Errands that came back while a caller waited, not yet applied.
@@ -536,6 +543,7 @@ impl Background {
         Background {
             dir: ws.dir().to_path_buf(),
             program: ws.receiver_program().clone(),
+            clock: ws.clock(),
             send,
             inbox,
             arrived: VecDeque::new(),
@@ -573,11 +581,12 @@ impl Background {
         work: impl FnOnce(Result<Workspace>) -> Landed + Send + 'static,
     ) -> std::io::Result<()> {
         let (dir, program, send) = (self.dir.clone(), self.program.clone(), self.send.clone());
+        let clock = Arc::clone(&self.clock);
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 let ws = Workspace::open(&dir, OpenOptions::default())
-                    .map(|ws| ws.with_receiver_program(program))
+                    .map(|ws| ws.with_receiver_program(program).with_clock(clock))
                     .map_err(Into::into);
                 // The console may have quit; then nobody waits for this.
                 let _ = send.send(work(ws));

@@ -43,6 +43,7 @@ use status::fail;
 
 /// Applies one action to the app.
 pub fn update(app: &mut App, action: Action) {
+    app.now = app.ws.now();
     if let Err(error) = apply(app, action) {
         fail(app, &error);
     }
@@ -96,6 +97,7 @@ impl App {
             counts: ws.counts()?,
             background: Background::new(&ws),
             working: None,
+            now: ws.now(),
             ws,
             source,
             reviewer: options.reviewer,

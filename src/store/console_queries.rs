@@ -19,7 +19,7 @@ use super::rows::{query_ops, OP_SELECT};
 use super::sender::SqliteSender;
 use super::QueuePages;
 use crate::domain::{
-    Cursor, Operation, OpsQuery, PageBound, QueueFilter, SortOrder, VerdictFilter,
+    Cursor, Operation, OpsQuery, PageBound, QueueFilter, SortOrder, Timestamp, VerdictFilter,
 };
 use crate::error::Result;
 use rusqlite::types::{ToSql, Value};
@@ -217,6 +217,14 @@ impl QueuePages for SqliteSender {
             None => Bound::Start,
         };
         self.page(&page_sql(&query.filter, query.sort, &bound, query.limit))
+    }
+
+    fn newest_update(&self) -> Result<Option<Timestamp>> {
+        let newest: Option<String> = self
+            .conn()
+            .query_row("SELECT max(updated_at) FROM operations", [], |r| r.get(0))
+            .map_err(|e| super::sql_error(self.path(), e))?;
+        Ok(newest.as_deref().and_then(Timestamp::parse))
     }
 }
 

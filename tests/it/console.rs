@@ -46,7 +46,49 @@ fn console_on(lab: &Lab, options: Options, size: (u16, u16)) -> App {
         path: lab.path().to_path_buf(),
         temporary_demo: false,
     };
-    App::open(lab.reopen(), source, options, size).expect("open console")
+    // Ages are measured on the demo's stopped clock, so screens are stable.
+    let ws = lab.reopen().with_clock(crate::support::demo_clock());
+    App::open(ws, source, options, size).expect("open console")
+}
+
+/// A console on the lab's workspace whose clock is `clock`.
+fn console_at(
+    lab: &Lab,
+    options: Options,
+    size: (u16, u16),
+    clock: &std::sync::Arc<recon::clock::FixedClock>,
+) -> App {
+    let source = Source {
+        path: lab.path().to_path_buf(),
+        temporary_demo: false,
+    };
+    let ws = lab.reopen().with_clock(clock.clone());
+    App::open(ws, source, options, size).expect("open console")
+}
+
+/// The demo three hours and five minutes after it was built, with ada's
+/// observation of the invoice email recorded at 1h30 and of the charge
+/// order refreshed at 3h: the ages the queue shows differ by row.
+fn a_later_day() -> (Lab, std::sync::Arc<recon::clock::FixedClock>) {
+    use std::time::Duration;
+    let lab = demo_lab();
+    let clock = crate::support::demo_clock();
+    let mut ws = lab.reopen().with_clock(clock.clone());
+    clock.advance(Duration::from_secs(90 * 60));
+    let ids = ["op-1002-invoice-email".to_string()];
+    let observe = |ws: &mut recon::workspace::Workspace, ids: &[String]| {
+        ws.observe(&recon::workspace::ObserveRequest {
+            op_ids: ids,
+            by: "ada",
+            ..Default::default()
+        })
+        .unwrap();
+    };
+    observe(&mut ws, &ids);
+    clock.advance(Duration::from_secs(90 * 60));
+    observe(&mut ws, &["op-1003-charge-order".to_string()]);
+    clock.advance(Duration::from_secs(5 * 60));
+    (lab, clock)
 }
 
 fn console(lab: &Lab, reviewer: Option<&str>) -> App {
@@ -1245,17 +1287,17 @@ fn a_cut_op_id_ends_in_an_ellipsis_and_the_flags_are_never_cut() {
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
     assert_eq!(rows.len(), 2, "{text}");
-    assert!(rows[0].contains("…xxxxxxx-a a_rather_long… v1"), "{text}");
-    assert!(rows[1].contains("…xxxxxxx-b a_rather_long… v1"), "{text}");
+    assert!(rows[0].contains("…xxxxxxx-a never   -    <1m"), "{text}");
+    assert!(rows[1].contains("…xxxxxxx-b never   -    <1m"), "{text}");
 
     let mut app = console_on(&lab, options(None), (80, 24));
     press(&mut app, "2");
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
-    // The short list of a small screen has the op id alone, cut in the
-    // middle; the flags keep their line whole.
-    assert!(rows[0].contains("…xxxxxxx-a│"), "{text}");
-    assert!(rows[1].contains("…xxxxxxx-b│"), "{text}");
+    // The short list of a small screen has the op id cut in the middle
+    // beside the verdict and the ages; the flags keep their line whole.
+    assert!(rows[0].contains("…x-a never   -   <1m│"), "{text}");
+    assert!(rows[1].contains("…x-b never   -   <1m│"), "{text}");
     assert!(
         text.contains("│complete yes · authoritative yes · closed no│"),
         "{text}"
@@ -1858,6 +1900,28 @@ fn golden_queue_200x50() {
     assert!(text.contains("op-1011-annual-plan-refund"), "{text}");
     assert!(text.contains("post_slack_message"), "{text}");
     golden("queue_200x50", &app, lab.path());
+}
+
+/// Each row: the latest observation's verdict (or never), how long ago it
+/// was seen, and the operation's age, on the workspace's clock.
+#[test]
+fn each_row_shows_its_latest_verdict_when_it_was_seen_and_its_age() {
+    let (lab, clock) = a_later_day();
+    let app = console_at(&lab, options(None), (80, 24), &clock);
+    let text = screen(&app);
+    assert!(text.contains("op-1002-…ail exists  1h  3h"), "{text}");
+    assert!(text.contains("op-1003-…der unique  5m  3h"), "{text}");
+    assert!(text.contains("op-1004-…ket never   -   3h"), "{text}");
+    golden("queue_ages_80x24", &app, lab.path());
+    let app = console_at(&lab, options(None), (200, 50), &clock);
+    let text = screen(&app);
+    assert!(
+        text.contains(
+            "op-1002-invoice-email         send_email         v2   exact_match_existence_only 1h   3h"
+        ),
+        "{text}"
+    );
+    golden("queue_ages_200x50", &app, lab.path());
 }
 
 #[test]
