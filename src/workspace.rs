@@ -413,6 +413,12 @@ impl Workspace {
         self.sender.queue_page(filter, bound, limit)
     }
 
+    /// How many operations the queue's filter selects (its search text
+    /// aside), for the position in a verdict or escalation filter.
+    pub fn queue_count(&self, filter: QueueFilter<'_>) -> Result<i64> {
+        self.sender.count_matching(filter)
+    }
+
     /// How many operations are in each state.
     pub fn counts(&self) -> Result<BTreeMap<OpState, i64>> {
         self.sender.count_by_state()

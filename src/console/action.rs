@@ -86,6 +86,12 @@ pub enum Action {
     PrevFilter,
     /// Show one filter: an index into [`super::app::Filter::ORDER`].
     Filter(usize),
+    /// The next (or previous) latest-verdict filter: off, never, then
+    /// each verdict.
+    NextVerdict,
+    PrevVerdict,
+    /// The escalation filter: off, escalated only, not escalated.
+    NextEscalated,
     /// Start typing a search.
     Search,
     ToggleMark,

@@ -30,7 +30,7 @@ use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
     Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
-    Verdict,
+    Verdict, VerdictFilter,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
@@ -47,6 +47,22 @@ use std::time::Duration;
 pub enum Filter {
     State(OpState),
     All,
+}
+
+/// The verdict filter's steps, in the order its key goes through them:
+/// off, never observed, then each verdict.
+pub fn verdict_filters() -> Vec<Option<VerdictFilter>> {
+    let mut steps = vec![None, Some(VerdictFilter::Never)];
+    steps.extend(Verdict::ALL.iter().map(|v| Some(VerdictFilter::Is(*v))));
+    steps
+}
+
+/// How a verdict filter is named on screen.
+pub fn verdict_filter_label(filter: VerdictFilter) -> &'static str {
+    match filter {
+        VerdictFilter::Never => "never",
+        VerdictFilter::Is(v) => v.as_str(),
+    }
 }
 
 impl Filter {
@@ -409,6 +425,15 @@ pub struct App {
     pub width: u16,
     pub height: u16,
     pub filter: Filter,
+    /// The latest-verdict filter beside the state filter (`never`: no
+    /// observation recorded).
+    pub verdict_filter: Option<VerdictFilter>,
+    /// Only escalated operations (`Some(true)`), or only the others.
+    pub escalated_filter: Option<bool>,
+    /// How many operations the state, verdict and escalation filters
+    /// select together, counted when a verdict or escalation filter is on
+    /// (the state counts serve otherwise).
+    pub filter_count: Option<i64>,
     pub search: Option<String>,
     pub counts: BTreeMap<OpState, i64>,
     pub queue: Queue,
@@ -446,6 +471,34 @@ impl App {
 
     pub fn selected(&self) -> Option<&Operation> {
         self.queue.selected()
+    }
+
+    /// Whether a verdict or an escalation filter is on.
+    pub fn triage_filtered(&self) -> bool {
+        self.verdict_filter.is_some() || self.escalated_filter.is_some()
+    }
+
+    /// How many operations the queue's filters select, when known: not
+    /// under a search (its matches are found by reading, not counted).
+    pub fn shown_count(&self) -> Option<i64> {
+        if self.search.is_some() {
+            return None;
+        }
+        if self.triage_filtered() {
+            return self.filter_count;
+        }
+        Some(self.count(self.filter))
+    }
+
+    /// The queue's filters, as the store takes them.
+    pub fn queue_filter(&self) -> crate::domain::QueueFilter<'_> {
+        crate::domain::QueueFilter {
+            state: self.filter.state(),
+            search: self.search.as_deref(),
+            verdict: self.verdict_filter,
+            escalated: self.escalated_filter,
+            ..Default::default()
+        }
     }
 
     /// The detail, when it belongs to the selected row.

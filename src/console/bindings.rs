@@ -240,6 +240,27 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind(
         Queue,
+        &[k('f')],
+        Action::NextVerdict,
+        "verdict",
+        "next latest-verdict filter: any, never (no observation recorded), then each verdict",
+    ),
+    bind(
+        Queue,
+        &[k('F')],
+        Action::PrevVerdict,
+        "",
+        "previous latest-verdict filter",
+    ),
+    bind(
+        Queue,
+        &[k('!')],
+        Action::NextEscalated,
+        "escalated",
+        "escalation filter: any, escalated only (! in the row), not escalated",
+    ),
+    bind(
+        Queue,
         &[k('/')],
         Action::Search,
         "search",

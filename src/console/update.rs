@@ -105,6 +105,9 @@ impl App {
             width,
             height,
             filter: Filter::ORDER[0],
+            verdict_filter: None,
+            escalated_filter: None,
+            filter_count: None,
             search: None,
             queue: super::app::Queue {
                 rows: Vec::new(),

@@ -219,6 +219,21 @@ impl QueuePages for SqliteSender {
         self.page(&page_sql(&query.filter, query.sort, &bound, query.limit))
     }
 
+    fn count_matching(&self, filter: QueueFilter<'_>) -> Result<i64> {
+        let filter = QueueFilter {
+            search: None,
+            ..filter
+        };
+        let mut page = PageSql {
+            sql: "SELECT count(*) FROM operations o WHERE 1 = 1".to_string(),
+            ..PageSql::default()
+        };
+        filter_terms(&mut page, &filter, SortOrder::OpId);
+        self.conn()
+            .query_row(&page.sql, page.params().as_slice(), |r| r.get(0))
+            .map_err(|e| super::sql_error(self.path(), e).into())
+    }
+
     fn newest_update(&self) -> Result<Option<Timestamp>> {
         let newest: Option<String> = self
             .conn()

@@ -276,7 +276,9 @@ fn only_key_presses_count() {
 #[test]
 fn every_key_in_the_table_is_in_the_help_and_the_bar_comes_from_it() {
     let lab = demo_lab();
-    let mut app = console_on(&lab, options(Some("ada")), (120, 120));
+    // The bar holds every labelled key at 200 columns; narrower bars keep
+    // help and the acts first.
+    let mut app = console_on(&lab, options(Some("ada")), (200, 120));
     press(&mut app, "?");
     let help = screen(&app);
     for binding in BINDINGS {
@@ -1922,6 +1924,74 @@ fn each_row_shows_its_latest_verdict_when_it_was_seen_and_its_age() {
         "{text}"
     );
     golden("queue_ages_200x50", &app, lab.path());
+}
+
+/// The title of the queue, as the first frame line shows it.
+fn queue_title(app: &App) -> String {
+    screen(app)
+        .lines()
+        .find(|l| l.contains("┌"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The verdict and escalation filters sit beside the state filters, each
+/// on its key from the one table, and the title keeps the position under
+/// every combination.
+#[test]
+fn verdict_and_escalation_filters_keep_the_position() {
+    let (lab, clock) = a_later_day();
+    let mut ws = lab.reopen().with_clock(clock.clone());
+    ws.escalate(
+        "op-1005-delivery-sms",
+        "bob",
+        "the SMS gateway cannot close",
+    )
+    .unwrap();
+    let unknown = ws.ops(Some(OpState::Unknown), None, 100).unwrap();
+    let never = unknown
+        .iter()
+        .filter(|o| o.triage.latest_observation.is_none())
+        .count();
+    let mut app = console_at(&lab, options(None), (80, 24), &clock);
+    press(&mut app, "f");
+    assert!(
+        queue_title(&app).contains(&format!("unknown, never · 1 of {never}")),
+        "{}",
+        screen(&app)
+    );
+    press(&mut app, "j");
+    assert!(queue_title(&app).contains(&format!("2 of {never}")));
+    assert!(
+        screen(&app).contains("[f verdict never]"),
+        "{}",
+        screen(&app)
+    );
+    press(&mut app, "F!");
+    assert_eq!(app.verdict_filter, None);
+    let text = screen(&app);
+    assert!(
+        queue_title(&app).contains("unknown, escalated · 1 of 1"),
+        "{text}"
+    );
+    assert!(text.contains("> ! op-1005-…sms absent"), "{text}");
+    assert!(text.contains("[! escalated]"), "{text}");
+    golden("filters_80x24", &app, lab.path());
+    press(&mut app, "!");
+    let others = unknown.len() - 1;
+    assert!(
+        queue_title(&app).contains(&format!(" 1 of {others} ")),
+        "{}",
+        screen(&app)
+    );
+    let mut wide = console_at(&lab, options(None), (200, 50), &clock);
+    press(&mut wide, "5fffff");
+    assert!(
+        queue_title(&wide).contains("all, unique_exact_match · 1 of"),
+        "{}",
+        screen(&wide)
+    );
+    golden("filters_200x50", &wide, lab.path());
 }
 
 #[test]

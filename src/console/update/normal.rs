@@ -33,6 +33,9 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
             (app.filter.index() + Filter::ORDER.len() - 1) % Filter::ORDER.len(),
         ),
         Action::Filter(index) => queue::set_filter(app, index),
+        Action::NextVerdict => queue::step_verdict(app, 1),
+        Action::PrevVerdict => queue::step_verdict(app, -1),
+        Action::NextEscalated => queue::step_escalated(app),
         Action::Search => {
             app.mode = Mode::Search {
                 input: TextField::default(),

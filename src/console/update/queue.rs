@@ -14,7 +14,7 @@
 use super::super::app::{App, Detail, Filter, Origin, ReadErrand, ReadState, Shown, Tone};
 use super::super::view;
 use super::status::set_status;
-use crate::domain::{differing_paths, Operation, PageBound, QueueFilter};
+use crate::domain::{differing_paths, Operation, PageBound};
 use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 use crate::workspace::Classified;
@@ -33,16 +33,19 @@ pub(super) enum Anchor {
     },
 }
 
-fn queue_filter(app: &App) -> QueueFilter<'_> {
-    QueueFilter {
-        state: app.filter.state(),
-        search: app.search.as_deref(),
-        ..QueueFilter::default()
-    }
+fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
+    app.ws.queue_page(app.queue_filter(), bound, limit)
 }
 
-fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
-    app.ws.queue_page(queue_filter(app), bound, limit)
+/// Counts what a verdict or escalation filter selects (one index range),
+/// so the title keeps the position under every filter.
+fn count_filter(app: &mut App) -> Result<()> {
+    app.filter_count = if app.triage_filtered() {
+        Some(app.ws.queue_count(app.queue_filter())?)
+    } else {
+        None
+    };
+    Ok(())
 }
 
 /// The page on screen as an anchor; `kept` says whether the operations
@@ -65,6 +68,7 @@ pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
 /// Loads one screenful at the anchor, filling it from above near the end of
 /// the list, and reloads the selected operation's detail.
 fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
+    count_filter(app)?;
     let height = app.queue.height.max(1);
     let (mut rows, mut cursor, mut offset) = match &anchor {
         Anchor::Start => (page(app, PageBound::Start, height)?, 0, Some(0)),
@@ -111,10 +115,7 @@ fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
 /// The offset of a page that ends at the filter's last row, from the
 /// filter's count; a search has no count.
 fn offset_at_end(app: &App) -> Option<usize> {
-    if app.search.is_some() {
-        return None;
-    }
-    let count = usize::try_from(app.count(app.filter)).ok()?;
+    let count = usize::try_from(app.shown_count()?).ok()?;
     count.checked_sub(app.queue.rows.len())
 }
 
@@ -207,6 +208,29 @@ pub(super) fn set_filter(app: &mut App, index: usize) -> Result<()> {
         return Ok(());
     };
     app.filter = filter;
+    load_queue(app, Anchor::Start)
+}
+
+/// Steps the verdict filter by `step` (1 or -1) through its order.
+pub(super) fn step_verdict(app: &mut App, step: isize) -> Result<()> {
+    let steps = super::super::app::verdict_filters();
+    let at = steps
+        .iter()
+        .position(|f| *f == app.verdict_filter)
+        .unwrap_or(0);
+    let len = steps.len();
+    let next = (at + len).wrapping_add_signed(step) % len;
+    app.verdict_filter = steps[next];
+    load_queue(app, Anchor::Start)
+}
+
+/// Steps the escalation filter: any, escalated only, not escalated.
+pub(super) fn step_escalated(app: &mut App) -> Result<()> {
+    app.escalated_filter = match app.escalated_filter {
+        None => Some(true),
+        Some(true) => Some(false),
+        Some(false) => None,
+    };
     load_queue(app, Anchor::Start)
 }
 

@@ -120,7 +120,13 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
         lines.push(Line::raw(""));
     }
     for note in [
-        "In the queue, > is the cursor and * a mark. In a snapshot, ≠ marks a payload field \
+        "In the queue, > is the cursor, * a mark and ! an escalated operation; verdict is the \
+         latest recorded observation's (never: none recorded), seen how long ago it was \
+         recorded, age the time since the operation's state or version last changed. A narrow \
+         queue writes verdicts short: dups (duplicate_matches), payload (payload_mismatch), \
+         scope (action_scope_mismatch), unique (unique_exact_match), exists \
+         (exact_match_existence_only), absent (terminal_absence), unsure (inconclusive), and \
+         obs for seen. In a snapshot, ≠ marks a payload field \
          that differs from the operation's payload. Untrusted text shows control characters \
          as escapes (\\x1b, \\u{202e}).",
         "A decision is always checked against the version on screen; if another reviewer or \

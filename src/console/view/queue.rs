@@ -2,7 +2,7 @@
 //! the bulk-triage marks. The rows are exactly the page `update` read, so
 //! the view never needs more than what fits.
 
-use super::super::app::App;
+use super::super::app::{verdict_filter_label, App};
 use super::super::text::{age_short, clean, fit, fit_middle};
 use super::panel::{block, Edges};
 use crate::domain::{Operation, Verdict};
@@ -57,23 +57,38 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer, layout: Layout) {
     table.render(area, buf);
 }
 
-/// The title: the filter, the search, and where the cursor is (`59 of
+/// The filters in words: the state, then a verdict and an escalation
+/// filter when they are on (`unknown, never, escalated`).
+pub fn filter_words(app: &App) -> String {
+    let mut words = app.filter.label().to_string();
+    if let Some(v) = app.verdict_filter {
+        words.push_str(", ");
+        words.push_str(verdict_filter_label(v));
+    }
+    match app.escalated_filter {
+        Some(true) => words.push_str(", escalated"),
+        Some(false) => words.push_str(", not escalated"),
+        None => {}
+    }
+    words
+}
+
+/// The title: the filters, the search, and where the cursor is (`59 of
 /// 100008`; with a search, which match; the count alone while the position
 /// is not known), in the longest form that fits.
 fn title(app: &App, width: usize) -> String {
-    let filter = app.filter.label();
-    let count = app.count(app.filter);
-    let (at, tail) = match (&app.search, app.queue.position()) {
-        (None, Some(position)) => {
+    let filter = filter_words(app);
+    let (at, tail) = match (app.shown_count(), app.queue.position()) {
+        (Some(count), Some(position)) => {
             let at = format!("{position} of {count}");
             (at.clone(), format!(" · {at}"))
         }
-        (None, None) => (count.to_string(), format!(" ({count})")),
-        (Some(_), Some(position)) => {
+        (Some(count), None) => (count.to_string(), format!(" ({count})")),
+        (None, Some(position)) => {
             let at = format!("match {position}");
             (at.clone(), format!(" · {at}"))
         }
-        (Some(_), None) => (String::new(), String::new()),
+        (None, None) => (String::new(), String::new()),
     };
     let mut forms = Vec::new();
     if let Some(search) = &app.search {
@@ -98,10 +113,10 @@ fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
     let text = match &app.search {
         Some(s) => format!(
             "No {} operation matches \"{}\".",
-            app.filter.label(),
+            filter_words(app),
             clean(s)
         ),
-        None => format!("No {} operations.", app.filter.label()),
+        None => format!("No {} operations.", filter_words(app)),
     };
     Paragraph::new(vec![
         Line::raw(""),
