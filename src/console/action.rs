@@ -95,6 +95,8 @@ pub enum Action {
     /// Start typing a search.
     Search,
     ToggleMark,
+    /// Mark every operation the current filters show, on every page.
+    MarkAll,
     /// Take a non-closing snapshot of the selected operation now.
     ReadSnapshot,
     /// Show the whole selected operation, its payload and evidence history

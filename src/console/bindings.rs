@@ -275,6 +275,13 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind(
         Queue,
+        &[k('v')],
+        Action::MarkAll,
+        "mark all",
+        "mark every operation the filters show, on every page (the status says how many)",
+    ),
+    bind(
+        Queue,
         &[k('s')],
         Action::ReadSnapshot,
         "read",

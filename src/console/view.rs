@@ -27,6 +27,7 @@ mod title;
 mod verdict;
 
 pub use operation::operation_text;
+pub use queue::filter_words;
 
 use super::app::App;
 use super::text;

@@ -1994,6 +1994,84 @@ fn verdict_and_escalation_filters_keep_the_position() {
     golden("filters_200x50", &wide, lab.path());
 }
 
+/// `v` marks every operation the filters show, on every page, and the
+/// confirmation names the exact count; each is then checked against its
+/// own marked version and a fresh snapshot, and the result lists what was
+/// recorded and what was refused, with codes.
+#[test]
+fn mark_all_marks_every_page_of_the_filter_and_the_confirmation_counts_them() {
+    let lab = Lab::demo(500);
+    let ws = lab.reopen();
+    let mut never = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = ws
+            .ops(Some(OpState::Unknown), after.as_deref(), 100)
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.op_id.clone());
+        never.extend(
+            page.iter()
+                .filter(|o| o.triage.latest_observation.is_none())
+                .map(|o| o.op_id.clone()),
+        );
+    }
+    // More than a page of marking (256) and far more than a screen.
+    assert!(never.len() > 256, "{}", never.len());
+    let mut app = console_on(&lab, options(Some("ada")), (80, 24));
+    press(&mut app, "fv");
+    let marked: Vec<String> = app.marks.keys().cloned().collect();
+    assert_eq!(marked, never);
+    assert!(
+        status(&app).contains(&format!(
+            "marked all {} operations the filter shows (unknown, never",
+            never.len()
+        )),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "c");
+    let text = pending_text(&app);
+    assert!(
+        text.contains(&format!(
+            "Record confirmed for each of these {} marked operations",
+            never.len()
+        )),
+        "{text}"
+    );
+    golden("mark_all_confirmation", &app, lab.path());
+    press(&mut app, "y");
+    let (title, body) = report(&app);
+    assert!(title.starts_with("bulk record confirmed: "), "{title}");
+    assert!(body.contains(&format!("of {} marked operations", never.len())));
+    assert!(body.contains("recorded confirmed for"), "{body}");
+    assert!(body.contains(": unsupported_verdict: "), "{body}");
+    golden("mark_all_result", &app, lab.path());
+}
+
+/// A mark never outlives a change: on the refresh after another process
+/// changed a marked operation, its mark goes and the status says so.
+#[test]
+fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "v");
+    assert_eq!(app.marks.len(), 8);
+    bob_confirms_the_invoice_email(&lab.path_str());
+    console::update(&mut app, Action::Poll);
+    assert_eq!(app.marks.len(), 7);
+    assert!(!app.marks.contains_key("op-1002-invoice-email"));
+    assert_eq!(app.status.as_ref().unwrap().tone, Tone::Warn);
+    assert!(
+        status(&app).contains(
+            "1 mark dropped, changed since marked: op-1002-invoice-email (marked at version 2, \
+             now confirmed at version 3); 7 still marked"
+        ),
+        "{}",
+        status(&app)
+    );
+}
+
 #[test]
 fn golden_duplicate_matches() {
     let lab = demo_lab();

@@ -388,6 +388,16 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
                 outcomes.len()
             ),
         ));
+        if !refused.is_empty() {
+            let mut codes: std::collections::BTreeMap<&str, usize> = Default::default();
+            for o in &refused {
+                if let Some(r) = &o.refusal {
+                    *codes.entry(r.code()).or_default() += 1;
+                }
+            }
+            let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            lines.push((Tone::Bad, format!("refused by code: {}", codes.join(", "))));
+        }
         lines.push((Tone::Plain, String::new()));
     }
     for outcome in outcomes {
@@ -397,8 +407,9 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
     lines.push((
         Tone::Plain,
         match (stale, bulk && !refused.is_empty()) {
-            (true, _) => "The console has refreshed and shows the workspace as it is now; look \
-                          at the evidence again before deciding."
+            (true, _) => "The console has refreshed and shows the workspace as it is now (an \
+                          operation that changed since it was marked loses its mark); look at \
+                          the evidence again before deciding."
                 .to_string(),
             (false, true) => "The refused operations stay marked and unchanged.".to_string(),
             (false, false) if refused.is_empty() => String::new(),

@@ -349,6 +349,7 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
 /// operations before it are the same.
 pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>) -> Result<()> {
     app.counts = app.ws.counts()?;
+    drop_stale_marks(app)?;
     let outside = app.ws.data_version()?.0 != app.seen_version.0;
     let top = app.queue.rows.first().map(|r| r.op_id.as_str());
     let kept = match (touched, top) {
@@ -358,6 +359,48 @@ pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>)
     let anchor = current_anchor(app, kept);
     load_queue_as(app, anchor, origin)?;
     app.seen_version = app.ws.data_version()?;
+    Ok(())
+}
+
+/// A mark never outlives a change: a marked operation whose version is no
+/// longer the marked one (or that is gone) loses its mark, and the status
+/// line says which. One indexed read per mark, on a refresh only.
+fn drop_stale_marks(app: &mut App) -> Result<()> {
+    let mut dropped = Vec::new();
+    for (op_id, mark) in &app.marks {
+        let now = app.ws.operation(op_id)?;
+        if now.as_ref().is_none_or(|op| op.version != mark.version) {
+            let found = now.map_or("gone".to_string(), |op| {
+                format!("{} at version {}", op.state, op.version)
+            });
+            dropped.push((op_id.clone(), mark.version, found));
+        }
+    }
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    for (op_id, ..) in &dropped {
+        app.marks.remove(op_id);
+    }
+    let named: Vec<String> = dropped
+        .iter()
+        .take(3)
+        .map(|(id, was, now)| format!("{id} (marked at version {was}, now {now})"))
+        .collect();
+    let more = dropped.len().saturating_sub(3);
+    let text = format!(
+        "{} mark{} dropped, changed since marked: {}{}; {} still marked",
+        dropped.len(),
+        if dropped.len() == 1 { "" } else { "s" },
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        app.marks.len()
+    );
+    set_status(app, Tone::Warn, text);
     Ok(())
 }
 
