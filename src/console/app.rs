@@ -21,7 +21,7 @@
 //! actions, the text field, the key table (a reason can name its key) and
 //! the theme, and everything else in the console is built on it.
 
-use super::action::Request;
+use super::action::{Request, Resume};
 use super::bindings::key_for;
 use super::field::TextField;
 use super::theme::Theme;
@@ -29,8 +29,8 @@ use crate::clock::Clock;
 use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
-    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
-    Verdict, VerdictFilter,
+    Approval, CloseEntry, Closure, Decision, EscalationRecord, EvidenceRecord, Note, OpState,
+    Operation, Registration, Snapshot, Verdict, VerdictFilter,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
@@ -173,6 +173,8 @@ pub struct Shown {
     pub verdict: Verdict,
     pub origin: Origin,
     pub differing: Vec<Vec<String>>,
+    /// Whether the read was recorded as the reviewer's observation.
+    pub recorded: bool,
 }
 
 /// Where the selected operation's read of its receiver stands.
@@ -198,6 +200,12 @@ pub struct Detail {
     pub closure: Option<Closure>,
     pub dispatches: i64,
     pub read: ReadState,
+    /// The triage history: notes, closes as the outbox journaled them,
+    /// escalations, and how many observations were recorded.
+    pub notes: Vec<Note>,
+    pub closes: Vec<CloseEntry>,
+    pub escalations: Vec<EscalationRecord>,
+    pub observations: usize,
 }
 
 impl Detail {
@@ -272,6 +280,12 @@ pub enum Job {
         version: i64,
         receiver: String,
     },
+    /// Read each operation's receiver again and record what it saw.
+    Observe {
+        op_ids: Vec<String>,
+        /// The receivers they route to.
+        receivers: Vec<String>,
+    },
 }
 
 impl Job {
@@ -283,6 +297,7 @@ impl Job {
                 targets.iter().map(|t| t.receiver.as_str()).collect()
             }
             Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
+            Job::Observe { receivers, .. } => receivers.iter().map(String::as_str).collect(),
             Job::Approve { .. } => Vec::new(),
         };
         names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
@@ -311,6 +326,7 @@ impl Job {
                 targets.iter().map(|t| t.op_id.clone()).collect()
             }
             Job::Dispatch { op_id, .. } => vec![op_id.clone()],
+            Job::Observe { op_ids, .. } => op_ids.clone(),
             Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
         }
     }
@@ -334,6 +350,9 @@ pub(crate) struct Done {
     pub(crate) closing: Option<(Classified, String)>,
     /// The operations the job may have changed or created.
     pub(crate) touched: Vec<String>,
+    /// Whether the marks it acted on are done with (a decision or a close
+    /// on them), or stay (a re-read).
+    pub(crate) unmark: bool,
 }
 
 /// What a job did to one operation.
@@ -369,6 +388,34 @@ impl CompensationForm {
     pub const LABELS: [&'static str; 3] = ["compensation op id", "action kind", "payload (JSON)"];
 }
 
+/// What an annotation form records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Annotation {
+    Note,
+    Escalate,
+    Deescalate,
+}
+
+impl Annotation {
+    /// The form's title, the label of its field, and what Enter records.
+    pub fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Annotation::Note => ("note", "note", "the note"),
+            Annotation::Escalate => ("escalate", "reason", "the escalation"),
+            Annotation::Deescalate => ("deescalate", "reason", "its lowering"),
+        }
+    }
+}
+
+/// The note or escalation form: one text field, for one operation.
+#[derive(Debug, Clone)]
+pub struct AnnotateForm {
+    pub kind: Annotation,
+    pub op_id: String,
+    pub input: TextField,
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
     Plain,
@@ -398,13 +445,15 @@ pub enum Mode {
         input: TextField,
         previous: Option<String>,
     },
-    /// Asking for the reviewer's name before the first mutation; `resume`
-    /// is the request to carry on with.
+    /// Asking for the reviewer's name before the first act that records
+    /// it; `resume` is what to carry on with.
     Reviewer {
         input: TextField,
         error: Option<String>,
-        resume: Request,
+        resume: Resume,
     },
+    /// A note or an escalation's reason being typed.
+    Annotate(AnnotateForm),
     Compensate(CompensationForm),
     Confirm(Pending),
     Report(Report),
@@ -552,6 +601,9 @@ pub(crate) struct ReadErrand {
     pub op_id: String,
     pub receiver: String,
     pub origin: Origin,
+    /// The reviewer the read is recorded as an observation of (the read
+    /// key); `None` shows it only.
+    pub record_as: Option<String>,
 }
 
 /// An errand that came back.
@@ -659,7 +711,9 @@ impl Background {
         }
         let op_id = errand.op_id.clone();
         self.spawn("recon-read", move |ws| {
-            let result = ws.and_then(|mut ws| ws.snapshot(&errand.op_id, None));
+            let result = ws.and_then(|mut ws| {
+                ws.snapshot_by(&errand.op_id, None, errand.record_as.as_deref())
+            });
             Landed::Read { errand, result }
         })?;
         self.reading.insert(op_id);

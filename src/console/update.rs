@@ -20,8 +20,10 @@
 //! carried out, on one operation or on every mark, and its report),
 //! `background` (the reads and jobs that asked an adapter off the key
 //! loop, applied when they land, on the next poll), `confirm` (a request
-//! becoming a confirmation with exact values), then `forms` (typed input:
-//! the search, the reviewer's name, the compensation form) and `normal`
+//! becoming a confirmation with exact values), `triage` (the reviewer's
+//! own reads, notes and the escalation marker, which record who did them
+//! but change no state), then `forms` (typed input: the search, the
+//! reviewer's name, the compensation form, a note or a reason) and `normal`
 //! (the queue's keys and the overlays a reviewer only reads), which need
 //! nothing of each other. No module here uses this file.
 
@@ -32,6 +34,7 @@ mod jobs;
 mod normal;
 mod queue;
 mod status;
+mod triage;
 
 pub use forms::check_reviewer;
 
@@ -78,6 +81,7 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
                 resume,
             } => forms::reviewer_input(app, input, error, resume, other),
             Mode::Compensate(form) => forms::form_input(app, form, other),
+            Mode::Annotate(form) => forms::annotate_input(app, form, other),
             Mode::Confirm(pending) => confirm::confirm_input(app, pending, other),
         },
     }

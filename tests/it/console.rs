@@ -686,18 +686,42 @@ fn the_queue_title_shows_the_position_while_it_is_known() {
 
 // ---- snapshots and decisions ---------------------------------------------------
 
+/// The read key asks for the reviewer's name once, labels the read as
+/// theirs and records it as their observation: the row's verdict and
+/// "seen" follow. A cursor move's read is shown, not recorded.
 #[test]
-fn read_snapshot_is_labelled_as_the_reviewers_read() {
-    let lab = demo_lab();
-    let mut app = console(&lab, None);
+fn read_snapshot_is_the_reviewers_read_and_recorded_as_their_observation() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(None), (120, 40), &clock);
     let before = dump(lab.path());
+    press(&mut app, "jj");
+    assert_eq!(
+        dump(lab.path()),
+        before,
+        "a cursor move's read writes nothing"
+    );
     press(&mut app, "s");
+    assert!(matches!(app.mode, Mode::Reviewer { .. }));
+    press(&mut app, "ada<enter>");
     assert_eq!(
         app.selected_detail().unwrap().shown().unwrap().origin,
         Origin::Read
     );
-    assert!(screen(&app).contains("Snapshot: your read (not closing)"));
-    assert_eq!(dump(lab.path()), before, "a read writes nothing");
+    let text = screen(&app);
+    assert!(text.contains("Snapshot: your read (not closing)"), "{text}");
+    assert!(
+        status(&app).ends_with("; recorded as ada's observation"),
+        "{}",
+        status(&app)
+    );
+    let detail = lab.reopen().show("op-1004-support-ticket").unwrap();
+    assert_eq!(detail.observations.len(), 1);
+    assert_eq!(detail.observations[0].observed_by, "ada");
+    // The row shows the recorded verdict, seen just now.
+    assert!(
+        text.contains(">   op-1004-support-ticket        unsure  <1m  3h"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1236,10 +1260,7 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     let (title, body) = report(&app);
     assert_eq!(title, "operation op-long-payload");
     assert!(body.contains("state prepared · version 1"), "{body}");
-    assert!(
-        body.ends_with("evidence history:\nnothing recorded yet"),
-        "{body}"
-    );
+    assert!(body.ends_with("history:\nnothing recorded yet"), "{body}");
     for i in 0..40 {
         assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
     }
@@ -1262,14 +1283,14 @@ fn the_whole_view_lists_the_evidence_history_with_reviewers_and_versions() {
     select(&mut app, "op-1009-password-reset");
     press(&mut app, "p");
     let (_, body) = report(&app);
-    let history = body.split("evidence history:\n").nth(1).unwrap_or_default();
+    let history = body.split("\nhistory:\n").nth(1).unwrap_or_default();
     assert!(history.contains("review by "), "{body}");
     assert!(
         history.contains("not_applied on terminal_absence · v2→v3"),
         "{body}"
     );
     assert!(
-        history.contains("receiver closed it, authorized by "),
+        history.contains(" closed at receiver builtin, authorized by "),
         "{body}"
     );
 }
@@ -2070,6 +2091,132 @@ fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
         "{}",
         status(&app)
     );
+}
+
+/// The re-read key reads every marked operation again and records each as
+/// the reviewer's observation; the marks stay.
+#[test]
+fn rereading_the_marks_records_each_as_the_reviewers_observation_and_keeps_them() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (120, 40), &clock);
+    press(&mut app, "fv");
+    let marked: Vec<String> = app.marks.keys().cloned().collect();
+    assert!(marked.len() > 1);
+    press(&mut app, "R");
+    let (title, body) = report(&app);
+    assert!(
+        title.starts_with(&format!(
+            "bulk re-read: {} recorded, 0 refused",
+            marked.len()
+        )),
+        "{title}"
+    );
+    assert!(body.contains("recorded as ada's"), "{body}");
+    assert_eq!(app.marks.len(), marked.len(), "the marks stay");
+    let ws = lab.reopen();
+    for id in &marked {
+        let observations = ws.show(id).unwrap().observations;
+        assert_eq!(observations.len(), 1, "{id}");
+        assert_eq!(observations[0].observed_by, "ada");
+    }
+}
+
+/// A note, an escalation and its lowering from keys, each a form with one
+/// field, recorded as the reviewer; refusals come with their codes; the
+/// history panel lists closes, decisions, notes and escalations in the
+/// order they happened, with their times.
+#[test]
+fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
+    use std::time::Duration;
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (80, 24), &clock);
+    press(&mut app, "m");
+    assert!(matches!(app.mode, Mode::Annotate(_)));
+    press(&mut app, "<enter>");
+    assert!(
+        screen(&app).contains("the note's text is empty"),
+        "{}",
+        screen(&app)
+    );
+    press(
+        &mut app,
+        "called<space>the<space>customer:<space>no<space>second<space>invoice",
+    );
+    golden("note_form", &app, lab.path());
+    press(&mut app, "<enter>");
+    assert!(status(&app).starts_with("note #"), "{}", status(&app));
+    clock.advance(Duration::from_secs(120));
+    press(&mut app, "e");
+    press(
+        &mut app,
+        "duplicate<space>invoice?<space>finance<space>decides",
+    );
+    golden("escalate_form", &app, lab.path());
+    press(&mut app, "<enter>");
+    let op = lab.reopen().require("op-1002-invoice-email").unwrap();
+    assert_eq!(op.triage.escalated.unwrap().by, "ada");
+    press(&mut app, "e");
+    assert!(
+        status(&app).starts_with("escalate is unavailable: refused: already_escalated: "),
+        "{}",
+        status(&app)
+    );
+    let text = screen(&app);
+    assert!(text.contains("> ! op-1002"), "{text}");
+    assert!(
+        text.contains("11:07Z escalated by ada: duplicate"),
+        "{text}"
+    );
+    golden("history_80x24", &app, lab.path());
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    let history = body.split("\nhistory:\n").nth(1).unwrap_or_default();
+    let note = history.find("12-03 11:05Z note by ada: called the customer: no second invoice");
+    let escalated =
+        history.find("12-03 11:07Z escalated by ada: duplicate invoice? finance decides");
+    assert!(note.is_some() && note < escalated, "{history}");
+    press(&mut app, "<esc>");
+    let mut wide = console_at(&lab, options(Some("ada")), (200, 50), &clock);
+    press(&mut wide, "4");
+    select(&mut wide, "op-1009-password-reset");
+    press(
+        &mut wide,
+        "mcustomer<space>confirmed:<space>no<space>reset<space>email<space>arrived<enter>",
+    );
+    let text = screen(&wide);
+    let close = text.find("12-03 08:00Z closed at receiver builtin,");
+    let review = text.find("12-03 08:00Z #2 review by priya.sre: not_applied");
+    let note = text.find("12-03 11:07Z note by ada: customer confirmed");
+    assert!(close.is_some() && close < review && review < note, "{text}");
+    golden("history_200x50", &wide, lab.path());
+    // Lowering it, and the refusals of the domain, with their codes.
+    press(&mut app, "Eanswered<space>by<space>finance<enter>");
+    assert!(
+        status(&app).starts_with("lowered the escalation"),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "E");
+    assert!(
+        status(&app).contains("refused: not_escalated: "),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "3e");
+    assert!(
+        status(&app).contains("refused: not_unknown: "),
+        "{}",
+        status(&app)
+    );
+    // Another process escalates while the reason is typed: a report with
+    // the code, and nothing written.
+    press(&mut app, "1j");
+    press(&mut app, "e");
+    lab.reopen()
+        .escalate("op-1003-charge-order", "bob", "mine")
+        .unwrap();
+    press(&mut app, "also<space>mine<enter>");
+    assert_eq!(report(&app).0, "refused: already_escalated");
 }
 
 #[test]

@@ -16,7 +16,7 @@
 
 use super::super::app::{App, Landed, Origin, ReadErrand, ReadState, Tone};
 use super::jobs;
-use super::queue::{shown, start_read};
+use super::queue::{reload_row, shown, start_read};
 use super::status::set_status;
 use crate::error::Result;
 use crate::workspace::Classified;
@@ -72,7 +72,14 @@ fn land_read(app: &mut App, errand: ReadErrand, result: Result<Classified>) {
         || matches!(&detail.read, ReadState::Reading { origin } if *origin == Origin::Read);
     match result {
         Ok(classified) if classified.operation.version == detail.operation.version => {
+            let recorded = classified.observation.is_some();
             detail.read = ReadState::Shown(shown(&detail.operation, classified, errand.origin));
+            if recorded {
+                if let Err(e) = reload_row(app, &errand.op_id) {
+                    let text = format!("the recorded read could not be shown: {e}");
+                    set_status(app, Tone::Bad, text);
+                }
+            }
             if announce {
                 announce_read(app);
             }
@@ -97,8 +104,12 @@ pub(super) fn announce_read(app: &mut App) {
         return;
     };
     let n = shown.snapshot.matches.len();
+    let recorded = match (&app.reviewer, shown.recorded) {
+        (Some(name), true) => format!("; recorded as {name}'s observation"),
+        _ => String::new(),
+    };
     let text = format!(
-        "read snapshot of {}: {} ({n} match{})",
+        "read snapshot of {}: {} ({n} match{}){recorded}",
         d.operation.op_id,
         shown.verdict,
         if n == 1 { "" } else { "es" }

@@ -12,7 +12,7 @@
 //! to the values they describe, so the dialog cannot promise one thing and
 //! the job do another.
 
-use super::super::action::{Action, Request};
+use super::super::action::{Action, Request, Resume};
 use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
 use super::super::field::TextField;
 use super::jobs;
@@ -67,7 +67,7 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
         app.mode = Mode::Reviewer {
             input: TextField::default(),
             error: None,
-            resume: request,
+            resume: Resume::Request(request),
         };
         return Ok(());
     };

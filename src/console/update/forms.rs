@@ -9,12 +9,13 @@
 //! compensation form (opened by [`super::confirm`]) only gathers values:
 //! submitting it leads to a confirmation, never straight to a write.
 
-use super::super::action::{Action, Request};
-use super::super::app::{App, CompensationForm, Mode, Tone};
+use super::super::action::{Action, Resume};
+use super::super::app::{AnnotateForm, App, CompensationForm, Mode, Tone};
 use super::super::field::TextField;
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::set_status;
+use super::triage;
 use crate::domain::normalize_name;
 use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
@@ -103,7 +104,7 @@ pub(super) fn reviewer_input(
     app: &mut App,
     mut input: TextField,
     error: Option<String>,
-    resume: Request,
+    resume: Resume,
     action: Action,
 ) -> Result<()> {
     match action {
@@ -136,7 +137,7 @@ pub(super) fn reviewer_input(
                     Tone::Plain,
                     format!("reviewing as {name}; the name is recorded with each change"),
                 );
-                return confirm::start_request(app, resume);
+                return triage::start(app, resume);
             }
             Err(reason) => {
                 app.mode = Mode::Reviewer {
@@ -186,5 +187,26 @@ pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Acti
         _ => {}
     }
     app.mode = Mode::Compensate(form);
+    Ok(())
+}
+
+/// A key in the note or escalation form; Enter records it as the
+/// reviewer, Esc leaves without writing.
+pub(super) fn annotate_input(app: &mut App, mut form: AnnotateForm, action: Action) -> Result<()> {
+    match action {
+        Action::Input(c) => {
+            form.input.insert(c);
+            form.error = None;
+        }
+        Action::Edit(edit) => form.input.edit(edit),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+            return Ok(());
+        }
+        Action::Submit => return triage::submit(app, form),
+        _ => {}
+    }
+    app.mode = Mode::Annotate(form);
     Ok(())
 }

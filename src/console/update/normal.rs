@@ -6,14 +6,14 @@
 //! and payload the reviewer saw, because that is what a bulk decision is
 //! later checked against.
 
-use super::super::action::Action;
-use super::super::app::{App, Filter, Mark, Mode, Origin, ReadState, Report, Tone};
+use super::super::action::{Action, Resume};
+use super::super::app::{App, Filter, Mark, Mode, Origin, Report, Tone};
 use super::super::field::TextField;
 use super::super::view::{self, filter_words};
-use super::background::announce_read;
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::{fail, set_status};
+use super::triage;
 use crate::domain::{Operation, PageBound, QueueFilter};
 use crate::error::Result;
 
@@ -49,7 +49,11 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
             Ok(())
         }
         Action::MarkAll => mark_all(app),
-        Action::ReadSnapshot => read_snapshot(app),
+        Action::ReadSnapshot => triage::start(app, Resume::Read),
+        Action::Reread => triage::start(app, Resume::Reread),
+        Action::Note => triage::start(app, Resume::Note),
+        Action::Escalate => triage::start(app, Resume::Escalate),
+        Action::Deescalate => triage::start(app, Resume::Deescalate),
         Action::ShowOperation => {
             show_operation(app);
             Ok(())
@@ -100,29 +104,6 @@ pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
         Action::Cancel => app.mode = Mode::Normal,
         _ => {}
     }
-}
-
-/// A fresh non-closing read of the selected operation, labelled as the
-/// reviewer's own. An adapter's read runs off the key loop: the status
-/// says so now, and announces the verdict when it lands.
-fn read_snapshot(app: &mut App) -> Result<()> {
-    if app.selected().is_none() {
-        set_status(app, Tone::Warn, "no operation is selected");
-        return Ok(());
-    }
-    queue::load_detail(app, Origin::Read)?;
-    if let Some(d) = &app.detail {
-        if let ReadState::Reading { .. } = d.read {
-            let text = format!(
-                "reading {} from receiver {}…",
-                d.operation.op_id, d.receiver.name
-            );
-            set_status(app, Tone::Plain, text);
-            return Ok(());
-        }
-    }
-    announce_read(app);
-    Ok(())
 }
 
 /// Esc in the queue: the search and the marks go, and the status says

@@ -259,21 +259,26 @@ pub(super) fn selection_changed(app: &mut App, origin: Origin) -> Result<()> {
     load_detail(app, origin)
 }
 
-/// Loads the selected operation's record, evidence, approvals, closure and
-/// receiver, and a fresh non-closing read of it: in process from the
-/// built-in ledger, off the key loop from an adapter. An adapter's read
-/// costs a process, so a reload that finds the same operation at the same
-/// version keeps the read it has (or is waiting for); a selection of
-/// another operation, a new version, or the read key reads again.
+/// Loads the selected operation's record, evidence, approvals, closure,
+/// triage history and receiver, and a fresh non-closing read of it: in
+/// process from the built-in ledger, off the key loop from an adapter. An
+/// adapter's read costs a process, so a reload that finds the same
+/// operation at the same version keeps the read it has (or is waiting
+/// for); a selection of another operation, a new version, or the read key
+/// reads again. The read key's read is recorded as the reviewer's
+/// observation; every other read is shown only.
 pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     let Some(op_id) = app.selected().map(|o| o.op_id.clone()) else {
         app.detail = None;
         return Ok(());
     };
+    let record_as = app.reviewer.clone().filter(|_| origin == Origin::Read);
     let shown_detail = app.ws.show(&op_id)?;
     let receiver = app.ws.registration_of(&shown_detail.operation)?;
+    let mut recorded = false;
     let (operation, read) = if receiver.name == BUILTIN_NAME {
-        let classified = app.ws.snapshot(&op_id, None)?;
+        let classified = app.ws.snapshot_by(&op_id, None, record_as.as_deref())?;
+        recorded = classified.observation.is_some();
         let read = ReadState::Shown(shown(
             &classified.operation,
             classified.clone(),
@@ -298,7 +303,14 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         evidence: shown_detail.evidence,
         approvals: shown_detail.approvals,
         read,
+        notes: shown_detail.notes,
+        closes: shown_detail.closes,
+        escalations: shown_detail.escalations,
+        observations: shown_detail.observations.len(),
     });
+    if recorded {
+        reload_row(app, &op_id)?;
+    }
     if reading {
         let receiver = app.detail.as_ref().map(|d| d.receiver.name.clone());
         start_read(
@@ -307,8 +319,26 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
                 op_id,
                 receiver: receiver.unwrap_or_default(),
                 origin,
+                record_as,
             },
         );
+    }
+    Ok(())
+}
+
+/// After an observation was recorded: the operation's row (its latest
+/// verdict and when it was seen) and the detail's count of observations,
+/// read again. The version is the same, so nothing else moves.
+pub(super) fn reload_row(app: &mut App, op_id: &str) -> Result<()> {
+    let Some(fresh) = app.ws.operation(op_id)? else {
+        return Ok(());
+    };
+    if let Some(row) = app.queue.rows.iter_mut().find(|r| r.op_id == op_id) {
+        *row = fresh.clone();
+    }
+    if let Some(d) = app.detail.as_mut().filter(|d| d.operation.op_id == op_id) {
+        d.observations += 1;
+        d.operation = fresh;
     }
     Ok(())
 }
@@ -439,6 +469,7 @@ pub(super) fn shown(op: &Operation, classified: Classified, origin: Origin) -> S
         .map(|m| differing_paths(&op.payload, &m.payload))
         .collect();
     Shown {
+        recorded: classified.observation.is_some(),
         snapshot: classified.snapshot,
         verdict: classified.verdict,
         origin,
