@@ -14,7 +14,7 @@
 //! (`CI=true` makes a missing tmux a failure).
 
 use crate::console::{bob_confirms_the_invoice_email, held_answer, screenshots_dir, Held};
-use crate::support::{copy_demo, recon_bin, run};
+use crate::support::{copy_demo, recon_bin, run, DEMO_TIME};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -32,8 +32,9 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `recon ARGS` in a detached session of `width` x `height`, or
-    /// returns `None` when tmux is not installed outside CI.
+    /// Starts `recon ARGS --frozen-clock DEMO_TIME` in a detached session
+    /// of `width` x `height`, or returns `None` when tmux is not installed
+    /// outside CI.
     fn start(args: &[&str], size: (u16, u16)) -> Option<Tmux> {
         Tmux::start_with_env(&[], args, size)
     }
@@ -74,6 +75,9 @@ impl Tmux {
         command.extend(env.iter().map(|e| e.to_string()));
         command.push(recon_bin().display().to_string());
         command.extend(args.iter().map(|a| a.to_string()));
+        // The clock the headless goldens are rendered on, so that the ages
+        // on screen are theirs.
+        command.extend(["--frozen-clock".to_string(), DEMO_TIME.to_string()]);
         let (w, h) = (width.to_string(), height.to_string());
         let mut new_session = vec![
             "-f",
@@ -360,7 +364,7 @@ fn the_real_terminal_keeps_taking_keys_while_an_adapter_read_waits() {
         return;
     };
     tmux.shows("Snapshot: reading held…");
-    tmux.press_until_shown(&["j"], ">  op-local-1");
+    tmux.press_until_shown(&["j"], ">   op-local-1");
     tmux.press_until_shown(&["k", "?"], "Help: every key");
     tmux.press_until_shown(&["Escape"], "Snapshot: reading held…");
     held.answer(&held_answer("op-held-1", 1, false));
@@ -438,7 +442,7 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     tmux.press_until_shown(&["y"], "approved op-1001-welcome-email-undo for fx-000001");
 
     // It waits under prepared; dispatch it once.
-    tmux.press_until_shown(&["2"], ">  op-1001-welcome-email-undo");
+    tmux.press_until_shown(&["2"], ">   op-1001-welcome-email-undo");
     tmux.press_until_shown(
         &["d"],
         "Dispatch op-1001-welcome-email-undo (undo_send_email) now",
