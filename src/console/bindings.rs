@@ -264,7 +264,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('/')],
         Action::Search,
         "search",
-        "search op ids and action kinds as you type (any case; Enter keeps it, Esc goes back)",
+        "search op ids, actions and payloads as you type (Enter keeps, Esc goes back)",
     ),
     bind(
         Queue,
@@ -320,7 +320,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('p')],
         Action::ShowOperation,
         "",
-        "the whole operation: payload and evidence history, unabridged and scrollable",
+        "the whole operation: payload and history, unabridged and scrollable",
     ),
     bind(
         Queue,

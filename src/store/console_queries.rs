@@ -127,7 +127,8 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
     }
     if let Some(search) = filter.search {
         page.push(
-            " AND (o.op_id LIKE :pattern ESCAPE '\\' OR o.action_kind LIKE :pattern ESCAPE '\\')",
+            " AND (o.op_id LIKE :pattern ESCAPE '\\' OR o.action_kind LIKE :pattern ESCAPE '\\' \
+             OR o.payload LIKE :pattern ESCAPE '\\')",
             ":pattern",
             Value::from(like_pattern(search)),
         );
