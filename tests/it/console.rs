@@ -2201,12 +2201,6 @@ fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
     press(&mut app, "<enter>");
     let op = lab.reopen().require("op-1002-invoice-email").unwrap();
     assert_eq!(op.triage.escalated.unwrap().by, "ada");
-    press(&mut app, "e");
-    assert!(
-        status(&app).starts_with("escalate is unavailable: refused: already_escalated: "),
-        "{}",
-        status(&app)
-    );
     let text = screen(&app);
     assert!(text.contains("> ! op-1002"), "{text}");
     assert!(
@@ -2235,7 +2229,25 @@ fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
     let note = text.find("12-03 11:07Z note by ada: customer confirmed");
     assert!(close.is_some() && close < review && review < note, "{text}");
     golden("history_200x50", &wide, lab.path());
-    // Lowering it, and the refusals of the domain, with their codes.
+}
+
+/// Lowering the marker from keys, and the domain's refusals with their
+/// codes: before the form opens, and when another process got there first
+/// while the reason was typed (a report, nothing written).
+#[test]
+fn escalation_refusals_from_keys_come_with_their_codes() {
+    let (lab, clock) = a_later_day();
+    lab.reopen()
+        .with_clock(clock.clone())
+        .escalate("op-1002-invoice-email", "ada", "finance decides")
+        .unwrap();
+    let mut app = console_at(&lab, options(Some("ada")), (80, 24), &clock);
+    press(&mut app, "e");
+    assert!(
+        status(&app).starts_with("escalate is unavailable: refused: already_escalated: "),
+        "{}",
+        status(&app)
+    );
     press(&mut app, "Eanswered<space>by<space>finance<enter>");
     assert!(
         status(&app).starts_with("lowered the escalation"),

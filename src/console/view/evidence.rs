@@ -30,8 +30,46 @@ fn when(at: Timestamp) -> String {
 /// journal entry); then the compensation approvals, and the count of
 /// recorded observations. The unabridged view (`p`) shows them all.
 pub(super) fn history_lines(d: &Detail) -> Vec<String> {
-    // (time, journal order, line); a close comes before what was decided
-    // on it at the same instant.
+    let timed = timed_lines(d);
+    // The count first: the panel keeps the newest lines when short.
+    let mut out = Vec::new();
+    if d.observations > 0 {
+        out.push(format!(
+            "{} observation{} recorded (p, recon show)",
+            d.observations,
+            if d.observations == 1 { "" } else { "s" }
+        ));
+    }
+    out.extend(timed);
+    for a in &d.approvals {
+        out.push(format!(
+            "approval: {} compensates {} of {} · action {} · by {} at v{}",
+            clean(&a.compensation_op_id),
+            clean(&a.effect_id),
+            clean(&a.original_op_id),
+            clean(&a.action_kind),
+            clean(&a.approver),
+            a.approved_version
+        ));
+    }
+    if let (Some(c), true) = (&d.closure, d.closes.is_empty()) {
+        out.push(format!(
+            "receiver closed it, authorized by {} ({} effect{} at close)",
+            clean(&c.authorized_by),
+            c.effects_at_close,
+            if c.effects_at_close == 1 { "" } else { "s" }
+        ));
+    }
+    if out.is_empty() {
+        out.push("nothing recorded yet".to_string());
+    }
+    out
+}
+
+/// The entries with a time, in the order they happened: by time, then
+/// by journal entry; a close comes before what was decided on it at the
+/// same instant.
+fn timed_lines(d: &Detail) -> Vec<String> {
     let mut timed: Vec<(Timestamp, i64, String)> = Vec::new();
     for e in &d.evidence {
         let who = match &e.reviewer {
@@ -85,39 +123,7 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
         timed.push((e.at, e.seq, line));
     }
     timed.sort_by_key(|(at, seq, _)| (*at, *seq));
-    // The count first: the panel keeps the newest lines when short.
-    let mut out = Vec::new();
-    if d.observations > 0 {
-        out.push(format!(
-            "{} observation{} recorded (p, recon show)",
-            d.observations,
-            if d.observations == 1 { "" } else { "s" }
-        ));
-    }
-    out.extend(timed.into_iter().map(|(_, _, line)| line));
-    for a in &d.approvals {
-        out.push(format!(
-            "approval: {} compensates {} of {} · action {} · by {} at v{}",
-            clean(&a.compensation_op_id),
-            clean(&a.effect_id),
-            clean(&a.original_op_id),
-            clean(&a.action_kind),
-            clean(&a.approver),
-            a.approved_version
-        ));
-    }
-    if let (Some(c), true) = (&d.closure, d.closes.is_empty()) {
-        out.push(format!(
-            "receiver closed it, authorized by {} ({} effect{} at close)",
-            clean(&c.authorized_by),
-            c.effects_at_close,
-            if c.effects_at_close == 1 { "" } else { "s" }
-        ));
-    }
-    if out.is_empty() {
-        out.push("nothing recorded yet".to_string());
-    }
-    out
+    timed.into_iter().map(|(_, _, line)| line).collect()
 }
 
 fn wrapped(d: &Detail, width: usize) -> Vec<String> {
