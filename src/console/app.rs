@@ -30,7 +30,7 @@ use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
     Approval, CloseEntry, Closure, Decision, EscalationRecord, EvidenceRecord, Note, OpState,
-    Operation, Registration, Snapshot, Verdict, VerdictFilter,
+    Operation, PageBound, Registration, Snapshot, Verdict, VerdictFilter,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
@@ -484,6 +484,9 @@ pub struct App {
     /// (the state counts serve otherwise).
     pub filter_count: Option<i64>,
     pub search: Option<String>,
+    /// The search typed and still running off the key loop: the rows on
+    /// screen are the previous search's until it lands.
+    pub searching: Option<String>,
     pub counts: BTreeMap<OpState, i64>,
     pub queue: Queue,
     pub marks: BTreeMap<String, Mark>,
@@ -537,6 +540,17 @@ impl App {
             return self.filter_count;
         }
         Some(self.count(self.filter))
+    }
+
+    /// The search the queue shows, as an errand to run off the key loop.
+    pub(crate) fn search_errand(&self) -> Option<SearchErrand> {
+        Some(SearchErrand {
+            state: self.filter.state(),
+            verdict: self.verdict_filter,
+            escalated: self.escalated_filter,
+            text: self.search.clone()?,
+            limit: self.queue.height.max(1),
+        })
     }
 
     /// The queue's filters, as the store takes them.
@@ -606,6 +620,31 @@ pub(crate) struct ReadErrand {
     pub record_as: Option<String>,
 }
 
+/// A search as typed: the filters and the text, owned, so that it runs
+/// on a thread of its own and is recognized when it lands (only the search
+/// the queue still asks for is shown).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SearchErrand {
+    pub state: Option<OpState>,
+    pub verdict: Option<VerdictFilter>,
+    pub escalated: Option<bool>,
+    pub text: String,
+    /// The page size: one screenful from the first match.
+    pub limit: usize,
+}
+
+impl SearchErrand {
+    pub(crate) fn filter(&self) -> crate::domain::QueueFilter<'_> {
+        crate::domain::QueueFilter {
+            state: self.state,
+            search: Some(&self.text),
+            verdict: self.verdict,
+            escalated: self.escalated,
+            ..Default::default()
+        }
+    }
+}
+
 /// An errand that came back.
 pub(crate) enum Landed {
     Read {
@@ -613,6 +652,10 @@ pub(crate) enum Landed {
         result: Result<Classified>,
     },
     Job(Result<Done>),
+    Search {
+        errand: SearchErrand,
+        result: Result<Vec<Operation>>,
+    },
 }
 
 /// The errands running off the key loop, and the channel they come back
@@ -639,6 +682,9 @@ pub(crate) struct Background {
     /// The newest read past [`MAX_READS`].
     queued: Option<ReadErrand>,
     job_running: bool,
+    /// Whether a search is running; the newest one typed meanwhile waits.
+    searching: bool,
+    queued_search: Option<SearchErrand>,
 }
 
 impl Background {
@@ -655,12 +701,44 @@ impl Background {
             reading: BTreeSet::new(),
             queued: None,
             job_running: false,
+            searching: false,
+            queued_search: None,
         }
     }
 
     /// Whether anything is running or waiting to run.
     pub(crate) fn busy(&self) -> bool {
-        !self.reading.is_empty() || self.queued.is_some() || self.job_running
+        !self.reading.is_empty()
+            || self.queued.is_some()
+            || self.job_running
+            || self.searching
+            || self.queued_search.is_some()
+    }
+
+    /// Starts a search off the key loop; while one runs, the newest one
+    /// typed waits for it ([`Background::take_queued_search`]), so fast
+    /// typing starts no pile of scans.
+    pub(crate) fn search(&mut self, errand: SearchErrand) -> std::io::Result<()> {
+        if self.searching {
+            self.queued_search = Some(errand);
+            return Ok(());
+        }
+        self.spawn("recon-search", move |ws| {
+            let result =
+                ws.and_then(|ws| ws.queue_page(errand.filter(), PageBound::Start, errand.limit));
+            Landed::Search { errand, result }
+        })?;
+        self.searching = true;
+        Ok(())
+    }
+
+    /// The search typed while another ran, once that one has landed.
+    pub(crate) fn take_queued_search(&mut self) -> Option<SearchErrand> {
+        if self.searching {
+            None
+        } else {
+            self.queued_search.take()
+        }
     }
 
     /// Blocks until an errand comes back or `timeout` passes; true when one
@@ -745,6 +823,7 @@ impl Background {
                     self.reading.remove(&errand.op_id);
                 }
                 Landed::Job(_) => self.job_running = false,
+                Landed::Search { .. } => self.searching = false,
             }
         }
         landed

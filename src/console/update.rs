@@ -113,6 +113,7 @@ impl App {
             escalated_filter: None,
             filter_count: None,
             search: None,
+            searching: None,
             queue: super::app::Queue {
                 rows: Vec::new(),
                 cursor: 0,

@@ -400,6 +400,26 @@ fn search_finds_text_inside_a_payload() {
     assert!(queue_title(&app).contains("match 1"), "{}", screen(&app));
 }
 
+/// Typing a search never waits for its scan: each key starts it off the
+/// key loop (or queues it behind the one running), the filter line says
+/// it is searching, and only the search still asked for lands.
+#[test]
+fn a_search_runs_off_the_key_loop_and_only_the_newest_lands() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5");
+    let before: Vec<String> = app.queue.rows.iter().map(|o| o.op_id.clone()).collect();
+    type_keys(&mut app, "/lena");
+    assert_eq!(app.searching.as_deref(), Some("lena"));
+    let still: Vec<String> = app.queue.rows.iter().map(|o| o.op_id.clone()).collect();
+    assert_eq!(still, before, "the rows wait for the scan");
+    assert!(screen(&app).contains("searching…"), "{}", screen(&app));
+    until(&mut app, "the search to land", |a| a.searching.is_none());
+    let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["op-1009-password-reset"]);
+    assert!(!screen(&app).contains("searching…"));
+}
+
 #[test]
 fn search_matches_an_op_id_or_an_action_substring() {
     let lab = demo_lab();

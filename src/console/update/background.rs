@@ -16,7 +16,7 @@
 
 use super::super::app::{App, Landed, Origin, ReadErrand, ReadState, Tone};
 use super::jobs;
-use super::queue::{reload_row, shown, start_read};
+use super::queue::{land_search, reload_row, shown, start_read};
 use super::status::set_status;
 use crate::error::Result;
 use crate::workspace::Classified;
@@ -37,9 +37,18 @@ pub(super) fn land(app: &mut App) -> Result<()> {
                 app.working = None;
                 done.and_then(|done| jobs::finish(app, done))
             }
+            Landed::Search { errand, result } => land_search(app, errand, result),
         };
         if trouble.is_ok() {
             trouble = applied;
+        }
+    }
+    if let Some(errand) = app.background.take_queued_search() {
+        if app.search_errand().as_ref() == Some(&errand) {
+            if let Err(e) = app.background.search(errand) {
+                app.searching = None;
+                set_status(app, Tone::Bad, format!("the search could not start: {e}"));
+            }
         }
     }
     if let Some(errand) = app.background.take_queued() {

@@ -104,6 +104,9 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
         }
         _ => {}
     }
+    if app.searching.is_some() {
+        spans.push(Span::styled("  searching…", theme.warn()));
+    }
     if !app.marks.is_empty() {
         spans.push(Span::styled(
             format!("  {} marked", app.marks.len()),
