@@ -455,6 +455,82 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     assert!(!demo.exists(), "{} was left behind", demo.display());
 }
 
+/// `v` on a filtered queue in the real terminal: every operation the
+/// verdict filter shows is marked, far more than the screen holds, and the
+/// status and the confirmation give the exact count `recon ops` gives.
+#[test]
+fn the_real_terminal_marks_every_operation_a_filter_shows_with_the_exact_count() {
+    let dir = tempfile::Builder::new()
+        .prefix("recon-tty-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = dir.path().join("ws");
+    copy_demo(500, &ws);
+    let ws_arg = ws.to_str().unwrap();
+    let mut never = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let mut args = vec!["ops", "--workspace", ws_arg, "--state", "unknown"];
+        args.extend(["--verdict", "never", "--limit", "100", "--json"]);
+        if let Some(cursor) = &after {
+            args.extend(["--after", cursor.as_str()]);
+        }
+        let page = run(&args, None).json();
+        let rows = page.as_array().cloned().unwrap_or_default();
+        let Some(last) = rows.last() else { break };
+        after = last["cursor"].as_str().map(str::to_string);
+        never += rows.len();
+    }
+    assert!(never > 100, "{never}");
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["f"], "[f verdict never]");
+    tmux.press_until_shown(
+        &["v"],
+        &format!("marked all {never} operations the filter shows"),
+    );
+    tmux.shows(&format!("{never} marked"));
+    tmux.press_until_shown(
+        &["c"],
+        &format!("Record confirmed for each of these {never} marked operations"),
+    );
+    tmux.press_until_shown(&["Escape"], "cancelled; nothing was written");
+    assert!(tmux.screen().contains(&format!("{never} marked")));
+}
+
+/// A note from the keys in the real terminal: the form takes the text,
+/// Enter records it as the reviewer, and the history panel shows it with
+/// its time, as `recon show` does.
+#[test]
+fn the_real_terminal_leaves_a_note_that_the_history_shows() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["m"], "Note op-1002-invoice-email");
+    tmux.type_text("called the customer");
+    tmux.press_until_shown(&["Enter"], "left on op-1002-invoice-email by ada");
+    tmux.shows("12-03 08:00Z note by ada: called the customer");
+    let show = run(
+        &[
+            "show",
+            "--workspace",
+            ws_arg,
+            "op-1002-invoice-email",
+            "--json",
+        ],
+        None,
+    )
+    .json();
+    assert_eq!(show["notes"][0]["by"], "ada");
+    assert_eq!(show["notes"][0]["text"], "called the customer");
+    assert_eq!(show["notes"][0]["at"], DEMO_TIME);
+}
+
 /// A panic (here the documented `console.panic` drill, on the first key)
 /// restores the terminal before anything is printed: the screen shows one
 /// line and no backtrace, and recon exits 4.
