@@ -2105,6 +2105,10 @@ fn mark_all_marks_every_page_of_the_filter_and_the_confirmation_counts_them() {
     }
     // More than a page of marking (256) and far more than a screen.
     assert!(never.len() > 256, "{}", never.len());
+    let mut wide = console_on(&lab, options(Some("ada")), (200, 50));
+    press(&mut wide, "fvc");
+    golden("mark_all_confirmation_200x50", &wide, lab.path());
+    press(&mut wide, "<esc>");
     let mut app = console_on(&lab, options(Some("ada")), (80, 24));
     press(&mut app, "fv");
     let marked: Vec<String> = app.marks.keys().cloned().collect();
@@ -2134,6 +2138,8 @@ fn mark_all_marks_every_page_of_the_filter_and_the_confirmation_counts_them() {
     assert!(body.contains("recorded confirmed for"), "{body}");
     assert!(body.contains(": unsupported_verdict: "), "{body}");
     golden("mark_all_result", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("mark_all_result_200x50", &app, lab.path());
 }
 
 /// A mark never outlives a change: on the refresh after another process
@@ -2209,6 +2215,9 @@ fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
         "called<space>the<space>customer:<space>no<space>second<space>invoice",
     );
     golden("note_form", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("note_form_200x50", &app, lab.path());
+    console::update(&mut app, Action::Resize(80, 24));
     press(&mut app, "<enter>");
     assert!(status(&app).starts_with("note #"), "{}", status(&app));
     clock.advance(Duration::from_secs(120));
@@ -2218,6 +2227,9 @@ fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
         "duplicate<space>invoice?<space>finance<space>decides",
     );
     golden("escalate_form", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("escalate_form_200x50", &app, lab.path());
+    console::update(&mut app, Action::Resize(80, 24));
     press(&mut app, "<enter>");
     let op = lab.reopen().require("op-1002-invoice-email").unwrap();
     assert_eq!(op.triage.escalated.unwrap().by, "ada");
