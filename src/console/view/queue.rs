@@ -1,6 +1,9 @@
-//! The queue: one screenful of operations in op id order, the cursor, and
-//! the bulk-triage marks. The rows are exactly the page `update` read, so
-//! the view never needs more than what fits.
+//! The queue: one screenful of operations in op id order, the cursor, the
+//! bulk-triage marks and the escalation markers, and per row the latest
+//! recorded verdict, how long ago it was seen and the operation's age,
+//! measured at the time `update` last took from the workspace's clock. The
+//! rows are exactly the page `update` read, so the view never needs more
+//! than what fits.
 
 use super::super::app::{verdict_filter_label, App};
 use super::super::text::{age_short, clean, fit, fit_middle};
@@ -13,8 +16,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use unicode_width::UnicodeWidthStr;
 
 /// How the queue sits on the screen: its frame, and whether it has a row
-/// of column heads (not in the short list of a small screen, where each
-/// column speaks for itself).
+/// of column heads (every layout has them now that a row carries ages).
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
     pub edges: Edges,
