@@ -81,6 +81,12 @@ pub struct Cli {
     #[arg(long, value_name = "NAME")]
     pub reviewer: Option<String>,
 
+    /// Console, hidden: a clock stopped at this UTC time (RFC 3339 with
+    /// milliseconds and Z) for every age shown and act stamped, so that
+    /// the real-terminal tests see the golden screens.
+    #[arg(long, value_name = "TIME", hide = true)]
+    pub frozen_clock: Option<String>,
+
     /// Rerun the whole experiment and compare it with EXPECTED (default: the
     /// checked-in results.json compiled into this binary).
     #[arg(long, value_name = "EXPECTED", num_args = 0..=1)]

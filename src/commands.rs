@@ -166,10 +166,10 @@ impl Request {
             )?));
         }
         let Some(command) = cli.command else {
-            return Ok(Request::Console(console::Console::validate(
-                cli.workspace,
-                cli.reviewer.as_deref(),
-            )?));
+            return Ok(Request::Console(
+                console::Console::validate(cli.workspace, cli.reviewer.as_deref())?
+                    .frozen_at(cli.frozen_clock.as_deref())?,
+            ));
         };
         let ws = cli.workspace;
         Ok(match command {

@@ -130,6 +130,13 @@ pub(crate) trait QueuePages {
     ) -> Result<Vec<Operation>>;
     /// One page of a listing under either order, after its cursor.
     fn ops_page(&self, query: &OpsQuery<'_>) -> Result<Vec<Operation>>;
+    /// The newest `updated_at` of any operation (one step of the age
+    /// index), or `None` in an empty outbox.
+    fn newest_update(&self) -> Result<Option<Timestamp>>;
+    /// How many operations match `filter` (its search text aside): one
+    /// index range counted, what the queue's position needs under a
+    /// verdict or escalation filter.
+    fn count_matching(&self, filter: QueueFilter<'_>) -> Result<i64>;
 }
 
 /// Triage: observations, notes and the escalation marker, each act one

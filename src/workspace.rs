@@ -115,6 +115,19 @@ impl Workspace {
         self.clock.now()
     }
 
+    /// The clock this handle stamps acts with, for another handle on the
+    /// same workspace (the console's errands off the key loop).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
+    /// The newest time an operation's state or version changed: the time
+    /// a rendering of the workspace "as it was left" is taken at
+    /// (`recon screenshot`), so the same workspace renders the same ages.
+    pub fn newest_update(&self) -> Result<Option<Timestamp>> {
+        self.sender.newest_update()
+    }
+
     /// The workspace directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -409,6 +422,12 @@ impl Workspace {
         limit: usize,
     ) -> Result<Vec<Operation>> {
         self.sender.queue_page(filter, bound, limit)
+    }
+
+    /// How many operations the queue's filter selects (its search text
+    /// aside), for the position in a verdict or escalation filter.
+    pub fn queue_count(&self, filter: QueueFilter<'_>) -> Result<i64> {
+        self.sender.count_matching(filter)
     }
 
     /// How many operations are in each state.

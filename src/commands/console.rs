@@ -40,6 +40,8 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
 pub struct Console {
     workspace: Option<PathBuf>,
     options: console::Options,
+    /// The hidden `--frozen-clock`: a stopped clock instead of the system's.
+    frozen: Option<crate::domain::Timestamp>,
 }
 
 impl Console {
@@ -57,14 +59,39 @@ impl Console {
         Ok(Console {
             workspace,
             options: console_options(reviewer)?,
+            frozen: None,
         })
+    }
+
+    /// The hidden `--frozen-clock TIME`: the console measures ages and
+    /// stamps acts at TIME, a boundary hook for the real-terminal tests
+    /// (the library takes a clock; nothing deeper reads one).
+    pub fn frozen_at(mut self, time: Option<&str>) -> Result<Self, Failure> {
+        if let Some(text) = time {
+            let at = crate::domain::Timestamp::parse(text).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "--frozen-clock {} is not a UTC time like 2026-12-03T08:15:02.123Z",
+                    crate::domain::sanitize::escape(text)
+                ))
+            })?;
+            self.frozen = Some(at);
+        }
+        Ok(self)
+    }
+
+    /// The workspace with the frozen clock, when one was given.
+    fn clocked(&self, ws: crate::workspace::Workspace) -> crate::workspace::Workspace {
+        match self.frozen {
+            Some(at) => ws.with_clock(std::sync::Arc::new(crate::clock::FixedClock::at(at))),
+            None => ws,
+        }
     }
 
     pub fn run(self) -> Result<Silent, Failure> {
         let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
-        let mut app = match self.workspace {
+        let mut app = match self.workspace.clone() {
             Some(dir) => {
-                let ws = open(&dir, false)?;
+                let ws = self.clocked(open(&dir, false)?);
                 let source = console::Source {
                     path: dir,
                     temporary_demo: false,
@@ -73,6 +100,7 @@ impl Console {
             }
             None => {
                 let (ws, dir) = console::demo_workspace(open_options()?)?;
+                let ws = self.clocked(ws);
                 let source = console::Source {
                     path: dir.path().to_path_buf(),
                     temporary_demo: true,
@@ -114,6 +142,10 @@ impl Screenshot {
             temporary_demo: false,
         };
         let ws = open(&self.dir, false)?;
+        // Rendered as the workspace was left: ages are measured from its
+        // newest change, so the same workspace renders the same screen.
+        let at = ws.newest_update()?.unwrap_or_else(|| ws.now());
+        let ws = ws.with_clock(std::sync::Arc::new(crate::clock::FixedClock::at(at)));
         let mut app = console::App::open(ws, source, self.options, self.size)?;
         console::run_headless(&mut app, &self.keys);
         let buffer = console::render(&app);

@@ -61,6 +61,20 @@ impl Request {
     }
 }
 
+/// What the reviewer's name was asked for: a request, or one of the
+/// triage acts that record who did them (an explicit read, a re-read of
+/// many, a note, raising or lowering the escalation marker). The console
+/// carries on with it once the name is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    Request(Request),
+    Read,
+    Reread,
+    Note,
+    Escalate,
+    Deescalate,
+}
+
 /// What a key does to a text field besides typing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Edit {
@@ -86,11 +100,28 @@ pub enum Action {
     PrevFilter,
     /// Show one filter: an index into [`super::app::Filter::ORDER`].
     Filter(usize),
+    /// The next (or previous) latest-verdict filter: off, never, then
+    /// each verdict.
+    NextVerdict,
+    PrevVerdict,
+    /// The escalation filter: off, escalated only, not escalated.
+    NextEscalated,
     /// Start typing a search.
     Search,
     ToggleMark,
+    /// Mark every operation the current filters show, on every page.
+    MarkAll,
     /// Take a non-closing snapshot of the selected operation now.
     ReadSnapshot,
+    /// Read the marked operations again (or the rows on screen when none
+    /// is marked), each recorded as the reviewer's observation.
+    Reread,
+    /// Leave a note on the selected operation (a form).
+    Note,
+    /// Raise or lower the selected operation's escalation marker, with a
+    /// reason (a form).
+    Escalate,
+    Deescalate,
     /// Show the whole selected operation, its payload and evidence history
     /// unabridged, in a scrollable view.
     ShowOperation,

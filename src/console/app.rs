@@ -21,15 +21,16 @@
 //! actions, the text field, the key table (a reason can name its key) and
 //! the theme, and everything else in the console is built on it.
 
-use super::action::Request;
+use super::action::{Request, Resume};
 use super::bindings::key_for;
 use super::field::TextField;
 use super::theme::Theme;
+use crate::clock::Clock;
 use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
-    Approval, Closure, Decision, EvidenceRecord, OpState, Operation, Registration, Snapshot,
-    Verdict,
+    Approval, CloseEntry, Closure, Decision, EscalationRecord, EvidenceRecord, Note, OpState,
+    Operation, PageBound, Registration, Snapshot, Verdict, VerdictFilter,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
@@ -38,6 +39,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which operations the queue lists.
@@ -45,6 +47,22 @@ use std::time::Duration;
 pub enum Filter {
     State(OpState),
     All,
+}
+
+/// The verdict filter's steps, in the order its key goes through them:
+/// off, never observed, then each verdict.
+pub fn verdict_filters() -> Vec<Option<VerdictFilter>> {
+    let mut steps = vec![None, Some(VerdictFilter::Never)];
+    steps.extend(Verdict::ALL.iter().map(|v| Some(VerdictFilter::Is(*v))));
+    steps
+}
+
+/// How a verdict filter is named on screen.
+pub fn verdict_filter_label(filter: VerdictFilter) -> &'static str {
+    match filter {
+        VerdictFilter::Never => "never",
+        VerdictFilter::Is(v) => v.as_str(),
+    }
 }
 
 impl Filter {
@@ -155,6 +173,8 @@ pub struct Shown {
     pub verdict: Verdict,
     pub origin: Origin,
     pub differing: Vec<Vec<String>>,
+    /// Whether the read was recorded as the reviewer's observation.
+    pub recorded: bool,
 }
 
 /// Where the selected operation's read of its receiver stands.
@@ -180,6 +200,12 @@ pub struct Detail {
     pub closure: Option<Closure>,
     pub dispatches: i64,
     pub read: ReadState,
+    /// The triage history: notes, closes as the outbox journaled them,
+    /// escalations, and how many observations were recorded.
+    pub notes: Vec<Note>,
+    pub closes: Vec<CloseEntry>,
+    pub escalations: Vec<EscalationRecord>,
+    pub observations: usize,
 }
 
 impl Detail {
@@ -254,6 +280,12 @@ pub enum Job {
         version: i64,
         receiver: String,
     },
+    /// Read each operation's receiver again and record what it saw.
+    Observe {
+        op_ids: Vec<String>,
+        /// The receivers they route to.
+        receivers: Vec<String>,
+    },
 }
 
 impl Job {
@@ -265,6 +297,7 @@ impl Job {
                 targets.iter().map(|t| t.receiver.as_str()).collect()
             }
             Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
+            Job::Observe { receivers, .. } => receivers.iter().map(String::as_str).collect(),
             Job::Approve { .. } => Vec::new(),
         };
         names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
@@ -293,6 +326,7 @@ impl Job {
                 targets.iter().map(|t| t.op_id.clone()).collect()
             }
             Job::Dispatch { op_id, .. } => vec![op_id.clone()],
+            Job::Observe { op_ids, .. } => op_ids.clone(),
             Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
         }
     }
@@ -316,6 +350,9 @@ pub(crate) struct Done {
     pub(crate) closing: Option<(Classified, String)>,
     /// The operations the job may have changed or created.
     pub(crate) touched: Vec<String>,
+    /// Whether the marks it acted on are done with (a decision or a close
+    /// on them), or stay (a re-read).
+    pub(crate) unmark: bool,
 }
 
 /// What a job did to one operation.
@@ -351,6 +388,34 @@ impl CompensationForm {
     pub const LABELS: [&'static str; 3] = ["compensation op id", "action kind", "payload (JSON)"];
 }
 
+/// What an annotation form records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Annotation {
+    Note,
+    Escalate,
+    Deescalate,
+}
+
+impl Annotation {
+    /// The form's title, the label of its field, and what Enter records.
+    pub fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Annotation::Note => ("note", "note", "the note"),
+            Annotation::Escalate => ("escalate", "reason", "the escalation"),
+            Annotation::Deescalate => ("deescalate", "reason", "its lowering"),
+        }
+    }
+}
+
+/// The note or escalation form: one text field, for one operation.
+#[derive(Debug, Clone)]
+pub struct AnnotateForm {
+    pub kind: Annotation,
+    pub op_id: String,
+    pub input: TextField,
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
     Plain,
@@ -380,13 +445,15 @@ pub enum Mode {
         input: TextField,
         previous: Option<String>,
     },
-    /// Asking for the reviewer's name before the first mutation; `resume`
-    /// is the request to carry on with.
+    /// Asking for the reviewer's name before the first act that records
+    /// it; `resume` is what to carry on with.
     Reviewer {
         input: TextField,
         error: Option<String>,
-        resume: Request,
+        resume: Resume,
     },
+    /// A note or an escalation's reason being typed.
+    Annotate(AnnotateForm),
     Compensate(CompensationForm),
     Confirm(Pending),
     Report(Report),
@@ -407,7 +474,19 @@ pub struct App {
     pub width: u16,
     pub height: u16,
     pub filter: Filter,
+    /// The latest-verdict filter beside the state filter (`never`: no
+    /// observation recorded).
+    pub verdict_filter: Option<VerdictFilter>,
+    /// Only escalated operations (`Some(true)`), or only the others.
+    pub escalated_filter: Option<bool>,
+    /// How many operations the state, verdict and escalation filters
+    /// select together, counted when a verdict or escalation filter is on
+    /// (the state counts serve otherwise).
+    pub filter_count: Option<i64>,
     pub search: Option<String>,
+    /// The search typed and still running off the key loop: the rows on
+    /// screen are the previous search's until it lands.
+    pub searching: Option<String>,
     pub counts: BTreeMap<OpState, i64>,
     pub queue: Queue,
     pub marks: BTreeMap<String, Mark>,
@@ -422,6 +501,10 @@ pub struct App {
     /// `PRAGMA data_version` of both databases when last refreshed.
     pub(super) seen_version: (i64, i64),
     pub should_quit: bool,
+    /// The workspace clock's time when the last action was applied: what
+    /// the ages on screen are measured against (so a fixed clock renders
+    /// fixed ages).
+    pub now: crate::domain::Timestamp,
     /// Keeps a temporary demo workspace alive until the console is dropped.
     pub(super) _demo_dir: Option<tempfile::TempDir>,
 }
@@ -440,6 +523,45 @@ impl App {
 
     pub fn selected(&self) -> Option<&Operation> {
         self.queue.selected()
+    }
+
+    /// Whether a verdict or an escalation filter is on.
+    pub fn triage_filtered(&self) -> bool {
+        self.verdict_filter.is_some() || self.escalated_filter.is_some()
+    }
+
+    /// How many operations the queue's filters select, when known: not
+    /// under a search (its matches are found by reading, not counted).
+    pub fn shown_count(&self) -> Option<i64> {
+        if self.search.is_some() {
+            return None;
+        }
+        if self.triage_filtered() {
+            return self.filter_count;
+        }
+        Some(self.count(self.filter))
+    }
+
+    /// The search the queue shows, as an errand to run off the key loop.
+    pub(crate) fn search_errand(&self) -> Option<SearchErrand> {
+        Some(SearchErrand {
+            state: self.filter.state(),
+            verdict: self.verdict_filter,
+            escalated: self.escalated_filter,
+            text: self.search.clone()?,
+            limit: self.queue.height.max(1),
+        })
+    }
+
+    /// The queue's filters, as the store takes them.
+    pub fn queue_filter(&self) -> crate::domain::QueueFilter<'_> {
+        crate::domain::QueueFilter {
+            state: self.filter.state(),
+            search: self.search.as_deref(),
+            verdict: self.verdict_filter,
+            escalated: self.escalated_filter,
+            ..Default::default()
+        }
     }
 
     /// The detail, when it belongs to the selected row.
@@ -493,6 +615,34 @@ pub(crate) struct ReadErrand {
     pub op_id: String,
     pub receiver: String,
     pub origin: Origin,
+    /// The reviewer the read is recorded as an observation of (the read
+    /// key); `None` shows it only.
+    pub record_as: Option<String>,
+}
+
+/// A search as typed: the filters and the text, owned, so that it runs
+/// on a thread of its own and is recognized when it lands (only the search
+/// the queue still asks for is shown).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SearchErrand {
+    pub state: Option<OpState>,
+    pub verdict: Option<VerdictFilter>,
+    pub escalated: Option<bool>,
+    pub text: String,
+    /// The page size: one screenful from the first match.
+    pub limit: usize,
+}
+
+impl SearchErrand {
+    pub(crate) fn filter(&self) -> crate::domain::QueueFilter<'_> {
+        crate::domain::QueueFilter {
+            state: self.state,
+            search: Some(&self.text),
+            verdict: self.verdict,
+            escalated: self.escalated,
+            ..Default::default()
+        }
+    }
 }
 
 /// An errand that came back.
@@ -502,6 +652,10 @@ pub(crate) enum Landed {
         result: Result<Classified>,
     },
     Job(Result<Done>),
+    Search {
+        errand: SearchErrand,
+        result: Result<Vec<Operation>>,
+    },
 }
 
 /// The errands running off the key loop, and the channel they come back
@@ -518,6 +672,7 @@ pub(crate) enum Landed {
 pub(crate) struct Background {
     dir: PathBuf,
     program: ReceiverProgram,
+    clock: Arc<dyn Clock>,
     send: Sender<Landed>,
     inbox: Receiver<Landed>,
     /// Errands that came back while a caller waited, not yet applied.
@@ -527,6 +682,9 @@ pub(crate) struct Background {
     /// The newest read past [`MAX_READS`].
     queued: Option<ReadErrand>,
     job_running: bool,
+    /// Whether a search is running; the newest one typed meanwhile waits.
+    searching: bool,
+    queued_search: Option<SearchErrand>,
 }
 
 impl Background {
@@ -536,18 +694,51 @@ impl Background {
         Background {
             dir: ws.dir().to_path_buf(),
             program: ws.receiver_program().clone(),
+            clock: ws.clock(),
             send,
             inbox,
             arrived: VecDeque::new(),
             reading: BTreeSet::new(),
             queued: None,
             job_running: false,
+            searching: false,
+            queued_search: None,
         }
     }
 
     /// Whether anything is running or waiting to run.
     pub(crate) fn busy(&self) -> bool {
-        !self.reading.is_empty() || self.queued.is_some() || self.job_running
+        !self.reading.is_empty()
+            || self.queued.is_some()
+            || self.job_running
+            || self.searching
+            || self.queued_search.is_some()
+    }
+
+    /// Starts a search off the key loop; while one runs, the newest one
+    /// typed waits for it ([`Background::take_queued_search`]), so fast
+    /// typing starts no pile of scans.
+    pub(crate) fn search(&mut self, errand: SearchErrand) -> std::io::Result<()> {
+        if self.searching {
+            self.queued_search = Some(errand);
+            return Ok(());
+        }
+        self.spawn("recon-search", move |ws| {
+            let result =
+                ws.and_then(|ws| ws.queue_page(errand.filter(), PageBound::Start, errand.limit));
+            Landed::Search { errand, result }
+        })?;
+        self.searching = true;
+        Ok(())
+    }
+
+    /// The search typed while another ran, once that one has landed.
+    pub(crate) fn take_queued_search(&mut self) -> Option<SearchErrand> {
+        if self.searching {
+            None
+        } else {
+            self.queued_search.take()
+        }
     }
 
     /// Blocks until an errand comes back or `timeout` passes; true when one
@@ -573,11 +764,12 @@ impl Background {
         work: impl FnOnce(Result<Workspace>) -> Landed + Send + 'static,
     ) -> std::io::Result<()> {
         let (dir, program, send) = (self.dir.clone(), self.program.clone(), self.send.clone());
+        let clock = Arc::clone(&self.clock);
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 let ws = Workspace::open(&dir, OpenOptions::default())
-                    .map(|ws| ws.with_receiver_program(program))
+                    .map(|ws| ws.with_receiver_program(program).with_clock(clock))
                     .map_err(Into::into);
                 // The console may have quit; then nobody waits for this.
                 let _ = send.send(work(ws));
@@ -597,7 +789,9 @@ impl Background {
         }
         let op_id = errand.op_id.clone();
         self.spawn("recon-read", move |ws| {
-            let result = ws.and_then(|mut ws| ws.snapshot(&errand.op_id, None));
+            let result = ws.and_then(|mut ws| {
+                ws.snapshot_by(&errand.op_id, None, errand.record_as.as_deref())
+            });
             Landed::Read { errand, result }
         })?;
         self.reading.insert(op_id);
@@ -629,6 +823,7 @@ impl Background {
                     self.reading.remove(&errand.op_id);
                 }
                 Landed::Job(_) => self.job_running = false,
+                Landed::Search { .. } => self.searching = false,
             }
         }
         landed

@@ -20,7 +20,9 @@ pub fn context(mode: &Mode) -> Context {
     match mode {
         Mode::Normal => Context::Queue,
         Mode::Help { .. } | Mode::Report(_) => Context::Overlay,
-        Mode::Search { .. } | Mode::Reviewer { .. } | Mode::Compensate(_) => Context::Input,
+        Mode::Search { .. } | Mode::Reviewer { .. } | Mode::Compensate(_) | Mode::Annotate(_) => {
+            Context::Input
+        }
         Mode::Confirm(_) => Context::Confirm,
     }
 }

@@ -309,3 +309,15 @@ fn wrap_body(text: &str, first_width: usize, rest_width: usize) -> Vec<String> {
     lines.push(line);
     lines
 }
+
+/// An age in one short word, as the queue shows it: under a minute is
+/// `<1m` (a triage day is counted in minutes, and a screenshot of a
+/// workspace built seconds apart reads the same), then the domain's
+/// `15m`, `2h`, `3d`.
+pub fn age_short(age: std::time::Duration) -> String {
+    if age.as_secs() < 60 {
+        "<1m".to_string()
+    } else {
+        crate::domain::time::age_text(age)
+    }
+}

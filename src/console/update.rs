@@ -20,8 +20,10 @@
 //! carried out, on one operation or on every mark, and its report),
 //! `background` (the reads and jobs that asked an adapter off the key
 //! loop, applied when they land, on the next poll), `confirm` (a request
-//! becoming a confirmation with exact values), then `forms` (typed input:
-//! the search, the reviewer's name, the compensation form) and `normal`
+//! becoming a confirmation with exact values), `triage` (the reviewer's
+//! own reads, notes and the escalation marker, which record who did them
+//! but change no state), then `forms` (typed input: the search, the
+//! reviewer's name, the compensation form, a note or a reason) and `normal`
 //! (the queue's keys and the overlays a reviewer only reads), which need
 //! nothing of each other. No module here uses this file.
 
@@ -32,6 +34,7 @@ mod jobs;
 mod normal;
 mod queue;
 mod status;
+mod triage;
 
 pub use forms::check_reviewer;
 
@@ -43,6 +46,7 @@ use status::fail;
 
 /// Applies one action to the app.
 pub fn update(app: &mut App, action: Action) {
+    app.now = app.ws.now();
     if let Err(error) = apply(app, action) {
         fail(app, &error);
     }
@@ -77,6 +81,7 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
                 resume,
             } => forms::reviewer_input(app, input, error, resume, other),
             Mode::Compensate(form) => forms::form_input(app, form, other),
+            Mode::Annotate(form) => forms::annotate_input(app, form, other),
             Mode::Confirm(pending) => confirm::confirm_input(app, pending, other),
         },
     }
@@ -96,6 +101,7 @@ impl App {
             counts: ws.counts()?,
             background: Background::new(&ws),
             working: None,
+            now: ws.now(),
             ws,
             source,
             reviewer: options.reviewer,
@@ -103,7 +109,11 @@ impl App {
             width,
             height,
             filter: Filter::ORDER[0],
+            verdict_filter: None,
+            escalated_filter: None,
+            filter_count: None,
             search: None,
+            searching: None,
             queue: super::app::Queue {
                 rows: Vec::new(),
                 cursor: 0,

@@ -27,6 +27,7 @@ mod title;
 mod verdict;
 
 pub use operation::operation_text;
+pub use queue::filter_words;
 
 use super::app::App;
 use super::text;
@@ -131,14 +132,14 @@ fn regions(shape: Shape, main: Rect) -> Regions {
                 Layout::horizontal([Constraint::Fill(1), Constraint::Length(right)]).areas(main);
             let rows = (main.height / 3).clamp(3, 10);
             let [queue, below] =
-                Layout::vertical([Constraint::Length(rows + 1), Constraint::Fill(1)]).areas(left);
+                Layout::vertical([Constraint::Length(rows + 2), Constraint::Fill(1)]).areas(left);
             Regions {
                 queue,
                 queue_edges: Edges {
                     joined_above: false,
                     bottom: false,
                 },
-                queue_header: false,
+                queue_header: true,
                 columns: vec![
                     column(below, &[Operation], Operation, true),
                     column(right, &[Snapshot, Verdict, Evidence], Evidence, false),
@@ -161,7 +162,13 @@ fn regions(shape: Shape, main: Rect) -> Regions {
             }
         }
         Shape::Wide => {
-            let queue_width = (width * 36 / 100).min(72);
+            // From 200 columns the queue takes the room its whole verdict
+            // names need; the panels beside it keep more than 50 each.
+            let queue_width = if width >= 200 {
+                (width * 48 / 100).min(110)
+            } else {
+                (width * 36 / 100).min(72)
+            };
             let [queue, left, right] = Layout::horizontal([
                 Constraint::Length(queue_width),
                 Constraint::Fill(1),

@@ -59,8 +59,8 @@ pub struct CloseRecord {
 pub struct QueueFilter<'a> {
     /// Only this state; every state when `None`.
     pub state: Option<OpState>,
-    /// Only operations whose op id or action kind contains this text
-    /// (ASCII case-insensitive).
+    /// Only operations whose op id, action kind or payload (its JSON
+    /// text) contains this text (ASCII case-insensitive).
     pub search: Option<&'a str>,
     /// Only operations whose latest observation has this verdict, or that
     /// were never observed.

@@ -19,7 +19,7 @@ use super::rows::{query_ops, OP_SELECT};
 use super::sender::SqliteSender;
 use super::QueuePages;
 use crate::domain::{
-    Cursor, Operation, OpsQuery, PageBound, QueueFilter, SortOrder, VerdictFilter,
+    Cursor, Operation, OpsQuery, PageBound, QueueFilter, SortOrder, Timestamp, VerdictFilter,
 };
 use crate::error::Result;
 use rusqlite::types::{ToSql, Value};
@@ -127,7 +127,8 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
     }
     if let Some(search) = filter.search {
         page.push(
-            " AND (o.op_id LIKE :pattern ESCAPE '\\' OR o.action_kind LIKE :pattern ESCAPE '\\')",
+            " AND (o.op_id LIKE :pattern ESCAPE '\\' OR o.action_kind LIKE :pattern ESCAPE '\\' \
+             OR o.payload LIKE :pattern ESCAPE '\\')",
             ":pattern",
             Value::from(like_pattern(search)),
         );
@@ -217,6 +218,29 @@ impl QueuePages for SqliteSender {
             None => Bound::Start,
         };
         self.page(&page_sql(&query.filter, query.sort, &bound, query.limit))
+    }
+
+    fn count_matching(&self, filter: QueueFilter<'_>) -> Result<i64> {
+        let filter = QueueFilter {
+            search: None,
+            ..filter
+        };
+        let mut page = PageSql {
+            sql: "SELECT count(*) FROM operations o WHERE 1 = 1".to_string(),
+            ..PageSql::default()
+        };
+        filter_terms(&mut page, &filter, SortOrder::OpId);
+        self.conn()
+            .query_row(&page.sql, page.params().as_slice(), |r| r.get(0))
+            .map_err(|e| super::sql_error(self.path(), e).into())
+    }
+
+    fn newest_update(&self) -> Result<Option<Timestamp>> {
+        let newest: Option<String> = self
+            .conn()
+            .query_row("SELECT max(updated_at) FROM operations", [], |r| r.get(0))
+            .map_err(|e| super::sql_error(self.path(), e))?;
+        Ok(newest.as_deref().and_then(Timestamp::parse))
     }
 }
 

@@ -46,7 +46,49 @@ fn console_on(lab: &Lab, options: Options, size: (u16, u16)) -> App {
         path: lab.path().to_path_buf(),
         temporary_demo: false,
     };
-    App::open(lab.reopen(), source, options, size).expect("open console")
+    // Ages are measured on the demo's stopped clock, so screens are stable.
+    let ws = lab.reopen().with_clock(crate::support::demo_clock());
+    App::open(ws, source, options, size).expect("open console")
+}
+
+/// A console on the lab's workspace whose clock is `clock`.
+fn console_at(
+    lab: &Lab,
+    options: Options,
+    size: (u16, u16),
+    clock: &std::sync::Arc<recon::clock::FixedClock>,
+) -> App {
+    let source = Source {
+        path: lab.path().to_path_buf(),
+        temporary_demo: false,
+    };
+    let ws = lab.reopen().with_clock(clock.clone());
+    App::open(ws, source, options, size).expect("open console")
+}
+
+/// The demo three hours and five minutes after it was built, with ada's
+/// observation of the invoice email recorded at 1h30 and of the charge
+/// order refreshed at 3h: the ages the queue shows differ by row.
+fn a_later_day() -> (Lab, std::sync::Arc<recon::clock::FixedClock>) {
+    use std::time::Duration;
+    let lab = demo_lab();
+    let clock = crate::support::demo_clock();
+    let mut ws = lab.reopen().with_clock(clock.clone());
+    clock.advance(Duration::from_secs(90 * 60));
+    let ids = ["op-1002-invoice-email".to_string()];
+    let observe = |ws: &mut recon::workspace::Workspace, ids: &[String]| {
+        ws.observe(&recon::workspace::ObserveRequest {
+            op_ids: ids,
+            by: "ada",
+            ..Default::default()
+        })
+        .unwrap();
+    };
+    observe(&mut ws, &ids);
+    clock.advance(Duration::from_secs(90 * 60));
+    observe(&mut ws, &["op-1003-charge-order".to_string()]);
+    clock.advance(Duration::from_secs(5 * 60));
+    (lab, clock)
 }
 
 fn console(lab: &Lab, reviewer: Option<&str>) -> App {
@@ -234,7 +276,9 @@ fn only_key_presses_count() {
 #[test]
 fn every_key_in_the_table_is_in_the_help_and_the_bar_comes_from_it() {
     let lab = demo_lab();
-    let mut app = console_on(&lab, options(Some("ada")), (120, 120));
+    // The bar holds every labelled key at 200 columns; narrower bars keep
+    // help and the acts first.
+    let mut app = console_on(&lab, options(Some("ada")), (200, 120));
     press(&mut app, "?");
     let help = screen(&app);
     for binding in BINDINGS {
@@ -251,6 +295,35 @@ fn every_key_in_the_table_is_in_the_help_and_the_bar_comes_from_it() {
         let item = format!("{} {}", binding.keys[0].name(), binding.label);
         assert!(bar.contains(&item), "bar lacks `{item}`: {bar}");
     }
+}
+
+/// README's key list is the queue's part of the key table, word for word;
+/// `RECON_UPDATE_SCREENSHOTS=1` rewrites it from the table.
+#[test]
+fn the_readme_key_list_is_the_key_table() {
+    const START: &str = "<!-- keys: generated from src/console/bindings.rs -->\n";
+    const END: &str = "<!-- /keys -->";
+    let mut list = String::new();
+    for binding in keys::bindings(Context::Queue) {
+        list.push_str(&format!("- `{}` {}\n", binding.key_names(), binding.help));
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme
+        .find(START)
+        .expect("README has the key list's start marker")
+        + START.len();
+    let end = start + readme[start..].find(END).expect("and its end marker");
+    if std::env::var_os("RECON_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        let fresh = format!("{}{list}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, fresh).unwrap();
+        return;
+    }
+    assert_eq!(
+        readme[start..end],
+        list,
+        "README's key list drifted from the table"
+    );
 }
 
 #[test]
@@ -313,6 +386,38 @@ fn filters_switch_between_each_state_and_all() {
     assert_eq!(app.filter, Filter::ORDER[0]);
     press(&mut app, "<backtab>");
     assert_eq!(app.filter, Filter::All);
+}
+
+/// The search looks into payloads too: a name that is only in a payload
+/// finds its operation.
+#[test]
+fn search_finds_text_inside_a_payload() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5/lena.FISCHER");
+    let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["op-1009-password-reset"]);
+    assert!(queue_title(&app).contains("match 1"), "{}", screen(&app));
+}
+
+/// Typing a search never waits for its scan: each key starts it off the
+/// key loop (or queues it behind the one running), the filter line says
+/// it is searching, and only the search still asked for lands.
+#[test]
+fn a_search_runs_off_the_key_loop_and_only_the_newest_lands() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "5");
+    let before: Vec<String> = app.queue.rows.iter().map(|o| o.op_id.clone()).collect();
+    type_keys(&mut app, "/lena");
+    assert_eq!(app.searching.as_deref(), Some("lena"));
+    let still: Vec<String> = app.queue.rows.iter().map(|o| o.op_id.clone()).collect();
+    assert_eq!(still, before, "the rows wait for the scan");
+    assert!(screen(&app).contains("searching…"), "{}", screen(&app));
+    until(&mut app, "the search to land", |a| a.searching.is_none());
+    let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(ids, ["op-1009-password-reset"]);
+    assert!(!screen(&app).contains("searching…"));
 }
 
 #[test]
@@ -515,11 +620,16 @@ fn the_search_follows_each_key_and_esc_goes_back_to_the_search_before() {
     press(&mut app, "an");
     assert!(matches!(app.mode, Mode::Search { .. }));
     assert_eq!(app.search.as_deref(), Some("an"));
-    assert_eq!(
-        ids(&app),
-        ["op-1010-annual-plan", "op-1011-annual-plan-refund"],
-        "matched before Enter"
+    // Matched before Enter, in op ids, action kinds and payloads alike.
+    let found = ids(&app);
+    assert!(
+        found.contains(&"op-1010-annual-plan".to_string()),
+        "{found:?}"
     );
+    for op in &app.queue.rows {
+        let text = format!("{} {} {}", op.op_id, op.action_kind, op.payload).to_lowercase();
+        assert!(text.contains("an"), "{text}");
+    }
     press(&mut app, "<home>pl<left><left><del>");
     assert_eq!(app.search.as_deref(), Some("lan"));
     assert_eq!(
@@ -642,18 +752,42 @@ fn the_queue_title_shows_the_position_while_it_is_known() {
 
 // ---- snapshots and decisions ---------------------------------------------------
 
+/// The read key asks for the reviewer's name once, labels the read as
+/// theirs and records it as their observation: the row's verdict and
+/// "seen" follow. A cursor move's read is shown, not recorded.
 #[test]
-fn read_snapshot_is_labelled_as_the_reviewers_read() {
-    let lab = demo_lab();
-    let mut app = console(&lab, None);
+fn read_snapshot_is_the_reviewers_read_and_recorded_as_their_observation() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(None), (120, 40), &clock);
     let before = dump(lab.path());
+    press(&mut app, "jj");
+    assert_eq!(
+        dump(lab.path()),
+        before,
+        "a cursor move's read writes nothing"
+    );
     press(&mut app, "s");
+    assert!(matches!(app.mode, Mode::Reviewer { .. }));
+    press(&mut app, "ada<enter>");
     assert_eq!(
         app.selected_detail().unwrap().shown().unwrap().origin,
         Origin::Read
     );
-    assert!(screen(&app).contains("Snapshot: your read (not closing)"));
-    assert_eq!(dump(lab.path()), before, "a read writes nothing");
+    let text = screen(&app);
+    assert!(text.contains("Snapshot: your read (not closing)"), "{text}");
+    assert!(
+        status(&app).ends_with("; recorded as ada's observation"),
+        "{}",
+        status(&app)
+    );
+    let detail = lab.reopen().show("op-1004-support-ticket").unwrap();
+    assert_eq!(detail.observations.len(), 1);
+    assert_eq!(detail.observations[0].observed_by, "ada");
+    // The row shows the recorded verdict, seen just now.
+    assert!(
+        text.contains(">   op-1004-support-ticket        unsure  <1m  3h"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1192,10 +1326,7 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     let (title, body) = report(&app);
     assert_eq!(title, "operation op-long-payload");
     assert!(body.contains("state prepared · version 1"), "{body}");
-    assert!(
-        body.ends_with("evidence history:\nnothing recorded yet"),
-        "{body}"
-    );
+    assert!(body.ends_with("history:\nnothing recorded yet"), "{body}");
     for i in 0..40 {
         assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
     }
@@ -1218,14 +1349,14 @@ fn the_whole_view_lists_the_evidence_history_with_reviewers_and_versions() {
     select(&mut app, "op-1009-password-reset");
     press(&mut app, "p");
     let (_, body) = report(&app);
-    let history = body.split("evidence history:\n").nth(1).unwrap_or_default();
+    let history = body.split("\nhistory:\n").nth(1).unwrap_or_default();
     assert!(history.contains("review by "), "{body}");
     assert!(
         history.contains("not_applied on terminal_absence · v2→v3"),
         "{body}"
     );
     assert!(
-        history.contains("receiver closed it, authorized by "),
+        history.contains(" closed at receiver builtin, authorized by "),
         "{body}"
     );
 }
@@ -1245,17 +1376,17 @@ fn a_cut_op_id_ends_in_an_ellipsis_and_the_flags_are_never_cut() {
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
     assert_eq!(rows.len(), 2, "{text}");
-    assert!(rows[0].contains("…xxxxxxx-a a_rather_long… v1"), "{text}");
-    assert!(rows[1].contains("…xxxxxxx-b a_rather_long… v1"), "{text}");
+    assert!(rows[0].contains("…xxxxxxx-a never   -    <1m"), "{text}");
+    assert!(rows[1].contains("…xxxxxxx-b never   -    <1m"), "{text}");
 
     let mut app = console_on(&lab, options(None), (80, 24));
     press(&mut app, "2");
     let text = screen(&app);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("  op-xxx")).collect();
-    // The short list of a small screen has the op id alone, cut in the
-    // middle; the flags keep their line whole.
-    assert!(rows[0].contains("…xxxxxxx-a│"), "{text}");
-    assert!(rows[1].contains("…xxxxxxx-b│"), "{text}");
+    // The short list of a small screen has the op id cut in the middle
+    // beside the verdict and the ages; the flags keep their line whole.
+    assert!(rows[0].contains("…x-a never   -   <1m│"), "{text}");
+    assert!(rows[1].contains("…x-b never   -   <1m│"), "{text}");
     assert!(
         text.contains("│complete yes · authoritative yes · closed no│"),
         "{text}"
@@ -1858,6 +1989,324 @@ fn golden_queue_200x50() {
     assert!(text.contains("op-1011-annual-plan-refund"), "{text}");
     assert!(text.contains("post_slack_message"), "{text}");
     golden("queue_200x50", &app, lab.path());
+}
+
+/// Each row: the latest observation's verdict (or never), how long ago it
+/// was seen, and the operation's age, on the workspace's clock.
+#[test]
+fn each_row_shows_its_latest_verdict_when_it_was_seen_and_its_age() {
+    let (lab, clock) = a_later_day();
+    let app = console_at(&lab, options(None), (80, 24), &clock);
+    let text = screen(&app);
+    assert!(text.contains("op-1002-…ail exists  1h  3h"), "{text}");
+    assert!(text.contains("op-1003-…der unique  5m  3h"), "{text}");
+    assert!(text.contains("op-1004-…ket never   -   3h"), "{text}");
+    golden("queue_ages_80x24", &app, lab.path());
+    let app = console_at(&lab, options(None), (200, 50), &clock);
+    let text = screen(&app);
+    assert!(
+        text.contains(
+            "op-1002-invoice-email         send_email         v2   exact_match_existence_only 1h   3h"
+        ),
+        "{text}"
+    );
+    golden("queue_ages_200x50", &app, lab.path());
+}
+
+/// The title of the queue, as the first frame line shows it.
+fn queue_title(app: &App) -> String {
+    screen(app)
+        .lines()
+        .find(|l| l.contains("┌"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The verdict and escalation filters sit beside the state filters, each
+/// on its key from the one table, and the title keeps the position under
+/// every combination.
+#[test]
+fn verdict_and_escalation_filters_keep_the_position() {
+    let (lab, clock) = a_later_day();
+    let mut ws = lab.reopen().with_clock(clock.clone());
+    ws.escalate(
+        "op-1005-delivery-sms",
+        "bob",
+        "the SMS gateway cannot close",
+    )
+    .unwrap();
+    let unknown = ws.ops(Some(OpState::Unknown), None, 100).unwrap();
+    let never = unknown
+        .iter()
+        .filter(|o| o.triage.latest_observation.is_none())
+        .count();
+    let mut app = console_at(&lab, options(None), (80, 24), &clock);
+    press(&mut app, "f");
+    assert!(
+        queue_title(&app).contains(&format!("unknown, never · 1 of {never}")),
+        "{}",
+        screen(&app)
+    );
+    press(&mut app, "j");
+    assert!(queue_title(&app).contains(&format!("2 of {never}")));
+    assert!(
+        screen(&app).contains("[f verdict never]"),
+        "{}",
+        screen(&app)
+    );
+    press(&mut app, "F!");
+    assert_eq!(app.verdict_filter, None);
+    let text = screen(&app);
+    assert!(
+        queue_title(&app).contains("unknown, escalated · 1 of 1"),
+        "{text}"
+    );
+    assert!(text.contains("> ! op-1005-…sms absent"), "{text}");
+    assert!(text.contains("[! escalated]"), "{text}");
+    golden("filters_80x24", &app, lab.path());
+    press(&mut app, "!");
+    let others = unknown.len() - 1;
+    assert!(
+        queue_title(&app).contains(&format!(" 1 of {others} ")),
+        "{}",
+        screen(&app)
+    );
+    let mut wide = console_at(&lab, options(None), (200, 50), &clock);
+    press(&mut wide, "5fffff");
+    assert!(
+        queue_title(&wide).contains("all, unique_exact_match · 1 of"),
+        "{}",
+        screen(&wide)
+    );
+    golden("filters_200x50", &wide, lab.path());
+}
+
+/// `v` marks every operation the filters show, on every page, and the
+/// confirmation names the exact count; each is then checked against its
+/// own marked version and a fresh snapshot, and the result lists what was
+/// recorded and what was refused, with codes.
+#[test]
+fn mark_all_marks_every_page_of_the_filter_and_the_confirmation_counts_them() {
+    let lab = Lab::demo(500);
+    let ws = lab.reopen();
+    let mut never = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = ws
+            .ops(Some(OpState::Unknown), after.as_deref(), 100)
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.op_id.clone());
+        never.extend(
+            page.iter()
+                .filter(|o| o.triage.latest_observation.is_none())
+                .map(|o| o.op_id.clone()),
+        );
+    }
+    // More than a page of marking (256) and far more than a screen.
+    assert!(never.len() > 256, "{}", never.len());
+    let mut wide = console_on(&lab, options(Some("ada")), (200, 50));
+    press(&mut wide, "fvc");
+    golden("mark_all_confirmation_200x50", &wide, lab.path());
+    press(&mut wide, "<esc>");
+    let mut app = console_on(&lab, options(Some("ada")), (80, 24));
+    press(&mut app, "fv");
+    let marked: Vec<String> = app.marks.keys().cloned().collect();
+    assert_eq!(marked, never);
+    assert!(
+        status(&app).contains(&format!(
+            "marked all {} operations the filter shows (unknown, never",
+            never.len()
+        )),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "c");
+    let text = pending_text(&app);
+    assert!(
+        text.contains(&format!(
+            "Record confirmed for each of these {} marked operations",
+            never.len()
+        )),
+        "{text}"
+    );
+    golden("mark_all_confirmation", &app, lab.path());
+    press(&mut app, "y");
+    let (title, body) = report(&app);
+    assert!(title.starts_with("bulk record confirmed: "), "{title}");
+    assert!(body.contains(&format!("of {} marked operations", never.len())));
+    assert!(body.contains("recorded confirmed for"), "{body}");
+    assert!(body.contains(": unsupported_verdict: "), "{body}");
+    golden("mark_all_result", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("mark_all_result_200x50", &app, lab.path());
+}
+
+/// A mark never outlives a change: on the refresh after another process
+/// changed a marked operation, its mark goes and the status says so.
+#[test]
+fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "v");
+    assert_eq!(app.marks.len(), 8);
+    bob_confirms_the_invoice_email(&lab.path_str());
+    console::update(&mut app, Action::Poll);
+    assert_eq!(app.marks.len(), 7);
+    assert!(!app.marks.contains_key("op-1002-invoice-email"));
+    assert_eq!(app.status.as_ref().unwrap().tone, Tone::Warn);
+    assert!(
+        status(&app).contains(
+            "1 mark dropped, changed since marked: op-1002-invoice-email (marked at version 2, \
+             now confirmed at version 3); 7 still marked"
+        ),
+        "{}",
+        status(&app)
+    );
+}
+
+/// The re-read key reads every marked operation again and records each as
+/// the reviewer's observation; the marks stay.
+#[test]
+fn rereading_the_marks_records_each_as_the_reviewers_observation_and_keeps_them() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (120, 40), &clock);
+    press(&mut app, "fv");
+    let marked: Vec<String> = app.marks.keys().cloned().collect();
+    assert!(marked.len() > 1);
+    press(&mut app, "R");
+    let (title, body) = report(&app);
+    assert!(
+        title.starts_with(&format!(
+            "bulk re-read: {} recorded, 0 refused",
+            marked.len()
+        )),
+        "{title}"
+    );
+    assert!(body.contains("recorded as ada's"), "{body}");
+    assert_eq!(app.marks.len(), marked.len(), "the marks stay");
+    let ws = lab.reopen();
+    for id in &marked {
+        let observations = ws.show(id).unwrap().observations;
+        assert_eq!(observations.len(), 1, "{id}");
+        assert_eq!(observations[0].observed_by, "ada");
+    }
+}
+
+/// A note, an escalation and its lowering from keys, each a form with one
+/// field, recorded as the reviewer; refusals come with their codes; the
+/// history panel lists closes, decisions, notes and escalations in the
+/// order they happened, with their times.
+#[test]
+fn notes_and_escalations_from_keys_land_in_the_history_with_their_times() {
+    use std::time::Duration;
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (80, 24), &clock);
+    press(&mut app, "m");
+    assert!(matches!(app.mode, Mode::Annotate(_)));
+    press(&mut app, "<enter>");
+    assert!(
+        screen(&app).contains("the note's text is empty"),
+        "{}",
+        screen(&app)
+    );
+    press(
+        &mut app,
+        "called<space>the<space>customer:<space>no<space>second<space>invoice",
+    );
+    golden("note_form", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("note_form_200x50", &app, lab.path());
+    console::update(&mut app, Action::Resize(80, 24));
+    press(&mut app, "<enter>");
+    assert!(status(&app).starts_with("note #"), "{}", status(&app));
+    clock.advance(Duration::from_secs(120));
+    press(&mut app, "e");
+    press(
+        &mut app,
+        "duplicate<space>invoice?<space>finance<space>decides",
+    );
+    golden("escalate_form", &app, lab.path());
+    console::update(&mut app, Action::Resize(200, 50));
+    golden("escalate_form_200x50", &app, lab.path());
+    console::update(&mut app, Action::Resize(80, 24));
+    press(&mut app, "<enter>");
+    let op = lab.reopen().require("op-1002-invoice-email").unwrap();
+    assert_eq!(op.triage.escalated.unwrap().by, "ada");
+    let text = screen(&app);
+    assert!(text.contains("> ! op-1002"), "{text}");
+    assert!(
+        text.contains("11:07Z escalated by ada: duplicate"),
+        "{text}"
+    );
+    golden("history_80x24", &app, lab.path());
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    let history = body.split("\nhistory:\n").nth(1).unwrap_or_default();
+    let note = history.find("12-03 11:05Z note by ada: called the customer: no second invoice");
+    let escalated =
+        history.find("12-03 11:07Z escalated by ada: duplicate invoice? finance decides");
+    assert!(note.is_some() && note < escalated, "{history}");
+    press(&mut app, "<esc>");
+    let mut wide = console_at(&lab, options(Some("ada")), (200, 50), &clock);
+    press(&mut wide, "4");
+    select(&mut wide, "op-1009-password-reset");
+    press(
+        &mut wide,
+        "mcustomer<space>confirmed:<space>no<space>reset<space>email<space>arrived<enter>",
+    );
+    let text = screen(&wide);
+    let close = text.find("12-03 08:00Z closed at receiver builtin,");
+    let review = text.find("12-03 08:00Z #2 review by priya.sre: not_applied");
+    let note = text.find("12-03 11:07Z note by ada: customer confirmed");
+    assert!(close.is_some() && close < review && review < note, "{text}");
+    golden("history_200x50", &wide, lab.path());
+}
+
+/// Lowering the marker from keys, and the domain's refusals with their
+/// codes: before the form opens, and when another process got there first
+/// while the reason was typed (a report, nothing written).
+#[test]
+fn escalation_refusals_from_keys_come_with_their_codes() {
+    let (lab, clock) = a_later_day();
+    lab.reopen()
+        .with_clock(clock.clone())
+        .escalate("op-1002-invoice-email", "ada", "finance decides")
+        .unwrap();
+    let mut app = console_at(&lab, options(Some("ada")), (80, 24), &clock);
+    press(&mut app, "e");
+    assert!(
+        status(&app).starts_with("escalate is unavailable: refused: already_escalated: "),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "Eanswered<space>by<space>finance<enter>");
+    assert!(
+        status(&app).starts_with("lowered the escalation"),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "E");
+    assert!(
+        status(&app).contains("refused: not_escalated: "),
+        "{}",
+        status(&app)
+    );
+    press(&mut app, "3e");
+    assert!(
+        status(&app).contains("refused: not_unknown: "),
+        "{}",
+        status(&app)
+    );
+    // Another process escalates while the reason is typed: a report with
+    // the code, and nothing written.
+    press(&mut app, "1j");
+    press(&mut app, "e");
+    lab.reopen()
+        .escalate("op-1003-charge-order", "bob", "mine")
+        .unwrap();
+    press(&mut app, "also<space>mine<enter>");
+    assert_eq!(report(&app).0, "refused: already_escalated");
 }
 
 #[test]

@@ -14,7 +14,7 @@
 //! (`CI=true` makes a missing tmux a failure).
 
 use crate::console::{bob_confirms_the_invoice_email, held_answer, screenshots_dir, Held};
-use crate::support::{copy_demo, recon_bin, run};
+use crate::support::{copy_demo, recon_bin, run, DEMO_TIME};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -32,8 +32,9 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// Starts `recon ARGS` in a detached session of `width` x `height`, or
-    /// returns `None` when tmux is not installed outside CI.
+    /// Starts `recon ARGS --frozen-clock DEMO_TIME` in a detached session
+    /// of `width` x `height`, or returns `None` when tmux is not installed
+    /// outside CI.
     fn start(args: &[&str], size: (u16, u16)) -> Option<Tmux> {
         Tmux::start_with_env(&[], args, size)
     }
@@ -74,6 +75,9 @@ impl Tmux {
         command.extend(env.iter().map(|e| e.to_string()));
         command.push(recon_bin().display().to_string());
         command.extend(args.iter().map(|a| a.to_string()));
+        // The clock the headless goldens are rendered on, so that the ages
+        // on screen are theirs.
+        command.extend(["--frozen-clock".to_string(), DEMO_TIME.to_string()]);
         let (w, h) = (width.to_string(), height.to_string());
         let mut new_session = vec![
             "-f",
@@ -360,7 +364,7 @@ fn the_real_terminal_keeps_taking_keys_while_an_adapter_read_waits() {
         return;
     };
     tmux.shows("Snapshot: reading held…");
-    tmux.press_until_shown(&["j"], ">  op-local-1");
+    tmux.press_until_shown(&["j"], ">   op-local-1");
     tmux.press_until_shown(&["k", "?"], "Help: every key");
     tmux.press_until_shown(&["Escape"], "Snapshot: reading held…");
     held.answer(&held_answer("op-held-1", 1, false));
@@ -438,7 +442,7 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     tmux.press_until_shown(&["y"], "approved op-1001-welcome-email-undo for fx-000001");
 
     // It waits under prepared; dispatch it once.
-    tmux.press_until_shown(&["2"], ">  op-1001-welcome-email-undo");
+    tmux.press_until_shown(&["2"], ">   op-1001-welcome-email-undo");
     tmux.press_until_shown(
         &["d"],
         "Dispatch op-1001-welcome-email-undo (undo_send_email) now",
@@ -449,6 +453,82 @@ fn a_new_user_closes_decides_approves_and_dispatches_in_the_temporary_demo() {
     let after = tmux.wait_for_exit();
     assert!(after.contains("recon exited with 0"), "{after}");
     assert!(!demo.exists(), "{} was left behind", demo.display());
+}
+
+/// `v` on a filtered queue in the real terminal: every operation the
+/// verdict filter shows is marked, far more than the screen holds, and the
+/// status and the confirmation give the exact count `recon ops` gives.
+#[test]
+fn the_real_terminal_marks_every_operation_a_filter_shows_with_the_exact_count() {
+    let dir = tempfile::Builder::new()
+        .prefix("recon-tty-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = dir.path().join("ws");
+    copy_demo(500, &ws);
+    let ws_arg = ws.to_str().unwrap();
+    let mut never = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let mut args = vec!["ops", "--workspace", ws_arg, "--state", "unknown"];
+        args.extend(["--verdict", "never", "--limit", "100", "--json"]);
+        if let Some(cursor) = &after {
+            args.extend(["--after", cursor.as_str()]);
+        }
+        let page = run(&args, None).json();
+        let rows = page.as_array().cloned().unwrap_or_default();
+        let Some(last) = rows.last() else { break };
+        after = last["cursor"].as_str().map(str::to_string);
+        never += rows.len();
+    }
+    assert!(never > 100, "{never}");
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["f"], "[f verdict never]");
+    tmux.press_until_shown(
+        &["v"],
+        &format!("marked all {never} operations the filter shows"),
+    );
+    tmux.shows(&format!("{never} marked"));
+    tmux.press_until_shown(
+        &["c"],
+        &format!("Record confirmed for each of these {never} marked operations"),
+    );
+    tmux.press_until_shown(&["Escape"], "cancelled; nothing was written");
+    assert!(tmux.screen().contains(&format!("{never} marked")));
+}
+
+/// A note from the keys in the real terminal: the form takes the text,
+/// Enter records it as the reviewer, and the history panel shows it with
+/// its time, as `recon show` does.
+#[test]
+fn the_real_terminal_leaves_a_note_that_the_history_shows() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["m"], "Note op-1002-invoice-email");
+    tmux.type_text("called the customer");
+    tmux.press_until_shown(&["Enter"], "left on op-1002-invoice-email by ada");
+    tmux.shows("12-03 08:00Z note by ada: called the customer");
+    let show = run(
+        &[
+            "show",
+            "--workspace",
+            ws_arg,
+            "op-1002-invoice-email",
+            "--json",
+        ],
+        None,
+    )
+    .json();
+    assert_eq!(show["notes"][0]["by"], "ada");
+    assert_eq!(show["notes"][0]["text"], "called the customer");
+    assert_eq!(show["notes"][0]["at"], DEMO_TIME);
 }
 
 /// A panic (here the documented `console.panic` drill, on the first key)

@@ -16,7 +16,7 @@
 
 use super::super::app::{App, Landed, Origin, ReadErrand, ReadState, Tone};
 use super::jobs;
-use super::queue::{shown, start_read};
+use super::queue::{land_search, reload_row, shown, start_read};
 use super::status::set_status;
 use crate::error::Result;
 use crate::workspace::Classified;
@@ -37,9 +37,18 @@ pub(super) fn land(app: &mut App) -> Result<()> {
                 app.working = None;
                 done.and_then(|done| jobs::finish(app, done))
             }
+            Landed::Search { errand, result } => land_search(app, errand, result),
         };
         if trouble.is_ok() {
             trouble = applied;
+        }
+    }
+    if let Some(errand) = app.background.take_queued_search() {
+        if app.search_errand().as_ref() == Some(&errand) {
+            if let Err(e) = app.background.search(errand) {
+                app.searching = None;
+                set_status(app, Tone::Bad, format!("the search could not start: {e}"));
+            }
         }
     }
     if let Some(errand) = app.background.take_queued() {
@@ -72,7 +81,14 @@ fn land_read(app: &mut App, errand: ReadErrand, result: Result<Classified>) {
         || matches!(&detail.read, ReadState::Reading { origin } if *origin == Origin::Read);
     match result {
         Ok(classified) if classified.operation.version == detail.operation.version => {
+            let recorded = classified.observation.is_some();
             detail.read = ReadState::Shown(shown(&detail.operation, classified, errand.origin));
+            if recorded {
+                if let Err(e) = reload_row(app, &errand.op_id) {
+                    let text = format!("the recorded read could not be shown: {e}");
+                    set_status(app, Tone::Bad, text);
+                }
+            }
             if announce {
                 announce_read(app);
             }
@@ -97,8 +113,12 @@ pub(super) fn announce_read(app: &mut App) {
         return;
     };
     let n = shown.snapshot.matches.len();
+    let recorded = match (&app.reviewer, shown.recorded) {
+        (Some(name), true) => format!("; recorded as {name}'s observation"),
+        _ => String::new(),
+    };
     let text = format!(
-        "read snapshot of {}: {} ({n} match{})",
+        "read snapshot of {}: {} ({n} match{}){recorded}",
         d.operation.op_id,
         shown.verdict,
         if n == 1 { "" } else { "es" }

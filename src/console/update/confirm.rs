@@ -12,7 +12,7 @@
 //! to the values they describe, so the dialog cannot promise one thing and
 //! the job do another.
 
-use super::super::action::{Action, Request};
+use super::super::action::{Action, Request, Resume};
 use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
 use super::super::field::TextField;
 use super::jobs;
@@ -67,7 +67,7 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
         app.mode = Mode::Reviewer {
             input: TextField::default(),
             error: None,
-            resume: request,
+            resume: Resume::Request(request),
         };
         return Ok(());
     };
@@ -142,9 +142,9 @@ fn close_pending(reviewer: &str, targets: Vec<Target>) -> Pending {
             "Take a CLOSING snapshot of each of these {} marked operations, authorized by {reviewer}:",
             targets.len()
         ));
-        for t in &targets {
-            lines.push(format!("  {}  (marked at version {})", t.op_id, t.version));
-        }
+        lines.extend(listed(&targets, |t| {
+            format!("  {}  (marked at version {})", t.op_id, t.version)
+        }));
     }
     lines.push(String::new());
     lines.extend(close_consequences(reviewer, &targets));
@@ -188,6 +188,22 @@ fn close_consequences(reviewer: &str, targets: &[Target]) -> Vec<String> {
              keys keep working, and the result shows when the receiver answers."
         ),
     ]
+}
+
+/// How many marked operations a confirmation lists by name; the count
+/// above the list is always exact, and the result lists every one.
+const LISTED: usize = 12;
+
+/// The first [`LISTED`] targets, one line each, then how many more.
+fn listed(targets: &[Target], line: impl Fn(&Target) -> String) -> Vec<String> {
+    let mut lines: Vec<String> = targets.iter().take(LISTED).map(line).collect();
+    if targets.len() > LISTED {
+        lines.push(format!(
+            "  … and {} more, each checked the same way",
+            targets.len() - LISTED
+        ));
+    }
+    lines
 }
 
 /// The registered adapters among the targets' receivers, by name.
@@ -236,12 +252,9 @@ fn decide_pending(
              each against the version it had when you marked it:",
             targets.len()
         ));
-        for t in &targets {
-            lines.push(format!(
-                "  {}  version {} ({})",
-                t.op_id, t.version, t.state
-            ));
-        }
+        lines.extend(listed(&targets, |t| {
+            format!("  {}  version {} ({})", t.op_id, t.version, t.state)
+        }));
         lines.push(String::new());
         lines.push(format!(
             "Each gets its own fresh non-closing snapshot and verdict. One that is no longer \

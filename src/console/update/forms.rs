@@ -3,18 +3,20 @@
 //! Each prompt keeps its whole state in its [`Mode`] (a [`TextField`] with
 //! its cursor), so a key press is a small function from the old input to
 //! the new one, and leaving a prompt drops it. The search is applied as it
-//! is typed: each change of its text reloads the queue's first page, which
-//! is one bounded keyset query. The reviewer's name is checked as the command line checks it
+//! is typed: each change of its text asks for the queue's first page of
+//! matches off the key loop (a substring match reads rows until it has a
+//! page), and the rows land on a later poll. The reviewer's name is checked as the command line checks it
 //! and asked once; the request that needed it carries on afterwards. The
 //! compensation form (opened by [`super::confirm`]) only gathers values:
 //! submitting it leads to a confirmation, never straight to a write.
 
-use super::super::action::{Action, Request};
-use super::super::app::{App, CompensationForm, Mode, Tone};
+use super::super::action::{Action, Resume};
+use super::super::app::{AnnotateForm, App, CompensationForm, Mode, Tone};
 use super::super::field::TextField;
 use super::confirm;
-use super::queue::{self, Anchor};
+use super::queue;
 use super::status::set_status;
+use super::triage;
 use crate::domain::normalize_name;
 use crate::domain::sanitize;
 use crate::error::{Refusal, Result};
@@ -40,9 +42,6 @@ pub(super) fn search_input(
             app.mode = Mode::Normal;
             set_search(app, searched(&input))?;
             let text = match &app.search {
-                Some(s) if app.queue.rows.is_empty() => {
-                    format!("no {} operation matches \"{s}\"", app.filter.label())
-                }
                 Some(s) => format!("search \"{s}\" in {}; Esc clears it", app.filter.label()),
                 None => "search cleared".to_string(),
             };
@@ -75,7 +74,7 @@ fn set_search(app: &mut App, search: Option<String>) -> Result<()> {
         return Ok(());
     }
     app.search = search;
-    queue::load_queue(app, Anchor::Start)
+    queue::start_search(app)
 }
 
 /// Checks a reviewer name as the command line does: blank is refused as
@@ -103,7 +102,7 @@ pub(super) fn reviewer_input(
     app: &mut App,
     mut input: TextField,
     error: Option<String>,
-    resume: Request,
+    resume: Resume,
     action: Action,
 ) -> Result<()> {
     match action {
@@ -136,7 +135,7 @@ pub(super) fn reviewer_input(
                     Tone::Plain,
                     format!("reviewing as {name}; the name is recorded with each change"),
                 );
-                return confirm::start_request(app, resume);
+                return triage::start(app, resume);
             }
             Err(reason) => {
                 app.mode = Mode::Reviewer {
@@ -186,5 +185,26 @@ pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Acti
         _ => {}
     }
     app.mode = Mode::Compensate(form);
+    Ok(())
+}
+
+/// A key in the note or escalation form; Enter records it as the
+/// reviewer, Esc leaves without writing.
+pub(super) fn annotate_input(app: &mut App, mut form: AnnotateForm, action: Action) -> Result<()> {
+    match action {
+        Action::Input(c) => {
+            form.input.insert(c);
+            form.error = None;
+        }
+        Action::Edit(edit) => form.input.edit(edit),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+            return Ok(());
+        }
+        Action::Submit => return triage::submit(app, form),
+        _ => {}
+    }
+    app.mode = Mode::Annotate(form);
     Ok(())
 }

@@ -25,7 +25,7 @@ use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act};
 use crate::domain::{CompensationRequest, Decision, Operation};
 use crate::error::{Error, Refusal, Result};
-use crate::workspace::{Classified, ReconcileRequest, Workspace};
+use crate::workspace::{Classified, ObserveRequest, ReconcileRequest, Workspace};
 
 // `Outcome` and `Done` are state (`app.rs`), since a job's result may come
 // back through the background's channel; what they say is built here.
@@ -63,6 +63,7 @@ impl Done {
             outcomes,
             closing: None,
             touched: Vec::new(),
+            unmark: true,
         }
     }
 }
@@ -110,6 +111,7 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
             which(job.op_ids())
         ),
         Job::Dispatch { op_id, .. } => format!("dispatching {op_id} to {receivers}…"),
+        Job::Observe { .. } => format!("re-reading {} at {receivers}…", which(job.op_ids())),
         Job::Approve { .. } => "approving…".to_string(),
     }
 }
@@ -156,13 +158,49 @@ fn carry_out_job(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
             Ok(Done::of("approve compensation", vec![outcome]))
         }
         Job::Dispatch { op_id, version, .. } => dispatch_one(ws, &op_id, version),
+        Job::Observe { op_ids, .. } => observe_all(ws, &op_ids, reviewer),
     }
+}
+
+/// Reads each operation's receiver again and records what it saw as the
+/// reviewer's observation (in batches, by the facade); the marks stay.
+fn observe_all(ws: &mut Workspace, op_ids: &[String], reviewer: &str) -> Result<Done> {
+    let result = ws.observe(&ObserveRequest {
+        op_ids,
+        by: reviewer,
+        ..ObserveRequest::default()
+    });
+    let outcomes = match result {
+        Ok(observed) => observed
+            .iter()
+            .map(|o| {
+                Outcome::done(
+                    &o.op_id,
+                    format!(
+                        "observed {}: {} ({} match{}), recorded as {reviewer}'s",
+                        o.op_id,
+                        o.verdict,
+                        o.matches,
+                        if o.matches == 1 { "" } else { "es" }
+                    ),
+                )
+            })
+            .collect(),
+        Err(Error::Refused(refusal)) => {
+            let op_id = op_ids.first().cloned().unwrap_or_default();
+            vec![Outcome::refused(&op_id, refusal)]
+        }
+        Err(other) => return Err(other),
+    };
+    let mut done = Done::of("re-read", outcomes);
+    done.unmark = false;
+    Ok(done)
 }
 
 /// After a job, in process or landed: its report, and a single closing
 /// snapshot shown as the snapshot on screen.
 pub(super) fn finish(app: &mut App, done: Done) -> Result<()> {
-    finish_job(app, &done.what, done.outcomes, &done.touched)?;
+    finish_job(app, &done)?;
     if let Some((classified, reviewer)) = done.closing {
         show_closing(app, classified, &reviewer);
     }
@@ -340,9 +378,10 @@ fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
 /// After a job: refresh; one operation done reports in the status line, one
 /// refused gets a refusal report, several get a report listing each. The
 /// refused ones of a bulk job stay marked.
-fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>, touched: &[String]) -> Result<()> {
+fn finish_job(app: &mut App, done: &Done) -> Result<()> {
+    let (what, outcomes, touched) = (&done.what, &done.outcomes, &done.touched);
     let bulk = outcomes.len() > 1;
-    if bulk {
+    if bulk && done.unmark {
         app.marks.retain(|id, _| {
             !outcomes
                 .iter()
@@ -361,7 +400,7 @@ fn finish_job(app: &mut App, what: &str, outcomes: Vec<Outcome>, touched: &[Stri
             return Ok(());
         }
     }
-    let (tone, report) = job_report(what, &outcomes);
+    let (tone, report) = job_report(what, outcomes);
     set_status(app, tone, report.title.clone());
     app.mode = Mode::Report(report);
     Ok(())
@@ -388,6 +427,16 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
                 outcomes.len()
             ),
         ));
+        if !refused.is_empty() {
+            let mut codes: std::collections::BTreeMap<&str, usize> = Default::default();
+            for o in &refused {
+                if let Some(r) = &o.refusal {
+                    *codes.entry(r.code()).or_default() += 1;
+                }
+            }
+            let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            lines.push((Tone::Bad, format!("refused by code: {}", codes.join(", "))));
+        }
         lines.push((Tone::Plain, String::new()));
     }
     for outcome in outcomes {
@@ -397,8 +446,9 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
     lines.push((
         Tone::Plain,
         match (stale, bulk && !refused.is_empty()) {
-            (true, _) => "The console has refreshed and shows the workspace as it is now; look \
-                          at the evidence again before deciding."
+            (true, _) => "The console has refreshed and shows the workspace as it is now (an \
+                          operation that changed since it was marked loses its mark); look at \
+                          the evidence again before deciding."
                 .to_string(),
             (false, true) => "The refused operations stay marked and unchanged.".to_string(),
             (false, false) if refused.is_empty() => String::new(),

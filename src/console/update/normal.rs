@@ -6,14 +6,15 @@
 //! and payload the reviewer saw, because that is what a bulk decision is
 //! later checked against.
 
-use super::super::action::Action;
-use super::super::app::{App, Filter, Mark, Mode, Origin, ReadState, Report, Tone};
+use super::super::action::{Action, Resume};
+use super::super::app::{App, Filter, Mark, Mode, Origin, Report, Tone};
 use super::super::field::TextField;
-use super::super::view;
-use super::background::announce_read;
+use super::super::view::{self, filter_words};
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::{fail, set_status};
+use super::triage;
+use crate::domain::{Operation, PageBound, QueueFilter};
 use crate::error::Result;
 
 /// A key in the queue.
@@ -33,6 +34,9 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
             (app.filter.index() + Filter::ORDER.len() - 1) % Filter::ORDER.len(),
         ),
         Action::Filter(index) => queue::set_filter(app, index),
+        Action::NextVerdict => queue::step_verdict(app, 1),
+        Action::PrevVerdict => queue::step_verdict(app, -1),
+        Action::NextEscalated => queue::step_escalated(app),
         Action::Search => {
             app.mode = Mode::Search {
                 input: TextField::default(),
@@ -44,7 +48,12 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
             toggle_mark(app);
             Ok(())
         }
-        Action::ReadSnapshot => read_snapshot(app),
+        Action::MarkAll => mark_all(app),
+        Action::ReadSnapshot => triage::start(app, Resume::Read),
+        Action::Reread => triage::start(app, Resume::Reread),
+        Action::Note => triage::start(app, Resume::Note),
+        Action::Escalate => triage::start(app, Resume::Escalate),
+        Action::Deescalate => triage::start(app, Resume::Deescalate),
         Action::ShowOperation => {
             show_operation(app);
             Ok(())
@@ -97,29 +106,6 @@ pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
     }
 }
 
-/// A fresh non-closing read of the selected operation, labelled as the
-/// reviewer's own. An adapter's read runs off the key loop: the status
-/// says so now, and announces the verdict when it lands.
-fn read_snapshot(app: &mut App) -> Result<()> {
-    if app.selected().is_none() {
-        set_status(app, Tone::Warn, "no operation is selected");
-        return Ok(());
-    }
-    queue::load_detail(app, Origin::Read)?;
-    if let Some(d) = &app.detail {
-        if let ReadState::Reading { .. } = d.read {
-            let text = format!(
-                "reading {} from receiver {}…",
-                d.operation.op_id, d.receiver.name
-            );
-            set_status(app, Tone::Plain, text);
-            return Ok(());
-        }
-    }
-    announce_read(app);
-    Ok(())
-}
-
 /// Esc in the queue: the search and the marks go, and the status says
 /// which.
 fn clear(app: &mut App) -> Result<()> {
@@ -163,6 +149,71 @@ fn show_operation(app: &mut App) {
     });
 }
 
+/// The most operations `v` marks at once: each mark holds the payload
+/// it was marked with, and a bulk decision reads each receiver, so a
+/// filter that shows more is narrowed first.
+pub const MAX_MARKS: usize = 100_000;
+
+/// Operations read per page while marking a whole filter.
+const MARK_PAGE: usize = 256;
+
+fn mark_of(op: &Operation) -> Mark {
+    Mark {
+        version: op.version,
+        state: op.state,
+        payload: op.payload.clone(),
+        receiver: op.receiver.clone(),
+    }
+}
+
+/// `v`: every operation the filters show, page by page through the
+/// facade (never more than a page in hand besides the marks), each marked
+/// at the version it has now. A filter that shows more than
+/// [`MAX_MARKS`] marks nothing and says so.
+fn mark_all(app: &mut App) -> Result<()> {
+    let search = app.search.clone();
+    let filter = QueueFilter {
+        search: search.as_deref(),
+        ..app.queue_filter()
+    };
+    let mut found: Vec<Operation> = Vec::new();
+    loop {
+        let bound = match found.last() {
+            Some(last) => PageBound::After(&last.op_id),
+            None => PageBound::Start,
+        };
+        let page = app.ws.queue_page(filter, bound, MARK_PAGE)?;
+        let done = page.len() < MARK_PAGE;
+        found.extend(page);
+        if found.len() > MAX_MARKS {
+            let text = format!(
+                "nothing marked: the filter shows more than {MAX_MARKS} operations; narrow it \
+                 (f verdict, ! escalation, / search) first"
+            );
+            set_status(app, Tone::Warn, text);
+            return Ok(());
+        }
+        if done {
+            break;
+        }
+    }
+    let before = app.marks.len();
+    let shown = found.len();
+    for op in &found {
+        app.marks.insert(op.op_id.clone(), mark_of(op));
+    }
+    let new = app.marks.len() - before;
+    let text = format!(
+        "marked all {shown} operation{} the filter shows ({}; {new} newly), each at its \
+         current version; {} marked in all: x, c or n applies to every mark",
+        if shown == 1 { "" } else { "s" },
+        filter_words(app),
+        app.marks.len()
+    );
+    set_status(app, Tone::Plain, text);
+    Ok(())
+}
+
 fn toggle_mark(app: &mut App) {
     let Some(op) = app.selected().cloned() else {
         set_status(app, Tone::Warn, "no operation is selected");
@@ -172,15 +223,7 @@ fn toggle_mark(app: &mut App) {
         let text = format!("unmarked {}; {} marked", op.op_id, app.marks.len());
         set_status(app, Tone::Plain, text);
     } else {
-        app.marks.insert(
-            op.op_id.clone(),
-            Mark {
-                version: op.version,
-                state: op.state,
-                payload: op.payload.clone(),
-                receiver: op.receiver.clone(),
-            },
-        );
+        app.marks.insert(op.op_id.clone(), mark_of(&op));
         let text = format!(
             "marked {} at version {}; {} marked: x, c or n applies to all of them",
             op.op_id,

@@ -11,11 +11,13 @@
 //! off the key loop (started here, landed by `background`), and its
 //! verdict shows when the read lands; a read that cannot start says why.
 
-use super::super::app::{App, Detail, Filter, Origin, ReadErrand, ReadState, Shown, Tone};
+use super::super::app::{
+    App, Detail, Filter, Origin, ReadErrand, ReadState, SearchErrand, Shown, Tone,
+};
 use super::super::view;
 use super::status::set_status;
-use crate::domain::{differing_paths, Operation, PageBound, QueueFilter};
-use crate::error::Result;
+use crate::domain::{differing_paths, Operation, PageBound};
+use crate::error::{Result, StoreError};
 use crate::receiver::BUILTIN_NAME;
 use crate::workspace::Classified;
 
@@ -33,16 +35,19 @@ pub(super) enum Anchor {
     },
 }
 
-fn queue_filter(app: &App) -> QueueFilter<'_> {
-    QueueFilter {
-        state: app.filter.state(),
-        search: app.search.as_deref(),
-        ..QueueFilter::default()
-    }
+fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
+    app.ws.queue_page(app.queue_filter(), bound, limit)
 }
 
-fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
-    app.ws.queue_page(queue_filter(app), bound, limit)
+/// Counts what a verdict or escalation filter selects (one index range),
+/// so the title keeps the position under every filter.
+fn count_filter(app: &mut App) -> Result<()> {
+    app.filter_count = if app.triage_filtered() {
+        Some(app.ws.queue_count(app.queue_filter())?)
+    } else {
+        None
+    };
+    Ok(())
 }
 
 /// The page on screen as an anchor; `kept` says whether the operations
@@ -65,6 +70,7 @@ pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
 /// Loads one screenful at the anchor, filling it from above near the end of
 /// the list, and reloads the selected operation's detail.
 fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
+    count_filter(app)?;
     let height = app.queue.height.max(1);
     let (mut rows, mut cursor, mut offset) = match &anchor {
         Anchor::Start => (page(app, PageBound::Start, height)?, 0, Some(0)),
@@ -111,10 +117,7 @@ fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
 /// The offset of a page that ends at the filter's last row, from the
 /// filter's count; a search has no count.
 fn offset_at_end(app: &App) -> Option<usize> {
-    if app.search.is_some() {
-        return None;
-    }
-    let count = usize::try_from(app.count(app.filter)).ok()?;
+    let count = usize::try_from(app.shown_count()?).ok()?;
     count.checked_sub(app.queue.rows.len())
 }
 
@@ -210,6 +213,61 @@ pub(super) fn set_filter(app: &mut App, index: usize) -> Result<()> {
     load_queue(app, Anchor::Start)
 }
 
+/// Shows the queue under its search from the first match. A substring
+/// match reads rows until it has a page (at 60,000 operations a search
+/// that matches nothing took 75-110 ms), so it runs off the key loop and
+/// its rows land on a later poll; meanwhile the filter line says it is
+/// searching. With no search the queue is one indexed page, read here.
+pub(super) fn start_search(app: &mut App) -> Result<()> {
+    let Some(errand) = app.search_errand() else {
+        app.searching = None;
+        return load_queue(app, Anchor::Start);
+    };
+    app.searching = Some(errand.text.clone());
+    app.background.search(errand).map_err(StoreError::from)?;
+    Ok(())
+}
+
+/// A search that came back: shown only while the queue still asks for
+/// exactly it (a newer one typed meanwhile lands after it).
+pub(super) fn land_search(
+    app: &mut App,
+    errand: SearchErrand,
+    result: Result<Vec<Operation>>,
+) -> Result<()> {
+    if app.search_errand().as_ref() != Some(&errand) {
+        return Ok(());
+    }
+    app.searching = None;
+    app.queue.rows = result?;
+    app.queue.cursor = 0;
+    app.queue.offset = Some(0);
+    selection_changed(app, Origin::Selected)
+}
+
+/// Steps the verdict filter by `step` (1 or -1) through its order.
+pub(super) fn step_verdict(app: &mut App, step: isize) -> Result<()> {
+    let steps = super::super::app::verdict_filters();
+    let at = steps
+        .iter()
+        .position(|f| *f == app.verdict_filter)
+        .unwrap_or(0);
+    let len = steps.len();
+    let next = (at + len).wrapping_add_signed(step) % len;
+    app.verdict_filter = steps[next];
+    load_queue(app, Anchor::Start)
+}
+
+/// Steps the escalation filter: any, escalated only, not escalated.
+pub(super) fn step_escalated(app: &mut App) -> Result<()> {
+    app.escalated_filter = match app.escalated_filter {
+        None => Some(true),
+        Some(true) => Some(false),
+        Some(false) => None,
+    };
+    load_queue(app, Anchor::Start)
+}
+
 pub(super) fn resize(app: &mut App, width: u16, height: u16) -> Result<()> {
     app.width = width;
     app.height = height;
@@ -235,21 +293,26 @@ pub(super) fn selection_changed(app: &mut App, origin: Origin) -> Result<()> {
     load_detail(app, origin)
 }
 
-/// Loads the selected operation's record, evidence, approvals, closure and
-/// receiver, and a fresh non-closing read of it: in process from the
-/// built-in ledger, off the key loop from an adapter. An adapter's read
-/// costs a process, so a reload that finds the same operation at the same
-/// version keeps the read it has (or is waiting for); a selection of
-/// another operation, a new version, or the read key reads again.
+/// Loads the selected operation's record, evidence, approvals, closure,
+/// triage history and receiver, and a fresh non-closing read of it: in
+/// process from the built-in ledger, off the key loop from an adapter. An
+/// adapter's read costs a process, so a reload that finds the same
+/// operation at the same version keeps the read it has (or is waiting
+/// for); a selection of another operation, a new version, or the read key
+/// reads again. The read key's read is recorded as the reviewer's
+/// observation; every other read is shown only.
 pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     let Some(op_id) = app.selected().map(|o| o.op_id.clone()) else {
         app.detail = None;
         return Ok(());
     };
+    let record_as = app.reviewer.clone().filter(|_| origin == Origin::Read);
     let shown_detail = app.ws.show(&op_id)?;
     let receiver = app.ws.registration_of(&shown_detail.operation)?;
+    let mut recorded = false;
     let (operation, read) = if receiver.name == BUILTIN_NAME {
-        let classified = app.ws.snapshot(&op_id, None)?;
+        let classified = app.ws.snapshot_by(&op_id, None, record_as.as_deref())?;
+        recorded = classified.observation.is_some();
         let read = ReadState::Shown(shown(
             &classified.operation,
             classified.clone(),
@@ -274,7 +337,14 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         evidence: shown_detail.evidence,
         approvals: shown_detail.approvals,
         read,
+        notes: shown_detail.notes,
+        closes: shown_detail.closes,
+        escalations: shown_detail.escalations,
+        observations: shown_detail.observations.len(),
     });
+    if recorded {
+        reload_row(app, &op_id)?;
+    }
     if reading {
         let receiver = app.detail.as_ref().map(|d| d.receiver.name.clone());
         start_read(
@@ -283,8 +353,26 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
                 op_id,
                 receiver: receiver.unwrap_or_default(),
                 origin,
+                record_as,
             },
         );
+    }
+    Ok(())
+}
+
+/// After an observation was recorded: the operation's row (its latest
+/// verdict and when it was seen) and the detail's count of observations,
+/// read again. The version is the same, so nothing else moves.
+pub(super) fn reload_row(app: &mut App, op_id: &str) -> Result<()> {
+    let Some(fresh) = app.ws.operation(op_id)? else {
+        return Ok(());
+    };
+    if let Some(row) = app.queue.rows.iter_mut().find(|r| r.op_id == op_id) {
+        *row = fresh.clone();
+    }
+    if let Some(d) = app.detail.as_mut().filter(|d| d.operation.op_id == op_id) {
+        d.observations += 1;
+        d.operation = fresh;
     }
     Ok(())
 }
@@ -325,6 +413,7 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
 /// operations before it are the same.
 pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>) -> Result<()> {
     app.counts = app.ws.counts()?;
+    drop_stale_marks(app)?;
     let outside = app.ws.data_version()?.0 != app.seen_version.0;
     let top = app.queue.rows.first().map(|r| r.op_id.as_str());
     let kept = match (touched, top) {
@@ -334,6 +423,48 @@ pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>)
     let anchor = current_anchor(app, kept);
     load_queue_as(app, anchor, origin)?;
     app.seen_version = app.ws.data_version()?;
+    Ok(())
+}
+
+/// A mark never outlives a change: a marked operation whose version is no
+/// longer the marked one (or that is gone) loses its mark, and the status
+/// line says which. One indexed read per mark, on a refresh only.
+fn drop_stale_marks(app: &mut App) -> Result<()> {
+    let mut dropped = Vec::new();
+    for (op_id, mark) in &app.marks {
+        let now = app.ws.operation(op_id)?;
+        if now.as_ref().is_none_or(|op| op.version != mark.version) {
+            let found = now.map_or("gone".to_string(), |op| {
+                format!("{} at version {}", op.state, op.version)
+            });
+            dropped.push((op_id.clone(), mark.version, found));
+        }
+    }
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    for (op_id, ..) in &dropped {
+        app.marks.remove(op_id);
+    }
+    let named: Vec<String> = dropped
+        .iter()
+        .take(3)
+        .map(|(id, was, now)| format!("{id} (marked at version {was}, now {now})"))
+        .collect();
+    let more = dropped.len().saturating_sub(3);
+    let text = format!(
+        "{} mark{} dropped, changed since marked: {}{}; {} still marked",
+        dropped.len(),
+        if dropped.len() == 1 { "" } else { "s" },
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        app.marks.len()
+    );
+    set_status(app, Tone::Warn, text);
     Ok(())
 }
 
@@ -372,6 +503,7 @@ pub(super) fn shown(op: &Operation, classified: Classified, origin: Origin) -> S
         .map(|m| differing_paths(&op.payload, &m.payload))
         .collect();
     Shown {
+        recorded: classified.observation.is_some(),
         snapshot: classified.snapshot,
         verdict: classified.verdict,
         origin,

@@ -1,38 +1,46 @@
-//! The evidence history of the selected operation: every recorded state
-//! change out of `unknown` (receipts and reviews, with reviewer, decision,
-//! verdict and versions), its compensation approvals, and the receiver's
-//! close tombstone.
+//! The history of the selected operation, with times: every recorded
+//! state change out of `unknown` (receipts and reviews, with reviewer,
+//! decision, verdict and versions), its closes, notes and escalations in
+//! the order they happened, its compensation approvals, and how many
+//! observations were recorded.
 
 use super::super::app::{App, Detail};
 use super::super::text::{clean, wrap_hanging};
 use super::panel::{block, frame_rows, Edges, Need};
+use crate::domain::{EscalationAction, Timestamp};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 
-/// The history as plain lines, oldest first; the unabridged view (`p`)
-/// shows them all.
+/// A time as the history shows it: the day and the minute, UTC
+/// (`12-03 08:15Z`); the unabridged view and `recon show` have the rest.
+fn when(at: Timestamp) -> String {
+    let text = at.to_string();
+    match (text.get(5..10), text.get(11..16)) {
+        (Some(day), Some(minute)) => format!("{day} {minute}Z"),
+        _ => text,
+    }
+}
+
+/// The history as plain lines, oldest first, each with its time: the
+/// recorded state changes (receipts and reviews, with reviewer, decision,
+/// verdict and versions), the closes, the notes and the escalation
+/// marker's changes, in the order they happened (by time, then by their
+/// journal entry); then the compensation approvals, and the count of
+/// recorded observations. The unabridged view (`p`) shows them all.
 pub(super) fn history_lines(d: &Detail) -> Vec<String> {
+    let timed = timed_lines(d);
+    // The count first: the panel keeps the newest lines when short.
     let mut out = Vec::new();
-    for e in &d.evidence {
-        let who = match &e.reviewer {
-            Some(name) => format!("review by {}", clean(name)),
-            None => "receipt from the receiver".to_string(),
-        };
+    if d.observations > 0 {
         out.push(format!(
-            "#{} {who}: {}{} · v{}→v{}{}",
-            e.seq,
-            e.decision,
-            e.verdict.map(|v| format!(" on {v}")).unwrap_or_default(),
-            e.from_version,
-            e.to_version,
-            e.effect_id
-                .as_deref()
-                .map(|fx| format!(" · effect {}", clean(fx)))
-                .unwrap_or_default()
+            "{} observation{} recorded (p, recon show)",
+            d.observations,
+            if d.observations == 1 { "" } else { "s" }
         ));
     }
+    out.extend(timed);
     for a in &d.approvals {
         out.push(format!(
             "approval: {} compensates {} of {} · action {} · by {} at v{}",
@@ -44,7 +52,7 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
             a.approved_version
         ));
     }
-    if let Some(c) = &d.closure {
+    if let (Some(c), true) = (&d.closure, d.closes.is_empty()) {
         out.push(format!(
             "receiver closed it, authorized by {} ({} effect{} at close)",
             clean(&c.authorized_by),
@@ -56,6 +64,66 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
         out.push("nothing recorded yet".to_string());
     }
     out
+}
+
+/// The entries with a time, in the order they happened: by time, then
+/// by journal entry; a close comes before what was decided on it at the
+/// same instant.
+fn timed_lines(d: &Detail) -> Vec<String> {
+    let mut timed: Vec<(Timestamp, i64, String)> = Vec::new();
+    for e in &d.evidence {
+        let who = match &e.reviewer {
+            Some(name) => format!("review by {}", clean(name)),
+            None => "receipt from the receiver".to_string(),
+        };
+        let line = format!(
+            "{} #{} {who}: {}{} · v{}→v{}{}",
+            when(e.recorded_at),
+            e.seq,
+            e.decision,
+            e.verdict.map(|v| format!(" on {v}")).unwrap_or_default(),
+            e.from_version,
+            e.to_version,
+            e.effect_id
+                .as_deref()
+                .map(|fx| format!(" · effect {}", clean(fx)))
+                .unwrap_or_default()
+        );
+        timed.push((e.recorded_at, e.journal_seq, line));
+    }
+    for c in &d.closes {
+        let line = format!(
+            "{} closed at receiver {}, authorized by {}",
+            when(c.closed_at),
+            clean(&c.receiver),
+            clean(&c.authorized_by)
+        );
+        timed.push((c.closed_at, -1, line));
+    }
+    for n in &d.notes {
+        let line = format!(
+            "{} note by {}: {}",
+            when(n.at),
+            clean(&n.by),
+            clean(&n.text)
+        );
+        timed.push((n.at, n.seq, line));
+    }
+    for e in &d.escalations {
+        let verb = match e.action {
+            EscalationAction::Escalate => "escalated",
+            EscalationAction::Deescalate => "deescalated",
+        };
+        let line = format!(
+            "{} {verb} by {}: {}",
+            when(e.at),
+            clean(&e.by),
+            clean(&e.reason)
+        );
+        timed.push((e.at, e.seq, line));
+    }
+    timed.sort_by_key(|(at, seq, _)| (*at, *seq));
+    timed.into_iter().map(|(_, _, line)| line).collect()
 }
 
 fn wrapped(d: &Detail, width: usize) -> Vec<String> {
@@ -77,7 +145,7 @@ pub fn need(app: &App, width: usize) -> Need {
 
 pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
     let theme = &app.theme;
-    let title = Line::styled(" Evidence history ", theme.heading());
+    let title = Line::styled(" History ", theme.heading());
     let Some(d) = app.selected_detail() else {
         block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
         return;

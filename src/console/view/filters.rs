@@ -2,7 +2,9 @@
 //! the trigger-maintained counts, so free at any size), the search being
 //! typed or applied, and how many operations are marked.
 
-use super::super::app::{App, Filter, Mode};
+use super::super::action::Action;
+use super::super::app::{verdict_filter_label, App, Filter, Mode};
+use super::super::bindings::{bindings, Context};
 use super::super::text::clean;
 use super::field::field_spans;
 use ratatui::buffer::Buffer;
@@ -10,18 +12,84 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
+/// The state tabs, in the shortest form that leaves `room` columns for
+/// what follows them: every tab with its count, then the other tabs
+/// without theirs, then the other tabs by their key alone.
+fn tabs(app: &App, room: usize, width: usize) -> Vec<Span<'static>> {
     let theme = &app.theme;
-    let mut spans = vec![Span::raw(" ")];
-    for (i, filter) in Filter::ORDER.iter().enumerate() {
-        let text = format!("{} {} {}", i + 1, filter.label(), app.count(*filter));
-        if *filter == app.filter {
-            spans.push(Span::styled(format!("[{text}]"), theme.tab_active()));
-        } else {
-            spans.push(Span::styled(format!(" {text} "), theme.tab()));
+    let mut forms = Vec::new();
+    for detail in 0..3 {
+        let mut spans = vec![Span::raw(" ")];
+        for (i, filter) in Filter::ORDER.iter().enumerate() {
+            let count = app.count(*filter);
+            if *filter == app.filter {
+                let text = format!("{} {} {count}", i + 1, filter.label());
+                spans.push(Span::styled(format!("[{text}]"), theme.tab_active()));
+            } else {
+                let text = match detail {
+                    0 => format!("{} {} {count}", i + 1, filter.label()),
+                    1 => format!("{} {}", i + 1, filter.label()),
+                    _ => format!("{}", i + 1),
+                };
+                spans.push(Span::styled(format!(" {text} "), theme.tab()));
+            }
+            spans.push(Span::raw(" "));
         }
+        forms.push(spans);
+    }
+    let last = forms.len() - 1;
+    forms
+        .into_iter()
+        .enumerate()
+        .find(|(i, spans)| Line::from(spans.clone()).width() + room <= width || *i == last)
+        .map(|(_, spans)| spans)
+        .unwrap_or_default()
+}
+
+/// The verdict and escalation filters when they are on, with their keys.
+fn triage_filters(app: &App) -> Vec<Span<'static>> {
+    let theme = &app.theme;
+    let mut spans = Vec::new();
+    if let Some(v) = app.verdict_filter {
+        spans.push(Span::styled(
+            format!(
+                "[{} verdict {}]",
+                key_of(Action::NextVerdict),
+                verdict_filter_label(v)
+            ),
+            theme.tab_active(),
+        ));
         spans.push(Span::raw(" "));
     }
+    if let Some(escalated) = app.escalated_filter {
+        let words = if escalated {
+            "escalated"
+        } else {
+            "not escalated"
+        };
+        spans.push(Span::styled(
+            format!("[{} {words}]", key_of(Action::NextEscalated)),
+            theme.tab_active(),
+        ));
+        spans.push(Span::raw(" "));
+    }
+    spans
+}
+
+/// The first key the table binds to a queue action.
+fn key_of(action: Action) -> String {
+    bindings(Context::Queue)
+        .find(|b| b.action == action)
+        .map(|b| b.key_names())
+        .unwrap_or_default()
+}
+
+pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let extra = triage_filters(app);
+    let room = Line::from(extra.clone()).width();
+    let mut spans = tabs(app, room, usize::from(area.width));
+    spans.extend(extra);
     match (&app.mode, &app.search) {
         (Mode::Search { input, .. }, _) => {
             spans.push(Span::styled(" search: ", theme.heading()));
@@ -35,6 +103,9 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
             spans.push(Span::raw(format!("\"{}\" (Esc clears)", clean(search))));
         }
         _ => {}
+    }
+    if app.searching.is_some() {
+        spans.push(Span::styled("  searching…", theme.warn()));
     }
     if !app.marks.is_empty() {
         spans.push(Span::styled(

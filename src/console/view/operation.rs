@@ -34,6 +34,13 @@ fn header(d: &Detail) -> Vec<String> {
     if let Some(effect) = &op.confirmed_effect_id {
         lines.push(format!("confirmed effect {}", clean(effect)));
     }
+    if let Some(e) = &op.triage.escalated {
+        lines.push(format!(
+            "ESCALATED by {}: {}",
+            clean(&e.by),
+            clean(&e.reason)
+        ));
+    }
     lines.push("payload:".to_string());
     lines
 }
@@ -44,7 +51,7 @@ pub fn operation_text(d: &Detail) -> Vec<String> {
     let mut lines = header(d);
     lines.extend(json_lines(&d.operation.payload).into_iter().map(|l| l.text));
     lines.push(String::new());
-    lines.push("evidence history:".to_string());
+    lines.push("history:".to_string());
     lines.extend(super::evidence::history_lines(d));
     lines
 }

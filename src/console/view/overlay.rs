@@ -4,7 +4,9 @@
 //! (refusals in words with their code, bulk results).
 
 use super::super::action::Action;
-use super::super::app::{App, CompensationForm, Filter, Mode, Pending, Report, Tone};
+use super::super::app::{
+    AnnotateForm, Annotation, App, CompensationForm, Filter, Mode, Pending, Report, Tone,
+};
 use super::super::bindings::{bindings, Binding, Context};
 use super::super::field::TextField;
 use super::super::text::{clean, wrap, wrap_hanging};
@@ -25,6 +27,7 @@ pub fn render_overlay(app: &App, area: Rect, buf: &mut Buffer) {
             render_reviewer(app, input, error.as_deref(), area, buf)
         }
         Mode::Compensate(form) => render_form(app, form, area, buf),
+        Mode::Annotate(form) => render_annotate(app, form, area, buf),
         Mode::Report(report) => render_report(app, report, area, buf),
     }
 }
@@ -120,7 +123,13 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
         lines.push(Line::raw(""));
     }
     for note in [
-        "In the queue, > is the cursor and * a mark. In a snapshot, ≠ marks a payload field \
+        "In the queue, > is the cursor, * a mark and ! an escalated operation; verdict is the \
+         latest recorded observation's (never: none recorded), seen how long ago it was \
+         recorded, age the time since the operation's state or version last changed. A narrow \
+         queue writes verdicts short: dups (duplicate_matches), payload (payload_mismatch), \
+         scope (action_scope_mismatch), unique (unique_exact_match), exists \
+         (exact_match_existence_only), absent (terminal_absence), unsure (inconclusive), and \
+         obs for seen. In a snapshot, ≠ marks a payload field \
          that differs from the operation's payload. Untrusted text shows control characters \
          as escapes (\\x1b, \\u{202e}).",
         "A decision is always checked against the version on screen; if another reviewer or \
@@ -295,6 +304,60 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
     ));
     let block = frame(theme, " Approve compensation ".to_string());
     render_box(area, buf, block, lines, width, 0);
+}
+
+/// The note or escalation form: what Enter records, for which operation,
+/// and as whom, then the one text field.
+fn render_annotate(app: &App, form: &AnnotateForm, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).min(80);
+    let inner = usize::from(width.saturating_sub(2));
+    let who = app.reviewer.as_deref().map(clean).unwrap_or_default();
+    let op = clean(&form.op_id);
+    let (title, label, what) = form.kind.words();
+    let intro = match form.kind {
+        Annotation::Note => format!(
+            "A note on {op}, kept in its history with your name ({who}) and the time. It \
+             changes nothing else."
+        ),
+        Annotation::Escalate => format!(
+            "Escalate {op} to people who can decide what recon cannot, as {who}. It stays \
+             unknown and every rule still applies; a decision clears the marker."
+        ),
+        Annotation::Deescalate => {
+            format!("Lower the escalation marker of {op}, as {who}. The history keeps both.")
+        }
+    };
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    wrapped(&intro, inner, Style::new(), &mut lines);
+    lines.push(Line::raw(""));
+    let mut field = vec![Span::styled(format!("{label}: "), theme.label())];
+    field.extend(field_spans(
+        theme,
+        &form.input,
+        inner.saturating_sub(label.len() + 2),
+        true,
+    ));
+    lines.push(Line::from(field));
+    if let Some(error) = &form.error {
+        lines.push(Line::raw(""));
+        wrapped(error, inner, theme.bad(), &mut lines);
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        format!("Enter: record {what} as {who}   Esc: cancel, nothing is written"),
+        theme.note(),
+    ));
+    let block = frame(theme, format!(" {} {op} ", capitalized(title)));
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {

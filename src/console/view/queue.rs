@@ -1,11 +1,14 @@
-//! The queue: one screenful of operations in op id order, the cursor, and
-//! the bulk-triage marks. The rows are exactly the page `update` read, so
-//! the view never needs more than what fits.
+//! The queue: one screenful of operations in op id order, the cursor, the
+//! bulk-triage marks and the escalation markers, and per row the latest
+//! recorded verdict, how long ago it was seen and the operation's age,
+//! measured at the time `update` last took from the workspace's clock. The
+//! rows are exactly the page `update` read, so the view never needs more
+//! than what fits.
 
-use super::super::app::App;
-use super::super::text::{clean, fit, fit_middle};
+use super::super::app::{verdict_filter_label, App};
+use super::super::text::{age_short, clean, fit, fit_middle};
 use super::panel::{block, Edges};
-use crate::domain::Operation;
+use crate::domain::{Operation, Verdict};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -13,8 +16,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use unicode_width::UnicodeWidthStr;
 
 /// How the queue sits on the screen: its frame, and whether it has a row
-/// of column heads (not in the short list of a small screen, where each
-/// column speaks for itself).
+/// of column heads (every layout has them now that a row carries ages).
 #[derive(Debug, Clone, Copy)]
 pub struct Layout {
     pub edges: Edges,
@@ -57,23 +59,38 @@ pub fn render_queue(app: &App, area: Rect, buf: &mut Buffer, layout: Layout) {
     table.render(area, buf);
 }
 
-/// The title: the filter, the search, and where the cursor is (`59 of
+/// The filters in words: the state, then a verdict and an escalation
+/// filter when they are on (`unknown, never, escalated`).
+pub fn filter_words(app: &App) -> String {
+    let mut words = app.filter.label().to_string();
+    if let Some(v) = app.verdict_filter {
+        words.push_str(", ");
+        words.push_str(verdict_filter_label(v));
+    }
+    match app.escalated_filter {
+        Some(true) => words.push_str(", escalated"),
+        Some(false) => words.push_str(", not escalated"),
+        None => {}
+    }
+    words
+}
+
+/// The title: the filters, the search, and where the cursor is (`59 of
 /// 100008`; with a search, which match; the count alone while the position
 /// is not known), in the longest form that fits.
 fn title(app: &App, width: usize) -> String {
-    let filter = app.filter.label();
-    let count = app.count(app.filter);
-    let (at, tail) = match (&app.search, app.queue.position()) {
-        (None, Some(position)) => {
+    let filter = filter_words(app);
+    let (at, tail) = match (app.shown_count(), app.queue.position()) {
+        (Some(count), Some(position)) => {
             let at = format!("{position} of {count}");
             (at.clone(), format!(" · {at}"))
         }
-        (None, None) => (count.to_string(), format!(" ({count})")),
-        (Some(_), Some(position)) => {
+        (Some(count), None) => (count.to_string(), format!(" ({count})")),
+        (None, Some(position)) => {
             let at = format!("match {position}");
             (at.clone(), format!(" · {at}"))
         }
-        (Some(_), None) => (String::new(), String::new()),
+        (None, None) => (String::new(), String::new()),
     };
     let mut forms = Vec::new();
     if let Some(search) = &app.search {
@@ -98,10 +115,10 @@ fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
     let text = match &app.search {
         Some(s) => format!(
             "No {} operation matches \"{}\".",
-            app.filter.label(),
+            filter_words(app),
             clean(s)
         ),
-        None => format!("No {} operations.", app.filter.label()),
+        None => format!("No {} operations.", filter_words(app)),
     };
     Paragraph::new(vec![
         Line::raw(""),
@@ -109,6 +126,21 @@ fn render_empty(app: &App, block: Block<'_>, area: Rect, buf: &mut Buffer) {
     ])
     .block(block)
     .render(area, buf);
+}
+
+/// A verdict in at most 7 columns, for a queue too narrow for its name;
+/// the help lists each short name beside the verdict it stands for.
+pub fn verdict_short(verdict: Option<Verdict>) -> &'static str {
+    match verdict {
+        None => "never",
+        Some(Verdict::DuplicateMatches) => "dups",
+        Some(Verdict::PayloadMismatch) => "payload",
+        Some(Verdict::ActionScopeMismatch) => "scope",
+        Some(Verdict::UniqueExactMatch) => "unique",
+        Some(Verdict::ExactMatchExistenceOnly) => "exists",
+        Some(Verdict::TerminalAbsence) => "absent",
+        Some(Verdict::Inconclusive) => "unsure",
+    }
 }
 
 /// The table's columns for the rows on screen and the width they have.
@@ -119,20 +151,27 @@ struct Columns {
     show_state: bool,
     show_version: bool,
     show_action: bool,
+    /// The latest verdict's whole name, or its short form.
+    full_verdict: bool,
     /// What the longest visible action kind needs, up to a cap.
     action_width: usize,
     /// The op id column takes the rest.
     id_width: usize,
 }
 
+/// Below this many columns an op id is cut harder than the optional
+/// columns are worth.
+const ID_ROOM: usize = 26;
+
 impl Columns {
-    /// The op id always; the state when the filter mixes states; the
-    /// version and the action kind as the width allows.
+    /// The op id, the latest verdict, when it was observed and the
+    /// operation's age always; the state when the filter mixes states;
+    /// then the verdict's whole name, the action kind and the version, in
+    /// that order, while the op id keeps [`ID_ROOM`] columns.
     fn fit(app: &App, inner_width: u16) -> Columns {
+        let inner = usize::from(inner_width);
         let show_state = app.filter.state().is_none();
-        let show_version = inner_width >= 36;
-        let show_action = inner_width >= 44;
-        let cap = if inner_width >= 64 { 24 } else { 14 };
+        let cap = if inner >= 64 { 24 } else { 14 };
         let action_width = app
             .queue
             .rows
@@ -141,13 +180,39 @@ impl Columns {
             .max()
             .unwrap_or(0)
             .clamp(6, cap);
+        let full_width = app
+            .queue
+            .rows
+            .iter()
+            .map(|op| verdict_name(op).width())
+            .max()
+            .unwrap_or(0)
+            .max(7);
+        // Ages are 3 columns wide (`<1m`, `59m`, `23h`, `9d`) and get a
+        // fourth (`120d`) when the queue is not at its narrowest.
+        let age_width = if inner < 40 { 3 } else { 4 };
+        // lead, verdict (short), seen, age, and the spaces between them and
+        // the op id.
+        let mut used = 3 + 7 + 2 * age_width + 4;
+        if show_state {
+            used += 12;
+        }
+        let mut room = |extra: usize| {
+            let fits = inner >= used + extra + ID_ROOM;
+            if fits {
+                used += extra;
+            }
+            fits
+        };
+        let full_verdict = room(full_width - 7);
+        let show_action = room(action_width + 1);
+        let show_version = room(5);
         let mut header = vec!["", "op id"];
-        let mut widths = vec![Constraint::Length(2), Constraint::Fill(1)];
+        let mut widths = vec![Constraint::Length(3), Constraint::Fill(1)];
+        let length = |n: usize| Constraint::Length(u16::try_from(n).unwrap_or(u16::MAX));
         if show_action {
             header.push("action");
-            widths.push(Constraint::Length(
-                u16::try_from(action_width).unwrap_or(18),
-            ));
+            widths.push(length(action_width));
         }
         if show_state {
             header.push("state");
@@ -157,6 +222,9 @@ impl Columns {
             header.push("ver");
             widths.push(Constraint::Length(4));
         }
+        header.extend(["verdict", if age_width < 4 { "obs" } else { "seen" }, "age"]);
+        widths.push(length(if full_verdict { full_width } else { 7 }));
+        widths.extend([length(age_width), length(age_width)]);
         let fixed: usize = widths
             .iter()
             .map(|w| match w {
@@ -164,28 +232,36 @@ impl Columns {
                 _ => 0,
             })
             .sum();
-        let id_width = usize::from(inner_width).saturating_sub(fixed + widths.len() - 1);
+        let id_width = inner.saturating_sub(fixed + widths.len() - 1);
         Columns {
             header,
             widths,
             show_state,
             show_version,
             show_action,
+            full_verdict,
             action_width,
             id_width,
         }
     }
 
     /// One operation's row. An id cut to fit loses its middle, not its end,
-    /// so ids that differ only at the end still differ here.
+    /// so ids that differ only at the end still differ here. The lead says
+    /// in characters what colours also say: `>` the cursor, `*` a mark,
+    /// `!` an escalated operation.
     fn row(&self, app: &App, i: usize, op: &Operation) -> Row<'static> {
         let theme = &app.theme;
         let selected = i == app.queue.cursor;
         let marked = app.marks.contains_key(&op.op_id);
         let lead = format!(
-            "{}{}",
+            "{}{}{}",
             if selected { ">" } else { " " },
-            if marked { "*" } else { " " }
+            if marked { "*" } else { " " },
+            if op.triage.escalated.is_some() {
+                "!"
+            } else {
+                " "
+            }
         );
         let mut cells = vec![
             Cell::from(Span::styled(lead, theme.marked())),
@@ -203,6 +279,18 @@ impl Columns {
         if self.show_version {
             cells.push(Cell::from(format!("v{}", op.version)));
         }
+        let latest = op.triage.latest_observation.as_ref();
+        let verdict = if self.full_verdict {
+            verdict_name(op)
+        } else {
+            verdict_short(latest.map(|l| l.verdict))
+        };
+        cells.push(Cell::from(verdict));
+        cells.push(Cell::from(match latest {
+            Some(l) => age_short(app.now.since(l.observed_at)),
+            None => "-".to_string(),
+        }));
+        cells.push(Cell::from(age_short(app.now.since(op.triage.updated_at))));
         let row = Row::new(cells);
         if selected {
             row.style(theme.selected())
@@ -210,4 +298,12 @@ impl Columns {
             row
         }
     }
+}
+
+/// The latest verdict's whole name, or `never`.
+fn verdict_name(op: &Operation) -> &'static str {
+    op.triage
+        .latest_observation
+        .as_ref()
+        .map_or("never", |l| l.verdict.as_str())
 }

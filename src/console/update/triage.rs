@@ -1,0 +1,176 @@
+//! The triage acts that record who did them besides the decisions: the
+//! reviewer's own read (the read key), a re-read of the marked operations
+//! (or of the rows on screen), a note, and the escalation marker.
+//!
+//! Each asks for the reviewer's name once, as a request does, and none of
+//! them changes an operation's state or version, so none goes through a
+//! confirmation: a read records what the receiver showed, a note is kept
+//! in the history, and a marker can be lowered again (the history keeps
+//! both). A refusal (`not_unknown`, `already_escalated`, `not_escalated`)
+//! is shown with its code before any form opens, and again if another
+//! process got there first while the reason was typed.
+//!
+//! This module sits above `confirm` (a request resumed after the name
+//! prompt goes there) and below `forms` and `normal`, which start these
+//! acts.
+
+use super::super::action::Resume;
+use super::super::app::{AnnotateForm, Annotation, App, Job, Mode, Origin, ReadState, Tone};
+use super::super::field::TextField;
+use super::background::announce_read;
+use super::confirm;
+use super::jobs;
+use super::queue;
+use super::status::set_status;
+use crate::domain::EscalationAction;
+use crate::error::{Error, Result};
+
+/// Starts an act that records the reviewer's name, asking for the name
+/// first when it is not set; the prompt carries on here afterwards.
+pub(super) fn start(app: &mut App, what: Resume) -> Result<()> {
+    if let Resume::Request(request) = what {
+        return confirm::start_request(app, request);
+    }
+    if app.selected().is_none() {
+        set_status(app, Tone::Warn, "no operation is selected");
+        return Ok(());
+    }
+    if app.reviewer.is_none() {
+        app.mode = Mode::Reviewer {
+            input: TextField::default(),
+            error: None,
+            resume: what,
+        };
+        return Ok(());
+    }
+    match what {
+        Resume::Request(_) => Ok(()),
+        Resume::Read => read_snapshot(app),
+        Resume::Reread => reread(app),
+        Resume::Note => open_form(app, Annotation::Note),
+        Resume::Escalate => open_form(app, Annotation::Escalate),
+        Resume::Deescalate => open_form(app, Annotation::Deescalate),
+    }
+}
+
+/// A fresh non-closing read of the selected operation, labelled as the
+/// reviewer's own and recorded as their observation. An adapter's read
+/// runs off the key loop: the status says so now, and announces the
+/// verdict when it lands.
+fn read_snapshot(app: &mut App) -> Result<()> {
+    queue::load_detail(app, Origin::Read)?;
+    if let Some(d) = &app.detail {
+        if let ReadState::Reading { .. } = d.read {
+            let text = format!(
+                "reading {} from receiver {}…",
+                d.operation.op_id, d.receiver.name
+            );
+            set_status(app, Tone::Plain, text);
+            return Ok(());
+        }
+    }
+    announce_read(app);
+    Ok(())
+}
+
+/// Reads every marked operation again, or the rows on screen when none
+/// is marked, each recorded as the reviewer's observation; the marks stay.
+fn reread(app: &mut App) -> Result<()> {
+    let (op_ids, receivers): (Vec<String>, Vec<String>) = if app.marks.is_empty() {
+        app.queue
+            .rows
+            .iter()
+            .map(|op| (op.op_id.clone(), op.receiver.clone()))
+            .unzip()
+    } else {
+        app.marks
+            .iter()
+            .map(|(id, mark)| (id.clone(), mark.receiver.clone()))
+            .unzip()
+    };
+    if let Some(working) = &app.working {
+        let text = format!(
+            "re-read is unavailable: wait: {} is still running",
+            working.text
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
+    }
+    jobs::run_job(app, Job::Observe { op_ids, receivers })
+}
+
+/// Opens the note or escalation form for the selected operation, unless
+/// the domain refuses the marker's change now (shown with its code).
+fn open_form(app: &mut App, kind: Annotation) -> Result<()> {
+    let Some(op_id) = app.selected().map(|op| op.op_id.clone()) else {
+        return Ok(());
+    };
+    let action = match kind {
+        Annotation::Note => None,
+        Annotation::Escalate => Some(EscalationAction::Escalate),
+        Annotation::Deescalate => Some(EscalationAction::Deescalate),
+    };
+    if let Some(action) = action {
+        match app.ws.check_escalation(&op_id, action) {
+            Ok(()) => {}
+            Err(Error::Refused(refusal)) => {
+                let text = format!(
+                    "{} is unavailable: refused: {}: {refusal}",
+                    action.as_str(),
+                    refusal.code()
+                );
+                set_status(app, Tone::Warn, text);
+                return Ok(());
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    app.mode = Mode::Annotate(AnnotateForm {
+        kind,
+        op_id,
+        input: TextField::default(),
+        error: None,
+    });
+    Ok(())
+}
+
+/// Records the note or the marker's change as the reviewer. Text the
+/// facade finds unusable (empty, too long) keeps the form open with the
+/// reason; a refusal closes it and is reported with its code.
+pub(super) fn submit(app: &mut App, form: AnnotateForm) -> Result<()> {
+    let reviewer = app.reviewer.clone().unwrap_or_default();
+    let text = form.input.text().to_string();
+    let op_id = form.op_id.clone();
+    let done = match form.kind {
+        Annotation::Note => app
+            .ws
+            .note(&op_id, &reviewer, &text)
+            .map(|note| format!("note #{} left on {op_id} by {reviewer}", note.seq)),
+        Annotation::Escalate => app.ws.escalate(&op_id, &reviewer, &text).map(|_| {
+            format!("escalated {op_id} as {reviewer}; it stays unknown (! marks it in the queue)")
+        }),
+        Annotation::Deescalate => app
+            .ws
+            .deescalate(&op_id, &reviewer, &text)
+            .map(|_| format!("lowered the escalation of {op_id} as {reviewer}")),
+    };
+    match done {
+        Ok(status) => {
+            app.mode = Mode::Normal;
+            queue::refresh(app, Origin::Selected, Some(&[op_id]))?;
+            set_status(app, Tone::Good, status);
+            Ok(())
+        }
+        Err(Error::Invalid(reason)) => {
+            app.mode = Mode::Annotate(AnnotateForm {
+                error: Some(reason),
+                ..form
+            });
+            Ok(())
+        }
+        Err(other) => {
+            app.mode = Mode::Normal;
+            Err(other)
+        }
+    }
+}
