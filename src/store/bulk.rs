@@ -101,9 +101,7 @@ impl BulkLoad for SqliteSender {
     /// The per-row trigger that counts operations per state costs about a
     /// fifth of a generated row, so the transaction drops it, adds the
     /// chunk's count itself and creates it again before it commits: no
-    /// other connection ever sees the schema without it. Foreign keys are
-    /// checked at the commit, because an operation names its observation
-    /// and the observation its operation.
+    /// other connection ever sees the schema without it.
     fn insert_lost_receipts(
         &mut self,
         ops: &mut dyn Iterator<Item = BulkOperation>,
@@ -113,7 +111,7 @@ impl BulkLoad for SqliteSender {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .at(&path)?;
-            tx.execute_batch("PRAGMA defer_foreign_keys = ON; DROP TRIGGER state_counts_insert;")
+            tx.execute_batch("DROP TRIGGER state_counts_insert;")
                 .at(&path)?;
             let mut writer = BulkWriter::new(&tx, &path)?;
             let mut count = 0u64;
@@ -142,6 +140,7 @@ struct BulkWriter<'c> {
     insert_op: Statement<'c>,
     insert_dispatch: Statement<'c>,
     insert_entry: Statement<'c>,
+    observe_op: Statement<'c>,
     head: Checkpoint,
     next_dispatch: i64,
 }
@@ -164,7 +163,7 @@ impl<'c> BulkWriter<'c> {
                          (op_id, kind, action_kind, payload, state, version, receiver,
                           created_at, updated_at, dispatch_count, last_dispatched_at,
                           latest_observation, latest_verdict)
-                     VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5, ?6, ?7)",
+                     VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5, NULL, NULL)",
                 )
                 .at(path)?,
             insert_dispatch: conn
@@ -176,6 +175,12 @@ impl<'c> BulkWriter<'c> {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .at(path)?,
+            observe_op: conn
+                .prepare(
+                    "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2
+                     WHERE op_id = ?3",
+                )
+                .at(path)?,
             head: journal::head(conn, path)?,
             next_dispatch,
         })
@@ -183,10 +188,15 @@ impl<'c> BulkWriter<'c> {
 
     /// One generated operation: its row, its dispatch, its `prepared` and
     /// `dispatched` entries, and its observation's entry and row.
+    ///
+    /// Every row is written after the rows it names, so no foreign key is
+    /// ever pending: an operation names its observation and the observation
+    /// its operation, so the operation's row is inserted first and names
+    /// its observation by an update once that exists. (Deferring the check
+    /// instead would make SQLite look for the operation naming each new
+    /// observation, and `latest_observation` has no index: a scan of the
+    /// whole table per observation.)
     fn write(&mut self, op: &BulkOperation) -> Result<()> {
-        // Its observation follows its two entries.
-        let observed_seq = op.observation.as_ref().map(|_| self.head.length + 3);
-        let verdict = op.observation.as_ref().map(|o| o.verdict.as_str());
         let at = op.at.to_string();
         self.insert_op
             .execute(params![
@@ -194,9 +204,7 @@ impl<'c> BulkWriter<'c> {
                 op.action_kind,
                 op.canonical_payload,
                 GENERATED_RECEIVER,
-                at,
-                observed_seq,
-                verdict
+                at
             ])
             .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
                 Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
@@ -230,6 +238,10 @@ impl<'c> BulkWriter<'c> {
             self.head.after(&sealed);
             self.entry(EntryKind::Observed, &op.op_id, &sealed)?;
             insert_observation_row(self.conn, self.path, sealed.seq, &new)?;
+            let verdict = observation.verdict.as_str();
+            self.observe_op
+                .execute(params![sealed.seq, verdict, op.op_id])
+                .at(self.path)?;
         }
         Ok(())
     }
