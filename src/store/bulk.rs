@@ -18,6 +18,7 @@
 //! and a dispatch: two chained entries in the same transaction as its rows,
 //! sealed from that text too ([`crate::audit::seal_generated`]).
 
+use super::receiver::REFUSE_CLOSED;
 use super::sender::STATE_COUNTS_INSERT;
 use super::triage::insert_observation_row;
 use super::{journal, sql_error, SqlContext};
@@ -101,7 +102,10 @@ impl BulkLoad for SqliteSender {
     /// The per-row trigger that counts operations per state costs about a
     /// fifth of a generated row, so the transaction drops it, adds the
     /// chunk's count itself and creates it again before it commits: no
-    /// other connection ever sees the schema without it.
+    /// other connection ever sees the schema without it. Foreign keys are
+    /// checked at the commit, which spares each insert a statement journal;
+    /// no row is ever written before a row it names (see
+    /// [`BulkWriter::write`]), so no check is ever pending.
     fn insert_lost_receipts(
         &mut self,
         ops: &mut dyn Iterator<Item = BulkOperation>,
@@ -111,7 +115,7 @@ impl BulkLoad for SqliteSender {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .at(&path)?;
-            tx.execute_batch("DROP TRIGGER state_counts_insert;")
+            tx.execute_batch("PRAGMA defer_foreign_keys = ON; DROP TRIGGER state_counts_insert;")
                 .at(&path)?;
             let mut writer = BulkWriter::new(&tx, &path)?;
             let mut count = 0u64;
@@ -192,10 +196,10 @@ impl<'c> BulkWriter<'c> {
     /// Every row is written after the rows it names, so no foreign key is
     /// ever pending: an operation names its observation and the observation
     /// its operation, so the operation's row is inserted first and names
-    /// its observation by an update once that exists. (Deferring the check
-    /// instead would make SQLite look for the operation naming each new
-    /// observation, and `latest_observation` has no index: a scan of the
-    /// whole table per observation.)
+    /// its observation by an update once that exists. (With a check
+    /// pending, SQLite looks for the operation naming each new observation,
+    /// and `latest_observation` has no index: a scan of the whole table per
+    /// observation.)
     fn write(&mut self, op: &BulkOperation) -> Result<()> {
         let at = op.at.to_string();
         self.insert_op
@@ -264,8 +268,14 @@ impl<'c> BulkWriter<'c> {
 
 impl ReceiverStore {
     /// Appends generated effects to the ledger in one transaction, each with
-    /// the deterministic id of its row. The close barrier's trigger refuses
-    /// the whole batch if any effect is for a closed operation.
+    /// the deterministic id of its row. If any effect is for a closed
+    /// operation the whole batch is refused (`operation_closed`).
+    ///
+    /// The close barrier's trigger costs a statement journal and a lookup
+    /// per row, so the transaction drops it, checks the chunk against the
+    /// tombstones once after the inserts (one index probe per closed
+    /// operation) and creates it again before it commits: no other
+    /// connection ever sees the schema without it.
     ///
     /// `started` runs once the transaction holds the write lock, with the
     /// `seq` (so the effect id) the first effect will have; `commit_if`
@@ -293,46 +303,68 @@ impl ReceiverStore {
             if !started(first) {
                 return Ok(None);
             }
-            let mut seq = first;
-            {
-                let mut insert = tx
-                    .prepare(
-                        "INSERT INTO effects
-                             (seq, effect_id, op_id, action_kind, compensates_effect_id, payload)
-                         VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
-                    )
-                    .at(&path)?;
-                for effect in effects {
-                    insert
-                        .execute(params![
-                            seq,
-                            effect_id_for(seq),
-                            effect.op_id,
-                            effect.action_kind,
-                            effect.canonical_payload
-                        ])
-                        .map_err(|e| match &e {
-                            rusqlite::Error::SqliteFailure(_, Some(m))
-                                if m == "operation_closed" =>
-                            {
-                                crate::error::Error::from(Refusal::OperationClosed(
-                                    effect.op_id.clone(),
-                                ))
-                            }
-                            _ => sql_error(&path, e).into(),
-                        })?;
-                    seq += 1;
-                }
-            }
+            tx.execute_batch("DROP TRIGGER effects_refuse_closed")
+                .at(&path)?;
+            let next = insert_effects(&tx, &path, first, effects)?;
+            refuse_closed_since(&tx, &path, first)?;
+            tx.execute_batch(REFUSE_CLOSED).at(&path)?;
             if !commit_if() {
                 return Ok(None);
             }
             tx.commit().at(&path)?;
-            let count = u64::try_from(seq - first).unwrap_or(0);
+            let count = u64::try_from(next - first).unwrap_or(0);
             Ok(Some(Appended {
                 count,
-                seq_range: (count > 0).then_some((first, seq - 1)),
+                seq_range: (count > 0).then_some((first, next - 1)),
             }))
         })
+    }
+}
+
+/// Inserts `effects` from `seq` on; returns the `seq` after the last.
+fn insert_effects(
+    conn: &Connection,
+    path: &Path,
+    mut seq: i64,
+    effects: impl IntoIterator<Item = BulkEffect>,
+) -> Result<i64> {
+    let mut insert = conn
+        .prepare(
+            "INSERT INTO effects
+                 (seq, effect_id, op_id, action_kind, compensates_effect_id, payload)
+             VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+        )
+        .at(path)?;
+    for effect in effects {
+        insert
+            .execute(params![
+                seq,
+                effect_id_for(seq),
+                effect.op_id,
+                effect.action_kind,
+                effect.canonical_payload
+            ])
+            .at(path)?;
+        seq += 1;
+    }
+    Ok(seq)
+}
+
+/// The close barrier for the rows from `first` on: `operation_closed` if
+/// any of them is for an operation with a tombstone.
+fn refuse_closed_since(conn: &Connection, path: &Path, first: i64) -> Result<()> {
+    let closed: Option<String> = conn
+        .query_row(
+            "SELECT c.op_id FROM closed_ops c
+             WHERE EXISTS (SELECT 1 FROM effects e WHERE e.op_id = c.op_id AND e.seq >= ?1)
+             LIMIT 1",
+            [first],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
+    match closed {
+        Some(op_id) => Err(Refusal::OperationClosed(op_id).into()),
+        None => Ok(()),
     }
 }
