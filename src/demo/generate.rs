@@ -471,8 +471,10 @@ mod tests {
     fn own_effects_are_where_effects_writes_them() {
         for n in 1..2_000u64 {
             let all: Vec<(i64, BulkEffect)> = (0..).zip(effects(n)).collect();
-            let mine: Vec<(i64, BulkEffect)> =
-                all.into_iter().filter(|(_, e)| e.op_id == op_id(n)).collect();
+            let mine: Vec<(i64, BulkEffect)> = all
+                .into_iter()
+                .filter(|(_, e)| e.op_id == op_id(n))
+                .collect();
             assert_eq!(own_effects(n).collect::<Vec<_>>(), mine, "op {n}");
         }
     }
