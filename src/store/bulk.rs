@@ -368,3 +368,55 @@ fn refuse_closed_since(conn: &Connection, path: &Path, first: i64) -> Result<()>
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::OpenOptions;
+
+    fn effect(op_id: &str) -> BulkEffect {
+        BulkEffect {
+            op_id: op_id.to_string(),
+            action_kind: "send_email".to_string(),
+            canonical_payload: "{}".to_string(),
+        }
+    }
+
+    /// The close barrier holds for generated effects without its trigger:
+    /// the chunk is refused as a whole, and the trigger is back afterwards.
+    #[test]
+    fn a_generated_chunk_with_an_effect_for_a_closed_op_is_refused_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receiver.sqlite");
+        let mut store = ReceiverStore::open(&path, OpenOptions::default().creating()).unwrap();
+        store
+            .conn()
+            .execute(
+                "INSERT INTO closed_ops (op_id, authorized_by, effects_at_close)
+                 VALUES ('op-closed', 'rosa', 0)",
+                [],
+            )
+            .unwrap();
+        let chunk = [effect("ext-a"), effect("op-closed"), effect("ext-b")];
+        let refused = store.append_effects(chunk, |_| true, || true).unwrap_err();
+        assert_eq!(
+            refused.refusal().map(|r| r.code()),
+            Some("operation_closed")
+        );
+        assert_eq!(store.effect_count(None).unwrap(), 0);
+        let appended = store
+            .append_effects([effect("ext-a"), effect("ext-b")], |_| true, || true)
+            .unwrap()
+            .unwrap();
+        assert_eq!((appended.count, appended.seq_range), (2, Some((1, 2))));
+        let trigger: i64 = store
+            .conn()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'effects_refuse_closed'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(trigger, 1);
+    }
+}
