@@ -4,11 +4,14 @@
 //! The normal write paths commit once per step, because each step is a
 //! decision that must be durable on its own. Generated load is not a
 //! decision, and 100,000 single-row transactions under `synchronous = FULL`
-//! would spend minutes in fsync. The rows still go through plain `INSERT`s,
-//! so every trigger sees them: `state_counts` stays right, and the receiver's
-//! close barrier refuses a generated effect for a closed operation exactly as
-//! it refuses a real one. Each call's rows commit or roll back as a whole;
-//! the demo makes one call per chunk of 10,000 operations.
+//! would spend minutes in fsync. The rows still go through plain `INSERT`s
+//! with their constraints checked. Two per-row triggers are dropped for the
+//! length of a chunk's transaction and their work done once for the chunk
+//! (`state_counts` gets the chunk's count; the receiver's close barrier
+//! checks the chunk against the tombstones), so a generated effect for a
+//! closed operation is refused as a real one is. Each call's rows commit or
+//! roll back as a whole; the demo makes one call per chunk of 10,000
+//! operations.
 //!
 //! Payloads arrive as canonical JSON text (what [`crate::domain::canonical_json`]
 //! would print) so that a million rows are not parsed and printed again; the

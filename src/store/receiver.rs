@@ -6,7 +6,9 @@
 //! close barrier: a closed operation is in `closed_ops` forever, and a
 //! `BEFORE INSERT` trigger on `effects` aborts any write for it, so no write
 //! path can forget the explicit check that [`ReceiverStore::apply`] also
-//! makes. Effect ids come from the ledger row number (`fx-000001`), assigned
+//! makes. (The bulk writer for generated load drops the trigger inside its
+//! own transaction and makes the same check once per chunk before it puts
+//! the trigger back and commits.) Effect ids come from the ledger row number (`fx-000001`), assigned
 //! inside the writing transaction, so they are deterministic.
 
 use super::{open_database, Role, SqlContext};
