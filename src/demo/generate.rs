@@ -303,15 +303,25 @@ pub fn observation(
         return None;
     }
     let payload = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
-    let matches: Vec<Effect> = effects(n)
-        .zip(first_effect_seq..)
-        .filter(|(e, _)| e.op_id == op.op_id)
-        .map(|(e, seq)| Effect {
-            effect_id: effect_id_for(seq),
-            op_id: e.op_id,
-            action_kind: e.action_kind,
-            compensates_effect_id: None,
-            payload: payload(&e.canonical_payload),
+    let mut parsed: Option<(String, Value)> = None;
+    let matches: Vec<Effect> = own_effects(n)
+        .map(|(offset, e)| {
+            // Retries carry the same payload: parsed once.
+            let value = match &parsed {
+                Some((text, value)) if *text == e.canonical_payload => value.clone(),
+                _ => {
+                    let value = payload(&e.canonical_payload);
+                    parsed = Some((e.canonical_payload.clone(), value.clone()));
+                    value
+                }
+            };
+            Effect {
+                effect_id: effect_id_for(first_effect_seq + offset),
+                op_id: e.op_id,
+                action_kind: e.action_kind,
+                compensates_effect_id: None,
+                payload: value,
+            }
         })
         .collect();
     let snapshot = Snapshot {
@@ -346,10 +356,7 @@ pub fn effect_count(n: u64) -> u64 {
 /// The receiver rows written around generated operation `n`: its own
 /// evidence interleaved with other callers' effects, as traffic arrives.
 pub fn effects(n: u64) -> impl Iterator<Item = BulkEffect> {
-    let action = action_of(n);
-    let seed = mix(n ^ 0x5eed);
-    let own = Evidence::of(n);
-    let own_count = own.effects();
+    let own_count = Evidence::of(n).effects();
     let background = background_effects(n);
     (0..own_count.max(background)).flat_map(move |i| {
         let other = (i < background).then(|| {
@@ -361,16 +368,34 @@ pub fn effects(n: u64) -> impl Iterator<Item = BulkEffect> {
                 canonical_payload: payload(kind, mix(h), false),
             }
         });
-        let mine = (i < own_count).then(|| BulkEffect {
-            op_id: op_id(n),
-            action_kind: match own {
-                Evidence::ActionMismatch => NEAR_MISSES[action],
-                _ => ACTIONS[action],
-            }
-            .to_string(),
-            canonical_payload: payload(action, seed, own == Evidence::PayloadMismatch),
-        });
+        let mine = (i < own_count).then(|| own_effect(n));
         other.into_iter().chain(mine)
+    })
+}
+
+/// One of generated op `n`'s own ledger rows (they are all alike).
+fn own_effect(n: u64) -> BulkEffect {
+    let action = action_of(n);
+    let own = Evidence::of(n);
+    BulkEffect {
+        op_id: op_id(n),
+        action_kind: match own {
+            Evidence::ActionMismatch => NEAR_MISSES[action],
+            _ => ACTIONS[action],
+        }
+        .to_string(),
+        canonical_payload: payload(action, mix(n ^ 0x5eed), own == Evidence::PayloadMismatch),
+    }
+}
+
+/// Generated op `n`'s own rows among [`effects`], each with its offset
+/// there: the `i`th follows `min(i + 1, background)` rows of other callers
+/// and `i` of its own.
+fn own_effects(n: u64) -> impl Iterator<Item = (i64, BulkEffect)> {
+    let background = background_effects(n);
+    (0..Evidence::of(n).effects()).map(move |i| {
+        let offset = (i + 1).min(background) + i;
+        (i64::try_from(offset).unwrap_or(i64::MAX), own_effect(n))
     })
 }
 
@@ -439,6 +464,18 @@ mod tests {
                     _ => assert!(same_payload && same_action),
                 }
             }
+        }
+    }
+
+    #[test]
+    fn own_effects_are_where_effects_writes_them() {
+        for n in 1..2_000u64 {
+            let all: Vec<(i64, BulkEffect)> = (0..).zip(effects(n)).collect();
+            let mine: Vec<(i64, BulkEffect)> = all
+                .into_iter()
+                .filter(|(_, e)| e.op_id == op_id(n))
+                .collect();
+            assert_eq!(own_effects(n).collect::<Vec<_>>(), mine, "op {n}");
         }
     }
 

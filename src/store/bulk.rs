@@ -4,11 +4,14 @@
 //! The normal write paths commit once per step, because each step is a
 //! decision that must be durable on its own. Generated load is not a
 //! decision, and 100,000 single-row transactions under `synchronous = FULL`
-//! would spend minutes in fsync. The rows still go through plain `INSERT`s,
-//! so every trigger sees them: `state_counts` stays right, and the receiver's
-//! close barrier refuses a generated effect for a closed operation exactly as
-//! it refuses a real one. Each call's rows commit or roll back as a whole;
-//! the demo makes one call per chunk of 10,000 operations.
+//! would spend minutes in fsync. The rows still go through plain `INSERT`s
+//! with their constraints checked. Two per-row triggers are dropped for the
+//! length of a chunk's transaction and their work done once for the chunk
+//! (`state_counts` gets the chunk's count; the receiver's close barrier
+//! checks the chunk against the tombstones), so a generated effect for a
+//! closed operation is refused as a real one is. Each call's rows commit or
+//! roll back as a whole; the demo makes one call per chunk of 10,000
+//! operations.
 //!
 //! Payloads arrive as canonical JSON text (what [`crate::domain::canonical_json`]
 //! would print) so that a million rows are not parsed and printed again; the
@@ -18,6 +21,7 @@
 //! and a dispatch: two chained entries in the same transaction as its rows,
 //! sealed from that text too ([`crate::audit::seal_generated`]).
 
+use super::receiver::REFUSE_CLOSED;
 use super::sender::STATE_COUNTS_INSERT;
 use super::triage::insert_observation_row;
 use super::{journal, sql_error, SqlContext};
@@ -102,8 +106,9 @@ impl BulkLoad for SqliteSender {
     /// fifth of a generated row, so the transaction drops it, adds the
     /// chunk's count itself and creates it again before it commits: no
     /// other connection ever sees the schema without it. Foreign keys are
-    /// checked at the commit, because an operation names its observation
-    /// and the observation its operation.
+    /// checked at the commit, which spares each insert a statement journal;
+    /// no row is ever written before a row it names (see
+    /// [`BulkWriter::write`]), so no check is ever pending.
     fn insert_lost_receipts(
         &mut self,
         ops: &mut dyn Iterator<Item = BulkOperation>,
@@ -142,6 +147,7 @@ struct BulkWriter<'c> {
     insert_op: Statement<'c>,
     insert_dispatch: Statement<'c>,
     insert_entry: Statement<'c>,
+    observe_op: Statement<'c>,
     head: Checkpoint,
     next_dispatch: i64,
 }
@@ -164,7 +170,7 @@ impl<'c> BulkWriter<'c> {
                          (op_id, kind, action_kind, payload, state, version, receiver,
                           created_at, updated_at, dispatch_count, last_dispatched_at,
                           latest_observation, latest_verdict)
-                     VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5, ?6, ?7)",
+                     VALUES (?1, 'original', ?2, ?3, 'unknown', 2, ?4, ?5, ?5, 1, ?5, NULL, NULL)",
                 )
                 .at(path)?,
             insert_dispatch: conn
@@ -176,6 +182,12 @@ impl<'c> BulkWriter<'c> {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .at(path)?,
+            observe_op: conn
+                .prepare(
+                    "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2
+                     WHERE op_id = ?3",
+                )
+                .at(path)?,
             head: journal::head(conn, path)?,
             next_dispatch,
         })
@@ -183,10 +195,15 @@ impl<'c> BulkWriter<'c> {
 
     /// One generated operation: its row, its dispatch, its `prepared` and
     /// `dispatched` entries, and its observation's entry and row.
+    ///
+    /// Every row is written after the rows it names, so no foreign key is
+    /// ever pending: an operation names its observation and the observation
+    /// its operation, so the operation's row is inserted first and names
+    /// its observation by an update once that exists. (With a check
+    /// pending, SQLite looks for the operation naming each new observation,
+    /// and `latest_observation` has no index: a scan of the whole table per
+    /// observation.)
     fn write(&mut self, op: &BulkOperation) -> Result<()> {
-        // Its observation follows its two entries.
-        let observed_seq = op.observation.as_ref().map(|_| self.head.length + 3);
-        let verdict = op.observation.as_ref().map(|o| o.verdict.as_str());
         let at = op.at.to_string();
         self.insert_op
             .execute(params![
@@ -194,9 +211,7 @@ impl<'c> BulkWriter<'c> {
                 op.action_kind,
                 op.canonical_payload,
                 GENERATED_RECEIVER,
-                at,
-                observed_seq,
-                verdict
+                at
             ])
             .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
                 Some(rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY) => {
@@ -230,6 +245,10 @@ impl<'c> BulkWriter<'c> {
             self.head.after(&sealed);
             self.entry(EntryKind::Observed, &op.op_id, &sealed)?;
             insert_observation_row(self.conn, self.path, sealed.seq, &new)?;
+            let verdict = observation.verdict.as_str();
+            self.observe_op
+                .execute(params![sealed.seq, verdict, op.op_id])
+                .at(self.path)?;
         }
         Ok(())
     }
@@ -252,8 +271,14 @@ impl<'c> BulkWriter<'c> {
 
 impl ReceiverStore {
     /// Appends generated effects to the ledger in one transaction, each with
-    /// the deterministic id of its row. The close barrier's trigger refuses
-    /// the whole batch if any effect is for a closed operation.
+    /// the deterministic id of its row. If any effect is for a closed
+    /// operation the whole batch is refused (`operation_closed`).
+    ///
+    /// The close barrier's trigger costs a statement journal and a lookup
+    /// per row, so the transaction drops it, checks the chunk against the
+    /// tombstones once after the inserts (one index probe per closed
+    /// operation) and creates it again before it commits: no other
+    /// connection ever sees the schema without it.
     ///
     /// `started` runs once the transaction holds the write lock, with the
     /// `seq` (so the effect id) the first effect will have; `commit_if`
@@ -281,46 +306,120 @@ impl ReceiverStore {
             if !started(first) {
                 return Ok(None);
             }
-            let mut seq = first;
-            {
-                let mut insert = tx
-                    .prepare(
-                        "INSERT INTO effects
-                             (seq, effect_id, op_id, action_kind, compensates_effect_id, payload)
-                         VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
-                    )
-                    .at(&path)?;
-                for effect in effects {
-                    insert
-                        .execute(params![
-                            seq,
-                            effect_id_for(seq),
-                            effect.op_id,
-                            effect.action_kind,
-                            effect.canonical_payload
-                        ])
-                        .map_err(|e| match &e {
-                            rusqlite::Error::SqliteFailure(_, Some(m))
-                                if m == "operation_closed" =>
-                            {
-                                crate::error::Error::from(Refusal::OperationClosed(
-                                    effect.op_id.clone(),
-                                ))
-                            }
-                            _ => sql_error(&path, e).into(),
-                        })?;
-                    seq += 1;
-                }
-            }
+            tx.execute_batch("DROP TRIGGER effects_refuse_closed")
+                .at(&path)?;
+            let next = insert_effects(&tx, &path, first, effects)?;
+            refuse_closed_since(&tx, &path, first)?;
+            tx.execute_batch(REFUSE_CLOSED).at(&path)?;
             if !commit_if() {
                 return Ok(None);
             }
             tx.commit().at(&path)?;
-            let count = u64::try_from(seq - first).unwrap_or(0);
+            let count = u64::try_from(next - first).unwrap_or(0);
             Ok(Some(Appended {
                 count,
-                seq_range: (count > 0).then_some((first, seq - 1)),
+                seq_range: (count > 0).then_some((first, next - 1)),
             }))
         })
+    }
+}
+
+/// Inserts `effects` from `seq` on; returns the `seq` after the last.
+fn insert_effects(
+    conn: &Connection,
+    path: &Path,
+    mut seq: i64,
+    effects: impl IntoIterator<Item = BulkEffect>,
+) -> Result<i64> {
+    let mut insert = conn
+        .prepare(
+            "INSERT INTO effects
+                 (seq, effect_id, op_id, action_kind, compensates_effect_id, payload)
+             VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+        )
+        .at(path)?;
+    for effect in effects {
+        insert
+            .execute(params![
+                seq,
+                effect_id_for(seq),
+                effect.op_id,
+                effect.action_kind,
+                effect.canonical_payload
+            ])
+            .at(path)?;
+        seq += 1;
+    }
+    Ok(seq)
+}
+
+/// The close barrier for the rows from `first` on: `operation_closed` if
+/// any of them is for an operation with a tombstone.
+fn refuse_closed_since(conn: &Connection, path: &Path, first: i64) -> Result<()> {
+    let closed: Option<String> = conn
+        .query_row(
+            "SELECT c.op_id FROM closed_ops c
+             WHERE EXISTS (SELECT 1 FROM effects e WHERE e.op_id = c.op_id AND e.seq >= ?1)
+             LIMIT 1",
+            [first],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
+    match closed {
+        Some(op_id) => Err(Refusal::OperationClosed(op_id).into()),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::OpenOptions;
+
+    fn effect(op_id: &str) -> BulkEffect {
+        BulkEffect {
+            op_id: op_id.to_string(),
+            action_kind: "send_email".to_string(),
+            canonical_payload: "{}".to_string(),
+        }
+    }
+
+    /// The close barrier holds for generated effects without its trigger:
+    /// the chunk is refused as a whole, and the trigger is back afterwards.
+    #[test]
+    fn a_generated_chunk_with_an_effect_for_a_closed_op_is_refused_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("receiver.sqlite");
+        let mut store = ReceiverStore::open(&path, OpenOptions::default().creating()).unwrap();
+        store
+            .conn()
+            .execute(
+                "INSERT INTO closed_ops (op_id, authorized_by, effects_at_close)
+                 VALUES ('op-closed', 'rosa', 0)",
+                [],
+            )
+            .unwrap();
+        let chunk = [effect("ext-a"), effect("op-closed"), effect("ext-b")];
+        let refused = store.append_effects(chunk, |_| true, || true).unwrap_err();
+        assert_eq!(
+            refused.refusal().map(|r| r.code()),
+            Some("operation_closed")
+        );
+        assert_eq!(store.effect_count(None).unwrap(), 0);
+        let appended = store
+            .append_effects([effect("ext-a"), effect("ext-b")], |_| true, || true)
+            .unwrap()
+            .unwrap();
+        assert_eq!((appended.count, appended.seq_range), (2, Some((1, 2))));
+        let trigger: i64 = store
+            .conn()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'effects_refuse_closed'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(trigger, 1);
     }
 }

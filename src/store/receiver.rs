@@ -6,7 +6,9 @@
 //! close barrier: a closed operation is in `closed_ops` forever, and a
 //! `BEFORE INSERT` trigger on `effects` aborts any write for it, so no write
 //! path can forget the explicit check that [`ReceiverStore::apply`] also
-//! makes. Effect ids come from the ledger row number (`fx-000001`), assigned
+//! makes. (The bulk writer for generated load drops the trigger inside its
+//! own transaction and makes the same check once per chunk before it puts
+//! the trigger back and commits.) Effect ids come from the ledger row number (`fx-000001`), assigned
 //! inside the writing transaction, so they are deterministic.
 
 use super::upgrade::FromFour;
@@ -32,7 +34,25 @@ pub(crate) const ROLE: Role = Role {
     },
 };
 
-const SCHEMA: &str = "
+/// The close barrier's trigger. The bulk writer (store/bulk.rs) drops it
+/// for a generated chunk, makes the same check once for the whole chunk,
+/// and creates it again from this same text before it commits.
+macro_rules! refuse_closed {
+    () => {
+        "CREATE TRIGGER effects_refuse_closed BEFORE INSERT ON effects
+WHEN EXISTS (SELECT 1 FROM closed_ops WHERE op_id = NEW.op_id)
+BEGIN
+    SELECT RAISE(ABORT, 'operation_closed');
+END;
+"
+    };
+}
+
+/// [`refuse_closed!`], for the bulk writer.
+pub(crate) const REFUSE_CLOSED: &str = refuse_closed!();
+
+const SCHEMA: &str = concat!(
+    "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE effects (
     seq INTEGER PRIMARY KEY,
@@ -48,12 +68,9 @@ CREATE TABLE closed_ops (
     authorized_by TEXT NOT NULL,
     effects_at_close INTEGER NOT NULL
 );
-CREATE TRIGGER effects_refuse_closed BEFORE INSERT ON effects
-WHEN EXISTS (SELECT 1 FROM closed_ops WHERE op_id = NEW.op_id)
-BEGIN
-    SELECT RAISE(ABORT, 'operation_closed');
-END;
-CREATE TRIGGER effects_append_only_update BEFORE UPDATE ON effects
+",
+    refuse_closed!(),
+    "CREATE TRIGGER effects_append_only_update BEFORE UPDATE ON effects
 BEGIN
     SELECT RAISE(ABORT, 'the receiver ledger is append-only');
 END;
@@ -69,7 +86,8 @@ CREATE TRIGGER closed_ops_durable_delete BEFORE DELETE ON closed_ops
 BEGIN
     SELECT RAISE(ABORT, 'close tombstones are durable');
 END;
-";
+"
+);
 
 pub struct ReceiverStore {
     conn: Connection,
