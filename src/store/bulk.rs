@@ -375,6 +375,7 @@ fn refuse_closed_since(conn: &Connection, path: &Path, first: i64) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Timestamp;
     use crate::settings::OpenOptions;
 
     fn effect(op_id: &str) -> BulkEffect {
@@ -391,7 +392,12 @@ mod tests {
     fn a_generated_chunk_with_an_effect_for_a_closed_op_is_refused_whole() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("receiver.sqlite");
-        let mut store = ReceiverStore::open(&path, OpenOptions::default().creating()).unwrap();
+        let mut store = ReceiverStore::open(
+            &path,
+            OpenOptions::default().creating(),
+            Timestamp::from_millis(0),
+        )
+        .unwrap();
         store
             .conn()
             .execute(
