@@ -68,6 +68,13 @@ pub fn parse() -> Cli {
         if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
             std::process::exit(usage_error_as_json(&e));
         }
+        if e.use_stderr() {
+            // Clap quotes the value it refused as given: escaped here, as
+            // every untrusted text is before it reaches a terminal.
+            let text = e.render().to_string();
+            eprint!("{}", crate::domain::sanitize::escape_with(&text, true));
+            std::process::exit(e.exit_code());
+        }
         e.exit()
     })
 }

@@ -401,6 +401,14 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "--authorized-by",
         ),
         c(
+            "a value clap refuses, with control and bidi characters",
+            ["ops", "--workspace", ws, "--verdict", "dup\r\u{202e}X"]
+                .map(String::from)
+                .to_vec(),
+            2,
+            "dup\\r\\u{202e}X",
+        ),
+        c(
             "unknown op id with an escape sequence",
             ["show", "--workspace", ws, "ghost\x1b[2J"]
                 .map(String::from)
