@@ -11,7 +11,7 @@ use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
-    #[error("the reviewer name is empty after trimming")]
+    #[error("the name has no visible character")]
     EmptyReviewer,
     #[error("{0}")]
     ScopeMismatch(String),
