@@ -7,7 +7,7 @@
 //! buffered output, so a long ledger piped into `head` ends quietly.
 
 use super::open::{open, required_workspace};
-use super::render::payload_line;
+use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
 use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs};
 use crate::domain::sanitize::escape;
@@ -184,7 +184,10 @@ impl Shown {
         let t = &op.triage;
         let dispatched = t
             .last_dispatched_at
-            .map(|at| format!(", dispatched {} times, last at {at}", t.dispatch_count))
+            .map(|at| match t.dispatch_count {
+                1 => format!(", dispatched once at {at}"),
+                n => format!(", dispatched {n} times, last at {at}"),
+            })
             .unwrap_or_default();
         out.line(format!(
             "created at {}, updated at {}{dispatched}",
@@ -206,17 +209,11 @@ impl Shown {
         let detail = &self.0;
         for o in &detail.observations {
             out.line(format!(
-                "observation #{} at {} by {}: {} ({} matches; complete {}, authoritative {}, \
-                 closed {}) from {}",
+                "observation #{} at {} by {}: {}",
                 o.seq,
                 o.observed_at,
                 escape(&o.observed_by),
-                o.verdict,
-                o.matches,
-                o.complete,
-                o.authoritative,
-                o.closed,
-                escape(&o.receiver)
+                observation_line(&o.summary())
             ))?;
         }
         for c in &detail.closes {

@@ -94,3 +94,20 @@ pub fn finish(result: Result<Box<dyn Render>, Failure>, format: Format, mut out:
 pub fn payload_line(value: &Value) -> String {
     escape(&crate::domain::canonical_json(value)).into_owned()
 }
+
+/// What one recorded read saw, in one line: the verdict, the matches, the
+/// flags and the receiver (`observe` and `show`).
+pub fn observation_line(o: &crate::domain::Observed) -> String {
+    let matches = match o.matches {
+        1 => "1 match".to_string(),
+        n => format!("{n} matches"),
+    };
+    format!(
+        "{} ({matches}; complete {}, authoritative {}, closed {}) from {}",
+        o.verdict,
+        o.complete,
+        o.authoritative,
+        o.closed,
+        crate::domain::sanitize::escape(&o.receiver)
+    )
+}

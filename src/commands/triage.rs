@@ -4,6 +4,7 @@
 //! call, and renders what it recorded.
 
 use super::open::{open, required_workspace};
+use super::render::observation_line;
 use super::{Failure, Out, Render};
 use crate::cli::{identifier, person, MarkArgs, NoteArgs, ObserveArgs};
 use crate::domain::sanitize::escape;
@@ -55,16 +56,7 @@ pub struct ObservedAll(Vec<Observed>);
 impl Render for ObservedAll {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         for o in &self.0 {
-            out.line(format!(
-                "{}: {} ({} matches; complete {}, authoritative {}, closed {}) from {}",
-                escape(&o.op_id),
-                o.verdict,
-                o.matches,
-                o.complete,
-                o.authoritative,
-                o.closed,
-                escape(&o.receiver)
-            ))?;
+            out.line(format!("{}: {}", escape(&o.op_id), observation_line(o)))?;
         }
         let by = self
             .0
@@ -72,8 +64,11 @@ impl Render for ObservedAll {
             .map(|o| (o.observed_by.as_str(), o.observed_at));
         match by {
             Some((who, at)) => out.line(format!(
-                "observed {} operations as {} at {at}",
-                self.0.len(),
+                "observed {} as {} at {at}",
+                match self.0.len() {
+                    1 => "1 operation".to_string(),
+                    n => format!("{n} operations"),
+                },
                 escape(who)
             )),
             None => out.line("no operation to observe"),
