@@ -269,7 +269,7 @@ impl Workspace {
         let read = self.read_receiver(&operation, closing)?;
         let verdict = classify(operation.scope(), &read.snapshot);
         let observation = match (read.observation, observer) {
-            (Some(recorded), _) => Some(recorded.summary()),
+            (Some(recorded), _) => Some(recorded.seen),
             (None, Some(by)) => {
                 let new = NewObservation {
                     op_id,
@@ -280,7 +280,7 @@ impl Workspace {
                     provenance: &read.provenance,
                 };
                 let recorded = self.sender.record_observations(&[new])?;
-                recorded.first().map(Observation::summary)
+                recorded.into_iter().next().map(|o| o.seen)
             }
             (None, None) => None,
         };

@@ -211,9 +211,9 @@ impl Shown {
             out.line(format!(
                 "observation #{} at {} by {}: {}",
                 o.seq,
-                o.observed_at,
-                escape(&o.observed_by),
-                observation_line(&o.summary())
+                o.seen.observed_at,
+                escape(&o.seen.observed_by),
+                observation_line(&o.seen)
             ))?;
         }
         for c in &detail.closes {

@@ -47,20 +47,14 @@ pub struct Escalated {
     pub reason: String,
 }
 
-/// One recorded read of an operation's receiver. `seq` is the journal
-/// entry that recorded it.
+/// One recorded read of an operation's receiver: what `observe` prints of
+/// it, with the journal entry that recorded it (`seq`), the whole snapshot
+/// and where the answer came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Observation {
     pub seq: i64,
-    pub op_id: String,
-    pub receiver: String,
-    pub verdict: Verdict,
-    pub observed_at: Timestamp,
-    pub observed_by: String,
-    pub complete: bool,
-    pub authoritative: bool,
-    pub closed: bool,
-    pub matches: i64,
+    #[serde(flatten)]
+    pub seen: Observed,
     pub snapshot: Snapshot,
     pub receiver_describe_sha256: String,
     pub response_sha256: String,
@@ -79,32 +73,6 @@ pub struct Observed {
     pub authoritative: bool,
     pub closed: bool,
     pub matches: i64,
-}
-
-impl Observation {
-    pub fn summary(&self) -> Observed {
-        Observed {
-            op_id: self.op_id.clone(),
-            receiver: self.receiver.clone(),
-            verdict: self.verdict,
-            observed_at: self.observed_at,
-            observed_by: self.observed_by.clone(),
-            complete: self.complete,
-            authoritative: self.authoritative,
-            closed: self.closed,
-            matches: self.matches,
-        }
-    }
-
-    pub fn latest(&self) -> LatestObservation {
-        LatestObservation {
-            verdict: self.verdict,
-            observed_at: self.observed_at,
-            observed_by: self.observed_by.clone(),
-            closed: self.closed,
-            matches: self.matches,
-        }
-    }
 }
 
 /// A note a person left on an operation; `seq` is its journal entry.

@@ -11,8 +11,8 @@
 use super::SqlContext;
 use crate::domain::{
     Approval, CloseEntry, Decision, Escalated, EscalationAction, EscalationRecord, EvidenceRecord,
-    EvidenceSource, LatestObservation, Note, Observation, OpKind, OpState, Operation, Snapshot,
-    Timestamp, Triage, Verdict,
+    EvidenceSource, LatestObservation, Note, Observation, Observed, OpKind, OpState, Operation,
+    Snapshot, Timestamp, Triage, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -351,15 +351,17 @@ pub(crate) fn observations(
         let (complete, authoritative, closed, matches) = flags;
         Ok(Observation {
             seq,
-            op_id: op_id.to_string(),
-            receiver,
-            verdict: Verdict::parse(&verdict).ok_or_else(|| corrupt("verdict"))?,
-            observed_at: time(&at, "observed_at", &of)?,
-            observed_by: by,
-            complete,
-            authoritative,
-            closed,
-            matches,
+            seen: Observed {
+                op_id: op_id.to_string(),
+                receiver,
+                verdict: Verdict::parse(&verdict).ok_or_else(|| corrupt("verdict"))?,
+                observed_at: time(&at, "observed_at", &of)?,
+                observed_by: by,
+                complete,
+                authoritative,
+                closed,
+                matches,
+            },
             snapshot: serde_json::from_str::<SnapshotOf>(&snapshot)
                 .map_err(|_| corrupt("snapshot"))?
                 .snapshot,

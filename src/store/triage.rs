@@ -15,7 +15,7 @@ use super::{journal, SqlContext, SqliteSender, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
     check_escalation, CloseEntry, EscalationAction, EscalationRecord, Marking, NewNote,
-    NewObservation, Note, Observation, OpState, Operation, Timestamp,
+    NewObservation, Note, Observation, Observed, OpState, Operation, Timestamp,
 };
 use crate::error::{Result, StoreError};
 use rusqlite::types::ToSql;
@@ -49,15 +49,17 @@ pub(crate) fn insert_observation(
     let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
     Ok(Observation {
         seq: sealed.seq,
-        op_id: observation.op_id.to_string(),
-        receiver: provenance.receiver.clone(),
-        verdict: observation.verdict,
-        observed_at: observation.at,
-        observed_by: observation.by.to_string(),
-        complete: snapshot.complete,
-        authoritative: snapshot.authoritative,
-        closed: snapshot.closed,
-        matches,
+        seen: Observed {
+            op_id: observation.op_id.to_string(),
+            receiver: provenance.receiver.clone(),
+            verdict: observation.verdict,
+            observed_at: observation.at,
+            observed_by: observation.by.to_string(),
+            complete: snapshot.complete,
+            authoritative: snapshot.authoritative,
+            closed: snapshot.closed,
+            matches,
+        },
         snapshot: snapshot.clone(),
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),

@@ -123,7 +123,7 @@ impl Workspace {
             return Ok(());
         }
         let recorded = self.sender.record_observations(&batch)?;
-        observed.extend(recorded.iter().map(|o| o.summary()));
+        observed.extend(recorded.into_iter().map(|o| o.seen));
         Ok(())
     }
 

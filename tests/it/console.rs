@@ -782,7 +782,7 @@ fn read_snapshot_is_the_reviewers_read_and_recorded_as_their_observation() {
     );
     let detail = lab.reopen().show("op-1004-support-ticket").unwrap();
     assert_eq!(detail.observations.len(), 1);
-    assert_eq!(detail.observations[0].observed_by, "ada");
+    assert_eq!(detail.observations[0].seen.observed_by, "ada");
     // The row shows the recorded verdict, seen just now.
     assert!(
         text.contains(">   op-1004-support-ticket        unsure  <1m  3h"),
@@ -2189,7 +2189,7 @@ fn rereading_the_marks_records_each_as_the_reviewers_observation_and_keeps_them(
     for id in &marked {
         let observations = ws.show(id).unwrap().observations;
         assert_eq!(observations.len(), 1, "{id}");
-        assert_eq!(observations[0].observed_by, "ada");
+        assert_eq!(observations[0].seen.observed_by, "ada");
     }
 }
 
