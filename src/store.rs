@@ -90,14 +90,14 @@ pub(crate) trait Outbox {
     ) -> Result<Option<(Operation, i64)>>;
     /// Every rule of a review, without writing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
-    /// Records a decision, and the observation of the snapshot it rests on
-    /// when one is given, in one transaction.
+    /// Records a decision at `at`, and with `observe` the snapshot it
+    /// rests on as the reviewer's observation, in one transaction.
     fn record_review(
         &mut self,
         review: &Review<'_>,
         provenance: &Provenance,
         at: Timestamp,
-        observation: Option<&NewObservation<'_>>,
+        observe: bool,
     ) -> Result<Recorded>;
     fn approve_compensation(
         &mut self,

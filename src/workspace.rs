@@ -351,7 +351,7 @@ impl Workspace {
     }
 
     /// Records a decision at the clock's time, and the read it rests on as
-    /// an observation when `observe`.
+    /// the reviewer's observation when `observe`.
     fn record_decision(
         &mut self,
         review: &Review<'_>,
@@ -359,20 +359,7 @@ impl Workspace {
         observe: bool,
     ) -> Result<Recorded> {
         let at = self.clock.now();
-        let current = self.sender.get(review.op_id)?;
-        let observation = match (&current, normalize_name(review.reviewer), observe) {
-            (Some(op), Some(by), true) => Some(NewObservation {
-                op_id: review.op_id,
-                by,
-                at,
-                snapshot: review.snapshot,
-                verdict: classify(op.scope(), review.snapshot),
-                provenance,
-            }),
-            _ => None,
-        };
-        self.sender
-            .record_review(review, provenance, at, observation.as_ref())
+        self.sender.record_review(review, provenance, at, observe)
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {

@@ -695,26 +695,35 @@ impl Outbox for SqliteSender {
     }
 
     /// Records a reviewer's decision: the rules of [`check_review`] against
-    /// the row as it is inside this transaction, then the observation of
-    /// the snapshot it rests on (when asked), the conditional update and
-    /// the evidence append with the full snapshot. If the append fails,
-    /// the state change rolls back with it.
+    /// the row as it is inside this transaction, then (with `observe`) the
+    /// snapshot it rests on as the reviewer's observation, with the verdict
+    /// the rules found, the conditional update and the evidence append with
+    /// the full snapshot. If the append fails, the state change rolls back
+    /// with it.
     fn record_review(
         &mut self,
         review: &Review<'_>,
         provenance: &Provenance,
         at: Timestamp,
-        observation: Option<&NewObservation<'_>>,
+        observe: bool,
     ) -> Result<Recorded> {
         let path = self.path.clone();
-        if crate::domain::normalize_name(review.reviewer).is_none() {
+        let Some(reviewer) = crate::domain::normalize_name(review.reviewer) else {
             return Err(Refusal::EmptyReviewer.into());
-        }
+        };
         let tx = self.immediate()?;
         let op = require_op(&tx, &path, review.op_id)?;
         let verdict = check_review(&op, review, || last_changed_by(&tx, &op.op_id))?;
-        if let Some(observation) = observation {
-            triage::insert_observation(&tx, &path, observation)?;
+        if observe {
+            let observation = NewObservation {
+                op_id: review.op_id,
+                by: reviewer,
+                at,
+                snapshot: review.snapshot,
+                verdict,
+                provenance,
+            };
+            triage::insert_observation(&tx, &path, &observation)?;
         }
         let snapshot = serde_json::to_value(review.snapshot)
             .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
