@@ -14,7 +14,7 @@ use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::{fail, set_status};
 use super::triage;
-use crate::domain::{Operation, PageBound, QueueFilter};
+use crate::domain::{Operation, PageBound};
 use crate::error::Result;
 
 /// A key in the queue.
@@ -171,11 +171,7 @@ fn mark_of(op: &Operation) -> Mark {
 /// at the version it has now. A filter that shows more than
 /// [`MAX_MARKS`] marks nothing and says so.
 fn mark_all(app: &mut App) -> Result<()> {
-    let search = app.search.clone();
-    let filter = QueueFilter {
-        search: search.as_deref(),
-        ..app.queue_filter()
-    };
+    let filter = app.queue_filter();
     let mut found: Vec<Operation> = Vec::new();
     loop {
         let bound = match found.last() {
