@@ -4,6 +4,7 @@
 //! times every old operation at the upgrade (SPEC 9), and `verify` accepts
 //! the journal written before the upgrade and still catches any edit.
 
+use crate::audit::tamper;
 use crate::support::{dump, program, run, run_with_env, Run};
 use recon::clock::FixedClock;
 use recon::domain::{Decision, Timestamp};
@@ -92,25 +93,6 @@ fn assert_intact(dir: &Path, entries: i64) {
     assert_eq!(report["journal_entries"], json!(entries), "{report:#}");
     assert_eq!(report["projection_mismatches"], json!([]));
     assert_eq!(report["state_mismatches"], json!([]));
-}
-
-/// The tampering an attacker with the file can do: append-only triggers
-/// dropped, foreign keys off.
-fn tamper(dir: &Path, sql: &str) {
-    let conn = Connection::open(dir.join("sender.sqlite")).unwrap();
-    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    let triggers: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE name LIKE '%append_only%'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    for trigger in triggers {
-        conn.execute_batch(&format!("DROP TRIGGER {trigger}"))
-            .unwrap();
-    }
-    conn.execute_batch(sql).unwrap();
 }
 
 #[test]
