@@ -34,6 +34,27 @@ const JSON_COMMANDS: &[&str] = &[
     "receivers check",
 ];
 
+/// `approve-compensation` of `fx-000011` as lee at version 3, with
+/// `payload`.
+fn approve(op_id: &'static str, payload: &'static str) -> Vec<&'static str> {
+    vec![
+        "approve-compensation",
+        op_id,
+        "--effect",
+        "fx-000011",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "op-x",
+        "--action",
+        "refund_card",
+        "--payload",
+        payload,
+    ]
+}
+
 /// A failing invocation (without `--workspace` and `--json`) and its exit.
 type Case = (Vec<&'static str>, i32);
 
@@ -72,22 +93,7 @@ fn usage_cases() -> Vec<Case> {
             "--expected-version",
             "0",
         ],
-        vec![
-            "approve-compensation",
-            "op-1010-annual-plan",
-            "--effect",
-            "fx-000011",
-            "--approver",
-            "lee",
-            "--expected-version",
-            "3",
-            "--compensation-op",
-            "op-x",
-            "--action",
-            "refund_card",
-            "--payload",
-            "nope",
-        ],
+        approve("op-1010-annual-plan", "nope"),
     ];
     let cases = [cases, triage_usage_cases()].concat();
     cases.into_iter().map(|args| (args, 2)).collect()
@@ -150,22 +156,7 @@ fn refusal_cases() -> Vec<Case> {
             "--expected-version",
             "1",
         ],
-        vec![
-            "approve-compensation",
-            "op-nope",
-            "--effect",
-            "fx-000011",
-            "--approver",
-            "lee",
-            "--expected-version",
-            "3",
-            "--compensation-op",
-            "op-x",
-            "--action",
-            "refund_card",
-            "--payload",
-            "{}",
-        ],
+        approve("op-nope", "{}"),
         vec!["observe", "op-nope", "--by", "dana"],
         vec!["note", "op-nope", "--by", "dana", "--text", "hi"],
         vec![
@@ -226,22 +217,7 @@ fn storage_cases() -> Vec<Case> {
             "--expected-version",
             "2",
         ],
-        vec![
-            "approve-compensation",
-            "op-1010-annual-plan",
-            "--effect",
-            "fx-000011",
-            "--approver",
-            "lee",
-            "--expected-version",
-            "3",
-            "--compensation-op",
-            "op-x",
-            "--action",
-            "refund_card",
-            "--payload",
-            "{}",
-        ],
+        approve("op-1010-annual-plan", "{}"),
     ];
     let cases = [cases, triage_storage_cases()].concat();
     cases.into_iter().map(|args| (args, 4)).collect()
