@@ -84,14 +84,13 @@ fn pg_ledger() {
     let mut close = Vec::new();
     for n in 0..calls {
         let op_id = format!("bench-{n}");
-        let request = json!({"recon_adapter": 1, "op": {
+        let request = json!({"recon_adapter": 1, "workspace": "bench", "op": {
             "op_id": op_id, "action_kind": "ledger_write",
             "payload": {"amount": n, "account": "acct-9"}, "compensates_effect_id": null}});
         apply.push(timed_call(binary, &args, "apply", &request));
     }
     for n in 0..calls {
-        let request =
-            json!({"recon_adapter": 1, "op_id": format!("bench-{n}"), "authorized_by": "ann"});
+        let request = json!({"recon_adapter": 1, "workspace": "bench", "op_id": format!("bench-{n}"), "authorized_by": "ann"});
         close.push(timed_call(binary, &args, "close", &request));
     }
     println!("recon-pg-ledger describe  {}", summary(describe));

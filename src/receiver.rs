@@ -30,18 +30,22 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 /// A tool that performs side effects and can be asked what it holds.
+///
+/// Every call but `describe` names the workspace (or team database) it
+/// comes from: op ids are unique within a workspace only, so a receiver
+/// that serves several keeps each one's effects, closes and reads apart.
 pub trait Receiver {
     /// What the receiver says of itself: name, version, and its ceiling.
     fn describe(&mut self) -> Result<Description>;
     /// Performs the effect once and returns its receipt; refused
     /// `operation_closed` once the operation is closed.
-    fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect>;
+    fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect>;
     /// Every effect the receiver holds for the operation, read without
     /// changing anything.
-    fn query(&mut self, op_id: &str) -> Result<Snapshot>;
+    fn query(&mut self, workspace: &str, op_id: &str) -> Result<Snapshot>;
     /// Closes the operation for good (no effect can be written for it
     /// afterwards) and returns what it held at that moment, in one step.
-    fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot>;
+    fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot>;
 }
 
 /// Exit code of a receiver that committed and then died before its receipt.
@@ -214,12 +218,16 @@ pub fn serve_apply(args: &ApplyArgs, options: OpenOptions) -> Result<()> {
     if args.fault == Some(Fault::CrashBeforeCommit) {
         std::process::exit(EXIT_CRASH_BEFORE_COMMIT);
     }
-    let effect = ledger.apply(&EffectRequest {
-        op_id: &args.op_id,
-        action_kind: &args.action_kind,
-        payload: &args.payload,
-        compensates_effect_id: args.compensates_effect_id.as_deref(),
-    })?;
+    let own = ledger.workspace_id()?;
+    let effect = ledger.apply(
+        &own,
+        &EffectRequest {
+            op_id: &args.op_id,
+            action_kind: &args.action_kind,
+            payload: &args.payload,
+            compensates_effect_id: args.compensates_effect_id.as_deref(),
+        },
+    )?;
     if args.fault == Some(Fault::CrashAfterCommit) {
         std::process::exit(EXIT_CRASH_AFTER_COMMIT);
     }

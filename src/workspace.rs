@@ -45,6 +45,8 @@ pub struct Workspace {
     /// The files opened, to refuse a mutation once the paths name others.
     opened: store::OpenedFiles,
     sender: Box<dyn SenderStore>,
+    /// The workspace's id, which every adapter request carries.
+    id: String,
     ledger: Builtin,
     program: ReceiverProgram,
     /// The time of every act; the system clock unless a test sets another.
@@ -91,11 +93,13 @@ impl Workspace {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let (sender, receiver, opened) = store::open_pair(dir, options, clock.now())?;
+        let ledger = Builtin::from_store(receiver);
         Ok(Workspace {
             dir: dir.to_path_buf(),
             opened,
             sender,
-            ledger: Builtin::from_store(receiver),
+            id: ledger.workspace_id()?,
+            ledger,
             program: ReceiverProgram::current()?,
             clock,
         })
@@ -107,6 +111,12 @@ impl Workspace {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// The workspace's id: the scope of its op ids at a receiver that
+    /// serves several workspaces.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// The time the next act would be stamped with: what ages are measured

@@ -48,6 +48,7 @@ fn ledger_program(lab: &Lab, can_close: bool) -> AdapterProgram {
 fn ask(lab: &Lab, program: &AdapterProgram, verb: Verb, op: &Operation) -> Result<Value> {
     let request = protocol::request(
         verb,
+        lab.ws.id(),
         &EffectRequest {
             op_id: &op.op_id,
             action_kind: &op.action_kind,

@@ -104,20 +104,44 @@ impl Builtin {
     }
 }
 
+impl Builtin {
+    /// The id of the workspace this ledger belongs to.
+    pub fn workspace_id(&self) -> Result<String, StoreError> {
+        self.store.workspace_id()
+    }
+
+    /// The ledger serves its own workspace only: a request from another
+    /// (a copied or swapped file, a stray registration) is refused before
+    /// anything is read or written, so its op ids never meet ours.
+    fn serves(&self, workspace: &str) -> Result<()> {
+        let own = self.workspace_id()?;
+        if workspace == own {
+            return Ok(());
+        }
+        Err(crate::error::Error::Invalid(format!(
+            "this ledger belongs to workspace {own}, not to {}",
+            crate::domain::sanitize::escape(workspace)
+        )))
+    }
+}
+
 impl Receiver for Builtin {
     fn describe(&mut self) -> Result<Description> {
         Ok(Builtin::description(self.can_close))
     }
 
-    fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
+    fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
+        self.serves(workspace)?;
         self.store.apply(request)
     }
 
-    fn query(&mut self, op_id: &str) -> Result<Snapshot> {
+    fn query(&mut self, workspace: &str, op_id: &str) -> Result<Snapshot> {
+        self.serves(workspace)?;
         self.store.snapshot(op_id, None)
     }
 
-    fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+    fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        self.serves(workspace)?;
         if !self.can_close {
             return Err(Refusal::CloseUnsupported {
                 receiver: BUILTIN_NAME.to_string(),

@@ -138,18 +138,29 @@ fn effect_json(effect: &Effect) -> Value {
     })
 }
 
-/// The request recon writes for a verb.
-pub fn request(verb: Verb, op: &EffectRequest<'_>, authorized_by: Option<&str>) -> Value {
+/// The request recon writes for a verb. Every request but `describe`
+/// names the workspace it comes from, so an adapter that serves several
+/// workspaces keeps their equal op ids apart.
+pub fn request(
+    verb: Verb,
+    workspace: &str,
+    op: &EffectRequest<'_>,
+    authorized_by: Option<&str>,
+) -> Value {
     match verb {
         Verb::Describe => envelope(json!({})),
-        Verb::Apply => envelope(json!({"op": {
+        Verb::Apply => envelope(json!({"workspace": workspace, "op": {
             "op_id": op.op_id,
             "action_kind": op.action_kind,
             "payload": op.payload,
             "compensates_effect_id": op.compensates_effect_id,
         }})),
-        Verb::Query => envelope(json!({"op_id": op.op_id})),
-        Verb::Close => envelope(json!({"op_id": op.op_id, "authorized_by": authorized_by})),
+        Verb::Query => envelope(json!({"workspace": workspace, "op_id": op.op_id})),
+        Verb::Close => envelope(json!({
+            "workspace": workspace,
+            "op_id": op.op_id,
+            "authorized_by": authorized_by,
+        })),
     }
 }
 
@@ -184,20 +195,24 @@ pub fn failure_answer(failed: &Failed) -> Value {
     }))
 }
 
-/// A request as an adapter reads it.
+/// A request as an adapter reads it. `workspace` is the id of the
+/// workspace (or team database) that sent it: the scope of its op ids.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     Describe,
     Apply {
+        workspace: String,
         op_id: String,
         action_kind: String,
         payload: Value,
         compensates_effect_id: Option<String>,
     },
     Query {
+        workspace: String,
         op_id: String,
     },
     Close {
+        workspace: String,
         op_id: String,
         authorized_by: String,
     },
@@ -239,6 +254,7 @@ pub fn parse_request(verb: Verb, value: &Value) -> Result<Request, Failed> {
                 .and_then(Value::as_object)
                 .ok_or_else(|| Failed::bad_request("op must be an object"))?;
             Request::Apply {
+                workspace: text_field(object, "workspace")?,
                 op_id: text_field(op, "op_id")?,
                 action_kind: text_field(op, "action_kind")?,
                 payload: op
@@ -249,9 +265,11 @@ pub fn parse_request(verb: Verb, value: &Value) -> Result<Request, Failed> {
             }
         }
         Verb::Query => Request::Query {
+            workspace: text_field(object, "workspace")?,
             op_id: text_field(object, "op_id")?,
         },
         Verb::Close => Request::Close {
+            workspace: text_field(object, "workspace")?,
             op_id: text_field(object, "op_id")?,
             authorized_by: text_field(object, "authorized_by")?,
         },
@@ -279,24 +297,31 @@ pub fn answer(receiver: &mut dyn Receiver, request: &Request) -> Value {
     let result = match request {
         Request::Describe => return describe_answer_of(receiver),
         Request::Apply {
+            workspace,
             op_id,
             action_kind,
             payload,
             compensates_effect_id,
         } => receiver
-            .apply(&EffectRequest {
-                op_id,
-                action_kind,
-                payload,
-                compensates_effect_id: compensates_effect_id.as_deref(),
-            })
+            .apply(
+                workspace,
+                &EffectRequest {
+                    op_id,
+                    action_kind,
+                    payload,
+                    compensates_effect_id: compensates_effect_id.as_deref(),
+                },
+            )
             .map(|effect| receipt_answer(&effect)),
-        Request::Query { op_id } => receiver.query(op_id).map(|s| snapshot_answer(&s)),
+        Request::Query { workspace, op_id } => receiver
+            .query(workspace, op_id)
+            .map(|s| snapshot_answer(&s)),
         Request::Close {
+            workspace,
             op_id,
             authorized_by,
         } => receiver
-            .close(op_id, authorized_by)
+            .close(workspace, op_id, authorized_by)
             .map(|s| snapshot_answer(&s)),
     };
     result.unwrap_or_else(|error| {

@@ -141,6 +141,12 @@ impl ReceiverStore {
         &self.path
     }
 
+    /// The workspace id the ledger was created with (see `store::identity`).
+    pub fn workspace_id(&self) -> Result<String, StoreError> {
+        super::identity::workspace_id(&self.conn, &self.path)?
+            .ok_or_else(|| StoreError::Corrupt(format!("{}: no workspace id", self.path.display())))
+    }
+
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }

@@ -139,6 +139,7 @@ impl Workspace {
             Verb::Describe,
             &protocol::request(
                 Verb::Describe,
+                &self.id,
                 &EffectRequest {
                     op_id: "",
                     action_kind: "",
@@ -247,12 +248,12 @@ impl Workspace {
         };
         let answer = if op.receiver == BUILTIN_NAME {
             let snapshot = match close {
-                Some(who) => self.ledger.close(&op.op_id, who)?,
-                None => self.ledger.query(&op.op_id)?,
+                Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
+                None => self.ledger.query(&self.id, &op.op_id)?,
             };
             protocol::snapshot_answer(&snapshot)
         } else {
-            let request = protocol::request(verb, &request_of(op), close);
+            let request = protocol::request(verb, &self.id, &request_of(op), close);
             let reply = Self::adapter_program(&registration).call(&self.program, verb, &request);
             reply
                 .answer
@@ -327,7 +328,7 @@ impl Workspace {
         options: DispatchOptions,
     ) -> Result<PendingDispatch> {
         let registration = self.registration_of(&operation)?;
-        let mut request = protocol::request(Verb::Apply, &request_of(&operation), None);
+        let mut request = protocol::request(Verb::Apply, &self.id, &request_of(&operation), None);
         options.add_to(&mut request);
         let program = Self::adapter_program(&registration);
         let mut call = program.start(&self.program, Verb::Apply, &request, options.wait_permit);

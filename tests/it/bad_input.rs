@@ -832,12 +832,15 @@ fn library_cases() -> Vec<LibraryCase> {
             "receiver write for a closed op",
             |ws| {
                 Builtin::open(ws.dir(), OpenOptions::default())?
-                    .apply(&EffectRequest {
-                        op_id: "closed",
-                        action_kind: "pay",
-                        payload: &json!({"amount": 10}),
-                        compensates_effect_id: None,
-                    })
+                    .apply(
+                        ws.id(),
+                        &EffectRequest {
+                            op_id: "closed",
+                            action_kind: "pay",
+                            payload: &json!({"amount": 10}),
+                            compensates_effect_id: None,
+                        },
+                    )
                     .map(drop)
             },
             "operation_closed",

@@ -20,12 +20,15 @@ fn closed_lab() -> Lab {
 fn apply(lab: &Lab) -> recon::Result<recon::domain::Effect> {
     Builtin::open(lab.path(), OpenOptions::default())
         .unwrap()
-        .apply(&EffectRequest {
-            op_id: "op",
-            action_kind: "pay",
-            payload: &json!({"n": 1}),
-            compensates_effect_id: None,
-        })
+        .apply(
+            lab.ws.id(),
+            &EffectRequest {
+                op_id: "op",
+                action_kind: "pay",
+                payload: &json!({"n": 1}),
+                compensates_effect_id: None,
+            },
+        )
 }
 
 #[test]

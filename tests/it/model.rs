@@ -727,12 +727,15 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             library(
                 Builtin::open(lab.path(), recon::OpenOptions::default())
                     .unwrap()
-                    .apply(&EffectRequest {
-                        op_id: target.id(),
-                        action_kind: &action,
-                        payload: &payload,
-                        compensates_effect_id: compensates.as_deref(),
-                    }),
+                    .apply(
+                        lab.ws.id(),
+                        &EffectRequest {
+                            op_id: target.id(),
+                            action_kind: &action,
+                            payload: &payload,
+                            compensates_effect_id: compensates.as_deref(),
+                        },
+                    ),
             )
             .0
         }

@@ -93,8 +93,11 @@ pub fn call_adapter(
     (answer_of(&output), output.status.code())
 }
 
+/// The workspace id the direct adapter calls of these tests name.
+pub const TEST_WORKSPACE: &str = "ws-real-receivers";
+
 pub fn apply_request(op_id: &str, action_kind: &str, payload: &Value) -> Value {
-    json!({"recon_adapter": 1, "op": {
+    json!({"recon_adapter": 1, "workspace": TEST_WORKSPACE, "op": {
         "op_id": op_id,
         "action_kind": action_kind,
         "payload": payload,
@@ -103,11 +106,11 @@ pub fn apply_request(op_id: &str, action_kind: &str, payload: &Value) -> Value {
 }
 
 pub fn query_request(op_id: &str) -> Value {
-    json!({"recon_adapter": 1, "op_id": op_id})
+    json!({"recon_adapter": 1, "workspace": TEST_WORKSPACE, "op_id": op_id})
 }
 
 pub fn close_request(op_id: &str, authorized_by: &str) -> Value {
-    json!({"recon_adapter": 1, "op_id": op_id, "authorized_by": authorized_by})
+    json!({"recon_adapter": 1, "workspace": TEST_WORKSPACE, "op_id": op_id, "authorized_by": authorized_by})
 }
 
 /// The error code of an `ok: false` answer.

@@ -6,6 +6,13 @@
 //! a receiver is genuinely non-idempotent). An effect's id is its row's
 //! identity, `pgfx-000042`, so the same row always has the same id.
 //!
+//! Every row is keyed by the workspace the request names as well as by its
+//! op id: one ledger database may serve many workspaces (or team
+//! databases), whose op ids are unique only within each, so every read,
+//! write and close is scoped to the requester's workspace. Tables made by
+//! a version without that key are refused, never read as if they were
+//! one workspace's: their rows could belong to any.
+//!
 //! # Why no apply can commit after a close that did not see it
 //!
 //! Both sides meet on the operation's gate row, under READ COMMITTED:
@@ -61,23 +68,29 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// under an advisory lock so concurrent first calls do not race.
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS recon_gate (
-    op_id text PRIMARY KEY,
+    workspace text NOT NULL,
+    op_id text NOT NULL,
     closed_at timestamptz,
-    closed_by text
+    closed_by text,
+    PRIMARY KEY (workspace, op_id)
 );
 CREATE TABLE IF NOT EXISTS recon_effects (
     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    op_id text NOT NULL REFERENCES recon_gate (op_id),
+    workspace text NOT NULL,
+    op_id text NOT NULL,
     action_kind text NOT NULL,
     payload text NOT NULL,
     compensates_effect_id text,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    FOREIGN KEY (workspace, op_id) REFERENCES recon_gate (workspace, op_id)
 );
-CREATE INDEX IF NOT EXISTS recon_effects_op_id ON recon_effects (op_id);
+CREATE INDEX IF NOT EXISTS recon_effects_op ON recon_effects (workspace, op_id);
 CREATE OR REPLACE FUNCTION recon_effects_gate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM 1 FROM recon_gate WHERE op_id = NEW.op_id AND closed_at IS NULL FOR SHARE;
+    PERFORM 1 FROM recon_gate
+        WHERE workspace = NEW.workspace AND op_id = NEW.op_id AND closed_at IS NULL
+        FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'operation % is closed', NEW.op_id USING ERRCODE = 'RC001';
     END IF;
@@ -171,11 +184,11 @@ fn effect_of(op_id: &str, row: &Row) -> Result<Effect> {
 
 /// Every effect of the operation, in the order they were written, read by
 /// one statement of `tx` (so with one snapshot).
-fn effects(tx: &mut Transaction<'_>, op_id: &str) -> Result<Vec<Effect>> {
+fn effects(tx: &mut Transaction<'_>, workspace: &str, op_id: &str) -> Result<Vec<Effect>> {
     tx.query(
         "SELECT seq, action_kind, payload, compensates_effect_id \
-         FROM recon_effects WHERE op_id = $1 ORDER BY seq",
-        &[&op_id],
+         FROM recon_effects WHERE workspace = $1 AND op_id = $2 ORDER BY seq",
+        &[&workspace, &op_id],
     )
     .map_err(|e| failed("reading effects", e))?
     .iter()
@@ -221,11 +234,12 @@ impl PgLedger {
 
     /// Creates the operation's gate row if it is missing, in a transaction
     /// of its own that commits at once (see the module docs for why).
-    fn ensure_gate(&mut self, op_id: &str) -> Result<()> {
+    fn ensure_gate(&mut self, workspace: &str, op_id: &str) -> Result<()> {
         self.client()?
             .execute(
-                "INSERT INTO recon_gate (op_id) VALUES ($1) ON CONFLICT (op_id) DO NOTHING",
-                &[&op_id],
+                "INSERT INTO recon_gate (workspace, op_id) VALUES ($1, $2) \
+                 ON CONFLICT (workspace, op_id) DO NOTHING",
+                &[&workspace, &op_id],
             )
             .map_err(|e| failed("creating the gate row", e))?;
         Ok(())
@@ -244,14 +258,26 @@ impl PgLedger {
 /// statement; the creation runs once, under an advisory lock, because two
 /// first calls racing on `CREATE TABLE IF NOT EXISTS` can still collide.
 fn ensure_schema(client: &mut Client) -> Result<()> {
-    let present: bool = client
+    let row = client
         .query_one(
             "SELECT to_regclass('recon_effects') IS NOT NULL \
-             AND to_regclass('recon_gate') IS NOT NULL",
+             AND to_regclass('recon_gate') IS NOT NULL, \
+             EXISTS (SELECT 1 FROM information_schema.columns \
+                     WHERE table_schema = current_schema() \
+                       AND table_name = 'recon_gate' AND column_name = 'workspace')",
             &[],
         )
-        .map_err(|e| failed("checking the tables", e))?
-        .get(0);
+        .map_err(|e| failed("checking the tables", e))?;
+    let (present, scoped): (bool, bool) = (row.get(0), row.get(1));
+    if present && !scoped {
+        return Err(StoreError::Receiver(
+            "recon_gate and recon_effects predate workspace scoping (recon-pg-ledger 0.1): \
+             their rows name no workspace, so no read of them proves anything; \
+             use a new database or schema for this ledger"
+                .into(),
+        )
+        .into());
+    }
     if present {
         return Ok(());
     }
@@ -271,14 +297,15 @@ impl Receiver for PgLedger {
         Ok(description())
     }
 
-    fn apply(&mut self, request: &EffectRequest<'_>) -> Result<Effect> {
+    fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
         let op_id = request.op_id;
-        self.ensure_gate(op_id)?;
+        self.ensure_gate(workspace, op_id)?;
         let mut tx = self.read_committed()?;
         let open: Option<bool> = tx
             .query_opt(
-                "SELECT closed_at IS NULL FROM recon_gate WHERE op_id = $1 FOR SHARE",
-                &[&op_id],
+                "SELECT closed_at IS NULL FROM recon_gate \
+                 WHERE workspace = $1 AND op_id = $2 FOR SHARE",
+                &[&workspace, &op_id],
             )
             .map_err(|e| failed("locking the gate row", e))?
             .map(|row| row.get(0));
@@ -289,9 +316,12 @@ impl Receiver for PgLedger {
         let payload = canonical_json(request.payload);
         let row = tx
             .query_one(
-                "INSERT INTO recon_effects (op_id, action_kind, payload, compensates_effect_id) \
-                 VALUES ($1, $2, $3, $4) RETURNING seq, action_kind, payload, compensates_effect_id",
+                "INSERT INTO recon_effects \
+                 (workspace, op_id, action_kind, payload, compensates_effect_id) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 RETURNING seq, action_kind, payload, compensates_effect_id",
                 &[
+                    &workspace,
                     &op_id,
                     &request.action_kind,
                     &payload,
@@ -309,7 +339,7 @@ impl Receiver for PgLedger {
         Ok(effect)
     }
 
-    fn query(&mut self, op_id: &str) -> Result<Snapshot> {
+    fn query(&mut self, workspace: &str, op_id: &str) -> Result<Snapshot> {
         // One snapshot for both reads: a `closed` seen here comes with
         // every effect written before the close.
         let mut tx = self
@@ -321,37 +351,40 @@ impl Receiver for PgLedger {
             .map_err(|e| failed("beginning", e))?;
         let closed = tx
             .query_opt(
-                "SELECT closed_at IS NOT NULL FROM recon_gate WHERE op_id = $1",
-                &[&op_id],
+                "SELECT closed_at IS NOT NULL FROM recon_gate \
+                 WHERE workspace = $1 AND op_id = $2",
+                &[&workspace, &op_id],
             )
             .map_err(|e| failed("reading the gate row", e))?
             .is_some_and(|row| row.get(0));
-        let matches = effects(&mut tx, op_id)?;
+        let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
         Ok(snapshot(op_id, matches, closed))
     }
 
-    fn close(&mut self, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
-        self.ensure_gate(op_id)?;
+    fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        self.ensure_gate(workspace, op_id)?;
         let mut tx = self.read_committed()?;
         // Waits until every apply holding the share lock has ended.
         let already: bool = tx
             .query_one(
-                "SELECT closed_at IS NOT NULL FROM recon_gate WHERE op_id = $1 FOR UPDATE",
-                &[&op_id],
+                "SELECT closed_at IS NOT NULL FROM recon_gate \
+                 WHERE workspace = $1 AND op_id = $2 FOR UPDATE",
+                &[&workspace, &op_id],
             )
             .map_err(|e| failed("locking the gate row", e))?
             .get(0);
         if !already {
             tx.execute(
-                "UPDATE recon_gate SET closed_at = now(), closed_by = $2 WHERE op_id = $1",
-                &[&op_id, &authorized_by],
+                "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
+                 WHERE workspace = $1 AND op_id = $2",
+                &[&workspace, &op_id, &authorized_by],
             )
             .map_err(|e| failed("closing", e))?;
         }
         // A later statement, so a fresh snapshot: every apply that held the
         // share lock has committed or rolled back by now.
-        let matches = effects(&mut tx, op_id)?;
+        let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
         Ok(snapshot(op_id, matches, true))

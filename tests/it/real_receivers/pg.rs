@@ -444,7 +444,9 @@ fn an_original_that_arrives_after_the_close_is_refused_and_the_op_is_not_applied
     let w = ws.as_str();
     prepare(w, "pg-2", "ledger_write", &json!({"n": 2}));
     let args = ["--database", url.as_str()];
-    let (early, _) = call_adapter(&binary, &args, "close", &close_request("pg-2", "ann"), &[]);
+    let mut close = close_request("pg-2", "ann");
+    close["workspace"] = json!(lab.ws.id());
+    let (early, _) = call_adapter(&binary, &args, "close", &close, &[]);
     assert_eq!(early.expect("a close answer")["matches"], json!([]));
     let report = dispatch(w, "pg-2", &[]);
     assert_eq!(report["outcome"], json!("unknown"), "{report}");
@@ -501,5 +503,37 @@ fn pg_ledger_answers_unavailable_when_the_server_is_down() {
         Some(4),
         "no read from a server that is down: {}",
         refused.stdout
+    );
+}
+
+#[test]
+fn two_workspaces_sharing_one_pg_ledger_never_read_each_others_effects() {
+    let test = "two_workspaces_sharing_one_pg_ledger_never_read_each_others_effects";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("shared_ledger");
+    let a = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let b = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let (wa, wb) = (a.path_str(), b.path_str());
+    let payload = json!({"account": "acct-1", "amount": 5});
+    prepare(&wa, "same-op", "ledger_write", &payload);
+    prepare(&wb, "same-op", "ledger_write", &payload);
+    let sent = dispatch(&wa, "same-op", &[]);
+    assert_eq!(sent["outcome"], json!("receipt"), "{sent}");
+    // B's operation was never sent: its read must not see A's effect, and
+    // its closing snapshot proves absence in B's scope only.
+    let read = ok_json(&snapshot(&wb, "same-op", None, &[]), "B's read");
+    assert_eq!(read["snapshot"]["matches"], json!([]), "{read}");
+    assert_eq!(read["verdict"], json!("inconclusive"), "{read}");
+    let closed = ok_json(&snapshot(&wb, "same-op", Some("ann"), &[]), "B's close");
+    assert_eq!(closed["verdict"], json!("terminal_absence"), "{closed}");
+    // A's operation is still open at the ledger: B's close did not close it.
+    let again = ok_json(&snapshot(&wa, "same-op", None, &[]), "A's read");
+    assert_eq!(again["snapshot"]["closed"], json!(false), "{again}");
+    assert_eq!(
+        again["snapshot"]["matches"].as_array().map(Vec::len),
+        Some(1),
+        "{again}"
     );
 }

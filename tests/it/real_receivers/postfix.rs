@@ -269,12 +269,12 @@ fn recon_postfix_cannot_close_and_answers_unavailable_when_postfix_is_down() {
         ),
         (
             "query",
-            json!({"recon_adapter": 1, "op_id": "down-1"}),
+            json!({"recon_adapter": 1, "workspace": super::TEST_WORKSPACE, "op_id": "down-1"}),
             "unavailable",
         ),
         (
             "close",
-            json!({"recon_adapter": 1, "op_id": "down-1", "authorized_by": "ann"}),
+            json!({"recon_adapter": 1, "workspace": super::TEST_WORKSPACE, "op_id": "down-1", "authorized_by": "ann"}),
             "unsupported",
         ),
     ];
