@@ -1305,3 +1305,73 @@ fn the_text_report_names_the_first_mismatch_and_the_count() {
         human.stdout
     );
 }
+
+/// Without the attacker's `DROP TRIGGER`: on a live workspace each table
+/// that is only ever appended to refuses an edit and a delete, even one
+/// that changes nothing, and the journal still verifies afterwards.
+#[test]
+fn every_append_only_table_refuses_update_and_delete_on_a_live_workspace() {
+    let lab = journal_lab();
+    let cases = [
+        (
+            "sender.sqlite",
+            "journal",
+            "entry",
+            "the journal is append-only",
+        ),
+        (
+            "sender.sqlite",
+            "evidence",
+            "reviewer",
+            "evidence is append-only",
+        ),
+        (
+            "sender.sqlite",
+            "closes",
+            "authorized_by",
+            "closes are append-only",
+        ),
+        (
+            "sender.sqlite",
+            "observations",
+            "observed_by",
+            "observations are append-only",
+        ),
+        ("sender.sqlite", "notes", "text", "notes are append-only"),
+        (
+            "sender.sqlite",
+            "escalations",
+            "reason",
+            "escalations are append-only",
+        ),
+        (
+            "receiver.sqlite",
+            "effects",
+            "payload",
+            "the receiver ledger is append-only",
+        ),
+        (
+            "receiver.sqlite",
+            "closed_ops",
+            "authorized_by",
+            "close tombstones are durable",
+        ),
+    ];
+    let before = crate::support::dump(lab.path());
+    for (file, table, column, message) in cases {
+        let conn = Connection::open(lab.path().join(file)).unwrap();
+        let rows: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert!(rows > 0, "{table} has rows for its triggers to fire on");
+        for sql in [
+            format!("UPDATE {table} SET {column} = {column}"),
+            format!("DELETE FROM {table}"),
+        ] {
+            let refused = conn.execute(&sql, []).expect_err(&sql);
+            assert!(refused.to_string().contains(message), "{sql}: {refused}");
+        }
+    }
+    assert_eq!(crate::support::dump(lab.path()), before);
+    assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
+}
