@@ -545,6 +545,33 @@ fn an_empty_journal_is_intact_and_its_checkpoint_is_the_genesis_hash() {
 }
 
 #[test]
+fn a_checkpoint_of_no_entries_holds_only_with_the_genesis_hash() {
+    // Any other head for length 0, on an empty journal and on a full one
+    // (whose own head it is, even): no journal extends it.
+    let (empty, full) = (Lab::new(), journal_lab());
+    let head = checkpoint(full.path())
+        .split_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    for (lab, hash) in [
+        (&empty, "ab".repeat(32)),
+        (&full, "ab".repeat(32)),
+        (&full, head),
+    ] {
+        let kept = format!("0:{hash}");
+        let (r, report) = verify(lab.path(), &["--checkpoint", &kept]);
+        assert_eq!(r.code, Some(1), "{kept}: {report:#}");
+        assert_eq!(report["checkpoint"]["extended"], false, "{kept}");
+        let reason = report["checkpoint"]["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("a checkpoint of no entries has the genesis hash as its head"),
+            "{kept}: {reason}"
+        );
+    }
+}
+
+#[test]
 fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
     let mut lab = journal_lab();
     let before = checkpoint(lab.path());
@@ -614,9 +641,30 @@ fn generated_operations_are_journaled_as_a_prepare_a_dispatch_and_any_observatio
     }
 }
 
+/// Fails unless every column of `table` (but `skip`) is the field of one of
+/// the cases, written `{prefix}{column}`: a column the replay stopped
+/// comparing would then go unnoticed.
+#[track_caller]
+fn assert_every_column_has_a_case(table: &str, skip: &str, prefix: &str, cases: &[Case<'_>]) {
+    let lab = journal_lab();
+    let columns: Vec<String> = sender(lab.path())
+        .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+        .unwrap()
+        .query_map([table], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!columns.is_empty(), "{table} has columns");
+    let missing: Vec<&String> = columns
+        .iter()
+        .filter(|c| *c != skip && !cases.iter().any(|(_, _, f)| *f == format!("{prefix}{c}")))
+        .collect();
+    assert!(missing.is_empty(), "no edit of {table} tries {missing:?}");
+}
+
 #[test]
 fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_field() {
-    check_mismatches(&[
+    let cases: &[Case<'_>] = &[
         (
             "UPDATE operations SET state = 'not_applied' WHERE op_id = 'c'",
             Some("c"),
@@ -683,7 +731,46 @@ fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_fi
             Some("ghost"),
             "operation",
         ),
-    ]);
+        // The times and the denormalized triage columns.
+        (
+            "UPDATE operations SET created_at = '2020-01-01T00:00:00.000Z' WHERE op_id = 'a'",
+            Some("a"),
+            "created_at",
+        ),
+        (
+            "UPDATE operations SET updated_at = '2020-01-01T00:00:00.000Z' WHERE op_id = 'a'",
+            Some("a"),
+            "updated_at",
+        ),
+        (
+            "UPDATE operations SET dispatch_count = 5 WHERE op_id = 'a'",
+            Some("a"),
+            "dispatch_count",
+        ),
+        (
+            "UPDATE operations SET last_dispatched_at = NULL WHERE op_id = 'a'",
+            Some("a"),
+            "last_dispatched_at",
+        ),
+        (
+            "UPDATE operations SET latest_observation = 11 WHERE op_id = 'd'",
+            Some("d"),
+            "latest_observation",
+        ),
+        (
+            "UPDATE operations SET latest_verdict = 'terminal_absence' WHERE op_id = 'd'",
+            Some("d"),
+            "latest_verdict",
+        ),
+        // The marker lowered behind the journal's back.
+        (
+            "UPDATE operations SET escalation = NULL WHERE op_id = 'd'",
+            Some("d"),
+            "escalation",
+        ),
+    ];
+    check_mismatches(cases);
+    assert_every_column_has_a_case("operations", "op_id", "", cases);
     // The version alone, both sides named.
     let lab = journal_lab();
     tamper(
@@ -754,7 +841,15 @@ fn a_deleted_added_or_edited_dispatch_is_a_projection_mismatch() {
 
 #[test]
 fn an_edited_evidence_row_is_a_projection_mismatch() {
-    check_mismatches(&[
+    let cases: &[Case<'_>] = &[
+        ("UPDATE evidence SET seq = 99 WHERE op_id = 'a'", Some("a"), "evidence[0].seq"),
+        ("UPDATE evidence SET source = 'review' WHERE op_id = 'a'", Some("a"), "evidence[0].source"),
+        ("UPDATE evidence SET verdict = 'inconclusive' WHERE op_id = 'b'", Some("b"), "evidence[0].verdict"),
+        ("UPDATE evidence SET from_version = 1 WHERE op_id = 'c'", Some("c"), "evidence[0].from_version"),
+        ("UPDATE evidence SET receiver = 'ledger2' WHERE op_id = 'c'", Some("c"), "evidence[0].receiver"),
+        // The receiver description the evidence rests on, swapped.
+        ("UPDATE evidence SET receiver_describe_sha256 = hex(zeroblob(32)) WHERE op_id = 'c'", Some("c"), "evidence[0].receiver_describe_sha256"),
+        ("UPDATE evidence SET recorded_at = '2020-01-01T00:00:00.000Z' WHERE op_id = 'c'", Some("c"), "evidence[0].recorded_at"),
         ("UPDATE evidence SET reviewer = 'Mallory' WHERE op_id = 'b'", Some("b"), "evidence[0].reviewer"),
         ("UPDATE evidence SET effect_id = 'fx-000002' WHERE op_id = 'a'", Some("a"), "evidence[0].effect_id"),
         ("UPDATE evidence SET decision = 'confirmed' WHERE op_id = 'b'", Some("b"), "evidence[0].decision"),
@@ -767,7 +862,9 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
           effect_id, receiver, receiver_describe_sha256, response_sha256, 99, recorded_at
           FROM evidence WHERE op_id = 'c'",
          Some("d"), "evidence[0]"),
-    ]);
+    ];
+    check_mismatches(cases);
+    assert_every_column_has_a_case("evidence", "op_id", "evidence[0].", cases);
     // The last evidence row removed: the wave-1 cross-check names it too.
     let lab = journal_lab();
     tamper(lab.path(), "DELETE FROM evidence WHERE op_id = 'comp'");
@@ -1304,4 +1401,74 @@ fn the_text_report_names_the_first_mismatch_and_the_count() {
         "{}",
         human.stdout
     );
+}
+
+/// Without the attacker's `DROP TRIGGER`: on a live workspace each table
+/// that is only ever appended to refuses an edit and a delete, even one
+/// that changes nothing, and the journal still verifies afterwards.
+#[test]
+fn every_append_only_table_refuses_update_and_delete_on_a_live_workspace() {
+    let lab = journal_lab();
+    let cases = [
+        (
+            "sender.sqlite",
+            "journal",
+            "entry",
+            "the journal is append-only",
+        ),
+        (
+            "sender.sqlite",
+            "evidence",
+            "reviewer",
+            "evidence is append-only",
+        ),
+        (
+            "sender.sqlite",
+            "closes",
+            "authorized_by",
+            "closes are append-only",
+        ),
+        (
+            "sender.sqlite",
+            "observations",
+            "observed_by",
+            "observations are append-only",
+        ),
+        ("sender.sqlite", "notes", "text", "notes are append-only"),
+        (
+            "sender.sqlite",
+            "escalations",
+            "reason",
+            "escalations are append-only",
+        ),
+        (
+            "receiver.sqlite",
+            "effects",
+            "payload",
+            "the receiver ledger is append-only",
+        ),
+        (
+            "receiver.sqlite",
+            "closed_ops",
+            "authorized_by",
+            "close tombstones are durable",
+        ),
+    ];
+    let before = crate::support::dump(lab.path());
+    for (file, table, column, message) in cases {
+        let conn = Connection::open(lab.path().join(file)).unwrap();
+        let rows: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert!(rows > 0, "{table} has rows for its triggers to fire on");
+        for sql in [
+            format!("UPDATE {table} SET {column} = {column}"),
+            format!("DELETE FROM {table}"),
+        ] {
+            let refused = conn.execute(&sql, []).expect_err(&sql);
+            assert!(refused.to_string().contains(message), "{sql}: {refused}");
+        }
+    }
+    assert_eq!(crate::support::dump(lab.path()), before);
+    assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
 }

@@ -954,6 +954,109 @@ fn bulk_triage_checks_each_against_its_own_version_and_verdict() {
     );
 }
 
+/// The prepared op-1012-onboarding-call marked at version 1, then `other`
+/// (unknown) marked at version 2.
+fn mark_the_prepared_call_and(app: &mut App, other: &str) {
+    press(app, "2");
+    select(app, PREPARED_CALL);
+    press(app, "<space>");
+    press(app, "1");
+    select(app, other);
+    press(app, "<space>");
+    let marked: Vec<(&str, i64)> = app
+        .marks
+        .iter()
+        .map(|(id, m)| (id.as_str(), m.version))
+        .collect();
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert!(marked.contains(&(PREPARED_CALL, 1)), "{marked:?}");
+}
+
+const PREPARED_CALL: &str = "op-1012-onboarding-call";
+
+/// `recon dispatch` from the command line, as another process would: the
+/// prepared call goes out and its receipt is lost (`unknown`, version 2).
+#[track_caller]
+fn dispatch_the_prepared_call(lab: &Lab, fault: &str) {
+    let workspace = lab.path_str();
+    let args = [
+        "dispatch",
+        "--workspace",
+        &workspace,
+        PREPARED_CALL,
+        "--fault",
+        fault,
+    ];
+    let out = run(&args, None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let op = lab.reopen().require(PREPARED_CALL).unwrap();
+    assert_eq!((op.state, op.version), (OpState::Unknown, 2));
+}
+
+#[test]
+fn a_bulk_close_refuses_a_mark_whose_operation_changed_before_the_job_ran() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    mark_the_prepared_call_and(&mut app, "op-1004-support-ticket");
+    press(&mut app, "x");
+    assert!(pending_text(&app).contains("op-1012-onboarding-call  (marked at version 1)"));
+    // Signed at version 1; dispatched (and left unknown) before `y`.
+    dispatch_the_prepared_call(&lab, "crash-before-commit");
+    press(&mut app, "y");
+    let (title, text) = report(&app);
+    assert_eq!(
+        title, "bulk closing snapshot: 1 recorded, 1 refused",
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "refused op-1012-onboarding-call: stale_version: expected version 1, found 2"
+        ),
+        "{text}"
+    );
+    let ws = lab.reopen();
+    assert_eq!(ws.show("op-1004-support-ticket").unwrap().closes.len(), 1);
+    let call = ws.show(PREPARED_CALL).unwrap();
+    assert!(call.closes.is_empty(), "closed anyway: {:?}", call.closes);
+}
+
+#[test]
+fn a_bulk_decision_refuses_a_mark_taken_while_prepared_and_dispatched_before_the_job_ran() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    mark_the_prepared_call_and(&mut app, "op-1002-invoice-email");
+    press(&mut app, "c");
+    assert!(pending_text(&app).contains("op-1012-onboarding-call  version 1 (prepared)"));
+    // Applied at the receiver, receipt lost: a fresh read would support
+    // `confirmed`, but not against the version the reviewer marked.
+    dispatch_the_prepared_call(&lab, "crash-after-commit");
+    press(&mut app, "y");
+    let (title, text) = report(&app);
+    assert_eq!(
+        title, "bulk record confirmed: 1 recorded, 1 refused",
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "refused op-1012-onboarding-call: stale_version: expected version 1, found 2"
+        ),
+        "{text}"
+    );
+    let ws = lab.reopen();
+    let call = ws.show(PREPARED_CALL).unwrap();
+    assert_eq!(
+        (call.operation.state, call.operation.version),
+        (OpState::Unknown, 2)
+    );
+    assert!(
+        call.evidence.is_empty(),
+        "decided anyway: {:?}",
+        call.evidence
+    );
+    let invoice = ws.require("op-1002-invoice-email").unwrap();
+    assert_eq!(invoice.state, OpState::Confirmed);
+}
+
 #[test]
 fn compensation_is_approved_with_defaults_then_dispatched() {
     let lab = demo_lab();

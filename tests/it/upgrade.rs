@@ -379,3 +379,34 @@ fn two_openers_at_once_upgrade_the_workspace_once() {
     }
     assert_intact(dir.path(), ENTRIES);
 }
+
+#[test]
+fn a_schema4_file_whose_journal_trigger_was_made_a_no_op_is_refused_untouched() {
+    // Same name, same table, same event: only what it does differs, so
+    // nothing but the comparison with a fresh file's schema can tell.
+    let dir = copy_of_fixture();
+    Connection::open(dir.path().join("sender.sqlite"))
+        .unwrap()
+        .execute_batch(
+            "DROP TRIGGER journal_append_only_update;
+             CREATE TRIGGER journal_append_only_update BEFORE UPDATE ON journal
+             BEGIN
+                 SELECT 1;
+             END;",
+        )
+        .unwrap();
+    let before = dump(dir.path());
+    let r = run(
+        &["ops", "--workspace", dir.path().to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(r.code, Some(4), "{}{}", r.stdout, r.stderr);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("has schema version 4, but not that version's tables")
+            && message.contains("its trigger journal_append_only_update differs"),
+        "{message}"
+    );
+    assert_eq!(dump(dir.path()), before, "the file was upgraded");
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 4);
+}

@@ -1,14 +1,21 @@
-//! The adapter's own drills, for tests: two named hooks, each at one
-//! boundary, read from the environment. They are not part of
-//! `recon-adapter/1` (recon never sends them); a test sets them on the
-//! adapter process it starts, or on the `recon` process whose child it is.
+//! The adapter's own drills, for tests: named hooks, each at one boundary,
+//! read from the environment. They are not part of `recon-adapter/1` (recon
+//! never sends them); a test sets them on the adapter process it starts, or
+//! on the `recon` process whose child it is.
 //!
-//! - `RECON_PG_LEDGER_HOLD_FIFO=PATH`: `apply`, once it holds the shared
-//!   gate lock and has seen the operation open, opens the fifo for reading
-//!   (so a test's open for writing returns: the test now knows the lock is
-//!   held) and waits for one line before it inserts and commits. This is
-//!   how a test holds eight writers inside their transactions while a close
-//!   arrives, and releases them in the order it chooses, without sleeping.
+//! - `RECON_PG_LEDGER_HOLD_POINT=NAME` with `RECON_PG_LEDGER_HOLD_FIFO=PATH`:
+//!   on reaching the named hold point, the process opens the fifo for
+//!   reading (so a test's open for writing returns: the test now knows
+//!   where it is, and which lock it holds) and waits for one line before it
+//!   goes on. The points:
+//!   - `apply.after_gate_lock`: `apply` holds the shared gate lock and has
+//!     seen the operation open; it has not inserted yet. This is how a test
+//!     holds eight writers inside their transactions while a close arrives,
+//!     and releases them in the order it chooses, without sleeping.
+//!   - `close.after_gate_lock`: `close` holds the exclusive gate lock and
+//!     has read whether the operation is closed; it has not marked it yet.
+//!     This is how a test lands a second close while the first holds the
+//!     row.
 //! - `RECON_PG_LEDGER_CRASH=after-apply-commit | after-close-commit`: the
 //!   process exits with code 23 right after that commit, before it answers:
 //!   a lost receipt, or a lost close answer.
@@ -16,8 +23,27 @@
 use recon::receiver::EXIT_CRASH_AFTER_COMMIT;
 use std::io::BufRead;
 
+pub const HOLD_POINT_ENV: &str = "RECON_PG_LEDGER_HOLD_POINT";
 pub const HOLD_FIFO_ENV: &str = "RECON_PG_LEDGER_HOLD_FIFO";
 pub const CRASH_ENV: &str = "RECON_PG_LEDGER_CRASH";
+
+/// A boundary where a drill can hold the process (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldPoint {
+    /// `apply`, holding the shared gate lock, before its insert.
+    ApplyAfterGateLock,
+    /// `close`, holding the exclusive gate lock, before it marks the row.
+    CloseAfterGateLock,
+}
+
+impl HoldPoint {
+    fn name(self) -> &'static str {
+        match self {
+            HoldPoint::ApplyAfterGateLock => "apply.after_gate_lock",
+            HoldPoint::CloseAfterGateLock => "close.after_gate_lock",
+        }
+    }
+}
 
 /// The commit a crash drill can follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +61,12 @@ impl Commit {
     }
 }
 
-/// Waits for the test's line if the hold drill is armed; does nothing
+/// Waits for the test's line if this hold point is armed; does nothing
 /// otherwise, or when the fifo cannot be read (a drill never breaks a run).
-pub fn hold_after_gate_lock() {
+pub fn hold(point: HoldPoint) {
+    if std::env::var(HOLD_POINT_ENV).ok().as_deref() != Some(point.name()) {
+        return;
+    }
     let Some(fifo) = std::env::var_os(HOLD_FIFO_ENV) else {
         return;
     };

@@ -47,7 +47,7 @@
 //! transaction, so creating it inside the apply would serialize the
 //! applies of one operation behind each other's whole transactions.
 
-use crate::drill::{self, Commit};
+use crate::drill::{self, Commit, HoldPoint};
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
@@ -312,7 +312,7 @@ impl Receiver for PgLedger {
         if open != Some(true) {
             return Err(closed_refusal(op_id));
         }
-        drill::hold_after_gate_lock();
+        drill::hold(HoldPoint::ApplyAfterGateLock);
         let payload = canonical_json(request.payload);
         let row = tx
             .query_one(
@@ -374,6 +374,7 @@ impl Receiver for PgLedger {
             )
             .map_err(|e| failed("locking the gate row", e))?
             .get(0);
+        drill::hold(HoldPoint::CloseAfterGateLock);
         if !already {
             tx.execute(
                 "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \

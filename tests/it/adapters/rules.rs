@@ -190,3 +190,35 @@ fn a_close_whose_answer_was_lost_can_be_repeated() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.json()["state"], "not_applied");
 }
+
+#[test]
+fn a_match_for_another_operation_is_refused_as_unusable() {
+    // Two operations of one action and payload: op-a's effect is a match
+    // that fits op-b in every field but its op_id.
+    let rig = Rig::with_mail();
+    rig.prepare("op-a", "post_letter", "{}");
+    assert_eq!(rig.dispatch("op-a")["outcome"], "receipt");
+    unknown_and_empty(&rig, "mail", "op-b", "post_letter");
+    rig.set_mode("mail", "query:other-ops");
+    let dump = rig.dump();
+    let unusable = "receiver mail gave no usable answer: a match is for operation op-a, not op-b";
+    let read = rig.recon(&["snapshot", "op-b", "--json"]);
+    let decided = rig.reconcile("op-b", "confirmed", "2", false);
+    for out in [&read, &decided] {
+        assert_eq!(out.code, Some(4), "{}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(unusable), "{}", out.stderr);
+    }
+    assert_eq!(
+        rig.dump(),
+        dump,
+        "nothing rests on another operation's effect"
+    );
+    let shown = rig.show("op-b");
+    assert_eq!(shown["operation"]["state"], "unknown");
+    assert_eq!(shown["evidence"], json!([]));
+    assert_eq!(
+        rig.answers("mail", "query").len(),
+        2,
+        "both reads were asked"
+    );
+}

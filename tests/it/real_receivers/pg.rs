@@ -1,8 +1,10 @@
 //! `recon-pg-ledger` against a real PostgreSQL: the close race (eight
 //! writers holding the shared gate lock in their open transactions, a close
-//! arriving, more writers arriving while it waits, more after it), a close
-//! whose answer was lost and is repeated, the whole flow through `recon`,
-//! and `unavailable` when the server is down.
+//! arriving, more writers arriving while it waits, more after it), two
+//! closes at once (the second waits for the first's lock), a close whose
+//! answer was lost and is repeated, the trigger that refuses a write for a
+//! closed operation from outside the adapter, the whole flow through
+//! `recon`, and `unavailable` when the server is down.
 
 use super::servers::{self, Postgres};
 use super::{
@@ -21,6 +23,7 @@ use std::process::{Child, Output};
 use std::sync::mpsc;
 use std::time::Duration;
 
+const HOLD_POINT_ENV: &str = "RECON_PG_LEDGER_HOLD_POINT";
 const HOLD_FIFO_ENV: &str = "RECON_PG_LEDGER_HOLD_FIFO";
 const CRASH_ENV: &str = "RECON_PG_LEDGER_CRASH";
 /// Writers holding their transaction open when the close arrives.
@@ -44,17 +47,26 @@ fn database_of(url: &str) -> &str {
     url.rsplit('/').next().expect("a database name")
 }
 
+/// The environment that holds the adapter at the hold point `point`
+/// until a line comes through `fifo`.
+fn held_at<'a>(point: &'a str, fifo: &'a Path) -> [(&'a str, &'a OsStr); 2] {
+    [
+        (HOLD_POINT_ENV, OsStr::new(point)),
+        (HOLD_FIFO_ENV, fifo.as_os_str()),
+    ]
+}
+
 fn apply(binary: &Path, url: &str, op_id: &str, n: usize, hold: Option<&Path>) -> Child {
     let env: Vec<(&str, &OsStr)> = hold
-        .map(|f| (HOLD_FIFO_ENV, f.as_os_str()))
-        .into_iter()
-        .collect();
+        .map(|f| held_at("apply.after_gate_lock", f).to_vec())
+        .unwrap_or_default();
     let request = apply_request(op_id, "ledger_write", &json!({"writer": n}));
     start_adapter(binary, &["--database", url], "apply", &request, &env)
 }
 
-/// Opens the writer's fifo for writing: returns once the writer opened it
-/// for reading, which it does only while holding the shared gate lock.
+/// Opens the adapter's fifo for writing: returns once the adapter opened
+/// it for reading, which it does only at its hold point (holding the gate
+/// lock: shared for a writer, exclusive for a close).
 #[track_caller]
 fn held_gate(fifo: &Path) -> File {
     let (tx, rx) = mpsc::channel();
@@ -165,15 +177,20 @@ struct Round {
     killed: usize,
 }
 
+/// How many closes are blocked on a lock, as the server shows them.
+fn closes_waiting(pg: &Postgres, database: &str) -> usize {
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND application_name = 'recon-pg-ledger close' AND wait_event_type = 'Lock'";
+    pg.psql(database, sql).trim().parse().expect("a count")
+}
+
 /// Polls until the close is blocked on its row lock (the held writers'
 /// share locks): only then are the arriving writers started.
 fn until_close_waits(pg: &Postgres, database: &str) {
-    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-               AND application_name = 'recon-pg-ledger close' AND wait_event_type = 'Lock'";
     poll_until(
         "the close waits for the gate lock",
         Duration::from_secs(60),
-        || pg.psql(database, sql).trim() == "1",
+        || closes_waiting(pg, database) == 1,
     );
 }
 
@@ -370,6 +387,104 @@ fn a_close_whose_answer_was_lost_returns_the_same_snapshot_when_repeated() {
         error_code(&late.expect("an answer")),
         Some("operation_closed")
     );
+}
+
+/// The operation's tombstone as the table holds it: who closed it, when.
+fn tombstone(pg: &Postgres, database: &str, op_id: &str) -> String {
+    let sql =
+        format!("SELECT closed_by || ' ' || closed_at FROM recon_gate WHERE op_id = '{op_id}'");
+    pg.psql(database, &sql).trim().to_string()
+}
+
+#[test]
+fn a_second_close_at_once_waits_for_the_first_and_never_overwrites_its_closer() {
+    let test = "a_second_close_at_once_waits_for_the_first_and_never_overwrites_its_closer";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("two_closes");
+    let database = database_of(&url);
+    let args = ["--database", url.as_str()];
+    let fifos = tempfile::tempdir().expect("fifo dir");
+    let fifo = fifos.path().join("ann");
+    mkfifo(&fifo);
+    let env = held_at("close.after_gate_lock", &fifo);
+    let ann = start_adapter(
+        &binary,
+        &args,
+        "close",
+        &close_request("twice", "ann"),
+        &env,
+    );
+    // Ann holds the gate row and has read it open; she has not closed yet.
+    let mut gate = held_gate(&fifo);
+    let mut bob = start_adapter(&binary, &args, "close", &close_request("twice", "bob"), &[]);
+    // Bob must wait for Ann's lock; had he not, he would have ended.
+    let mut bob_ended = false;
+    poll_until(
+        "the second close waits for the gate lock, or has ended",
+        Duration::from_secs(60),
+        || {
+            bob_ended = bob.try_wait().expect("wait for bob").is_some();
+            bob_ended || closes_waiting(pg, database) == 1
+        },
+    );
+    let committed_first = bob_ended.then(|| tombstone(pg, database, "twice"));
+    {
+        use std::io::Write;
+        writeln!(gate, "go").expect("release ann");
+    }
+    let ann = answer_of(&finish(ann)).expect("ann's close answered");
+    let committed_first = committed_first.unwrap_or_else(|| tombstone(pg, database, "twice"));
+    let bob = answer_of(&finish(bob)).expect("bob's close answered");
+    let after_both = tombstone(pg, database, "twice");
+    assert_eq!(
+        after_both, committed_first,
+        "the second close overwrote the tombstone of the first to commit"
+    );
+    assert!(!bob_ended, "bob closed while ann held the gate row: {bob}");
+    assert!(after_both.starts_with("ann "), "{after_both}");
+    for answer in [&ann, &bob] {
+        assert_eq!(answer["closed"], json!(true), "{answer}");
+    }
+    assert_eq!(ann, bob, "closing a closed op answers its snapshot again");
+}
+
+#[test]
+fn an_effect_written_outside_the_adapter_for_a_closed_operation_is_refused_by_the_trigger() {
+    let test =
+        "an_effect_written_outside_the_adapter_for_a_closed_operation_is_refused_by_the_trigger";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("trigger");
+    let database = database_of(&url);
+    let args = ["--database", url.as_str()];
+    let request = apply_request("open", "ledger_write", &json!({"n": 1}));
+    let (applied, _) = call_adapter(&binary, &args, "apply", &request, &[]);
+    assert_eq!(applied.expect("a receipt")["ok"], json!(true));
+    let (closed, _) = call_adapter(&binary, &args, "close", &close_request("shut", "ann"), &[]);
+    assert_eq!(closed.expect("a close answer")["matches"], json!([]));
+    // A person with psql, past the adapter and its check.
+    let insert = |op_id: &str| {
+        pg.try_psql(
+            database,
+            &format!(
+                "INSERT INTO recon_effects (op_id, action_kind, payload) \
+                 VALUES ('{op_id}', 'ledger_write', '{{}}')"
+            ),
+        )
+    };
+    let refused = insert("shut").expect_err("an effect written for a closed operation");
+    assert!(refused.contains("operation shut is closed"), "{refused}");
+    insert("open").expect("the trigger lets an open operation's write through");
+    let count = |op_id: &str| {
+        let sql = format!("SELECT count(*) FROM recon_effects WHERE op_id = '{op_id}'");
+        pg.psql(database, &sql).trim().to_string()
+    };
+    assert_eq!((count("shut"), count("open")), ("0".into(), "2".into()));
+    let (read, _) = call_adapter(&binary, &args, "query", &query_request("shut"), &[]);
+    assert_eq!(read.expect("a read")["matches"], json!([]));
 }
 
 /// Registers `recon-pg-ledger` in a fresh workspace under `name`, for the

@@ -259,6 +259,13 @@ impl Postgres {
     /// columns separated by `|`.
     #[track_caller]
     pub fn psql(&self, database: &str, sql: &str) -> String {
+        self.try_psql(database, sql)
+            .unwrap_or_else(|e| panic!("psql: {e}"))
+    }
+
+    /// [`Postgres::psql`] for SQL the server may refuse: `Err` carries
+    /// psql's output, the server's message among it.
+    pub fn try_psql(&self, database: &str, sql: &str) -> Result<String, String> {
         run(Command::new(self.bin.join("psql"))
             .args([
                 "-X",
@@ -279,7 +286,6 @@ impl Postgres {
                 database,
             ])
             .args(["-c", sql]))
-        .unwrap_or_else(|e| panic!("psql: {e}"))
     }
 }
 

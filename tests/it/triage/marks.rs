@@ -163,6 +163,40 @@ fn a_control_or_bidi_override_character_in_by_is_a_usage_error() {
 }
 
 #[test]
+fn a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole() {
+    let sh = fixture(&["a"]);
+    // Two bytes a character: the bound counts bytes, not characters.
+    let most = "\u{e9}".repeat(2048);
+    let over = format!("{most}x");
+    let said = "is 4097 bytes long; at most 4096 are kept";
+    let before = sh.dump();
+    for args in [
+        vec!["note", "a", "--by", "ann", "--text", &over],
+        vec!["escalate", "a", "--by", "ann", "--reason", &over],
+    ] {
+        let out = sh.run(&args);
+        assert_fails(&out, 2);
+        assert!(out.stderr.contains(said), "{args:?}: {}", out.stderr);
+    }
+    let mut ws = sh.workspace();
+    for refused in [
+        ws.note("a", "ann", &over).map(drop),
+        ws.escalate("a", "ann", &over).map(drop),
+    ] {
+        let error = refused.unwrap_err().to_string();
+        assert!(error.contains(said), "{error}");
+    }
+    assert_eq!(sh.dump(), before, "nothing of the long text was kept");
+    let note = sh.json(&["note", "a", "--by", "ann", "--text", &most]);
+    assert_eq!(note["text"], most.as_str());
+    sh.ok(&["escalate", "a", "--by", "ann", "--reason", &most]);
+    let lowered = sh.run(&["deescalate", "a", "--by", "bob", "--reason", &over]);
+    assert_fails(&lowered, 2);
+    let shown = sh.json(&["show", "a"]);
+    assert_eq!(shown["operation"]["escalated"]["reason"], most.as_str());
+}
+
+#[test]
 fn a_decision_clears_the_marker_and_the_history_keeps_it() {
     let sh = fixture(&["a"]);
     sh.ok(&mark("escalate", "a", "ann"));
