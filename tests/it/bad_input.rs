@@ -454,6 +454,12 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "--payload is not JSON",
         ),
         c(
+            "payload with a duplicate key",
+            prepare("new", r#"{"to":"a","to":"b"}"#),
+            2,
+            "--payload has the key \"to\" twice in the top-level object",
+        ),
+        c(
             "payload nested 65 deep",
             prepare("new", &just_too_deep),
             2,

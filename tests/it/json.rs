@@ -1,0 +1,202 @@
+//! One meaning of a JSON value everywhere (SPEC 8 rule 7), as a person
+//! meets it: JSON that names a key twice is refused wherever it comes in
+//! (exit 2, one line naming the key, nothing written). The adapter's side
+//! of the rule is in `adapters/json.rs`.
+
+use crate::cli::assert_json_error;
+use crate::support::{dump, run, Lab};
+
+/// The payload of the duplicate-key cases: one reader sees 1, another 1000.
+const DUPLICATE: &str = r#"{"amount":1,"amount":1000}"#;
+
+/// Exit 2, one line on stderr naming the key, and nothing written.
+#[track_caller]
+fn assert_duplicate_refused(lab: &Lab, args: &[&str], stdin: Option<&[u8]>, key: &str) {
+    let before = dump(lab.path());
+    let out = run(args, stdin);
+    assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("has the key \"{key}\" twice")),
+        "{args:?}: {}",
+        out.stderr
+    );
+    assert_eq!(dump(lab.path()), before, "{args:?} wrote something");
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `recon prepare` of `op-1` in `lab` with this `--payload`.
+fn prepare(lab: &Lab, payload: &str) -> Vec<String> {
+    let ws = lab.path_str();
+    [
+        "prepare",
+        "--workspace",
+        &ws,
+        "--op",
+        "op-1",
+        "--action",
+        "pay",
+        "--payload",
+        payload,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn a_duplicate_key_in_a_payload_is_refused() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    let file = lab.path().join("payload.json");
+    std::fs::write(&file, DUPLICATE).unwrap();
+    let at_file = format!("@{}", file.display());
+    for (payload, stdin) in [
+        (DUPLICATE, None),
+        (at_file.as_str(), None),
+        ("@-", Some(DUPLICATE.as_bytes())),
+    ] {
+        assert_duplicate_refused(&lab, &strs(&prepare(&lab, payload)), stdin, "amount");
+    }
+    // At any depth, naming the object that holds it.
+    let nested = prepare(&lab, r#"{"lines":[{"sku":"a"},{"sku":"b","sku":"c"}]}"#);
+    assert_duplicate_refused(&lab, &strs(&nested), None, "sku");
+    let out = run(&strs(&nested), None);
+    assert!(
+        out.stderr.contains("in the object at /lines/1"),
+        "{}",
+        out.stderr
+    );
+    // Every command that takes a payload.
+    for args in [
+        vec![
+            "reconcile",
+            "--workspace",
+            &ws,
+            "op-1",
+            "--reviewer",
+            "ann",
+            "--decision",
+            "confirmed",
+            "--expected-version",
+            "2",
+            "--payload",
+            DUPLICATE,
+        ],
+        vec![
+            "approve-compensation",
+            "--workspace",
+            &ws,
+            "op-1",
+            "--effect",
+            "fx-000001",
+            "--approver",
+            "lee",
+            "--expected-version",
+            "3",
+            "--compensation-op",
+            "op-1-undo",
+            "--action",
+            "refund",
+            "--payload",
+            DUPLICATE,
+        ],
+        vec![
+            "receiver",
+            "apply",
+            "--workspace",
+            &ws,
+            "--op",
+            "op-2",
+            "--action",
+            "pay",
+            "--payload",
+            DUPLICATE,
+        ],
+    ] {
+        assert_duplicate_refused(&lab, &args, None, "amount");
+    }
+    // Under --json: the one JSON error document of a usage error.
+    let mut args = prepare(&lab, DUPLICATE);
+    args.push("--json".into());
+    let out = run(&strs(&args), None);
+    assert_json_error(&out, 2);
+    let message = out.json()["error"]["message"].clone();
+    assert!(
+        message
+            .as_str()
+            .is_some_and(|m| m.contains("has the key \"amount\" twice")),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_duplicate_key_in_an_export_read_by_verify_is_refused() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    assert_eq!(run(&strs(&prepare(&lab, "{}")), None).code, Some(0));
+    let export = run(&["export", "--workspace", &ws], None);
+    assert_eq!(export.code, Some(0), "{}", export.stderr);
+    // The first line with its `kind` given twice: a reader keeping the
+    // first would see one entry, a reader keeping the last another.
+    let line = export.stdout.lines().next().unwrap();
+    let edited = line.replacen("{", r#"{"kind":"noted","#, 1);
+    let kept = lab.path().join("kept.jsonl");
+    std::fs::write(&kept, format!("{edited}\n")).unwrap();
+    let kept = kept.display().to_string();
+    assert_duplicate_refused(
+        &lab,
+        &["verify", "--workspace", &ws, "--against", &kept],
+        None,
+        "kind",
+    );
+    let out = run(
+        &["verify", "--workspace", &ws, "--against", &kept, "--json"],
+        None,
+    );
+    assert_json_error(&out, 2);
+}
+
+#[test]
+fn a_duplicate_key_in_the_expected_results_of_check_is_refused() {
+    let lab = Lab::new();
+    let expected = lab.path().join("expected.json");
+    std::fs::write(&expected, r#"{"scenarios":{},"scenarios":{}}"#).unwrap();
+    let expected = expected.display().to_string();
+    let out = run(&["--check", &expected], None);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("has the key \"scenarios\" twice"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_duplicate_key_in_a_request_to_the_built_in_adapter_is_a_bad_request() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    let request = concat!(
+        r#"{"recon_adapter":1,"op":{"op_id":"op-1","action_kind":"pay","#,
+        r#""payload":{"amount":1,"amount":1000},"compensates_effect_id":null}}"#,
+        "\n"
+    );
+    let before = dump(lab.path());
+    let out = run(
+        &["receiver", "adapter", "--workspace", &ws, "apply"],
+        Some(request.as_bytes()),
+    );
+    let answer = out.json();
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(answer["error"]["code"], "bad_request", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("has the key \"amount\" twice")),
+        "{answer}"
+    );
+    assert_eq!(dump(lab.path()), before, "the ledger wrote an effect");
+}
