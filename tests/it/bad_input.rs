@@ -419,8 +419,8 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
         c(
             "effect id with control characters",
             approve("fx-\x1b[1m01", "Ann", "3"),
-            3,
-            "refused: compensation_effect_mismatch",
+            2,
+            "effect id fx-\\x1b[1m01 contains \\x1b",
         ),
         // Payloads.
         c(

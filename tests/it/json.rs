@@ -1,7 +1,8 @@
 //! One meaning of a JSON value everywhere (SPEC 8 rule 7), as a person
 //! meets it: JSON that names a key twice is refused wherever it comes in
-//! (exit 2, one line naming the key, nothing written). The adapter's side
-//! of the rule is in `adapters/json.rs`.
+//! (exit 2, one line naming the key, nothing written), an effect id obeys
+//! the op-id rules. The adapter's side of the rule is in
+//! `adapters/json.rs`.
 
 use crate::cli::assert_json_error;
 use crate::support::{dump, run, Lab};
@@ -199,4 +200,52 @@ fn a_duplicate_key_in_a_request_to_the_built_in_adapter_is_a_bad_request() {
         "{answer}"
     );
     assert_eq!(dump(lab.path()), before, "the ledger wrote an effect");
+}
+
+#[test]
+fn an_effect_id_that_breaks_the_op_id_rules_is_a_usage_error() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    for (effect, shown) in [
+        ("fx 000001", "a space (U+0020)"),
+        ("fx-\u{1b}[1m01", "\\x1b"),
+        ("fx-\u{202e}100000", "\\u{202e}"),
+        ("", "effect id is empty"),
+    ] {
+        let before = dump(lab.path());
+        let out = run(
+            &[
+                "approve-compensation",
+                "--workspace",
+                &ws,
+                "op-1",
+                "--effect",
+                effect,
+                "--approver",
+                "lee",
+                "--expected-version",
+                "3",
+                "--compensation-op",
+                "op-1-undo",
+                "--action",
+                "refund",
+                "--payload",
+                "{}",
+            ],
+            None,
+        );
+        assert_eq!(out.code, Some(2), "{effect:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("effect id") && out.stderr.contains(shown),
+            "{effect:?}: {}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains(['\u{1b}', '\u{202e}']),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(dump(lab.path()), before);
+    }
 }
