@@ -1,14 +1,27 @@
 //! One meaning of a JSON value everywhere (SPEC 8 rule 7), as a person
 //! meets it: JSON that names a key twice is refused wherever it comes in
 //! (exit 2, one line naming the key, nothing written), an effect id obeys
-//! the op-id rules. The adapter's side of the rule is in
-//! `adapters/json.rs`.
+//! the op-id rules, and whatever recon writes as JSON (`--json`, `export`)
+//! reads back as exactly the stored text, characters above U+FFFF
+//! included. The adapter's side of the rule is in `adapters/json.rs`.
 
 use crate::cli::assert_json_error;
 use crate::support::{dump, run, Lab};
+use serde_json::{json, Value};
 
 /// The payload of the duplicate-key cases: one reader sees 1, another 1000.
 const DUPLICATE: &str = r#"{"amount":1,"amount":1000}"#;
+
+/// A payload holding characters above the BMP: a variation selector
+/// (U+E0100), the flag of England (a black flag and five tag characters,
+/// U+E0067..U+E007F) and a regional-indicator flag.
+fn supplementary_payload() -> Value {
+    json!({
+        "note": "a\u{E0100}b",
+        "flag": "\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}",
+        "country": "\u{1F1EB}\u{1F1F7}",
+    })
+}
 
 /// Exit 2, one line on stderr naming the key, and nothing written.
 #[track_caller]
@@ -248,4 +261,80 @@ fn an_effect_id_that_breaks_the_op_id_rules_is_a_usage_error() {
         );
         assert_eq!(dump(lab.path()), before);
     }
+}
+
+#[test]
+fn characters_above_the_bmp_survive_json_output() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    let payload = supplementary_payload();
+    let mut args = prepare(&lab, &payload.to_string());
+    args.push("--json".into());
+    let prepared = run(&strs(&args), None);
+    assert_eq!(prepared.code, Some(0), "{}", prepared.stderr);
+    let shown = run(&["show", "--workspace", &ws, "op-1", "--json"], None);
+    let listed = run(&["ops", "--workspace", &ws, "--json"], None);
+    for (what, out, read_back) in [
+        ("prepare", &prepared, prepared.json()["payload"].clone()),
+        ("show", &shown, shown.json()["operation"]["payload"].clone()),
+        ("ops", &listed, listed.json()[0]["payload"].clone()),
+    ] {
+        assert_eq!(read_back, payload, "{what}: {}", out.stdout);
+        // Invisible characters stay escaped for the terminal, as the
+        // surrogate pair a JSON parser reads as one character.
+        assert!(
+            out.stdout.contains(r"a\udb40\udd00b"),
+            "{what}: {}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains('\u{E0100}'), "{what}: {}", out.stdout);
+    }
+}
+
+#[test]
+fn an_export_with_supplementary_characters_verifies_against_itself() {
+    let lab = Lab::new();
+    let ws = lab.path_str();
+    let payload = supplementary_payload();
+    assert_eq!(
+        run(&strs(&prepare(&lab, &payload.to_string())), None).code,
+        Some(0)
+    );
+    let dispatched = run(&["dispatch", "--workspace", &ws, "op-1", "--json"], None);
+    assert_eq!(
+        dispatched.json()["outcome"],
+        "receipt",
+        "{}",
+        dispatched.stderr
+    );
+    let export = run(&["export", "--workspace", &ws], None);
+    assert_eq!(export.code, Some(0), "{}", export.stderr);
+    let kept = lab.path().join("kept.jsonl");
+    std::fs::write(&kept, &export.stdout).unwrap();
+    let out = run(
+        &[
+            "verify",
+            "--workspace",
+            &ws,
+            "--against",
+            &kept.display().to_string(),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let report = out.json();
+    assert_eq!(
+        report["export"]["first_difference"],
+        Value::Null,
+        "{report}"
+    );
+    assert!(report["export"]["rows"].as_u64().unwrap() >= 3, "{report}");
+    // Written for the terminal: the invisible characters as surrogate pairs.
+    assert!(
+        export.stdout.contains(r"a\udb40\udd00b"),
+        "{}",
+        export.stdout
+    );
+    assert!(!export.stdout.contains('\u{E0100}'));
 }
