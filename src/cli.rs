@@ -37,10 +37,10 @@ Exit codes:
      that is not its projection), or it disagrees with `verify
      --against`'s copy or `--checkpoint`;
      `receivers check`: the receiver's describe answer changed
-  2  usage error (bad flags, a payload that is not JSON or not I-JSON, a
-     malformed id, name or --checkpoint, an input file that cannot be read
-     or is larger than its bound, the review console started without a
-     terminal)
+  2  usage error (bad flags, a payload that is not JSON or not I-JSON, JSON
+     input with a duplicate key, a malformed id, name or --checkpoint, an
+     input file that cannot be read or is larger than its bound, the review
+     console started without a terminal)
   3  refused by a safety rule; stderr says `refused: <code>: <detail>`
   4  storage or I/O error (missing workspace, not a recon database, a file
      of another workspace, database locked past the busy timeout, a

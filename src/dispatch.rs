@@ -298,7 +298,8 @@ impl InFlight {
         let stderr = self.stderr.join().unwrap_or_default();
         let receipt = stdout
             .lines()
-            .find_map(|line| serde_json::from_str::<ReceiptLine>(line).ok())
+            .filter_map(|line| crate::domain::parse_json(line).ok())
+            .find_map(|value| serde_json::from_value::<ReceiptLine>(value).ok())
             .map(|line| line.receipt);
         Ok(ChildOutcome {
             exit_code: status.code(),

@@ -6,6 +6,7 @@
 //! decide what is safe live only here, where they can be tested as a table.
 
 mod canonical;
+mod json;
 pub mod names;
 pub mod policy;
 mod records;
@@ -15,6 +16,9 @@ pub mod time;
 mod triage;
 
 pub use canonical::{canonical_json, check_i_json};
+pub use json::{
+    parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
+};
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, Ceiling, CloseRecord,
     Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation,
@@ -184,7 +188,8 @@ impl Snapshot {
     }
 }
 
-/// The part of an operation that a receiver effect must match exactly.
+/// The part of an operation that a receiver effect must match exactly (its
+/// payload as the same JSON value, [`same_json`]: `10.0` matches `10`).
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
     pub action_kind: &'a str,
@@ -210,7 +215,7 @@ impl Operation {
 pub fn classify(scope: Scope<'_>, snapshot: &Snapshot) -> Verdict {
     match snapshot.matches.as_slice() {
         [_, _, ..] => Verdict::DuplicateMatches,
-        [only] if &only.payload != scope.payload => Verdict::PayloadMismatch,
+        [only] if !same_json(&only.payload, scope.payload) => Verdict::PayloadMismatch,
         [only]
             if only.action_kind != scope.action_kind
                 || only.compensates_effect_id.as_deref() != scope.compensates_effect_id =>
@@ -293,7 +298,8 @@ pub fn effect_id_for(row: i64) -> String {
 }
 
 /// The fields of `actual` that differ from `expected`, as JSON pointer-like
-/// paths (`/to`, `/items/2`). Used to highlight a mismatching payload.
+/// paths (`/to`, `/items/2`), by the same equality [`classify`] uses. Used
+/// to highlight a mismatching payload.
 pub fn differing_paths(expected: &Value, actual: &Value) -> Vec<String> {
     fn walk(path: &mut String, expected: &Value, actual: &Value, out: &mut Vec<String>) {
         match (expected, actual) {
@@ -319,7 +325,7 @@ pub fn differing_paths(expected: &Value, actual: &Value) -> Vec<String> {
                     path.truncate(len);
                 }
             }
-            _ if expected == actual => {}
+            _ if same_json(expected, actual) => {}
             _ => out.push(if path.is_empty() {
                 "/".to_string()
             } else {
@@ -392,7 +398,7 @@ pub fn check_review(
             review.snapshot.op_id, op.op_id
         )));
     }
-    if review.op_id != op.op_id || review.payload != &op.payload {
+    if review.op_id != op.op_id || !same_json(review.payload, &op.payload) {
         return Err(Refusal::ScopeMismatch(format!(
             "the decision's payload scope differs from the stored payload of {}",
             op.op_id

@@ -15,7 +15,7 @@
 //! hashes, which nothing inside the database can.
 
 use super::entry::{link_hash, Checkpoint, GENESIS_HASH};
-use crate::domain::canonical_json;
+use crate::domain::{canonical_json, parse_json};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -63,7 +63,7 @@ pub struct ExportedEntry {
 
 impl ExportedEntry {
     pub fn from_line(text: &str) -> Result<ExportedEntry, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let value = parse_json(text).map_err(|e| format!("it {e}"))?;
         let Value::Object(mut content) = value else {
             return Err("not a JSON object".into());
         };

@@ -274,7 +274,8 @@ pub struct ParsedEntry<'a> {
 }
 
 /// The members of a JSON object as slices of its text, in their order: an
-/// entry has a dozen at most, so a list is faster than any map.
+/// entry has a dozen at most, so a list is faster than any map. A name
+/// given twice makes the entry unreadable.
 #[derive(Debug, Clone, Default)]
 pub struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
 
@@ -296,8 +297,13 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
                 self,
                 mut map: M,
             ) -> Result<Self::Value, M::Error> {
-                let mut members = Vec::with_capacity(16);
+                let mut members: Vec<(&str, &RawValue)> = Vec::with_capacity(16);
                 while let Some(member) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    // A name given twice means what its reader decides (SPEC
+                    // 8 rule 7); the outbox never writes one.
+                    if members.iter().any(|(name, _)| *name == member.0) {
+                        return Err(serde::de::Error::custom("a duplicate member"));
+                    }
                     members.push(member);
                 }
                 Ok(Members(members))
@@ -399,8 +405,9 @@ pub fn parse_entry(row: &Row) -> Result<ParsedEntry<'_>, BrokenLink> {
             "hash does not match the entry's content: the entry was edited".into(),
         ));
     }
-    let fields: Members<'_> = serde_json::from_str(text)
-        .map_err(|_| broken("the entry is not a JSON object: it was edited".into()))?;
+    let fields: Members<'_> = serde_json::from_str(text).map_err(|_| {
+        broken("the entry is not a JSON object with distinct members: it was edited".into())
+    })?;
     for (i, column) in ["seq", "kind", "op_id"].into_iter().enumerate() {
         let stored = fields.find(column).map_or("null", |raw| raw.get());
         if !raw_matches(stored, row.get(i)) {

@@ -81,8 +81,9 @@ impl Check {
                 path.display().to_string(),
             ),
         };
-        let expected = serde_json::from_str(&text)
-            .map_err(|e| Failure::Usage(format!("{source} is not JSON: {e}")))?;
+        let expected = crate::domain::parse_json(&text).map_err(|e| {
+            Failure::Usage(format!("{} {e}", crate::domain::sanitize::escape(&source)))
+        })?;
         Ok(Check { expected, output })
     }
 

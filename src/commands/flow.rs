@@ -344,6 +344,7 @@ impl ApproveCompensation {
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
         person("--approver", &args.approver)?;
+        identifier("effect id", &args.effect)?;
         identifier("compensation op id", &args.compensation_op)?;
         identifier("action kind", &args.action_kind)?;
         let payload = read_payload(&args.payload)?;

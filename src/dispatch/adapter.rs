@@ -5,13 +5,13 @@
 //! This is transport only. It turns every way a process can fail to answer
 //! into an [`AdapterFailure`] (`spawn_failed`, `crash`, `timeout`,
 //! `garbage`, `extra_output`, `oversize`), and hands a well-formed answer on
-//! as JSON; what the answer may mean is judged by `receiver::rules`. Values
+//! as JSON (read strictly: a duplicate key at any depth is `garbage`); what the answer may mean is judged by `receiver::rules`. Values
 //! travel only on stdin, never on argv, so an op id or payload that begins
 //! with `-` reaches the adapter intact. The exit code is kept for the
 //! report and is never evidence.
 
 use super::ReceiverProgram;
-use crate::domain::{AdapterFailure, FailureKind};
+use crate::domain::{parse_json_slice, AdapterFailure, FailureKind};
 use crate::receiver::protocol::{write_line, Verb, MAX_LINE};
 use crate::receiver::rules::failure;
 use crate::receiver::READY_LINE;
@@ -246,8 +246,8 @@ impl Call {
                 FailureKind::ExtraOutput,
                 "the adapter wrote more than one line",
             )),
-            Event::Line(line) => serde_json::from_slice(&line)
-                .map_err(|e| failure(FailureKind::Garbage, format!("the answer is not JSON: {e}"))),
+            Event::Line(line) => parse_json_slice(&line)
+                .map_err(|e| failure(FailureKind::Garbage, format!("the answer {e}"))),
         };
         let stderr = self
             .stderr

@@ -71,7 +71,11 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 }
 
 /// Rewrites the characters serde_json leaves raw (C1 controls, DEL, bidi
-/// controls) as `\uXXXX`. The result is still the same JSON document.
+/// controls, invisible characters) as `\uXXXX`: one escape per UTF-16 code
+/// unit, so a character above U+FFFF (a variation selector such as
+/// U+E0100, a flag's tags) is its surrogate pair `\udb40\udd00`, which
+/// every JSON parser reads back as that one character. The result is still
+/// the same JSON document.
 pub fn json_for_terminal(json: String) -> String {
     if !json.chars().any(is_unsafe_in_json) {
         return json;
@@ -79,7 +83,9 @@ pub fn json_for_terminal(json: String) -> String {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         if is_unsafe_in_json(c) {
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
         } else {
             out.push(c);
         }
@@ -91,4 +97,21 @@ pub fn json_for_terminal(json: String) -> String {
 /// structure, not content, and stay.
 fn is_unsafe_in_json(c: char) -> bool {
     is_unsafe(c) && !matches!(c, '\n' | ' ')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_for_terminal;
+    use serde_json::Value;
+
+    #[test]
+    fn json_for_terminal_reads_back_as_the_same_text() {
+        let text = "a\u{e0100}b\u{1f3f4}\u{e0067}\u{e007f}\u{202e}\u{85}\u{1f1eb}\u{1f1f7}";
+        let json = json_for_terminal(Value::from(text).to_string());
+        assert_eq!(
+            json,
+            "\"a\\udb40\\udd00b\u{1f3f4}\\udb40\\udc67\\udb40\\udc7f\\u202e\\u0085\u{1f1eb}\u{1f1f7}\""
+        );
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), text);
+    }
 }

@@ -11,7 +11,7 @@
 
 use super::{child_facts, crashing, effect_ids, email, outcome, Lab};
 use crate::dispatch::{DispatchOptions, ReceiverCall, ReceiverProgram};
-use crate::domain::Decision;
+use crate::domain::{same_json, Decision};
 use crate::error::Result;
 use crate::receiver::Fault;
 use serde_json::{json, Value};
@@ -118,7 +118,7 @@ pub(super) fn receiver_not_idempotent(program: &ReceiverProgram) -> Result<Value
         "second_call": child_facts(&second),
         "effects": ledger.len(),
         "effect_ids": effect_ids(&ledger),
-        "same_payload": ledger.windows(2).all(|w| w[0].payload == w[1].payload),
+        "same_payload": ledger.windows(2).all(|w| same_json(&w[0].payload, &w[1].payload)),
     }))
 }
 

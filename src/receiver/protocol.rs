@@ -11,7 +11,9 @@
 //! `receiver::rules`.
 
 use super::Receiver;
-use crate::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
+use crate::domain::{
+    canonical_json, names, parse_json_slice, Ceiling, Description, Effect, EffectRequest, Snapshot,
+};
 use crate::error::{Error, Refusal, StoreError};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, Read, Write};
@@ -276,7 +278,8 @@ pub fn parse_request(verb: Verb, value: &Value) -> Result<Request, Failed> {
     })
 }
 
-/// Reads one line of at most [`MAX_LINE`] bytes and parses it as JSON.
+/// Reads one line of at most [`MAX_LINE`] bytes and parses it as JSON, strictly
+/// (a duplicate key is a `bad_request`).
 pub fn read_line(input: &mut dyn BufRead) -> Result<Value, Failed> {
     let mut line = Vec::new();
     input
@@ -288,8 +291,7 @@ pub fn read_line(input: &mut dyn BufRead) -> Result<Value, Failed> {
             "the request is longer than {MAX_LINE} bytes"
         )));
     }
-    serde_json::from_slice(&line)
-        .map_err(|e| Failed::bad_request(format!("the request is not JSON: {e}")))
+    parse_json_slice(&line).map_err(|e| Failed::bad_request(format!("the request {e}")))
 }
 
 /// What a receiver answers to one parsed request.
@@ -383,8 +385,15 @@ fn flag(object: &Map<String, Value>, name: &str) -> Result<bool, String> {
         .ok_or_else(|| format!("{name} must be true or false"))
 }
 
+/// An effect as an adapter wrote it; its id obeys the op-id rules
+/// (`domain::names::identifier`), so no id a receiver makes up can hide
+/// or reorder text where it is shown.
 fn effect_of(value: &Value) -> Result<Effect, String> {
-    serde_json::from_value(value.clone()).map_err(|e| format!("an effect is malformed: {e}"))
+    let effect: Effect = serde_json::from_value(value.clone())
+        .map_err(|e| format!("an effect is malformed: {e}"))?;
+    names::identifier("an effect's effect_id", &effect.effect_id)
+        .map_err(|why| format!("an effect is malformed: {why}"))?;
+    Ok(effect)
 }
 
 /// Reads an answer to `verb` about `op_id`. `Err` says why it is not a

@@ -6,13 +6,13 @@
 
 use super::protocol::{Answer, ErrorCode};
 use crate::domain::{
-    canonical_json, AdapterFailure, Effect, EffectRequest, FailureKind, Registration, Snapshot,
+    same_json, AdapterFailure, Effect, EffectRequest, FailureKind, Registration, Snapshot,
 };
 use crate::error::{Error, Refusal, StoreError};
 
 /// Rule 1: a receipt counts only when the answer is `ok: true` and the
 /// receipt is for exactly the request: its op id, action kind, payload
-/// (canonically equal) and compensation target.
+/// (the same JSON value, `domain::same_json`) and compensation target.
 pub fn judge_receipt(
     request: &EffectRequest<'_>,
     answer: Answer,
@@ -33,7 +33,7 @@ pub fn judge_receipt(
         Some(format!("the receipt is for operation {}", effect.op_id))
     } else if effect.action_kind != request.action_kind {
         Some(format!("the receipt's action is {}", effect.action_kind))
-    } else if canonical_json(&effect.payload) != canonical_json(request.payload) {
+    } else if !same_json(&effect.payload, request.payload) {
         Some("the receipt's payload differs from the request's".to_string())
     } else if effect.compensates_effect_id.as_deref() != request.compensates_effect_id {
         Some("the receipt's compensation target differs from the request's".to_string())

@@ -419,8 +419,8 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
         c(
             "effect id with control characters",
             approve("fx-\x1b[1m01", "Ann", "3"),
-            3,
-            "refused: compensation_effect_mismatch",
+            2,
+            "effect id fx-\\x1b[1m01 contains \\x1b",
         ),
         // Payloads.
         c(
@@ -452,6 +452,12 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             prepare("new", &very_deep),
             2,
             "--payload is not JSON",
+        ),
+        c(
+            "payload with a duplicate key",
+            prepare("new", r#"{"to":"a","to":"b"}"#),
+            2,
+            "--payload has the key \"to\" twice in the top-level object",
         ),
         c(
             "payload nested 65 deep",

@@ -194,3 +194,29 @@ fn differing_paths_name_each_changed_field() {
     );
     assert!(differing_paths(&expected, &expected).is_empty());
 }
+
+#[test]
+fn a_payload_written_with_other_number_spellings_is_the_same_payload() {
+    // `10.0`, `1e1` and `10` are one number in RFC 8785 form (SPEC 8 rule
+    // 7): an adapter that echoes a payload in another spelling echoed it.
+    let read = |text: &str| -> Value { serde_json::from_str(text).expect("JSON") };
+    let sent = read(r#"{"amount": 10, "rate": 0.5, "items": [1, 2]}"#);
+    let echoed = read(r#"{"amount": 10.0, "rate": 5e-1, "items": [1e0, 2.00]}"#);
+    let scope = Scope {
+        action_kind: "pay",
+        payload: &sent,
+        compensates_effect_id: None,
+    };
+    let one = |payload: Value| snapshot(vec![effect(1, "pay", payload, None)], true, true, true);
+    assert_eq!(
+        classify(scope, &one(echoed.clone())),
+        Verdict::UniqueExactMatch
+    );
+    assert!(differing_paths(&sent, &echoed).is_empty());
+    let changed = read(r#"{"amount": 10.5, "rate": 0.5, "items": [1, 2]}"#);
+    assert_eq!(
+        classify(scope, &one(changed.clone())),
+        Verdict::PayloadMismatch
+    );
+    assert_eq!(differing_paths(&sent, &changed), vec!["/amount"]);
+}

@@ -1112,6 +1112,33 @@ fn compensation_is_approved_with_defaults_then_dispatched() {
         .contains("receipt for fx-"));
 }
 
+#[test]
+fn a_duplicate_key_in_the_compensation_form_is_refused_before_confirmation() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("lee"));
+    press(&mut app, "3");
+    select(&mut app, "op-1001-welcome-email");
+    press(&mut app, "a");
+    // The default payload names `original_op_id`; name it again.
+    press(
+        &mut app,
+        r#"<tab><tab><bs>,"original_op_id":"op-x"}<enter>"#,
+    );
+    let Mode::Compensate(form) = &app.mode else {
+        panic!("{:?}", app.mode)
+    };
+    let error = form.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains(r#"the payload has the key "original_op_id" twice"#),
+        "{error}"
+    );
+    assert!(lab
+        .reopen()
+        .operation("op-1001-welcome-email-undo")
+        .unwrap()
+        .is_none());
+}
+
 /// Every act the console confirms is for good, so Enter, the key pressed
 /// out of habit after a name or a form, never carries one out: each dialog
 /// stays open, says that y does it, and nothing is written until y.

@@ -16,6 +16,7 @@ mod experiment;
 mod guards;
 mod honest;
 mod invariants;
+mod json;
 mod layout;
 mod model;
 mod policy;

@@ -296,8 +296,8 @@ pub(super) fn approval_pending(
     let op_id =
         names::identifier("the compensation op id", form.fields[0].text().trim())?.to_string();
     let action = names::identifier("the action kind", form.fields[1].text().trim())?.to_string();
-    let payload: serde_json::Value = serde_json::from_str(form.fields[2].text())
-        .map_err(|e| format!("the payload is not JSON: {e}"))?;
+    let payload = crate::domain::parse_payload(form.fields[2].text())
+        .map_err(|why| format!("the payload {why}"))?;
     let lines = vec![
         format!(
             "Approve compensation {op_id} for effect {} of {} (confirmed at version {}), \

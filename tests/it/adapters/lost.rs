@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Checks what every lost receipt leaves behind, and returns the report.
 #[track_caller]
-fn assert_lost(rig: &Rig, op: &str, report: &Value, kind: &str, exit: Value) {
+pub(super) fn assert_lost(rig: &Rig, op: &str, report: &Value, kind: &str, exit: Value) {
     assert_eq!(report["outcome"], "unknown", "{report}");
     assert_eq!(report["adapter_failure"]["kind"], kind, "{report}");
     assert!(

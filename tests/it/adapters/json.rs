@@ -1,0 +1,97 @@
+//! Rule 7 on the adapter's side: JSON has one meaning. A payload echoed
+//! with its numbers spelled another way (`10.0` for `10`) is the same
+//! payload, in a receipt and in a read alike; an answer that names a key
+//! twice, at any depth, is `garbage`; an effect id that breaks the op-id
+//! rules is `garbage` too, and is never shown raw.
+
+use super::lost::assert_lost;
+use super::Rig;
+use crate::cli::assert_refused;
+use serde_json::json;
+
+#[test]
+fn a_receipt_of_ten_point_zero_and_its_read_back_agree() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"amount":10.0,"items":[1,2]}"#);
+    // The fixture keeps and echoes every integer as a float.
+    rig.set_mode("mail", "apply:floats");
+    let report = rig.dispatch("op-1");
+    assert_eq!(report["outcome"], "receipt", "{report}");
+    assert!(rig.answers("mail", "apply")[0].contains(r#""amount":10.0"#));
+    let read = rig.snapshot("op-1", false);
+    assert!(rig.answers("mail", "query")[0].contains(r#""items":[1.0,2.0]"#));
+    assert_eq!(read["verdict"], "exact_match_existence_only", "{read}");
+    let closed = rig.snapshot("op-1", true);
+    assert_eq!(closed["verdict"], "unique_exact_match", "{closed}");
+}
+
+#[test]
+fn a_duplicate_key_in_an_adapter_answer_is_garbage() {
+    // In a receipt: the answer carries an ignored member whose object
+    // names a key twice; nothing counts, and nothing was written.
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    rig.set_mode("mail", "apply:duplicate-key");
+    let report = rig.dispatch("op-1");
+    assert_lost(&rig, "op-1", &report, "garbage", json!(0));
+    let detail = report["adapter_failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(r#"has the key "k" twice in the object at /x-note/level/0"#),
+        "{detail}"
+    );
+    // In a read: no usable answer (exit 4), so nothing to decide on.
+    rig.set_mode("mail", "query:duplicate-key");
+    let out = rig.recon(&["snapshot", "op-1"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("garbage") && out.stderr.contains(r#""k" twice"#),
+        "{}",
+        out.stderr
+    );
+    // In a description: the registration is refused, and nothing stored.
+    let (dump, list) = (rig.dump(), rig.list());
+    let out = rig.add(
+        "probe",
+        "probe_it",
+        &[],
+        &["--mode", "describe:duplicate-key"],
+    );
+    assert_refused(&out, "adapter_malformed");
+    assert!(out.stderr.contains(r#""k" twice"#), "{}", out.stderr);
+    assert_eq!((rig.dump(), rig.list()), (dump, list));
+}
+
+#[test]
+fn a_receipt_whose_payload_names_a_key_twice_is_garbage() {
+    // `{"amount":1,"amount":1000}` for a request of 1000: a reader keeping
+    // the last value would call it exact.
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"amount":1000}"#);
+    rig.set_mode("mail", "apply:duplicate-payload");
+    let report = rig.dispatch("op-1");
+    assert!(rig.answers("mail", "apply")[0].contains(r#""payload":{"amount":1,"amount":1000}"#));
+    assert_lost(&rig, "op-1", &report, "garbage", json!(0));
+}
+
+#[test]
+fn an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    // The fixture writes the effect under an id holding a right-to-left
+    // override, and says so in its receipt.
+    rig.set_mode("mail", "apply:bad-effect-id");
+    let report = rig.dispatch("op-1");
+    assert_lost(&rig, "op-1", &report, "garbage", json!(0));
+    let detail = report["adapter_failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("effect_id") && detail.contains(r"\u{202e}"),
+        "{detail}"
+    );
+    // A read that finds the effect is no usable answer either.
+    rig.set_mode("mail", "");
+    let out = rig.recon(&["snapshot", "op-1"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stderr.contains("garbage"), "{}", out.stderr);
+    assert!(!out.stderr.contains('\u{202e}'), "{}", out.stderr);
+    assert_eq!(rig.show("op-1")["evidence"], json!([]));
+}
