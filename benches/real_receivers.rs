@@ -138,6 +138,7 @@ fn postfix_dispatch() {
         ws.prepare(&op_id, "send_email", &payload).expect("prepare");
         let start = Instant::now();
         let out = Command::new(&recon)
+            .env("RECON_POSTFIX_KEY", "bench-key-0123456789abcdef")
             .args([
                 "dispatch",
                 "--workspace",
