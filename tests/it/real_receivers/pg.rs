@@ -9,7 +9,7 @@
 use super::servers::{self, Postgres};
 use super::{
     answer_of, apply_request, call_adapter, close_request, dispatch, error_code, finish, ok_json,
-    poll_until, prepare, query_request, reconcile, snapshot, start_adapter,
+    poll_until, prepare, query_request, reconcile, snapshot, start_adapter, TEST_WORKSPACE,
 };
 use crate::stress::scaled;
 use crate::support::{run, Lab};
@@ -470,8 +470,8 @@ fn an_effect_written_outside_the_adapter_for_a_closed_operation_is_refused_by_th
         pg.try_psql(
             database,
             &format!(
-                "INSERT INTO recon_effects (op_id, action_kind, payload) \
-                 VALUES ('{op_id}', 'ledger_write', '{{}}')"
+                "INSERT INTO recon_effects (workspace, op_id, action_kind, payload) \
+                 VALUES ('{TEST_WORKSPACE}', '{op_id}', 'ledger_write', '{{}}')"
             ),
         )
     };
