@@ -4,7 +4,7 @@
 //! control characters, no panic, nothing on stdout.
 
 use crate::invariants::{assert_invariants, none};
-use crate::support::{dump, output_of, recon_bin, run, Lab};
+use crate::support::{dump, export_then_verify_against, output_of, recon_bin, run, Lab};
 use recon::dispatch::DispatchOptions;
 use recon::domain::EffectRequest;
 use recon::domain::{CompensationRequest, Decision, Review, Snapshot};
@@ -56,20 +56,7 @@ fn a_payload_at_the_nesting_limit_goes_all_the_way_and_one_level_more_is_a_usage
     let shown = run(&["show", "--workspace", &ws, "deep", "--json"], None);
     assert_eq!(shown.code, Some(0), "{}", shown.stderr);
     assert_eq!(shown.json()["evidence"].as_array().map(Vec::len), Some(1));
-    let export = run(&["export", "--workspace", &ws], None);
-    assert_eq!(export.code, Some(0), "{}", export.stderr);
-    let kept = lab.path().join("kept.jsonl");
-    std::fs::write(&kept, &export.stdout).unwrap();
-    let verified = run(
-        &[
-            "verify",
-            "--workspace",
-            &ws,
-            "--against",
-            &kept.display().to_string(),
-        ],
-        None,
-    );
+    let (_, verified) = export_then_verify_against(lab.path(), &[]);
     assert_eq!(verified.code, Some(0), "{}", verified.stdout);
 
     let before = dump(lab.path());

@@ -6,7 +6,7 @@
 //! included. The adapter's side of the rule is in `adapters/json.rs`.
 
 use crate::cli::assert_json_error;
-use crate::support::{dump, run, Lab};
+use crate::support::{dump, export_then_verify_against, run, Lab};
 use serde_json::{json, Value};
 
 /// The payload of the duplicate-key cases: one reader sees 1, another 1000.
@@ -307,21 +307,7 @@ fn an_export_with_supplementary_characters_verifies_against_itself() {
         "{}",
         dispatched.stderr
     );
-    let export = run(&["export", "--workspace", &ws], None);
-    assert_eq!(export.code, Some(0), "{}", export.stderr);
-    let kept = lab.path().join("kept.jsonl");
-    std::fs::write(&kept, &export.stdout).unwrap();
-    let out = run(
-        &[
-            "verify",
-            "--workspace",
-            &ws,
-            "--against",
-            &kept.display().to_string(),
-            "--json",
-        ],
-        None,
-    );
+    let (export, out) = export_then_verify_against(lab.path(), &["--json"]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     let report = out.json();
     assert_eq!(

@@ -249,6 +249,25 @@ pub fn run_with_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -
 /// output captured. Standard input is fed from a thread, so an input larger
 /// than a pipe cannot deadlock against the child's output; a child that
 /// exits before reading everything has given its answer.
+/// `recon export` of the workspace to a file, then `recon verify --against`
+/// that file with `extra` flags: the export and the verify runs.
+#[track_caller]
+pub fn export_then_verify_against(dir: &Path, extra: &[&str]) -> (Run, Run) {
+    let ws = dir.display().to_string();
+    let export = run(&["export", "--workspace", &ws], None);
+    assert_eq!(export.code, Some(0), "{}", export.stderr);
+    let kept = dir.join("kept.jsonl");
+    std::fs::write(&kept, &export.stdout).expect("write the export");
+    let kept = kept.display().to_string();
+    let args = [
+        &["verify", "--workspace", &ws, "--against", &kept][..],
+        extra,
+    ]
+    .concat();
+    let verified = run(&args, None);
+    (export, verified)
+}
+
 pub fn output_of(mut command: Command, stdin: Option<&[u8]>) -> std::process::Output {
     command
         .stdin(if stdin.is_some() {
