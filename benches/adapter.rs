@@ -37,12 +37,15 @@ fn main() {
         .map(|s| s.to_string())
         .chain([dir.path().display().to_string()])
         .collect();
+    ws.register_builtin("builtin", &["*".to_string()], true)
+        .expect("register the built-in ledger");
     ws.register_receiver(&NewReceiver {
         name: "ledger",
         actions: &["send_email".to_string()],
         program: &recon(),
         args: &args,
         timeout_ms: None,
+        env: &[],
     })
     .expect("register the built-in ledger as an adapter");
     let payload = json!({"to": "ada@example.com", "subject": "hello"});

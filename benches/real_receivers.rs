@@ -128,6 +128,7 @@ fn postfix_dispatch() {
         program: &adapter,
         args: &args,
         timeout_ms: None,
+        env: &["RECON_POSTFIX_KEY".to_string()],
     };
     ws.register_receiver(&new).expect("register recon-postfix");
     let (mut accepted, mut in_maildir) = (Vec::new(), Vec::new());

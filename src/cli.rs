@@ -329,30 +329,54 @@ pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
 #[derive(Debug, Args)]
 pub struct ReceiversAddArgs {
-    /// The receiver's name: [a-z0-9][a-z0-9_-]{0,39}; builtin is reserved.
+    /// The receiver's name: [a-z0-9][a-z0-9_-]{0,39}; builtin names only
+    /// recon's own ledger.
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// The action kinds routed to it, comma-separated. A kind routes to
-    /// one receiver at most.
+    /// The action kinds routed to it, comma-separated; '*' takes every kind
+    /// routed nowhere else (a named route always wins, and one receiver at
+    /// most holds '*'). A kind routes to one receiver at most, and an
+    /// operation whose kind routes nowhere is refused no_receiver.
     #[arg(
         long,
-        value_name = "KIND[,KIND...]",
+        value_name = "KIND[,KIND...]|'*'",
         value_delimiter = ',',
         required = true,
         allow_hyphen_values = true
     )]
     pub actions: Vec<String>,
+    /// Register recon's own ledger (receiver.sqlite in the workspace)
+    /// instead of a program: a single-host fixture, complete and
+    /// authoritative, that can close.
+    #[arg(long, conflicts_with_all = ["command", "env", "timeout_ms"])]
+    pub builtin: bool,
+    /// With --builtin: the ledger declares that it cannot close, so an
+    /// empty read never proves absence.
+    #[arg(long, requires = "builtin")]
+    pub no_close: bool,
     /// How long one call may run before recon kills its process group
     /// [default: 30000].
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
+    /// A variable passed from recon's environment to the adapter (its
+    /// value is read at each call and never stored); repeatable. Besides
+    /// these, an adapter gets only PATH, HOME, LANG, LC_* and TZ, and runs
+    /// in `/`. Credentials travel this way (PGPASSWORD, a key), never in
+    /// the arguments, which are stored and printed.
+    #[arg(long, value_name = "VAR")]
+    pub env: Vec<String>,
     /// Print the registration as `receivers list --json` prints a row.
     #[arg(long)]
     pub json: bool,
     /// The program and its arguments, after `--`; recon appends the verb
     /// (describe, apply, query or close) and writes the request on stdin.
-    #[arg(last = true, required = true, value_name = "PROGRAM [ARG]")]
+    /// A program named without a slash is looked up on PATH now, once.
+    #[arg(
+        last = true,
+        required_unless_present = "builtin",
+        value_name = "PROGRAM [ARG]"
+    )]
     pub command: Vec<String>,
 }
 

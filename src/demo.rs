@@ -17,7 +17,9 @@
 pub mod generate;
 mod showcase;
 
-use crate::domain::{BulkEffect, BulkOperation, OpKind, OpState, Verdict};
+use crate::domain::{
+    BulkEffect, BulkOperation, OpKind, OpState, Verdict, ANY_ACTION, BUILTIN_NAME,
+};
 use crate::error::{Result, StoreError};
 use crate::workspace::{GeneratedLoad, Workspace};
 use serde::Serialize;
@@ -69,6 +71,11 @@ pub fn build(ws: &mut Workspace, extra_ops: u64) -> Result<DemoSummary> {
     let has_showcase = ws.operation(showcase::FIRST_OP)?.is_some();
     if let Err(why) = check_buildable(ws) {
         return Err(crate::error::StoreError::Corrupt(why).into());
+    }
+    // No receiver is implicit: the demo's ledger is registered like any
+    // other, for every action kind, once.
+    if !ws.receivers()?.iter().any(|r| r.name == BUILTIN_NAME) {
+        ws.register_builtin(BUILTIN_NAME, &[ANY_ACTION.to_string()], true)?;
     }
     let showcase = if has_showcase {
         Vec::new()

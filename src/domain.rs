@@ -22,7 +22,8 @@ pub use json::{
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, Ceiling, CloseRecord,
     Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation,
-    NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration,
+    NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration, ANY_ACTION,
+    BUILTIN_NAME,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};

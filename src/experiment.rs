@@ -46,8 +46,15 @@ impl Lab {
         let dir = tempfile::Builder::new()
             .prefix("recon-experiment-")
             .tempdir()?;
-        let ws = Workspace::open(dir.path(), OpenOptions::default().creating())?
+        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())?
             .with_receiver_program(program.scoped());
+        // No receiver is implicit: the scenarios' ledger is registered like
+        // any other, for every action kind.
+        ws.register_builtin(
+            crate::domain::BUILTIN_NAME,
+            &[crate::domain::ANY_ACTION.to_string()],
+            true,
+        )?;
         Ok(Lab { ws, _dir: dir })
     }
 

@@ -230,7 +230,7 @@ impl<T> SenderStore for T where
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -241,7 +241,10 @@ pub(crate) struct Role {
     pub application_id: i64,
     pub schema: &'static str,
     /// How a schema-4 file of this role becomes this schema.
-    pub from_four: upgrade::FromFour,
+    pub from_four: upgrade::Steps,
+    /// How a schema-5 file of this role becomes this schema.
+    pub from_five: upgrade::Steps,
+    pub finish: upgrade::Finish,
 }
 
 /// Maps a rusqlite error to a storage error that names the file.
@@ -308,7 +311,7 @@ pub(crate) fn open_database(
         initialize(&conn, path, role)?;
     } else if application_id != role.application_id {
         return Err(StoreError::NotADatabase(path.to_path_buf()));
-    } else if user_version == upgrade::UPGRADABLE_VERSION {
+    } else if upgrade::UPGRADABLE_VERSIONS.contains(&user_version) {
         upgrade::upgrade(&mut conn, path, role, now)?;
     } else if user_version != SCHEMA_VERSION {
         return Err(StoreError::IncompatibleSchema {
@@ -397,6 +400,27 @@ impl WorkspacePaths {
             sender: dir.join(SENDER_FILE),
             receiver: dir.join(RECEIVER_FILE),
         }
+    }
+
+    /// Removes the files of a workspace that a refused command created (a
+    /// new workspace holds no act, so nothing is lost), and the directory
+    /// too when the command created it.
+    pub fn discard(&self, created_dir: bool) {
+        for file in [&self.sender, &self.receiver] {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut path = file.clone().into_os_string();
+                path.push(suffix);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        if created_dir {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+
+    /// Neither file is there (the directory may be missing too).
+    pub fn is_absent(&self) -> bool {
+        !self.sender.exists() && !self.receiver.exists()
     }
 
     /// Checks that the directory exists (or creates it when asked).

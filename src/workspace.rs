@@ -113,6 +113,30 @@ impl Workspace {
         self
     }
 
+    /// Whether `dir` holds no workspace at all: neither of its files.
+    pub fn is_absent(dir: &Path) -> bool {
+        store::WorkspacePaths::new(dir).is_absent()
+    }
+
+    /// Runs `act` on the workspace at `dir`, creating it when there is
+    /// none; when `act` fails on a workspace it created, the workspace is
+    /// removed again (the directory too, if it made it), so a refused
+    /// command leaves nothing behind.
+    pub fn create_for<T>(
+        dir: &Path,
+        options: OpenOptions,
+        act: impl FnOnce(&mut Workspace) -> Result<T>,
+    ) -> Result<T> {
+        let (absent, dir_existed) = (Workspace::is_absent(dir), dir.exists());
+        let result = Workspace::open(dir, options.creating())
+            .map_err(Into::into)
+            .and_then(|mut ws| act(&mut ws));
+        if result.is_err() && absent {
+            store::WorkspacePaths::new(dir).discard(!dir_existed);
+        }
+        result
+    }
+
     /// The workspace's id: the scope of its op ids at a receiver that
     /// serves several workspaces.
     pub fn id(&self) -> &str {

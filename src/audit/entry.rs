@@ -316,6 +316,8 @@ pub fn receiver_registered(registration: &Registration, at: Timestamp) -> Map<St
         "describe": registration.describe,
         "describe_sha256": registration.describe_sha256,
         "actions": registration.actions,
+        "builtin": registration.builtin,
+        "env": registration.env,
     }))
 }
 

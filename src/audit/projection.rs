@@ -219,6 +219,8 @@ pub const RECEIVERS: Table = Table {
         "timeout_ms",
         "describe",
         "describe_sha256",
+        "builtin",
+        "env",
     ],
     key: 0,
 };
@@ -872,6 +874,13 @@ pub fn replay_receivers<'a>(
                     e.get("timeout_ms"),
                     e.text_of("describe"),
                     e.get("describe_sha256"),
+                    // A registration journaled before these fields existed
+                    // was an adapter's, with no variables passed.
+                    Want::Int(i64::from(e.get("builtin").value() == Value::Bool(true))),
+                    match e.text_of("env") {
+                        Want::Null => Want::Text("[]"),
+                        env => env,
+                    },
                 ];
                 if receivers.insert(name.clone(), row).is_some() {
                     problems.push(problem("it registers a receiver that is registered"));

@@ -17,8 +17,9 @@ use crate::cli::{
 use crate::dispatch::{DispatchOptions, DispatchReport};
 use crate::domain::sanitize::escape;
 use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
-use crate::receiver::{Fault, BUILTIN_NAME};
-use crate::workspace::{Classified, ReconcileRequest};
+use crate::error::Refusal;
+use crate::receiver::Fault;
+use crate::workspace::{Classified, ReconcileRequest, Workspace};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -44,7 +45,14 @@ impl Prepare {
     }
 
     pub fn run(self) -> Result<Prepared, Failure> {
-        let mut ws = open(&self.dir, true)?;
+        // Where there is no workspace there is no receiver, so nothing could
+        // route there: the refusal is the one a workspace without a route
+        // gives, and no workspace is created for it. (A workspace that lost
+        // one of its files is damage, and opening it says so.)
+        if Workspace::is_absent(&self.dir) {
+            return Err(Refusal::NoReceiver(self.action_kind).into());
+        }
+        let mut ws = open(&self.dir, false)?;
         Ok(Prepared(ws.prepare(
             &self.op_id,
             &self.action_kind,
@@ -59,10 +67,11 @@ impl Render for Prepared {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         let op = &self.0;
         out.line(format!(
-            "prepared {} ({}) at version {}",
+            "prepared {} ({}) at version {}, routed to receiver {}",
             escape(&op.op_id),
             escape(&op.action_kind),
-            op.version
+            op.version,
+            escape(&op.receiver)
         ))
     }
 
@@ -94,7 +103,7 @@ impl Dispatch {
         // one on an operation routed to an adapter is a mistake in the
         // command, found before anything is written.
         if let (Some(fault), Some(op)) = (self.fault, ws.operation(&self.op_id)?) {
-            if op.receiver != BUILTIN_NAME {
+            if !ws.accepts_drills(&op.op_id)? {
                 return Err(Failure::Usage(format!(
                     "--fault {} is a drill of the built-in ledger; {} routes to receiver {}",
                     fault.as_str(),
@@ -132,13 +141,13 @@ impl Render for Dispatched {
             (None, None) => format!("no receipt (receiver exit {exit})"),
         };
         out.line(format!(
-            "{}: {outcome}; now {} at version {}",
+            "{}: sent to receiver {}: {outcome}; now {} at version {}",
             escape(&report.op_id),
+            escape(&report.receiver),
             report.state,
             report.version
         ))?;
         if report.adapter_failure.is_some() {
-            out.line(format!("  receiver {}", escape(&report.receiver)))?;
             for line in stderr_tail(&report.receiver_stderr) {
                 out.line(format!("  stderr: {}", escape(line)))?;
             }

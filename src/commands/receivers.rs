@@ -10,16 +10,16 @@
 //! `list --json`), and every part of it a person or an adapter typed is
 //! escaped before it reaches a terminal.
 
-use super::open::{open, required_workspace};
+use super::open::{open, open_options, required_workspace};
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::cli::{
     identifier, receiver_name, ReceiversAddArgs, ReceiversCheckArgs, ReceiversListArgs,
     ReceiversRemoveArgs, UsageError,
 };
 use crate::domain::sanitize::escape;
-use crate::domain::{canonical_json, Description, Registration};
+use crate::domain::{canonical_json, names, Description, Registration, ANY_ACTION};
 use crate::error::StoreError;
-use crate::workspace::{NewReceiver, ReceiverCheck};
+use crate::workspace::{NewReceiver, ReceiverCheck, Workspace};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -28,9 +28,19 @@ pub struct Add {
     dir: PathBuf,
     name: String,
     actions: Vec<String>,
-    program: PathBuf,
-    args: Vec<String>,
-    timeout_ms: Option<u64>,
+    source: Source,
+}
+
+/// What performs a registered receiver's effects.
+enum Source {
+    /// recon's own ledger, able to close or not.
+    Builtin { can_close: bool },
+    Program {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<String>,
+        timeout_ms: Option<u64>,
+    },
 }
 
 impl Add {
@@ -38,37 +48,67 @@ impl Add {
         receiver_name(&args.name)?;
         let mut seen = std::collections::BTreeSet::new();
         for action in &args.actions {
-            identifier("action kind", action)?;
+            if action != ANY_ACTION {
+                identifier("action kind", action)?;
+            }
             if !seen.insert(action.as_str()) {
                 return Err(
                     UsageError(format!("action kind {} is listed twice", escape(action))).into(),
                 );
             }
         }
-        let mut command = args.command.into_iter();
-        let program = command
-            .next()
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| UsageError("the program after -- is empty".into()))?;
+        for var in &args.env {
+            names::env_var(var).map_err(UsageError)?;
+        }
+        let source = if args.builtin {
+            Source::Builtin {
+                can_close: !args.no_close,
+            }
+        } else {
+            let mut command = args.command.into_iter();
+            let program = command
+                .next()
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| UsageError("the program after -- is empty".into()))?;
+            Source::Program {
+                program: PathBuf::from(program),
+                args: command.collect(),
+                env: args.env,
+                timeout_ms: args.timeout_ms,
+            }
+        };
         Ok(Add {
             dir: required_workspace(workspace)?,
             name: args.name,
             actions: args.actions,
-            program: PathBuf::from(program),
-            args: command.collect(),
-            timeout_ms: args.timeout_ms,
+            source,
         })
     }
 
+    /// Registers the receiver, creating the workspace when there is none;
+    /// a refused registration leaves no workspace behind.
     pub fn run(self) -> Result<Registered, Failure> {
-        let mut ws = open(&self.dir, true)?;
-        Ok(Registered(ws.register_receiver(&NewReceiver {
-            name: &self.name,
-            actions: &self.actions,
-            program: &self.program,
-            args: &self.args,
-            timeout_ms: self.timeout_ms,
-        })?))
+        let registered = Workspace::create_for(&self.dir, open_options()?, |ws| {
+            match &self.source {
+                Source::Builtin { can_close } => {
+                    ws.register_builtin(&self.name, &self.actions, *can_close)
+                }
+                Source::Program {
+                    program,
+                    args,
+                    env,
+                    timeout_ms,
+                } => ws.register_receiver(&NewReceiver {
+                    name: &self.name,
+                    actions: &self.actions,
+                    program,
+                    args,
+                    timeout_ms: *timeout_ms,
+                    env,
+                }),
+            }
+        })?;
+        Ok(Registered(registered))
     }
 }
 
@@ -77,6 +117,10 @@ impl Add {
 struct Row<'a> {
     name: &'a str,
     actions: &'a [String],
+    /// recon's own ledger: no program of its own (`program` is empty in
+    /// the JSON, whose fields SPEC 8 fixes).
+    #[serde(skip)]
+    builtin: bool,
     program: &'a str,
     args: &'a [String],
     timeout_ms: u64,
@@ -91,6 +135,7 @@ impl<'a> Row<'a> {
         Row {
             name: &registration.name,
             actions: &registration.actions,
+            builtin: registration.builtin,
             program: &registration.program,
             args: &registration.args,
             timeout_ms: registration.timeout_ms,
@@ -103,9 +148,13 @@ impl<'a> Row<'a> {
 
     /// One line: name, routes, ceiling, timeout, then the command line.
     fn line(&self) -> String {
-        let command: Vec<String> = std::iter::once(self.program)
-            .chain(self.args.iter().map(String::as_str))
-            .map(shell_word)
+        let program = if self.builtin {
+            "(recon's own ledger)".to_string()
+        } else {
+            shell_word(self.program)
+        };
+        let command: Vec<String> = std::iter::once(program)
+            .chain(self.args.iter().map(|arg| shell_word(arg)))
             .collect();
         format!(
             "{}  actions {}  can_close {} complete {} authoritative {}  timeout {} ms  {}",

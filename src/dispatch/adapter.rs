@@ -32,6 +32,31 @@ pub struct AdapterProgram {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub timeout: Duration,
+    /// What the child's environment holds besides the allowlist.
+    pub env: PassEnv,
+}
+
+/// The variables an adapter runs with, besides [`ALLOWED_ENV`]: those its
+/// registration names (`--env`), and for recon's own ledger, which is this
+/// program, recon's own `RECON_*` settings and drills too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassEnv {
+    pub names: Vec<String>,
+    pub recon_own: bool,
+}
+
+/// The variables every adapter gets from recon's environment, when set:
+/// enough to find programs, a home and a locale, nothing that names a
+/// credential or the caller's directory.
+pub const ALLOWED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
+
+impl PassEnv {
+    fn passes(&self, name: &str) -> bool {
+        ALLOWED_ENV.contains(&name)
+            || name.starts_with("LC_")
+            || self.names.iter().any(|n| n == name)
+            || (self.recon_own && name.starts_with("RECON_"))
+    }
 }
 
 /// What an adapter call ended with.
@@ -72,9 +97,18 @@ impl AdapterProgram {
         request: &Value,
         hold_stdin: bool,
     ) -> Result<Call, AdapterFailure> {
+        // A fixed, small world: `/` as the working directory, so a relative
+        // path in the registration fails loudly instead of naming wherever
+        // recon was started, and only the variables the allowlist and the
+        // registration name, read now (values are never stored).
+        let env = std::env::vars_os()
+            .filter(|(name, _)| name.to_str().is_some_and(|name| self.env.passes(name)));
         let mut child = Command::new(&self.program)
             .args(&self.args)
             .arg(verb.as_str())
+            .current_dir("/")
+            .env_clear()
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -96,9 +96,74 @@ pub fn receiver(text: &str) -> Result<&str, String> {
     }
 }
 
+/// Checks the name of an environment variable passed to an adapter
+/// (`--env`): a portable name, `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn env_var(text: &str) -> Result<&str, String> {
+    let mut chars = text.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && text.len() <= 200 {
+        Ok(text)
+    } else {
+        Err(format!(
+            "--env takes a variable's name ([A-Za-z_][A-Za-z0-9_]*), not {}",
+            sanitize::escape(text)
+        ))
+    }
+}
+
+/// Why an adapter argument carries a credential, if it does: a password in
+/// a URL's user information (`scheme://user:secret@host`), or a
+/// `password=` setting (a libpq keyword string or a URL query). Arguments
+/// are stored, journaled and printed, so a secret must travel in the
+/// adapter's environment instead. The reason never repeats the secret.
+pub fn secret_in_argument(position: usize, arg: &str) -> Option<String> {
+    let at = |why: &str| Some(format!("argument {position} of the adapter carries {why}"));
+    if let Some((_, rest)) = arg.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            if userinfo.contains(':') {
+                return at("a password in a URL");
+            }
+        }
+    }
+    let lower = arg.to_ascii_lowercase();
+    let setting = lower
+        .match_indices("password")
+        .any(|(i, _)| lower[i + "password".len()..].trim_start().starts_with('='));
+    if setting {
+        return at("a password= setting");
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
-    use super::receiver;
+    use super::{receiver, secret_in_argument};
+
+    #[test]
+    fn a_password_in_an_adapter_argument_is_found_without_repeating_it() {
+        for arg in [
+            "postgres://ann:hunter2@db/ledger",
+            "postgresql://ann:@db",
+            "host=db password=hunter2",
+            "postgres://db/ledger?user=ann&password=hunter2",
+            "--url=https://u:p@x",
+        ] {
+            let why = secret_in_argument(2, arg).unwrap_or_default();
+            assert!(why.starts_with("argument 2 "), "{arg}: {why}");
+            assert!(!why.contains("hunter2"), "{why}");
+        }
+        for arg in [
+            "postgres://ann@db/ledger",
+            "--database",
+            "/var/mail/box",
+            "https://x/path@y:z",
+        ] {
+            assert_eq!(secret_in_argument(1, arg), None, "{arg}");
+        }
+    }
 
     #[track_caller]
     fn check(name: &str, ok: bool) {

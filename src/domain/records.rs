@@ -250,6 +250,41 @@ pub struct Description {
     pub mandatory: Vec<String>,
 }
 
+impl Description {
+    /// What recon's own ledger says of itself: complete and authoritative,
+    /// and able to close unless registered with `--no-close`.
+    pub fn builtin(can_close: bool) -> Description {
+        Description {
+            name: BUILTIN_NAME.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            can_close,
+            query: Ceiling {
+                complete: true,
+                authoritative: true,
+            },
+            mandatory: Vec::new(),
+        }
+    }
+
+    /// The `describe` answer this description is, as an adapter writes it
+    /// (`recon_adapter` beside the fields): what its SHA-256 is taken over.
+    pub fn answer(&self) -> serde_json::Value {
+        let mut answer = serde_json::Map::new();
+        answer.insert("recon_adapter".into(), serde_json::Value::from(1u64));
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(self) {
+            answer.extend(fields);
+        }
+        serde_json::Value::Object(answer)
+    }
+}
+
+/// The name of recon's own ledger: reserved for it, and the name `demo`,
+/// the experiment and an upgrade register it under.
+pub const BUILTIN_NAME: &str = "builtin";
+
+/// The action kind that routes every kind not routed elsewhere.
+pub const ANY_ACTION: &str = "*";
+
 /// The most a receiver's read can claim: a snapshot's `complete` and
 /// `authoritative` flags are never higher than these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -265,8 +300,16 @@ pub struct Ceiling {
 pub struct Registration {
     pub name: String,
     pub actions: Vec<String>,
+    /// recon's own ledger: no program is stored; it runs as this recon's
+    /// `receiver adapter` on the workspace (`--no-close` in `args`).
+    #[serde(default)]
+    pub builtin: bool,
     pub program: String,
     pub args: Vec<String>,
+    /// The names of the variables passed to the adapter from recon's
+    /// environment (their values are read at run time, never stored).
+    #[serde(default)]
+    pub env: Vec<String>,
     pub timeout_ms: u64,
     pub describe: Description,
     pub describe_sha256: String,

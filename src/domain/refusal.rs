@@ -76,6 +76,17 @@ pub enum Refusal {
     AlreadyEscalated { op_id: String, by: String },
     #[error("operation {0} is not escalated")]
     NotEscalated(String),
+    #[error(
+        "no receiver takes action kind {0}; register one first, for example \
+         `recon receivers add --workspace DIR NAME --actions {0} -- PROGRAM [ARG...]` \
+         (or `--builtin` for recon's own ledger, `--actions '*'` for every kind)"
+    )]
+    NoReceiver(String),
+    #[error(
+        "{0}; pass a credential through the adapter's environment instead \
+         (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
+    )]
+    SecretInArguments(String),
 }
 
 impl Refusal {
@@ -106,6 +117,8 @@ impl Refusal {
             Refusal::UnknownReceiver(_) => "unknown_receiver",
             Refusal::AlreadyEscalated { .. } => "already_escalated",
             Refusal::NotEscalated(_) => "not_escalated",
+            Refusal::NoReceiver(_) => "no_receiver",
+            Refusal::SecretInArguments(_) => "secret_in_arguments",
         }
     }
 }

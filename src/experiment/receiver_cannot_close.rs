@@ -18,9 +18,8 @@ use crate::domain::{Decision, EffectRequest, Operation};
 use crate::error::{Result, StoreError};
 use crate::receiver::protocol::{self, Verb};
 use crate::receiver::Fault;
-use crate::workspace::{NewReceiver, ReconcileRequest};
+use crate::workspace::ReconcileRequest;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 const RECEIVER: &str = "ledger-no-close";
 
@@ -40,6 +39,10 @@ fn ledger_program(lab: &Lab, can_close: bool) -> AdapterProgram {
         program: lab.ws.receiver_program().program.clone(),
         args,
         timeout: lab.ws.receiver_program().timeout,
+        env: crate::dispatch::adapter::PassEnv {
+            names: Vec::new(),
+            recon_own: true,
+        },
     }
 }
 
@@ -76,14 +79,9 @@ fn decide(lab: &mut Lab, op: &str, decision: Decision, close: bool) -> Result<Va
 }
 
 fn register(lab: &mut Lab) -> Result<Value> {
-    let program = ledger_program(lab, false);
-    let registration = lab.ws.register_receiver(&NewReceiver {
-        name: RECEIVER,
-        actions: &["send_email".to_string()],
-        program: &PathBuf::from(&program.program),
-        args: &program.args,
-        timeout_ms: Some(u64::try_from(program.timeout.as_millis()).unwrap_or(u64::MAX)),
-    })?;
+    let registration = lab
+        .ws
+        .register_builtin(RECEIVER, &["send_email".to_string()], false)?;
     Ok(json!({
         "can_close": registration.can_close(),
         "complete": registration.describe.query.complete,

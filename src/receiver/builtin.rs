@@ -8,16 +8,13 @@
 //! experiment.
 
 use super::Receiver;
-use crate::domain::{
-    Appended, BulkEffect, Ceiling, Closure, Description, Effect, EffectRequest, Snapshot,
-};
+use crate::domain::{Appended, BulkEffect, Closure, Description, Effect, EffectRequest, Snapshot};
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
 use crate::store::{self, ReceiverStore};
 use std::path::Path;
 
-/// The name `builtin` is reserved for this receiver.
-pub const BUILTIN_NAME: &str = "builtin";
+pub use crate::domain::BUILTIN_NAME;
 
 pub struct Builtin {
     store: ReceiverStore,
@@ -57,16 +54,7 @@ impl Builtin {
 
     /// What the built-in ledger says of itself.
     pub fn description(can_close: bool) -> Description {
-        Description {
-            name: BUILTIN_NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            can_close,
-            query: Ceiling {
-                complete: true,
-                authoritative: true,
-            },
-            mandatory: Vec::new(),
-        }
+        Description::builtin(can_close)
     }
 
     /// Every effect, or those of one operation, in ledger order.

@@ -167,13 +167,7 @@ pub fn request(
 }
 
 pub fn describe_answer(description: &Description) -> Value {
-    let mut answer = envelope(json!({}));
-    if let (Value::Object(answer), Ok(Value::Object(fields))) =
-        (&mut answer, serde_json::to_value(description))
-    {
-        answer.extend(fields);
-    }
-    answer
+    description.answer()
 }
 
 pub fn receipt_answer(effect: &Effect) -> Value {

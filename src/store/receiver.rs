@@ -11,7 +11,7 @@
 //! the trigger back and commits.) Effect ids come from the ledger row number (`fx-000001`), assigned
 //! inside the writing transaction, so they are deterministic.
 
-use super::upgrade::FromFour;
+use super::upgrade::Steps;
 use super::{open_database, Role, SqlContext};
 use crate::domain::{
     canonical_json, effect_id_for, Closure, Effect, EffectRequest, Snapshot, Timestamp,
@@ -28,10 +28,16 @@ pub(crate) const ROLE: Role = Role {
     schema: SCHEMA,
     // The ledger's tables are the same in schema 4: only the version and
     // the time of the upgrade change.
-    from_four: FromFour {
+    from_four: Steps {
         rebuild: &[],
         record: "INSERT INTO meta (key, value) VALUES ('upgraded_at', ?1)",
     },
+    // Nor in schema 5.
+    from_five: Steps {
+        rebuild: &[],
+        record: "",
+    },
+    finish: |_, _, _| Ok(()),
 };
 
 /// The close barrier's trigger. The bulk writer (store/bulk.rs) drops it

@@ -9,31 +9,44 @@ use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
 use crate::audit::{self, EntryKind};
 use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
-use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+use std::path::Path;
 
-const COLUMNS: &str = "name, program, args, timeout_ms, describe, describe_sha256";
+const COLUMNS: &str = "name, program, args, timeout_ms, describe, describe_sha256, builtin, env";
 
 /// A registration with its JSON columns still as text.
-type RawRegistration = (String, String, String, i64, String, String);
+struct RawRegistration {
+    name: String,
+    program: String,
+    args: String,
+    timeout_ms: i64,
+    describe: String,
+    describe_sha256: String,
+    builtin: bool,
+    env: String,
+}
 
 fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-    ))
+    Ok(RawRegistration {
+        name: row.get(0)?,
+        program: row.get(1)?,
+        args: row.get(2)?,
+        timeout_ms: row.get(3)?,
+        describe: row.get(4)?,
+        describe_sha256: row.get(5)?,
+        builtin: row.get(6)?,
+        env: row.get(7)?,
+    })
 }
 
 impl SqliteSender {
     fn parse_registration(&self, raw: RawRegistration) -> Result<Registration> {
-        let (name, program, args, timeout_ms, describe, describe_sha256) = raw;
+        let name = raw.name;
         let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of receiver {name}"));
-        let args: Vec<String> = serde_json::from_str(&args).map_err(|_| corrupt("args"))?;
+        let args: Vec<String> = serde_json::from_str(&raw.args).map_err(|_| corrupt("args"))?;
+        let env: Vec<String> = serde_json::from_str(&raw.env).map_err(|_| corrupt("env"))?;
         let describe: Description =
-            serde_json::from_str(&describe).map_err(|_| corrupt("describe answer"))?;
+            serde_json::from_str(&raw.describe).map_err(|_| corrupt("describe answer"))?;
         let actions = self
             .conn()
             .prepare_cached(
@@ -43,14 +56,54 @@ impl SqliteSender {
             .at(self.path())?;
         Ok(Registration {
             actions,
-            program,
+            builtin: raw.builtin,
+            program: raw.program,
             args,
-            timeout_ms: u64::try_from(timeout_ms).map_err(|_| corrupt("timeout"))?,
+            env,
+            timeout_ms: u64::try_from(raw.timeout_ms).map_err(|_| corrupt("timeout"))?,
             describe,
-            describe_sha256,
+            describe_sha256: raw.describe_sha256,
             name,
         })
     }
+}
+
+/// Writes a registration's row, its routes and its `receiver_registered`
+/// entry in `tx`, which has checked that they are free.
+pub(crate) fn insert_registration(
+    tx: &Transaction<'_>,
+    path: &Path,
+    registration: &Registration,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    let args = canonical_json(&serde_json::Value::from(registration.args.clone()));
+    let env = canonical_json(&serde_json::Value::from(registration.env.clone()));
+    let describe = serde_json::to_value(&registration.describe)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    tx.execute(
+        &format!("INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        params![
+            registration.name,
+            registration.program,
+            args,
+            i64::try_from(registration.timeout_ms).unwrap_or(i64::MAX),
+            canonical_json(&describe),
+            registration.describe_sha256,
+            registration.builtin,
+            env,
+        ],
+    )
+    .at(path)?;
+    for action in &registration.actions {
+        tx.execute(
+            "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
+            params![action, registration.name],
+        )
+        .at(path)?;
+    }
+    let fields = audit::receiver_registered(registration, at);
+    journal::append(tx, path, EntryKind::ReceiverRegistered, None, fields)?;
+    Ok(())
 }
 
 impl ReceiverRegistry for SqliteSender {
@@ -87,30 +140,7 @@ impl ReceiverRegistry for SqliteSender {
                 .into());
             }
         }
-        let args = canonical_json(&serde_json::Value::from(registration.args.clone()));
-        let describe = serde_json::to_value(&registration.describe)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        tx.execute(
-            &format!("INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
-            params![
-                registration.name,
-                registration.program,
-                args,
-                i64::try_from(registration.timeout_ms).unwrap_or(i64::MAX),
-                canonical_json(&describe),
-                registration.describe_sha256,
-            ],
-        )
-        .at(&path)?;
-        for action in &registration.actions {
-            tx.execute(
-                "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
-                params![action, registration.name],
-            )
-            .at(&path)?;
-        }
-        let fields = audit::receiver_registered(registration, at);
-        journal::append(&tx, &path, EntryKind::ReceiverRegistered, None, fields)?;
+        insert_registration(&tx, &path, registration, at)?;
         tx.commit().at(&path)?;
         Ok(())
     }

@@ -13,14 +13,14 @@ use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, RawEvidence,
     APPROVAL_COLUMNS, EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
 };
-use super::upgrade::{FromFour, Rebuild};
+use super::upgrade::{Rebuild, Steps};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
-    CloseRecord, CompensationRequest, Decision, Effect, EvidenceRecord, EvidenceSource,
-    NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Provenance, Recorded,
-    Review, Timestamp, Verdict,
+    CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
+    EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation,
+    Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, CrashPoint};
@@ -51,12 +51,82 @@ pub(crate) const ROLE: Role = Role {
     application_id: 0x7263_6e73, // "rcns"
     schema: SCHEMA,
     from_four: FROM_FOUR,
+    from_five: FROM_FIVE,
+    finish: register_implicit_builtin,
 };
 
-/// Schema 4 to 5 (`store::upgrade`): the three tables that gained times
+/// Schema 5 to 6: a registration says whether it is recon's own ledger and
+/// which variables its adapter gets.
+const FROM_FIVE: Steps = Steps {
+    rebuild: &[RECEIVERS_GAIN_BUILTIN_AND_ENV],
+    record: "",
+};
+
+/// The rebuild of `receivers` that schemas 4 and 5 both need (`?1`, the
+/// time, is not a column of it).
+const RECEIVERS_GAIN_BUILTIN_AND_ENV: Rebuild = Rebuild {
+    table: "receivers",
+    added: &["builtin", "env"],
+    copy: "INSERT INTO receivers (name, program, args, timeout_ms, describe, describe_sha256)
+        SELECT name, program, args, timeout_ms, describe, describe_sha256
+        FROM upgrade_old WHERE ?1 IS NOT NULL",
+};
+
+/// Before schema 6 an operation whose action kind routed nowhere went to
+/// the built-in ledger, unregistered. No receiver is implicit now, so the
+/// upgrade registers the ledger as `builtin`, journaled like any
+/// registration, for exactly the action kinds its operations were routed
+/// to that way and that route nowhere else (never `*`); when every one of
+/// them has been routed elsewhere since, it is registered for none, and
+/// still reads the operations that went to it.
+fn register_implicit_builtin(
+    tx: &Transaction<'_>,
+    path: &Path,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    let used: bool = tx
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM operations WHERE receiver = ?1)",
+            [BUILTIN_NAME],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    if !used {
+        return Ok(());
+    }
+    let actions: Vec<String> = tx
+        .prepare(
+            "SELECT DISTINCT action_kind FROM operations
+             WHERE receiver = ?1 AND kind = 'original'
+               AND action_kind NOT IN (SELECT action_kind FROM routes)
+             ORDER BY action_kind",
+        )
+        .and_then(|mut s| s.query_map([BUILTIN_NAME], |r| r.get(0))?.collect())
+        .at(path)?;
+    let describe = Description::builtin(true);
+    let registration = Registration {
+        name: BUILTIN_NAME.to_string(),
+        actions,
+        builtin: true,
+        program: String::new(),
+        args: Vec::new(),
+        env: Vec::new(),
+        timeout_ms: BUILTIN_TIMEOUT_MS,
+        describe_sha256: audit::sha256_hex(canonical_json(&describe.answer()).as_bytes()),
+        describe,
+    };
+    super::receivers::insert_registration(tx, path, &registration, at)
+}
+
+/// The timeout recorded for the built-in ledger's registration; its child
+/// runs under the timeout of the recon that starts it.
+pub(crate) const BUILTIN_TIMEOUT_MS: u64 = 30_000;
+
+/// Schema 4 to 6 (`store::upgrade`): the three tables that gained times
 /// are rebuilt, each row timed at the upgrade (`?1`), and an operation's
-/// dispatch count is its dispatch log's. The triage tables are new.
-const FROM_FOUR: FromFour = FromFour {
+/// dispatch count is its dispatch log's; the triage tables are new; and
+/// `receivers` gains schema 6's columns, as from schema 5.
+const FROM_FOUR: Steps = Steps {
     rebuild: &[
         Rebuild {
             table: "operations",
@@ -96,6 +166,7 @@ const FROM_FOUR: FromFour = FromFour {
             copy: "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
             SELECT op_id, receiver, authorized_by, journal_seq, ?1 FROM upgrade_old",
         },
+        RECEIVERS_GAIN_BUILTIN_AND_ENV,
     ],
     record: "INSERT INTO meta (key, value)
         VALUES ('upgraded_at', ?1),
@@ -303,7 +374,9 @@ CREATE TABLE receivers (
     args TEXT NOT NULL,
     timeout_ms INTEGER NOT NULL CHECK (timeout_ms > 0),
     describe TEXT NOT NULL,
-    describe_sha256 TEXT NOT NULL
+    describe_sha256 TEXT NOT NULL,
+    builtin INTEGER NOT NULL DEFAULT 0 CHECK (builtin IN (0, 1)),
+    env TEXT NOT NULL DEFAULT '[]'
 ) WITHOUT ROWID;
 CREATE TABLE routes (
     action_kind TEXT PRIMARY KEY,
@@ -533,6 +606,7 @@ impl Outbox for SqliteSender {
         if get_op(&tx, &path, new.op_id)?.is_some() {
             return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
         }
+        require_route(&tx, &path, new.action_kind)?;
         insert_op(&tx, &path, new, OpKind::Original, None, None, at)?;
         let op = require_op(&tx, &path, new.op_id)?;
         let fields = audit::prepared(&op);
@@ -896,15 +970,32 @@ impl Outbox for SqliteSender {
 
 /// The route of a new operation, as SQL over `?action` and `?original`: a
 /// compensation goes to the receiver of the operation it compensates; an
-/// original to the receiver its action kind is routed to, or the built-in
-/// ledger. Computed in the inserting transaction, so it cannot race a
+/// original to the receiver its action kind is routed to, or else to the
+/// one that takes every kind (`*`), or nowhere (NULL: there is no implicit
+/// receiver). Computed in the inserting transaction, so it cannot race a
 /// registration.
 pub(crate) fn route_sql(action: &str, original: &str) -> String {
     format!(
         "COALESCE((SELECT receiver FROM operations WHERE op_id = {original}),
                   (SELECT receiver FROM routes WHERE action_kind = {action}),
-                  'builtin')"
+                  (SELECT receiver FROM routes WHERE action_kind = '*'))"
     )
+}
+
+/// Refuses `no_receiver`, before anything is written, an original whose
+/// action kind routes nowhere.
+fn require_route(tx: &Transaction<'_>, path: &Path, action_kind: &str) -> Result<()> {
+    let routed: Option<String> = tx
+        .query_row(
+            &format!("SELECT {}", route_sql("?1", "NULL")),
+            [action_kind],
+            |r| r.get(0),
+        )
+        .at(path)?;
+    match routed {
+        Some(_) => Ok(()),
+        None => Err(Refusal::NoReceiver(action_kind.to_string()).into()),
+    }
 }
 
 fn insert_op(
@@ -965,6 +1056,19 @@ mod tests {
             payload: &payload,
         };
         let at = crate::domain::Timestamp::from_millis(1_796_285_702_123);
+        let describe = crate::domain::Description::builtin(true);
+        let ledger = crate::domain::Registration {
+            name: "builtin".into(),
+            actions: vec!["*".into()],
+            builtin: true,
+            program: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout_ms: 1,
+            describe_sha256: "0".repeat(64),
+            describe,
+        };
+        crate::store::ReceiverRegistry::register_receiver(&mut store, &ledger, at).unwrap();
         let prepared = store.prepare(&new, at).unwrap();
         let dispatched = store.begin_dispatch("op", at).unwrap();
         assert_eq!(dispatched.version, prepared.version + 1);

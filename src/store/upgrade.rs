@@ -1,5 +1,5 @@
-//! Upgrading a file an older recon wrote (schema 4, wave 1) to this
-//! build's schema, in place, in one transaction.
+//! Upgrading a file an older recon wrote (schema 4, wave 1, or schema 5,
+//! wave 2) to this build's schema, in place, in one transaction.
 //!
 //! The upgrade runs when a file is opened, before anything reads it, with
 //! the time the caller passes down (the workspace's clock; nothing here
@@ -7,7 +7,7 @@
 //! rebuilds the tables whose definition changed, creates the new tables,
 //! indexes and triggers, records the time in `meta` and only then sets
 //! `user_version`; a failure or a death anywhere before the commit leaves
-//! the file at schema 4, readable, and upgraded by the next open. Two
+//! the file at its old schema, readable, and upgraded by the next open. Two
 //! processes opening the same old file upgrade it once: the second finds
 //! the version changed once it holds the write lock, and does nothing.
 //!
@@ -33,8 +33,8 @@ use crate::faults::{crash_point, CrashPoint};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
-/// The schema this build upgrades from.
-pub(crate) const UPGRADABLE_VERSION: i64 = 4;
+/// The schemas this build upgrades from.
+pub(crate) const UPGRADABLE_VERSIONS: [i64; 2] = [4, 5];
 
 /// The `meta` keys of an upgrade: its time, and the seq of the last
 /// journal entry written before it (0 for none).
@@ -52,14 +52,20 @@ pub(crate) struct Rebuild {
     pub copy: &'static str,
 }
 
-/// How a role's file goes from schema 4 to this schema: the tables
+/// How a role's file goes from an older schema to this one: the tables
 /// rebuilt, in order, and the statement that records the upgrade in
-/// `meta` (`?1` its time).
+/// `meta` (`?1` its time; empty for none).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct FromFour {
+pub(crate) struct Steps {
     pub rebuild: &'static [Rebuild],
     pub record: &'static str,
 }
+
+/// What a role does last, once the file has this schema and before the
+/// version is set: the outbox journals the registration of the built-in
+/// ledger its operations were routed to implicitly (`?1`-style time as
+/// text).
+pub(crate) type Finish = fn(&Transaction<'_>, &Path, Timestamp) -> Result<(), StoreError>;
 
 /// A schema object as `sqlite_master` holds it: type, name, table, SQL.
 type Object = (String, String, String, String);
@@ -107,16 +113,20 @@ fn upgrade_in(
         found: version,
         why,
     };
-    if version != UPGRADABLE_VERSION {
-        return Err(StoreError::IncompatibleSchema {
-            path: path.to_path_buf(),
-            found: version,
-            expected: SCHEMA_VERSION,
-        });
-    }
+    let steps = match version {
+        4 => role.from_four,
+        5 => role.from_five,
+        _ => {
+            return Err(StoreError::IncompatibleSchema {
+                path: path.to_path_buf(),
+                found: version,
+                expected: SCHEMA_VERSION,
+            })
+        }
+    };
     let wanted = target_objects(path, role)?;
     let time = at.to_string();
-    for rebuild in role.from_four.rebuild {
+    for rebuild in steps.rebuild {
         rebuild_table(&tx, path, rebuild, &wanted, &time).map_err(|e| match e {
             Rebuilt::Shape(why) => not_upgradable(why),
             Rebuilt::Store(e) => e,
@@ -138,7 +148,10 @@ fn upgrade_in(
             "a row of {table} names a row that does not exist"
         )));
     }
-    tx.execute(role.from_four.record, [&time]).at(path)?;
+    if !steps.record.is_empty() {
+        tx.execute(steps.record, [&time]).at(path)?;
+    }
+    (role.finish)(&tx, path, at)?;
     crash_point(CrashPoint::UpgradeBeforeCommit);
     tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .at(path)?;
@@ -185,7 +198,7 @@ fn rebuild_table(
         .collect();
     if old.iter().collect::<Vec<_>>() != expected {
         return Err(Rebuilt::Shape(format!(
-            "its table {} has the columns ({}), not schema 4's",
+            "its table {} has the columns ({}), not those of its schema",
             rebuild.table,
             old.join(", ")
         )));

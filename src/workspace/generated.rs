@@ -51,7 +51,13 @@ impl Workspace {
     /// module's comment for the order of the commits). Returns the
     /// operations and ledger rows written.
     pub fn append_generated(&mut self, load: &dyn GeneratedLoad) -> Result<(u64, u64)> {
-        let registration = self.builtin_registration();
+        let registration = self
+            .sender
+            .registration(crate::domain::BUILTIN_NAME)?
+            .filter(|r| r.builtin)
+            .ok_or_else(|| {
+                crate::error::Refusal::NoReceiver(crate::domain::ANY_ACTION.to_string())
+            })?;
         let sender = &mut self.sender;
         let ledger = &mut self.ledger;
         std::thread::scope(|scope| {

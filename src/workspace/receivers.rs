@@ -9,7 +9,7 @@
 //! speaking the protocol, the built-in ledger's included.
 
 use super::Workspace;
-use crate::dispatch::adapter::{AdapterProgram, Reply};
+use crate::dispatch::adapter::{AdapterProgram, PassEnv, Reply};
 use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
     classify, AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind,
@@ -35,6 +35,8 @@ pub struct NewReceiver<'a> {
     pub program: &'a Path,
     pub args: &'a [String],
     pub timeout_ms: Option<u64>,
+    /// Variables passed from recon's environment to the adapter, by name.
+    pub env: &'a [String],
 }
 
 /// A registered receiver's stored `describe` answer beside a fresh one.
@@ -80,54 +82,88 @@ fn call_failed(name: &str, failure: &AdapterFailure, stderr: &str) -> Error {
 }
 
 impl Workspace {
-    /// The built-in ledger as a registration: reached as `recon receiver
-    /// adapter --workspace DIR`, complete, authoritative and able to close.
-    pub fn builtin_registration(&self) -> Registration {
-        let describe = Builtin::description(true);
-        Registration {
-            name: BUILTIN_NAME.to_string(),
-            actions: Vec::new(),
-            program: self.program.program.display().to_string(),
-            args: vec![
-                "receiver".into(),
-                "adapter".into(),
-                "--workspace".into(),
-                self.dir.display().to_string(),
-            ],
-            timeout_ms: u64::try_from(self.program.timeout.as_millis()).unwrap_or(u64::MAX),
-            describe_sha256: protocol::sha256_of(&protocol::describe_answer(&describe)),
-            describe,
-        }
-    }
-
-    /// The receiver an operation routes to. A receiver can be removed once
-    /// no open operation routes to it, yet a compensation approved later
-    /// routes to its original's receiver: such a route is refused
-    /// `unknown_receiver` (register the receiver again to use it), not
-    /// reported as damage.
+    /// The receiver an operation routes to: the registration its route
+    /// names. A receiver can be removed once no open operation routes to
+    /// it, yet a compensation approved later routes to its original's
+    /// receiver: such a route is refused `unknown_receiver` (register the
+    /// receiver again to use it), not reported as damage.
     pub fn registration_of(&self, op: &Operation) -> Result<Registration> {
-        if op.receiver == BUILTIN_NAME {
-            return Ok(self.builtin_registration());
-        }
         self.sender
             .registration(&op.receiver)?
             .ok_or_else(|| Refusal::UnknownReceiver(op.receiver.clone()).into())
     }
 
-    /// Whether the operation's receiver is the built-in ledger (under its
-    /// own name, or registered under another, as the experiment's ledger
-    /// that cannot close is): only it reads the drill fields of a request.
+    /// Whether the operation's receiver is the built-in ledger (under any
+    /// name, as the experiment's ledger that cannot close is): only it
+    /// reads the drill fields of a request.
     pub fn accepts_drills(&self, op_id: &str) -> Result<bool> {
         let op = self.sender.require(op_id)?;
-        Ok(self.registration_of(&op)?.describe.name == BUILTIN_NAME)
+        Ok(self.registration_of(&op)?.builtin)
     }
 
-    fn adapter_program(registration: &Registration) -> AdapterProgram {
+    /// The program a registration runs: its own, or for the built-in
+    /// ledger this recon's `receiver adapter` on this workspace.
+    fn adapter_program(&self, registration: &Registration) -> AdapterProgram {
+        let timeout = Duration::from_millis(registration.timeout_ms);
+        if registration.builtin {
+            let mut args = vec![
+                "receiver".to_string(),
+                "adapter".to_string(),
+                "--workspace".to_string(),
+                self.dir.display().to_string(),
+            ];
+            args.extend(registration.args.iter().cloned());
+            // Its child is this recon, under this recon's timeout.
+            return AdapterProgram {
+                program: self.program.program.clone(),
+                args,
+                timeout: self.program.timeout,
+                env: PassEnv {
+                    names: registration.env.clone(),
+                    recon_own: true,
+                },
+            };
+        }
         AdapterProgram {
             program: PathBuf::from(&registration.program),
             args: registration.args.clone(),
-            timeout: Duration::from_millis(registration.timeout_ms),
+            timeout,
+            env: PassEnv {
+                names: registration.env.clone(),
+                recon_own: false,
+            },
         }
+    }
+
+    /// Registers recon's own ledger under `name` for `actions` (`*` for
+    /// every kind routed nowhere else); with `can_close` false it declares
+    /// that it cannot close (`--no-close`).
+    pub fn register_builtin(
+        &mut self,
+        name: &str,
+        actions: &[String],
+        can_close: bool,
+    ) -> Result<Registration> {
+        self.ensure_present()?;
+        let describe = Builtin::description(can_close);
+        let registration = Registration {
+            name: name.to_string(),
+            actions: actions.to_vec(),
+            builtin: true,
+            program: String::new(),
+            args: if can_close {
+                Vec::new()
+            } else {
+                vec!["--no-close".to_string()]
+            },
+            env: Vec::new(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            describe_sha256: protocol::sha256_of(&describe.answer()),
+            describe,
+        };
+        self.sender
+            .register_receiver(&registration, self.clock.now())?;
+        Ok(registration)
     }
 
     /// Runs `describe` and checks the answer: one `recon-adapter/1` object
@@ -171,18 +207,25 @@ impl Workspace {
         if new.name == BUILTIN_NAME {
             return Err(Refusal::ReservedName(new.name.to_string()).into());
         }
+        if let Some(why) = (new.args.iter().enumerate())
+            .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
+        {
+            return Err(Refusal::SecretInArguments(why).into());
+        }
         self.ensure_present()?;
         let program = absolute_program(new.program)?;
         let mut registration = Registration {
             name: new.name.to_string(),
             actions: new.actions.to_vec(),
+            builtin: false,
             program: program.display().to_string(),
             args: new.args.to_vec(),
+            env: new.env.to_vec(),
             timeout_ms: new.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             describe: Builtin::description(false),
             describe_sha256: String::new(),
         };
-        let (describe, sha) = self.describe_program(&Self::adapter_program(&registration))?;
+        let (describe, sha) = self.describe_program(&self.adapter_program(&registration))?;
         registration.describe = describe;
         registration.describe_sha256 = sha;
         rules::check_description(&registration)?;
@@ -203,7 +246,7 @@ impl Workspace {
             .sender
             .registration(name)?
             .ok_or_else(|| Refusal::UnknownReceiver(name.to_string()))?;
-        let (current, current_sha256) = self.describe_program(&Self::adapter_program(&stored))?;
+        let (current, current_sha256) = self.describe_program(&self.adapter_program(&stored))?;
         Ok(ReceiverCheck {
             name: stored.name,
             unchanged: current_sha256 == stored.describe_sha256,
@@ -216,9 +259,6 @@ impl Workspace {
 
     /// Removes a registration, refused while an open operation routes to it.
     pub fn remove_receiver(&mut self, name: &str) -> Result<()> {
-        if name == BUILTIN_NAME {
-            return Err(Refusal::ReservedName(name.to_string()).into());
-        }
         self.ensure_present()?;
         self.sender.remove_receiver(name, self.clock.now())
     }
@@ -246,7 +286,7 @@ impl Workspace {
         } else {
             Verb::Query
         };
-        let answer = if op.receiver == BUILTIN_NAME {
+        let answer = if registration.builtin && registration.can_close() {
             let snapshot = match close {
                 Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
                 None => self.ledger.query(&self.id, &op.op_id)?,
@@ -254,7 +294,9 @@ impl Workspace {
             protocol::snapshot_answer(&snapshot)
         } else {
             let request = protocol::request(verb, &self.id, &request_of(op), close);
-            let reply = Self::adapter_program(&registration).call(&self.program, verb, &request);
+            let reply = self
+                .adapter_program(&registration)
+                .call(&self.program, verb, &request);
             reply
                 .answer
                 .map_err(|f| call_failed(&registration.name, &f, &reply.stderr))?
@@ -330,7 +372,7 @@ impl Workspace {
         let registration = self.registration_of(&operation)?;
         let mut request = protocol::request(Verb::Apply, &self.id, &request_of(&operation), None);
         options.add_to(&mut request);
-        let program = Self::adapter_program(&registration);
+        let program = self.adapter_program(&registration);
         let mut call = program.start(&self.program, Verb::Apply, &request, options.wait_permit);
         if let (Ok(running), true) = (&mut call, options.wait_permit) {
             running

@@ -44,6 +44,14 @@ impl Rig {
         rig
     }
 
+    /// A rig whose workspace routes every action kind to recon's own
+    /// ledger, as `demo` registers it.
+    fn with_ledger() -> Rig {
+        let rig = Rig::new();
+        rig.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+        rig
+    }
+
     fn ws(&self) -> String {
         self.file("ws")
     }
@@ -242,7 +250,7 @@ fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_noth
 
 #[test]
 fn values_beginning_with_a_dash_reach_the_receiver_intact() {
-    let rig = Rig::new();
+    let rig = Rig::with_ledger();
     // Both spellings, `--op -x` and `--op=-x`.
     rig.ok(&[
         "prepare",
@@ -311,7 +319,7 @@ fn values_beginning_with_a_dash_reach_the_receiver_intact() {
 
 #[test]
 fn a_direct_receiver_call_passes_values_beginning_with_a_dash_intact() {
-    let rig = Rig::new();
+    let rig = Rig::with_ledger();
     rig.ok(&["prepare", "--op=seed", "--action=a", "--payload={}"]);
     let program =
         recon::dispatch::ReceiverProgram::new(recon_bin(), std::time::Duration::from_secs(60));

@@ -26,7 +26,8 @@ use std::sync::OnceLock;
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The entries of [`journal_lab`], in order.
-const KINDS: [(&str, Option<&str>); 25] = [
+const KINDS: [(&str, Option<&str>); 26] = [
+    ("receiver_registered", None),
     ("receiver_registered", None),
     ("receiver_registered", None),
     ("receiver_removed", None),
@@ -74,6 +75,7 @@ fn build_lab() -> Lab {
         let args = adapter(lab.path());
         lab.ws
             .register_receiver(&NewReceiver {
+                env: &[],
                 name,
                 actions: &[action.to_string()],
                 program: &program().program,
@@ -363,16 +365,24 @@ fn an_untouched_journal_verifies_and_its_export_rehashes_with_plain_sha256() {
     let evidence = &shown["evidence"][0];
     assert_eq!(
         (evidence["journal_seq"].clone(), evidence["seq"].clone()),
-        (json!(13), json!(2))
+        (json!(14), json!(2))
     );
-    let line_13: Value = serde_json::from_str(exported.stdout.lines().nth(12).unwrap()).unwrap();
-    assert_eq!(evidence["hash"], line_13["hash"]);
+    let line_14: Value = serde_json::from_str(exported.stdout.lines().nth(13).unwrap()).unwrap();
+    assert_eq!(evidence["hash"], line_14["hash"]);
     assert_eq!(evidence.get("prev_hash"), None);
 }
 
 /// What the entries of the lab record, beyond their kinds.
 #[track_caller]
 fn assert_entry_contents(lines: &[Value]) {
+    // First the ledger every other kind routes to, registered as `Lab`
+    // registers it; the story's own entries follow.
+    assert_eq!(
+        (lines[0]["name"].clone(), lines[0]["actions"].clone()),
+        (json!("builtin"), json!(["*"]))
+    );
+    assert_eq!(lines[0]["builtin"], true);
+    let lines = &lines[1..];
     let registered = &lines[0];
     assert_eq!(
         (registered["name"].clone(), registered["actions"].clone()),
@@ -496,7 +506,7 @@ fn an_entry_hash_is_sha256_of_the_previous_hash_and_the_canonical_content() {
         unreachable!()
     };
     let mut head = Checkpoint::genesis();
-    let sealed = head.seal(EntryKind::Prepared, Some("op-1"), fields);
+    let sealed = head.seal(EntryKind::Prepared, Some("op-1"), fields.clone());
     assert_eq!(
         (sealed.entry.as_str(), sealed.hash.as_str()),
         (entry, known)
@@ -506,31 +516,45 @@ fn an_entry_hash_is_sha256_of_the_previous_hash_and_the_canonical_content() {
     assert_eq!((next.seq, next.prev_hash.as_str()), (2, known));
 
     // And a workspace writes exactly that entry for the same prepare at
-    // the same time.
+    // the same time, chained after its receiver's registration.
     let scratch = tempfile::tempdir().unwrap();
     let at = recon::domain::Timestamp::parse("2026-12-03T08:15:02.123Z").unwrap();
-    Workspace::open(scratch.path(), OpenOptions::default().creating())
-        .unwrap()
-        .with_clock(std::sync::Arc::new(recon::clock::FixedClock::at(at)))
-        .prepare("op-1", "pay", &json!({"to": "acct-7", "amount": 0.1}))
-        .unwrap();
-    let stored: (String, String, String) = sender(scratch.path())
-        .query_row(
-            "SELECT entry, prev_hash, hash FROM journal WHERE seq = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
+    crate::support::with_ledger(
+        Workspace::open(scratch.path(), OpenOptions::default().creating())
+            .unwrap()
+            .with_clock(std::sync::Arc::new(recon::clock::FixedClock::at(at))),
+    )
+    .prepare("op-1", "pay", &json!({"to": "acct-7", "amount": 0.1}))
+    .unwrap();
+    let row = |seq: i64| -> (String, String, String) {
+        sender(scratch.path())
+            .query_row(
+                "SELECT entry, prev_hash, hash FROM journal WHERE seq = ?1",
+                [seq],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    let (_, _, registered) = row(1);
+    let after_registration = Checkpoint {
+        length: 1,
+        head_hash: registered.clone(),
+    };
+    let expected = after_registration.seal(EntryKind::Prepared, Some("op-1"), fields);
+    assert_eq!(expected.entry, entry.replace(r#""seq":1"#, r#""seq":2"#));
     assert_eq!(
-        stored,
-        (entry.to_string(), GENESIS.to_string(), known.to_string())
+        row(2),
+        (expected.entry, registered, sha(&row(1).2, &row(2).0))
     );
-    assert_eq!(checkpoint(scratch.path()), format!("1:{known}"));
+    assert_eq!(checkpoint(scratch.path()), format!("2:{}", row(2).2));
 }
 
 #[test]
 fn an_empty_journal_is_intact_and_its_checkpoint_is_the_genesis_hash() {
-    let lab = Lab::new();
+    // A new workspace with nothing registered yet: no act at all.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::open(dir.path(), OpenOptions::default().creating()).unwrap();
+    let lab = Lab { dir, ws };
     let (r, report) = verify(lab.path(), &[]);
     assert_eq!(r.code, Some(0));
     assert_eq!(
@@ -599,7 +623,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
         .contains("now closed at receiver builtin"));
     lab.ws.drill_remove_evidence_fault().unwrap();
     let kinds: Vec<String> = sender(lab.path())
-        .prepare("SELECT kind FROM journal WHERE seq > 25 ORDER BY seq")
+        .prepare("SELECT kind FROM journal WHERE seq > 26 ORDER BY seq")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()
@@ -871,7 +895,7 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
     let m = assert_mismatch(lab.path(), Some("comp"), "evidence[0]");
     assert_eq!(
         (m["journal"]["journal_seq"].clone(), m["table"].clone()),
-        (json!(18), Value::Null)
+        (json!(19), Value::Null)
     );
     let (_, report) = verify(lab.path(), &[]);
     assert_eq!(
@@ -910,8 +934,10 @@ fn an_edited_receiver_or_route_is_a_projection_mismatch() {
         ("UPDATE routes SET receiver = 'builtin' WHERE action_kind = 'mail'", None, "routes[mail].receiver"),
         ("DELETE FROM routes WHERE action_kind = 'mail'", None, "routes[mail]"),
         ("INSERT INTO routes VALUES ('pay', 'ledger2')", None, "routes[pay]"),
-        ("INSERT INTO receivers SELECT 'gone', program, args, timeout_ms, describe, describe_sha256
-          FROM receivers WHERE name = 'ledger2'", None, "receivers[gone]"),
+        ("INSERT INTO receivers SELECT 'gone', program, args, timeout_ms, describe, describe_sha256,
+          builtin, env FROM receivers WHERE name = 'ledger2'", None, "receivers[gone]"),
+        ("UPDATE receivers SET env = '[\"PGPASSWORD\"]' WHERE name = 'ledger2'", None, "receivers[ledger2].env"),
+        ("UPDATE receivers SET builtin = 0 WHERE name = 'builtin'", None, "receivers[builtin].builtin"),
     ]);
 }
 
@@ -930,7 +956,7 @@ fn edited_deleted_reordered_or_inserted_entries_break_the_chain() {
           UPDATE journal SET (kind, op_id, entry, prev_hash, hash) =
               (SELECT kind, op_id, entry, prev_hash, hash FROM t WHERE t.seq = 19 - journal.seq)
           WHERE seq IN (9, 10);", 9, "prev_hash does not match"),
-        ("INSERT INTO journal SELECT 26, kind, op_id, entry, prev_hash, hash FROM journal WHERE seq = 25", 26, "prev_hash does not match"),
+        ("INSERT INTO journal SELECT 27, kind, op_id, entry, prev_hash, hash FROM journal WHERE seq = 26", 27, "prev_hash does not match"),
     ];
     for (sql, seq, reason) in cases {
         let lab = journal_lab();
@@ -951,17 +977,17 @@ fn a_forged_entry_chained_properly_is_caught_by_the_projection() {
     let lab = journal_lab();
     let conn = sender(lab.path());
     let entry: String = conn
-        .query_row("SELECT entry FROM journal WHERE seq = 13", [], |r| r.get(0))
+        .query_row("SELECT entry FROM journal WHERE seq = 14", [], |r| r.get(0))
         .unwrap();
     let head: String = conn
-        .query_row("SELECT hash FROM journal WHERE seq = 25", [], |r| r.get(0))
+        .query_row("SELECT hash FROM journal WHERE seq = 26", [], |r| r.get(0))
         .unwrap();
     let mut forged: Map<String, Value> = serde_json::from_str(&entry).unwrap();
-    forged.insert("seq".into(), json!(26));
+    forged.insert("seq".into(), json!(27));
     forged.insert("op_id".into(), json!("d"));
     let forged = Value::Object(forged).to_string();
     conn.execute(
-        "INSERT INTO journal VALUES (26, 'decided', 'd', ?1, ?2, ?3)",
+        "INSERT INTO journal VALUES (27, 'decided', 'd', ?1, ?2, ?3)",
         rusqlite::params![forged, head, sha(&head, &forged)],
     )
     .unwrap();
@@ -991,7 +1017,7 @@ fn a_consistent_rewrite_passes_the_database_alone_but_not_a_kept_checkpoint_nor_
 
     // Rewrite history: another reviewer in the entry and in its evidence
     // row, every hash recomputed. The database alone cannot tell.
-    rewrite_entry(lab.path(), 13, |e| {
+    rewrite_entry(lab.path(), 14, |e| {
         e.insert("reviewer".into(), json!("Mallory"));
     });
     tamper(
@@ -1016,7 +1042,7 @@ fn a_consistent_rewrite_passes_the_database_alone_but_not_a_kept_checkpoint_nor_
     );
     let (r, report) = verify(lab.path(), &["--against", &kept]);
     assert_eq!(r.code, Some(1));
-    assert_eq!(report["export"]["first_difference"]["seq"], 13);
+    assert_eq!(report["export"]["first_difference"]["seq"], 14);
     assert!(report["export"]["first_difference"]["reason"]
         .as_str()
         .unwrap()
@@ -1048,8 +1074,8 @@ fn a_shortened_journal_fails_against_the_checkpoint_and_an_earlier_export() {
     // The last entry cut, and what it did undone in the tables.
     tamper(
         lab.path(),
-        "DELETE FROM journal WHERE seq = 25;
-         DELETE FROM escalations WHERE seq = 25;
+        "DELETE FROM journal WHERE seq = 26;
+         DELETE FROM escalations WHERE seq = 26;
          UPDATE operations SET escalation = NULL WHERE op_id = 'd';",
     );
     let (r, _) = verify(lab.path(), &[]);
@@ -1280,7 +1306,7 @@ fn a_workspace_of_an_earlier_schema_version_is_refused_naming_its_version() {
         for command in ["verify", "ops"] {
             let r = run(&[command, "--workspace", &lab.path_str()], None);
             assert_eq!(r.code, Some(4), "{}", r.stderr);
-            let says = format!("has schema version {version}; this recon reads version 5");
+            let says = format!("has schema version {version}; this recon reads version 6");
             assert!(r.stderr.contains(&says), "{}", r.stderr);
         }
     }
@@ -1305,7 +1331,7 @@ fn a_close_is_journaled_with_its_receiver_authorizer_and_answer() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let conn = sender(lab.path());
     let (kind, entry): (String, String) = conn
-        .query_row("SELECT kind, entry FROM journal WHERE seq = 26", [], |r| {
+        .query_row("SELECT kind, entry FROM journal WHERE seq = 27", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
@@ -1326,7 +1352,7 @@ fn a_close_is_journaled_with_its_receiver_authorizer_and_answer() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .unwrap();
-    assert_eq!(close, ("d".into(), "builtin".into(), "Ann".into(), 26));
+    assert_eq!(close, ("d".into(), "builtin".into(), "Ann".into(), 27));
     assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
 }
 

@@ -28,6 +28,15 @@ impl Shell {
         Shell { _dir: dir, ws }
     }
 
+    /// A new workspace with recon's own ledger registered for every action
+    /// kind (no receiver is implicit), through the command line a person
+    /// would use.
+    pub fn with_ledger() -> Shell {
+        let shell = Shell::empty();
+        shell.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+        shell
+    }
+
     /// A demo workspace (showcase, plus `extra` generated ops), built
     /// through the library and closed again before any command runs: this
     /// shell's own copy of the one such demo built per test process.
@@ -37,10 +46,17 @@ impl Shell {
         shell
     }
 
+    /// A library handle on the workspace, created with recon's own ledger
+    /// registered for every action kind when it is new.
     pub fn workspace_creating(&self) -> Workspace {
-        Workspace::open(&self.ws, OpenOptions::default().creating())
+        let mut ws = Workspace::open(&self.ws, OpenOptions::default().creating())
             .expect("open workspace")
-            .with_receiver_program(program())
+            .with_receiver_program(program());
+        if ws.receivers().expect("receivers").is_empty() {
+            ws.register_builtin("builtin", &["*".to_string()], true)
+                .expect("register the built-in ledger");
+        }
+        ws
     }
 
     /// A library handle on the (existing) workspace.

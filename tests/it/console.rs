@@ -1631,6 +1631,7 @@ fn register_held(
         .expect("mkfifo");
     assert!(status.success(), "mkfifo {}", fifo.display());
     ws.register_receiver(&NewReceiver {
+        env: &[],
         name,
         actions: &[action.to_string()],
         program: &held_adapter(),

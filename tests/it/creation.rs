@@ -25,6 +25,15 @@ fn prepare_in(ws: &str, op: &str) -> crate::support::Run {
     )
 }
 
+/// `recon receivers add` of the built-in ledger: the command that creates
+/// a workspace now that no receiver is implicit.
+const ADD_LEDGER: [&str; 6] = ["receivers", "add", "builtin", "--builtin", "--actions", "*"];
+
+fn add_ledger_in(ws: &str, env: &[(&str, &str)]) -> crate::support::Run {
+    let args = [&ADD_LEDGER[..], &["--workspace", ws]].concat();
+    run_with_env(&args, None, env)
+}
+
 fn ids(dir: &Path) -> (String, String) {
     let id = |file: &str| -> String {
         rusqlite::Connection::open(dir.join(file))
@@ -90,24 +99,13 @@ fn a_file_from_another_workspace_is_refused_at_open_with_exit_4() {
 #[test]
 fn a_crash_at_any_step_of_creation_is_completed_by_the_next_command() {
     for point in ["create.after_sender", "create.before_complete"] {
-        for next in ["prepare", "ops"] {
+        for next in ["receivers add", "ops"] {
             let dir = tempfile::tempdir().unwrap();
             let ws = dir.path().join("ws").display().to_string();
-            let args = [
-                "prepare",
-                "--workspace",
-                &ws,
-                "--op",
-                "a",
-                "--action",
-                "pay",
-                "--payload",
-                "{}",
-            ];
-            let crashed = run_with_env(&args, None, &[("RECON_CRASH_POINT", point)]);
+            let crashed = add_ledger_in(&ws, &[("RECON_CRASH_POINT", point)]);
             assert_eq!(crashed.code, Some(86), "{point}: {}", crashed.stderr);
             let out = match next {
-                "prepare" => prepare_in(&ws, "b"),
+                "receivers add" => add_ledger_in(&ws, &[]),
                 _ => run(&["ops", "--workspace", &ws], None),
             };
             assert_eq!(out.code, Some(0), "{point} then {next}: {}", out.stderr);
@@ -125,24 +123,25 @@ fn a_crash_at_any_step_of_creation_is_completed_by_the_next_command() {
 fn a_handle_whose_workspace_was_replaced_refuses_every_mutation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ws");
-    let mut ws = Workspace::open(&path, OpenOptions::default().creating())
-        .unwrap()
-        .with_receiver_program(crate::support::program());
+    let mut ws = crate::support::with_ledger(
+        Workspace::open(&path, OpenOptions::default().creating())
+            .unwrap()
+            .with_receiver_program(crate::support::program()),
+    );
     ws.prepare("a", "pay", &json!({})).unwrap();
     assert!(ws.ensure_present().is_ok());
     // Moved away and replaced by a fresh workspace at the same path.
     std::fs::rename(&path, dir.path().join("moved")).unwrap();
     let fresh = run(
         &[
-            "prepare",
+            "receivers",
+            "add",
             "--workspace",
             &path.display().to_string(),
-            "--op",
-            "z",
-            "--action",
-            "pay",
-            "--payload",
-            "{}",
+            "builtin",
+            "--builtin",
+            "--actions",
+            "*",
         ],
         None,
     );

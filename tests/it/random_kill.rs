@@ -167,6 +167,23 @@ pub fn run(bin: &Path, dir: &Path, steps: u64, seed: u64, window: Duration) -> R
     let ws = dir.display().to_string();
     let mut rng = Rng::new(seed);
     let mut report = Report::default();
+    // The workspace, with recon's own ledger for every action kind.
+    let add = [
+        "receivers",
+        "add",
+        "--workspace",
+        &ws,
+        "builtin",
+        "--builtin",
+        "--actions",
+        "*",
+    ];
+    let added = recon(bin, &add.map(String::from));
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
     let first = recon(bin, &next_step(bin, &ws, &mut Rng::new(2), 0));
     assert!(
         first.status.success(),

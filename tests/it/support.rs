@@ -63,6 +63,14 @@ pub fn program() -> ReceiverProgram {
     ReceiverProgram::new(recon_bin(), Duration::from_secs(60))
 }
 
+/// Registers recon's own ledger for every action kind, as `demo` does: no
+/// receiver is implicit, so a new workspace routes nothing until then.
+pub fn with_ledger(mut ws: Workspace) -> Workspace {
+    ws.register_builtin("builtin", &["*".to_string()], true)
+        .expect("register the built-in ledger");
+    ws
+}
+
 /// A fresh workspace in its own temp dir, removed on drop.
 pub struct Lab {
     pub dir: tempfile::TempDir,
@@ -75,7 +83,10 @@ impl Lab {
         let ws = Workspace::open(dir.path(), OpenOptions::default().creating())
             .expect("create workspace")
             .with_receiver_program(program());
-        Lab { dir, ws }
+        Lab {
+            ws: with_ledger(ws),
+            dir,
+        }
     }
 
     /// A fresh copy of the demo workspace with `extra_ops` generated ops

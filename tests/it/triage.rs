@@ -53,10 +53,12 @@ impl Clocked {
     pub fn new() -> Clocked {
         let dir = tempfile::tempdir().expect("temp dir");
         let clock = demo_clock();
-        let ws = Workspace::open(dir.path(), OpenOptions::default().creating())
-            .expect("create workspace")
-            .with_receiver_program(program())
-            .with_clock(clock.clone());
+        let ws = crate::support::with_ledger(
+            Workspace::open(dir.path(), OpenOptions::default().creating())
+                .expect("create workspace")
+                .with_receiver_program(program())
+                .with_clock(clock.clone()),
+        );
         Clocked {
             _dir: dir,
             ws,

@@ -19,7 +19,10 @@ use std::sync::Arc;
 const FILES: [&str; 2] = ["sender.sqlite", "receiver.sqlite"];
 
 /// The journal the fixture holds, and its operations.
-const ENTRIES: i64 = 34;
+const ENTRIES_BEFORE: i64 = 34;
+/// The journal once upgraded: the fixture's, and the registration of the
+/// built-in ledger its operations were routed to implicitly.
+const ENTRIES: i64 = ENTRIES_BEFORE + 1;
 const OPERATIONS: usize = 14;
 
 fn fixture() -> PathBuf {
@@ -130,17 +133,56 @@ fn a_schema4_workspace_opens_with_every_operation_timed_at_the_upgrade() {
     let evidence = ws.evidence_log().unwrap();
     assert_eq!(evidence.len(), 4);
     for file in FILES {
-        assert_eq!(user_version(&dir.path().join(file)), 5, "{file}");
+        assert_eq!(user_version(&dir.path().join(file)), 6, "{file}");
     }
     assert_eq!(meta(dir.path(), "upgraded_at").as_deref(), Some(UPGRADE_AT));
     assert_eq!(
         meta(dir.path(), "upgraded_through_seq").as_deref(),
-        Some("34")
+        Some(ENTRIES_BEFORE.to_string().as_str())
     );
     // Only the copy changed.
     for (file, bytes) in FILES.iter().zip(pristine) {
         assert_eq!(std::fs::read(fixture().join(file)).unwrap(), bytes);
     }
+}
+
+/// No receiver is implicit from schema 6 on: the upgrade registers the
+/// built-in ledger as `builtin`, journaled after the old entries, for
+/// exactly the action kinds the old operations were routed to that way
+/// (never `*`), so each still reads its receiver and a new kind is refused.
+#[test]
+fn the_upgrade_registers_the_builtin_ledger_for_exactly_the_kinds_routed_to_it() {
+    let dir = copy_of_fixture();
+    let mut ws = open_at(dir.path(), UPGRADE_AT);
+    let ops = ws.ops(None, None, 100).unwrap();
+    let mut kinds: Vec<String> = ops
+        .iter()
+        .filter(|op| op.compensates_effect_id.is_none())
+        .map(|op| op.action_kind.clone())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    let receivers = ws.receivers().unwrap();
+    assert_eq!(receivers.len(), 1, "{receivers:?}");
+    let ledger = &receivers[0];
+    assert_eq!((ledger.name.as_str(), ledger.builtin), ("builtin", true));
+    assert_eq!(ledger.actions, kinds);
+    assert!(ops.iter().all(|op| op.receiver == "builtin"));
+    let last = Connection::open(dir.path().join("sender.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT kind, seq FROM journal ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .unwrap();
+    assert_eq!(last, ("receiver_registered".to_string(), ENTRIES));
+    let refused = ws
+        .prepare("op-new", "never_routed", &json!({}))
+        .unwrap_err();
+    assert_eq!(refused.refusal().map(|r| r.code()), Some("no_receiver"));
+    let read = ws.snapshot(&ops[0].op_id, None);
+    assert!(read.is_ok(), "{read:?}");
 }
 
 #[test]
@@ -283,7 +325,7 @@ fn a_crash_inside_the_upgrade_leaves_schema_4_for_the_next_open() {
     // The next open upgrades it, whole.
     let r = run(&["ops", "--workspace", ws], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 5);
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 6);
     assert_intact(dir.path(), ENTRIES);
 }
 
@@ -296,10 +338,10 @@ fn a_death_between_the_two_files_leaves_the_ledger_for_the_next_open() {
     let r = run_with_env(&["ops", "--workspace", ws], None, &env);
     assert_eq!(r.code, Some(CRASH_EXIT_CODE), "{}", r.stderr);
     let versions = |dir: &Path| FILES.map(|f| user_version(&dir.join(f)));
-    assert_eq!(versions(dir.path()), [5, 4]);
+    assert_eq!(versions(dir.path()), [6, 4]);
     let r = run(&["ledger", "--workspace", ws], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(versions(dir.path()), [5, 5]);
+    assert_eq!(versions(dir.path()), [6, 6]);
     assert_intact(dir.path(), ENTRIES);
 }
 
@@ -335,8 +377,12 @@ fn a_newer_file_or_one_only_labelled_schema_4_is_refused_untouched() {
     let ws = fresh.path().to_str().unwrap();
     let sender = fresh.path().join("sender.sqlite");
     for (version, says) in [
-        (6, "has schema version 6; this recon reads version 5"),
-        (99, "has schema version 99; this recon reads version 5"),
+        (7, "has schema version 7; this recon reads version 6"),
+        (
+            5,
+            "has schema version 5, but not that version's tables (its table receivers",
+        ),
+        (99, "has schema version 99; this recon reads version 6"),
         (
             4,
             "has schema version 4, but not that version's tables (its table operations",
@@ -409,4 +455,61 @@ fn a_schema4_file_whose_journal_trigger_was_made_a_no_op_is_refused_untouched() 
     );
     assert_eq!(dump(dir.path()), before, "the file was upgraded");
     assert_eq!(user_version(&dir.path().join("sender.sqlite")), 4);
+}
+
+/// A real schema-5 workspace (`tests/fixtures/schema5/`), copied.
+fn copy_of_schema5() -> tempfile::TempDir {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema5");
+    let dir = tempfile::tempdir().unwrap();
+    for file in FILES {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+/// Schema 5 routed an unrouted action kind to the built-in ledger without
+/// registering it. Opening such a workspace registers the ledger, in one
+/// journaled entry, for exactly the kinds its operations went to that way
+/// and that route nowhere else now (`send_fax`, routed to `letters` after
+/// one operation went to the ledger, is not among them; nor is `*`); every
+/// operation keeps its receiver; and the journal still proves the tables.
+#[test]
+fn a_schema5_workspace_registers_the_ledger_it_routed_to_implicitly() {
+    let dir = copy_of_schema5();
+    let before = run(
+        &["verify", "--workspace", dir.path().to_str().unwrap()],
+        None,
+    );
+    assert_eq!(before.code, Some(0), "{}", before.stderr);
+    let mut ws = open_at(dir.path(), UPGRADE_AT);
+    for file in FILES {
+        assert_eq!(user_version(&dir.path().join(file)), 6, "{file}");
+    }
+    let ops = ws.ops(None, None, 100).unwrap();
+    let receivers = ws.receivers().unwrap();
+    let names: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["builtin", "letters"]);
+    let (ledger, letters) = (&receivers[0], &receivers[1]);
+    assert!(ledger.builtin && !letters.builtin);
+    assert_eq!(letters.actions, ["post_letter", "send_fax"]);
+    let mut implicit: Vec<String> = ops
+        .iter()
+        .filter(|op| op.receiver == "builtin" && op.compensates_effect_id.is_none())
+        .map(|op| op.action_kind.clone())
+        .filter(|kind| !letters.actions.contains(kind))
+        .collect();
+    implicit.sort();
+    implicit.dedup();
+    assert!(!implicit.is_empty());
+    assert_eq!(ledger.actions, implicit);
+    let fax = ws.require("op-upgrade-fax").unwrap();
+    assert_eq!(fax.receiver, "builtin", "the route is never changed");
+    assert!(ws.snapshot("op-upgrade-fax", None).is_ok());
+    assert_eq!(ws.require("op-upgrade-letter").unwrap().receiver, "letters");
+    let refused = ws
+        .prepare("op-new", "never_routed", &json!({}))
+        .unwrap_err();
+    assert_eq!(refused.refusal().map(|r| r.code()), Some("no_receiver"));
+    // 38 entries written by recon at schema 5, then the registration.
+    assert_intact(dir.path(), 39);
 }

@@ -18,7 +18,6 @@ use super::super::view;
 use super::status::set_status;
 use crate::domain::{differing_paths, Operation, PageBound};
 use crate::error::{Result, StoreError};
-use crate::receiver::BUILTIN_NAME;
 use crate::workspace::Classified;
 
 /// Where to (re)load the queue from.
@@ -310,7 +309,7 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     let shown_detail = app.ws.show(&op_id)?;
     let receiver = app.ws.registration_of(&shown_detail.operation)?;
     let mut recorded = false;
-    let (operation, read) = if receiver.name == BUILTIN_NAME {
+    let (operation, read) = if receiver.builtin && receiver.can_close() {
         let classified = app.ws.snapshot_by(&op_id, None, record_as.as_deref())?;
         recorded = classified.observation.is_some();
         let read = ReadState::Shown(shown(

@@ -99,7 +99,7 @@ fn add_prints_the_registration_as_list_prints_it() {
 
 #[test]
 fn list_prints_one_escaped_line_per_receiver() {
-    let rig = Rig::new();
+    let rig = Rig::with_ledger();
     rig.prepare("op-0", "send_email", "{}");
     assert!(rig.ok(&["receivers", "list"]).stdout.contains("builtin"));
     rig.register(
@@ -111,13 +111,18 @@ fn list_prints_one_escaped_line_per_receiver() {
     rig.register("sms", "send_sms", &[], FULL);
     let text = rig.ok(&["receivers", "list"]).stdout;
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("builtin  actions *  ") && lines[0].ends_with("(recon's own ledger)")
+    );
+    let lines = &lines[1..];
     assert!(lines[0].starts_with("mail ") && lines[1].starts_with("sms "));
     assert!(!text.contains('\u{1b}'), "{text:?}");
     assert!(lines[0].contains(r"post\x1b[2Joffice"), "{text}");
     assert!(lines[0].contains("can_close false"), "{text}");
     assert!(lines[1].contains("can_close true complete true authoritative true"));
-    assert_eq!(rig.list()[0]["args"][9], "post\u{1b}[2Joffice");
+    assert_eq!(rig.list()[0]["program"], "");
+    assert_eq!(rig.list()[1]["args"][9], "post\u{1b}[2Joffice");
 }
 
 #[test]
@@ -176,7 +181,7 @@ fn a_receiver_is_in_use_while_an_open_operation_routes_to_it() {
     );
     assert_refused(
         &rig.recon(&["receivers", "remove", "builtin"]),
-        "reserved_name",
+        "unknown_receiver",
     );
     // The decided operation keeps the name of the receiver it went to.
     assert_eq!(rig.show("op-1")["operation"]["receiver"], "mail");
@@ -218,8 +223,20 @@ fn receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs() {
 }
 
 #[test]
-fn an_action_routed_nowhere_goes_to_builtin() {
+fn an_action_routed_nowhere_is_refused_until_a_receiver_takes_every_kind() {
     let rig = Rig::with_mail();
+    let dump = rig.dump();
+    let refused = rig.recon(&[
+        "prepare",
+        "--op=op-1",
+        "--action=send_email",
+        "--payload={}",
+    ]);
+    assert_refused(&refused, "no_receiver");
+    assert_eq!(rig.dump(), dump);
+    rig.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+    // A named route still wins over `*`.
+    assert_eq!(rig.prepare("op-2", "post_letter", "{}")["receiver"], "mail");
     let prepared = rig.prepare("op-1", "send_email", "{}");
     assert_eq!(prepared["receiver"], "builtin");
     let report = rig.dispatch("op-1");
@@ -236,7 +253,7 @@ fn an_action_routed_nowhere_goes_to_builtin() {
 
 #[test]
 fn the_route_is_fixed_when_the_operation_is_prepared() {
-    let rig = Rig::new();
+    let rig = Rig::with_ledger();
     assert_eq!(
         rig.prepare("op-early", "post_letter", "{}")["receiver"],
         "builtin"
@@ -339,4 +356,108 @@ fn an_operation_whose_receiver_was_removed_is_refused_before_anything_is_written
         (&report["receiver"], &report["outcome"]),
         (&json!("mail"), &json!("receipt"))
     );
+}
+
+/// An adapter that answers `describe` and writes, first, its working
+/// directory and its environment's names to `log`.
+fn world_probe(dir: &std::path::Path, log: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("probe.sh");
+    let body = format!(
+        "#!/bin/sh\n{{ echo \"cwd=$(pwd)\"; env | cut -d= -f1 | sed 's/^/env=/'; }} > '{}'\n\
+         printf '%s\\n' '{{\"recon_adapter\":1,\"name\":\"probe\",\"version\":\"1\",\"can_close\":false,\
+         \"query\":{{\"complete\":false,\"authoritative\":false}},\"mandatory\":[]}}'\n",
+        log.display()
+    );
+    std::fs::write(&script, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// What an adapter runs with is fixed and small: `/` as its working
+/// directory, and of recon's environment only the allowlist and the
+/// variables its registration names (values read at run time).
+#[test]
+fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only() {
+    let rig = Rig::new();
+    let log = rig.dir.path().join("world.log");
+    let probe = world_probe(rig.dir.path(), &log);
+    let ws = rig.ws();
+    let probe = probe.display().to_string();
+    let args = [
+        "receivers",
+        "add",
+        "--workspace",
+        &ws,
+        "probe",
+        "--actions",
+        "probe_it",
+        "--env",
+        "PROBE_NAMED",
+        "--",
+        &probe,
+    ];
+    let env = [
+        ("PROBE_NAMED", "passed"),
+        ("PROBE_UNNAMED", "kept back"),
+        ("PGPASSWORD", "never passed"),
+        ("LC_ALL", "C"),
+    ];
+    let out = crate::support::run_with_env(&args, None, &env);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let world = std::fs::read_to_string(&log).unwrap();
+    let names: Vec<&str> = world
+        .lines()
+        .filter_map(|l| l.strip_prefix("env="))
+        .collect();
+    assert!(world.lines().any(|l| l == "cwd=/"), "{world}");
+    for name in ["PROBE_NAMED", "PATH", "LC_ALL"] {
+        assert!(names.contains(&name), "{name} missing: {world}");
+    }
+    for name in ["PROBE_UNNAMED", "PGPASSWORD", "CARGO_MANIFEST_DIR"] {
+        assert!(!names.contains(&name), "{name} leaked: {world}");
+    }
+    // Only the name is stored, never its value.
+    assert_eq!(rig.list()[0]["program"], json!(probe));
+    assert!(
+        !rig.dump().contains("passed"),
+        "a variable's value was stored"
+    );
+}
+
+/// Arguments are stored, journaled and printed, so one that carries a
+/// password is refused before the program is ever run.
+#[test]
+fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
+    let rig = Rig::new();
+    let log = rig.dir.path().join("world.log");
+    let probe = world_probe(rig.dir.path(), &log).display().to_string();
+    let ws = rig.ws();
+    for secret in [
+        "postgres://ann:hunter2@db/ledger",
+        "host=db password=hunter2",
+    ] {
+        let args = [
+            "receivers",
+            "add",
+            "--workspace",
+            &ws,
+            "probe",
+            "--actions",
+            "probe_it",
+            "--",
+            &probe,
+            "--database",
+            secret,
+        ];
+        let out = crate::support::run(&args, None);
+        assert_refused(&out, "secret_in_arguments");
+        assert!(out.stderr.contains("--env"), "{}", out.stderr);
+        assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+        assert!(!log.exists(), "the adapter was run");
+        assert!(
+            !std::path::Path::new(&ws).exists(),
+            "a refused registration created the workspace"
+        );
+    }
 }

@@ -10,8 +10,8 @@ const CHARGE: &str = r#"{"customer":"cus_1","amount_cents":4999,"currency":"EUR"
 
 #[test]
 fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
-    let sh = Shell::empty();
-    // prepare creates the workspace; the payload comes from stdin.
+    let sh = Shell::with_ledger();
+    // The payload comes from stdin.
     let out = sh.run_full(
         &[
             "prepare",
@@ -178,7 +178,7 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
 
 #[test]
 fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     sh.ok(&[
         "prepare",
         "--op",
@@ -225,7 +225,7 @@ fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close()
 
 #[test]
 fn snapshot_close_is_recorded_with_its_authorizer() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     sh.ok(&[
         "prepare",
         "--op",
@@ -367,7 +367,7 @@ fn ops_filters_by_state_and_pages_by_op_id() {
 
 #[test]
 fn payload_is_read_from_a_file_with_at_path() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), r#"{"to":"b@example.com","subject":"Hi"}"#).unwrap();
     let arg = format!("@{}", file.path().display());
@@ -400,7 +400,7 @@ fn workspace_may_come_before_the_command() {
 
 #[test]
 fn human_output_escapes_control_characters() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     sh.ok(&[
         "prepare",
         "--op",
@@ -581,7 +581,7 @@ fn check_mismatch_exits_1_and_names_each_differing_path() {
 
 #[test]
 fn dispatch_with_a_locked_receiver_is_a_lost_receipt_not_an_error() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     sh.ok(&[
         "prepare",
         "--op",

@@ -18,6 +18,7 @@ fn fixture() -> (Shell, String, String) {
     let mut ws = sh.workspace();
     let post = fixture_adapter(&sh, "post", &[]);
     ws.register_receiver(&NewReceiver {
+        env: &[],
         name: "post",
         actions: &["post_letter".to_string()],
         program: &post[0],

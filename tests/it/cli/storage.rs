@@ -4,6 +4,7 @@
 //! stderr naming the file, and nothing is created or written.
 
 use super::{assert_fails, assert_refused, Shell};
+use crate::support::dump;
 use rusqlite::Connection;
 
 /// One invocation of every command that opens an existing workspace.
@@ -93,17 +94,9 @@ fn commands_on_a_directory_without_databases_exit_4_and_create_none() {
 }
 
 #[test]
-fn prepare_and_demo_create_the_workspace_directory() {
+fn receivers_add_and_demo_create_the_workspace_directory() {
     for command in [
-        vec![
-            "prepare",
-            "--op",
-            "op-1",
-            "--action",
-            "a",
-            "--payload",
-            "{}",
-        ],
+        vec!["receivers", "add", "builtin", "--builtin", "--actions", "*"],
         vec!["demo"],
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -115,6 +108,80 @@ fn prepare_and_demo_create_the_workspace_directory() {
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
         assert!(ws.join("sender.sqlite").is_file() && ws.join("receiver.sqlite").is_file());
     }
+}
+
+/// No receiver is implicit: a prepare whose action routes nowhere is
+/// refused `no_receiver` naming the command that registers one, in a new
+/// directory (which it does not create) as in a workspace without a route
+/// (where it writes nothing).
+#[test]
+fn a_prepare_routed_nowhere_is_refused_no_receiver_and_creates_nothing() {
+    let prepare = [
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "send_emial",
+        "--payload",
+        "{}",
+    ];
+    let sh = Shell::empty();
+    let out = sh.run(&prepare);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("refused: no_receiver: no receiver takes action kind send_emial")
+            && out
+                .stderr
+                .contains("recon receivers add --workspace DIR NAME --actions send_emial"),
+        "{}",
+        out.stderr
+    );
+    assert!(!sh.ws.exists(), "a refused prepare created the workspace");
+    // A workspace whose one receiver takes another kind only.
+    sh.ok(&[
+        "receivers",
+        "add",
+        "ledger",
+        "--builtin",
+        "--actions",
+        "send_email",
+    ]);
+    let before = dump(&sh.ws);
+    let out = sh.run(&prepare);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert!(out.stderr.contains("no_receiver"), "{}", out.stderr);
+    assert_eq!(dump(&sh.ws), before, "a refused prepare wrote something");
+    // `*` takes every kind routed nowhere else; a named route still wins.
+    sh.ok(&[
+        "receivers",
+        "add",
+        "catchall",
+        "--builtin",
+        "--actions",
+        "*",
+    ]);
+    let typo = sh.ok(&prepare);
+    assert!(
+        typo.stdout.contains("routed to receiver catchall"),
+        "{}",
+        typo.stdout
+    );
+    let named = [
+        "prepare",
+        "--op",
+        "op-2",
+        "--action",
+        "send_email",
+        "--payload",
+        "{}",
+    ];
+    let routed = sh.ok(&named);
+    assert!(
+        routed.stdout.contains("routed to receiver ledger"),
+        "{}",
+        routed.stdout
+    );
 }
 
 /// Overwrites one database of a demo workspace with text.
@@ -240,7 +307,7 @@ fn a_workspace_of_an_incompatible_schema_version_is_refused_clearly() {
         let out = sh.run(&args);
         assert_fails(&out, 4);
         assert!(
-            out.stderr.contains("schema version 99") && out.stderr.contains("reads version 5"),
+            out.stderr.contains("schema version 99") && out.stderr.contains("reads version 6"),
             "{}",
             out.stderr
         );

@@ -286,7 +286,7 @@ fn usage_errors_leave_an_existing_workspace_unchanged() {
 
 #[test]
 fn our_own_usage_errors_are_one_escaped_line() {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     let out = sh.run(&[
         "prepare",
         "--op",

@@ -493,6 +493,11 @@ fn pg_lab(binary: &Path, url: &str, name: &str, action: &str) -> Lab {
     let mut lab = Lab::new();
     lab.ws
         .register_receiver(&NewReceiver {
+            env: &[
+                "RECON_PG_LEDGER_CRASH".to_string(),
+                "RECON_PG_LEDGER_HOLD_FIFO".to_string(),
+                "RECON_PG_LEDGER_HOLD_POINT".to_string(),
+            ],
             name,
             actions: &[action.to_string()],
             program: binary,

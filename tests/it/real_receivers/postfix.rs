@@ -107,6 +107,10 @@ fn mail_lab(program: &Path, smtp: &str, mailbox: &Mailbox) -> Lab {
     let mut lab = Lab::new();
     lab.ws
         .register_receiver(&NewReceiver {
+            env: &[
+                "RECON_POSTFIX_DRILL".to_string(),
+                "RECON_POSTFIX_KEY".to_string(),
+            ],
             name: "mail",
             actions: &["send_email".to_string()],
             program,

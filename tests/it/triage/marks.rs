@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 /// verdict terminal_absence once closed), and one confirmed operation
 /// `paid`.
 fn fixture(ops: &[&str]) -> Shell {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     for op in ops {
         sh.ok(&[
             "prepare",

@@ -35,7 +35,7 @@ fn assert_exact_keys(value: &Value, keys: &[&str]) {
 /// A workspace with `ops` lost before the receiver wrote (unknown; their
 /// verdict inconclusive until closed), made through the binary.
 fn lost(ops: &[&str]) -> Shell {
-    let sh = Shell::empty();
+    let sh = Shell::with_ledger();
     for op in ops {
         let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
         sh.ok(&[

@@ -30,10 +30,12 @@ fn queue() -> Shell {
     let sh = Shell::empty();
     let at = |text| Timestamp::parse(text).unwrap();
     let clock = Arc::new(FixedClock::at(at("2020-01-01T00:00:00.000Z")));
-    let mut ws = Workspace::open(&sh.ws, OpenOptions::default().creating())
-        .unwrap()
-        .with_receiver_program(program())
-        .with_clock(clock.clone());
+    let mut ws = crate::support::with_ledger(
+        Workspace::open(&sh.ws, OpenOptions::default().creating())
+            .unwrap()
+            .with_receiver_program(program())
+            .with_clock(clock.clone()),
+    );
     for op in ["b2", "a3", "c1", "a1", "b1", "a2"] {
         ws.prepare(op, "pay", &json!({"op": op})).unwrap();
     }
