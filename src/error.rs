@@ -13,7 +13,10 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("workspace {0} does not exist (create it with `recon prepare` or `recon demo`)")]
+    #[error(
+        "workspace {0} does not exist (create it by registering a receiver with \
+         `recon receivers add`, or with `recon demo`)"
+    )]
     MissingWorkspace(PathBuf),
     #[error("{0} is missing from the workspace")]
     MissingDatabase(PathBuf),

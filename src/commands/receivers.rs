@@ -88,8 +88,8 @@ impl Add {
     /// Registers the receiver, creating the workspace when there is none;
     /// a refused registration leaves no workspace behind.
     pub fn run(self) -> Result<Registered, Failure> {
-        let registered = Workspace::create_for(&self.dir, open_options()?, |ws| {
-            match &self.source {
+        let registered =
+            Workspace::create_for(&self.dir, open_options()?, |ws| match &self.source {
                 Source::Builtin { can_close } => {
                     ws.register_builtin(&self.name, &self.actions, *can_close)
                 }
@@ -106,8 +106,7 @@ impl Add {
                     timeout_ms: *timeout_ms,
                     env,
                 }),
-            }
-        })?;
+            })?;
         Ok(Registered(registered))
     }
 }

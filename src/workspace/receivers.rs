@@ -106,11 +106,14 @@ impl Workspace {
     fn adapter_program(&self, registration: &Registration) -> AdapterProgram {
         let timeout = Duration::from_millis(registration.timeout_ms);
         if registration.builtin {
+            // Absolute: the child runs in `/`, so a workspace named
+            // relative to where recon was started would name another.
+            let dir = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
             let mut args = vec![
                 "receiver".to_string(),
                 "adapter".to_string(),
                 "--workspace".to_string(),
-                self.dir.display().to_string(),
+                dir.display().to_string(),
             ];
             args.extend(registration.args.iter().cloned());
             // Its child is this recon, under this recon's timeout.

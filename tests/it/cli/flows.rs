@@ -607,3 +607,43 @@ fn dispatch_with_a_locked_receiver_is_a_lost_receipt_not_an_error() {
     // And the sender guards it like any lost receipt.
     assert_refused(&sh.run(&["dispatch", "op-8"]), "blind_retry");
 }
+
+/// The built-in ledger's child runs in `/` like every adapter, yet a
+/// workspace named relative to where recon was started still reaches its
+/// own ledger: the child is given the workspace's absolute path.
+#[test]
+fn a_relative_workspace_reaches_its_own_ledger_from_the_adapter_in_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let recon = |args: &[&str]| {
+        let mut command = Command::new(crate::support::recon_bin());
+        command.current_dir(dir.path()).args(args);
+        crate::support::output_of(command, None)
+    };
+    let add = [
+        "receivers",
+        "add",
+        "--workspace",
+        "ws",
+        "builtin",
+        "--builtin",
+    ];
+    assert!(recon(&[&add[..], &["--actions", "*"]].concat())
+        .status
+        .success());
+    let prepare = [
+        "prepare",
+        "--workspace",
+        "ws",
+        "--op",
+        "op-1",
+        "--action",
+        "a",
+    ];
+    assert!(recon(&[&prepare[..], &["--payload", "{}"]].concat())
+        .status
+        .success());
+    let out = recon(&["dispatch", "--workspace", "ws", "op-1", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["outcome"], "receipt", "{report}");
+    assert_eq!(report["state"], "confirmed", "{report}");
+}
