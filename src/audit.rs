@@ -28,8 +28,8 @@ pub use chain::{
 };
 pub use entry::{
     approved, closed, content, dispatched, evidence, link_hash, marked, noted, observed, prepared,
-    receiver_registered, receiver_removed, seal_generated, sha256_hex, Checkpoint, EntryKind,
-    Sealed, GENESIS_HASH,
+    receiver_registered, receiver_removed, receiver_updated, seal_generated, sha256_hex,
+    Checkpoint, EntryKind, Sealed, GENESIS_HASH,
 };
 pub use projection::{
     Mismatch, OpTables, Table, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,

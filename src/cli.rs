@@ -264,6 +264,7 @@ impl Command {
             | Command::Checkpoint(CheckpointArgs { json })
             | Command::Receivers(
                 ReceiversCommand::Add(ReceiversAddArgs { json, .. })
+                | ReceiversCommand::Update(ReceiversUpdateArgs { json, .. })
                 | ReceiversCommand::List(ReceiversListArgs { json })
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
             ) => *json,
@@ -311,11 +312,19 @@ pub enum ReceiversCommand {
     /// List the registered receivers by name: routes, program, timeout,
     /// and the ceiling of their stored describe answer.
     List(ReceiversListArgs),
+    /// Change a registered receiver while operations are open: its program
+    /// and arguments (after --), the variables it is passed, its timeout.
+    ///
+    /// The registration keeps its id and gains a journaled version; the new
+    /// program's describe is run first, and an answer for another store
+    /// (another instance) or with other claims is refused receiver_changed:
+    /// another store is another receiver (remove and add).
+    Update(ReceiversUpdateArgs),
     /// Run a registered receiver's describe again and compare the answer
     /// with the stored one.
     ///
-    /// Stores nothing. Exits 0 when the answer is unchanged, 1 when it
-    /// differs (printing both).
+    /// Stores nothing, unless --accept. Exits 0 when the answer is
+    /// unchanged (or accepted), 1 when it differs (printing both).
     Check(ReceiversCheckArgs),
     /// Remove a registration and its routes.
     ///
@@ -381,6 +390,27 @@ pub struct ReceiversAddArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReceiversUpdateArgs {
+    /// The receiver's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// How long one call may run before recon kills its process group.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_MS))]
+    pub timeout_ms: Option<u64>,
+    /// The variables passed from recon's environment, replacing the stored
+    /// list (repeatable; names only, values read at each call).
+    #[arg(long, value_name = "VAR")]
+    pub env: Vec<String>,
+    /// Print the registration as `receivers list --json` prints a row.
+    #[arg(long)]
+    pub json: bool,
+    /// The new program and its arguments, after `--`.
+    #[arg(last = true, value_name = "PROGRAM [ARG]")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct ReceiversListArgs {
     /// Print an array of {name, actions, program, args, timeout_ms,
     /// can_close, complete, authoritative, describe_sha256}.
@@ -393,6 +423,11 @@ pub struct ReceiversCheckArgs {
     /// The receiver's name.
     #[arg(value_name = "NAME")]
     pub name: String,
+    /// Store the current answer as a new version of the registration (a
+    /// changed claim is accepted as your decision; another instance never
+    /// is: another store is another receiver).
+    #[arg(long)]
+    pub accept: bool,
     /// Print {name, unchanged, stored, stored_sha256, current,
     /// current_sha256}.
     #[arg(long)]

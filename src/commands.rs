@@ -158,6 +158,7 @@ enum Request {
     ReceiversAdd(receivers::Add),
     ReceiversList(receivers::List),
     ReceiversCheck(receivers::Check),
+    ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
 }
 
@@ -229,6 +230,9 @@ impl Request {
             ReceiversCommand::Add(args) => {
                 Request::ReceiversAdd(receivers::Add::validate(args, ws)?)
             }
+            ReceiversCommand::Update(args) => {
+                Request::ReceiversUpdate(receivers::Update::validate(args, ws)?)
+            }
             ReceiversCommand::List(args) => {
                 Request::ReceiversList(receivers::List::validate(args, ws)?)
             }
@@ -268,6 +272,7 @@ impl Request {
             Request::ReceiversAdd(request) => Box::new(request.run()?),
             Request::ReceiversList(request) => Box::new(request.run()?),
             Request::ReceiversCheck(request) => Box::new(request.run()?),
+            Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
         })
     }

@@ -213,6 +213,15 @@ pub(crate) trait ReceiverRegistry {
     fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()>;
     fn receivers(&self) -> Result<Vec<Registration>>;
     fn registration(&self, name: &str) -> Result<Option<Registration>>;
+    /// The registration with this id, while it is registered.
+    fn registration_by_id(&self, id: i64) -> Result<Option<Registration>>;
+    /// The id of the registration an operation was routed to (none for
+    /// one prepared before schema 6, which routes by name).
+    fn receiver_id_of(&self, op_id: &str) -> Result<Option<i64>>;
+    /// Stores `changed` (its `version` one past the stored one) as the
+    /// registration's new version, journaled; refused `receiver_changed`
+    /// when another command changed it first.
+    fn update_receiver(&mut self, changed: &Registration, at: Timestamp) -> Result<Registration>;
     /// Removes a registration, or refuses `unknown_receiver` /
     /// `receiver_in_use` while a prepared or unknown operation routes to it.
     fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()>;

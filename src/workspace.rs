@@ -32,7 +32,7 @@ use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
-pub use receivers::{NewReceiver, ReceiverCheck, DEFAULT_TIMEOUT_MS};
+pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_MS};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -51,6 +51,8 @@ pub struct Workspace {
     program: ReceiverProgram,
     /// The time of every act; the system clock unless a test sets another.
     clock: Arc<dyn Clock>,
+    /// The registrations whose `describe` this process has run again.
+    described: std::collections::BTreeSet<i64>,
 }
 
 /// A snapshot with the operation it was taken for and its verdict.
@@ -102,6 +104,7 @@ impl Workspace {
             ledger,
             program: ReceiverProgram::current()?,
             clock,
+            described: Default::default(),
         })
     }
 
@@ -235,7 +238,7 @@ impl Workspace {
         // compensation follows its original's) is refused before anything
         // is written; otherwise it would be left unknown, never invoked.
         if op.state == OpState::Prepared {
-            self.registration_of(&op)?;
+            self.current_registration(&op)?;
         }
         let operation = self.sender.begin_dispatch(op_id, self.clock.now())?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
@@ -398,6 +401,11 @@ impl Workspace {
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
         self.ensure_present()?;
+        // The compensation goes to the registration of the effect it
+        // compensates: refused `receiver_gone` when that one was removed.
+        if let Some(original) = self.sender.get(request.original_op_id)? {
+            self.registration_of(&original)?;
+        }
         self.sender.approve_compensation(request, self.clock.now())
     }
 

@@ -42,11 +42,12 @@ pub enum EntryKind {
     Escalated,
     Deescalated,
     ReceiverRegistered,
+    ReceiverUpdated,
     ReceiverRemoved,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 12] = [
+    pub const ALL: [EntryKind; 13] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -58,6 +59,7 @@ impl EntryKind {
         EntryKind::Escalated,
         EntryKind::Deescalated,
         EntryKind::ReceiverRegistered,
+        EntryKind::ReceiverUpdated,
         EntryKind::ReceiverRemoved,
     ];
 
@@ -74,6 +76,7 @@ impl EntryKind {
             EntryKind::Escalated => "escalated",
             EntryKind::Deescalated => "deescalated",
             EntryKind::ReceiverRegistered => "receiver_registered",
+            EntryKind::ReceiverUpdated => "receiver_updated",
             EntryKind::ReceiverRemoved => "receiver_removed",
         }
     }
@@ -317,6 +320,23 @@ pub fn receiver_registered(registration: &Registration, at: Timestamp) -> Map<St
         "describe_sha256": registration.describe_sha256,
         "actions": registration.actions,
         "builtin": registration.builtin,
+        "env": registration.env,
+    }))
+}
+
+/// `receiver_updated`: the registration's new version, whole (its routes
+/// stay as they were).
+pub fn receiver_updated(registration: &Registration, at: Timestamp) -> Map<String, Value> {
+    object(json!({
+        "at": at,
+        "id": registration.id,
+        "version": registration.version,
+        "name": registration.name,
+        "program": registration.program,
+        "args": registration.args,
+        "timeout_ms": registration.timeout_ms,
+        "describe": registration.describe,
+        "describe_sha256": registration.describe_sha256,
         "env": registration.env,
     }))
 }

@@ -129,6 +129,7 @@ pub const OPERATIONS: Table = Table {
         "latest_observation",
         "latest_verdict",
         "escalation",
+        "receiver_id",
     ],
     key: 0,
 };
@@ -221,6 +222,8 @@ pub const RECEIVERS: Table = Table {
         "describe_sha256",
         "builtin",
         "env",
+        "id",
+        "version",
     ],
     key: 0,
 };
@@ -516,7 +519,9 @@ impl<'a> Replay<'a> {
             | EntryKind::Deescalated => {
                 self.triage(e);
             }
-            EntryKind::ReceiverRegistered | EntryKind::ReceiverRemoved => {
+            EntryKind::ReceiverRegistered
+            | EntryKind::ReceiverUpdated
+            | EntryKind::ReceiverRemoved => {
                 self.problem(e, "an act on a receiver names an operation".into());
             }
         }
@@ -591,6 +596,8 @@ impl<'a> Replay<'a> {
             Want::Null,
             Want::Null,
             Want::Null,
+            // The registration it was routed to; none before schema 6.
+            e.get("receiver_id"),
         ]);
     }
 
@@ -844,6 +851,10 @@ pub fn state_mismatches(op_id: &str, tables: &OpTables, out: &mut Vec<String>) {
     ));
 }
 
+/// The columns of a receiver's identity in [`RECEIVERS`].
+const RECEIVER_ID: usize = 8;
+const RECEIVER_VERSION: usize = 9;
+
 /// Replays the entries that name no operation (receivers registered and
 /// removed), in `seq` order: the receivers and routes rows they call for,
 /// keyed by name and by action kind.
@@ -881,6 +892,9 @@ pub fn replay_receivers<'a>(
                         Want::Null => Want::Text("[]"),
                         env => env,
                     },
+                    // Its identity is the seq of the entry that registered it.
+                    Want::Int(e.seq),
+                    Want::Int(1),
                 ];
                 if receivers.insert(name.clone(), row).is_some() {
                     problems.push(problem("it registers a receiver that is registered"));
@@ -894,6 +908,19 @@ pub fn replay_receivers<'a>(
                     routes.insert(cell_text(action), route);
                 }
             }
+            EntryKind::ReceiverUpdated => match receivers.get_mut(&name) {
+                Some(row) if row[RECEIVER_ID].same(&e.get("id")) => {
+                    row[1] = e.get("program");
+                    row[2] = e.text_of("args");
+                    row[3] = e.get("timeout_ms");
+                    row[4] = e.text_of("describe");
+                    row[5] = e.get("describe_sha256");
+                    row[7] = e.text_of("env");
+                    row[RECEIVER_VERSION] = e.get("version");
+                }
+                Some(_) => problems.push(problem("it updates another registration of the name")),
+                None => problems.push(problem("it updates a receiver that is not registered")),
+            },
             EntryKind::ReceiverRemoved => {
                 if receivers.remove(&name).is_none() {
                     problems.push(problem("it removes a receiver that is not registered"));

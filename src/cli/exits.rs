@@ -57,7 +57,7 @@ const TABLE: &[Exits] = &[
         ..exits(&["demo"])
     },
     Exits {
-        refusals: &["duplicate_operation"],
+        refusals: &["duplicate_operation", "no_receiver"],
         ..exits(&["prepare"])
     },
     Exits {
@@ -71,6 +71,8 @@ const TABLE: &[Exits] = &[
             "stale_version",
             "compensation_action_mismatch",
             "compensation_effect_mismatch",
+            "receiver_gone",
+            "receiver_changed",
         ],
         receiver: true,
         ..exits(&["dispatch"])
@@ -90,6 +92,8 @@ const TABLE: &[Exits] = &[
             "empty_reviewer",
             "close_unsupported",
             "unknown_receiver",
+            "receiver_gone",
+            "receiver_changed",
         ],
         receiver: true,
         ..exits(&["snapshot"])
@@ -105,6 +109,8 @@ const TABLE: &[Exits] = &[
             "unknown_operation",
             "close_unsupported",
             "unknown_receiver",
+            "receiver_gone",
+            "receiver_changed",
         ],
         receiver: true,
         ..exits(&["reconcile"])
@@ -118,12 +124,19 @@ const TABLE: &[Exits] = &[
             "already_approved",
             "unknown_operation",
             "duplicate_operation",
+            "receiver_gone",
         ],
         ..exits(&["approve-compensation"])
     },
     Exits {
         done: "every selected operation was observed (perhaps none)",
-        refusals: &["unknown_operation", "empty_reviewer", "unknown_receiver"],
+        refusals: &[
+            "unknown_operation",
+            "empty_reviewer",
+            "unknown_receiver",
+            "receiver_gone",
+            "receiver_changed",
+        ],
         receiver: true,
         ..exits(&["observe"])
     },
@@ -182,20 +195,33 @@ const TABLE: &[Exits] = &[
             "adapter_unknown_capability",
             "receiver_exists",
             "action_routed",
+            "secret_in_arguments",
         ],
         receiver: true,
         ..exits(&["receivers", "add"])
+    },
+    Exits {
+        refusals: &[
+            "unknown_receiver",
+            "receiver_changed",
+            "reserved_name",
+            "adapter_malformed",
+            "adapter_unknown_capability",
+            "secret_in_arguments",
+        ],
+        receiver: true,
+        ..exits(&["receivers", "update"])
     },
     exits(&["receivers", "list"]),
     Exits {
         done: "the describe answer is unchanged",
         finding: Some("the describe answer differs from the stored one"),
-        refusals: &["unknown_receiver"],
+        refusals: &["unknown_receiver", "receiver_changed"],
         receiver: true,
         ..exits(&["receivers", "check"])
     },
     Exits {
-        refusals: &["reserved_name", "unknown_receiver", "receiver_in_use"],
+        refusals: &["unknown_receiver", "receiver_in_use"],
         json: false,
         ..exits(&["receivers", "remove"])
     },
@@ -223,6 +249,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receiver", "apply"],
     &["receiver", "adapter"],
     &["receivers", "add"],
+    &["receivers", "update"],
     &["receivers", "list"],
     &["receivers", "check"],
     &["receivers", "remove"],

@@ -14,12 +14,12 @@ use super::open::{open, open_options, required_workspace};
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::cli::{
     identifier, receiver_name, ReceiversAddArgs, ReceiversCheckArgs, ReceiversListArgs,
-    ReceiversRemoveArgs, UsageError,
+    ReceiversRemoveArgs, ReceiversUpdateArgs, UsageError,
 };
 use crate::domain::sanitize::escape;
 use crate::domain::{canonical_json, names, Description, Registration, ANY_ACTION};
 use crate::error::StoreError;
-use crate::workspace::{NewReceiver, ReceiverCheck, Workspace};
+use crate::workspace::{NewReceiver, ReceiverChange, ReceiverCheck, Workspace};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -192,6 +192,82 @@ impl Render for Registered {
     }
 }
 
+/// `recon receivers update`.
+pub struct Update {
+    dir: PathBuf,
+    name: String,
+    command: Option<(PathBuf, Vec<String>)>,
+    env: Option<Vec<String>>,
+    timeout_ms: Option<u64>,
+}
+
+impl Update {
+    pub fn validate(
+        args: ReceiversUpdateArgs,
+        workspace: Option<PathBuf>,
+    ) -> Result<Self, Failure> {
+        receiver_name(&args.name)?;
+        for var in &args.env {
+            names::env_var(var).map_err(UsageError)?;
+        }
+        let mut command = args.command.into_iter();
+        let command = match command.next() {
+            None => None,
+            Some(program) if program.is_empty() => {
+                return Err(UsageError("the program after -- is empty".into()).into())
+            }
+            Some(program) => Some((PathBuf::from(program), command.collect())),
+        };
+        let env = (!args.env.is_empty()).then_some(args.env);
+        if command.is_none() && env.is_none() && args.timeout_ms.is_none() {
+            return Err(UsageError(
+                "nothing to change: give --timeout-ms, --env or `-- PROGRAM [ARG...]`".into(),
+            )
+            .into());
+        }
+        Ok(Update {
+            dir: required_workspace(workspace)?,
+            name: args.name,
+            command,
+            env,
+            timeout_ms: args.timeout_ms,
+        })
+    }
+
+    pub fn run(self) -> Result<Updated, Failure> {
+        let mut ws = open(&self.dir, false)?;
+        let change = ReceiverChange {
+            name: &self.name,
+            command: self
+                .command
+                .as_ref()
+                .map(|(program, args)| (program.as_path(), args.as_slice())),
+            env: self.env.as_deref(),
+            timeout_ms: self.timeout_ms,
+            accept_claims: false,
+        };
+        Ok(Updated(ws.update_receiver(&change)?))
+    }
+}
+
+/// A registration as it now stands, after an update.
+pub struct Updated(Registration);
+
+impl Render for Updated {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        out.line(format!(
+            "updated {} (registration {}, version {})",
+            Row::of(&self.0).line(),
+            self.0.id,
+            self.0.version
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&Row::of(&self.0))
+    }
+}
+
 /// `recon receivers list`.
 pub struct List {
     dir: PathBuf,
@@ -231,6 +307,7 @@ impl Render for Listed {
 pub struct Check {
     dir: PathBuf,
     name: String,
+    accept: bool,
 }
 
 impl Check {
@@ -239,17 +316,30 @@ impl Check {
         Ok(Check {
             dir: required_workspace(workspace)?,
             name: args.name,
+            accept: args.accept,
         })
     }
 
+    /// Compares; with `--accept`, a differing answer is then stored as a
+    /// new version of the registration (and the result says so).
     pub fn run(self) -> Result<Checked, Failure> {
-        Ok(Checked(open(&self.dir, false)?.check_receiver(&self.name)?))
+        let mut ws = open(&self.dir, false)?;
+        let check = ws.check_receiver(&self.name)?;
+        let accepted = match (self.accept, check.unchanged) {
+            (true, false) => Some(ws.update_receiver(&ReceiverChange {
+                name: &self.name,
+                accept_claims: true,
+                ..Default::default()
+            })?),
+            _ => None,
+        };
+        Ok(Checked(check, accepted))
     }
 }
 
 /// A stored describe answer beside a fresh one: a finding (exit 1) when
 /// they differ.
-pub struct Checked(ReceiverCheck);
+pub struct Checked(ReceiverCheck, Option<Registration>);
 
 impl Render for Checked {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
@@ -271,15 +361,28 @@ impl Render for Checked {
             "  current sha256 {}  {}",
             escape(&check.current_sha256),
             description_line(&check.current)?
-        ))
+        ))?;
+        match &self.1 {
+            Some(accepted) => out.line(format!(
+                "  accepted: stored as version {} of registration {}",
+                accepted.version, accepted.id
+            )),
+            None => Ok(()),
+        }
     }
 
+    /// The comparison; with `--accept`, also `accepted_version`.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        let mut value = serde_json::to_value(&self.0)
+            .map_err(|e| Failure::from(StoreError::Corrupt(e.to_string())))?;
+        if let (Some(accepted), Some(object)) = (&self.1, value.as_object_mut()) {
+            object.insert("accepted_version".into(), accepted.version.into());
+        }
+        out.json(&value)
     }
 
     fn exit_code(&self) -> i32 {
-        if self.0.unchanged {
+        if self.0.unchanged || self.1.is_some() {
             EXIT_OK
         } else {
             EXIT_MISMATCH

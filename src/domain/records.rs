@@ -248,6 +248,10 @@ pub struct Description {
     /// Capabilities a host must understand to use this receiver at all.
     #[serde(default)]
     pub mandatory: Vec<String>,
+    /// A stable id of the store behind the adapter (the ledger database,
+    /// the mailbox): another instance is another receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 impl Description {
@@ -263,6 +267,7 @@ impl Description {
                 authoritative: true,
             },
             mandatory: Vec::new(),
+            instance: None,
         }
     }
 
@@ -298,6 +303,13 @@ pub struct Ceiling {
 /// every one of its answers is held to) with that answer's SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Registration {
+    /// The registration's identity: the seq of the journal entry that
+    /// registered it, never reused; a name can be taken again, an id not.
+    #[serde(default)]
+    pub id: i64,
+    /// 1 at registration, one more at each journaled update.
+    #[serde(default)]
+    pub version: i64,
     pub name: String,
     pub actions: Vec<String>,
     /// recon's own ledger: no program is stored; it runs as this recon's

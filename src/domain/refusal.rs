@@ -87,6 +87,17 @@ pub enum Refusal {
          (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
     )]
     SecretInArguments(String),
+    #[error(
+        "operation {op_id} went to receiver {receiver} as it was registered then, and that \
+         registration was removed; a receiver registered again under its name is another \
+         receiver, so nothing is sent there"
+    )]
+    ReceiverGone { op_id: String, receiver: String },
+    #[error(
+        "receiver {receiver} changed: {what}; store the change with `recon receivers update` \
+         or `recon receivers check --accept`, or register another store as another receiver"
+    )]
+    ReceiverChanged { receiver: String, what: String },
 }
 
 impl Refusal {
@@ -119,6 +130,8 @@ impl Refusal {
             Refusal::NotEscalated(_) => "not_escalated",
             Refusal::NoReceiver(_) => "no_receiver",
             Refusal::SecretInArguments(_) => "secret_in_arguments",
+            Refusal::ReceiverGone { .. } => "receiver_gone",
+            Refusal::ReceiverChanged { .. } => "receiver_changed",
         }
     }
 }

@@ -471,7 +471,13 @@ fn parse_description(object: &Map<String, Value>) -> Result<Description, String>
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("mandatory must be an array".into()),
     };
+    let instance = match object.get("instance") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+        Some(_) => return Err("instance must be a non-empty string".into()),
+    };
     Ok(Description {
+        instance,
         name: text("name")?,
         version: text("version")?,
         can_close: flag(object, "can_close")?,

@@ -115,6 +115,52 @@ pub fn check_description(registration: &Registration) -> Result<(), Refusal> {
     }
 }
 
+/// What makes a fresh `describe` answer another receiver than the stored
+/// one, said for a person: another store (`instance`), or another claim
+/// that evidence rests on (closing, the read ceiling, mandatory
+/// capabilities). `None` when only the name or version moved, which is
+/// recorded as a new version of the same registration.
+pub fn identity_change(
+    stored: &crate::domain::Description,
+    current: &crate::domain::Description,
+) -> Option<String> {
+    let show = |value: &dyn std::fmt::Debug| format!("{value:?}");
+    let changes: Vec<String> = [
+        ("instance", show(&stored.instance), show(&current.instance)),
+        (
+            "can_close",
+            show(&stored.can_close),
+            show(&current.can_close),
+        ),
+        (
+            "query.complete",
+            show(&stored.query.complete),
+            show(&current.query.complete),
+        ),
+        (
+            "query.authoritative",
+            show(&stored.query.authoritative),
+            show(&current.query.authoritative),
+        ),
+        (
+            "mandatory",
+            show(&stored.mandatory),
+            show(&current.mandatory),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, before, now)| before != now)
+    .map(|(field, before, now)| {
+        format!(
+            "{field} was {} and is now {}",
+            crate::domain::sanitize::escape(&before),
+            crate::domain::sanitize::escape(&now)
+        )
+    })
+    .collect();
+    (!changes.is_empty()).then(|| changes.join(", "))
+}
+
 pub fn failure(kind: FailureKind, detail: impl Into<String>) -> AdapterFailure {
     AdapterFailure {
         kind,

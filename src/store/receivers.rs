@@ -12,7 +12,8 @@ use crate::error::{Result, StoreError};
 use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
 use std::path::Path;
 
-const COLUMNS: &str = "name, program, args, timeout_ms, describe, describe_sha256, builtin, env";
+const COLUMNS: &str =
+    "name, program, args, timeout_ms, describe, describe_sha256, builtin, env, id, version";
 
 /// A registration with its JSON columns still as text.
 struct RawRegistration {
@@ -24,6 +25,8 @@ struct RawRegistration {
     describe_sha256: String,
     builtin: bool,
     env: String,
+    id: i64,
+    version: i64,
 }
 
 fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
@@ -36,6 +39,8 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
         describe_sha256: row.get(5)?,
         builtin: row.get(6)?,
         env: row.get(7)?,
+        id: row.get(8)?,
+        version: row.get(9)?,
     })
 }
 
@@ -55,6 +60,8 @@ impl SqliteSender {
             .and_then(|mut s| s.query_map([&name], |r| r.get(0))?.collect())
             .at(self.path())?;
         Ok(Registration {
+            id: raw.id,
+            version: raw.version,
             actions,
             builtin: raw.builtin,
             program: raw.program,
@@ -80,8 +87,13 @@ pub(crate) fn insert_registration(
     let env = canonical_json(&serde_json::Value::from(registration.env.clone()));
     let describe = serde_json::to_value(&registration.describe)
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // The registration's id is the seq of the entry appended below, in
+    // this transaction: never reused, as no seq is.
     tx.execute(
-        &format!("INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        &format!(
+            "INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal), 1)"
+        ),
         params![
             registration.name,
             registration.program,
@@ -163,6 +175,72 @@ impl ReceiverRegistry for SqliteSender {
             .and_then(|mut s| s.query_row([name], raw).optional())
             .at(self.path())?;
         row.map(|row| self.parse_registration(row)).transpose()
+    }
+
+    fn registration_by_id(&self, id: i64) -> Result<Option<Registration>> {
+        let row: Option<RawRegistration> = self
+            .conn()
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers WHERE id = ?1"))
+            .and_then(|mut s| s.query_row([id], raw).optional())
+            .at(self.path())?;
+        row.map(|row| self.parse_registration(row)).transpose()
+    }
+
+    fn receiver_id_of(&self, op_id: &str) -> Result<Option<i64>> {
+        super::sender::receiver_id_of(self.conn(), self.path(), op_id)
+    }
+
+    fn update_receiver(&mut self, changed: &Registration, at: Timestamp) -> Result<Registration> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let current: Option<(i64, i64)> = tx
+            .query_row(
+                "SELECT id, version FROM receivers WHERE name = ?1",
+                [&changed.name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .at(&path)?;
+        // Under the write lock: the registration the caller compared with
+        // must still be the one stored, at the version before this one.
+        match current {
+            Some((id, version)) if (id, version) == (changed.id, changed.version - 1) => {}
+            Some(_) => {
+                return Err(Refusal::ReceiverChanged {
+                    receiver: changed.name.clone(),
+                    what: "another command changed its registration meanwhile".into(),
+                }
+                .into())
+            }
+            None => return Err(Refusal::UnknownReceiver(changed.name.clone()).into()),
+        }
+        let args = canonical_json(&serde_json::Value::from(changed.args.clone()));
+        let env = canonical_json(&serde_json::Value::from(changed.env.clone()));
+        let describe = serde_json::to_value(&changed.describe)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        tx.execute(
+            "UPDATE receivers SET program = ?2, args = ?3, timeout_ms = ?4, describe = ?5,
+                 describe_sha256 = ?6, env = ?7, version = ?8
+             WHERE name = ?1",
+            params![
+                changed.name,
+                changed.program,
+                args,
+                i64::try_from(changed.timeout_ms).unwrap_or(i64::MAX),
+                canonical_json(&describe),
+                changed.describe_sha256,
+                env,
+                changed.version,
+            ],
+        )
+        .at(&path)?;
+        let fields = audit::receiver_updated(changed, at);
+        journal::append(&tx, &path, EntryKind::ReceiverUpdated, None, fields)?;
+        tx.commit().at(&path)?;
+        Ok(changed.clone())
     }
 
     fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()> {

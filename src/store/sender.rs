@@ -58,17 +58,35 @@ pub(crate) const ROLE: Role = Role {
 /// Schema 5 to 6: a registration says whether it is recon's own ledger and
 /// which variables its adapter gets.
 const FROM_FIVE: Steps = Steps {
-    rebuild: &[RECEIVERS_GAIN_BUILTIN_AND_ENV],
+    rebuild: &[
+        Rebuild {
+            table: "operations",
+            added: &["receiver_id"],
+            copy: "INSERT INTO operations SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+        },
+        JOURNAL_KNOWS_UPDATES,
+        RECEIVERS_GAIN_IDENTITY,
+    ],
     record: "",
 };
 
+/// The journal's kinds gain `receiver_updated` (a CHECK of the table).
+const JOURNAL_KNOWS_UPDATES: Rebuild = Rebuild {
+    table: "journal",
+    added: &[],
+    copy: "INSERT INTO journal SELECT * FROM upgrade_old WHERE ?1 IS NOT NULL",
+};
+
 /// The rebuild of `receivers` that schemas 4 and 5 both need (`?1`, the
-/// time, is not a column of it).
-const RECEIVERS_GAIN_BUILTIN_AND_ENV: Rebuild = Rebuild {
+/// time, is not a column of it). A registration's id is the seq of the
+/// entry that registered it (never reused, as no seq is), at version 1.
+const RECEIVERS_GAIN_IDENTITY: Rebuild = Rebuild {
     table: "receivers",
-    added: &["builtin", "env"],
-    copy: "INSERT INTO receivers (name, program, args, timeout_ms, describe, describe_sha256)
-        SELECT name, program, args, timeout_ms, describe, describe_sha256
+    added: &["builtin", "env", "id", "version"],
+    copy: "INSERT INTO receivers (name, program, args, timeout_ms, describe, describe_sha256, id)
+        SELECT name, program, args, timeout_ms, describe, describe_sha256,
+            (SELECT MAX(seq) FROM journal
+             WHERE kind = 'receiver_registered' AND json_extract(entry, '$.name') = name)
         FROM upgrade_old WHERE ?1 IS NOT NULL",
 };
 
@@ -105,6 +123,8 @@ fn register_implicit_builtin(
         .at(path)?;
     let describe = Description::builtin(true);
     let registration = Registration {
+        id: 0,
+        version: 1,
         name: BUILTIN_NAME.to_string(),
         actions,
         builtin: true,
@@ -138,6 +158,7 @@ const FROM_FOUR: Steps = Steps {
                 "latest_observation",
                 "latest_verdict",
                 "escalation",
+                "receiver_id",
             ],
             copy: "INSERT INTO operations (op_id, kind, action_kind, payload,
                 compensates_effect_id, compensates_op_id, state, version, confirmed_effect_id,
@@ -166,7 +187,8 @@ const FROM_FOUR: Steps = Steps {
             copy: "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
             SELECT op_id, receiver, authorized_by, journal_seq, ?1 FROM upgrade_old",
         },
-        RECEIVERS_GAIN_BUILTIN_AND_ENV,
+        JOURNAL_KNOWS_UPDATES,
+        RECEIVERS_GAIN_IDENTITY,
     ],
     record: "INSERT INTO meta (key, value)
         VALUES ('upgraded_at', ?1),
@@ -196,6 +218,7 @@ CREATE TABLE operations (
         'action_scope_mismatch', 'unique_exact_match', 'exact_match_existence_only',
         'terminal_absence', 'inconclusive')),
     escalation INTEGER REFERENCES escalations(seq),
+    receiver_id INTEGER,
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
     CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
@@ -230,7 +253,7 @@ CREATE TABLE journal (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt', 'observed', 'closed',
         'decided', 'approved', 'noted', 'escalated', 'deescalated', 'receiver_registered',
-        'receiver_removed')),
+        'receiver_updated', 'receiver_removed')),
     op_id TEXT,
     entry TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
@@ -376,7 +399,9 @@ CREATE TABLE receivers (
     describe TEXT NOT NULL,
     describe_sha256 TEXT NOT NULL,
     builtin INTEGER NOT NULL DEFAULT 0 CHECK (builtin IN (0, 1)),
-    env TEXT NOT NULL DEFAULT '[]'
+    env TEXT NOT NULL DEFAULT '[]',
+    id INTEGER NOT NULL UNIQUE,
+    version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1)
 ) WITHOUT ROWID;
 CREATE TABLE routes (
     action_kind TEXT PRIMARY KEY,
@@ -609,7 +634,7 @@ impl Outbox for SqliteSender {
         require_route(&tx, &path, new.action_kind)?;
         insert_op(&tx, &path, new, OpKind::Original, None, None, at)?;
         let op = require_op(&tx, &path, new.op_id)?;
-        let fields = audit::prepared(&op);
+        let fields = with_registration(&tx, &path, &op.op_id, audit::prepared(&op))?;
         journal::append(&tx, &path, EntryKind::Prepared, Some(&op.op_id), fields)?;
         tx.commit().at(&path)?;
         Ok(op)
@@ -885,7 +910,12 @@ impl Outbox for SqliteSender {
             payload: request.payload.clone(),
         };
         let compensation = require_op(&tx, &path, request.compensation_op_id)?;
-        let fields = audit::approved(&approval, &compensation);
+        let fields = with_registration(
+            &tx,
+            &path,
+            &compensation.op_id,
+            audit::approved(&approval, &compensation),
+        )?;
         let op_id = Some(request.compensation_op_id);
         journal::append(&tx, &path, EntryKind::Approved, op_id, fields)?;
         crash_point(CrashPoint::ApprovalBeforeCommit);
@@ -982,6 +1012,34 @@ pub(crate) fn route_sql(action: &str, original: &str) -> String {
     )
 }
 
+/// The registration an operation was routed to, when it names one (an
+/// operation prepared before schema 6 routes by its receiver's name).
+pub(crate) fn receiver_id_of(conn: &Connection, path: &Path, op_id: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .query_row(
+            "SELECT receiver_id FROM operations WHERE op_id = ?1",
+            [op_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?
+        .flatten())
+}
+
+/// An operation's creating entry with the id of the registration it was
+/// routed to, so that the journal proves the route to one identity.
+fn with_registration(
+    tx: &Transaction<'_>,
+    path: &Path,
+    op_id: &str,
+    mut fields: serde_json::Map<String, Value>,
+) -> Result<serde_json::Map<String, Value>> {
+    if let Some(id) = receiver_id_of(tx, path, op_id)? {
+        fields.insert("receiver_id".into(), id.into());
+    }
+    Ok(fields)
+}
+
 /// Refuses `no_receiver`, before anything is written, an original whose
 /// action kind routes nowhere.
 fn require_route(tx: &Transaction<'_>, path: &Path, action_kind: &str) -> Result<()> {
@@ -1010,9 +1068,12 @@ fn insert_op(
     tx.prepare_cached(&format!(
         "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
-              compensates_effect_id, compensates_op_id, receiver, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {}, ?7, ?7)",
-        route_sql("?3", "?6")
+              compensates_effect_id, compensates_op_id, receiver, created_at, updated_at,
+              receiver_id)
+         VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {route}, ?7, ?7,
+              COALESCE((SELECT receiver_id FROM operations WHERE op_id = ?6),
+                       (SELECT id FROM receivers WHERE name = {route})))",
+        route = route_sql("?3", "?6")
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -1058,6 +1119,8 @@ mod tests {
         let at = crate::domain::Timestamp::from_millis(1_796_285_702_123);
         let describe = crate::domain::Description::builtin(true);
         let ledger = crate::domain::Registration {
+            id: 0,
+            version: 1,
             name: "builtin".into(),
             actions: vec!["*".into()],
             builtin: true,

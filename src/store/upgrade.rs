@@ -203,10 +203,18 @@ fn rebuild_table(
             old.join(", ")
         )));
     }
-    for (kind, name, _, _) in objects(tx, path)?
+    for (kind, name, _, sql) in objects(tx, path)?
         .into_iter()
         .filter(|(kind, _, table, _)| table == rebuild.table && kind != "table")
     {
+        // Dropped with the table and made again from the target's text: so
+        // one the target also has must already be that text, or a trigger
+        // made a no-op behind recon's back would be healed unseen.
+        if let Some(target) = wanted.iter().find(|o| o.0 == kind && o.1 == name) {
+            if target.3 != sql {
+                return Err(Rebuilt::Shape(format!("its {kind} {name} differs")));
+            }
+        }
         tx.execute_batch(&format!("DROP {kind} \"{name}\""))
             .at(path)?;
     }

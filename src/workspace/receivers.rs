@@ -39,6 +39,19 @@ pub struct NewReceiver<'a> {
     pub env: &'a [String],
 }
 
+/// What `recon receivers update` (or `check --accept`) changes; `None`
+/// keeps the stored value.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiverChange<'a> {
+    pub name: &'a str,
+    pub command: Option<(&'a Path, &'a [String])>,
+    pub env: Option<&'a [String]>,
+    pub timeout_ms: Option<u64>,
+    /// `check --accept`: a changed claim (closing, ceiling, mandatory) is
+    /// accepted as the person's decision; another instance never is.
+    pub accept_claims: bool,
+}
+
 /// A registered receiver's stored `describe` answer beside a fresh one.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ReceiverCheck {
@@ -87,10 +100,60 @@ impl Workspace {
     /// it, yet a compensation approved later routes to its original's
     /// receiver: such a route is refused `unknown_receiver` (register the
     /// receiver again to use it), not reported as damage.
+    ///
+    /// An operation names the registration it was routed to (a
+    /// compensation, its original's): when that one was removed it is
+    /// refused `receiver_gone`, even while another registration holds the
+    /// name, for a name can be taken again and an identity cannot. One
+    /// prepared before schema 6 names no registration and routes by name.
     pub fn registration_of(&self, op: &Operation) -> Result<Registration> {
-        self.sender
-            .registration(&op.receiver)?
-            .ok_or_else(|| Refusal::UnknownReceiver(op.receiver.clone()).into())
+        match self.sender.receiver_id_of(&op.op_id)? {
+            Some(id) => self.sender.registration_by_id(id)?.ok_or_else(|| {
+                Refusal::ReceiverGone {
+                    op_id: op.op_id.clone(),
+                    receiver: op.receiver.clone(),
+                }
+                .into()
+            }),
+            None => self
+                .sender
+                .registration(&op.receiver)?
+                .ok_or_else(|| Refusal::UnknownReceiver(op.receiver.clone()).into()),
+        }
+    }
+
+    /// The operation's registration, its `describe` run again before its
+    /// first use in this process and before anything is committed for the
+    /// act (SPEC 8, "Re-checked"): an answer unchanged but for its name or
+    /// version is stored as a new version of the registration and used; a
+    /// changed instance, closing, ceiling or mandatory capability is
+    /// refused `receiver_changed` until a person accepts it. recon's own
+    /// ledger is this program and is not asked.
+    pub(crate) fn current_registration(&mut self, op: &Operation) -> Result<Registration> {
+        let registration = self.registration_of(op)?;
+        if registration.builtin || self.described.contains(&registration.id) {
+            return Ok(registration);
+        }
+        let (current, sha) = self.describe_program(&self.adapter_program(&registration))?;
+        let registration = if sha == registration.describe_sha256 {
+            registration
+        } else if let Some(what) = rules::identity_change(&registration.describe, &current) {
+            return Err(Refusal::ReceiverChanged {
+                receiver: registration.name,
+                what,
+            }
+            .into());
+        } else {
+            let next = Registration {
+                version: registration.version + 1,
+                describe: current,
+                describe_sha256: sha,
+                ..registration
+            };
+            self.sender.update_receiver(&next, self.clock.now())?
+        };
+        self.described.insert(registration.id);
+        Ok(registration)
     }
 
     /// Whether the operation's receiver is the built-in ledger (under any
@@ -150,6 +213,8 @@ impl Workspace {
         self.ensure_present()?;
         let describe = Builtin::description(can_close);
         let registration = Registration {
+            id: 0,
+            version: 1,
             name: name.to_string(),
             actions: actions.to_vec(),
             builtin: true,
@@ -166,7 +231,75 @@ impl Workspace {
         };
         self.sender
             .register_receiver(&registration, self.clock.now())?;
-        Ok(registration)
+        self.registered(name)
+    }
+
+    /// A registration as stored, with the id and version the store gave it.
+    fn registered(&self, name: &str) -> Result<Registration> {
+        self.sender
+            .registration(name)?
+            .ok_or_else(|| Refusal::UnknownReceiver(name.to_string()).into())
+    }
+
+    /// Changes a registered receiver (its program and arguments, the
+    /// variables it is passed, its timeout) as a new journaled version of
+    /// the same registration, after running the new `describe`: refused
+    /// `receiver_changed` when it answers for another store, or makes
+    /// other claims, than the registration's (another receiver is
+    /// registered with `add`). With `accept` alone it stores the program's
+    /// current answer (`receivers check --accept`).
+    pub fn update_receiver(&mut self, change: &ReceiverChange<'_>) -> Result<Registration> {
+        self.ensure_present()?;
+        let stored = self.registered(change.name)?;
+        if stored.builtin && change.command.is_some() {
+            return Err(Refusal::ReservedName(stored.name).into());
+        }
+        let mut next = stored.clone();
+        if let Some((program, args)) = change.command {
+            if let Some(why) = (args.iter().enumerate())
+                .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
+            {
+                return Err(Refusal::SecretInArguments(why).into());
+            }
+            next.program = absolute_program(program)?.display().to_string();
+            next.args = args.to_vec();
+        }
+        if let Some(env) = change.env {
+            next.env = env.to_vec();
+        }
+        if let Some(timeout_ms) = change.timeout_ms {
+            next.timeout_ms = timeout_ms;
+        }
+        let (current, sha) = self.describe_program(&self.adapter_program(&next))?;
+        if !change.accept_claims {
+            if let Some(what) = rules::identity_change(&stored.describe, &current) {
+                return Err(Refusal::ReceiverChanged {
+                    receiver: stored.name,
+                    what,
+                }
+                .into());
+            }
+        } else if stored.describe.instance != current.instance {
+            return Err(Refusal::ReceiverChanged {
+                receiver: stored.name,
+                what: format!(
+                    "it answers for another store (instance {:?}, not {:?}): another store is \
+                     another receiver, to register with `recon receivers add`",
+                    current.instance, stored.describe.instance
+                ),
+            }
+            .into());
+        }
+        next.describe = current;
+        next.describe_sha256 = sha;
+        rules::check_description(&next)?;
+        if next == stored {
+            return Ok(stored);
+        }
+        next.version = stored.version + 1;
+        let updated = self.sender.update_receiver(&next, self.clock.now())?;
+        self.described.insert(updated.id);
+        Ok(updated)
     }
 
     /// Runs `describe` and checks the answer: one `recon-adapter/1` object
@@ -218,6 +351,8 @@ impl Workspace {
         self.ensure_present()?;
         let program = absolute_program(new.program)?;
         let mut registration = Registration {
+            id: 0,
+            version: 1,
             name: new.name.to_string(),
             actions: new.actions.to_vec(),
             builtin: false,
@@ -234,7 +369,7 @@ impl Workspace {
         rules::check_description(&registration)?;
         self.sender
             .register_receiver(&registration, self.clock.now())?;
-        Ok(registration)
+        self.registered(new.name)
     }
 
     /// The registered receivers, by name.
@@ -280,7 +415,13 @@ impl Workspace {
             Some((who, observer)) => (Some(who), observer),
             None => (None, ""),
         };
-        let registration = self.registration_of(op)?;
+        // A receiver registered as unable to close is not asked anything,
+        // not even its `describe`; one that answers differently now is held
+        // to what it says.
+        if close.is_some() {
+            rules::check_close(&self.registration_of(op)?)?;
+        }
+        let registration = self.current_registration(op)?;
         if close.is_some() {
             rules::check_close(&registration)?;
         }

@@ -540,8 +540,14 @@ fn an_entry_hash_is_sha256_of_the_previous_hash_and_the_canonical_content() {
         length: 1,
         head_hash: registered.clone(),
     };
+    // Routed to the registration of entry 1, which the entry names.
+    let mut fields = fields;
+    fields.insert("receiver_id".into(), json!(1));
     let expected = after_registration.seal(EntryKind::Prepared, Some("op-1"), fields);
-    assert_eq!(expected.entry, entry.replace(r#""seq":1"#, r#""seq":2"#));
+    assert_eq!(
+        expected.entry,
+        entry.replace(r#""seq":1"#, r#""receiver_id":1,"seq":2"#)
+    );
     assert_eq!(
         row(2),
         (expected.entry, registered, sha(&row(1).2, &row(2).0))
@@ -792,6 +798,12 @@ fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_fi
             Some("d"),
             "escalation",
         ),
+        // Routed to another registration behind the journal's back.
+        (
+            "UPDATE operations SET receiver_id = 2 WHERE op_id = 'a'",
+            Some("a"),
+            "receiver_id",
+        ),
     ];
     check_mismatches(cases);
     assert_every_column_has_a_case("operations", "op_id", "", cases);
@@ -935,7 +947,9 @@ fn an_edited_receiver_or_route_is_a_projection_mismatch() {
         ("DELETE FROM routes WHERE action_kind = 'mail'", None, "routes[mail]"),
         ("INSERT INTO routes VALUES ('pay', 'ledger2')", None, "routes[pay]"),
         ("INSERT INTO receivers SELECT 'gone', program, args, timeout_ms, describe, describe_sha256,
-          builtin, env FROM receivers WHERE name = 'ledger2'", None, "receivers[gone]"),
+          builtin, env, 99, 1 FROM receivers WHERE name = 'ledger2'", None, "receivers[gone]"),
+        ("UPDATE receivers SET id = 3 WHERE name = 'ledger2'", None, "receivers[ledger2].id"),
+        ("UPDATE receivers SET version = 2 WHERE name = 'ledger2'", None, "receivers[ledger2].version"),
         ("UPDATE receivers SET env = '[\"PGPASSWORD\"]' WHERE name = 'ledger2'", None, "receivers[ledger2].env"),
         ("UPDATE receivers SET builtin = 0 WHERE name = 'builtin'", None, "receivers[builtin].builtin"),
     ]);

@@ -254,6 +254,7 @@ fn check_ceiling(can_close: bool, complete: bool, authoritative: bool, expected:
             authoritative,
         },
         mandatory: Vec::new(),
+        instance: None,
     };
     assert_eq!(ceiling_in_words("mailer", &description), expected);
 }

@@ -380,7 +380,7 @@ fn a_newer_file_or_one_only_labelled_schema_4_is_refused_untouched() {
         (7, "has schema version 7; this recon reads version 6"),
         (
             5,
-            "has schema version 5, but not that version's tables (its table receivers",
+            "has schema version 5, but not that version's tables (its table operations",
         ),
         (99, "has schema version 99; this recon reads version 6"),
         (

@@ -109,9 +109,28 @@ pub struct PgLedger {
 }
 
 /// What this receiver declares: it can close, and a read of its table is
-/// complete and authoritative (the table is where its effects live).
-pub fn description() -> Description {
+/// complete and authoritative (the table is where its effects live). Its
+/// `instance` names the database it keeps them in (hosts, ports and
+/// database name, hashed), so recon can tell when the same name comes to
+/// mean another ledger; it needs no server.
+pub fn description(config: &postgres::Config) -> Description {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|host| match host {
+            postgres::config::Host::Tcp(name) => name.to_ascii_lowercase(),
+            postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let store = format!(
+        "{}|{:?}|{}",
+        hosts.join(","),
+        config.get_ports(),
+        config.get_dbname().unwrap_or_default()
+    );
+    let digest = recon::audit::sha256_hex(store.as_bytes());
     Description {
+        instance: Some(format!("recon-pg-ledger:{}", &digest[..32])),
         name: "recon-pg-ledger".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         can_close: true,
@@ -294,7 +313,7 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
 
 impl Receiver for PgLedger {
     fn describe(&mut self) -> Result<Description> {
-        Ok(description())
+        Ok(description(&self.config))
     }
 
     fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {

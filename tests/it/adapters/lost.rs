@@ -113,8 +113,11 @@ fn every_error_code_leaves_the_operation_unknown() {
     }
 }
 
+/// Its `describe` runs before anything is committed for the dispatch, so a
+/// program that cannot start fails the act with the operation still
+/// `prepared`: nothing was sent, and it may be dispatched once it is back.
 #[test]
-fn a_program_that_cannot_start_leaves_the_operation_unknown() {
+fn a_program_that_cannot_start_fails_the_dispatch_and_leaves_the_operation_prepared() {
     let rig = Rig::new();
     let copy = rig.file("gone.py");
     std::fs::copy(super::adapter_fixture(), &copy).unwrap();
@@ -125,9 +128,16 @@ fn a_program_that_cannot_start_leaves_the_operation_unknown() {
     rig.ok(&args);
     std::fs::remove_file(&copy).unwrap();
     rig.prepare("op-1", "post_letter", "{}");
-    let report = rig.dispatch("op-1");
-    assert_lost(&rig, "op-1", &report, "spawn_failed", Value::Null);
-    assert_eq!(rig.show("op-1")["operation"]["receiver"], "gone");
+    let dump = rig.dump();
+    let out = rig.recon(&["dispatch", "op-1"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot start"), "{}", out.stderr);
+    assert_eq!(rig.dump(), dump, "nothing was committed");
+    let op = &rig.show("op-1")["operation"];
+    assert_eq!(
+        (&op["state"], &op["receiver"]),
+        (&json!("prepared"), &json!("gone"))
+    );
 }
 
 #[test]
