@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// How much of an adapter's stderr is kept: its last 64 KiB.
 pub const STDERR_TAIL: usize = 64 * 1024;
+/// How long an adapter that has written its answer line may go on
+/// running before its process group is killed (its answer still counts).
+pub const LINGER: Duration = Duration::from_secs(1);
 
 /// A program that speaks the protocol, as registered.
 #[derive(Debug, Clone)]
@@ -247,10 +250,17 @@ impl Call {
         }
     }
 
-    /// Reads the answer, drains the rest, and reaps the process.
+    /// Reads the answer, drains the rest, and reaps the process. A complete
+    /// answer line counts even when the adapter lingers after it: it then
+    /// has [`LINGER`] (within its timeout) to exit before its process
+    /// group is killed, and only what it writes meanwhile can spoil it.
     pub fn finish(mut self) -> Reply {
         self.stdin = None;
         let first = self.next();
+        let answered = matches!(first, Event::Line(_)) && !self.timed_out;
+        if answered {
+            self.deadline = self.deadline.min(Instant::now() + LINGER);
+        }
         let mut extra = false;
         loop {
             match self.next() {
@@ -261,7 +271,7 @@ impl Call {
         }
         let status = self.reap();
         let answer = match first {
-            _ if self.timed_out => Err(failure(
+            _ if self.timed_out && !answered => Err(failure(
                 FailureKind::Timeout,
                 "the adapter ran past its timeout; its process group was killed",
             )),

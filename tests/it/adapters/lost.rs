@@ -246,3 +246,21 @@ fn a_hung_adapter_is_killed_with_its_whole_process_group() {
     assert!(events.contains(&json!("grandchild")), "{events:?}");
     assert!(events.contains(&json!("hanging")), "{events:?}");
 }
+
+/// A complete answer line counts even when the adapter lingers after
+/// writing it: recon gives it a moment to exit, then kills its process
+/// group and keeps the answer (well inside the receiver's timeout).
+#[test]
+fn a_complete_answer_counts_when_the_adapter_lingers_after_it() {
+    let rig = Rig::new();
+    rig.register("mail", "post_letter", &["--timeout-ms", "20000"], FULL);
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    rig.set_mode("mail", "apply:linger");
+    let report = rig.dispatch("op-1");
+    assert_eq!(
+        (&report["outcome"], &report["state"]),
+        (&json!("receipt"), &json!("confirmed")),
+        "{report}"
+    );
+    assert_eq!(report["receiver_exit_code"], Value::Null, "it was killed");
+}
