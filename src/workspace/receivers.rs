@@ -441,9 +441,17 @@ impl Workspace {
             let reply = self
                 .adapter_program(&registration)
                 .call(&self.program, verb, &request);
-            reply
-                .answer
-                .map_err(|f| call_failed(&registration.name, &f, &reply.stderr))?
+            reply.answer.map_err(|f| {
+                let failed = call_failed(&registration.name, &f, &reply.stderr);
+                match close {
+                    // The request reached a receiver that was alive: it may
+                    // have closed and lost only its answer.
+                    Some(_) if f.kind != FailureKind::SpawnFailed => {
+                        failed.after(close_unknown(&op.op_id, &registration.name))
+                    }
+                    _ => failed,
+                }
+            })?
         };
         let sha = protocol::sha256_of(&answer);
         let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {
@@ -528,6 +536,19 @@ impl Workspace {
             child: AdapterCall(call),
             registration,
         })
+    }
+}
+
+/// A close whose answer was lost: the receiver may have committed it (a
+/// close is idempotent, so asking again is safe and tells).
+fn close_unknown(op_id: &str, receiver: &str) -> crate::error::Committed {
+    crate::error::Committed {
+        sentence: format!(
+            "the close of {op_id} may have been committed at receiver {receiver}, whose answer \
+             was lost: the operation may now be closed there; take the closing snapshot again \
+             to learn which (a close is idempotent)"
+        ),
+        json: serde_json::json!({"close": "unknown", "receiver": receiver}),
     }
 }
 

@@ -540,6 +540,14 @@ fn a_lost_receipt_and_a_lost_close_answer_on_postgres_end_confirmed_through_reco
         "the close's answer was lost: {}",
         lost.stderr
     );
+    // Not a plain failure: the close may have been committed.
+    let error = &lost.json()["error"];
+    assert_eq!(
+        error["committed"],
+        json!({"close": "unknown", "receiver": "ledger"}),
+        "{error}"
+    );
+    assert!(lost.stderr.contains("may now be closed"), "{}", lost.stderr);
     let closed = ok_json(&snapshot(w, "pg-1", Some("ann"), &[]), "the close again");
     assert_eq!(closed["verdict"], json!("unique_exact_match"), "{closed}");
     assert_eq!(closed["snapshot"]["closed"], json!(true));
