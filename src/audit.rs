@@ -27,13 +27,13 @@ pub use chain::{
     BrokenLink, CheckpointComparison, ExportComparison, ExportedEntry, StoredEntry, Walk, Walked,
 };
 pub use entry::{
-    approved, closed, content, dispatched, evidence, link_hash, marked, noted, observed, prepared,
-    receiver_registered, receiver_removed, receiver_updated, seal_generated, sha256_hex,
-    Checkpoint, EntryKind, Sealed, GENESIS_HASH,
+    acknowledged, approved, closed, content, dispatched, evidence, link_hash, marked, noted,
+    observed, prepared, receiver_registered, receiver_removed, receiver_updated, seal_generated,
+    sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
 };
 pub use projection::{
-    Mismatch, OpTables, Table, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
-    NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
+    Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS,
+    EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
 

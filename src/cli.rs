@@ -180,6 +180,13 @@ pub enum Command {
     Escalate(MarkArgs),
     /// Lower an operation's escalation marker.
     Deescalate(MarkArgs),
+    /// Clear an operation's contradiction marker with a reason, once a
+    /// person has looked at the read that contradicted its decision.
+    ///
+    /// The marker is raised by the first recorded read (an observation or
+    /// a close) that contradicts a final decision; the history keeps both,
+    /// and a later contradicting read raises it again.
+    Acknowledge(MarkArgs),
     /// Render the review console without a terminal after a key sequence,
     /// and print the screen as text or SVG. The keys go through the same key
     /// table and update as in the console, so mutations among them (a
@@ -232,6 +239,7 @@ impl Command {
             Command::Observe(_) => "observe",
             Command::Note(_) => "note",
             Command::Escalate(_) => "escalate",
+            Command::Acknowledge(_) => "acknowledge",
             Command::Deescalate(_) => "deescalate",
             Command::Screenshot(_) => "screenshot",
             Command::Verify(_) => "verify",
@@ -259,6 +267,7 @@ impl Command {
             | Command::Note(NoteArgs { json, .. })
             | Command::Escalate(MarkArgs { json, .. })
             | Command::Deescalate(MarkArgs { json, .. })
+            | Command::Acknowledge(MarkArgs { json, .. })
             | Command::Export(ExportArgs { json, .. })
             | Command::Verify(VerifyArgs { json, .. })
             | Command::Checkpoint(CheckpointArgs { json })
@@ -518,6 +527,10 @@ pub struct OpsArgs {
     /// Only escalated operations (yes), or only the others (no).
     #[arg(long, value_enum, value_name = "yes|no")]
     pub escalated: Option<EscalatedArg>,
+    /// Only operations whose final decision a recorded read contradicts
+    /// (yes), or only the others (no).
+    #[arg(long, value_enum, value_name = "yes|no")]
+    pub contradicted: Option<EscalatedArg>,
     /// Only operations whose updated_at is older than DURATION (90s, 15m,
     /// 2h, 3d).
     #[arg(long, value_name = "DURATION", value_parser = triage::parse_duration)]

@@ -199,12 +199,17 @@ impl Request {
             Command::Note(args) => Request::Note(triage::Note::validate(args, ws)?),
             Command::Escalate(args) => Request::Mark(triage::Mark::validate(
                 args,
-                EscalationAction::Escalate,
+                triage::MarkAct::Escalation(EscalationAction::Escalate),
                 ws,
             )?),
             Command::Deescalate(args) => Request::Mark(triage::Mark::validate(
                 args,
-                EscalationAction::Deescalate,
+                triage::MarkAct::Escalation(EscalationAction::Deescalate),
+                ws,
+            )?),
+            Command::Acknowledge(args) => Request::Mark(triage::Mark::validate(
+                args,
+                triage::MarkAct::Acknowledge,
                 ws,
             )?),
             Command::Screenshot(args) => {

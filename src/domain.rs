@@ -31,9 +31,9 @@ use serde_json::Value;
 use std::fmt;
 pub use time::Timestamp;
 pub use triage::{
-    check_escalation, free_text, CloseEntry, Escalated, EscalationAction, EscalationRecord,
-    LatestObservation, Note, Observation, Observed, SortOrder, Triage, VerdictFilter,
-    MAX_TEXT_BYTES,
+    check_acknowledgement, check_escalation, contradicts, free_text, Acknowledgement, CloseEntry,
+    Contradicted, Escalated, EscalationAction, EscalationRecord, LatestObservation, Note,
+    Observation, Observed, SortOrder, Triage, VerdictFilter, MAX_TEXT_BYTES,
 };
 
 /// Whether an operation is an agent's original side effect or a compensation

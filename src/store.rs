@@ -48,7 +48,7 @@ mod upgrade;
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
-    Approval, BulkOperation, CloseEntry, CloseRecord, CompensationRequest, Effect,
+    Acknowledgement, Approval, BulkOperation, CloseEntry, CloseRecord, CompensationRequest, Effect,
     EscalationRecord, EvidenceRecord, Marking, NewNote, NewObservation, NewOperation, Note,
     Observation, OpState, Operation, OpsQuery, PageBound, Provenance, QueueFilter, Recorded,
     Registration, Review, Timestamp, Verdict,
@@ -148,6 +148,10 @@ pub(crate) trait TriageLog {
     /// Raises or lowers the escalation marker, or refuses `not_unknown`,
     /// `already_escalated`, `not_escalated`.
     fn mark(&mut self, marking: &Marking<'_>) -> Result<Operation>;
+    /// Clears a contradiction marker with a person's reason, or refuses
+    /// `not_contradicted`.
+    fn acknowledge(&mut self, acknowledgement: &NewNote<'_>) -> Result<Operation>;
+    fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>>;
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;

@@ -79,6 +79,7 @@ pub struct OpDetail {
     pub notes: Vec<Note>,
     pub closes: Vec<CloseEntry>,
     pub escalations: Vec<EscalationRecord>,
+    pub acknowledgements: Vec<crate::domain::Acknowledgement>,
 }
 
 impl Workspace {
@@ -420,6 +421,7 @@ impl Workspace {
             notes: self.sender.notes(op_id)?,
             closes: self.sender.closes(op_id)?,
             escalations: self.sender.escalations(op_id)?,
+            acknowledgements: self.sender.acknowledgements(op_id)?,
         })
     }
 

@@ -44,10 +44,11 @@ pub enum EntryKind {
     ReceiverRegistered,
     ReceiverUpdated,
     ReceiverRemoved,
+    Acknowledged,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 13] = [
+    pub const ALL: [EntryKind; 14] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -61,6 +62,7 @@ impl EntryKind {
         EntryKind::ReceiverRegistered,
         EntryKind::ReceiverUpdated,
         EntryKind::ReceiverRemoved,
+        EntryKind::Acknowledged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +79,7 @@ impl EntryKind {
             EntryKind::Deescalated => "deescalated",
             EntryKind::ReceiverRegistered => "receiver_registered",
             EntryKind::ReceiverUpdated => "receiver_updated",
+            EntryKind::Acknowledged => "acknowledged",
             EntryKind::ReceiverRemoved => "receiver_removed",
         }
     }
@@ -274,6 +277,15 @@ pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
 /// `noted`: a note left on an operation.
 pub fn noted(note: &NewNote<'_>) -> Map<String, Value> {
     object(json!({ "by": note.by, "at": note.at, "text": note.text }))
+}
+
+/// `acknowledged`: a contradiction marker cleared, by whom and why.
+pub fn acknowledged(acknowledgement: &NewNote<'_>) -> Map<String, Value> {
+    object(json!({
+        "by": acknowledgement.by,
+        "at": acknowledgement.at,
+        "reason": acknowledgement.text,
+    }))
 }
 
 /// `escalated` or `deescalated`: the marker raised or lowered, by whom and

@@ -130,6 +130,7 @@ pub const OPERATIONS: Table = Table {
         "latest_verdict",
         "escalation",
         "receiver_id",
+        "contradiction",
     ],
     key: 0,
 };
@@ -206,6 +207,17 @@ pub const NOTES: Table = Table {
     columns: &["seq", "op_id", "noted_by", "noted_at", "text"],
     key: 1,
 };
+pub const ACKNOWLEDGEMENTS: Table = Table {
+    name: "acknowledgements",
+    columns: &[
+        "seq",
+        "op_id",
+        "acknowledged_by",
+        "acknowledged_at",
+        "reason",
+    ],
+    key: 1,
+};
 pub const ESCALATIONS: Table = Table {
     name: "escalations",
     columns: &["seq", "op_id", "action", "acted_by", "acted_at", "reason"],
@@ -248,6 +260,7 @@ const OP_LAST_DISPATCHED_AT: usize = 13;
 const OP_LATEST_OBSERVATION: usize = 14;
 const OP_LATEST_VERDICT: usize = 15;
 const OP_ESCALATION: usize = 16;
+const OP_CONTRADICTION: usize = 18;
 const EVIDENCE_SEQ: usize = 0;
 const EVIDENCE_DECISION: usize = 4;
 const EVIDENCE_TO_VERSION: usize = 8;
@@ -444,6 +457,7 @@ pub struct Projected<'a> {
     pub closes: Vec<Expected<'a>>,
     pub observations: Vec<Expected<'a>>,
     pub notes: Vec<Expected<'a>>,
+    pub acknowledgements: Vec<Expected<'a>>,
     pub escalations: Vec<Expected<'a>>,
 }
 
@@ -457,6 +471,7 @@ pub struct OpTables {
     pub closes: Vec<Row>,
     pub observations: Vec<Row>,
     pub notes: Vec<Row>,
+    pub acknowledgements: Vec<Row>,
     pub escalations: Vec<Row>,
 }
 
@@ -514,6 +529,7 @@ impl<'a> Replay<'a> {
                 e.at(),
             ]),
             EntryKind::Observed
+            | EntryKind::Acknowledged
             | EntryKind::Noted
             | EntryKind::Escalated
             | EntryKind::Deescalated => {
@@ -534,8 +550,17 @@ impl<'a> Replay<'a> {
             return self.problem(e, "it comes before the operation was prepared".into());
         };
         let (id, seq) = (Want::Text(self.op_id), Want::Int(e.seq));
+        let mut why: Option<&str> = None;
         match e.kind {
             EntryKind::Observed => {
+                // The read that contradicts the final decision raises the
+                // marker, when none is up (its entry says so).
+                if e.get("contradicts").value() == Value::Bool(true) {
+                    if op[OP_CONTRADICTION] != Want::Null {
+                        why = Some("it marks a contradiction while one is marked");
+                    }
+                    op[OP_CONTRADICTION] = seq.clone();
+                }
                 op[OP_LATEST_OBSERVATION] = seq.clone();
                 op[OP_LATEST_VERDICT] = e.get("verdict");
                 self.projected.observations.push(vec![
@@ -552,6 +577,19 @@ impl<'a> Replay<'a> {
                     e.get("receiver_describe_sha256"),
                     e.get("response_sha256"),
                 ]);
+            }
+            EntryKind::Acknowledged => {
+                if op[OP_CONTRADICTION] == Want::Null {
+                    why = Some("it acknowledges a contradiction that is not marked");
+                }
+                op[OP_CONTRADICTION] = Want::Null;
+                self.projected.acknowledgements.push(vec![
+                    seq,
+                    id,
+                    e.get("by"),
+                    e.at(),
+                    e.get("reason"),
+                ])
             }
             EntryKind::Noted => {
                 self.projected
@@ -571,6 +609,9 @@ impl<'a> Replay<'a> {
                     e.get("reason"),
                 ]);
             }
+        }
+        if let Some(why) = why {
+            self.problem(e, why.into());
         }
     }
 
@@ -598,6 +639,7 @@ impl<'a> Replay<'a> {
             Want::Null,
             // The registration it was routed to; none before schema 6.
             e.get("receiver_id"),
+            Want::Null,
         ]);
     }
 
@@ -805,6 +847,12 @@ pub fn compare_op(
             &tables.observations,
         ),
         (&NOTES, "notes", &projected.notes, &tables.notes),
+        (
+            &ACKNOWLEDGEMENTS,
+            "acknowledgements",
+            &projected.acknowledgements,
+            &tables.acknowledgements,
+        ),
         (
             &ESCALATIONS,
             "escalations",

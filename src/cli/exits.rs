@@ -158,6 +158,10 @@ const TABLE: &[Exits] = &[
         ..exits(&["deescalate"])
     },
     Exits {
+        refusals: &["not_contradicted", "unknown_operation", "empty_reviewer"],
+        ..exits(&["acknowledge"])
+    },
+    Exits {
         done: "the journal is intact",
         finding: Some(
             "the journal is broken (its chain, or a table that is not its projection), or it \
@@ -243,6 +247,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["note"],
     &["escalate"],
     &["deescalate"],
+    &["acknowledge"],
     &["verify"],
     &["export"],
     &["checkpoint"],

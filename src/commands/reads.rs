@@ -35,6 +35,7 @@ struct OwnedFilter {
     state: Option<OpState>,
     verdict: Option<VerdictFilter>,
     escalated: Option<bool>,
+    contradicted: Option<bool>,
     older_than: Option<Duration>,
 }
 
@@ -54,6 +55,7 @@ impl Ops {
                 state: args.state.map(OpState::from),
                 verdict: args.verdict.map(|v| v.0),
                 escalated: args.escalated.map(EscalatedArg::wanted),
+                contradicted: args.contradicted.map(EscalatedArg::wanted),
                 older_than: args.older_than,
             },
             sort,
@@ -70,6 +72,7 @@ impl Ops {
                 state: self.filter.state,
                 verdict: self.filter.verdict,
                 escalated: self.filter.escalated,
+                contradicted: self.filter.contradicted,
                 updated_before: self.filter.older_than.map(|age| now.minus(age)),
                 search: None,
             },

@@ -137,9 +137,18 @@ impl Render for Noted {
 }
 
 /// `recon escalate` and `recon deescalate`.
+/// What `escalate`, `deescalate` and `acknowledge` do to an operation's
+/// markers.
+#[derive(Debug, Clone, Copy)]
+pub enum MarkAct {
+    Escalation(EscalationAction),
+    /// Clears the contradiction marker.
+    Acknowledge,
+}
+
 pub struct Mark {
     dir: PathBuf,
-    action: EscalationAction,
+    action: MarkAct,
     op_id: String,
     by: String,
     reason: String,
@@ -148,7 +157,7 @@ pub struct Mark {
 impl Mark {
     pub fn validate(
         args: MarkArgs,
-        action: EscalationAction,
+        action: MarkAct,
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
         person("--by", &args.by)?;
@@ -164,9 +173,13 @@ impl Mark {
 
     pub fn run(self) -> Result<Marked, Failure> {
         let mut ws = open(&self.dir, false)?;
+        let (op_id, by, reason) = (&self.op_id, &self.by, &self.reason);
         let op = match self.action {
-            EscalationAction::Escalate => ws.escalate(&self.op_id, &self.by, &self.reason)?,
-            EscalationAction::Deescalate => ws.deescalate(&self.op_id, &self.by, &self.reason)?,
+            MarkAct::Escalation(EscalationAction::Escalate) => ws.escalate(op_id, by, reason)?,
+            MarkAct::Escalation(EscalationAction::Deescalate) => {
+                ws.deescalate(op_id, by, reason)?
+            }
+            MarkAct::Acknowledge => ws.acknowledge(op_id, by, reason)?,
         };
         Ok(Marked(op))
     }
@@ -185,6 +198,13 @@ impl Render for Marked {
                 escape(&e.reason)
             ),
             None => "not escalated".to_string(),
+        };
+        let marker = match &op.triage.contradicted {
+            Some(c) => format!(
+                "{marker}; contradicted by read {} ({}) at {}",
+                c.seq, c.verdict, c.at
+            ),
+            None => marker,
         };
         out.line(format!(
             "{}: {marker}; still {} at version {}",

@@ -67,6 +67,8 @@ pub struct QueueFilter<'a> {
     pub verdict: Option<VerdictFilter>,
     /// Only escalated operations (`Some(true)`), or only the others.
     pub escalated: Option<bool>,
+    /// Only contradicted operations (`Some(true)`), or only the others.
+    pub contradicted: Option<bool>,
     /// Only operations whose `updated_at` is before this instant.
     pub updated_before: Option<Timestamp>,
 }

@@ -98,6 +98,8 @@ pub enum Refusal {
          or `recon receivers check --accept`, or register another store as another receiver"
     )]
     ReceiverChanged { receiver: String, what: String },
+    #[error("operation {0} is not contradicted; there is nothing to acknowledge")]
+    NotContradicted(String),
 }
 
 impl Refusal {
@@ -132,6 +134,7 @@ impl Refusal {
             Refusal::SecretInArguments(_) => "secret_in_arguments",
             Refusal::ReceiverGone { .. } => "receiver_gone",
             Refusal::ReceiverChanged { .. } => "receiver_changed",
+            Refusal::NotContradicted(_) => "not_contradicted",
         }
     }
 }

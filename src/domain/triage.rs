@@ -26,6 +26,59 @@ pub struct Triage {
     pub last_dispatched_at: Option<Timestamp>,
     pub latest_observation: Option<LatestObservation>,
     pub escalated: Option<Escalated>,
+    /// The first recorded read that contradicted the operation's final
+    /// decision, until a person acknowledges it.
+    pub contradicted: Option<Contradicted>,
+}
+
+/// A final decision contradicted by a recorded read (SPEC 9): the read's
+/// journal entry, its time and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contradicted {
+    pub seq: i64,
+    pub at: Timestamp,
+    pub verdict: Verdict,
+}
+
+/// Whether a recorded read contradicts the operation's final decision
+/// (SPEC 9, "Contradictions"): after `not_applied`, any match; after
+/// `confirmed`, more than one match, a match that is not the confirmed
+/// effect (another id, payload, action or target), or a complete and
+/// authoritative read that lacks it. An operation not decided has nothing
+/// to contradict.
+pub fn contradicts(op: &Operation, snapshot: &Snapshot) -> bool {
+    match op.state {
+        OpState::NotApplied => !snapshot.matches.is_empty(),
+        OpState::Confirmed => match snapshot.matches.as_slice() {
+            [] => snapshot.complete && snapshot.authoritative,
+            [only] => {
+                let exact = matches!(
+                    super::classify(op.scope(), snapshot),
+                    Verdict::UniqueExactMatch | Verdict::ExactMatchExistenceOnly
+                );
+                !exact || op.confirmed_effect_id.as_deref() != Some(only.effect_id.as_str())
+            }
+            _ => true,
+        },
+        OpState::Prepared | OpState::Unknown => false,
+    }
+}
+
+/// A person's acknowledgement of a contradiction, which clears the marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acknowledgement {
+    pub seq: i64,
+    pub by: String,
+    pub at: Timestamp,
+    pub reason: String,
+}
+
+/// Only a contradicted operation is acknowledged (`not_contradicted`).
+pub fn check_acknowledgement(op: &Operation) -> Result<(), Refusal> {
+    match op.triage.contradicted {
+        Some(_) => Ok(()),
+        None => Err(Refusal::NotContradicted(op.op_id.clone())),
+    }
 }
 
 /// The latest recorded observation of an operation, in short.
@@ -134,7 +187,10 @@ pub struct CloseEntry {
 /// (`not_escalated`).
 pub fn check_escalation(op: &Operation, action: EscalationAction) -> Result<(), Refusal> {
     match (action, &op.triage.escalated) {
-        (EscalationAction::Escalate, _) if op.state != OpState::Unknown => {
+        // A contradicted decision may be escalated although it is final.
+        (EscalationAction::Escalate, _)
+            if op.state != OpState::Unknown && op.triage.contradicted.is_none() =>
+        {
             Err(Refusal::NotUnknown {
                 op_id: op.op_id.clone(),
                 state: op.state,

@@ -117,6 +117,11 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         Some(false) => page.sql.push_str(" AND +o.escalation IS NULL"),
         None => {}
     }
+    match filter.contradicted {
+        Some(true) => page.sql.push_str(" AND o.contradiction IS NOT NULL"),
+        Some(false) => page.sql.push_str(" AND +o.contradiction IS NULL"),
+        None => {}
+    }
     if let Some(before) = filter.updated_before {
         // By age it is a range of the index; by op id a filter.
         let clause = match sort {
@@ -285,6 +290,7 @@ mod tests {
                             escalated,
                             updated_before,
                             search: None,
+                            contradicted: None,
                         });
                     }
                 }

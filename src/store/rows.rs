@@ -10,9 +10,9 @@
 
 use super::SqlContext;
 use crate::domain::{
-    Approval, CloseEntry, Decision, Escalated, EscalationAction, EscalationRecord, EvidenceRecord,
-    EvidenceSource, LatestObservation, Note, Observation, Observed, OpKind, OpState, Operation,
-    Snapshot, Timestamp, Triage, Verdict,
+    Acknowledgement, Approval, CloseEntry, Contradicted, Decision, Escalated, EscalationAction,
+    EscalationRecord, EvidenceRecord, EvidenceSource, LatestObservation, Note, Observation,
+    Observed, OpKind, OpState, Operation, Snapshot, Timestamp, Triage, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -26,10 +26,12 @@ pub(crate) const OP_SELECT: &str = "SELECT o.op_id, o.kind, o.action_kind, o.pay
      o.version, o.compensates_effect_id, o.compensates_op_id, o.confirmed_effect_id, o.receiver, \
      o.created_at, o.updated_at, o.dispatch_count, o.last_dispatched_at, \
      ob.verdict, ob.observed_at, ob.observed_by, ob.closed, ob.matches, \
-     es.acted_by, es.acted_at, es.reason \
+     es.acted_by, es.acted_at, es.reason, \
+     cx.seq, cx.observed_at, cx.verdict \
      FROM operations o \
      LEFT JOIN observations ob ON ob.seq = o.latest_observation \
-     LEFT JOIN escalations es ON es.seq = o.escalation";
+     LEFT JOIN escalations es ON es.seq = o.escalation \
+     LEFT JOIN observations cx ON cx.seq = o.contradiction";
 
 /// An operation row with its enums, payload and times still as stored.
 pub(crate) struct RawOp {
@@ -51,6 +53,8 @@ pub(crate) struct RawOp {
     observation: Option<(String, String, String, bool, i64)>,
     /// by, at, reason
     escalation: Option<(String, String, String)>,
+    /// seq, observed_at, verdict of the contradicting read
+    contradiction: Option<(i64, String, String)>,
 }
 
 /// Reads the columns of [`OP_SELECT`].
@@ -86,6 +90,10 @@ pub(crate) fn op_row(row: &Row<'_>) -> rusqlite::Result<RawOp> {
         last_dispatched_at: row.get(13)?,
         observation,
         escalation,
+        contradiction: match row.get::<_, Option<i64>>(22)? {
+            Some(seq) => Some((seq, row.get(23)?, row.get(24)?)),
+            None => None,
+        },
     })
 }
 
@@ -124,6 +132,15 @@ pub(crate) fn parse_op(raw: RawOp) -> Result<Operation, StoreError> {
         },
         latest_observation,
         escalated,
+        contradicted: match raw.contradiction {
+            Some((seq, at, verdict)) => Some(Contradicted {
+                seq,
+                at: time(&at, "contradiction time", &of)?,
+                verdict: Verdict::parse(&verdict)
+                    .ok_or_else(|| corrupt("contradiction verdict"))?,
+            }),
+            None => None,
+        },
     };
     Ok(Operation {
         kind: OpKind::parse(&raw.kind).ok_or_else(|| corrupt("kind"))?,
@@ -383,6 +400,27 @@ pub(crate) fn notes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<N
             by,
             at: time(&at, "noted_at", &format!("note {seq}"))?,
             text,
+        })
+    };
+    rows_of(conn, path, sql, op_id, read, parse)
+}
+
+pub(crate) fn acknowledgements(
+    conn: &Connection,
+    path: &Path,
+    op_id: &str,
+) -> Result<Vec<Acknowledgement>> {
+    let sql = "SELECT seq, acknowledged_by, acknowledged_at, reason FROM acknowledgements \
+               WHERE op_id = ?1 ORDER BY seq";
+    let read = |r: &Row<'_>| -> rusqlite::Result<(i64, String, String, String)> {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    };
+    let parse = |(seq, by, at, reason): (i64, String, String, String)| {
+        Ok(Acknowledgement {
+            seq,
+            by,
+            at: time(&at, "acknowledged_at", &format!("acknowledgement {seq}"))?,
+            reason,
         })
     };
     rows_of(conn, path, sql, op_id, read, parse)

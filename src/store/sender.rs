@@ -61,8 +61,9 @@ const FROM_FIVE: Steps = Steps {
     rebuild: &[
         Rebuild {
             table: "operations",
-            added: &["receiver_id"],
-            copy: "INSERT INTO operations SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+            added: &["receiver_id", "contradiction"],
+            copy:
+                "INSERT INTO operations SELECT *, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
         },
         JOURNAL_KNOWS_UPDATES,
         RECEIVERS_GAIN_IDENTITY,
@@ -159,6 +160,7 @@ const FROM_FOUR: Steps = Steps {
                 "latest_verdict",
                 "escalation",
                 "receiver_id",
+                "contradiction",
             ],
             copy: "INSERT INTO operations (op_id, kind, action_kind, payload,
                 compensates_effect_id, compensates_op_id, state, version, confirmed_effect_id,
@@ -219,6 +221,7 @@ CREATE TABLE operations (
         'terminal_absence', 'inconclusive')),
     escalation INTEGER REFERENCES escalations(seq),
     receiver_id INTEGER,
+    contradiction INTEGER REFERENCES observations(seq),
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
     CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
@@ -253,7 +256,7 @@ CREATE TABLE journal (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt', 'observed', 'closed',
         'decided', 'approved', 'noted', 'escalated', 'deescalated', 'receiver_registered',
-        'receiver_updated', 'receiver_removed')),
+        'receiver_updated', 'receiver_removed', 'acknowledged')),
     op_id TEXT,
     entry TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
@@ -348,6 +351,23 @@ CREATE TABLE escalations (
     reason TEXT NOT NULL
 );
 CREATE INDEX escalations_by_op ON escalations(op_id, seq);
+CREATE INDEX operations_contradicted ON operations(op_id) WHERE contradiction IS NOT NULL;
+CREATE TABLE acknowledgements (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    acknowledged_by TEXT NOT NULL,
+    acknowledged_at TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX acknowledgements_by_op ON acknowledgements(op_id, seq);
+CREATE TRIGGER acknowledgements_append_only_update BEFORE UPDATE ON acknowledgements
+BEGIN
+    SELECT RAISE(ABORT, 'acknowledgements are append-only');
+END;
+CREATE TRIGGER acknowledgements_append_only_delete BEFORE DELETE ON acknowledgements
+BEGIN
+    SELECT RAISE(ABORT, 'acknowledgements are append-only');
+END;
 CREATE TRIGGER observations_append_only_update BEFORE UPDATE ON observations
 BEGIN
     SELECT RAISE(ABORT, 'observations are append-only');

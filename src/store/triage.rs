@@ -14,12 +14,13 @@ use super::rows::{self, query_ops, require_op, OP_SELECT};
 use super::{journal, SqlContext, SqliteSender, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
-    check_escalation, CloseEntry, EscalationAction, EscalationRecord, Marking, NewNote,
-    NewObservation, Note, Observation, Observed, OpState, Operation, Timestamp,
+    check_acknowledgement, check_escalation, contradicts, Acknowledgement, CloseEntry,
+    EscalationAction, EscalationRecord, Marking, NewNote, NewObservation, Note, Observation,
+    Observed, OpState, Operation, Timestamp,
 };
 use crate::error::{Result, StoreError};
 use rusqlite::types::ToSql;
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::Path;
 
 /// Records one observation in the caller's transaction: its entry, its
@@ -29,10 +30,19 @@ pub(crate) fn insert_observation(
     path: &Path,
     observation: &NewObservation<'_>,
 ) -> Result<Observation> {
-    let fields = audit::observed(observation);
+    let contradicts = contradicts_decision(conn, path, observation)?;
+    let mut fields = audit::observed(observation);
+    if contradicts {
+        fields.insert("contradicts".into(), true.into());
+    }
     let kind = EntryKind::Observed;
     let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
     insert_observation_row(conn, path, sealed.seq, observation)?;
+    if contradicts {
+        conn.prepare_cached("UPDATE operations SET contradiction = ?1 WHERE op_id = ?2")
+            .and_then(|mut s| s.execute(params![sealed.seq, observation.op_id]))
+            .at(path)?;
+    }
     conn.prepare_cached(
         "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2 WHERE op_id = ?3",
     )
@@ -64,6 +74,30 @@ pub(crate) fn insert_observation(
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),
     })
+}
+
+/// Whether the read marks its operation contradicted: the first read that
+/// contradicts the final decision ([`contradicts`]) while no marker is up.
+/// The entry says so (`contradicts`), so the journal proves the marker.
+fn contradicts_decision(
+    conn: &Connection,
+    path: &Path,
+    observation: &NewObservation<'_>,
+) -> Result<bool> {
+    let open: Option<(String, Option<i64>)> = conn
+        .prepare_cached("SELECT state, contradiction FROM operations WHERE op_id = ?1")
+        .and_then(|mut s| {
+            s.query_row([observation.op_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .at(path)?;
+    match open {
+        Some((state, None)) if state == "confirmed" || state == "not_applied" => {
+            let op = require_op(conn, path, observation.op_id)?;
+            Ok(contradicts(&op, observation.snapshot))
+        }
+        _ => Ok(false),
+    }
 }
 
 /// The `observations` row of the entry `seq` (the snapshot stays in the
@@ -190,6 +224,52 @@ impl TriageLog for SqliteSender {
         let op = require_op(&tx, &path, marking.op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
+    }
+
+    fn acknowledge(&mut self, acknowledgement: &NewNote<'_>) -> Result<Operation> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let op = require_op(&tx, &path, acknowledgement.op_id)?;
+        check_acknowledgement(&op)?;
+        let fields = audit::acknowledged(acknowledgement);
+        let kind = EntryKind::Acknowledged;
+        let sealed = journal::append(&tx, &path, kind, Some(acknowledgement.op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO acknowledgements (seq, op_id, acknowledged_by, acknowledged_at, reason)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                sealed.seq,
+                acknowledgement.op_id,
+                acknowledgement.by,
+                acknowledgement.at.to_string(),
+                acknowledgement.text
+            ])
+        })
+        .at(&path)?;
+        // Under the predicate the check read: a marker raised meanwhile by
+        // another writer is not cleared unseen.
+        tx.prepare_cached(
+            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                acknowledgement.op_id,
+                op.triage.contradicted.as_ref().map(|c| c.seq)
+            ])
+        })
+        .at(&path)?;
+        let op = require_op(&tx, &path, acknowledgement.op_id)?;
+        tx.commit().at(&path)?;
+        Ok(op)
+    }
+
+    fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>> {
+        rows::acknowledgements(self.conn(), self.path(), op_id)
     }
 
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>> {

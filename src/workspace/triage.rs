@@ -152,6 +152,20 @@ impl Workspace {
         self.mark(op_id, EscalationAction::Deescalate, by, reason)
     }
 
+    /// Clears the operation's contradiction marker, with a person's reason
+    /// (journaled; the history keeps both), or refuses `not_contradicted`.
+    pub fn acknowledge(&mut self, op_id: &str, by: &str, reason: &str) -> Result<Operation> {
+        let by = named(Some(by))?.unwrap_or_default();
+        let reason = free_text("the reason", reason).map_err(Error::Invalid)?;
+        self.ensure_present()?;
+        self.sender.acknowledge(&crate::domain::NewNote {
+            op_id,
+            by,
+            at: self.clock.now(),
+            text: reason,
+        })
+    }
+
     /// Whether the marker may be raised or lowered now, without writing:
     /// what a console asks before it offers the key.
     pub fn check_escalation(&self, op_id: &str, action: EscalationAction) -> Result<()> {

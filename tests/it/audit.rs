@@ -804,6 +804,12 @@ fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_fi
             Some("a"),
             "receiver_id",
         ),
+        // A contradiction raised behind the journal's back.
+        (
+            "UPDATE operations SET contradiction = 5 WHERE op_id = 'a'",
+            Some("a"),
+            "contradiction",
+        ),
     ];
     check_mismatches(cases);
     assert_every_column_has_a_case("operations", "op_id", "", cases);

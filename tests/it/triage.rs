@@ -7,6 +7,7 @@
 //! (`Workspace::with_clock`); the binary runs on the system clock, so its
 //! tests check the shape of a time and the order of acts, never a value.
 
+mod contradictions;
 mod help;
 mod json_errors;
 mod marks;

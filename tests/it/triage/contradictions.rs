@@ -1,0 +1,186 @@
+//! Contradictions reach people (SPEC 9): a recorded read that contradicts a
+//! final decision marks the operation, in its JSON, `ops` and `show`, open
+//! to escalation, until a person acknowledges it with a reason.
+
+use crate::cli::{assert_refused, Shell};
+use recon::domain::{contradicts, Effect, OpKind, OpState, Operation, Snapshot, Triage};
+use serde_json::{json, Value};
+
+/// `op-1` confirmed on existence, then a second effect written at the
+/// ledger behind recon's back (a receiver that applied a retry of its own).
+fn confirmed_then_duplicated() -> Shell {
+    let sh = Shell::with_ledger();
+    let payload = r#"{"to":"ada@example.com"}"#;
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "send_email",
+        "--payload",
+        payload,
+    ]);
+    sh.ok(&["dispatch", "op-1", "--fault", "crash-after-commit"]);
+    let decide = [
+        "reconcile",
+        "op-1",
+        "--reviewer",
+        "rita",
+        "--decision",
+        "confirmed",
+    ];
+    sh.ok(&[&decide[..], &["--expected-version", "2"]].concat());
+    let apply = [
+        "receiver",
+        "apply",
+        "--op",
+        "op-1",
+        "--action",
+        "send_email",
+    ];
+    sh.ok(&[&apply[..], &["--payload", payload]].concat());
+    sh
+}
+
+fn operation(sh: &Shell) -> Value {
+    sh.ok(&["show", "op-1", "--json"]).json()["operation"].clone()
+}
+
+fn contradicted_ids(sh: &Shell) -> Vec<String> {
+    let page = sh.ok(&[
+        "ops",
+        "--state",
+        "confirmed",
+        "--contradicted",
+        "yes",
+        "--json",
+    ]);
+    page.json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["op_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged() {
+    let sh = confirmed_then_duplicated();
+    assert_eq!(operation(&sh)["contradicted"], Value::Null);
+    let observed = sh.ok(&["observe", "op-1", "--by", "ann", "--json"]).json();
+    assert_eq!(observed[0]["verdict"], "duplicate_matches", "{observed}");
+    let marked = &operation(&sh)["contradicted"];
+    assert_eq!(marked["verdict"], "duplicate_matches", "{marked}");
+    let seq = marked["seq"].clone();
+    assert_eq!(contradicted_ids(&sh), ["op-1"]);
+    // Open to escalation although it is not unknown.
+    sh.ok(&[
+        "escalate",
+        "op-1",
+        "--by",
+        "ann",
+        "--reason",
+        "a second mail went out",
+    ]);
+    // A later read keeps the first one as the marker.
+    sh.ok(&["observe", "op-1", "--by", "bo"]);
+    assert_eq!(operation(&sh)["contradicted"]["seq"], seq);
+    let ack = ["acknowledge", "op-1", "--by", "rita"];
+    let cleared = sh.ok(&[&ack[..], &["--reason", "the customer was told", "--json"]].concat());
+    assert_eq!(cleared.json()["contradicted"], Value::Null);
+    assert!(contradicted_ids(&sh).is_empty());
+    let shown = sh.ok(&["show", "op-1", "--json"]).json();
+    assert_eq!(shown["acknowledgements"][0]["by"], "rita", "{shown}");
+    assert_refused(
+        &sh.run(&[&ack[..], &["--reason", "again"]].concat()),
+        "not_contradicted",
+    );
+    // A later contradicting read marks it again; the journal proves all.
+    sh.ok(&["observe", "op-1", "--by", "cy"]);
+    assert_ne!(operation(&sh)["contradicted"], Value::Null);
+    assert_eq!(contradicted_ids(&sh), ["op-1"]);
+    let verified = sh.run(&["verify", "--json"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stdout);
+}
+
+#[test]
+fn an_acknowledgement_or_a_marker_edited_behind_the_journal_is_a_mismatch() {
+    let sh = confirmed_then_duplicated();
+    sh.ok(&["observe", "op-1", "--by", "ann"]);
+    let conn = rusqlite::Connection::open(sh.ws.join("sender.sqlite")).unwrap();
+    conn.execute_batch("UPDATE operations SET contradiction = NULL WHERE op_id = 'op-1'")
+        .unwrap();
+    drop(conn);
+    let out = sh.run(&["verify", "--json"]);
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(out.stdout.contains("contradiction"), "{}", out.stdout);
+}
+
+fn decided(state: OpState) -> Operation {
+    Operation {
+        op_id: "op".into(),
+        kind: OpKind::Original,
+        action_kind: "pay".into(),
+        payload: json!({"amount": 10}),
+        state,
+        version: 3,
+        compensates_effect_id: None,
+        compensates_op_id: None,
+        confirmed_effect_id: (state == OpState::Confirmed).then(|| "fx-1".into()),
+        receiver: "builtin".into(),
+        triage: Triage::default(),
+    }
+}
+
+fn effect(id: &str, payload: Value) -> Effect {
+    Effect {
+        effect_id: id.into(),
+        op_id: "op".into(),
+        action_kind: "pay".into(),
+        compensates_effect_id: None,
+        payload,
+    }
+}
+
+#[track_caller]
+fn check(state: OpState, matches: Vec<Effect>, complete: bool, expected: bool) {
+    let snapshot = Snapshot {
+        op_id: "op".into(),
+        matches,
+        complete,
+        authoritative: complete,
+        closed: false,
+    };
+    assert_eq!(contradicts(&decided(state), &snapshot), expected);
+}
+
+/// SPEC 9's rule, case by case.
+#[test]
+fn what_contradicts_a_final_decision() {
+    let same = || effect("fx-1", json!({"amount": 10.0}));
+    use OpState::*;
+    check(NotApplied, vec![], true, false);
+    check(NotApplied, vec![same()], false, true);
+    check(Confirmed, vec![same()], true, false);
+    check(
+        Confirmed,
+        vec![same(), effect("fx-2", json!({"amount": 10}))],
+        false,
+        true,
+    );
+    check(
+        Confirmed,
+        vec![effect("fx-2", json!({"amount": 10}))],
+        false,
+        true,
+    );
+    check(
+        Confirmed,
+        vec![effect("fx-1", json!({"amount": 11}))],
+        false,
+        true,
+    );
+    check(Confirmed, vec![], true, true);
+    check(Confirmed, vec![], false, false);
+    check(Unknown, vec![same(), same()], true, false);
+}
