@@ -34,8 +34,8 @@ pub struct ObserveRequest<'a> {
     pub by: &'a str,
 }
 
-/// What `observe` did: every operation it read and recorded, in op id
-/// order, and every one it could not read.
+/// What `observe` did: every operation it read and recorded, in the order
+/// it read them, and every one it could not read.
 #[derive(Debug, Default)]
 pub struct ObserveReport {
     pub observed: Vec<Observed>,
