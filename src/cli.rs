@@ -45,7 +45,9 @@ Exit codes:
   4  storage or I/O error (missing workspace, not a recon database, a file
      of another workspace, database locked past the busy timeout, a
      receiver that gave no usable answer, an --output file or standard
-     output that cannot be written)
+     output that cannot be written); `observe`: also an operation it could
+     not read, after reading and recording every other one (stdout as on
+     0, stderr one line per operation not read)
   Under --json, a failure with 2, 3 or 4 also prints one JSON document:
   {\"error\": {\"exit\", \"kind\", \"code\", \"message\"}} (and \"committed\"
   when something was committed before it failed).
@@ -165,8 +167,11 @@ pub enum Command {
     ///
     /// With no ID, the operations --state selects (default unknown); with
     /// --older-than, only those whose latest observation is older than
-    /// DURATION, or that were never observed. A decision never rests on a
-    /// recorded observation: `reconcile` takes its own fresh snapshot.
+    /// DURATION, or that were never observed. An operation whose receiver
+    /// gives no usable answer (or whose read is refused) is skipped and
+    /// reported on stderr, one line each; every other one is still read
+    /// and recorded, and the exit code is then 4. A decision never rests on
+    /// a recorded observation: `reconcile` takes its own fresh snapshot.
     Observe(ObserveArgs),
     /// Leave a note on an operation, in any state. The note is a journal
     /// entry; `show` lists the notes.

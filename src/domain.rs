@@ -5,6 +5,7 @@
 //! stores persist these values and the console renders them, but the rules that
 //! decide what is safe live only here, where they can be tested as a table.
 
+pub mod bounds;
 mod canonical;
 mod json;
 pub mod names;
@@ -15,6 +16,7 @@ pub mod sanitize;
 pub mod time;
 mod triage;
 
+pub use bounds::MAX_PAYLOAD_BYTES;
 pub use canonical::{canonical_json, check_i_json};
 pub use json::{
     parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,

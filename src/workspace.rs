@@ -38,7 +38,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-pub use triage::ObserveRequest;
+pub use triage::{ObserveReport, ObserveRequest, Unread};
 
 pub struct Workspace {
     dir: PathBuf,

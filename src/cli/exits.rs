@@ -25,6 +25,8 @@ struct Exits {
     output: bool,
     /// Whether it calls a receiver.
     receiver: bool,
+    /// What else exit 4 means, when the command goes on past a failure.
+    partial: Option<&'static str>,
 }
 
 const fn exits(path: &'static [&'static str]) -> Exits {
@@ -38,6 +40,7 @@ const fn exits(path: &'static [&'static str]) -> Exits {
         workspace: true,
         output: false,
         receiver: false,
+        partial: None,
     }
 }
 
@@ -130,14 +133,15 @@ const TABLE: &[Exits] = &[
     },
     Exits {
         done: "every selected operation was observed (perhaps none)",
-        refusals: &[
-            "unknown_operation",
-            "empty_reviewer",
-            "unknown_receiver",
-            "receiver_gone",
-            "receiver_changed",
-        ],
-        receiver: true,
+        refusals: &["unknown_operation", "empty_reviewer"],
+        partial: Some(
+            "an operation could not be read (its receiver gave no usable answer, or its read \
+             was refused: unknown_receiver, receiver_gone, receiver_changed); every other one \
+             was still read and recorded and is printed as on exit 0 (under --json, the array, \
+             not an error document), and stderr has one line for each operation not read, \
+             naming it, its receiver and why (under --json, {\"op_id\", \"receiver\", \
+             \"error\": {\"exit\", \"kind\", \"code\", \"message\"}})",
+        ),
         ..exits(&["observe"])
     },
     Exits {
@@ -285,6 +289,9 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
         "  4  storage or I/O error (missing workspace, not a recon database, a file of another \
          workspace, locked past the busy timeout{also})\n"
     ));
+    if let Some(partial) = exits.partial {
+        text.push_str(&format!("     and when {partial}\n"));
+    }
     for (code, meaning) in exits.own {
         text.push_str(&format!("  {code}  {meaning}\n"));
     }

@@ -12,15 +12,13 @@
 
 use super::UsageError;
 use crate::domain::parse_payload;
+/// The largest payload accepted, from an argument, a file or stdin: the
+/// domain's bound (`domain::bounds`), which keeps an answer holding eight
+/// matches of it, escaped at worst, within the protocol's line.
+pub use crate::domain::MAX_PAYLOAD_BYTES;
 pub use crate::domain::MAX_PAYLOAD_DEPTH;
 use serde_json::Value;
 use std::io::Read;
-
-/// The largest payload accepted, read from an argument, a file or stdin:
-/// 4 MiB, so that a receipt (which carries the payload back) fits in the
-/// 8 MiB answer line of `recon-adapter/1` with room for everything around
-/// it, and a snapshot of one match does too.
-pub const MAX_PAYLOAD_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Reads `--payload`: JSON text, `@PATH`, or `@-` for stdin, as curl does.
 pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
@@ -39,10 +37,10 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
 fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {
     let mut text = String::new();
     reader
-        .take(MAX_PAYLOAD_BYTES + 1)
+        .take(MAX_PAYLOAD_BYTES as u64 + 1)
         .read_to_string(&mut text)
         .map_err(|e| UsageError(format!("cannot read payload from {what}: {e}")))?;
-    if text.len() as u64 > MAX_PAYLOAD_BYTES {
+    if text.len() > MAX_PAYLOAD_BYTES {
         return Err(UsageError(format!(
             "payload from {what} is larger than {MAX_PAYLOAD_BYTES} bytes"
         )));

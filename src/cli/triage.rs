@@ -30,7 +30,9 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "NAME")]
     pub by: String,
     /// Print an array of {op_id, receiver, verdict, observed_at,
-    /// observed_by, complete, authoritative, closed, matches} as JSON.
+    /// observed_by, complete, authoritative, closed, matches} as JSON; each
+    /// operation not read is a JSON line on stderr: {op_id, receiver,
+    /// error: {exit, kind, code, message}}.
     #[arg(long)]
     pub json: bool,
 }

@@ -21,9 +21,15 @@ use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// The longest line `verify --against` reads from an export: far above
-/// any entry recon writes (a 4 MiB payload in a receipt, escaped), and a
-/// bound on what a file that is not an export can make it hold.
+/// any entry recon writes (a snapshot of eight matches of the largest
+/// payload, and a payload besides, escaped at worst), and a bound on what
+/// a file that is not an export can make it hold.
 pub const MAX_EXPORT_LINE_BYTES: u64 = 64 * 1024 * 1024;
+const _: () = {
+    use crate::domain::bounds::{ENVELOPE, MAX_PAYLOAD_BYTES, READABLE_MATCHES, WORST_ESCAPE};
+    let entry = (READABLE_MATCHES + 1) * WORST_ESCAPE * MAX_PAYLOAD_BYTES + ENVELOPE;
+    assert!(entry as u64 <= MAX_EXPORT_LINE_BYTES);
+};
 
 /// The largest export `verify --against` reads: 16 GiB, the journal of
 /// some twenty million generated operations. (Reading also stops one

@@ -51,7 +51,7 @@ impl Failure {
     }
 
     /// The failure's text, unescaped (JSON escapes it itself).
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         match self {
             Failure::Usage(message) => message.clone(),
             Failure::Engine(error) => {

@@ -5,9 +5,9 @@
 
 use super::open::{open, required_workspace};
 use super::render::observation_line;
-use super::{Failure, Out, Render};
+use super::{Failure, Out, Render, EXIT_OK, EXIT_STORAGE};
 use crate::cli::{identifier, person, MarkArgs, NoteArgs, ObserveArgs};
-use crate::domain::sanitize::escape;
+use crate::domain::sanitize::{escape, json_for_terminal};
 use crate::domain::{
     free_text, EscalationAction, Note as NoteRecord, Observed, OpState, Operation,
 };
@@ -42,41 +42,122 @@ impl Observe {
 
     pub fn run(self) -> Result<ObservedAll, Failure> {
         let mut ws = open(&self.dir, false)?;
-        Ok(ObservedAll(ws.observe(&ObserveRequest {
+        let report = ws.observe(&ObserveRequest {
             op_ids: &self.op_ids,
             state: self.state,
             older_than: self.older_than,
             by: &self.by,
-        })?))
+        })?;
+        Ok(ObservedAll {
+            observed: report.observed,
+            unread: report
+                .unread
+                .into_iter()
+                .map(|u| (u.op_id, u.receiver, Failure::Engine(u.error)))
+                .collect(),
+        })
     }
 }
 
-pub struct ObservedAll(Vec<Observed>);
+/// What `observe` recorded, and each operation it could not read: its id,
+/// its receiver, and why. Stdout keeps the shape SPEC 9 fixes (under
+/// `--json`, the array of observations); the operations not read are one
+/// line each on stderr, and make the exit code 4.
+pub struct ObservedAll {
+    observed: Vec<Observed>,
+    unread: Vec<(String, String, Failure)>,
+}
+
+impl ObservedAll {
+    /// One operation not read, for a person: the op, its receiver, why.
+    fn unread_line(op_id: &str, receiver: &str, failure: &Failure) -> String {
+        let prefix = match failure {
+            Failure::Engine(error) => match error.refusal() {
+                Some(refusal) => format!("refused: {}: ", refusal.code()),
+                None => "error: ".to_string(),
+            },
+            _ => "error: ".to_string(),
+        };
+        format!(
+            "{prefix}{} (receiver {}) was not observed: {}",
+            escape(op_id),
+            escape(receiver),
+            escape(&failure.text())
+        )
+    }
+
+    /// One operation not read, for a script: `{op_id, receiver, error}`,
+    /// the error as the JSON error document of a command that read only
+    /// that operation would hold it.
+    fn unread_json(op_id: &str, receiver: &str, failure: &Failure) -> String {
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            op_id: &'a str,
+            receiver: &'a str,
+            error: Option<serde_json::Value>,
+        }
+        let line = Line {
+            op_id,
+            receiver,
+            error: failure.json().map(|mut d| d["error"].take()),
+        };
+        // Serializing strings and a JSON value cannot fail.
+        json_for_terminal(serde_json::to_string(&line).unwrap_or_default())
+    }
+
+    fn summary(&self) -> String {
+        let count = |n: usize| match n {
+            1 => "1 operation".to_string(),
+            n => format!("{n} operations"),
+        };
+        let observed = match self.observed.first() {
+            Some(o) => format!(
+                "observed {} as {} at {}",
+                count(self.observed.len()),
+                escape(&o.observed_by),
+                o.observed_at
+            ),
+            None if self.unread.is_empty() => return "no operation to observe".to_string(),
+            None => "observed no operation".to_string(),
+        };
+        match self.unread.len() {
+            0 => observed,
+            n => format!(
+                "{observed}; {} could not be read (stderr says why)",
+                count(n)
+            ),
+        }
+    }
+}
 
 impl Render for ObservedAll {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for o in &self.0 {
+        for o in &self.observed {
             out.line(format!("{}: {}", escape(&o.op_id), observation_line(o)))?;
         }
-        let by = self
-            .0
-            .first()
-            .map(|o| (o.observed_by.as_str(), o.observed_at));
-        match by {
-            Some((who, at)) => out.line(format!(
-                "observed {} as {} at {at}",
-                match self.0.len() {
-                    1 => "1 operation".to_string(),
-                    n => format!("{n} operations"),
-                },
-                escape(who)
-            )),
-            None => out.line("no operation to observe"),
+        out.line(self.summary())?;
+        out.flush()?;
+        for (op_id, receiver, failure) in &self.unread {
+            out.stderr_line(&Self::unread_line(op_id, receiver, failure));
         }
+        Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.observed)?;
+        out.flush()?;
+        for (op_id, receiver, failure) in &self.unread {
+            out.stderr_line(&Self::unread_json(op_id, receiver, failure));
+        }
+        Ok(())
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.unread.is_empty() {
+            EXIT_OK
+        } else {
+            EXIT_STORAGE
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //! double in every reader, and an adapter that echoes `10.0` for a payload
 //! sent as `10` has echoed it exactly.
 
+use super::bounds::MAX_PAYLOAD_BYTES;
 use super::canonical::{canonical_json, check_i_json};
 use super::sanitize;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
@@ -85,11 +86,18 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
 }
 
 /// Reads a payload from its JSON text, as a person gives it (`--payload`,
-/// the console's compensation form): read strictly, nested at most
-/// [`MAX_PAYLOAD_DEPTH`] levels, and held to I-JSON so that its canonical
-/// form says what was sent. The error is one line without a subject, as
-/// [`JsonError`]'s is.
+/// the console's compensation form): at most [`MAX_PAYLOAD_BYTES`] of text
+/// (so that every answer about it stays readable), read strictly, nested
+/// at most [`MAX_PAYLOAD_DEPTH`] levels, and held to I-JSON so that its
+/// canonical form says what was sent. The error is one line without a
+/// subject, as [`JsonError`]'s is.
 pub fn parse_payload(text: &str) -> Result<Value, String> {
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(format!(
+            "is {} bytes, larger than {MAX_PAYLOAD_BYTES} bytes",
+            text.len()
+        ));
+    }
     let value = parse_json(text).map_err(|e| e.to_string())?;
     if depth(&value) > MAX_PAYLOAD_DEPTH {
         return Err(format!("is nested deeper than {MAX_PAYLOAD_DEPTH} levels"));

@@ -6,14 +6,17 @@
 
 use super::sanitize;
 
-/// Checks an identifier (op id, action kind, effect id): 1 to 200
-/// characters, no whitespace or control characters.
+/// The most characters an identifier or a person's name may hold.
+pub const MAX_ID_CHARS: usize = 200;
+
+/// Checks an identifier (op id, action kind, effect id): 1 to
+/// [`MAX_ID_CHARS`] characters, no whitespace or control characters.
 pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
     if text.is_empty() {
         return Err(format!("{what} is empty"));
     }
-    if text.chars().count() > 200 {
-        return Err(format!("{what} is longer than 200 characters"));
+    if text.chars().count() > MAX_ID_CHARS {
+        return Err(format!("{what} is longer than {MAX_ID_CHARS} characters"));
     }
     if let Some(c) = text
         .chars()
@@ -33,8 +36,8 @@ pub fn identifier<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
 /// error; a name with no visible character (blank, zero-width, bidi marks)
 /// is left for the engine to refuse as empty ([`has_visible`]).
 pub fn person<'a>(what: &str, text: &'a str) -> Result<&'a str, String> {
-    if text.chars().count() > 200 {
-        return Err(format!("{what} is longer than 200 characters"));
+    if text.chars().count() > MAX_ID_CHARS {
+        return Err(format!("{what} is longer than {MAX_ID_CHARS} characters"));
     }
     if let Some(c) = text
         .chars()

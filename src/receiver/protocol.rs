@@ -20,8 +20,10 @@ use std::io::{BufRead, Read, Write};
 
 /// The protocol number every request and answer carries.
 pub const PROTOCOL: u64 = 1;
-/// The longest answer line recon reads (and request line an adapter reads).
-pub const MAX_LINE: usize = 8 * 1024 * 1024;
+/// The longest answer line recon reads (and request line an adapter
+/// reads): the domain's bound, which the largest accepted payload is
+/// derived from (`domain::bounds`).
+pub use crate::domain::bounds::MAX_LINE;
 
 /// What recon asks an adapter to do; the last word of its command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,8 +6,10 @@
 //! (each observation still its own journal entry), so observing a whole
 //! queue costs one fsync per batch rather than one per operation. The
 //! receiver is read one operation at a time, as ever; a read that fails
-//! stops the run after what was recorded before it is committed, and the
-//! error says how many were.
+//! (an adapter that gave no usable answer, a receiver no longer
+//! registered) is that operation's alone: nothing is recorded for it, the
+//! run goes on, and the report lists it with why. Only a failure to record
+//! stops the run, and the error says how many were recorded before it.
 
 use super::{named, Workspace};
 use crate::domain::Provenance;
@@ -32,6 +34,24 @@ pub struct ObserveRequest<'a> {
     pub by: &'a str,
 }
 
+/// What `observe` did: every operation it read and recorded, in the order
+/// it read them, and every one it could not read.
+#[derive(Debug, Default)]
+pub struct ObserveReport {
+    pub observed: Vec<Observed>,
+    pub unread: Vec<Unread>,
+}
+
+/// An operation `observe` could not read, and why; nothing was recorded
+/// for it.
+#[derive(Debug)]
+pub struct Unread {
+    pub op_id: String,
+    /// The receiver it routes to.
+    pub receiver: String,
+    pub error: Error,
+}
+
 /// One read, waiting to be recorded with its batch.
 struct Pending {
     op_id: String,
@@ -42,22 +62,23 @@ struct Pending {
 }
 
 impl Workspace {
-    /// Reads each selected operation's receiver and records what it saw.
-    /// Named operations that do not exist are refused (`unknown_operation`)
-    /// before anything is read.
-    pub fn observe(&mut self, request: &ObserveRequest<'_>) -> Result<Vec<Observed>> {
+    /// Reads each selected operation's receiver and records what it saw;
+    /// an operation whose read fails is listed in the report and the rest
+    /// are read all the same. Named operations that do not exist are
+    /// refused (`unknown_operation`) before anything is read.
+    pub fn observe(&mut self, request: &ObserveRequest<'_>) -> Result<ObserveReport> {
         let by = named(Some(request.by))?.unwrap_or_default();
         self.ensure_present()?;
         let cutoff = request.older_than.map(|age| self.clock.now().minus(age));
-        let mut observed = Vec::new();
+        let mut report = ObserveReport::default();
         if !request.op_ids.is_empty() {
             let mut ops = Vec::with_capacity(request.op_ids.len());
             for id in request.op_ids {
                 ops.push(self.sender.require(id)?);
             }
             ops.retain(|op| due(op, request.state, cutoff));
-            self.observe_ops(&ops, by, &mut observed)?;
-            return Ok(observed);
+            self.observe_ops(&ops, by, &mut report)?;
+            return Ok(report);
         }
         let state = request.state.unwrap_or(OpState::Unknown);
         let mut after = String::new();
@@ -66,19 +87,21 @@ impl Workspace {
                 .sender
                 .observation_due(Some(state), cutoff, &after, OBSERVE_BATCH)?;
             let Some(last) = page.last() else {
-                return Ok(observed);
+                return Ok(report);
             };
+            // Past the page by op id, so an operation left unread (and so
+            // still due) is not read again.
             after.clone_from(&last.op_id);
-            self.observe_ops(&page, by, &mut observed)?;
+            self.observe_ops(&page, by, &mut report)?;
         }
     }
 
-    /// Reads and records `ops` in batches, appending to `observed`.
+    /// Reads and records `ops` in batches, adding to `report`.
     fn observe_ops(
         &mut self,
         ops: &[Operation],
         by: &str,
-        observed: &mut Vec<Observed>,
+        report: &mut ObserveReport,
     ) -> Result<()> {
         for chunk in ops.chunks(OBSERVE_BATCH) {
             let mut pending = Vec::with_capacity(chunk.len());
@@ -91,13 +114,15 @@ impl Workspace {
                         provenance: read.provenance,
                         at: self.clock.now(),
                     }),
-                    Err(e) => {
-                        self.record_pending(&pending, by, observed)?;
-                        return Err(stopped(e, observed.len()));
-                    }
+                    Err(error) => report.unread.push(Unread {
+                        op_id: op.op_id.clone(),
+                        receiver: op.receiver.clone(),
+                        error,
+                    }),
                 }
             }
-            self.record_pending(&pending, by, observed)?;
+            self.record_pending(&pending, by, &mut report.observed)
+                .map_err(|e| stopped(e, report.observed.len()))?;
         }
         Ok(())
     }
@@ -209,7 +234,8 @@ fn due(op: &Operation, state: Option<OpState>, cutoff: Option<Timestamp>) -> boo
     in_state && stale
 }
 
-/// A failed read, saying how many observations were recorded before it.
+/// A failure to record, saying how many observations were recorded
+/// before it.
 fn stopped(error: Error, recorded: usize) -> Error {
     if recorded == 0 {
         return error;

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
+mod bounds;
 mod identity;
 mod json;
 mod lost;

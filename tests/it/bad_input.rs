@@ -224,9 +224,11 @@ fn table_lab() -> Lab {
 }
 
 fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
-    let big_json = format!("{{\"blob\":\"{}\"}}", "x".repeat(3 * 1024 * 1024));
-    let too_big = scratch.join("5mb.json");
-    std::fs::write(&too_big, format!("\"{}\"", "y".repeat(5 * 1024 * 1024))).unwrap();
+    let limit = recon::cli::MAX_PAYLOAD_BYTES;
+    let big_json = format!("{{\"blob\":\"{}\"}}", "x".repeat(limit - 11));
+    assert_eq!(big_json.len(), limit);
+    let too_big = scratch.join("too-big.json");
+    std::fs::write(&too_big, format!("\"{}\"", "y".repeat(limit))).unwrap();
     let too_big = format!("@{}", too_big.display());
     let not_utf8 = scratch.join("latin1.json");
     std::fs::write(&not_utf8, b"{\"name\": \"caf\xe9\"}").unwrap();
@@ -453,20 +455,20 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "nested deeper than 64",
         ),
         c(
-            "5 MB payload file",
+            "payload file over the limit",
             prepare("new", &too_big),
             2,
-            "larger than 4194304 bytes",
+            &format!("larger than {limit} bytes"),
         ),
         c(
-            "3 MB payload on stdin for an existing op",
+            "payload at the limit on stdin for an existing op",
             prepare("paid", "@-"),
             3,
             "refused: duplicate_operation",
         )
         .stdin(big_json.clone().into_bytes()),
         c(
-            "3 MB payload scope on stdin",
+            "payload scope at the limit on stdin",
             with(reconcile("lost", "Ann", "2"), &["--payload", "@-"]),
             3,
             "refused: scope_mismatch",
@@ -1101,7 +1103,7 @@ fn a_payload_at_the_size_limit_goes_through_dispatch_evidence_and_export() {
     let lab = Lab::new();
     let ws = lab.path_str();
     let file = lab.path().join("big.json");
-    let limit = usize::try_from(recon::cli::MAX_PAYLOAD_BYTES).unwrap();
+    let limit = recon::cli::MAX_PAYLOAD_BYTES;
     let big = json!({"blob": "z".repeat(limit - 64), "n": 1});
     std::fs::write(&file, big.to_string()).unwrap();
     let at = format!("@{}", file.display());

@@ -220,7 +220,8 @@ fn verify_passes_after_the_upgrade_and_after_new_acts() {
             older_than: None,
             by: "ana",
         })
-        .unwrap();
+        .unwrap()
+        .observed;
     assert_eq!(observed.len(), 1);
     let recorded = ws.reconcile(&ReconcileRequest {
         op_id: "op-1002-invoice-email",

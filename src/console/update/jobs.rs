@@ -24,8 +24,8 @@ use super::status::set_status;
 use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act};
 use crate::domain::{CompensationRequest, Decision, Operation};
-use crate::error::{Error, Refusal, Result};
-use crate::workspace::{Classified, ObserveRequest, ReconcileRequest, Workspace};
+use crate::error::{Committed, Error, Refusal, Result};
+use crate::workspace::{Classified, ObserveReport, ObserveRequest, ReconcileRequest, Workspace};
 
 // `Outcome` and `Done` are state (`app.rs`), since a job's result may come
 // back through the background's channel; what they say is built here.
@@ -171,21 +171,7 @@ fn observe_all(ws: &mut Workspace, op_ids: &[String], reviewer: &str) -> Result<
         ..ObserveRequest::default()
     });
     let outcomes = match result {
-        Ok(observed) => observed
-            .iter()
-            .map(|o| {
-                Outcome::done(
-                    &o.op_id,
-                    format!(
-                        "observed {}: {} ({} match{}), recorded as {reviewer}'s",
-                        o.op_id,
-                        o.verdict,
-                        o.matches,
-                        if o.matches == 1 { "" } else { "es" }
-                    ),
-                )
-            })
-            .collect(),
+        Ok(report) => reread_outcomes(report, reviewer)?,
         Err(Error::Refused(refusal)) => {
             let op_id = op_ids.first().cloned().unwrap_or_default();
             vec![Outcome::refused(&op_id, refusal)]
@@ -195,6 +181,45 @@ fn observe_all(ws: &mut Workspace, op_ids: &[String], reviewer: &str) -> Result<
     let mut done = Done::of("re-read", outcomes);
     done.unmark = false;
     Ok(done)
+}
+
+/// What a re-read recorded, one outcome per operation. An operation
+/// refused its read is an outcome; one whose receiver gave no usable
+/// answer fails the job, saying what the others recorded (the facade read
+/// and recorded every other one all the same).
+fn reread_outcomes(report: ObserveReport, reviewer: &str) -> Result<Vec<Outcome>> {
+    let recorded = report.observed.len();
+    let mut outcomes: Vec<Outcome> = report
+        .observed
+        .iter()
+        .map(|o| {
+            Outcome::done(
+                &o.op_id,
+                format!(
+                    "observed {}: {} ({} match{}), recorded as {reviewer}'s",
+                    o.op_id,
+                    o.verdict,
+                    o.matches,
+                    if o.matches == 1 { "" } else { "es" }
+                ),
+            )
+        })
+        .collect();
+    for unread in report.unread {
+        match unread.error {
+            Error::Refused(refusal) => outcomes.push(Outcome::refused(&unread.op_id, refusal)),
+            error => {
+                return Err(error.after(Committed {
+                    sentence: format!(
+                        "{} was not read; {recorded} observation(s) were recorded",
+                        unread.op_id
+                    ),
+                    json: serde_json::json!({ "observations": recorded }),
+                }))
+            }
+        }
+    }
+    Ok(outcomes)
 }
 
 /// After a job, in process or landed: its report, and a single closing

@@ -146,7 +146,8 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     let due = lab
         .ws
         .observe(&by_ann(&[], Some(Duration::from_secs(60 * 60))))
-        .unwrap();
+        .unwrap()
+        .observed;
     let ids: Vec<&str> = due.iter().map(|o| o.op_id.as_str()).collect();
     assert_eq!(ids, ["never", "stale"]);
     // Named operations go through the same selection.
@@ -154,13 +155,15 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     let due = lab
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30 * 60))))
-        .unwrap();
+        .unwrap()
+        .observed;
     assert!(due.is_empty(), "both were just observed: {due:?}");
     // A minute on, fresh (observed a minute before stale) is due first.
     let due = lab
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30))))
-        .unwrap();
+        .unwrap()
+        .observed;
     let ids: Vec<&str> = due.iter().map(|o| o.op_id.as_str()).collect();
     assert_eq!(ids, ["fresh"]);
 }
@@ -364,8 +367,8 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
 }
 
 #[test]
-fn an_observe_stopped_by_a_receiver_says_what_it_recorded_before() {
-    let sh = lost(&["a1", "a2"]);
+fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
+    let sh = lost(&["a1", "z9"]);
     let mode = sh.ws.with_file_name("flaky.mode");
     let state = sh.ws.with_file_name("flaky.state");
     std::fs::write(&mode, "apply:crash-before").unwrap();
@@ -391,27 +394,67 @@ fn an_observe_stopped_by_a_receiver_says_what_it_recorded_before() {
     sh.ok(&[
         "prepare",
         "--op",
-        "z9",
+        "m5",
         "--action",
         "fax",
         "--payload",
         "{}",
     ]);
-    assert_eq!(sh.json(&["dispatch", "z9"])["outcome"], "unknown");
-    // Its receiver now answers a query with garbage: a1 and a2 are read
-    // and recorded, z9 (last by op id) stops the run.
-    std::fs::write(&mode, "query:garbage").unwrap();
+    assert_eq!(sh.json(&["dispatch", "m5"])["outcome"], "unknown");
+    // Its receiver now dies on a query, shouting escapes on stderr: m5
+    // (between a1 and z9 by op id) is not read, the two others are.
+    std::fs::write(&mode, "query:stderr-escape").unwrap();
     let out = sh.run(&["observe", "--by", "dana", "--json"]);
-    assert_json_error(&out, 4);
-    assert_eq!(out.json()["error"]["committed"], json!({"observations": 2}));
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("2 observations were recorded before it"),
-        "{}",
-        out.stderr
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    let rows = out.json();
+    let ids: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["op_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a1", "z9"], "{rows}");
+    for row in rows.as_array().unwrap() {
+        assert_exact_keys(row, OBSERVED_FIELDS);
+    }
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
+    let unread: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (&unread["op_id"], &unread["receiver"]),
+        (&json!("m5"), &json!("flaky"))
     );
-    assert_eq!(observations(&sh, "a1").len(), 1);
-    assert_eq!(observations(&sh, "a2").len(), 1);
-    assert!(observations(&sh, "z9").is_empty());
+    assert_eq!(
+        (&unread["error"]["exit"], &unread["error"]["kind"]),
+        (&json!(4), &json!("storage"))
+    );
+    let message = unread["error"]["message"].as_str().unwrap();
+    assert!(message.contains("receiver flaky: crash"), "{message}");
+    assert!(message.contains(r"\x1b[2J"), "{message}");
+    for (op, seen) in [("a1", 1), ("m5", 0), ("z9", 1)] {
+        assert_eq!(observations(&sh, op).len(), seen, "{op}");
+    }
+
+    // In words: each observation, the count, and a line on stderr.
+    let out = sh.run(&["observe", "--by", "dana"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stdout.starts_with("a1: ") && out.stdout.contains("\nz9: "));
+    let summary = out.stdout.lines().last().unwrap();
+    assert!(
+        summary.starts_with("observed 2 operations as dana at ")
+            && summary.ends_with("; 1 operation could not be read (stderr says why)"),
+        "{summary}"
+    );
+    let line = out.stderr.trim_end();
+    assert!(
+        line.starts_with("error: m5 (receiver flaky) was not observed: receiver flaky: crash"),
+        "{line}"
+    );
+    assert!(
+        line.contains(r"\x1b[2J") && !line.contains('\u{1b}'),
+        "{line}"
+    );
+    assert_eq!(observations(&sh, "m5").len(), 0);
+    assert_eq!(observations(&sh, "z9").len(), 2);
 }
