@@ -22,10 +22,10 @@ pub use json::{
     parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
 };
 pub use records::{
-    AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, Ceiling, CloseRecord,
-    Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote, NewObservation,
-    NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration, ANY_ACTION,
-    BUILTIN_NAME,
+    AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, CallFailure, Ceiling,
+    CloseRecord, Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote,
+    NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration,
+    ANY_ACTION, BUILTIN_NAME,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};

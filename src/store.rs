@@ -48,10 +48,10 @@ mod upgrade;
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
-    Acknowledgement, Approval, BulkOperation, CloseEntry, CloseRecord, CompensationRequest, Effect,
-    EscalationRecord, EvidenceRecord, Marking, NewNote, NewObservation, NewOperation, Note,
-    Observation, OpState, Operation, OpsQuery, PageBound, Provenance, QueueFilter, Recorded,
-    Registration, Review, Timestamp, Verdict,
+    Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
+    CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
+    NewObservation, NewOperation, Note, Observation, OpState, Operation, OpsQuery, PageBound,
+    Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;
@@ -152,6 +152,10 @@ pub(crate) trait TriageLog {
     /// `not_contradicted`.
     fn acknowledge(&mut self, acknowledgement: &NewNote<'_>) -> Result<Operation>;
     fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>>;
+    /// Keeps a failed receiver call with its operation, journaled; returns
+    /// it with its seq.
+    fn record_call_failure(&mut self, failure: &CallFailure) -> Result<CallFailure>;
+    fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>>;
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;

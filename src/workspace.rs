@@ -80,6 +80,8 @@ pub struct OpDetail {
     pub closes: Vec<CloseEntry>,
     pub escalations: Vec<EscalationRecord>,
     pub acknowledgements: Vec<crate::domain::Acknowledgement>,
+    /// The receiver calls that gave no usable answer (why it is unknown).
+    pub failures: Vec<crate::domain::CallFailure>,
 }
 
 impl Workspace {
@@ -259,6 +261,17 @@ impl Workspace {
         let reply = child.finish();
         let judged = judge_apply(&operation, &registration, &reply);
         let mut report = report_of(&operation, reply, &judged);
+        if let Err(failure) = &judged {
+            // Why the operation stays unknown, kept with it for a reviewer.
+            let (exit_code, stderr) = (report.receiver_exit_code, &report.receiver_stderr);
+            let call = (
+                "apply",
+                registration.name.as_str(),
+                exit_code,
+                stderr.as_str(),
+            );
+            self.keep_failure(&operation, call, failure)?;
+        }
         if let Ok((receipt, provenance)) = judged {
             faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
             let recorded = self
@@ -273,6 +286,30 @@ impl Workspace {
             report.version = current.version;
         }
         Ok(report)
+    }
+
+    /// Journals a receiver call that gave no usable answer with its
+    /// operation: kind, detail, exit code and the tail of its stderr.
+    /// `call` is the verb, the receiver, the exit code and the stderr.
+    fn keep_failure(
+        &mut self,
+        op: &Operation,
+        (verb, receiver, exit_code, stderr): (&str, &str, Option<i32>, &str),
+        failure: &crate::domain::AdapterFailure,
+    ) -> Result<()> {
+        self.sender
+            .record_call_failure(&crate::domain::CallFailure {
+                seq: 0,
+                op_id: op.op_id.clone(),
+                verb: verb.to_string(),
+                receiver: receiver.to_string(),
+                kind: failure.kind,
+                detail: failure.detail.clone(),
+                exit_code,
+                stderr: crate::domain::CallFailure::tail(stderr),
+                at: self.clock.now(),
+            })?;
+        Ok(())
     }
 
     /// Takes a snapshot of the operation's receiver effects and classifies
@@ -422,6 +459,7 @@ impl Workspace {
             closes: self.sender.closes(op_id)?,
             escalations: self.sender.escalations(op_id)?,
             acknowledgements: self.sender.acknowledgements(op_id)?,
+            failures: self.sender.call_failures(op_id)?,
         })
     }
 

@@ -15,8 +15,8 @@
 //! `projection`) agree on them by construction.
 
 use crate::domain::{
-    canonical_json, Approval, BulkOperation, CloseRecord, EvidenceRecord, EvidenceSource, Marking,
-    NewNote, NewObservation, Operation, Registration, Timestamp,
+    canonical_json, Approval, BulkOperation, CallFailure, CloseRecord, EvidenceRecord,
+    EvidenceSource, Marking, NewNote, NewObservation, Operation, Registration, Timestamp,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -45,10 +45,11 @@ pub enum EntryKind {
     ReceiverUpdated,
     ReceiverRemoved,
     Acknowledged,
+    CallFailed,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 14] = [
+    pub const ALL: [EntryKind; 15] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -63,6 +64,7 @@ impl EntryKind {
         EntryKind::ReceiverUpdated,
         EntryKind::ReceiverRemoved,
         EntryKind::Acknowledged,
+        EntryKind::CallFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +82,7 @@ impl EntryKind {
             EntryKind::ReceiverRegistered => "receiver_registered",
             EntryKind::ReceiverUpdated => "receiver_updated",
             EntryKind::Acknowledged => "acknowledged",
+            EntryKind::CallFailed => "call_failed",
             EntryKind::ReceiverRemoved => "receiver_removed",
         }
     }
@@ -277,6 +280,20 @@ pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
 /// `noted`: a note left on an operation.
 pub fn noted(note: &NewNote<'_>) -> Map<String, Value> {
     object(json!({ "by": note.by, "at": note.at, "text": note.text }))
+}
+
+/// `call_failed`: a receiver call that gave no usable answer.
+pub fn call_failed(failure: &CallFailure) -> Map<String, Value> {
+    object(json!({
+        "verb": failure.verb,
+        "receiver": failure.receiver,
+        // `kind` names the entry's own kind.
+        "failure": failure.kind,
+        "detail": failure.detail,
+        "exit_code": failure.exit_code,
+        "stderr": failure.stderr,
+        "at": failure.at,
+    }))
 }
 
 /// `acknowledged`: a contradiction marker cleared, by whom and why.

@@ -207,6 +207,21 @@ pub const NOTES: Table = Table {
     columns: &["seq", "op_id", "noted_by", "noted_at", "text"],
     key: 1,
 };
+pub const CALL_FAILURES: Table = Table {
+    name: "call_failures",
+    columns: &[
+        "seq",
+        "op_id",
+        "verb",
+        "receiver",
+        "kind",
+        "detail",
+        "exit_code",
+        "stderr",
+        "failed_at",
+    ],
+    key: 1,
+};
 pub const ACKNOWLEDGEMENTS: Table = Table {
     name: "acknowledgements",
     columns: &[
@@ -458,6 +473,7 @@ pub struct Projected<'a> {
     pub observations: Vec<Expected<'a>>,
     pub notes: Vec<Expected<'a>>,
     pub acknowledgements: Vec<Expected<'a>>,
+    pub call_failures: Vec<Expected<'a>>,
     pub escalations: Vec<Expected<'a>>,
 }
 
@@ -472,6 +488,7 @@ pub struct OpTables {
     pub observations: Vec<Row>,
     pub notes: Vec<Row>,
     pub acknowledgements: Vec<Row>,
+    pub call_failures: Vec<Row>,
     pub escalations: Vec<Row>,
 }
 
@@ -526,6 +543,17 @@ impl<'a> Replay<'a> {
                 e.get("receiver"),
                 e.get("authorized_by"),
                 Want::Int(e.seq),
+                e.at(),
+            ]),
+            EntryKind::CallFailed => self.projected.call_failures.push(vec![
+                Want::Int(e.seq),
+                op_id,
+                e.get("verb"),
+                e.get("receiver"),
+                e.get("failure"),
+                e.get("detail"),
+                e.get("exit_code"),
+                e.get("stderr"),
                 e.at(),
             ]),
             EntryKind::Observed
@@ -852,6 +880,12 @@ pub fn compare_op(
             "acknowledgements",
             &projected.acknowledgements,
             &tables.acknowledgements,
+        ),
+        (
+            &CALL_FAILURES,
+            "call_failures",
+            &projected.call_failures,
+            &tables.call_failures,
         ),
         (
             &ESCALATIONS,

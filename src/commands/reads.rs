@@ -253,6 +253,22 @@ impl Shown {
 impl Render for Shown {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         self.operation_lines(out)?;
+        for f in &self.0.failures {
+            out.line(format!(
+                "failed {} #{} at {} ({}): {}: {}; exit {}",
+                f.verb,
+                f.seq,
+                f.at,
+                escape(&f.receiver),
+                f.kind.as_str(),
+                escape(&f.detail),
+                f.exit_code
+                    .map_or("none (killed or never ran)".to_string(), |c| c.to_string())
+            ))?;
+            if let Some(last) = f.stderr.lines().rev().find(|l| !l.trim().is_empty()) {
+                out.line(format!("  stderr: {}", escape(last.trim())))?;
+            }
+        }
         for e in &self.0.evidence {
             out.line(format!(
                 "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",

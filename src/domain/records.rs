@@ -371,6 +371,56 @@ impl FailureKind {
             FailureKind::Error => "error",
         }
     }
+
+    pub fn parse(text: &str) -> Option<FailureKind> {
+        [
+            FailureKind::SpawnFailed,
+            FailureKind::Crash,
+            FailureKind::Timeout,
+            FailureKind::Garbage,
+            FailureKind::ExtraOutput,
+            FailureKind::Oversize,
+            FailureKind::Mismatch,
+            FailureKind::Error,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// A receiver call that gave no usable answer, kept with the act it
+/// belongs to (SPEC 8 rule 7): a reviewer sees why an operation became or
+/// stayed `unknown`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CallFailure {
+    /// The journal entry that recorded it (0 before it is recorded).
+    pub seq: i64,
+    pub op_id: String,
+    /// `apply` (a dispatch) or `close`.
+    pub verb: String,
+    pub receiver: String,
+    pub kind: FailureKind,
+    pub detail: String,
+    /// `None` when recon killed the process or it never ran.
+    pub exit_code: Option<i32>,
+    /// The last lines the adapter wrote on stderr (at most
+    /// [`CallFailure::STDERR_KEPT`] bytes), as written: escape it to show it.
+    pub stderr: String,
+    pub at: super::Timestamp,
+}
+
+impl CallFailure {
+    /// How much of an adapter's stderr a failure keeps in the journal.
+    pub const STDERR_KEPT: usize = 4096;
+
+    /// The tail of `stderr` a failure keeps, cut at a character boundary.
+    pub fn tail(stderr: &str) -> String {
+        let mut start = stderr.len().saturating_sub(Self::STDERR_KEPT);
+        while !stderr.is_char_boundary(start) {
+            start += 1;
+        }
+        stderr[start..].to_string()
+    }
 }
 
 /// A failed receiver call, as the dispatch report shows it.

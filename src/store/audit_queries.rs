@@ -16,8 +16,9 @@
 use super::{journal, SqlContext};
 use crate::audit::{
     Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
-    VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS,
-    EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
+    VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, DISPATCH_LOG,
+    ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES,
+    STATE_COUNTS,
 };
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
@@ -259,7 +260,7 @@ fn all_rows(
 
 /// The per-operation streams of the merge join, in the order of
 /// [`OpTables`] after the journal's.
-const OP_STREAMS: [(Table, &str); 10] = [
+const OP_STREAMS: [(Table, &str); 11] = [
     (JOURNAL, "WHERE op_id IS NOT NULL ORDER BY op_id, seq"),
     (OPERATIONS, "ORDER BY op_id"),
     (DISPATCH_LOG, "ORDER BY op_id, from_version, seq"),
@@ -270,6 +271,7 @@ const OP_STREAMS: [(Table, &str); 10] = [
     (NOTES, "ORDER BY op_id, seq"),
     (ESCALATIONS, "ORDER BY op_id, seq"),
     (ACKNOWLEDGEMENTS, "ORDER BY op_id, seq"),
+    (CALL_FAILURES, "ORDER BY op_id, seq"),
 ];
 
 /// One operation's rows, as the merge join gathers them.
@@ -320,6 +322,7 @@ fn merge_join(
             notes: next(),
             escalations: next(),
             acknowledgements: next(),
+            call_failures: next(),
         };
         batch.push((name, journal, tables));
         if batch.len() == BATCH

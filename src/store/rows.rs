@@ -10,9 +10,10 @@
 
 use super::SqlContext;
 use crate::domain::{
-    Acknowledgement, Approval, CloseEntry, Contradicted, Decision, Escalated, EscalationAction,
-    EscalationRecord, EvidenceRecord, EvidenceSource, LatestObservation, Note, Observation,
-    Observed, OpKind, OpState, Operation, Snapshot, Timestamp, Triage, Verdict,
+    Acknowledgement, Approval, CallFailure, CloseEntry, Contradicted, Decision, Escalated,
+    EscalationAction, EscalationRecord, EvidenceRecord, EvidenceSource, FailureKind,
+    LatestObservation, Note, Observation, Observed, OpKind, OpState, Operation, Snapshot,
+    Timestamp, Triage, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row};
@@ -400,6 +401,53 @@ pub(crate) fn notes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<N
             by,
             at: time(&at, "noted_at", &format!("note {seq}"))?,
             text,
+        })
+    };
+    rows_of(conn, path, sql, op_id, read, parse)
+}
+
+pub(crate) fn call_failures(
+    conn: &Connection,
+    path: &Path,
+    op_id: &str,
+) -> Result<Vec<CallFailure>> {
+    type Raw = (
+        i64,
+        String,
+        String,
+        String,
+        String,
+        Option<i32>,
+        String,
+        String,
+    );
+    let sql = "SELECT seq, verb, receiver, kind, detail, exit_code, stderr, failed_at \
+               FROM call_failures WHERE op_id = ?1 ORDER BY seq";
+    let read = |r: &Row<'_>| -> rusqlite::Result<Raw> {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+        ))
+    };
+    let parse = |(seq, verb, receiver, kind, detail, exit_code, stderr, at): Raw| {
+        let of = format!("call failure {seq}");
+        Ok(CallFailure {
+            seq,
+            op_id: op_id.to_string(),
+            verb,
+            receiver,
+            kind: FailureKind::parse(&kind)
+                .ok_or_else(|| StoreError::Corrupt(format!("kind of {of}")))?,
+            detail,
+            exit_code,
+            stderr,
+            at: time(&at, "failed_at", &of)?,
         })
     };
     rows_of(conn, path, sql, op_id, read, parse)

@@ -256,7 +256,7 @@ CREATE TABLE journal (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt', 'observed', 'closed',
         'decided', 'approved', 'noted', 'escalated', 'deescalated', 'receiver_registered',
-        'receiver_updated', 'receiver_removed', 'acknowledged')),
+        'receiver_updated', 'receiver_removed', 'acknowledged', 'call_failed')),
     op_id TEXT,
     entry TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
@@ -360,6 +360,26 @@ CREATE TABLE acknowledgements (
     reason TEXT NOT NULL
 );
 CREATE INDEX acknowledgements_by_op ON acknowledgements(op_id, seq);
+CREATE TABLE call_failures (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    verb TEXT NOT NULL CHECK (verb IN ('apply', 'close')),
+    receiver TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    exit_code INTEGER,
+    stderr TEXT NOT NULL,
+    failed_at TEXT NOT NULL
+);
+CREATE INDEX call_failures_by_op ON call_failures(op_id, seq);
+CREATE TRIGGER call_failures_append_only_update BEFORE UPDATE ON call_failures
+BEGIN
+    SELECT RAISE(ABORT, 'call failures are append-only');
+END;
+CREATE TRIGGER call_failures_append_only_delete BEFORE DELETE ON call_failures
+BEGIN
+    SELECT RAISE(ABORT, 'call failures are append-only');
+END;
 CREATE TRIGGER acknowledgements_append_only_update BEFORE UPDATE ON acknowledgements
 BEGIN
     SELECT RAISE(ABORT, 'acknowledgements are append-only');

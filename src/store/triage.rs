@@ -14,7 +14,7 @@ use super::rows::{self, query_ops, require_op, OP_SELECT};
 use super::{journal, SqlContext, SqliteSender, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::domain::{
-    check_acknowledgement, check_escalation, contradicts, Acknowledgement, CloseEntry,
+    check_acknowledgement, check_escalation, contradicts, Acknowledgement, CallFailure, CloseEntry,
     EscalationAction, EscalationRecord, Marking, NewNote, NewObservation, Note, Observation,
     Observed, OpState, Operation, Timestamp,
 };
@@ -266,6 +266,45 @@ impl TriageLog for SqliteSender {
         let op = require_op(&tx, &path, acknowledgement.op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
+    }
+
+    fn record_call_failure(&mut self, failure: &CallFailure) -> Result<CallFailure> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let fields = audit::call_failed(failure);
+        let kind = EntryKind::CallFailed;
+        let sealed = journal::append(&tx, &path, kind, Some(&failure.op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO call_failures (seq, op_id, verb, receiver, kind, detail, exit_code,
+                 stderr, failed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                sealed.seq,
+                failure.op_id,
+                failure.verb,
+                failure.receiver,
+                failure.kind.as_str(),
+                failure.detail,
+                failure.exit_code,
+                failure.stderr,
+                failure.at.to_string()
+            ])
+        })
+        .at(&path)?;
+        tx.commit().at(&path)?;
+        Ok(CallFailure {
+            seq: sealed.seq,
+            ..failure.clone()
+        })
+    }
+
+    fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>> {
+        rows::call_failures(self.conn(), self.path(), op_id)
     }
 
     fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>> {

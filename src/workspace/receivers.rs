@@ -441,17 +441,24 @@ impl Workspace {
             let reply = self
                 .adapter_program(&registration)
                 .call(&self.program, verb, &request);
-            reply.answer.map_err(|f| {
-                let failed = call_failed(&registration.name, &f, &reply.stderr);
-                match close {
-                    // The request reached a receiver that was alive: it may
-                    // have closed and lost only its answer.
-                    Some(_) if f.kind != FailureKind::SpawnFailed => {
-                        failed.after(close_unknown(&op.op_id, &registration.name))
-                    }
-                    _ => failed,
+            match reply.answer {
+                Ok(answer) => answer,
+                Err(f) => {
+                    let failed = call_failed(&registration.name, &f, &reply.stderr);
+                    let Some(_) = close else {
+                        return Err(failed);
+                    };
+                    // A close is a mutation: its failed call is kept with
+                    // the operation. The request reached a receiver that was
+                    // alive: it may have closed and lost only its answer.
+                    let call = ("close", registration.name.as_str(), reply.exit_code);
+                    self.keep_failure(op, (call.0, call.1, call.2, &reply.stderr), &f)?;
+                    return Err(match f.kind {
+                        FailureKind::SpawnFailed => failed,
+                        _ => failed.after(close_unknown(&op.op_id, &registration.name)),
+                    });
                 }
-            })?
+            }
         };
         let sha = protocol::sha256_of(&answer);
         let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {

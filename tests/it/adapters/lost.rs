@@ -264,3 +264,40 @@ fn a_complete_answer_counts_when_the_adapter_lingers_after_it() {
     );
     assert_eq!(report["receiver_exit_code"], Value::Null, "it was killed");
 }
+
+/// Nothing an adapter did is forgotten: a dispatch whose call gave no
+/// usable answer keeps the failure (kind, detail, exit code, the stderr
+/// tail) with its operation, journaled, and `show` says why it is unknown.
+#[test]
+fn a_failed_dispatch_is_kept_with_its_operation_and_shown() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    rig.set_mode("mail", "apply:stderr-escape");
+    let report = rig.dispatch("op-1");
+    assert_eq!(report["state"], "unknown", "{report}");
+    let shown = rig.show("op-1");
+    let failure = &shown["failures"][0];
+    assert_eq!(
+        (
+            &failure["verb"],
+            &failure["receiver"],
+            &failure["kind"],
+            &failure["exit_code"]
+        ),
+        (&json!("apply"), &json!("mail"), &json!("crash"), &json!(5)),
+        "{shown}"
+    );
+    assert!(
+        failure["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("the adapter's last words"),
+        "{failure}"
+    );
+    let text = rig.ok(&["show", "op-1"]).stdout;
+    assert!(text.contains("failed apply #"), "{text}");
+    assert!(text.contains("stderr: \\x1b[2J"), "escaped: {text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    let verified = rig.recon(&["verify", "--json"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stdout);
+}
