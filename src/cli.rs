@@ -302,11 +302,16 @@ pub enum ReceiversCommand {
     /// answer, and store it with the routes of the action kinds.
     ///
     /// PROGRAM is stored as an absolute path (a bare name is looked up on
-    /// PATH now, never at run time). Refused, with nothing stored:
-    /// reserved_name (builtin), adapter_malformed (describe did not answer
-    /// one recon-adapter/1 object with every field), adapter_unknown_capability,
-    /// receiver_exists, action_routed (a kind already routed elsewhere).
-    /// Operations already prepared keep the receiver they were routed to.
+    /// PATH now, never at run time). The describe answer must hold name,
+    /// version, can_close and query {complete, authoritative}; mandatory may
+    /// be left out (the same as []): it lists the capabilities a host must
+    /// understand to use the adapter at all, and recon knows none in
+    /// protocol 1. Refused, with nothing stored: reserved_name (builtin),
+    /// adapter_malformed (describe did not answer one recon-adapter/1 object
+    /// holding those fields), adapter_unknown_capability (mandatory lists a
+    /// capability), receiver_exists, action_routed (a kind already routed
+    /// elsewhere). Operations already prepared keep the receiver they were
+    /// routed to.
     Add(ReceiversAddArgs),
     /// List the registered receivers by name: routes, program, timeout,
     /// and the ceiling of their stored describe answer.

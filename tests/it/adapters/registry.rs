@@ -461,3 +461,42 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         );
     }
 }
+
+/// Text with its backticks dropped and its white space collapsed, so that
+/// `--help` and the README can be held to the same words.
+fn plain_words(text: &str) -> String {
+    text.replace('`', "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_left_out() {
+    const REQUIRED: &str = "must hold name, version, can_close and query {complete, authoritative}";
+    const OPTIONAL: &str = "mandatory may be left out (the same as []): it lists the \
+                            capabilities a host must understand to use the adapter at all";
+    let help = crate::support::run(&["receivers", "add", "--help"], None);
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README");
+    for (what, text) in [("--help", &help.stdout), ("README", &readme)] {
+        let text = plain_words(text);
+        assert!(text.contains(REQUIRED), "{what} names the required fields");
+        assert!(text.contains(OPTIONAL), "{what} explains mandatory");
+    }
+    // And recon holds an adapter to exactly those words.
+    let rig = Rig::new();
+    for field in [
+        "name",
+        "version",
+        "can_close",
+        "query",
+        "query.complete",
+        "query.authoritative",
+    ] {
+        let out = rig.add("bad", "x", &[], &["--mode", &format!("missing-{field}")]);
+        assert_refused(&out, "adapter_malformed");
+    }
+    rig.register("fine", "x", &[], &["--mode", "missing-mandatory"]);
+}
