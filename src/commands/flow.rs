@@ -15,8 +15,9 @@ use crate::cli::{
     PrepareArgs, ReconcileArgs, SnapshotArgs,
 };
 use crate::dispatch::{DispatchOptions, DispatchReport};
+use crate::domain::policy::{self, LatestRead};
 use crate::domain::sanitize::escape;
-use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
+use crate::domain::{Approval, CompensationRequest, Decision, Description, Operation, Recorded};
 use crate::error::Refusal;
 use crate::receiver::Fault;
 use crate::workspace::{Classified, ReconcileRequest, Workspace};
@@ -200,23 +201,38 @@ impl Snapshot {
         })
     }
 
+    /// The read, and what its receiver declared: the explanation printed
+    /// under it depends on both. The registration is read after the
+    /// snapshot, so a close the receiver committed is reported even if
+    /// that read fails (the explanation is then left out).
     pub fn run(self) -> Result<Snapshotted, Failure> {
         let mut ws = open(&self.dir, false)?;
-        Ok(Snapshotted(ws.snapshot_by(
+        let classified = ws.snapshot_by(
             &self.op_id,
             self.authorized_by.as_deref(),
             self.by.as_deref(),
-        )?))
+        )?;
+        let receiver = ws
+            .registration_of(&classified.operation)
+            .ok()
+            .map(|r| r.describe);
+        Ok(Snapshotted {
+            classified,
+            receiver,
+        })
     }
 }
 
-pub struct Snapshotted(Classified);
+pub struct Snapshotted {
+    classified: Classified,
+    receiver: Option<Description>,
+}
 
 impl Render for Snapshotted {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         let Classified {
             snapshot, verdict, ..
-        } = &self.0;
+        } = &self.classified;
         out.line(format!(
             "{}: {} (complete {}, authoritative {}, closed {}, {} matches)",
             escape(&snapshot.op_id),
@@ -234,8 +250,14 @@ impl Render for Snapshotted {
                 payload_line(&m.payload)
             ))?;
         }
-        out.line(format!("  {}", verdict.explanation()))?;
-        if let Some(o) = &self.0.observation {
+        if let Some(receiver) = &self.receiver {
+            let read = LatestRead {
+                verdict: *verdict,
+                closed: snapshot.closed,
+            };
+            out.line(format!("  {}", policy::explanation(read, receiver)))?;
+        }
+        if let Some(o) = &self.classified.observation {
             out.line(format!(
                 "  recorded as {}'s observation at {}",
                 escape(&o.observed_by),
@@ -246,7 +268,7 @@ impl Render for Snapshotted {
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.classified)
     }
 }
 
