@@ -500,3 +500,31 @@ fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_
     }
     rig.register("fine", "x", &[], &["--mode", "missing-mandatory"]);
 }
+
+#[test]
+fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-a", "post_letter", "{}");
+    let out = rig.recon(&["receivers", "remove", "mail"]);
+    assert_refused(&out, "receiver_in_use");
+    assert!(
+        out.stderr.trim_end().ends_with(
+            "receiver mail still has 1 prepared or unknown operation routed to it: op-a"
+        ),
+        "{}",
+        out.stderr
+    );
+    for n in 1..=6 {
+        rig.prepare(&format!("op-{n}"), "post_letter", "{}");
+    }
+    let out = rig.recon(&["receivers", "remove", "mail"]);
+    assert_refused(&out, "receiver_in_use");
+    assert!(
+        out.stderr.trim_end().ends_with(
+            "receiver mail still has 7 prepared or unknown operations routed to it, the first \
+             5: op-1, op-2, op-3, op-4, op-5 (and 2 more)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
