@@ -15,6 +15,7 @@ use crate::domain::parse_payload;
 pub use crate::domain::MAX_PAYLOAD_DEPTH;
 use serde_json::Value;
 use std::io::Read;
+use std::path::Path;
 
 /// The largest payload accepted, read from an argument, a file or stdin:
 /// 4 MiB, so that a receipt (which carries the payload back) fits in the
@@ -33,7 +34,23 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
         }
         None => arg.to_string(),
     };
-    parse_payload(&text).map_err(|why| UsageError(format!("--payload {why}")))
+    parse_payload(&text).map_err(|why| {
+        let hint = if !arg.starts_with('@') && looks_like_a_path(arg) {
+            format!(
+                "; to read a file, write @PATH (--payload @{})",
+                crate::domain::sanitize::escape(arg)
+            )
+        } else {
+            String::new()
+        };
+        UsageError(format!("--payload {why}{hint}"))
+    })
+}
+
+/// Whether text that is not JSON was probably meant as a file: it names
+/// one, or it is written as a path.
+fn looks_like_a_path(arg: &str) -> bool {
+    ["/", "./", "../", "~/"].iter().any(|p| arg.starts_with(p)) || Path::new(arg).is_file()
 }
 
 fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {
