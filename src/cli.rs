@@ -478,9 +478,9 @@ pub struct DispatchArgs {
 
 #[derive(Debug, Args)]
 pub struct OpsArgs {
-    /// Only operations in this state.
+    /// Only operations in this state; all (the default) lists every state.
     #[arg(long, value_enum)]
-    pub state: Option<StateArg>,
+    pub state: Option<StateFilterArg>,
     /// Only operations whose latest observation has this verdict, or
     /// `never`: those never observed.
     #[arg(long, value_name = "V|never", value_parser = triage::parse_verdict_filter)]
@@ -746,6 +746,30 @@ impl From<StateArg> for OpState {
             StateArg::Unknown => OpState::Unknown,
             StateArg::Confirmed => OpState::Confirmed,
             StateArg::NotApplied => OpState::NotApplied,
+        }
+    }
+}
+
+/// `ops --state`: one state, or `all`, the same as no `--state`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StateFilterArg {
+    Prepared,
+    Unknown,
+    Confirmed,
+    #[value(name = "not_applied", alias = "not-applied")]
+    NotApplied,
+    All,
+}
+
+impl StateFilterArg {
+    /// The one state asked for; `None` for every state.
+    pub fn state(self) -> Option<OpState> {
+        match self {
+            StateFilterArg::Prepared => Some(OpState::Prepared),
+            StateFilterArg::Unknown => Some(OpState::Unknown),
+            StateFilterArg::Confirmed => Some(OpState::Confirmed),
+            StateFilterArg::NotApplied => Some(OpState::NotApplied),
+            StateFilterArg::All => None,
         }
     }
 }

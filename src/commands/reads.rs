@@ -9,7 +9,7 @@
 use super::open::{open, required_workspace};
 use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
-use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs};
+use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
@@ -51,7 +51,7 @@ impl Ops {
         Ok(Ops {
             dir: required_workspace(workspace)?,
             filter: OwnedFilter {
-                state: args.state.map(OpState::from),
+                state: args.state.and_then(StateFilterArg::state),
                 verdict: args.verdict.map(|v| v.0),
                 escalated: args.escalated.map(EscalatedArg::wanted),
                 older_than: args.older_than,

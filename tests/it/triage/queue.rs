@@ -269,3 +269,16 @@ fn malformed_queue_flags_are_usage_errors() {
         assert_json_error(&out, 2);
     }
 }
+
+#[test]
+fn state_all_lists_every_state_as_no_state_does() {
+    let sh = queue();
+    let every = listed(&sh, &[]);
+    assert_eq!(every.len(), 7, "{every:?}");
+    assert_eq!(listed(&sh, &["--state", "all"]), every);
+    assert_eq!(
+        listed(&sh, &["--state", "all", "--sort", "age"]),
+        listed(&sh, &["--sort", "age"])
+    );
+    assert_eq!(listed(&sh, &["--state", "prepared"]), ["a1", "a2", "a3"]);
+}
