@@ -19,6 +19,7 @@ use crate::workspace::OpDetail;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
+use unicode_width::UnicodeWidthStr;
 
 /// `recon ops`: one page of operations under a filter and an order.
 pub struct Ops {
@@ -105,33 +106,66 @@ pub struct OpsPage {
     now: Timestamp,
 }
 
+/// The columns of `ops` text: the age (aligned right) and the last, which
+/// is not padded.
+const AGE: usize = 5;
+const LAST: usize = 6;
+
+impl OpsPage {
+    /// One row's cells, as shown: op id, state, version, kind, action, age,
+    /// and what was last seen (the last cell is not padded).
+    fn cells(&self, op: &Operation) -> [String; 7] {
+        let seen = op.triage.latest_observation.as_ref().map_or_else(
+            || "never observed".to_string(),
+            |o| {
+                format!(
+                    "{} {} ago",
+                    o.verdict,
+                    age_text(self.now.since(o.observed_at))
+                )
+            },
+        );
+        let escalated = if op.triage.escalated.is_some() {
+            " ESCALATED"
+        } else {
+            ""
+        };
+        [
+            escape(&op.op_id).into_owned(),
+            op.state.to_string(),
+            format!("v{}", op.version),
+            op.kind.to_string(),
+            escape(&op.action_kind).into_owned(),
+            age_text(self.now.since(op.triage.updated_at)),
+            format!("{seen}{escalated}"),
+        ]
+    }
+}
+
 impl Render for OpsPage {
+    /// One line per operation, its columns padded to the widest cell of
+    /// the page as a terminal shows it (an escaped id, a wide character),
+    /// so the page reads as a table; the age is aligned right.
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for Listed { operation: op, .. } in &self.rows {
-            let seen = op.triage.latest_observation.as_ref().map_or_else(
-                || "never observed".to_string(),
-                |o| {
-                    format!(
-                        "{} {} ago",
-                        o.verdict,
-                        age_text(self.now.since(o.observed_at))
-                    )
-                },
-            );
-            let escalated = if op.triage.escalated.is_some() {
-                " ESCALATED"
-            } else {
-                ""
-            };
-            out.line(format!(
-                "{:<24} {:<12} v{:<3} {:<12} {:<20} {:>5} {seen}{escalated}",
-                escape(&op.op_id),
-                op.state,
-                op.version,
-                op.kind,
-                escape(&op.action_kind),
-                age_text(self.now.since(op.triage.updated_at)),
-            ))?;
+        let rows: Vec<[String; 7]> = self.rows.iter().map(|l| self.cells(&l.operation)).collect();
+        let mut widths = [0usize; 7];
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.width());
+            }
+        }
+        for row in &rows {
+            let padded: Vec<String> = (row.iter().zip(widths).enumerate())
+                .map(|(column, (cell, width))| {
+                    let gap = " ".repeat(width - cell.width());
+                    match column {
+                        AGE => format!("{gap}{cell}"),
+                        LAST => cell.clone(),
+                        _ => format!("{cell}{gap}"),
+                    }
+                })
+                .collect();
+            out.line(padded.join(" "))?;
         }
         Ok(())
     }
