@@ -136,8 +136,13 @@ pub enum Command {
     /// Show one operation, its evidence history (with the full snapshot
     /// each decision rests on) and its compensation approvals.
     Show(ShowArgs),
-    /// Print the receiver's effects in write order: the whole ledger, or
-    /// one operation's.
+    /// Print the effects of recon's own ledger in write order: the whole
+    /// ledger, or one operation's.
+    ///
+    /// An adapter keeps its effects in its own store, which this does not
+    /// list: for an operation routed to one (or a workspace with adapters)
+    /// a note on stderr says so and names `recon snapshot ID`, which reads
+    /// an operation's effects from its receiver.
     Ledger(LedgerArgs),
     /// Read the receiver's effects for an operation and classify them.
     ///

@@ -328,17 +328,63 @@ impl Ledger {
         })
     }
 
+    /// The built-in ledger's effects, and a note when the receivers that
+    /// matter here are adapters, whose effects this command cannot list.
     pub fn run(self) -> Result<Effects, Failure> {
         let ws = open(&self.dir, false)?;
-        Ok(Effects(ws.ledger(self.op_id.as_deref())?))
+        let effects = ws.ledger(self.op_id.as_deref())?;
+        let note = match self.op_id.as_deref() {
+            Some(op_id) => ws
+                .operation(op_id)?
+                .and_then(|op| ws.registration_of(&op).ok())
+                .filter(|r| !r.builtin)
+                .map(|r| {
+                    format!(
+                        "operation {} routes to receiver {}, an adapter: its effects are in \
+                         that receiver's own store, not in recon's ledger; `recon snapshot {}` \
+                         reads them (or use the tool behind the adapter)",
+                        escape(op_id),
+                        escape(&r.name),
+                        escape(op_id)
+                    )
+                }),
+            None => {
+                let adapters: Vec<String> = (ws.receivers()?.into_iter())
+                    .filter(|r| !r.builtin)
+                    .map(|r| escape(&r.name).into_owned())
+                    .collect();
+                let whose = match adapters.as_slice() {
+                    [] => None,
+                    [one] => Some(format!(
+                        "receiver {one}, an adapter that keeps them in its own store"
+                    )),
+                    many => Some(format!(
+                        "receivers {}, adapters that keep them in their own stores",
+                        many.join(", ")
+                    )),
+                };
+                whose.map(|whose| {
+                    format!(
+                        "not listed here: the effects of {whose}; `recon snapshot ID` reads an \
+                         operation's (or use the tool behind the adapter)"
+                    )
+                })
+            }
+        };
+        Ok(Effects { effects, note })
     }
 }
 
-pub struct Effects(Vec<Effect>);
+/// The built-in ledger's effects, and why some effects are not among
+/// them.
+pub struct Effects {
+    effects: Vec<Effect>,
+    note: Option<String>,
+}
 
 impl Render for Effects {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for e in &self.0 {
+        for e in &self.effects {
             let compensates = e
                 .compensates_effect_id
                 .as_deref()
@@ -352,10 +398,25 @@ impl Render for Effects {
                 payload_line(&e.payload)
             ))?;
         }
-        Ok(())
+        self.note_line(out)
     }
 
+    /// The list stays exactly the ledger's effects (SPEC 6); the note goes
+    /// to stderr beside it.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.effects)?;
+        self.note_line(out)
+    }
+}
+
+impl Effects {
+    /// The note, on stderr, so that the listing on stdout stays a list;
+    /// after the listing, which is flushed first.
+    fn note_line(&self, out: &mut Out) -> Result<(), Failure> {
+        if let Some(note) = &self.note {
+            out.flush()?;
+            out.stderr_line(&format!("note: {note}"));
+        }
+        Ok(())
     }
 }

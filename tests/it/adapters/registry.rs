@@ -528,3 +528,43 @@ fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
         out.stderr
     );
 }
+
+#[test]
+fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
+    let rig = Rig::with_mail();
+    rig.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+    rig.prepare("op-1", "post_letter", "{}");
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    rig.prepare("op-2", "send_email", "{}");
+    assert_eq!(rig.dispatch("op-2")["outcome"], "receipt");
+    let out = rig.ok(&["ledger", "--op", "op-1"]);
+    assert_eq!(
+        out.stdout, "",
+        "the built-in ledger holds none of its effects"
+    );
+    assert_eq!(
+        out.stderr.trim_end(),
+        "note: operation op-1 routes to receiver mail, an adapter: its effects are in that \
+         receiver's own store, not in recon's ledger; `recon snapshot op-1` reads them (or use \
+         the tool behind the adapter)"
+    );
+    // Under --json the list stays a list; the note is beside it.
+    let out = rig.ok(&["ledger", "--op", "op-1", "--json"]);
+    assert_eq!(out.json(), json!([]));
+    assert!(out.stderr.contains("recon snapshot op-1"), "{}", out.stderr);
+    // The whole ledger lists the built-in ledger's effects and names the
+    // adapters whose effects it cannot list.
+    let out = rig.ok(&["ledger"]);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    assert!(out.stdout.contains("op-2"), "{}", out.stdout);
+    assert!(
+        out.stderr.starts_with(
+            "note: not listed here: the effects of receiver mail, an adapter that keeps them in \
+             its own store; `recon snapshot ID` reads an operation's"
+        ),
+        "{}",
+        out.stderr
+    );
+    // An operation at the built-in ledger needs no note.
+    assert_eq!(rig.ok(&["ledger", "--op", "op-2"]).stderr, "");
+}
