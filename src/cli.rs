@@ -591,7 +591,8 @@ pub struct ApproveCompensationArgs {
     /// The confirmed original's op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// The original's confirmed effect id (fx-...).
+    /// The original's confirmed effect id, as its receiver named it:
+    /// `recon show ID` prints it as the confirmed effect.
     #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub effect: String,
     /// Who approves; recorded with the approval.

@@ -461,3 +461,14 @@ fn a_program_that_is_not_executable_is_named_so_with_chmod() {
         out.stderr
     );
 }
+
+#[test]
+fn approve_compensation_help_for_effect_assumes_no_receivers_id_scheme() {
+    let help = run(&["approve-compensation", "--help"], None).stdout;
+    let effect = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("--effect <EFFECT>"))
+        .unwrap_or_else(|| panic!("--effect in {help}"));
+    assert!(!effect.contains("fx-"), "{effect}");
+    assert!(effect.contains("recon show ID"), "{effect}");
+}
