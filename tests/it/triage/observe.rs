@@ -415,3 +415,15 @@ fn an_observe_stopped_by_a_receiver_says_what_it_recorded_before() {
     assert_eq!(observations(&sh, "a2").len(), 1);
     assert!(observations(&sh, "z9").is_empty());
 }
+
+#[test]
+fn observe_reads_an_operation_named_twice_once_in_first_named_order() {
+    let sh = lost(&["op-a", "op-b"]);
+    let out = sh.json(&["observe", "op-b", "op-a", "op-b", "op-b", "--by", "dana"]);
+    let ids: Vec<&str> = (out.as_array().unwrap().iter())
+        .map(|row| row["op_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["op-b", "op-a"], "{out:#}");
+    assert_eq!(observations(&sh, "op-b").len(), 1);
+    assert_eq!(observations(&sh, "op-a").len(), 1);
+}
