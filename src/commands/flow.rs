@@ -189,6 +189,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn validate(args: SnapshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         let authorized_by = authorized_by(args.close)?;
         if let Some(by) = &args.by {
             person("--by", by)?;
@@ -285,6 +286,7 @@ pub struct Reconcile {
 
 impl Reconcile {
     pub fn validate(args: ReconcileArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         person("--reviewer", &args.reviewer)?;
         let authorized_by = authorized_by(args.close)?;
         let payload = args.payload.as_deref().map(read_payload).transpose()?;
@@ -375,6 +377,7 @@ impl ApproveCompensation {
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
         person("--approver", &args.approver)?;
+        identifier("op id", &args.op_id)?;
         identifier("effect id", &args.effect)?;
         identifier("compensation op id", &args.compensation_op)?;
         identifier("action kind", &args.action_kind)?;

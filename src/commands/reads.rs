@@ -9,7 +9,7 @@
 use super::open::{open, required_workspace};
 use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
-use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
+use crate::cli::{identifier, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
@@ -183,6 +183,7 @@ pub struct Show {
 
 impl Show {
     pub fn validate(args: ShowArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         Ok(Show {
             dir: required_workspace(workspace)?,
             op_id: args.op_id,
@@ -322,6 +323,9 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn validate(args: LedgerArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        if let Some(op_id) = &args.op_id {
+            identifier("op id", op_id)?;
+        }
         Ok(Ledger {
             dir: required_workspace(workspace)?,
             op_id: args.op_id,

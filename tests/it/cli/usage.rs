@@ -472,3 +472,112 @@ fn approve_compensation_help_for_effect_assumes_no_receivers_id_scheme() {
     assert!(!effect.contains("fx-"), "{effect}");
     assert!(effect.contains("recon show ID"), "{effect}");
 }
+
+/// Every command that takes an op id, with `ID` where it goes.
+const TAKES_AN_OP_ID: &[&[&str]] = &[
+    &[
+        "prepare",
+        "--op",
+        "ID",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ],
+    &["dispatch", "ID"],
+    &["show", "ID"],
+    &["ledger", "--op", "ID"],
+    &["snapshot", "ID"],
+    &["snapshot", "ID", "--close", "--authorized-by", "dana"],
+    &[
+        "reconcile",
+        "ID",
+        "--reviewer",
+        "dana",
+        "--decision",
+        "confirmed",
+        "--expected-version",
+        "2",
+    ],
+    &[
+        "approve-compensation",
+        "ID",
+        "--effect",
+        "fx-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "undo-1",
+        "--action",
+        "refund",
+        "--payload",
+        "{}",
+    ],
+    &[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "fx-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "ID",
+        "--action",
+        "refund",
+        "--payload",
+        "{}",
+    ],
+    &["observe", "ID", "--by", "dana"],
+    &["observe", "op-1", "ID", "--by", "dana"],
+    &["note", "ID", "--by", "dana", "--text", "a note"],
+    &["escalate", "ID", "--by", "dana", "--reason", "why"],
+    &["deescalate", "ID", "--by", "dana", "--reason", "why"],
+    &[
+        "receiver",
+        "apply",
+        "--op",
+        "ID",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ],
+];
+
+#[test]
+fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one() {
+    let sh = Shell::with_ledger();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ]);
+    let before = sh.dump();
+    let long = "o".repeat(201);
+    for bad in ["", "op 1", "op-\u{1b}[2J", "op-\u{202e}1", long.as_str()] {
+        for command in TAKES_AN_OP_ID {
+            let args: Vec<&str> = command
+                .iter()
+                .map(|a| if *a == "ID" { bad } else { a })
+                .collect();
+            let out = sh.run(&args);
+            assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+            assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+            assert!(out.stderr.contains("op id"), "{args:?}: {}", out.stderr);
+            assert!(
+                !out.stderr.contains('\u{1b}'),
+                "{args:?}: escaped: {}",
+                out.stderr
+            );
+        }
+    }
+    assert_eq!(sh.dump(), before, "nothing written");
+}
