@@ -415,6 +415,11 @@ impl Workspace {
         })
     }
 
+    /// The closes the outbox journaled for an operation, oldest first.
+    pub fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>> {
+        self.sender.closes(op_id)
+    }
+
     /// The operation, or `None` when there is no such operation.
     pub fn operation(&self, op_id: &str) -> Result<Option<Operation>> {
         self.sender.get(op_id)

@@ -298,11 +298,11 @@ fn decide_all(
 /// close, and what the receiver declared. `None` when either cannot be
 /// read (the refusal stands on its own).
 fn explanation_at(ws: &Workspace, op_id: &str, verdict: Verdict) -> Option<&'static str> {
-    let detail = ws.show(op_id).ok()?;
-    let receiver = ws.registration_of(&detail.operation).ok()?;
+    let operation = ws.require(op_id).ok()?;
+    let receiver = ws.registration_of(&operation).ok()?;
     let read = LatestRead {
         verdict,
-        closed: !detail.closes.is_empty(),
+        closed: !ws.closes(op_id).ok()?.is_empty(),
     };
     Some(policy::explanation(read, &receiver.describe))
 }
