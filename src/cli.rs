@@ -214,8 +214,9 @@ pub enum Command {
     #[command(subcommand)]
     Receiver(ReceiverCommand),
     /// Register, list, check and remove receivers: programs speaking
-    /// recon-adapter/1 that perform the action kinds routed to them. An
-    /// action kind routed nowhere goes to the built-in ledger (builtin).
+    /// recon-adapter/1 (or recon's own ledger, --builtin) that perform the
+    /// action kinds routed to them. No receiver is implicit: prepare refuses
+    /// an action kind routed nowhere (no_receiver).
     #[command(subcommand)]
     Receivers(ReceiversCommand),
 }

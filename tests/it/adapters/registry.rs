@@ -502,6 +502,16 @@ fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_
 }
 
 #[test]
+fn receivers_help_says_no_receiver_is_implicit() {
+    let help = plain_words(&crate::support::run(&["--help"], None).stdout);
+    let receivers = plain_words(&crate::support::run(&["receivers", "--help"], None).stdout);
+    for text in [&help, &receivers] {
+        assert!(!text.contains("goes to the built-in ledger"), "{text}");
+    }
+    assert!(receivers.contains("No receiver is implicit"), "{receivers}");
+}
+
+#[test]
 fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
     let rig = Rig::with_mail();
     rig.prepare("op-a", "post_letter", "{}");
