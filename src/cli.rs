@@ -138,8 +138,13 @@ pub enum Command {
     /// Show one operation, its evidence history (with the full snapshot
     /// each decision rests on) and its compensation approvals.
     Show(ShowArgs),
-    /// Print the receiver's effects in write order: the whole ledger, or
-    /// one operation's.
+    /// Print the effects of recon's own ledger in write order: the whole
+    /// ledger, or one operation's.
+    ///
+    /// An adapter keeps its effects in its own store, which this does not
+    /// list: for an operation routed to one (or a workspace with adapters)
+    /// a note on stderr says so and names `recon snapshot ID`, which reads
+    /// an operation's effects from its receiver.
     Ledger(LedgerArgs),
     /// Read the receiver's effects for an operation and classify them.
     ///
@@ -221,8 +226,9 @@ pub enum Command {
     #[command(subcommand)]
     Receiver(ReceiverCommand),
     /// Register, list, check and remove receivers: programs speaking
-    /// recon-adapter/1 that perform the action kinds routed to them. An
-    /// action kind routed nowhere goes to the built-in ledger (builtin).
+    /// recon-adapter/1 (or recon's own ledger, --builtin) that perform the
+    /// action kinds routed to them. No receiver is implicit: prepare refuses
+    /// an action kind routed nowhere (no_receiver).
     #[command(subcommand)]
     Receivers(ReceiversCommand),
 }
@@ -317,11 +323,16 @@ pub enum ReceiversCommand {
     /// answer, and store it with the routes of the action kinds.
     ///
     /// PROGRAM is stored as an absolute path (a bare name is looked up on
-    /// PATH now, never at run time). Refused, with nothing stored:
-    /// reserved_name (builtin), adapter_malformed (describe did not answer
-    /// one recon-adapter/1 object with every field), adapter_unknown_capability,
-    /// receiver_exists, action_routed (a kind already routed elsewhere).
-    /// Operations already prepared keep the receiver they were routed to.
+    /// PATH now, never at run time). The describe answer must hold name,
+    /// version, can_close and query {complete, authoritative}; mandatory may
+    /// be left out (the same as []): it lists the capabilities a host must
+    /// understand to use the adapter at all, and recon knows none in
+    /// protocol 1. Refused, with nothing stored: reserved_name (builtin),
+    /// adapter_malformed (describe did not answer one recon-adapter/1 object
+    /// holding those fields), adapter_unknown_capability (mandatory lists a
+    /// capability), receiver_exists, action_routed (a kind already routed
+    /// elsewhere). Operations already prepared keep the receiver they were
+    /// routed to.
     Add(ReceiversAddArgs),
     /// List the registered receivers by name: routes, program, timeout,
     /// and the ceiling of their stored describe answer.
@@ -522,9 +533,9 @@ pub struct DispatchArgs {
 
 #[derive(Debug, Args)]
 pub struct OpsArgs {
-    /// Only operations in this state.
+    /// Only operations in this state; all (the default) lists every state.
     #[arg(long, value_enum)]
-    pub state: Option<StateArg>,
+    pub state: Option<StateFilterArg>,
     /// Only operations whose latest observation has this verdict, or
     /// `never`: those never observed.
     #[arg(long, value_name = "V|never", value_parser = triage::parse_verdict_filter)]
@@ -634,7 +645,8 @@ pub struct ApproveCompensationArgs {
     /// The confirmed original's op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// The original's confirmed effect id (fx-...).
+    /// The original's confirmed effect id, as its receiver named it:
+    /// `recon show ID` prints it as the confirmed effect.
     #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub effect: String,
     /// Who approves; recorded with the approval.
@@ -794,6 +806,30 @@ impl From<StateArg> for OpState {
             StateArg::Unknown => OpState::Unknown,
             StateArg::Confirmed => OpState::Confirmed,
             StateArg::NotApplied => OpState::NotApplied,
+        }
+    }
+}
+
+/// `ops --state`: one state, or `all`, the same as no `--state`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StateFilterArg {
+    Prepared,
+    Unknown,
+    Confirmed,
+    #[value(name = "not_applied", alias = "not-applied")]
+    NotApplied,
+    All,
+}
+
+impl StateFilterArg {
+    /// The one state asked for; `None` for every state.
+    pub fn state(self) -> Option<OpState> {
+        match self {
+            StateFilterArg::Prepared => Some(OpState::Prepared),
+            StateFilterArg::Unknown => Some(OpState::Unknown),
+            StateFilterArg::Confirmed => Some(OpState::Confirmed),
+            StateFilterArg::NotApplied => Some(OpState::NotApplied),
+            StateFilterArg::All => None,
         }
     }
 }

@@ -65,18 +65,39 @@ pub fn parse() -> Cli {
         .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
     parsed.unwrap_or_else(|e| {
         let e = e.format(&mut command);
-        if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
-            std::process::exit(usage_error_as_json(&e));
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let hint = usage_hint(&e, &args);
+        if e.use_stderr() && args.iter().any(|a| a == "--json") {
+            std::process::exit(usage_error_as_json(&e, hint));
         }
         if e.use_stderr() {
             // Clap quotes the value it refused as given: escaped here, as
             // every untrusted text is before it reaches a terminal.
-            let text = e.render().to_string();
+            let mut text = e.render().to_string();
+            if let Some(hint) = hint {
+                let end = text.find('\n').unwrap_or(text.len());
+                text.insert_str(end, &format!("\n  tip: {hint}"));
+            }
             eprint!("{}", crate::domain::sanitize::escape_with(&text, true));
             std::process::exit(e.exit_code());
         }
         e.exit()
     })
+}
+
+/// A hint for a slip clap cannot name: the program of `receivers add`
+/// written without the `--` before it, which clap reports only as an
+/// unexpected argument.
+fn usage_hint(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<&'static str> {
+    let words = args.get(1..).unwrap_or_default();
+    let adding = words
+        .windows(2)
+        .any(|w| w[0] == "receivers" && w[1] == "add");
+    let separated = words.iter().any(|w| w == "--");
+    (e.kind() == clap::error::ErrorKind::UnknownArgument && adding && !separated).then_some(
+        "the program and its arguments go after `--`: recon receivers add NAME --actions \
+         KIND -- PROGRAM [ARG...]",
+    )
 }
 
 /// Each command with its own exit codes in its help, nested commands
@@ -106,8 +127,12 @@ pub fn with_exit_codes(mut command: clap::Command) -> clap::Command {
 /// `--json` (SPEC 6), one JSON error document on stdout and one line on
 /// stderr, rather than clap's message of several lines. Returns the exit
 /// code (2).
-fn usage_error_as_json(e: &clap::Error) -> i32 {
-    let failure = Failure::Usage(clap_message(&e.render().to_string()));
+fn usage_error_as_json(e: &clap::Error, hint: Option<&str>) -> i32 {
+    let mut message = clap_message(&e.render().to_string());
+    if let Some(hint) = hint {
+        message = format!("{message}; {hint}");
+    }
+    let failure = Failure::Usage(message);
     render::finish(Err(failure), Format::Json, Out::default())
 }
 

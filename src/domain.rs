@@ -280,9 +280,11 @@ impl Verdict {
                 "no effect under a closed, complete, authoritative read, and no late write \
                  can land: not_applied is allowed; confirmed is not"
             }
+            // What could still settle it depends on the receiver:
+            // `policy::explanation` says so.
             Verdict::Inconclusive => {
-                "an empty read without the close barrier cannot justify retry or \
-                 not_applied: take a closing snapshot"
+                "an empty read that is not closed, complete and authoritative cannot \
+                 justify retry or not_applied"
             }
         }
     }

@@ -524,15 +524,18 @@ pub(crate) fn open_pair(
 
 /// Opens only the outbox of an existing workspace: verifying and exporting
 /// the journal need nothing else, and must work even when the
-/// receiver's file is gone.
+/// receiver's file is gone. Returns the workspace id its meta holds too
+/// (`None` only for an outbox whose creation stopped before the id).
 pub(crate) fn open_sender(
     dir: &Path,
     options: OpenOptions,
     now: Timestamp,
-) -> Result<Box<dyn SenderStore>, StoreError> {
+) -> Result<(Box<dyn SenderStore>, Option<String>), StoreError> {
     let paths = WorkspacePaths::new(dir);
     paths.prepare_dir(options)?;
-    Ok(Box::new(SqliteSender::open(&paths.sender, options, now)?))
+    let sender = SqliteSender::open(&paths.sender, options, now)?;
+    let id = identity::workspace_id(sender.conn(), sender.path())?;
+    Ok((Box::new(sender), id))
 }
 
 /// Opens only the ledger of an existing workspace (the receiver child's

@@ -463,6 +463,11 @@ impl Workspace {
         })
     }
 
+    /// The closes the outbox journaled for an operation, oldest first.
+    pub fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>> {
+        self.sender.closes(op_id)
+    }
+
     /// The operation, or `None` when there is no such operation.
     pub fn operation(&self, op_id: &str) -> Result<Option<Operation>> {
         self.sender.get(op_id)
@@ -586,15 +591,21 @@ impl Workspace {
 /// ledger is gone.
 pub struct Journal {
     sender: Box<dyn SenderStore>,
+    id: Option<String>,
 }
 
 impl Journal {
     /// Opens the outbox; one of schema 4 is upgraded at the system
     /// clock's time, as [`Workspace::open`] would.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        Ok(Journal {
-            sender: store::open_sender(dir, options, SystemClock.now())?,
-        })
+        let (sender, id) = store::open_sender(dir, options, SystemClock.now())?;
+        Ok(Journal { sender, id })
+    }
+
+    /// The workspace's id, as the outbox holds it ([`Workspace::id`]);
+    /// `None` for an outbox whose creation stopped before writing one.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
     /// Walks the chain, replays the journal against the tables, and

@@ -19,6 +19,7 @@ pub use crate::domain::MAX_PAYLOAD_BYTES;
 pub use crate::domain::MAX_PAYLOAD_DEPTH;
 use serde_json::Value;
 use std::io::Read;
+use std::path::Path;
 
 /// Reads `--payload`: JSON text, `@PATH`, or `@-` for stdin, as curl does.
 pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
@@ -31,7 +32,23 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
         }
         None => arg.to_string(),
     };
-    parse_payload(&text).map_err(|why| UsageError(format!("--payload {why}")))
+    parse_payload(&text).map_err(|why| {
+        let hint = if !arg.starts_with('@') && looks_like_a_path(arg) {
+            format!(
+                "; to read a file, write @PATH (--payload @{})",
+                crate::domain::sanitize::escape(arg)
+            )
+        } else {
+            String::new()
+        };
+        UsageError(format!("--payload {why}{hint}"))
+    })
+}
+
+/// Whether text that is not JSON was probably meant as a file: it names
+/// one, or it is written as a path.
+fn looks_like_a_path(arg: &str) -> bool {
+    ["/", "./", "../", "~/"].iter().any(|p| arg.starts_with(p)) || Path::new(arg).is_file()
 }
 
 fn read_limited(reader: impl Read, what: &str) -> Result<String, UsageError> {

@@ -69,7 +69,9 @@ impl Verify {
     /// dropped.
     pub fn run(self) -> Result<Verified, Failure> {
         let mut against = self.against;
-        let report = open_journal(&self.dir)?.verify(VerifyRequest {
+        let journal = open_journal(&self.dir)?;
+        let workspace = journal.id().map(str::to_string);
+        let report = journal.verify(VerifyRequest {
             against: against
                 .as_mut()
                 .map(|lines| lines as &mut (dyn Iterator<Item = ExportedEntry> + Send)),
@@ -77,7 +79,7 @@ impl Verify {
         })?;
         match against.and_then(|lines| lines.error) {
             Some(error) => Err(Failure::Usage(error)),
-            None => Ok(Verified(report)),
+            None => Ok(Verified { workspace, report }),
         }
     }
 }
@@ -171,7 +173,21 @@ impl Iterator for ExportLines {
     }
 }
 
-pub struct Verified(VerifyReport);
+/// A verify report, and the workspace it is about (SPEC 8: `verify
+/// --json` prints the workspace id as `workspace`, the id an adapter sees
+/// in every request).
+pub struct Verified {
+    workspace: Option<String>,
+    report: VerifyReport,
+}
+
+/// `verify --json`: the workspace id first, then the report's fields.
+#[derive(serde::Serialize)]
+struct VerifiedJson<'a> {
+    workspace: Option<&'a str>,
+    #[serde(flatten)]
+    report: &'a VerifyReport,
+}
 
 /// A mismatch in one line: where, and both sides.
 fn mismatch_text(m: &Mismatch) -> String {
@@ -188,7 +204,7 @@ fn mismatch_text(m: &Mismatch) -> String {
 
 impl Verified {
     fn broken_lines(&self, out: &mut Out) -> Result<(), Failure> {
-        let report = &self.0;
+        let report = &self.report;
         out.line(format!("journal BROKEN ({} entries)", report.rows))?;
         if let Some(broken) = &report.first_broken {
             out.line(format!(
@@ -230,7 +246,7 @@ impl Verified {
 
 impl Render for Verified {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        let report = &self.0;
+        let report = &self.report;
         if !report.intact {
             return self.broken_lines(out);
         }
@@ -257,11 +273,14 @@ impl Render for Verified {
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&VerifiedJson {
+            workspace: self.workspace.as_deref(),
+            report: &self.report,
+        })
     }
 
     fn exit_code(&self) -> i32 {
-        if self.0.intact {
+        if self.report.intact {
             EXIT_OK
         } else {
             EXIT_MISMATCH

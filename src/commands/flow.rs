@@ -15,8 +15,9 @@ use crate::cli::{
     PrepareArgs, ReconcileArgs, SnapshotArgs,
 };
 use crate::dispatch::{DispatchOptions, DispatchReport};
+use crate::domain::policy::{self, LatestRead};
 use crate::domain::sanitize::escape;
-use crate::domain::{Approval, CompensationRequest, Decision, Operation, Recorded};
+use crate::domain::{Approval, CompensationRequest, Decision, Description, Operation, Recorded};
 use crate::error::Refusal;
 use crate::receiver::Fault;
 use crate::workspace::{Classified, ReconcileRequest, Workspace};
@@ -188,6 +189,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn validate(args: SnapshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         let authorized_by = authorized_by(args.close)?;
         if let Some(by) = &args.by {
             person("--by", by)?;
@@ -200,23 +202,38 @@ impl Snapshot {
         })
     }
 
+    /// The read, and what its receiver declared: the explanation printed
+    /// under it depends on both. The registration is read after the
+    /// snapshot, so a close the receiver committed is reported even if
+    /// that read fails (the explanation is then left out).
     pub fn run(self) -> Result<Snapshotted, Failure> {
         let mut ws = open(&self.dir, false)?;
-        Ok(Snapshotted(ws.snapshot_by(
+        let classified = ws.snapshot_by(
             &self.op_id,
             self.authorized_by.as_deref(),
             self.by.as_deref(),
-        )?))
+        )?;
+        let receiver = ws
+            .registration_of(&classified.operation)
+            .ok()
+            .map(|r| r.describe);
+        Ok(Snapshotted {
+            classified,
+            receiver,
+        })
     }
 }
 
-pub struct Snapshotted(Classified);
+pub struct Snapshotted {
+    classified: Classified,
+    receiver: Option<Description>,
+}
 
 impl Render for Snapshotted {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         let Classified {
             snapshot, verdict, ..
-        } = &self.0;
+        } = &self.classified;
         out.line(format!(
             "{}: {} (complete {}, authoritative {}, closed {}, {} matches)",
             escape(&snapshot.op_id),
@@ -234,8 +251,14 @@ impl Render for Snapshotted {
                 payload_line(&m.payload)
             ))?;
         }
-        out.line(format!("  {}", verdict.explanation()))?;
-        if let Some(o) = &self.0.observation {
+        if let Some(receiver) = &self.receiver {
+            let read = LatestRead {
+                verdict: *verdict,
+                closed: snapshot.closed,
+            };
+            out.line(format!("  {}", policy::explanation(read, receiver)))?;
+        }
+        if let Some(o) = &self.classified.observation {
             out.line(format!(
                 "  recorded as {}'s observation at {}",
                 escape(&o.observed_by),
@@ -246,7 +269,7 @@ impl Render for Snapshotted {
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.classified)
     }
 }
 
@@ -263,6 +286,7 @@ pub struct Reconcile {
 
 impl Reconcile {
     pub fn validate(args: ReconcileArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         person("--reviewer", &args.reviewer)?;
         let authorized_by = authorized_by(args.close)?;
         let payload = args.payload.as_deref().map(read_payload).transpose()?;
@@ -353,6 +377,7 @@ impl ApproveCompensation {
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
         person("--approver", &args.approver)?;
+        identifier("op id", &args.op_id)?;
         identifier("effect id", &args.effect)?;
         identifier("compensation op id", &args.compensation_op)?;
         identifier("action kind", &args.action_kind)?;

@@ -9,7 +9,7 @@
 use super::open::{open, required_workspace};
 use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
-use crate::cli::{EscalatedArg, LedgerArgs, OpsArgs, ShowArgs};
+use crate::cli::{identifier, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
@@ -19,6 +19,7 @@ use crate::workspace::OpDetail;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
+use unicode_width::UnicodeWidthStr;
 
 /// `recon ops`: one page of operations under a filter and an order.
 pub struct Ops {
@@ -52,7 +53,7 @@ impl Ops {
         Ok(Ops {
             dir: required_workspace(workspace)?,
             filter: OwnedFilter {
-                state: args.state.map(OpState::from),
+                state: args.state.and_then(StateFilterArg::state),
                 verdict: args.verdict.map(|v| v.0),
                 escalated: args.escalated.map(EscalatedArg::wanted),
                 contradicted: args.contradicted.map(EscalatedArg::wanted),
@@ -108,33 +109,66 @@ pub struct OpsPage {
     now: Timestamp,
 }
 
+/// The columns of `ops` text: the age (aligned right) and the last, which
+/// is not padded.
+const AGE: usize = 5;
+const LAST: usize = 6;
+
+impl OpsPage {
+    /// One row's cells, as shown: op id, state, version, kind, action, age,
+    /// and what was last seen (the last cell is not padded).
+    fn cells(&self, op: &Operation) -> [String; 7] {
+        let seen = op.triage.latest_observation.as_ref().map_or_else(
+            || "never observed".to_string(),
+            |o| {
+                format!(
+                    "{} {} ago",
+                    o.verdict,
+                    age_text(self.now.since(o.observed_at))
+                )
+            },
+        );
+        let escalated = if op.triage.escalated.is_some() {
+            " ESCALATED"
+        } else {
+            ""
+        };
+        [
+            escape(&op.op_id).into_owned(),
+            op.state.to_string(),
+            format!("v{}", op.version),
+            op.kind.to_string(),
+            escape(&op.action_kind).into_owned(),
+            age_text(self.now.since(op.triage.updated_at)),
+            format!("{seen}{escalated}"),
+        ]
+    }
+}
+
 impl Render for OpsPage {
+    /// One line per operation, its columns padded to the widest cell of
+    /// the page as a terminal shows it (an escaped id, a wide character),
+    /// so the page reads as a table; the age is aligned right.
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for Listed { operation: op, .. } in &self.rows {
-            let seen = op.triage.latest_observation.as_ref().map_or_else(
-                || "never observed".to_string(),
-                |o| {
-                    format!(
-                        "{} {} ago",
-                        o.verdict,
-                        age_text(self.now.since(o.observed_at))
-                    )
-                },
-            );
-            let escalated = if op.triage.escalated.is_some() {
-                " ESCALATED"
-            } else {
-                ""
-            };
-            out.line(format!(
-                "{:<24} {:<12} v{:<3} {:<12} {:<20} {:>5} {seen}{escalated}",
-                escape(&op.op_id),
-                op.state,
-                op.version,
-                op.kind,
-                escape(&op.action_kind),
-                age_text(self.now.since(op.triage.updated_at)),
-            ))?;
+        let rows: Vec<[String; 7]> = self.rows.iter().map(|l| self.cells(&l.operation)).collect();
+        let mut widths = [0usize; 7];
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.width());
+            }
+        }
+        for row in &rows {
+            let padded: Vec<String> = (row.iter().zip(widths).enumerate())
+                .map(|(column, (cell, width))| {
+                    let gap = " ".repeat(width - cell.width());
+                    match column {
+                        AGE => format!("{gap}{cell}"),
+                        LAST => cell.clone(),
+                        _ => format!("{cell}{gap}"),
+                    }
+                })
+                .collect();
+            out.line(padded.join(" "))?;
         }
         Ok(())
     }
@@ -152,6 +186,7 @@ pub struct Show {
 
 impl Show {
     pub fn validate(args: ShowArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         Ok(Show {
             dir: required_workspace(workspace)?,
             op_id: args.op_id,
@@ -307,23 +342,72 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn validate(args: LedgerArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        if let Some(op_id) = &args.op_id {
+            identifier("op id", op_id)?;
+        }
         Ok(Ledger {
             dir: required_workspace(workspace)?,
             op_id: args.op_id,
         })
     }
 
+    /// The built-in ledger's effects, and a note when the receivers that
+    /// matter here are adapters, whose effects this command cannot list.
     pub fn run(self) -> Result<Effects, Failure> {
         let ws = open(&self.dir, false)?;
-        Ok(Effects(ws.ledger(self.op_id.as_deref())?))
+        let effects = ws.ledger(self.op_id.as_deref())?;
+        let note = match self.op_id.as_deref() {
+            Some(op_id) => ws
+                .operation(op_id)?
+                .and_then(|op| ws.registration_of(&op).ok())
+                .filter(|r| !r.builtin)
+                .map(|r| {
+                    format!(
+                        "operation {} routes to receiver {}, an adapter: its effects are in \
+                         that receiver's own store, not in recon's ledger; `recon snapshot {}` \
+                         reads them (or use the tool behind the adapter)",
+                        escape(op_id),
+                        escape(&r.name),
+                        escape(op_id)
+                    )
+                }),
+            None => {
+                let adapters: Vec<String> = (ws.receivers()?.into_iter())
+                    .filter(|r| !r.builtin)
+                    .map(|r| escape(&r.name).into_owned())
+                    .collect();
+                let whose = match adapters.as_slice() {
+                    [] => None,
+                    [one] => Some(format!(
+                        "receiver {one}, an adapter that keeps them in its own store"
+                    )),
+                    many => Some(format!(
+                        "receivers {}, adapters that keep them in their own stores",
+                        many.join(", ")
+                    )),
+                };
+                whose.map(|whose| {
+                    format!(
+                        "not listed here: the effects of {whose}; `recon snapshot ID` reads an \
+                         operation's (or use the tool behind the adapter)"
+                    )
+                })
+            }
+        };
+        Ok(Effects { effects, note })
     }
 }
 
-pub struct Effects(Vec<Effect>);
+/// The built-in ledger's effects, and why some effects are not among
+/// them.
+pub struct Effects {
+    effects: Vec<Effect>,
+    note: Option<String>,
+}
 
 impl Render for Effects {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        for e in &self.0 {
+        for e in &self.effects {
             let compensates = e
                 .compensates_effect_id
                 .as_deref()
@@ -337,10 +421,25 @@ impl Render for Effects {
                 payload_line(&e.payload)
             ))?;
         }
-        Ok(())
+        self.note_line(out)
     }
 
+    /// The list stays exactly the ledger's effects (SPEC 6); the note goes
+    /// to stderr beside it.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        out.json(&self.effects)?;
+        self.note_line(out)
+    }
+}
+
+impl Effects {
+    /// The note, on stderr, so that the listing on stdout stays a list;
+    /// after the listing, which is flushed first.
+    fn note_line(&self, out: &mut Out) -> Result<(), Failure> {
+        if let Some(note) = &self.note {
+            out.flush()?;
+            out.stderr_line(&format!("note: {note}"));
+        }
+        Ok(())
     }
 }

@@ -176,6 +176,7 @@ pub struct Note {
 
 impl Note {
     pub fn validate(args: NoteArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         person("--by", &args.by)?;
         text_arg("--text", &args.text)?;
         Ok(Note {
@@ -241,6 +242,7 @@ impl Mark {
         action: MarkAct,
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
+        identifier("op id", &args.op_id)?;
         person("--by", &args.by)?;
         text_arg("--reason", &args.reason)?;
         Ok(Mark {

@@ -226,7 +226,7 @@ impl Detail {
                 verdict: shown.verdict,
                 closed: shown.snapshot.closed,
             }),
-            can_close: self.receiver.can_close(),
+            receiver: &self.receiver.describe,
             closure: self.closure.as_ref(),
             approvals: &self.approvals,
         }

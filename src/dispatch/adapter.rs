@@ -18,10 +18,29 @@ use crate::receiver::READY_LINE;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver as Channel, RecvTimeoutError};
 use std::time::{Duration, Instant};
+
+/// Why a program could not be started, with the usual fix when the cause
+/// is plain: a file without its execute bit (`chmod +x`), or a script
+/// whose `#!` interpreter is missing (the system says only "not found").
+fn cannot_start(program: &Path, e: &std::io::Error) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = program.display();
+    let file = std::fs::metadata(program).ok().filter(|m| m.is_file());
+    match (e.kind(), file) {
+        (std::io::ErrorKind::PermissionDenied, Some(m)) if m.permissions().mode() & 0o111 == 0 => {
+            format!("cannot start {shown}: it is not executable (chmod +x {shown})")
+        }
+        (std::io::ErrorKind::NotFound, Some(_)) => format!(
+            "cannot start {shown}: {e}; the file is there, so the interpreter its #! line \
+             names is missing"
+        ),
+        _ => format!("cannot start {shown}: {e}"),
+    }
+}
 
 /// How much of an adapter's stderr is kept: its last 64 KiB.
 pub const STDERR_TAIL: usize = 64 * 1024;
@@ -117,12 +136,7 @@ impl AdapterProgram {
             .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
-            .map_err(|e| {
-                failure(
-                    FailureKind::SpawnFailed,
-                    format!("cannot start {}: {e}", self.program.display()),
-                )
-            })?;
+            .map_err(|e| failure(FailureKind::SpawnFailed, cannot_start(&self.program, &e)))?;
         counter.count_spawn();
         let (events, stderr) = read_pipes(&mut child);
         let mut call = Call {

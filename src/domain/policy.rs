@@ -54,8 +54,9 @@ pub struct Facts<'a> {
     pub operation: &'a Operation,
     /// The latest read of the receiver, once one has come back.
     pub read: Option<LatestRead>,
-    /// Whether the operation's receiver can close (from its registration).
-    pub can_close: bool,
+    /// What the operation's receiver declared at registration: whether it
+    /// can close, and the ceiling on what its reads can claim.
+    pub receiver: &'a Description,
     /// Who closed the operation at the receiver, if anyone has.
     pub closure: Option<&'a Closure>,
     /// The compensation approvals that name the operation.
@@ -109,7 +110,7 @@ fn close(facts: &Facts<'_>) -> Result<String, Unavailable> {
             op.state
         )));
     }
-    if !facts.can_close {
+    if !facts.receiver.can_close {
         return Err(Unavailable::because(cannot_close(&op.receiver)));
     }
     if let Some(closure) = facts.closure {
@@ -137,7 +138,7 @@ fn decide(facts: &Facts<'_>, decision: Decision) -> Result<String, Unavailable> 
             op.state
         )));
     }
-    if decision == Decision::NotApplied && !facts.can_close {
+    if decision == Decision::NotApplied && !facts.receiver.can_close {
         return Err(Unavailable::because(format!(
             "not_applied is unreachable for this receiver: {}",
             cannot_close(&op.receiver)
@@ -162,8 +163,18 @@ fn decide(facts: &Facts<'_>, decision: Decision) -> Result<String, Unavailable> 
     };
     Err(Unavailable {
         reason: format!("{decision} needs {needs}; this read is {verdict}"),
-        close_first: facts.can_close && !read.closed && !blocks_every_decision(verdict),
+        close_first: close_would_help(read, facts.receiver),
     })
+}
+
+/// Whether a closing snapshot is worth suggesting after this read: only
+/// when the receiver can close and its reads can be complete and
+/// authoritative (otherwise a close is refused, or its read proves no more
+/// than this one), only when this read was not a closing one already (a
+/// second close reads the same), and only when it found neither a
+/// duplicate nor a mismatch, which no read clears.
+pub fn close_would_help(read: LatestRead, receiver: &Description) -> bool {
+    proves_absence(receiver) && !read.closed && !blocks_every_decision(read.verdict)
 }
 
 /// A receiver's ceiling in words: what its reads can claim at most, and
@@ -200,17 +211,31 @@ pub fn ceiling_in_words(receiver: &str, description: &Description) -> String {
     )
 }
 
-/// What a verdict means for an operation whose receiver can close or not:
-/// the verdict's own explanation, except that an empty read from a
-/// receiver that cannot close is not told to take a closing snapshot.
-pub fn explanation(verdict: Verdict, can_close: bool) -> &'static str {
-    match verdict {
-        Verdict::Inconclusive if !can_close => {
-            "an empty read from a receiver that cannot close never justifies retry or \
-             not_applied, and no closing snapshot can be taken: only an exact match can \
-             be decided"
-        }
-        other => other.explanation(),
+/// What a read's verdict means for its operation, given what the
+/// receiver declared: the verdict's own explanation, except that an empty
+/// read says what could still settle it. A closing snapshot is suggested
+/// only where [`close_would_help`]; otherwise the sentence says why none
+/// would (the receiver cannot close, its reads are never complete and
+/// authoritative, or this read was closing already).
+pub fn explanation(read: LatestRead, receiver: &Description) -> &'static str {
+    if read.verdict != Verdict::Inconclusive {
+        return read.verdict.explanation();
+    }
+    if close_would_help(read, receiver) {
+        "an empty read without the close barrier cannot justify retry or not_applied: take \
+         a closing snapshot"
+    } else if !receiver.can_close {
+        "an empty read from a receiver that cannot close never justifies retry or \
+         not_applied, and no closing snapshot can be taken: only an exact match can be \
+         decided"
+    } else if read.closed {
+        "an empty read that is closed but not complete and authoritative proves nothing: \
+         neither retry nor not_applied is justified, and the operation is closed already, \
+         so another closing snapshot adds nothing; only an exact match can be decided"
+    } else {
+        "an empty read from a receiver whose reads are never both complete and \
+         authoritative never justifies retry or not_applied, closed or not: a closing \
+         snapshot would prove nothing more; only an exact match can be decided"
     }
 }
 

@@ -68,8 +68,13 @@ pub enum Refusal {
     ReceiverExists(String),
     #[error("action kind {action} already routes to receiver {receiver}")]
     ActionRouted { action: String, receiver: String },
-    #[error("receiver {receiver} still has {open} prepared or unknown operation(s) routed to it")]
-    ReceiverInUse { receiver: String, open: i64 },
+    #[error("{}", in_use(receiver, *open, first))]
+    ReceiverInUse {
+        receiver: String,
+        open: i64,
+        /// The first few of them, by op id: enough to find the rest.
+        first: Vec<String>,
+    },
     #[error("no receiver named {0} is registered")]
     UnknownReceiver(String),
     #[error("operation {op_id} is already escalated (by {by})")]
@@ -100,6 +105,28 @@ pub enum Refusal {
     ReceiverChanged { receiver: String, what: String },
     #[error("operation {0} is not contradicted; there is nothing to acknowledge")]
     NotContradicted(String),
+}
+
+/// How many open operations keep a receiver in use, and which, the first
+/// few by name.
+fn in_use(receiver: &str, open: i64, first: &[String]) -> String {
+    let listed = first.join(", ");
+    let more = open - first.len() as i64;
+    match (open, more) {
+        (1, _) => format!(
+            "receiver {receiver} still has 1 prepared or unknown operation routed to it: \
+             {listed}"
+        ),
+        (_, 0) => format!(
+            "receiver {receiver} still has {open} prepared or unknown operations routed to it: \
+             {listed}"
+        ),
+        _ => format!(
+            "receiver {receiver} still has {open} prepared or unknown operations routed to it, \
+             the first {}: {listed} (and {more} more)",
+            first.len()
+        ),
+    }
 }
 
 impl Refusal {

@@ -109,6 +109,23 @@ pub struct Failed {
 }
 
 impl Failed {
+    /// The answer for a library error: its code, and its message without
+    /// the code said again. (A store that cannot be reached reads
+    /// `unavailable: ...` where no code stands beside it; here one does,
+    /// and recon prints the two as `code: message`.)
+    fn of(error: &Error) -> Self {
+        let code = ErrorCode::of(error);
+        let text = error.to_string();
+        let message = match text.strip_prefix(code.as_str()) {
+            Some(rest) => rest.strip_prefix(": ").unwrap_or(&text),
+            None => &text,
+        };
+        Failed {
+            code,
+            message: message.to_string(),
+        }
+    }
+
     fn bad_request(message: impl Into<String>) -> Self {
         Failed {
             code: ErrorCode::BadRequest,
@@ -322,21 +339,13 @@ pub fn answer(receiver: &mut dyn Receiver, request: &Request) -> Value {
             .close(workspace, op_id, authorized_by)
             .map(|s| snapshot_answer(&s)),
     };
-    result.unwrap_or_else(|error| {
-        failure_answer(&Failed {
-            code: ErrorCode::of(&error),
-            message: error.to_string(),
-        })
-    })
+    result.unwrap_or_else(|error| failure_answer(&Failed::of(&error)))
 }
 
 fn describe_answer_of(receiver: &mut dyn Receiver) -> Value {
     match receiver.describe() {
         Ok(description) => describe_answer(&description),
-        Err(error) => failure_answer(&Failed {
-            code: ErrorCode::of(&error),
-            message: error.to_string(),
-        }),
+        Err(error) => failure_answer(&Failed::of(&error)),
     }
 }
 

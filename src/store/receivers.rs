@@ -268,9 +268,18 @@ impl ReceiverRegistry for SqliteSender {
             )
             .at(&path)?;
         if open > 0 {
+            let first = tx
+                .prepare(
+                    "SELECT op_id FROM operations
+                     WHERE receiver = ?1 AND state IN ('prepared', 'unknown')
+                     ORDER BY op_id LIMIT 5",
+                )
+                .and_then(|mut s| s.query_map([name], |r| r.get(0))?.collect())
+                .at(&path)?;
             return Err(Refusal::ReceiverInUse {
                 receiver: name.to_string(),
                 open,
+                first,
             }
             .into());
         }

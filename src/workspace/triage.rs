@@ -65,15 +65,19 @@ impl Workspace {
     /// Reads each selected operation's receiver and records what it saw;
     /// an operation whose read fails is listed in the report and the rest
     /// are read all the same. Named operations that do not exist are
-    /// refused (`unknown_operation`) before anything is read.
+    /// refused (`unknown_operation`) before anything is read; one named
+    /// more than once is read once.
     pub fn observe(&mut self, request: &ObserveRequest<'_>) -> Result<ObserveReport> {
         let by = named(Some(request.by))?.unwrap_or_default();
         self.ensure_present()?;
         let cutoff = request.older_than.map(|age| self.clock.now().minus(age));
         let mut report = ObserveReport::default();
         if !request.op_ids.is_empty() {
+            // An operation named twice is read once, where it was first
+            // named.
+            let mut named = std::collections::HashSet::new();
             let mut ops = Vec::with_capacity(request.op_ids.len());
-            for id in request.op_ids {
+            for id in request.op_ids.iter().filter(|id| named.insert(id.as_str())) {
                 ops.push(self.sender.require(id)?);
             }
             ops.retain(|op| due(op, request.state, cutoff));

@@ -495,7 +495,9 @@ fn assert_triage_contents(lines: &[Value]) {
         .map(|&i| (lines[i]["kind"].clone(), lines[i]["failure"].clone()))
         .collect();
     assert!(
-        failed.iter().all(|(kind, failure)| kind == "call_failed" && failure == "crash"),
+        failed
+            .iter()
+            .all(|(kind, failure)| kind == "call_failed" && failure == "crash"),
         "{failed:?}"
     );
 }
@@ -1531,4 +1533,24 @@ fn every_append_only_table_refuses_update_and_delete_on_a_live_workspace() {
     }
     assert_eq!(crate::support::dump(lab.path()), before);
     assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
+}
+
+#[test]
+fn verify_json_names_the_workspace_by_its_id_from_the_outbox_alone() {
+    let lab = Lab::new();
+    let id = lab.ws.id().to_string();
+    assert_eq!(id.len(), 32, "{id}");
+    let (r, report) = verify(lab.path(), &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(report["workspace"], json!(id), "{report}");
+    // The field comes first, as SPEC 8 lists it beside the report.
+    assert!(
+        r.stdout.trim_start().starts_with("{\n  \"workspace\": "),
+        "{}",
+        r.stdout
+    );
+    // It is read from the outbox: without the ledger's file it is the same.
+    std::fs::remove_file(lab.path().join("receiver.sqlite")).expect("remove the ledger");
+    let (_, report) = verify(lab.path(), &[]);
+    assert_eq!(report["workspace"], json!(id), "{report}");
 }

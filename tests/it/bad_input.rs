@@ -398,12 +398,12 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
             "dup\\r\\u{202e}X",
         ),
         c(
-            "unknown op id with an escape sequence",
+            "op id with an escape sequence",
             ["show", "--workspace", ws, "ghost\x1b[2J"]
                 .map(String::from)
                 .to_vec(),
-            3,
-            "refused: unknown_operation: no operation ghost\\x1b[2J",
+            2,
+            "op id ghost\\x1b[2J contains \\x1b",
         ),
         c(
             "effect id with control characters",

@@ -2623,3 +2623,29 @@ fn a_stale_dispatch_in_the_console_after_the_command_line_dispatched_the_op() {
     assert_eq!(dump(lab.path()), before, "the stale dispatch wrote nothing");
     assert_eq!(lab.reopen().dispatch_count(op).unwrap(), 1);
 }
+
+#[test]
+fn a_refused_bulk_decision_suggests_no_close_at_a_receiver_that_cannot_close() {
+    let mut lab = Lab::new();
+    lab.ws
+        .register_builtin("noclose", &["send_nc".to_string()], false)
+        .expect("register the ledger that cannot close");
+    for op in ["op-nc-1", "op-nc-2"] {
+        lab.dispatched(op, "send_nc", &json!({}), Some(Fault::CrashBeforeCommit));
+    }
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "<space>j<space>cy");
+    let (title, lines) = report(&app);
+    assert!(title.starts_with("bulk record confirmed"), "{title}");
+    assert_eq!(
+        lines.matches(": unsupported_verdict: ").count(),
+        2,
+        "{lines}"
+    );
+    assert!(!lines.contains("take a closing snapshot"), "{lines}");
+    assert_eq!(
+        lines.matches("no closing snapshot can be taken").count(),
+        2,
+        "{lines}"
+    );
+}

@@ -22,6 +22,7 @@ mod model;
 mod policy;
 mod races;
 mod random_kill;
+mod readme;
 mod real_receivers;
 mod stress;
 mod support;

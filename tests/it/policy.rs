@@ -3,8 +3,8 @@
 //! beside its keys, so each row pins the exact words as well as the answer.
 
 use recon::domain::policy::{
-    availability, ceiling_in_words, explanation, last_changed_by, recheck, Act, Facts, LatestRead,
-    Unavailable,
+    availability, ceiling_in_words, close_would_help, explanation, last_changed_by, recheck, Act,
+    Facts, LatestRead, Unavailable,
 };
 use recon::domain::{
     Approval, Ceiling, Closure, Decision, Description, EvidenceRecord, EvidenceSource, OpKind,
@@ -24,7 +24,7 @@ struct Case {
     read_closed: bool,
     /// Whether a read of the receiver has come back.
     read_back: bool,
-    can_close: bool,
+    receiver: Description,
     closure: Option<Closure>,
     approvals: Vec<Approval>,
 }
@@ -47,7 +47,7 @@ fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
         verdict,
         read_closed: false,
         read_back: true,
-        can_close: true,
+        receiver: description(true, true, true),
         closure: None,
         approvals: Vec::new(),
     }
@@ -87,7 +87,15 @@ impl Case {
     /// `can_close`.
     fn at_a_receiver_that_cannot_close(mut self) -> Case {
         self.operation.receiver = "mailer".into();
-        self.can_close = false;
+        self.receiver.can_close = false;
+        self
+    }
+
+    /// The operation routes to `archive`, a receiver that can close but
+    /// whose reads are never complete (an archive that may lag behind).
+    fn at_a_receiver_whose_reads_are_incomplete(mut self) -> Case {
+        self.operation.receiver = "archive".into();
+        self.receiver.query.complete = false;
         self
     }
 
@@ -125,7 +133,7 @@ impl Case {
                 verdict: self.verdict,
                 closed: self.read_closed,
             }),
-            can_close: self.can_close,
+            receiver: &self.receiver,
             closure: self.closure.as_ref(),
             approvals: &self.approvals,
         }
@@ -231,21 +239,24 @@ fn no_decision_is_available_before_a_read_comes_back() {
 }
 
 #[test]
-fn an_empty_read_from_a_receiver_that_cannot_close_is_not_told_to_close() {
-    assert_eq!(explanation(Inconclusive, true), Inconclusive.explanation());
-    assert_eq!(
-        explanation(Inconclusive, false),
-        "an empty read from a receiver that cannot close never justifies retry or not_applied, \
-         and no closing snapshot can be taken: only an exact match can be decided"
-    );
-    for verdict in [DuplicateMatches, PayloadMismatch, ExactMatchExistenceOnly] {
-        assert_eq!(explanation(verdict, false), verdict.explanation());
-    }
+#[rustfmt::skip]
+fn no_closing_snapshot_is_suggested_where_its_read_could_prove_no_more() {
+    // A receiver that can close, but whose reads are never complete: a
+    // closing read would be as empty and as inconclusive.
+    let archive = |verdict| unknown(verdict).at_a_receiver_whose_reads_are_incomplete();
+    check(archive(Inconclusive), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is inconclusive"));
+    check(archive(Inconclusive), Act::Decide(Confirmed), no("confirmed needs one exact match; this read is inconclusive"));
+    check(archive(ExactMatchExistenceOnly), Act::Decide(NotApplied), no("not_applied needs terminal_absence (no match under a closing read); this read is exact_match_existence_only"));
+    // The close itself is not refused: it bars late writes all the same.
+    check(archive(Inconclusive), Act::Close, ok("a receiver mutation that bars every later write for this op"));
 }
 
-#[track_caller]
-fn check_ceiling(can_close: bool, complete: bool, authoritative: bool, expected: &str) {
-    let description = Description {
+fn read(verdict: Verdict, closed: bool) -> LatestRead {
+    LatestRead { verdict, closed }
+}
+
+fn description(can_close: bool, complete: bool, authoritative: bool) -> Description {
+    Description {
         name: "mailer".into(),
         version: "1".into(),
         can_close,
@@ -255,7 +266,76 @@ fn check_ceiling(can_close: bool, complete: bool, authoritative: bool, expected:
         },
         mandatory: Vec::new(),
         instance: None,
-    };
+    }
+}
+
+#[test]
+fn a_closing_snapshot_helps_only_an_open_read_of_a_receiver_that_can_prove_absence() {
+    let full = description(true, true, true);
+    assert!(close_would_help(read(Inconclusive, false), &full));
+    assert!(close_would_help(
+        read(ExactMatchExistenceOnly, false),
+        &full
+    ));
+    assert!(!close_would_help(read(Inconclusive, true), &full));
+    assert!(!close_would_help(read(DuplicateMatches, false), &full));
+    assert!(!close_would_help(read(PayloadMismatch, false), &full));
+    for weaker in [
+        description(false, true, true),
+        description(true, false, true),
+        description(true, true, false),
+    ] {
+        assert!(!close_would_help(read(Inconclusive, false), &weaker));
+    }
+}
+
+#[test]
+fn an_empty_read_is_told_to_close_only_when_a_close_could_settle_it() {
+    let take_a_close = "an empty read without the close barrier cannot justify retry or \
+                        not_applied: take a closing snapshot";
+    let cases = [
+        (description(true, true, true), false, take_a_close),
+        (
+            description(false, true, true),
+            false,
+            "an empty read from a receiver that cannot close never justifies retry or \
+             not_applied, and no closing snapshot can be taken: only an exact match can be \
+             decided",
+        ),
+        (
+            description(true, true, true),
+            true,
+            "an empty read that is closed but not complete and authoritative proves nothing: \
+             neither retry nor not_applied is justified, and the operation is closed \
+             already, so another closing snapshot adds nothing; only an exact match can be \
+             decided",
+        ),
+        (
+            description(true, false, true),
+            false,
+            "an empty read from a receiver whose reads are never both complete and \
+             authoritative never justifies retry or not_applied, closed or not: a closing \
+             snapshot would prove nothing more; only an exact match can be decided",
+        ),
+    ];
+    for (receiver, closed, expected) in cases {
+        let said = explanation(read(Inconclusive, closed), &receiver);
+        assert_eq!(said, expected, "{receiver:?}, closed {closed}");
+    }
+    // Without the receiver, the verdict alone suggests nothing.
+    assert!(!Inconclusive.explanation().contains("closing snapshot"));
+    for verdict in [DuplicateMatches, PayloadMismatch, ExactMatchExistenceOnly] {
+        let receiver = description(false, false, false);
+        assert_eq!(
+            explanation(read(verdict, false), &receiver),
+            verdict.explanation()
+        );
+    }
+}
+
+#[track_caller]
+fn check_ceiling(can_close: bool, complete: bool, authoritative: bool, expected: &str) {
+    let description = description(can_close, complete, authoritative);
     assert_eq!(ceiling_in_words("mailer", &description), expected);
 }
 

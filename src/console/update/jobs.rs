@@ -22,8 +22,8 @@ use super::super::app::{
 use super::queue::{refresh, shown};
 use super::status::set_status;
 use crate::dispatch::DispatchReport;
-use crate::domain::policy::{self, Act};
-use crate::domain::{CompensationRequest, Decision, Operation};
+use crate::domain::policy::{self, Act, LatestRead};
+use crate::domain::{CompensationRequest, Decision, Operation, Verdict};
 use crate::error::{Committed, Error, Refusal, Result};
 use crate::workspace::{Classified, ObserveReport, ObserveRequest, ReconcileRequest, Workspace};
 
@@ -300,14 +300,36 @@ fn decide_all(
             payload: Some(&t.payload),
             close_authorized_by: None,
         });
-        outcomes.push(Outcome::of(&t.op_id, result, |recorded| {
+        let verdict = match &result {
+            Err(Error::Refused(Refusal::UnsupportedVerdict { verdict, .. })) => Some(*verdict),
+            _ => None,
+        };
+        let mut outcome = Outcome::of(&t.op_id, result, |recorded| {
             format!(
                 "recorded {decision} for {} on {}: evidence #{}, now version {}",
                 t.op_id, recorded.verdict, recorded.evidence_seq, recorded.operation.version
             )
-        })?);
+        })?;
+        if let Some(meaning) = verdict.and_then(|v| explanation_at(ws, &t.op_id, v)) {
+            outcome.lines.push((Tone::Plain, format!("  {meaning}")));
+        }
+        outcomes.push(outcome);
     }
     Ok(Done::of(&format!("record {decision}"), outcomes))
+}
+
+/// What a verdict that refused a decision means for the operation, as the
+/// policy says it for its receiver: whether the read was taken after a
+/// close, and what the receiver declared. `None` when either cannot be
+/// read (the refusal stands on its own).
+fn explanation_at(ws: &Workspace, op_id: &str, verdict: Verdict) -> Option<&'static str> {
+    let operation = ws.require(op_id).ok()?;
+    let receiver = ws.registration_of(&operation).ok()?;
+    let read = LatestRead {
+        verdict,
+        closed: !ws.closes(op_id).ok()?.is_empty(),
+    };
+    Some(policy::explanation(read, &receiver.describe))
 }
 
 /// A dispatch from the version the reviewer saw; the library refuses a
@@ -373,29 +395,27 @@ fn recheck(ws: &Workspace, act: Act, current: &Operation, seen_version: i64) -> 
 }
 
 /// A refusal in words, with its code; a stale version also says what the
-/// operation is now and who changed it.
+/// operation is now and who changed it. (What a verdict that refused a
+/// decision means depends on the receiver: [`decide_all`] adds it.)
 fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
     let mut lines = vec![(
         Tone::Bad,
         format!("refused {op_id}: {}: {refusal}", refusal.code()),
     )];
-    match refusal {
-        Refusal::StaleVersion {
-            expected,
-            found,
-            state,
-            ..
-        } => lines.push((
+    if let Refusal::StaleVersion {
+        expected,
+        found,
+        state,
+        ..
+    } = refusal
+    {
+        lines.push((
             Tone::Plain,
             format!(
                 "  you saw version {expected}; {op_id} is now {state} at version {found}, so \
                  nothing was recorded for it"
             ),
-        )),
-        Refusal::UnsupportedVerdict { verdict, .. } => {
-            lines.push((Tone::Plain, format!("  {}", verdict.explanation())))
-        }
-        _ => {}
+        ));
     }
     lines
 }

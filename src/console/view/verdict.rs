@@ -7,7 +7,8 @@ use super::super::app::{App, ReadState};
 use super::super::bindings::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
 use super::panel::{block, frame_rows, Edges, Need};
-use crate::domain::{policy, OpState};
+use crate::domain::policy::{self, LatestRead};
+use crate::domain::OpState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -38,7 +39,11 @@ fn text_lines(app: &App, width: usize, one_line: bool) -> Vec<(bool, Option<bool
     let receiver = clean(&d.receiver.name);
     let explanation = match &d.read {
         ReadState::Shown(shown) => {
-            policy::explanation(shown.verdict, d.receiver.can_close()).to_string()
+            let read = LatestRead {
+                verdict: shown.verdict,
+                closed: shown.snapshot.closed,
+            };
+            policy::explanation(read, &d.receiver.describe).to_string()
         }
         ReadState::Reading { .. } => {
             format!("no verdict yet: waiting for receiver {receiver} to answer")

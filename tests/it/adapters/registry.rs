@@ -460,3 +460,120 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         );
     }
 }
+
+/// Text with its backticks dropped and its white space collapsed, so that
+/// `--help` and the README can be held to the same words.
+fn plain_words(text: &str) -> String {
+    text.replace('`', "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_left_out() {
+    const REQUIRED: &str = "must hold name, version, can_close and query {complete, authoritative}";
+    const OPTIONAL: &str = "mandatory may be left out (the same as []): it lists the \
+                            capabilities a host must understand to use the adapter at all";
+    let help = crate::support::run(&["receivers", "add", "--help"], None);
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README");
+    for (what, text) in [("--help", &help.stdout), ("README", &readme)] {
+        let text = plain_words(text);
+        assert!(text.contains(REQUIRED), "{what} names the required fields");
+        assert!(text.contains(OPTIONAL), "{what} explains mandatory");
+    }
+    // And recon holds an adapter to exactly those words.
+    let rig = Rig::new();
+    for field in [
+        "name",
+        "version",
+        "can_close",
+        "query",
+        "query.complete",
+        "query.authoritative",
+    ] {
+        let out = rig.add("bad", "x", &[], &["--mode", &format!("missing-{field}")]);
+        assert_refused(&out, "adapter_malformed");
+    }
+    rig.register("fine", "x", &[], &["--mode", "missing-mandatory"]);
+}
+
+#[test]
+fn receivers_help_says_no_receiver_is_implicit() {
+    let help = plain_words(&crate::support::run(&["--help"], None).stdout);
+    let receivers = plain_words(&crate::support::run(&["receivers", "--help"], None).stdout);
+    for text in [&help, &receivers] {
+        assert!(!text.contains("goes to the built-in ledger"), "{text}");
+    }
+    assert!(receivers.contains("No receiver is implicit"), "{receivers}");
+}
+
+#[test]
+fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-a", "post_letter", "{}");
+    let out = rig.recon(&["receivers", "remove", "mail"]);
+    assert_refused(&out, "receiver_in_use");
+    assert!(
+        out.stderr.trim_end().ends_with(
+            "receiver mail still has 1 prepared or unknown operation routed to it: op-a"
+        ),
+        "{}",
+        out.stderr
+    );
+    for n in 1..=6 {
+        rig.prepare(&format!("op-{n}"), "post_letter", "{}");
+    }
+    let out = rig.recon(&["receivers", "remove", "mail"]);
+    assert_refused(&out, "receiver_in_use");
+    assert!(
+        out.stderr.trim_end().ends_with(
+            "receiver mail still has 7 prepared or unknown operations routed to it, the first \
+             5: op-1, op-2, op-3, op-4, op-5 (and 2 more)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
+    let rig = Rig::with_mail();
+    rig.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+    rig.prepare("op-1", "post_letter", "{}");
+    assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
+    rig.prepare("op-2", "send_email", "{}");
+    assert_eq!(rig.dispatch("op-2")["outcome"], "receipt");
+    let out = rig.ok(&["ledger", "--op", "op-1"]);
+    assert_eq!(
+        out.stdout, "",
+        "the built-in ledger holds none of its effects"
+    );
+    assert_eq!(
+        out.stderr.trim_end(),
+        "note: operation op-1 routes to receiver mail, an adapter: its effects are in that \
+         receiver's own store, not in recon's ledger; `recon snapshot op-1` reads them (or use \
+         the tool behind the adapter)"
+    );
+    // Under --json the list stays a list; the note is beside it.
+    let out = rig.ok(&["ledger", "--op", "op-1", "--json"]);
+    assert_eq!(out.json(), json!([]));
+    assert!(out.stderr.contains("recon snapshot op-1"), "{}", out.stderr);
+    // The whole ledger lists the built-in ledger's effects and names the
+    // adapters whose effects it cannot list.
+    let out = rig.ok(&["ledger"]);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    assert!(out.stdout.contains("op-2"), "{}", out.stdout);
+    assert!(
+        out.stderr.starts_with(
+            "note: not listed here: the effects of receiver mail, an adapter that keeps them in \
+             its own store; `recon snapshot ID` reads an operation's"
+        ),
+        "{}",
+        out.stderr
+    );
+    // An operation at the built-in ledger needs no note.
+    assert_eq!(rig.ok(&["ledger", "--op", "op-2"]).stderr, "");
+}

@@ -222,3 +222,34 @@ fn a_match_for_another_operation_is_refused_as_unusable() {
         "both reads were asked"
     );
 }
+
+#[test]
+fn snapshot_suggests_a_closing_snapshot_only_where_one_could_settle_the_read() {
+    // (receiver, its flags, closing read?, whether the text may suggest a
+    // close): one that cannot close, one whose reads are never complete
+    // (open and closed), and the full contract, open (the one suggestion)
+    // and closed.
+    let cases: [(&str, &[&str], bool, bool); 5] = [
+        ("mail", NO_CLOSE, false, false),
+        ("partial", &["--can-close", "--authoritative"], false, false),
+        ("partial", &["--can-close", "--authoritative"], true, false),
+        ("full", super::FULL, false, true),
+        ("full", super::FULL, true, false),
+    ];
+    for (name, flags, close, suggests) in cases {
+        let rig = Rig::new();
+        rig.register(name, "post_letter", &[], flags);
+        unknown_and_empty(&rig, name, "op-none", "post_letter");
+        rig.set_mode(name, "");
+        let mut args = vec!["snapshot", "op-none"];
+        if close {
+            args.extend(["--close", "--authorized-by", "dana"]);
+        }
+        let text = rig.ok(&args).stdout;
+        assert_eq!(
+            text.contains("take a closing snapshot"),
+            suggests,
+            "{name}, close {close}: {text}"
+        );
+    }
+}

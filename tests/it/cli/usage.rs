@@ -367,3 +367,217 @@ fn console_flags_with_a_command_are_usage_errors() {
     }
     assert_eq!(sh.dump(), before);
 }
+
+#[test]
+fn a_payload_written_as_a_path_without_at_is_told_to_write_at_path() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("p.json"), "{}").expect("write p.json");
+    let ws = dir.path().join("ws").display().to_string();
+    let prepare = |payload: &str| {
+        let mut command = std::process::Command::new(crate::support::recon_bin());
+        command.current_dir(dir.path()).args([
+            "prepare",
+            "--workspace",
+            &ws,
+            "--op",
+            "op-1",
+            "--action",
+            "send_email",
+            "--payload",
+            payload,
+        ]);
+        let out = crate::support::output_of(command, None);
+        assert_eq!(out.status.code(), Some(2), "{payload}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for (payload, hinted) in [
+        ("p.json", true),
+        ("./letters/p.json", true),
+        ("/var/lib/none.json", true),
+        ("~/p.json", true),
+        ("{\"to\": ", false),
+        ("not json", false),
+    ] {
+        let stderr = prepare(payload);
+        assert_eq!(
+            stderr.contains(&format!(
+                "; to read a file, write @PATH (--payload @{payload})"
+            )),
+            hinted,
+            "{payload}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn receivers_add_without_the_separator_is_told_where_the_program_goes() {
+    let sh = Shell::empty();
+    let tip = "the program and its arguments go after `--`: recon receivers add NAME --actions \
+               KIND -- PROGRAM [ARG...]";
+    let args = ["receivers", "add", "mail", "--actions", "x", "/bin/adapter"];
+    let out = sh.run(&args);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("tip: {tip}")),
+        "{}",
+        out.stderr
+    );
+    let out = sh.run(&[&args[..], &["--json"]].concat());
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let message = out.json()["error"]["message"].as_str().map(str::to_string);
+    assert!(message.is_some_and(|m| m.ends_with(tip)), "{}", out.stdout);
+    // With the separator, an unknown flag is not this slip.
+    let out = sh.run(&[
+        "receivers",
+        "add",
+        "mail",
+        "--actions",
+        "x",
+        "--nope",
+        "--",
+        "/bin/a",
+    ]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(!out.stderr.contains(tip), "{}", out.stderr);
+    assert_eq!(sh.files(), None, "nothing created");
+}
+
+#[test]
+fn a_program_that_is_not_executable_is_named_so_with_chmod() {
+    use std::os::unix::fs::PermissionsExt;
+    let sh = Shell::empty();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("adapter.sh");
+    std::fs::write(&script, "#!/bin/sh\n").expect("write the script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let program = script.display().to_string();
+    let out = sh.run(&["receivers", "add", "mail", "--actions", "x", "--", &program]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot start {program}: it is not executable (chmod +x {program})"
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn approve_compensation_help_for_effect_assumes_no_receivers_id_scheme() {
+    let help = run(&["approve-compensation", "--help"], None).stdout;
+    let effect = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("--effect <EFFECT>"))
+        .unwrap_or_else(|| panic!("--effect in {help}"));
+    assert!(!effect.contains("fx-"), "{effect}");
+    assert!(effect.contains("recon show ID"), "{effect}");
+}
+
+/// Every command that takes an op id, with `ID` where it goes.
+const TAKES_AN_OP_ID: &[&[&str]] = &[
+    &[
+        "prepare",
+        "--op",
+        "ID",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ],
+    &["dispatch", "ID"],
+    &["show", "ID"],
+    &["ledger", "--op", "ID"],
+    &["snapshot", "ID"],
+    &["snapshot", "ID", "--close", "--authorized-by", "dana"],
+    &[
+        "reconcile",
+        "ID",
+        "--reviewer",
+        "dana",
+        "--decision",
+        "confirmed",
+        "--expected-version",
+        "2",
+    ],
+    &[
+        "approve-compensation",
+        "ID",
+        "--effect",
+        "fx-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "undo-1",
+        "--action",
+        "refund",
+        "--payload",
+        "{}",
+    ],
+    &[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        "fx-000001",
+        "--approver",
+        "lee",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "ID",
+        "--action",
+        "refund",
+        "--payload",
+        "{}",
+    ],
+    &["observe", "ID", "--by", "dana"],
+    &["observe", "op-1", "ID", "--by", "dana"],
+    &["note", "ID", "--by", "dana", "--text", "a note"],
+    &["escalate", "ID", "--by", "dana", "--reason", "why"],
+    &["deescalate", "ID", "--by", "dana", "--reason", "why"],
+    &[
+        "receiver",
+        "apply",
+        "--op",
+        "ID",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ],
+];
+
+#[test]
+fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one() {
+    let sh = Shell::with_ledger();
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "pay",
+        "--payload",
+        "{}",
+    ]);
+    let before = sh.dump();
+    let long = "o".repeat(201);
+    for bad in ["", "op 1", "op-\u{1b}[2J", "op-\u{202e}1", long.as_str()] {
+        for command in TAKES_AN_OP_ID {
+            let args: Vec<&str> = command
+                .iter()
+                .map(|a| if *a == "ID" { bad } else { a })
+                .collect();
+            let out = sh.run(&args);
+            assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+            assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+            assert!(out.stderr.contains("op id"), "{args:?}: {}", out.stderr);
+            assert!(
+                !out.stderr.contains('\u{1b}'),
+                "{args:?}: escaped: {}",
+                out.stderr
+            );
+        }
+    }
+    assert_eq!(sh.dump(), before, "nothing written");
+}

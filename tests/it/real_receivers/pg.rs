@@ -635,6 +635,45 @@ fn pg_ledger_answers_unavailable_when_the_server_is_down() {
 }
 
 #[test]
+fn pg_ledger_errors_say_their_code_once() {
+    let test = "pg_ledger_errors_say_their_code_once";
+    let Some(binary) = servers::require(test, servers::pg_ledger_binary()) else {
+        return;
+    };
+    let port = servers::free_port().expect("a free port");
+    let url = format!("postgres://postgres@127.0.0.1:{port}/nothing");
+    let args = ["--database", url.as_str()];
+    let (answer, _) = call_adapter(binary, &args, "query", &query_request("down-1"), &[]);
+    let answer = answer.expect("an answer");
+    assert_eq!(error_code(&answer), Some("unavailable"), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("PostgreSQL, connecting: "),
+        "the message does not say its code again: {answer}"
+    );
+    // recon prints the two as `code: message`: the code once.
+    let lab = pg_lab(binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    prepare(&ws, "down-1", "ledger_write", &json!({}));
+    let report = dispatch(&ws, "down-1", &[]);
+    let detail = report["adapter_failure"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.starts_with("unavailable: PostgreSQL, connecting: "),
+        "{report}"
+    );
+    let refused = snapshot(&ws, "down-1", None, &[]);
+    assert_eq!(refused.code, Some(4), "{}", refused.stderr);
+    assert_eq!(
+        refused.stderr.matches("unavailable").count(),
+        1,
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
 fn two_workspaces_sharing_one_pg_ledger_never_read_each_others_effects() {
     let test = "two_workspaces_sharing_one_pg_ledger_never_read_each_others_effects";
     let Some((pg, binary)) = setup(test) else {

@@ -458,3 +458,15 @@ fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
     assert_eq!(observations(&sh, "m5").len(), 0);
     assert_eq!(observations(&sh, "z9").len(), 2);
 }
+
+#[test]
+fn observe_reads_an_operation_named_twice_once_in_first_named_order() {
+    let sh = lost(&["op-a", "op-b"]);
+    let out = sh.json(&["observe", "op-b", "op-a", "op-b", "op-b", "--by", "dana"]);
+    let ids: Vec<&str> = (out.as_array().unwrap().iter())
+        .map(|row| row["op_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["op-b", "op-a"], "{out:#}");
+    assert_eq!(observations(&sh, "op-b").len(), 1);
+    assert_eq!(observations(&sh, "op-a").len(), 1);
+}

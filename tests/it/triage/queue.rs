@@ -269,3 +269,49 @@ fn malformed_queue_flags_are_usage_errors() {
         assert_json_error(&out, 2);
     }
 }
+
+#[test]
+fn state_all_lists_every_state_as_no_state_does() {
+    let sh = queue();
+    let every = listed(&sh, &[]);
+    assert_eq!(every.len(), 7, "{every:?}");
+    assert_eq!(listed(&sh, &["--state", "all"]), every);
+    assert_eq!(
+        listed(&sh, &["--state", "all", "--sort", "age"]),
+        listed(&sh, &["--sort", "age"])
+    );
+    assert_eq!(listed(&sh, &["--state", "prepared"]), ["a1", "a2", "a3"]);
+}
+
+#[test]
+fn ops_text_columns_line_up_on_the_page_as_a_terminal_shows_them() {
+    use unicode_width::UnicodeWidthStr;
+    let sh = Shell::with_ledger();
+    // A wide character, an id longer than any fixed column, and action
+    // kinds of different lengths.
+    for (op, action) in [
+        ("op-1", "pay"),
+        ("op-\u{6ce8}\u{6587}-2", "send_email"),
+        ("op-with-an-id-much-longer-than-twenty-four-characters", "x"),
+    ] {
+        sh.ok(&["prepare", "--op", op, "--action", action, "--payload", "{}"]);
+    }
+    let text = sh.ok(&["ops"]).stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    // Where a column begins, in terminal cells: the version's, and the
+    // last column's (nothing was observed).
+    let column = |line: &str, marker: &str| {
+        let at = line
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker} in {line}"));
+        line[..at].width()
+    };
+    for marker in [" v1 ", " never observed"] {
+        let starts: Vec<usize> = lines.iter().map(|l| column(l, marker)).collect();
+        assert!(
+            starts.windows(2).all(|w| w[0] == w[1]),
+            "{marker:?} at {starts:?}:\n{text}"
+        );
+    }
+}
