@@ -486,8 +486,12 @@ pub(crate) fn open_pair(
     };
     let sender = SqliteSender::open(&paths.sender, sender_options, now)?;
     let (conn, path) = (sender.conn(), sender.path());
+    let complete = identity::creation_complete(conn, path)?;
     let id = match identity::workspace_id(conn, path)? {
         Some(id) => id,
+        // A completed outbox whose id is gone is not given a new one: its
+        // ledger would be adopted by, or made afresh for, a stranger.
+        None if complete => return Err(StoreError::ForeignFile(paths.sender.clone())),
         None => {
             let id = identity::new_workspace_id()?;
             identity::set_workspace_id(conn, path, &id)?;
@@ -495,7 +499,6 @@ pub(crate) fn open_pair(
         }
     };
     crate::faults::crash_point(crate::faults::CrashPoint::CreateAfterSender);
-    let complete = identity::creation_complete(conn, path)?;
     // Until creation completed, any command may finish it.
     let receiver_options = OpenOptions {
         create: !complete,

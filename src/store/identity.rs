@@ -46,8 +46,17 @@ pub(crate) fn set_workspace_id(conn: &Connection, path: &Path, id: &str) -> Resu
     set(conn, path, ID_KEY, id)
 }
 
+/// Whether the outbox's creation completed: its mark, or any act in its
+/// journal. An act is journaled only after creation completed (every one
+/// opens the pair first), so an outbox with entries and no mark had its
+/// mark removed, and its lost ledger must still be refused, never made
+/// afresh.
 pub(crate) fn creation_complete(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
-    Ok(get(conn, path, COMPLETE_KEY)?.is_some())
+    if get(conn, path, COMPLETE_KEY)?.is_some() {
+        return Ok(true);
+    }
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM journal)", [], |r| r.get(0))
+        .at(path)
 }
 
 pub(crate) fn mark_complete(conn: &Connection, path: &Path) -> Result<(), StoreError> {
