@@ -174,12 +174,45 @@ pub struct VerifyRequest<'a> {
     pub checkpoint: Option<&'a Checkpoint>,
 }
 
+/// One way the outbox's schema is not this build's: a table, index or
+/// trigger it lacks, holds with other SQL, or holds unknown to recon. A
+/// dropped append-only trigger lets any writer rewrite history; a dropped
+/// index or an added trigger changes what every later act does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchemaDifference {
+    /// `table`, `index` or `trigger`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub difference: Difference,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    Missing,
+    Differs,
+    Unknown,
+}
+
+impl std::fmt::Display for SchemaDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, name) = (&self.kind, &self.name);
+        match self.difference {
+            Difference::Missing => write!(f, "it lacks the {kind} {name}"),
+            Difference::Differs => write!(f, "its {kind} {name} differs"),
+            Difference::Unknown => write!(f, "it has an unknown {kind} {name}"),
+        }
+    }
+}
+
 /// Everything `recon verify` found. The first six fields are wave 1's
 /// (`rows` and `head_hash` now count and name the journal).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyReport {
-    /// True when the chain is intact, the tables are its projection, and
-    /// the exported copy and the checkpoint (when given) agree with it.
+    /// True when the chain is intact, the tables are its projection, the
+    /// schema is this build's, and the exported copy and the checkpoint
+    /// (when given) agree with it.
     pub intact: bool,
     /// Entries in the journal.
     pub rows: u64,
@@ -191,10 +224,17 @@ pub struct VerifyReport {
     pub journal_entries: u64,
     pub projection_mismatches: Vec<Mismatch>,
     pub checkpoint: Option<CheckpointComparison>,
+    /// How the outbox's tables, indexes and triggers differ from those
+    /// this build creates.
+    pub schema_differences: Vec<SchemaDifference>,
 }
 
 impl VerifyReport {
-    pub fn new(walked: Walked, projection: Projection) -> Self {
+    pub fn new(
+        walked: Walked,
+        projection: Projection,
+        schema_differences: Vec<SchemaDifference>,
+    ) -> Self {
         let first_broken = match (walked.first_broken, projection.first_broken) {
             (Some(a), Some(b)) => Some(if b.seq < a.seq { b } else { a }),
             (a, b) => a.or(b),
@@ -206,7 +246,8 @@ impl VerifyReport {
                 .export
                 .as_ref()
                 .is_none_or(|e| e.first_difference.is_none())
-            && walked.checkpoint.as_ref().is_none_or(|c| c.extended);
+            && walked.checkpoint.as_ref().is_none_or(|c| c.extended)
+            && schema_differences.is_empty();
         VerifyReport {
             intact,
             rows: walked.rows,
@@ -217,6 +258,7 @@ impl VerifyReport {
             journal_entries: projection.entries,
             projection_mismatches: projection.mismatches,
             checkpoint: walked.checkpoint,
+            schema_differences,
         }
     }
 }

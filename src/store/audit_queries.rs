@@ -13,7 +13,7 @@
 //! on another. Only a few batches of operations' rows are in memory at a
 //! time, whatever the journal's length.
 
-use super::{journal, SqlContext};
+use super::{journal, sender, upgrade, SqlContext};
 use crate::audit::{
     Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
     VerifyRequest, Walk, Walked, APPROVALS, CLOSES, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
@@ -418,8 +418,9 @@ impl SqliteSender {
             (walked, projection)
         });
         let (walked, projection) = (walked?, projection?);
+        let schema = upgrade::schema_differences(&tx, path, sender::ROLE)?;
         tx.finish().at(path)?;
-        Ok(VerifyReport::new(walked, projection))
+        Ok(VerifyReport::new(walked, projection, schema))
     }
 }
 
