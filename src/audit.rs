@@ -20,6 +20,7 @@
 
 mod chain;
 mod entry;
+pub mod meta;
 mod projection;
 mod row;
 
@@ -56,6 +57,8 @@ pub struct Projector {
     state_mismatches: Vec<String>,
     first_broken: Option<BrokenLink>,
     counts: BTreeMap<String, i64>,
+    /// The seq of the last readable entry without an `at`.
+    last_untimed: i64,
 }
 
 /// An upgrade from schema 4, as the outbox's `meta` records it: entries
@@ -96,6 +99,9 @@ impl Projector {
         for row in rows {
             match parse_entry(row) {
                 Ok(mut entry) => {
+                    if entry.is_untimed() {
+                        self.last_untimed = self.last_untimed.max(entry.seq);
+                    }
                     if let Some(upgraded) = &self.upgraded {
                         if entry.seq <= upgraded.through_seq {
                             entry.time_if_untimed = Some(upgraded.at.clone());
@@ -152,6 +158,18 @@ impl Projector {
     /// The replayed counts per state against the `state_counts` rows.
     pub fn state_counts(&mut self, rows: &[Row]) {
         compare_counts(&self.counts, rows, &mut self.mismatches);
+    }
+
+    /// The outbox's `meta` rows against what the journal implies and the
+    /// ledger's id (when the ledger is there and holds one); call it last,
+    /// after every entry was replayed.
+    pub fn meta(&mut self, rows: &[Row], ledger_id: Option<&str>) {
+        let facts = meta::JournalFacts {
+            entries: self.entries,
+            last_untimed: self.last_untimed,
+        };
+        self.mismatches
+            .extend(meta::mismatches(rows, facts, ledger_id));
     }
 
     pub fn finish(self) -> Projection {
@@ -211,8 +229,8 @@ impl std::fmt::Display for SchemaDifference {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyReport {
     /// True when the chain is intact, the tables are its projection, the
-    /// schema is this build's, and the exported copy and the checkpoint
-    /// (when given) agree with it.
+    /// metadata agrees with it, the schema is this build's, and the
+    /// exported copy and the checkpoint (when given) agree with it.
     pub intact: bool,
     /// Entries in the journal.
     pub rows: u64,

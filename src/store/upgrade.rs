@@ -26,6 +26,7 @@
 //! ([`recorded`]), and `verify` takes that time for those entries only.
 
 use super::{Role, SqlContext, SCHEMA_VERSION};
+use crate::audit::meta::{UPGRADED_AT, UPGRADED_THROUGH_SEQ};
 use crate::audit::{Difference, SchemaDifference, Upgraded};
 use crate::domain::Timestamp;
 use crate::error::StoreError;
@@ -35,11 +36,6 @@ use std::path::Path;
 
 /// The schemas this build upgrades from.
 pub(crate) const UPGRADABLE_VERSIONS: [i64; 2] = [4, 5];
-
-/// The `meta` keys of an upgrade: its time, and the seq of the last
-/// journal entry written before it (0 for none).
-pub(crate) const UPGRADED_AT: &str = "upgraded_at";
-pub(crate) const UPGRADED_THROUGH_SEQ: &str = "upgraded_through_seq";
 
 /// A table whose definition changed: created again under its new one, and
 /// its rows copied by `copy` from `upgrade_old` (the table as it was),

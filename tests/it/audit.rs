@@ -1530,6 +1530,70 @@ fn every_append_only_table_refuses_update_and_delete_on_a_live_workspace() {
     assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
 }
 
+/// `verify` trusts the outbox's metadata: the id and the completion mark
+/// make the pair, the upgrade's keys time the entries written before it.
+/// Each key is held to what the journal and the ledger imply, so an edit
+/// is a mismatch of `meta.KEY`, in JSON and in text.
+#[test]
+fn verify_holds_the_workspace_metadata_to_the_journal_and_the_ledger() {
+    let ledger_id: String = Connection::open(journal_lab().path().join("receiver.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'workspace_id'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let cases = [
+        (
+            "DELETE FROM meta WHERE key = 'creation_complete'",
+            "meta.creation_complete",
+            json!("1"),
+            Value::Null,
+        ),
+        (
+            "UPDATE meta SET value = '0' WHERE key = 'creation_complete'",
+            "meta.creation_complete",
+            json!("1"),
+            json!("0"),
+        ),
+        (
+            "UPDATE meta SET value = '00112233445566778899aabbccddeeff'
+             WHERE key = 'workspace_id'",
+            "meta.workspace_id",
+            json!(ledger_id),
+            json!("00112233445566778899aabbccddeeff"),
+        ),
+        // No upgrade happened: no entry predates one.
+        (
+            "INSERT INTO meta (key, value) VALUES ('upgraded_through_seq', '5')",
+            "meta.upgraded_through_seq",
+            json!("0"),
+            json!("5"),
+        ),
+    ];
+    for (sql, field, journal, table) in cases {
+        let lab = journal_lab();
+        tamper(lab.path(), sql);
+        let (r, report) = verify(lab.path(), &[]);
+        assert_eq!(r.code, Some(1), "{sql}: {report:#}");
+        assert_eq!(
+            report["projection_mismatches"],
+            json!([{"op_id": null, "field": field, "journal": journal, "table": table}]),
+            "{sql}"
+        );
+        let human = run(&["verify", "--workspace", &lab.path_str()], None);
+        assert_eq!(human.code, Some(1), "{sql}");
+        assert!(
+            human
+                .stdout
+                .contains(&format!("the first: {field}: the journal says")),
+            "{sql}: {}",
+            human.stdout
+        );
+    }
+}
+
 /// The outbox's tables, indexes and triggers are held to those this build
 /// creates: a dropped append-only trigger, one made a no-op, a dropped
 /// index and an index recon does not know are each a finding.

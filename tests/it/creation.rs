@@ -166,8 +166,8 @@ fn any_ledger_file(dir: &Path) -> Option<String> {
 /// was deleted, and again with the outbox's completion mark removed too
 /// (its journal still says creation completed): none makes the ledger
 /// afresh, which would forget its closes. `verify`, `export` and
-/// `checkpoint` need only the outbox and go on; every other command exits
-/// 4, the ledger's own child included.
+/// `checkpoint` need only the outbox and go on (the removed mark is a
+/// finding); every other command exits 4, the ledger's own child included.
 #[test]
 fn a_lost_ledger_is_never_recreated_by_any_command() {
     for mark_removed in [false, true] {
@@ -192,6 +192,7 @@ fn a_lost_ledger_is_never_recreated_by_any_command() {
         let query = json!({"recon_adapter": 1, "workspace": id, "op_id": "paid"});
         let close = json!({"recon_adapter": 1, "workspace": id, "op_id": "paid",
             "authorized_by": "Ann"});
+        let found = if mark_removed { 1 } else { 0 };
         let commands: Vec<(Vec<&str>, Option<String>, i32)> = vec![
             (vec!["ops"], None, 4),
             (vec!["show", "paid"], None, 4),
@@ -307,8 +308,8 @@ fn a_lost_ledger_is_never_recreated_by_any_command() {
                 Some(close.to_string()),
                 4,
             ),
-            (vec!["verify"], None, 0),
-            (vec!["export"], None, 0),
+            (vec!["verify"], None, found),
+            (vec!["export"], None, found),
             (vec!["checkpoint"], None, 0),
         ];
         for (args, stdin, code) in commands {
