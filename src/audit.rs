@@ -20,6 +20,7 @@
 
 mod chain;
 mod entry;
+pub mod meta;
 mod projection;
 mod row;
 
@@ -57,6 +58,8 @@ pub struct Projector {
     state_mismatches: Vec<String>,
     first_broken: Option<BrokenLink>,
     counts: BTreeMap<String, i64>,
+    /// The seq of the last readable entry without an `at`.
+    last_untimed: i64,
 }
 
 /// An upgrade from schema 4, as the outbox's `meta` records it: entries
@@ -97,6 +100,9 @@ impl Projector {
         for row in rows {
             match parse_entry(row) {
                 Ok(mut entry) => {
+                    if entry.is_untimed() {
+                        self.last_untimed = self.last_untimed.max(entry.seq);
+                    }
                     if let Some(upgraded) = &self.upgraded {
                         if entry.seq <= upgraded.through_seq {
                             entry.time_if_untimed = Some(upgraded.at.clone());
@@ -155,6 +161,18 @@ impl Projector {
         compare_counts(&self.counts, rows, &mut self.mismatches);
     }
 
+    /// The outbox's `meta` rows against what the journal implies and the
+    /// ledger's id (when the ledger is there and holds one); call it last,
+    /// after every entry was replayed.
+    pub fn meta(&mut self, rows: &[Row], ledger_id: Option<&str>) {
+        let facts = meta::JournalFacts {
+            entries: self.entries,
+            last_untimed: self.last_untimed,
+        };
+        self.mismatches
+            .extend(meta::mismatches(rows, facts, ledger_id));
+    }
+
     pub fn finish(self) -> Projection {
         Projection {
             entries: self.entries,
@@ -175,12 +193,45 @@ pub struct VerifyRequest<'a> {
     pub checkpoint: Option<&'a Checkpoint>,
 }
 
+/// One way the outbox's schema is not this build's: a table, index or
+/// trigger it lacks, holds with other SQL, or holds unknown to recon. A
+/// dropped append-only trigger lets any writer rewrite history; a dropped
+/// index or an added trigger changes what every later act does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchemaDifference {
+    /// `table`, `index` or `trigger`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub difference: Difference,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    Missing,
+    Differs,
+    Unknown,
+}
+
+impl std::fmt::Display for SchemaDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, name) = (&self.kind, &self.name);
+        match self.difference {
+            Difference::Missing => write!(f, "it lacks the {kind} {name}"),
+            Difference::Differs => write!(f, "its {kind} {name} differs"),
+            Difference::Unknown => write!(f, "it has an unknown {kind} {name}"),
+        }
+    }
+}
+
 /// Everything `recon verify` found. The first six fields are wave 1's
 /// (`rows` and `head_hash` now count and name the journal).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyReport {
-    /// True when the chain is intact, the tables are its projection, and
-    /// the exported copy and the checkpoint (when given) agree with it.
+    /// True when the chain is intact, the tables are its projection, the
+    /// metadata agrees with it, the schema is this build's, and the
+    /// exported copy and the checkpoint (when given) agree with it.
     pub intact: bool,
     /// Entries in the journal.
     pub rows: u64,
@@ -192,10 +243,17 @@ pub struct VerifyReport {
     pub journal_entries: u64,
     pub projection_mismatches: Vec<Mismatch>,
     pub checkpoint: Option<CheckpointComparison>,
+    /// How the outbox's tables, indexes and triggers differ from those
+    /// this build creates.
+    pub schema_differences: Vec<SchemaDifference>,
 }
 
 impl VerifyReport {
-    pub fn new(walked: Walked, projection: Projection) -> Self {
+    pub fn new(
+        walked: Walked,
+        projection: Projection,
+        schema_differences: Vec<SchemaDifference>,
+    ) -> Self {
         let first_broken = match (walked.first_broken, projection.first_broken) {
             (Some(a), Some(b)) => Some(if b.seq < a.seq { b } else { a }),
             (a, b) => a.or(b),
@@ -207,7 +265,8 @@ impl VerifyReport {
                 .export
                 .as_ref()
                 .is_none_or(|e| e.first_difference.is_none())
-            && walked.checkpoint.as_ref().is_none_or(|c| c.extended);
+            && walked.checkpoint.as_ref().is_none_or(|c| c.extended)
+            && schema_differences.is_empty();
         VerifyReport {
             intact,
             rows: walked.rows,
@@ -218,6 +277,7 @@ impl VerifyReport {
             journal_entries: projection.entries,
             projection_mismatches: projection.mismatches,
             checkpoint: walked.checkpoint,
+            schema_differences,
         }
     }
 }

@@ -208,9 +208,11 @@ pub enum Command {
     /// Recompute the journal's hash chain, replay the journal and compare
     /// every table it projects (operations, approvals, evidence,
     /// dispatches, closes, observations, notes, escalations, receivers,
-    /// routes) field by field, and report
-    /// the first broken link and every mismatch. Exits 0 when intact, 1
-    /// when broken (or when an --against copy or a --checkpoint disagrees).
+    /// routes) field by field, hold the outbox's metadata (workspace id,
+    /// completion mark, upgrade) to the journal and the ledger and its
+    /// tables, indexes and triggers to this build's, and report the first
+    /// broken link and every mismatch. Exits 0 when intact, 1 when broken
+    /// (or when an --against copy or a --checkpoint disagrees).
     Verify(VerifyArgs),
     /// Write the journal as JSON lines (each entry's content with its
     /// prev_hash and hash), to keep a copy outside the database. Writes

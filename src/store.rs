@@ -202,12 +202,20 @@ pub(crate) trait Drills {
 /// The journal and the tables read exactly as stored, for `verify`,
 /// `export` and `checkpoint`.
 pub(crate) trait JournalAudit {
-    /// Walks the chain and replays the projection, in one read transaction.
-    fn verify_journal(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError>;
+    /// Walks the chain and replays the projection, in one read transaction,
+    /// and holds the outbox's schema to this build's and its metadata to
+    /// what the journal implies and to `ledger_id`, the workspace id the
+    /// ledger holds (when it is there).
+    fn verify_journal(
+        &self,
+        request: VerifyRequest<'_>,
+        ledger_id: Option<&str>,
+    ) -> Result<VerifyReport, StoreError>;
     /// Hands every entry, as its export line, to `sink`, in `seq` order,
     /// then verifies; all in one read transaction.
     fn export_journal(
         &self,
+        ledger_id: Option<&str>,
         sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
     ) -> Result<VerifyReport, StoreError>;
     /// The journal's length and head hash, as stored.
@@ -494,8 +502,12 @@ pub(crate) fn open_pair(
     };
     let sender = SqliteSender::open(&paths.sender, sender_options, now)?;
     let (conn, path) = (sender.conn(), sender.path());
+    let complete = identity::creation_complete(conn, path)?;
     let id = match identity::workspace_id(conn, path)? {
         Some(id) => id,
+        // A completed outbox whose id is gone is not given a new one: its
+        // ledger would be adopted by, or made afresh for, a stranger.
+        None if complete => return Err(StoreError::ForeignFile(paths.sender.clone())),
         None => {
             let id = identity::new_workspace_id()?;
             identity::set_workspace_id(conn, path, &id)?;
@@ -503,7 +515,6 @@ pub(crate) fn open_pair(
         }
     };
     crate::faults::crash_point(crate::faults::CrashPoint::CreateAfterSender);
-    let complete = identity::creation_complete(conn, path)?;
     // Until creation completed, any command may finish it.
     let receiver_options = OpenOptions {
         create: !complete,
@@ -551,6 +562,30 @@ pub(crate) fn open_receiver(
         ..options
     })?;
     ReceiverStore::open(&paths.receiver, options, now)
+}
+
+/// The workspace id the ledger's file holds, read without creating,
+/// upgrading or writing it: `None` when there is no file, or not a recon
+/// ledger whose id can be read (every command that uses the ledger
+/// refuses such a file; `verify`, which needs only the outbox, then has
+/// no id to hold the outbox's to).
+pub(crate) fn ledger_workspace_id(dir: &Path) -> Option<String> {
+    let path = WorkspacePaths::new(dir).receiver;
+    if !path.is_file() {
+        return None;
+    }
+    let conn = Connection::open_with_flags(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    let application_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .ok()?;
+    if application_id != receiver::ROLE.application_id {
+        return None;
+    }
+    identity::workspace_id(&conn, &path).ok().flatten()
 }
 
 /// Absent, or an empty file (which SQLite would treat as a new database).

@@ -590,6 +590,7 @@ impl Workspace {
 /// `export` and `checkpoint` need nothing else, and must work when the
 /// ledger is gone.
 pub struct Journal {
+    dir: PathBuf,
     sender: Box<dyn SenderStore>,
     id: Option<String>,
 }
@@ -599,7 +600,11 @@ impl Journal {
     /// clock's time, as [`Workspace::open`] would.
     pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
         let (sender, id) = store::open_sender(dir, options, SystemClock.now())?;
-        Ok(Journal { sender, id })
+        Ok(Journal {
+            dir: dir.to_path_buf(),
+            sender,
+            id,
+        })
     }
 
     /// The workspace's id, as the outbox holds it ([`Workspace::id`]);
@@ -609,9 +614,12 @@ impl Journal {
     }
 
     /// Walks the chain, replays the journal against the tables, and
-    /// compares it with an exported copy and a checkpoint when given.
+    /// compares it with an exported copy and a checkpoint when given, and
+    /// the outbox's workspace id with the ledger's when the ledger is
+    /// there (read only; never created).
     pub fn verify(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError> {
-        self.sender.verify_journal(request)
+        let ledger_id = store::ledger_workspace_id(&self.dir);
+        self.sender.verify_journal(request, ledger_id.as_deref())
     }
 
     /// Hands every entry's export line to `sink`, in order, and verifies
@@ -620,7 +628,8 @@ impl Journal {
         &self,
         sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
     ) -> Result<VerifyReport, StoreError> {
-        self.sender.export_journal(sink)
+        let ledger_id = store::ledger_workspace_id(&self.dir);
+        self.sender.export_journal(ledger_id.as_deref(), sink)
     }
 
     /// The journal's length and head hash, to keep elsewhere.

@@ -347,6 +347,12 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
 }
 
 impl<'a> ParsedEntry<'a> {
+    /// Whether the entry carries no `at`: one written before an upgrade
+    /// from schema 4.
+    pub fn is_untimed(&self) -> bool {
+        self.fields.find("at").is_none()
+    }
+
     /// A field's value (null when it is absent).
     fn get(&self, field: &str) -> Want<'a> {
         self.fields

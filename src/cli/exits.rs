@@ -168,8 +168,9 @@ const TABLE: &[Exits] = &[
     Exits {
         done: "the journal is intact",
         finding: Some(
-            "the journal is broken (its chain, or a table that is not its projection), or it \
-             disagrees with --against's copy or --checkpoint",
+            "the journal is broken (its chain, a table or the metadata that is not its \
+             projection, or a schema that is not this build's), or it disagrees with \
+             --against's copy or --checkpoint",
         ),
         ..exits(&["verify"])
     },

@@ -222,6 +222,17 @@ impl Verified {
                 mismatch_text(first)
             ))?;
         }
+        if !report.schema_differences.is_empty() {
+            let differences: Vec<String> = report
+                .schema_differences
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            out.line(format!(
+                "  the outbox's schema is not this build's: {}",
+                escape(&differences.join("; "))
+            ))?;
+        }
         if let Some(difference) = report
             .export
             .as_ref()

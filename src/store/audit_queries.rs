@@ -13,7 +13,8 @@
 //! on another. Only a few batches of operations' rows are in memory at a
 //! time, whatever the journal's length.
 
-use super::{journal, SqlContext};
+use super::{journal, sender, upgrade, SqlContext};
+use crate::audit::meta::META;
 use crate::audit::{
     Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
     VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, DISPATCH_LOG,
@@ -340,7 +341,11 @@ fn merge_join(
 /// (SQLite) and replaying (parsing, hashing, comparing) cost about the
 /// same, so they run on two threads, with at most a few batches of
 /// operations' rows in flight between them.
-fn project(conn: &Connection, path: &Path) -> Result<Projection, StoreError> {
+fn project(
+    conn: &Connection,
+    path: &Path,
+    ledger_id: Option<&str>,
+) -> Result<Projection, StoreError> {
     let mut projector = Projector::after_upgrade(super::upgrade::recorded(conn, path)?);
     projector.receivers(
         &all_rows(conn, path, JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
@@ -364,6 +369,7 @@ fn project(conn: &Connection, path: &Path) -> Result<Projection, StoreError> {
     });
     read?;
     projector.state_counts(&all_rows(conn, path, STATE_COUNTS, "ORDER BY state")?);
+    projector.meta(&all_rows(conn, path, META, "ORDER BY key")?, ledger_id);
     Ok(projector.finish())
 }
 
@@ -398,6 +404,7 @@ impl SqliteSender {
     fn audit(
         &self,
         request: VerifyRequest<'_>,
+        ledger_id: Option<&str>,
         each: Option<Each<'_>>,
     ) -> Result<VerifyReport, StoreError> {
         let path = self.path();
@@ -416,29 +423,36 @@ impl SqliteSender {
                 tx.finish().at(path)?;
                 Ok(walk.finish())
             });
-            let projection = project(&tx, path);
+            let projection = project(&tx, path, ledger_id);
             let walked = walked
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (walked, projection)
         });
         let (walked, projection) = (walked?, projection?);
+        let schema = upgrade::schema_differences(&tx, path, sender::ROLE)?;
         tx.finish().at(path)?;
-        Ok(VerifyReport::new(walked, projection))
+        Ok(VerifyReport::new(walked, projection, schema))
     }
 }
 
 impl JournalAudit for SqliteSender {
-    fn verify_journal(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError> {
-        self.audit(request, None)
+    fn verify_journal(
+        &self,
+        request: VerifyRequest<'_>,
+        ledger_id: Option<&str>,
+    ) -> Result<VerifyReport, StoreError> {
+        self.audit(request, ledger_id, None)
     }
 
     fn export_journal(
         &self,
+        ledger_id: Option<&str>,
         sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
     ) -> Result<VerifyReport, StoreError> {
         self.audit(
             VerifyRequest::default(),
+            ledger_id,
             Some(&mut |entry| Ok(sink(&entry.export_line())?)),
         )
     }
@@ -454,11 +468,12 @@ mod tests {
 
     #[test]
     fn every_table_verify_reads_fits_the_row_reader() {
-        let tables =
-            OP_STREAMS
-                .iter()
-                .map(|(table, _)| table)
-                .chain([&RECEIVERS, &ROUTES, &STATE_COUNTS]);
+        let tables = OP_STREAMS.iter().map(|(table, _)| table).chain([
+            &RECEIVERS,
+            &ROUTES,
+            &STATE_COUNTS,
+            &META,
+        ]);
         for table in tables {
             assert!(table.columns.len() <= MAX_COLUMNS, "{}", table.name);
         }

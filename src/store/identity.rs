@@ -11,6 +11,7 @@
 //! through a stale WAL): both are refused, never recreated.
 
 use super::SqlContext;
+use crate::audit::meta::{CREATION_COMPLETE as COMPLETE_KEY, WORKSPACE_ID as ID_KEY};
 use crate::error::StoreError;
 use rusqlite::{Connection, OptionalExtension};
 use std::io::Read;
@@ -18,9 +19,6 @@ use std::path::Path;
 
 // Each file's schema includes
 // `CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`.
-
-const ID_KEY: &str = "workspace_id";
-const COMPLETE_KEY: &str = "creation_complete";
 
 fn get(conn: &Connection, path: &Path, key: &str) -> Result<Option<String>, StoreError> {
     conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -46,8 +44,17 @@ pub(crate) fn set_workspace_id(conn: &Connection, path: &Path, id: &str) -> Resu
     set(conn, path, ID_KEY, id)
 }
 
+/// Whether the outbox's creation completed: its mark, or any act in its
+/// journal. An act is journaled only after creation completed (every one
+/// opens the pair first), so an outbox with entries and no mark had its
+/// mark removed, and its lost ledger must still be refused, never made
+/// afresh (`verify` reports the missing mark).
 pub(crate) fn creation_complete(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
-    Ok(get(conn, path, COMPLETE_KEY)?.is_some())
+    if get(conn, path, COMPLETE_KEY)?.is_some() {
+        return Ok(true);
+    }
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM journal)", [], |r| r.get(0))
+        .at(path)
 }
 
 pub(crate) fn mark_complete(conn: &Connection, path: &Path) -> Result<(), StoreError> {

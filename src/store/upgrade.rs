@@ -26,7 +26,8 @@
 //! ([`recorded`]), and `verify` takes that time for those entries only.
 
 use super::{Role, SqlContext, SCHEMA_VERSION};
-use crate::audit::Upgraded;
+use crate::audit::meta::{UPGRADED_AT, UPGRADED_THROUGH_SEQ};
+use crate::audit::{Difference, SchemaDifference, Upgraded};
 use crate::domain::Timestamp;
 use crate::error::StoreError;
 use crate::faults::{crash_point, CrashPoint};
@@ -35,11 +36,6 @@ use std::path::Path;
 
 /// The schemas this build upgrades from.
 pub(crate) const UPGRADABLE_VERSIONS: [i64; 2] = [4, 5];
-
-/// The `meta` keys of an upgrade: its time, and the seq of the last
-/// journal entry written before it (0 for none).
-pub(crate) const UPGRADED_AT: &str = "upgraded_at";
-pub(crate) const UPGRADED_THROUGH_SEQ: &str = "upgraded_through_seq";
 
 /// A table whose definition changed: created again under its new one, and
 /// its rows copied by `copy` from `upgrade_old` (the table as it was),
@@ -244,16 +240,44 @@ fn create_missing(tx: &Transaction<'_>, path: &Path, wanted: &[Object]) -> Resul
 /// The first object that differs between the target and the file, said
 /// for a person; `None` when they are the same.
 fn first_difference(wanted: &[Object], have: &[Object]) -> Option<String> {
-    let find = |list: &[Object], name: &str| list.iter().find(|o| o.1 == name).cloned();
-    for object in wanted.iter().chain(have) {
-        match (find(wanted, &object.1), find(have, &object.1)) {
-            (Some(w), Some(h)) if w == h => {}
-            (Some(_), Some(_)) => return Some(format!("its {} {} differs", object.0, object.1)),
-            (Some(_), None) => return Some(format!("it lacks the {} {}", object.0, object.1)),
-            _ => return Some(format!("it has an unknown {} {}", object.0, object.1)),
+    differences(wanted, have).first().map(ToString::to_string)
+}
+
+/// Every object that differs between the target and the file: the
+/// target's missing or different, in its order, then the file's unknown
+/// to it, in the file's.
+fn differences(wanted: &[Object], have: &[Object]) -> Vec<SchemaDifference> {
+    let find = |list: &[Object], name: &str| list.iter().position(|o| o.1 == name);
+    let difference = |object: &Object, difference| SchemaDifference {
+        kind: object.0.clone(),
+        name: object.1.clone(),
+        difference,
+    };
+    let mut out = Vec::new();
+    for object in wanted {
+        match find(have, &object.1) {
+            Some(i) if have[i] == *object => {}
+            Some(_) => out.push(difference(object, Difference::Differs)),
+            None => out.push(difference(object, Difference::Missing)),
         }
     }
-    None
+    for object in have.iter().filter(|o| find(wanted, &o.1).is_none()) {
+        out.push(difference(object, Difference::Unknown));
+    }
+    out
+}
+
+/// How a file's tables, indexes and triggers differ from those this build
+/// creates for its role (`verify` holds the outbox to them).
+pub(crate) fn schema_differences(
+    conn: &Connection,
+    path: &Path,
+    role: Role,
+) -> Result<Vec<SchemaDifference>, StoreError> {
+    Ok(differences(
+        &target_objects(path, role)?,
+        &objects(conn, path)?,
+    ))
 }
 
 /// This build's objects for the role, as SQLite stores them: its creation

@@ -192,25 +192,37 @@ fn sender(dir: &Path) -> Connection {
     Connection::open(dir.join("sender.sqlite")).unwrap()
 }
 
-/// The attacker's access: the file, with every append-only trigger dropped
-/// and no foreign key enforced.
+/// The attacker's access: the file, with no foreign key enforced and every
+/// append-only trigger dropped for the edit and put back after it, as a
+/// careful attacker does (`verify` names a trigger that is missing:
+/// `verify_names_a_dropped_trigger_and_index`).
 pub fn tamper(dir: &Path, sql: &str) {
+    as_attacker(dir, |conn| conn.execute_batch(sql).unwrap());
+}
+
+/// Runs `edit` on the outbox with the append-only triggers dropped, and
+/// puts them back.
+fn as_attacker(dir: &Path, edit: impl FnOnce(&Connection)) {
     let conn = sender(dir);
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    let triggers: Vec<String> = conn
+    let triggers: Vec<(String, String)> = conn
         .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%append_only%'",
+            "SELECT name, sql FROM sqlite_master
+             WHERE type = 'trigger' AND name LIKE '%append_only%' ORDER BY rowid",
         )
         .unwrap()
-        .query_map([], |r| r.get(0))
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    for trigger in triggers {
+    for (trigger, _) in &triggers {
         conn.execute_batch(&format!("DROP TRIGGER {trigger}"))
             .unwrap();
     }
-    conn.execute_batch(sql).unwrap();
+    edit(&conn);
+    for (_, create) in &triggers {
+        conn.execute_batch(create).unwrap();
+    }
 }
 
 /// SHA-256 of the previous hash and a text, as a third party computes it.
@@ -244,24 +256,25 @@ fn rewrite_entry(dir: &Path, seq: i64, edit: impl FnOnce(&mut Map<String, Value>
 }
 
 fn rechain(dir: &Path) {
-    let conn = sender(dir);
-    let rows: Vec<(i64, String)> = conn
-        .prepare("SELECT seq, entry FROM journal ORDER BY seq")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut prev = GENESIS.to_string();
-    for (seq, entry) in rows {
-        let hash = sha(&prev, &entry);
-        conn.execute(
-            "UPDATE journal SET prev_hash = ?1, hash = ?2 WHERE seq = ?3",
-            rusqlite::params![prev, hash, seq],
-        )
-        .unwrap();
-        prev = hash;
-    }
+    as_attacker(dir, |conn| {
+        let rows: Vec<(i64, String)> = conn
+            .prepare("SELECT seq, entry FROM journal ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut prev = GENESIS.to_string();
+        for (seq, entry) in rows {
+            let hash = sha(&prev, &entry);
+            conn.execute(
+                "UPDATE journal SET prev_hash = ?1, hash = ?2 WHERE seq = ?3",
+                rusqlite::params![prev, hash, seq],
+            )
+            .unwrap();
+            prev = hash;
+        }
+    });
 }
 
 #[track_caller]
@@ -1433,6 +1446,10 @@ fn a_close_the_outbox_cannot_journal_says_the_operation_is_closed_at_the_receive
         "the receiver's close stands"
     );
     assert_eq!(checkpoint(lab.path()), before, "nothing journaled");
+    // The test's fault is not recon's schema: verify would name it.
+    sender(lab.path())
+        .execute_batch("DROP TRIGGER full")
+        .unwrap();
     assert_eq!(
         verify(lab.path(), &[]).0.code,
         Some(0),
@@ -1553,4 +1570,110 @@ fn verify_json_names_the_workspace_by_its_id_from_the_outbox_alone() {
     std::fs::remove_file(lab.path().join("receiver.sqlite")).expect("remove the ledger");
     let (_, report) = verify(lab.path(), &[]);
     assert_eq!(report["workspace"], json!(id), "{report}");
+}
+
+/// `verify` trusts the outbox's metadata: the id and the completion mark
+/// make the pair, the upgrade's keys time the entries written before it.
+/// Each key is held to what the journal and the ledger imply, so an edit
+/// is a mismatch of `meta.KEY`, in JSON and in text.
+#[test]
+fn verify_holds_the_workspace_metadata_to_the_journal_and_the_ledger() {
+    let ledger_id: String = Connection::open(journal_lab().path().join("receiver.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'workspace_id'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let cases = [
+        (
+            "DELETE FROM meta WHERE key = 'creation_complete'",
+            "meta.creation_complete",
+            json!("1"),
+            Value::Null,
+        ),
+        (
+            "UPDATE meta SET value = '0' WHERE key = 'creation_complete'",
+            "meta.creation_complete",
+            json!("1"),
+            json!("0"),
+        ),
+        (
+            "UPDATE meta SET value = '00112233445566778899aabbccddeeff'
+             WHERE key = 'workspace_id'",
+            "meta.workspace_id",
+            json!(ledger_id),
+            json!("00112233445566778899aabbccddeeff"),
+        ),
+        // No upgrade happened: no entry predates one.
+        (
+            "INSERT INTO meta (key, value) VALUES ('upgraded_through_seq', '5')",
+            "meta.upgraded_through_seq",
+            json!("0"),
+            json!("5"),
+        ),
+    ];
+    for (sql, field, journal, table) in cases {
+        let lab = journal_lab();
+        tamper(lab.path(), sql);
+        let (r, report) = verify(lab.path(), &[]);
+        assert_eq!(r.code, Some(1), "{sql}: {report:#}");
+        assert_eq!(
+            report["projection_mismatches"],
+            json!([{"op_id": null, "field": field, "journal": journal, "table": table}]),
+            "{sql}"
+        );
+        let human = run(&["verify", "--workspace", &lab.path_str()], None);
+        assert_eq!(human.code, Some(1), "{sql}");
+        assert!(
+            human
+                .stdout
+                .contains(&format!("the first: {field}: the journal says")),
+            "{sql}: {}",
+            human.stdout
+        );
+    }
+}
+
+/// The outbox's tables, indexes and triggers are held to those this build
+/// creates: a dropped append-only trigger, one made a no-op, a dropped
+/// index and an index recon does not know are each a finding.
+#[test]
+fn verify_names_a_dropped_trigger_and_index() {
+    let lab = journal_lab();
+    sender(lab.path())
+        .execute_batch(
+            "DROP TRIGGER journal_append_only_update;
+             DROP INDEX operations_by_state;
+             DROP TRIGGER notes_append_only_delete;
+             CREATE TRIGGER notes_append_only_delete BEFORE DELETE ON notes BEGIN SELECT 1; END;
+             CREATE INDEX notes_by_text ON notes(text);",
+        )
+        .unwrap();
+    let (r, report) = verify(lab.path(), &[]);
+    assert_eq!(r.code, Some(1), "{report:#}");
+    assert_eq!(report["first_broken"], Value::Null, "{report:#}");
+    assert_eq!(report["projection_mismatches"], json!([]), "{report:#}");
+    let found = report["schema_differences"].as_array().unwrap();
+    let expected = [
+        json!({"type": "trigger", "name": "journal_append_only_update", "difference": "missing"}),
+        json!({"type": "index", "name": "operations_by_state", "difference": "missing"}),
+        json!({"type": "trigger", "name": "notes_append_only_delete", "difference": "differs"}),
+        json!({"type": "index", "name": "notes_by_text", "difference": "unknown"}),
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for difference in &expected {
+        assert!(found.contains(difference), "{difference} in {found:#?}");
+    }
+    let human = run(&["verify", "--workspace", &lab.path_str()], None);
+    assert_eq!(human.code, Some(1));
+    for said in [
+        "it lacks the trigger journal_append_only_update",
+        "it lacks the index operations_by_state",
+        "its trigger notes_append_only_delete differs",
+        "it has an unknown index notes_by_text",
+    ] {
+        assert!(human.stdout.contains(said), "{said}: {}", human.stdout);
+    }
 }

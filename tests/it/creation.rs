@@ -153,3 +153,213 @@ fn a_handle_whose_workspace_was_replaced_refuses_every_mutation() {
     assert!(ws.snapshot("a", Some("rosa")).is_err_and(gone));
     let _ = recon_bin();
 }
+
+/// Whether any file of the ledger is in `dir`.
+fn any_ledger_file(dir: &Path) -> Option<String> {
+    ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| format!("receiver.sqlite{suffix}"))
+        .find(|name| dir.join(name).exists())
+}
+
+/// Every command that opens a workspace, run on a used one whose ledger
+/// was deleted, and again with the outbox's completion mark removed too
+/// (its journal still says creation completed): none makes the ledger
+/// afresh, which would forget its closes. `verify`, `export` and
+/// `checkpoint` need only the outbox and go on (the removed mark is a
+/// finding); every other command exits 4, the ledger's own child included.
+#[test]
+fn a_lost_ledger_is_never_recreated_by_any_command() {
+    for mark_removed in [false, true] {
+        let mut lab = Lab::new();
+        lab.dispatched("paid", "pay", &json!({"amount": 10}), None);
+        lab.ws.prepare("fresh", "pay", &json!({})).unwrap();
+        let id = lab.ws.id().to_string();
+        let dir = lab.path().to_path_buf();
+        drop(lab.ws);
+        std::fs::remove_file(dir.join("receiver.sqlite")).unwrap();
+        assert_eq!(any_ledger_file(&dir), None);
+        if mark_removed {
+            rusqlite::Connection::open(dir.join("sender.sqlite"))
+                .unwrap()
+                .execute("DELETE FROM meta WHERE key = 'creation_complete'", [])
+                .unwrap();
+        }
+        let ws = dir.display().to_string();
+        let apply = json!({"recon_adapter": 1, "workspace": id, "op": {
+            "op_id": "paid", "action_kind": "pay", "payload": {"amount": 10},
+            "compensates_effect_id": null}});
+        let query = json!({"recon_adapter": 1, "workspace": id, "op_id": "paid"});
+        let close = json!({"recon_adapter": 1, "workspace": id, "op_id": "paid",
+            "authorized_by": "Ann"});
+        let found = if mark_removed { 1 } else { 0 };
+        let commands: Vec<(Vec<&str>, Option<String>, i32)> = vec![
+            (vec!["ops"], None, 4),
+            (vec!["show", "paid"], None, 4),
+            (vec!["ledger"], None, 4),
+            (vec!["ledger", "--op", "paid"], None, 4),
+            (
+                vec![
+                    "prepare",
+                    "--op",
+                    "new",
+                    "--action",
+                    "pay",
+                    "--payload",
+                    "{}",
+                ],
+                None,
+                4,
+            ),
+            (vec!["dispatch", "fresh"], None, 4),
+            (vec!["snapshot", "paid"], None, 4),
+            (
+                vec![
+                    "reconcile",
+                    "paid",
+                    "--reviewer",
+                    "Ann",
+                    "--decision",
+                    "confirmed",
+                    "--expected-version",
+                    "3",
+                ],
+                None,
+                4,
+            ),
+            (
+                vec![
+                    "approve-compensation",
+                    "paid",
+                    "--effect",
+                    "fx-000001",
+                    "--approver",
+                    "lee",
+                    "--expected-version",
+                    "3",
+                    "--compensation-op",
+                    "refund",
+                    "--action",
+                    "refund",
+                    "--payload",
+                    "{}",
+                ],
+                None,
+                4,
+            ),
+            (vec!["observe", "--by", "Ann", "paid"], None, 4),
+            (vec!["note", "--by", "Ann", "--text", "hi", "paid"], None, 4),
+            (
+                vec!["escalate", "--by", "Ann", "--reason", "r", "fresh"],
+                None,
+                4,
+            ),
+            (
+                vec!["deescalate", "--by", "Ann", "--reason", "r", "fresh"],
+                None,
+                4,
+            ),
+            (vec!["screenshot"], None, 4),
+            (vec!["demo"], None, 4),
+            (
+                vec!["receivers", "add", "mail", "--builtin", "--actions", "mail"],
+                None,
+                4,
+            ),
+            (vec!["receivers", "list"], None, 4),
+            (vec!["receivers", "check", "builtin"], None, 4),
+            (
+                vec!["receivers", "update", "builtin", "--timeout-ms", "1000"],
+                None,
+                4,
+            ),
+            (vec!["receivers", "remove", "builtin"], None, 4),
+            (
+                vec![
+                    "receiver",
+                    "apply",
+                    "--op",
+                    "paid",
+                    "--action",
+                    "pay",
+                    "--payload",
+                    "{}",
+                ],
+                None,
+                4,
+            ),
+            (
+                vec!["receiver", "adapter", "describe"],
+                Some(json!({"recon_adapter": 1}).to_string()),
+                0,
+            ),
+            (
+                vec!["receiver", "adapter", "apply"],
+                Some(apply.to_string()),
+                4,
+            ),
+            (
+                vec!["receiver", "adapter", "query"],
+                Some(query.to_string()),
+                4,
+            ),
+            (
+                vec!["receiver", "adapter", "close"],
+                Some(close.to_string()),
+                4,
+            ),
+            (vec!["verify"], None, found),
+            (vec!["export"], None, found),
+            (vec!["checkpoint"], None, 0),
+        ];
+        for (args, stdin, code) in commands {
+            let args = [&args[..], &["--workspace", &ws]].concat();
+            let stdin = stdin.map(|line| line + "\n");
+            let out = run(&args, stdin.as_deref().map(str::as_bytes));
+            let case = format!("{args:?} (mark removed: {mark_removed})");
+            assert_eq!(out.code, Some(code), "{case}: {}{}", out.stdout, out.stderr);
+            if code == 4 {
+                let said = format!("{}{}", out.stdout, out.stderr);
+                assert!(
+                    said.contains("is missing from the workspace"),
+                    "{case}: {said}"
+                );
+            }
+            assert_eq!(
+                any_ledger_file(&dir),
+                None,
+                "{case}: the ledger was made afresh"
+            );
+        }
+    }
+}
+
+/// An outbox whose creation completed and whose id was then removed is
+/// refused as it is: not given a fresh id, which its ledger would then
+/// not share (or a lost ledger would be made afresh with).
+#[test]
+fn a_completed_outbox_that_lost_its_id_is_refused_not_given_a_new_one() {
+    let lab = Lab::new();
+    let dir = lab.path().to_path_buf();
+    drop(lab.ws);
+    let sender = || rusqlite::Connection::open(dir.join("sender.sqlite")).unwrap();
+    sender()
+        .execute("DELETE FROM meta WHERE key = 'workspace_id'", [])
+        .unwrap();
+    let out = run(&["ops", "--workspace", &dir.display().to_string()], None);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("sender.sqlite belongs to another workspace"),
+        "{}",
+        out.stderr
+    );
+    let id: Option<String> = sender()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'workspace_id'",
+            [],
+            |r| r.get(0),
+        )
+        .ok();
+    assert_eq!(id, None, "the outbox was given a new id");
+}

@@ -514,3 +514,28 @@ fn a_schema5_workspace_registers_the_ledger_it_routed_to_implicitly() {
     // 38 entries written by recon at schema 5, then the registration.
     assert_intact(dir.path(), 39);
 }
+
+/// The upgrade's `upgraded_through_seq` is the last entry it found, the
+/// last without a time: raised, lowered or garbled, it is a mismatch of
+/// `meta.upgraded_through_seq` (raised, nothing else would show it).
+#[test]
+fn an_edited_upgraded_through_seq_is_found() {
+    for value in ["35", "33", "x"] {
+        let dir = copy_of_fixture();
+        drop(open_at(dir.path(), UPGRADE_AT));
+        tamper(
+            dir.path(),
+            &format!("UPDATE meta SET value = '{value}' WHERE key = 'upgraded_through_seq'"),
+        );
+        let (r, report) = verify(dir.path());
+        assert_eq!(r.code, Some(1), "{value}: {report:#}");
+        let expected = json!({
+            "op_id": null,
+            "field": "meta.upgraded_through_seq",
+            "journal": ENTRIES_BEFORE.to_string(),
+            "table": value,
+        });
+        let mismatches = report["projection_mismatches"].as_array().unwrap();
+        assert!(mismatches.contains(&expected), "{value}: {mismatches:#?}");
+    }
+}
