@@ -19,6 +19,7 @@
 //! runtime of its own inside this process, which is none of recon's
 //! business.
 
+mod credentials;
 mod drill;
 mod ledger;
 
@@ -47,9 +48,10 @@ fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
             recon::sanitize::escape(url)
         ));
     }
-    let config = url
+    let mut config = url
         .parse::<postgres::Config>()
         .map_err(|e| format!("--database: {e}"))?;
+    credentials::complete(&mut config, &credentials::Env::process());
     let verb = Verb::parse(verb).ok_or_else(|| USAGE.to_string())?;
     Ok((config, verb))
 }
