@@ -321,17 +321,32 @@ impl Workspace {
                 None,
             ),
         );
+        // What the adapter said on stderr is often the reason (a missing
+        // module, a bad flag): said with the refusal, escaped.
+        let said = reply
+            .stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| {
+                format!(
+                    " (its stderr: {})",
+                    crate::domain::sanitize::escape(l.trim())
+                )
+            })
+            .unwrap_or_default();
+        let malformed = |detail: String| Refusal::AdapterMalformed(format!("{detail}{said}"));
         let answer = match reply.answer {
             Ok(answer) => answer,
             Err(f) if f.kind == FailureKind::SpawnFailed => {
                 return Err(StoreError::Receiver(f.detail).into())
             }
-            Err(f) => return Err(Refusal::AdapterMalformed(f.detail).into()),
+            Err(f) => return Err(malformed(f.detail).into()),
         };
         let description = match protocol::parse_answer(Verb::Describe, "", &answer) {
             Ok(Answer::Described(description)) => description,
-            Ok(_) => return Err(Refusal::AdapterMalformed("not a describe answer".into()).into()),
-            Err(detail) => return Err(Refusal::AdapterMalformed(detail).into()),
+            Ok(_) => return Err(malformed("not a describe answer".into()).into()),
+            Err(detail) => return Err(malformed(detail).into()),
         };
         Ok((description, protocol::sha256_of(&answer)))
     }

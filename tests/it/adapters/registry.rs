@@ -577,3 +577,26 @@ fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
     // An operation at the built-in ledger needs no note.
     assert_eq!(rig.ok(&["ledger", "--op", "op-2"]).stderr, "");
 }
+
+/// A registration whose `describe` fails says what the adapter wrote on
+/// stderr (escaped), which is usually the reason.
+#[test]
+fn a_registration_whose_describe_fails_shows_the_adapters_stderr() {
+    let rig = Rig::new();
+    let log = rig.dir.path().join("unused.log");
+    let probe = world_probe(rig.dir.path(), &log);
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\necho 'ModuleNotFoundError: no module named \"\x1b[31mledger\"' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let probe = probe.display().to_string();
+    let out = rig.recon(&["receivers", "add", "probe", "--actions", "p", "--", &probe]);
+    assert_refused(&out, "adapter_malformed");
+    assert!(
+        out.stderr
+            .contains(r#"its stderr: ModuleNotFoundError: no module named "\x1b[31mledger""#),
+        "{}",
+        out.stderr
+    );
+}
