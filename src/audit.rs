@@ -28,14 +28,14 @@ pub use chain::{
     BrokenLink, CheckpointComparison, ExportComparison, ExportedEntry, StoredEntry, Walk, Walked,
 };
 pub use entry::{
-    acknowledged, approved, call_failed, closed, content, dispatched, evidence, link_hash, marked,
-    noted, observed, prepared, receiver_registered, receiver_removed, receiver_updated,
-    seal_generated, sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
+    acknowledged, approved, call_failed, close_requested, closed, content, dispatched, evidence,
+    link_hash, marked, noted, observed, prepared, receiver_registered, receiver_removed,
+    receiver_updated, seal_generated, sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
 };
 pub use projection::{
-    Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, DISPATCH_LOG,
-    ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES,
-    STATE_COUNTS,
+    Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, CLOSE_REQUESTS,
+    DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS,
+    ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
 

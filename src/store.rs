@@ -156,6 +156,14 @@ pub(crate) trait TriageLog {
     /// it with its seq.
     fn record_call_failure(&mut self, failure: &CallFailure) -> Result<CallFailure>;
     fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>>;
+    /// Journals a close's authorization before the receiver is asked.
+    fn record_close_request(
+        &mut self,
+        op_id: &str,
+        receiver: &str,
+        authorized_by: &str,
+        at: Timestamp,
+    ) -> Result<()>;
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;

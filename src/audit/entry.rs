@@ -46,10 +46,11 @@ pub enum EntryKind {
     ReceiverRemoved,
     Acknowledged,
     CallFailed,
+    CloseRequested,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 15] = [
+    pub const ALL: [EntryKind; 16] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -65,6 +66,7 @@ impl EntryKind {
         EntryKind::ReceiverRemoved,
         EntryKind::Acknowledged,
         EntryKind::CallFailed,
+        EntryKind::CloseRequested,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +85,7 @@ impl EntryKind {
             EntryKind::ReceiverUpdated => "receiver_updated",
             EntryKind::Acknowledged => "acknowledged",
             EntryKind::CallFailed => "call_failed",
+            EntryKind::CloseRequested => "close_requested",
             EntryKind::ReceiverRemoved => "receiver_removed",
         }
     }
@@ -280,6 +283,12 @@ pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
 /// `noted`: a note left on an operation.
 pub fn noted(note: &NewNote<'_>) -> Map<String, Value> {
     object(json!({ "by": note.by, "at": note.at, "text": note.text }))
+}
+
+/// `close_requested`: a close authorized, journaled before the receiver is
+/// asked, so that a close whose answer is lost still has its authorization.
+pub fn close_requested(receiver: &str, authorized_by: &str, at: Timestamp) -> Map<String, Value> {
+    object(json!({ "receiver": receiver, "authorized_by": authorized_by, "at": at }))
 }
 
 /// `call_failed`: a receiver call that gave no usable answer.

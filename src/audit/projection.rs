@@ -207,6 +207,11 @@ pub const NOTES: Table = Table {
     columns: &["seq", "op_id", "noted_by", "noted_at", "text"],
     key: 1,
 };
+pub const CLOSE_REQUESTS: Table = Table {
+    name: "close_requests",
+    columns: &["seq", "op_id", "receiver", "authorized_by", "requested_at"],
+    key: 1,
+};
 pub const CALL_FAILURES: Table = Table {
     name: "call_failures",
     columns: &[
@@ -480,6 +485,7 @@ pub struct Projected<'a> {
     pub notes: Vec<Expected<'a>>,
     pub acknowledgements: Vec<Expected<'a>>,
     pub call_failures: Vec<Expected<'a>>,
+    pub close_requests: Vec<Expected<'a>>,
     pub escalations: Vec<Expected<'a>>,
 }
 
@@ -495,6 +501,7 @@ pub struct OpTables {
     pub notes: Vec<Row>,
     pub acknowledgements: Vec<Row>,
     pub call_failures: Vec<Row>,
+    pub close_requests: Vec<Row>,
     pub escalations: Vec<Row>,
 }
 
@@ -549,6 +556,13 @@ impl<'a> Replay<'a> {
                 e.get("receiver"),
                 e.get("authorized_by"),
                 Want::Int(e.seq),
+                e.at(),
+            ]),
+            EntryKind::CloseRequested => self.projected.close_requests.push(vec![
+                Want::Int(e.seq),
+                op_id,
+                e.get("receiver"),
+                e.get("authorized_by"),
                 e.at(),
             ]),
             EntryKind::CallFailed => self.projected.call_failures.push(vec![
@@ -892,6 +906,12 @@ pub fn compare_op(
             "call_failures",
             &projected.call_failures,
             &tables.call_failures,
+        ),
+        (
+            &CLOSE_REQUESTS,
+            "close_requests",
+            &projected.close_requests,
+            &tables.close_requests,
         ),
         (
             &ESCALATIONS,

@@ -17,9 +17,9 @@ use super::{journal, sender, upgrade, SqlContext};
 use crate::audit::meta::META;
 use crate::audit::{
     Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
-    VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, DISPATCH_LOG,
-    ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES,
-    STATE_COUNTS,
+    VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES,
+    CLOSE_REQUESTS, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS,
+    RECEIVERS, ROUTES, STATE_COUNTS,
 };
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
@@ -261,7 +261,7 @@ fn all_rows(
 
 /// The per-operation streams of the merge join, in the order of
 /// [`OpTables`] after the journal's.
-const OP_STREAMS: [(Table, &str); 11] = [
+const OP_STREAMS: [(Table, &str); 12] = [
     (JOURNAL, "WHERE op_id IS NOT NULL ORDER BY op_id, seq"),
     (OPERATIONS, "ORDER BY op_id"),
     (DISPATCH_LOG, "ORDER BY op_id, from_version, seq"),
@@ -273,6 +273,7 @@ const OP_STREAMS: [(Table, &str); 11] = [
     (ESCALATIONS, "ORDER BY op_id, seq"),
     (ACKNOWLEDGEMENTS, "ORDER BY op_id, seq"),
     (CALL_FAILURES, "ORDER BY op_id, seq"),
+    (CLOSE_REQUESTS, "ORDER BY op_id, seq"),
 ];
 
 /// One operation's rows, as the merge join gathers them.
@@ -324,6 +325,7 @@ fn merge_join(
             escalations: next(),
             acknowledgements: next(),
             call_failures: next(),
+            close_requests: next(),
         };
         batch.push((name, journal, tables));
         if batch.len() == BATCH

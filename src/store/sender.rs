@@ -256,7 +256,8 @@ CREATE TABLE journal (
     seq INTEGER PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt', 'observed', 'closed',
         'decided', 'approved', 'noted', 'escalated', 'deescalated', 'receiver_registered',
-        'receiver_updated', 'receiver_removed', 'acknowledged', 'call_failed')),
+        'receiver_updated', 'receiver_removed', 'acknowledged', 'call_failed',
+        'close_requested')),
     op_id TEXT,
     entry TEXT NOT NULL,
     prev_hash TEXT NOT NULL,
@@ -372,6 +373,22 @@ CREATE TABLE call_failures (
     failed_at TEXT NOT NULL
 );
 CREATE INDEX call_failures_by_op ON call_failures(op_id, seq);
+CREATE TABLE close_requests (
+    seq INTEGER PRIMARY KEY REFERENCES journal(seq),
+    op_id TEXT NOT NULL REFERENCES operations(op_id),
+    receiver TEXT NOT NULL,
+    authorized_by TEXT NOT NULL,
+    requested_at TEXT NOT NULL
+);
+CREATE INDEX close_requests_by_op ON close_requests(op_id, seq);
+CREATE TRIGGER close_requests_append_only_update BEFORE UPDATE ON close_requests
+BEGIN
+    SELECT RAISE(ABORT, 'close requests are append-only');
+END;
+CREATE TRIGGER close_requests_append_only_delete BEFORE DELETE ON close_requests
+BEGIN
+    SELECT RAISE(ABORT, 'close requests are append-only');
+END;
 CREATE TRIGGER call_failures_append_only_update BEFORE UPDATE ON call_failures
 BEGIN
     SELECT RAISE(ABORT, 'call failures are append-only');

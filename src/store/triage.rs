@@ -303,6 +303,39 @@ impl TriageLog for SqliteSender {
         })
     }
 
+    fn record_close_request(
+        &mut self,
+        op_id: &str,
+        receiver: &str,
+        authorized_by: &str,
+        at: Timestamp,
+    ) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let tx = self
+            .conn_mut()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(&path)?;
+        let fields = audit::close_requested(receiver, authorized_by, at);
+        let kind = EntryKind::CloseRequested;
+        let sealed = journal::append(&tx, &path, kind, Some(op_id), fields)?;
+        tx.prepare_cached(
+            "INSERT INTO close_requests (seq, op_id, receiver, authorized_by, requested_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                sealed.seq,
+                op_id,
+                receiver,
+                authorized_by,
+                at.to_string()
+            ])
+        })
+        .at(&path)?;
+        tx.commit().at(&path)?;
+        Ok(())
+    }
+
     fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>> {
         rows::call_failures(self.conn(), self.path(), op_id)
     }

@@ -437,8 +437,16 @@ impl Workspace {
             rules::check_close(&self.registration_of(op)?)?;
         }
         let registration = self.current_registration(op)?;
-        if close.is_some() {
+        if let Some(who) = close {
             rules::check_close(&registration)?;
+            // Journaled before the receiver is asked: a close whose answer
+            // is lost keeps its authorization all the same.
+            self.sender.record_close_request(
+                &op.op_id,
+                &registration.name,
+                who,
+                self.clock.now(),
+            )?;
         }
         let verb = if close.is_some() {
             Verb::Close

@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The entries of [`journal_lab`], in order.
-const KINDS: [(&str, Option<&str>); 29] = [
+const KINDS: [(&str, Option<&str>); 30] = [
     ("receiver_registered", None),
     ("receiver_registered", None),
     ("receiver_registered", None),
@@ -40,6 +40,7 @@ const KINDS: [(&str, Option<&str>); 29] = [
     ("prepared", Some("c")),
     ("dispatched", Some("c")),
     ("call_failed", Some("c")),
+    ("close_requested", Some("b")),
     ("closed", Some("b")),
     ("observed", Some("b")),
     ("decided", Some("b")),
@@ -381,10 +382,10 @@ fn an_untouched_journal_verifies_and_its_export_rehashes_with_plain_sha256() {
     let evidence = &shown["evidence"][0];
     assert_eq!(
         (evidence["journal_seq"].clone(), evidence["seq"].clone()),
-        (json!(16), json!(2))
+        (json!(17), json!(2))
     );
-    let line_16: Value = serde_json::from_str(exported.stdout.lines().nth(15).unwrap()).unwrap();
-    assert_eq!(evidence["hash"], line_16["hash"]);
+    let line_17: Value = serde_json::from_str(exported.stdout.lines().nth(16).unwrap()).unwrap();
+    assert_eq!(evidence["hash"], line_17["hash"]);
     assert_eq!(evidence.get("prev_hash"), None);
 }
 
@@ -427,7 +428,7 @@ fn assert_entry_contents(lines: &[Value]) {
         (json!(1), json!(2))
     );
     // The failed calls of b and c (entries 10 and 13) come before these.
-    let closed = &lines[12];
+    let closed = &lines[13];
     assert_eq!(
         (
             closed["receiver"].clone(),
@@ -437,7 +438,7 @@ fn assert_entry_contents(lines: &[Value]) {
         (json!("builtin"), json!("Ann"), json!([]))
     );
     assert_eq!(closed["response_sha256"].as_str().map(str::len), Some(64));
-    let decided = &lines[14];
+    let decided = &lines[15];
     assert_eq!(
         (decided["reviewer"].clone(), decided["verdict"].clone()),
         (json!("Ann"), json!("terminal_absence"))
@@ -446,7 +447,7 @@ fn assert_entry_contents(lines: &[Value]) {
         decided["snapshot"]["closed"], true,
         "the whole snapshot a reviewer saw"
     );
-    let approved = &lines[17];
+    let approved = &lines[18];
     for (field, value) in [
         ("original_op_id", json!("a")),
         ("effect_id", json!("fx-000001")),
@@ -459,7 +460,7 @@ fn assert_entry_contents(lines: &[Value]) {
     ] {
         assert_eq!(approved[field], value, "{field}");
     }
-    assert_eq!(lines[19]["effect_id"], "fx-000003");
+    assert_eq!(lines[20]["effect_id"], "fx-000003");
     assert_triage_contents(lines);
 }
 
@@ -471,7 +472,7 @@ fn assert_triage_contents(lines: &[Value]) {
         let at = line["at"].as_str().unwrap_or_default();
         assert!(recon::domain::Timestamp::parse(at).is_some(), "{line}");
     }
-    let closing = &lines[13];
+    let closing = &lines[14];
     assert_eq!(
         (
             closing["observed_by"].clone(),
@@ -487,23 +488,23 @@ fn assert_triage_contents(lines: &[Value]) {
         )
     );
     assert_eq!(closing["snapshot"]["op_id"], "b");
-    assert_eq!(lines[15]["observed_by"], "Ann");
+    assert_eq!(lines[16]["observed_by"], "Ann");
     assert_eq!(
         (
-            lines[23]["observed_by"].clone(),
-            lines[23]["verdict"].clone()
+            lines[24]["observed_by"].clone(),
+            lines[24]["verdict"].clone()
         ),
         (json!("Cy"), json!("inconclusive"))
     );
-    assert_eq!(lines[24]["text"], "the bank says it may have gone through");
+    assert_eq!(lines[25]["text"], "the bank says it may have gone through");
     assert_eq!(
-        (lines[25]["by"].clone(), lines[25]["reason"].clone()),
+        (lines[26]["by"].clone(), lines[26]["reason"].clone()),
         (json!("Cy"), json!("only the bank can tell"))
     );
-    assert_eq!(lines[26]["by"], "Dee");
+    assert_eq!(lines[27]["by"], "Dee");
     // Each lost call is kept with its operation: b's never arrived, c's
     // receipt was lost after the commit, d's never arrived.
-    let failed: Vec<(Value, Value)> = [8, 11, 22]
+    let failed: Vec<(Value, Value)> = [8, 11, 23]
         .iter()
         .map(|&i| (lines[i]["kind"].clone(), lines[i]["failure"].clone()))
         .collect();
@@ -658,13 +659,13 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
         .contains("now closed at receiver builtin"));
     lab.ws.drill_remove_evidence_fault().unwrap();
     let kinds: Vec<String> = sender(lab.path())
-        .prepare("SELECT kind FROM journal WHERE seq > 29 ORDER BY seq")
+        .prepare("SELECT kind FROM journal WHERE seq > 30 ORDER BY seq")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(kinds, ["closed", "observed"]);
+    assert_eq!(kinds, ["close_requested", "closed", "observed"]);
     assert_eq!(lab.ws.require("d").unwrap().version, 2);
     assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
 }
@@ -942,7 +943,7 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
     let m = assert_mismatch(lab.path(), Some("comp"), "evidence[0]");
     assert_eq!(
         (m["journal"]["journal_seq"].clone(), m["table"].clone()),
-        (json!(21), Value::Null)
+        (json!(22), Value::Null)
     );
     let (_, report) = verify(lab.path(), &[]);
     assert_eq!(
@@ -1005,7 +1006,7 @@ fn edited_deleted_reordered_or_inserted_entries_break_the_chain() {
           UPDATE journal SET (kind, op_id, entry, prev_hash, hash) =
               (SELECT kind, op_id, entry, prev_hash, hash FROM t WHERE t.seq = 19 - journal.seq)
           WHERE seq IN (9, 10);", 9, "prev_hash does not match"),
-        ("INSERT INTO journal SELECT 30, kind, op_id, entry, prev_hash, hash FROM journal WHERE seq = 29", 30, "prev_hash does not match"),
+        ("INSERT INTO journal SELECT 31, kind, op_id, entry, prev_hash, hash FROM journal WHERE seq = 30", 31, "prev_hash does not match"),
     ];
     for (sql, seq, reason) in cases {
         let lab = journal_lab();
@@ -1026,17 +1027,17 @@ fn a_forged_entry_chained_properly_is_caught_by_the_projection() {
     let lab = journal_lab();
     let conn = sender(lab.path());
     let entry: String = conn
-        .query_row("SELECT entry FROM journal WHERE seq = 16", [], |r| r.get(0))
+        .query_row("SELECT entry FROM journal WHERE seq = 17", [], |r| r.get(0))
         .unwrap();
     let head: String = conn
-        .query_row("SELECT hash FROM journal WHERE seq = 29", [], |r| r.get(0))
+        .query_row("SELECT hash FROM journal WHERE seq = 30", [], |r| r.get(0))
         .unwrap();
     let mut forged: Map<String, Value> = serde_json::from_str(&entry).unwrap();
-    forged.insert("seq".into(), json!(30));
+    forged.insert("seq".into(), json!(31));
     forged.insert("op_id".into(), json!("d"));
     let forged = Value::Object(forged).to_string();
     conn.execute(
-        "INSERT INTO journal VALUES (30, 'decided', 'd', ?1, ?2, ?3)",
+        "INSERT INTO journal VALUES (31, 'decided', 'd', ?1, ?2, ?3)",
         rusqlite::params![forged, head, sha(&head, &forged)],
     )
     .unwrap();
@@ -1066,7 +1067,7 @@ fn a_consistent_rewrite_passes_the_database_alone_but_not_a_kept_checkpoint_nor_
 
     // Rewrite history: another reviewer in the entry and in its evidence
     // row, every hash recomputed. The database alone cannot tell.
-    rewrite_entry(lab.path(), 16, |e| {
+    rewrite_entry(lab.path(), 17, |e| {
         e.insert("reviewer".into(), json!("Mallory"));
     });
     tamper(
@@ -1091,7 +1092,7 @@ fn a_consistent_rewrite_passes_the_database_alone_but_not_a_kept_checkpoint_nor_
     );
     let (r, report) = verify(lab.path(), &["--against", &kept]);
     assert_eq!(r.code, Some(1));
-    assert_eq!(report["export"]["first_difference"]["seq"], 16);
+    assert_eq!(report["export"]["first_difference"]["seq"], 17);
     assert!(report["export"]["first_difference"]["reason"]
         .as_str()
         .unwrap()
@@ -1123,8 +1124,8 @@ fn a_shortened_journal_fails_against_the_checkpoint_and_an_earlier_export() {
     // The last entry cut, and what it did undone in the tables.
     tamper(
         lab.path(),
-        "DELETE FROM journal WHERE seq = 29;
-         DELETE FROM escalations WHERE seq = 29;
+        "DELETE FROM journal WHERE seq = 30;
+         DELETE FROM escalations WHERE seq = 30;
          UPDATE operations SET escalation = NULL WHERE op_id = 'd';",
     );
     let (r, _) = verify(lab.path(), &[]);
@@ -1380,7 +1381,7 @@ fn a_close_is_journaled_with_its_receiver_authorizer_and_answer() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let conn = sender(lab.path());
     let (kind, entry): (String, String) = conn
-        .query_row("SELECT kind, entry FROM journal WHERE seq = 30", [], |r| {
+        .query_row("SELECT kind, entry FROM journal WHERE seq = 32", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
@@ -1401,14 +1402,13 @@ fn a_close_is_journaled_with_its_receiver_authorizer_and_answer() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .unwrap();
-    assert_eq!(close, ("d".into(), "builtin".into(), "Ann".into(), 30));
+    assert_eq!(close, ("d".into(), "builtin".into(), "Ann".into(), 32));
     assert_eq!(verify(lab.path(), &[]).0.code, Some(0));
 }
 
 #[test]
 fn a_close_the_outbox_cannot_journal_says_the_operation_is_closed_at_the_receiver() {
     let lab = journal_lab();
-    let before = checkpoint(lab.path());
     sender(lab.path())
         .execute_batch("CREATE TRIGGER full BEFORE INSERT ON closes BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
         .unwrap();
@@ -1445,7 +1445,17 @@ fn a_close_the_outbox_cannot_journal_says_the_operation_is_closed_at_the_receive
         lab.ws.closure("d").unwrap().is_some(),
         "the receiver's close stands"
     );
-    assert_eq!(checkpoint(lab.path()), before, "nothing journaled");
+    // Only its authorization was journaled, before the receiver was asked.
+    let kinds: Vec<String> = sender(lab.path())
+        .prepare(&format!(
+            "SELECT kind FROM journal WHERE seq > {LENGTH} ORDER BY seq"
+        ))
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(kinds, ["close_requested"], "nothing else journaled");
     // The test's fault is not recon's schema: verify would name it.
     sender(lab.path())
         .execute_batch("DROP TRIGGER full")
