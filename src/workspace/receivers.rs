@@ -453,36 +453,7 @@ impl Workspace {
         } else {
             Verb::Query
         };
-        let answer = if registration.builtin && registration.can_close() {
-            let snapshot = match close {
-                Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
-                None => self.ledger.query(&self.id, &op.op_id)?,
-            };
-            protocol::snapshot_answer(&snapshot)
-        } else {
-            let request = protocol::request(verb, &self.id, &request_of(op), close);
-            let reply = self
-                .adapter_program(&registration)
-                .call(&self.program, verb, &request);
-            match reply.answer {
-                Ok(answer) => answer,
-                Err(f) => {
-                    let failed = call_failed(&registration.name, &f, &reply.stderr);
-                    let Some(_) = close else {
-                        return Err(failed);
-                    };
-                    // A close is a mutation: its failed call is kept with
-                    // the operation. The request reached a receiver that was
-                    // alive: it may have closed and lost only its answer.
-                    let call = ("close", registration.name.as_str(), reply.exit_code);
-                    self.keep_failure(op, (call.0, call.1, call.2, &reply.stderr), &f)?;
-                    return Err(match f.kind {
-                        FailureKind::SpawnFailed => failed,
-                        _ => failed.after(close_unknown(&op.op_id, &registration.name)),
-                    });
-                }
-            }
-        };
+        let answer = self.ask(op, &registration, verb, close)?;
         let sha = protocol::sha256_of(&answer);
         let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {
             call_failed(
@@ -509,6 +480,44 @@ impl Workspace {
             snapshot,
             provenance,
             observation,
+        })
+    }
+
+    /// The receiver's answer to a read or a close, as the answer line it
+    /// gave (recon's own ledger is read in process). A close whose call gave
+    /// no usable answer is kept with the operation, and reported as a
+    /// commit of unknown outcome when the request reached a live receiver.
+    fn ask(
+        &mut self,
+        op: &Operation,
+        registration: &Registration,
+        verb: Verb,
+        close: Option<&str>,
+    ) -> Result<Value> {
+        if registration.builtin && registration.can_close() {
+            let snapshot = match close {
+                Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
+                None => self.ledger.query(&self.id, &op.op_id)?,
+            };
+            return Ok(protocol::snapshot_answer(&snapshot));
+        }
+        let request = protocol::request(verb, &self.id, &request_of(op), close);
+        let reply = self
+            .adapter_program(registration)
+            .call(&self.program, verb, &request);
+        let f = match reply.answer {
+            Ok(answer) => return Ok(answer),
+            Err(f) => f,
+        };
+        let failed = call_failed(&registration.name, &f, &reply.stderr);
+        if close.is_none() {
+            return Err(failed);
+        }
+        let name = registration.name.as_str();
+        self.keep_failure(op, ("close", name, reply.exit_code, &reply.stderr), &f)?;
+        Err(match f.kind {
+            FailureKind::SpawnFailed => failed,
+            _ => failed.after(close_unknown(&op.op_id, name)),
         })
     }
 
