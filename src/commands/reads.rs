@@ -128,10 +128,11 @@ impl OpsPage {
                 )
             },
         );
-        let escalated = if op.triage.escalated.is_some() {
-            " ESCALATED"
-        } else {
-            ""
+        let escalated = match (&op.triage.escalated, &op.triage.contradicted) {
+            (Some(_), Some(_)) => " ESCALATED CONTRADICTED",
+            (Some(_), None) => " ESCALATED",
+            (None, Some(_)) => " CONTRADICTED",
+            (None, None) => "",
         };
         [
             escape(&op.op_id).into_owned(),

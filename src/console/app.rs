@@ -205,6 +205,10 @@ pub struct Detail {
     pub notes: Vec<Note>,
     pub closes: Vec<CloseEntry>,
     pub escalations: Vec<EscalationRecord>,
+    /// Receiver calls that gave no usable answer, and the acknowledgements
+    /// of contradictions: why it is unknown, and what people saw.
+    pub failures: Vec<crate::domain::CallFailure>,
+    pub acknowledgements: Vec<crate::domain::Acknowledgement>,
     pub observations: usize,
 }
 

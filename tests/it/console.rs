@@ -1646,6 +1646,9 @@ impl Held {
     /// each is `unknown` at version 2.
     pub fn new(can_close: bool, ops: &[&str]) -> Held {
         let mut lab = Lab::new();
+        // Acts on the demo's stopped clock, so the history's times (a
+        // failed call's) read the same on every run.
+        lab.ws = lab.ws.with_clock(crate::support::demo_clock());
         let fifo = lab.path().join("held.fifo");
         register_held(&mut lab.ws, "held", "send_held", &fifo, can_close, 60_000);
         let payload: serde_json::Value = serde_json::from_str(HELD_PAYLOAD).unwrap();

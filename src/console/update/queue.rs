@@ -339,6 +339,8 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         notes: shown_detail.notes,
         closes: shown_detail.closes,
         escalations: shown_detail.escalations,
+        failures: shown_detail.failures,
+        acknowledgements: shown_detail.acknowledgements,
         observations: shown_detail.observations.len(),
     });
     if recorded {

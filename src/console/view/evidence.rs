@@ -1,8 +1,9 @@
 //! The history of the selected operation, with times: every recorded
 //! state change out of `unknown` (receipts and reviews, with reviewer,
-//! decision, verdict and versions), its closes, notes and escalations in
-//! the order they happened, its compensation approvals, and how many
-//! observations were recorded.
+//! decision, verdict and versions), its closes, notes, escalations, the
+//! receiver calls that gave no usable answer, a contradiction and its
+//! acknowledgements in the order they happened, its compensation
+//! approvals, and how many observations were recorded.
 
 use super::super::app::{App, Detail};
 use super::super::text::{clean, wrap_hanging};
@@ -122,8 +123,43 @@ fn timed_lines(d: &Detail) -> Vec<String> {
         );
         timed.push((e.at, e.seq, line));
     }
+    calls_and_contradictions(d, &mut timed);
     timed.sort_by_key(|(at, seq, _)| (*at, *seq));
     timed.into_iter().map(|(_, _, line)| line).collect()
+}
+
+/// The receiver calls that gave no usable answer, the contradiction on
+/// the decision and its acknowledgements, as timed lines.
+fn calls_and_contradictions(d: &Detail, timed: &mut Vec<(Timestamp, i64, String)>) {
+    for f in &d.failures {
+        let line = format!(
+            "{} {} to {} gave no usable answer: {}: {}",
+            when(f.at),
+            f.verb,
+            clean(&f.receiver),
+            f.kind.as_str(),
+            clean(&f.detail)
+        );
+        timed.push((f.at, f.seq, line));
+    }
+    if let Some(c) = &d.operation.triage.contradicted {
+        let line = format!(
+            "{} read #{} ({}) contradicts the decision: look, then `recon acknowledge`",
+            when(c.at),
+            c.seq,
+            c.verdict
+        );
+        timed.push((c.at, c.seq, line));
+    }
+    for a in &d.acknowledgements {
+        let line = format!(
+            "{} contradiction acknowledged by {}: {}",
+            when(a.at),
+            clean(&a.by),
+            clean(&a.reason)
+        );
+        timed.push((a.at, a.seq, line));
+    }
 }
 
 fn wrapped(d: &Detail, width: usize) -> Vec<String> {

@@ -248,7 +248,8 @@ impl Columns {
     /// One operation's row. An id cut to fit loses its middle, not its end,
     /// so ids that differ only at the end still differ here. The lead says
     /// in characters what colours also say: `>` the cursor, `*` a mark,
-    /// `!` an escalated operation.
+    /// `!` an escalated operation, `?` a decision a recorded read
+    /// contradicts (an escalated one keeps `!`; the panel says both).
     fn row(&self, app: &App, i: usize, op: &Operation) -> Row<'static> {
         let theme = &app.theme;
         let selected = i == app.queue.cursor;
@@ -257,10 +258,10 @@ impl Columns {
             "{}{}{}",
             if selected { ">" } else { " " },
             if marked { "*" } else { " " },
-            if op.triage.escalated.is_some() {
-                "!"
-            } else {
-                " "
+            match (&op.triage.escalated, &op.triage.contradicted) {
+                (Some(_), _) => "!",
+                (None, Some(_)) => "?",
+                (None, None) => " ",
             }
         );
         let mut cells = vec![

@@ -73,6 +73,16 @@ fn a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged() {
     assert_eq!(marked["verdict"], "duplicate_matches", "{marked}");
     let seq = marked["seq"].clone();
     assert_eq!(contradicted_ids(&sh), ["op-1"]);
+    // Said in words wherever the operation is shown.
+    let listed = sh.ok(&["ops", "--state", "confirmed"]).stdout;
+    assert!(listed.contains("CONTRADICTED"), "{listed}");
+    let screen = sh
+        .ok(&["screenshot", "--size", "160x40", "--keys", "5"])
+        .stdout;
+    assert!(
+        screen.contains("> ?") && screen.contains("contradicts the decision"),
+        "{screen}"
+    );
     // Open to escalation although it is not unknown.
     sh.ok(&[
         "escalate",
