@@ -533,6 +533,12 @@ pub struct EvidenceRecord {
     pub receiver: String,
     pub receiver_describe_sha256: String,
     pub response_sha256: String,
+    /// The registration it came from and its version (none for evidence
+    /// recorded before schema 6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_version: Option<i64>,
     pub recorded_at: Timestamp,
     pub journal_seq: i64,
     pub hash: String,
@@ -545,4 +551,10 @@ pub struct Provenance {
     pub receiver: String,
     pub receiver_describe_sha256: String,
     pub response_sha256: String,
+    /// The registration the answer came through, and its version: a name
+    /// can be taken again, an identity cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_version: Option<i64>,
 }

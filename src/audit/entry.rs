@@ -256,6 +256,8 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
         "receiver": record.receiver,
         "receiver_describe_sha256": record.receiver_describe_sha256,
         "response_sha256": record.response_sha256,
+        "receiver_id": record.receiver_id,
+        "receiver_version": record.receiver_version,
         "at": record.recorded_at,
     }))
 }
@@ -265,7 +267,7 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
 /// and where it came from.
 pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
     let snapshot = observation.snapshot;
-    object(json!({
+    let mut fields = object(json!({
         "receiver": observation.provenance.receiver,
         "receiver_describe_sha256": observation.provenance.receiver_describe_sha256,
         "response_sha256": observation.provenance.response_sha256,
@@ -277,7 +279,14 @@ pub fn observed(observation: &NewObservation<'_>) -> Map<String, Value> {
         "closed": snapshot.closed,
         "matches": snapshot.matches.len(),
         "snapshot": snapshot,
-    }))
+    }));
+    // The registration the read came through, and its version.
+    let provenance = observation.provenance;
+    if let (Some(id), Some(version)) = (provenance.receiver_id, provenance.receiver_version) {
+        fields.insert("receiver_id".into(), id.into());
+        fields.insert("receiver_version".into(), version.into());
+    }
+    fields
 }
 
 /// `noted`: a note left on an operation.

@@ -157,6 +157,8 @@ pub const EVIDENCE: Table = Table {
         "response_sha256",
         "journal_seq",
         "recorded_at",
+        "receiver_id",
+        "receiver_version",
     ],
     key: 1,
 };
@@ -759,6 +761,8 @@ fn evidence_row<'a>(op_id: &'a str, e: &ParsedEntry<'a>) -> Expected<'a> {
         e.get("response_sha256"),
         Want::Int(e.seq),
         e.at(),
+        e.get("receiver_id"),
+        e.get("receiver_version"),
     ]
 }
 

@@ -192,14 +192,15 @@ pub(crate) fn require_op(conn: &Connection, path: &Path, op_id: &str) -> Result<
 
 pub(crate) const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, \
      snapshot, from_version, to_version, effect_id, receiver, receiver_describe_sha256, \
-     response_sha256, journal_seq, recorded_at";
+     response_sha256, journal_seq, recorded_at, receiver_id, receiver_version";
 
 /// The evidence columns read back, with the hash of each row's journal
 /// entry (empty when the entry is missing, which `verify` reports).
 pub(crate) const EVIDENCE_READ: &str = "SELECT e.seq, e.op_id, e.source, e.reviewer, \
      e.decision, e.verdict, e.snapshot, e.from_version, e.to_version, e.effect_id, e.receiver, \
      e.receiver_describe_sha256, e.response_sha256, e.journal_seq, COALESCE(j.hash, ''), \
-     e.recorded_at FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
+     e.recorded_at, e.receiver_id, e.receiver_version \
+     FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
 
 /// An evidence row with its enums, snapshot and time still as stored
 /// text.
@@ -228,6 +229,8 @@ pub(crate) fn evidence_row(row: &Row<'_>) -> rusqlite::Result<RawEvidence> {
             receiver: row.get(10)?,
             receiver_describe_sha256: row.get(11)?,
             response_sha256: row.get(12)?,
+            receiver_id: row.get(16)?,
+            receiver_version: row.get(17)?,
             recorded_at: Timestamp::default(),
             journal_seq: row.get(13)?,
             hash: row.get(14)?,

@@ -65,6 +65,11 @@ const FROM_FIVE: Steps = Steps {
             copy:
                 "INSERT INTO operations SELECT *, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
         },
+        Rebuild {
+            table: "evidence",
+            added: &["receiver_id", "receiver_version"],
+            copy: "INSERT INTO evidence SELECT *, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+        },
         JOURNAL_KNOWS_UPDATES,
         RECEIVERS_GAIN_IDENTITY,
     ],
@@ -174,7 +179,7 @@ const FROM_FOUR: Steps = Steps {
         },
         Rebuild {
             table: "evidence",
-            added: &["recorded_at"],
+            added: &["recorded_at", "receiver_id", "receiver_version"],
             copy: "INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict,
                 snapshot, from_version, to_version, effect_id, receiver,
                 receiver_describe_sha256, response_sha256, journal_seq, recorded_at)
@@ -288,7 +293,9 @@ CREATE TABLE evidence (
     receiver_describe_sha256 TEXT NOT NULL,
     response_sha256 TEXT NOT NULL,
     journal_seq INTEGER NOT NULL UNIQUE REFERENCES journal(seq),
-    recorded_at TEXT NOT NULL
+    recorded_at TEXT NOT NULL,
+    receiver_id INTEGER,
+    receiver_version INTEGER
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
 CREATE TRIGGER evidence_append_only_update BEFORE UPDATE ON evidence
@@ -557,6 +564,8 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
         receiver: t.provenance.receiver.clone(),
         receiver_describe_sha256: t.provenance.receiver_describe_sha256.clone(),
         response_sha256: t.provenance.response_sha256.clone(),
+        receiver_id: t.provenance.receiver_id,
+        receiver_version: t.provenance.receiver_version,
         recorded_at: t.at,
         journal_seq: 0,
         hash: String::new(),
@@ -611,7 +620,7 @@ fn review_transition<'a>(
 fn insert_evidence(tx: &Transaction<'_>, path: &Path, record: &EvidenceRecord) -> Result<()> {
     tx.prepare_cached(&format!(
         "INSERT INTO evidence ({EVIDENCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
     ))
     .and_then(|mut s| {
         s.execute(params![
@@ -630,6 +639,8 @@ fn insert_evidence(tx: &Transaction<'_>, path: &Path, record: &EvidenceRecord) -
             record.response_sha256,
             record.journal_seq,
             record.recorded_at.to_string(),
+            record.receiver_id,
+            record.receiver_version,
         ])
     })
     .at(path)?;
@@ -1203,6 +1214,7 @@ mod tests {
             receiver: "builtin".into(),
             receiver_describe_sha256: "0".repeat(64),
             response_sha256: "0".repeat(64),
+            ..Provenance::default()
         };
         // The operation as it was before the dispatch: unknown now, but at
         // another version than the one this writer holds.

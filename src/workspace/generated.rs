@@ -69,6 +69,8 @@ impl Workspace {
                 receiver: registration.name.clone(),
                 receiver_describe_sha256: registration.describe_sha256.clone(),
                 response_sha256: protocol::sha256_of(&protocol::snapshot_answer(snapshot)),
+                receiver_id: Some(registration.id),
+                receiver_version: Some(registration.version),
             };
             scope.spawn(move || {
                 for chunk in load.chunks() {

@@ -77,6 +77,8 @@ fn provenance(registration: &Registration, response_sha256: String) -> Provenanc
         receiver: registration.name.clone(),
         receiver_describe_sha256: registration.describe_sha256.clone(),
         response_sha256,
+        receiver_id: Some(registration.id),
+        receiver_version: Some(registration.version),
     }
 }
 

@@ -919,6 +919,9 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
         ("UPDATE evidence SET verdict = 'inconclusive' WHERE op_id = 'b'", Some("b"), "evidence[0].verdict"),
         ("UPDATE evidence SET from_version = 1 WHERE op_id = 'c'", Some("c"), "evidence[0].from_version"),
         ("UPDATE evidence SET receiver = 'ledger2' WHERE op_id = 'c'", Some("c"), "evidence[0].receiver"),
+        // Another registration, or another version of it, named behind the journal's back.
+        ("UPDATE evidence SET receiver_id = 2 WHERE op_id = 'c'", Some("c"), "evidence[0].receiver_id"),
+        ("UPDATE evidence SET receiver_version = 7 WHERE op_id = 'c'", Some("c"), "evidence[0].receiver_version"),
         // The receiver description the evidence rests on, swapped.
         ("UPDATE evidence SET receiver_describe_sha256 = hex(zeroblob(32)) WHERE op_id = 'c'", Some("c"), "evidence[0].receiver_describe_sha256"),
         ("UPDATE evidence SET recorded_at = '2020-01-01T00:00:00.000Z' WHERE op_id = 'c'", Some("c"), "evidence[0].recorded_at"),
@@ -931,7 +934,8 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
         ("UPDATE evidence SET response_sha256 = X'00' WHERE op_id = 'c'", Some("c"), "evidence[0].response_sha256"),
         ("UPDATE evidence SET journal_seq = 99 WHERE op_id = 'c'", Some("c"), "evidence[0].journal_seq"),
         ("INSERT INTO evidence SELECT 9, 'd', source, reviewer, decision, verdict, snapshot, 2, 3,
-          effect_id, receiver, receiver_describe_sha256, response_sha256, 99, recorded_at
+          effect_id, receiver, receiver_describe_sha256, response_sha256, 99, recorded_at,
+          receiver_id, receiver_version
           FROM evidence WHERE op_id = 'c'",
          Some("d"), "evidence[0]"),
     ];

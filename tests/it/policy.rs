@@ -429,6 +429,8 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         receiver: "builtin".into(),
         receiver_describe_sha256: String::new(),
         response_sha256: String::new(),
+        receiver_id: None,
+        receiver_version: None,
         recorded_at: Default::default(),
         journal_seq: 1,
         hash: String::new(),

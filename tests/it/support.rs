@@ -417,5 +417,6 @@ pub fn unknown_provenance() -> recon::domain::Provenance {
         receiver: "builtin".into(),
         receiver_describe_sha256: "0".repeat(64),
         response_sha256: "0".repeat(64),
+        ..Default::default()
     }
 }

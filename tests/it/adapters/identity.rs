@@ -132,6 +132,10 @@ fn a_describe_for_another_store_is_refused_before_the_act_and_a_new_version_is_r
     rig.set_mode("ledger", "changed");
     let sent = rig.dispatch("op-1");
     assert_eq!(sent["state"], "confirmed", "{sent}");
+    // The receipt names the registration and the version it came through.
+    let evidence = &rig.show("op-1")["evidence"][0];
+    assert_eq!(evidence["receiver_version"], 2, "{evidence}");
+    assert!(evidence["receiver_id"].as_i64().is_some(), "{evidence}");
     // The new version was stored: the stored answer now is version 2.0.
     let check = rig.json(&["receivers", "check", "ledger", "--json"]);
     assert_eq!(check["unchanged"], true, "{check}");
