@@ -340,8 +340,7 @@ impl Workspace {
             self.ensure_present()?;
         }
         let operation = self.sender.require(op_id)?;
-        let closing = close.map(|who| (who, observer.unwrap_or(who)));
-        let read = self.read_receiver(&operation, closing)?;
+        let read = self.read_receiver(&operation, close, observer)?;
         let verdict = classify(operation.scope(), &read.snapshot);
         let observation = match (read.observation, observer) {
             (Some(recorded), _) => Some(recorded.seen),
@@ -391,7 +390,7 @@ impl Workspace {
             crate::receiver::rules::check_close(&self.registration_of(&current)?)?;
         }
         let payload = request.payload.unwrap_or(&current.payload);
-        let open = self.read_receiver(&current, None)?;
+        let open = self.read_receiver(&current, None, Some(reviewer))?;
         let read = match close {
             Some(who) => {
                 let as_closed = Snapshot {
@@ -401,7 +400,7 @@ impl Workspace {
                 let review = review_of(request, payload, reviewer, &as_closed);
                 self.sender.precheck_review(&review)?;
                 faults::hold_point(HoldPoint::ReconcileBeforeClose);
-                self.read_receiver(&current, Some((who, who)))?
+                self.read_receiver(&current, Some(who), Some(who))?
             }
             None => open,
         };

@@ -396,7 +396,7 @@ pub struct CallFailure {
     /// The journal entry that recorded it (0 before it is recorded).
     pub seq: i64,
     pub op_id: String,
-    /// `apply` (a dispatch) or `close`.
+    /// `apply` (a dispatch), `query` (a read someone recorded) or `close`.
     pub verb: String,
     pub receiver: String,
     pub kind: FailureKind,

@@ -371,7 +371,7 @@ CREATE INDEX acknowledgements_by_op ON acknowledgements(op_id, seq);
 CREATE TABLE call_failures (
     seq INTEGER PRIMARY KEY REFERENCES journal(seq),
     op_id TEXT NOT NULL REFERENCES operations(op_id),
-    verb TEXT NOT NULL CHECK (verb IN ('apply', 'close')),
+    verb TEXT NOT NULL CHECK (verb IN ('apply', 'query', 'close')),
     receiver TEXT NOT NULL,
     kind TEXT NOT NULL,
     detail TEXT NOT NULL,

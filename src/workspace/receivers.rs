@@ -421,17 +421,16 @@ impl Workspace {
     /// Reads (or, with `close`, closes and reads) the operation's receiver,
     /// held to its registration. A close on a receiver that cannot close is
     /// refused `close_unsupported` before anything is invoked. `close` names
-    /// who authorized it and whose observation the closing read is
-    /// recorded as, with the close.
+    /// who authorized it; `recorded_by`, whose observation the read will be
+    /// recorded as (a closing read is recorded with the close, as the
+    /// authorizer's unless another is named).
     pub(crate) fn read_receiver(
         &mut self,
         op: &Operation,
-        close: Option<(&str, &str)>,
+        close: Option<&str>,
+        recorded_by: Option<&str>,
     ) -> Result<Read> {
-        let (close, observer) = match close {
-            Some((who, observer)) => (Some(who), observer),
-            None => (None, ""),
-        };
+        let observer = recorded_by.or(close).unwrap_or_default();
         // A receiver registered as unable to close is not asked anything,
         // not even its `describe`; one that answers differently now is held
         // to what it says.
@@ -455,7 +454,10 @@ impl Workspace {
         } else {
             Verb::Query
         };
-        let answer = self.ask(op, &registration, verb, close)?;
+        // A close and a read someone records are acts: a failed call is
+        // kept with them. A read only shown keeps nothing.
+        let keep = close.is_some() || recorded_by.is_some();
+        let answer = self.ask(op, &registration, verb, close, keep)?;
         let sha = protocol::sha256_of(&answer);
         let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {
             call_failed(
@@ -495,6 +497,7 @@ impl Workspace {
         registration: &Registration,
         verb: Verb,
         close: Option<&str>,
+        keep: bool,
     ) -> Result<Value> {
         if registration.builtin && registration.can_close() {
             let snapshot = match close {
@@ -512,11 +515,14 @@ impl Workspace {
             Err(f) => f,
         };
         let failed = call_failed(&registration.name, &f, &reply.stderr);
+        let name = registration.name.as_str();
+        if keep {
+            let call = (verb.as_str(), name, reply.exit_code, reply.stderr.as_str());
+            self.keep_failure(op, call, &f)?;
+        }
         if close.is_none() {
             return Err(failed);
         }
-        let name = registration.name.as_str();
-        self.keep_failure(op, ("close", name, reply.exit_code, &reply.stderr), &f)?;
         Err(match f.kind {
             FailureKind::SpawnFailed => failed,
             _ => failed.after(close_unknown(&op.op_id, name)),

@@ -110,7 +110,7 @@ impl Workspace {
         for chunk in ops.chunks(OBSERVE_BATCH) {
             let mut pending = Vec::with_capacity(chunk.len());
             for op in chunk {
-                match self.read_receiver(op, None) {
+                match self.read_receiver(op, None, Some(by)) {
                     Ok(read) => pending.push(Pending {
                         op_id: op.op_id.clone(),
                         verdict: classify(op.scope(), &read.snapshot),

@@ -301,3 +301,30 @@ fn a_failed_dispatch_is_kept_with_its_operation_and_shown() {
     let verified = rig.recon(&["verify", "--json"]);
     assert_eq!(verified.code, Some(0), "{}", verified.stdout);
 }
+
+/// A read someone records (`observe`, `snapshot --by`) is an act: its
+/// failed call is kept with the operation. A read only shown keeps nothing.
+#[test]
+fn a_failed_recorded_read_is_kept_and_a_shown_one_is_not() {
+    let rig = Rig::with_mail();
+    rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
+    rig.dispatch("op-1");
+    rig.set_mode("mail", "query:crash-now");
+    let dump = rig.dump();
+    assert_eq!(rig.recon(&["snapshot", "op-1"]).code, Some(4));
+    assert_eq!(rig.dump(), dump, "a shown read keeps nothing");
+    let observed = rig.recon(&["observe", "op-1", "--by", "dana", "--json"]);
+    assert_eq!(observed.code, Some(4), "{}", observed.stderr);
+    let failures = rig.show("op-1")["failures"].clone();
+    assert_eq!(failures.as_array().map(Vec::len), Some(1), "{failures}");
+    assert_eq!(
+        (
+            &failures[0]["verb"],
+            &failures[0]["kind"],
+            &failures[0]["exit_code"]
+        ),
+        (&json!("query"), &json!("crash"), &json!(7))
+    );
+    let verified = rig.recon(&["verify", "--json"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stdout);
+}
