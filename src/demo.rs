@@ -122,21 +122,18 @@ fn total_ops(ws: &Workspace) -> Result<i64> {
 
 /// Adds `n` generated operations after the last one already there.
 fn add_generated(ws: &mut Workspace, n: u64) -> Result<Generated> {
-    let last = ws
-        .last_op_id_between(generate::LOW, generate::HIGH, generate::GLOB)?
-        .and_then(|id| generate::number(&id))
-        .unwrap_or(0);
+    let last = ws.last_numbered_op(generate::IDS)?.unwrap_or(0);
     let first = last + 1;
     let end = first
         .checked_add(n - 1)
-        .filter(|&end| end <= generate::MAX_NUMBER)
+        .filter(|&end| end <= generate::IDS.max_number())
         .ok_or_else(|| {
             // Ten million generated ops in one workspace: the fixed-width
             // numbering is exhausted, which is a capacity limit of the store.
             StoreError::Io(std::io::Error::other(format!(
                 "cannot add {n} generated operations after {}: numbering ends at {}",
                 generate::op_id(last),
-                generate::HIGH
+                generate::op_id(generate::IDS.max_number())
             )))
         })?;
     let own_effects: u64 = (first..=end)

@@ -67,6 +67,10 @@ pub enum StoreError {
          changed (open it again)"
     )]
     WorkspaceGone(PathBuf),
+    /// An optional capability (generated load, drills) that the outbox's
+    /// store does not offer.
+    #[error("this outbox's store offers no {0}")]
+    Unsupported(&'static str),
 }
 
 /// What a command had committed before it failed: one sentence for a

@@ -50,7 +50,7 @@ use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
     CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
-    NewObservation, NewOperation, Note, Observation, OpState, Operation, OpsQuery, PageBound,
+    NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery, PageBound,
     Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
@@ -179,19 +179,22 @@ pub(crate) trait TriageLog {
     ) -> Result<Vec<Operation>>;
 }
 
-/// Generated load for the demo, written in large transactions.
-pub(crate) trait BulkLoad {
-    fn last_op_id_between(
-        &self,
-        low: &str,
-        high: &str,
-        pattern: &str,
-    ) -> Result<Option<String>, StoreError>;
+/// Generated load for the demo, written in large transactions: an optional
+/// capability ([`Capabilities::bulk`]), since how a store writes a million
+/// rows fast is its own affair (SQLite drops a per-row trigger for the
+/// length of a chunk, which would lock out every reader of a shared
+/// server).
+pub(crate) trait BulkLoad: Send {
+    /// The greatest number of an op id of the series `ids` the outbox
+    /// holds: one step down the op id index, whatever the outbox's size.
+    fn last_numbered_op(&self, ids: NumberedIds) -> Result<Option<u64>, StoreError>;
     fn insert_lost_receipts(&mut self, ops: &mut dyn Iterator<Item = BulkOperation>)
         -> Result<u64>;
 }
 
-/// Deliberate damage, for the experiment's refusal scenarios.
+/// Deliberate damage, for the experiment's refusal scenarios and the
+/// tests: an optional capability ([`Capabilities::drills`]) that only a
+/// store the experiment builds for itself needs to offer.
 pub(crate) trait Drills {
     fn drill_install_evidence_fault(&self) -> Result<(), StoreError>;
     fn drill_remove_evidence_fault(&self) -> Result<(), StoreError>;
@@ -205,6 +208,13 @@ pub(crate) trait Drills {
         at: Timestamp,
     ) -> Result<(), StoreError>;
     fn drill_change_action_kind(&self, op_id: &str, action_kind: &str) -> Result<(), StoreError>;
+}
+
+/// What a store offers beyond the core: `None` where it has no such
+/// capability, and the facade says so (`StoreError::Unsupported`).
+pub(crate) trait Capabilities {
+    fn bulk(&mut self) -> Option<&mut dyn BulkLoad>;
+    fn drills(&self) -> Option<&dyn Drills>;
 }
 
 /// The journal and the tables read exactly as stored, for `verify`,
@@ -251,14 +261,27 @@ pub(crate) trait ReceiverRegistry {
     fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()>;
 }
 
-/// Everything the facade needs of a sender store.
+/// The SQLite outbox offers both: its bulk load (`store::bulk`) and its
+/// drills (`store::drill`).
+impl Capabilities for SqliteSender {
+    fn bulk(&mut self) -> Option<&mut dyn BulkLoad> {
+        Some(self)
+    }
+
+    fn drills(&self) -> Option<&dyn Drills> {
+        Some(self)
+    }
+}
+
+/// Everything the facade needs of a sender store: the core every store
+/// implements, and the optional capabilities it may offer.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + TriageLog + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
+    Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
 {
 }
 
 impl<T> SenderStore for T where
-    T: Outbox + QueuePages + TriageLog + BulkLoad + Drills + JournalAudit + ReceiverRegistry + Send
+    T: Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
 {
 }
 

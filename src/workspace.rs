@@ -24,12 +24,14 @@ use crate::error::{Committed, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
+mod drills;
 mod generated;
 mod receivers;
 mod triage;
 
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
+pub use drills::Drills;
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
 pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_MS};
@@ -545,43 +547,6 @@ impl Workspace {
     /// database: what the console polls to stay live.
     pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
         Ok((self.sender.data_version()?, self.ledger.data_version()?))
-    }
-
-    /// Drill: installs a trigger that makes every evidence insert fail.
-    pub fn drill_install_evidence_fault(&self) -> Result<(), StoreError> {
-        self.sender.drill_install_evidence_fault()
-    }
-
-    pub fn drill_remove_evidence_fault(&self) -> Result<(), StoreError> {
-        self.sender.drill_remove_evidence_fault()
-    }
-
-    /// Drill: a compensation operation with no approval behind it.
-    pub fn drill_insert_unapproved_compensation(
-        &self,
-        op_id: &str,
-        action_kind: &str,
-        payload: &Value,
-        original_op_id: &str,
-        effect_id: &str,
-    ) -> Result<(), StoreError> {
-        self.sender.drill_insert_unapproved_compensation(
-            op_id,
-            action_kind,
-            payload,
-            original_op_id,
-            effect_id,
-            self.clock.now(),
-        )
-    }
-
-    /// Drill: changes an operation's action kind behind the rules' back.
-    pub fn drill_change_action_kind(
-        &self,
-        op_id: &str,
-        action_kind: &str,
-    ) -> Result<(), StoreError> {
-        self.sender.drill_change_action_kind(op_id, action_kind)
     }
 }
 

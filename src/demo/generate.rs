@@ -18,32 +18,27 @@
 //! [`crate::domain::canonical_json`].
 
 use crate::domain::{
-    classify, effect_id_for, BulkEffect, BulkObservation, BulkOperation, Effect, Provenance, Scope,
+    classify, effect_id_for, BulkEffect, BulkObservation, BulkOperation, Effect, NumberedIds,
+    Provenance, Scope,
     Snapshot, Timestamp, Verdict,
 };
 use serde_json::Value;
 
-pub const PREFIX: &str = "op-bulk-";
-/// Fixed width, so the text order of ids is their numeric order and the
-/// last generated op is one step down the primary key.
-pub const DIGITS: usize = 7;
-pub const MAX_NUMBER: u64 = 9_999_999;
-/// The GLOB that generated ids match, and their text bounds.
-pub const GLOB: &str = "op-bulk-[0-9][0-9][0-9][0-9][0-9][0-9][0-9]";
-pub const LOW: &str = "op-bulk-0000000";
-pub const HIGH: &str = "op-bulk-9999999";
+/// Generated ids: a prefix and a fixed width, so the text order of ids is
+/// their numeric order and the last generated op is one step down the
+/// primary key.
+pub const IDS: NumberedIds = NumberedIds {
+    prefix: "op-bulk-",
+    digits: 7,
+};
 
 pub fn op_id(n: u64) -> String {
-    format!("{PREFIX}{n:0DIGITS$}")
+    IDS.id(n)
 }
 
 /// The number of a generated op id, if it is one.
 pub fn number(op_id: &str) -> Option<u64> {
-    let digits = op_id.strip_prefix(PREFIX)?;
-    if digits.len() != DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    IDS.number(op_id)
 }
 
 /// SplitMix64: a tiny, well-mixed hash, so neighbouring ops differ.
@@ -485,7 +480,8 @@ mod tests {
         assert_eq!(number(&op_id(42)), Some(42));
         assert_eq!(number("op-bulk-42"), None);
         assert_eq!(number("op-bulk-00000x2"), None);
-        assert!(op_id(9) < op_id(10) && op_id(MAX_NUMBER).as_str() <= HIGH);
-        assert!(LOW <= op_id(0).as_str());
+        let (low, high) = IDS.bounds();
+        assert!(op_id(9) < op_id(10) && op_id(IDS.max_number()) == high);
+        assert!(low == op_id(0));
     }
 }

@@ -141,9 +141,67 @@ pub fn secret_in_argument(position: usize, arg: &str) -> Option<String> {
     None
 }
 
+/// A series of op ids that are one prefix followed by a fixed number of
+/// decimal digits (`op-bulk-0000042`): fixed width, so the ids' text order
+/// (byte order) is their numbers' order, and the last one of a series is
+/// one step down an index on op ids, whatever else the outbox holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NumberedIds {
+    pub prefix: &'static str,
+    pub digits: usize,
+}
+
+impl NumberedIds {
+    /// The id numbered `n`.
+    pub fn id(self, n: u64) -> String {
+        format!("{}{n:0width$}", self.prefix, width = self.digits)
+    }
+
+    /// The number of an id of the series, or `None` for any other id.
+    pub fn number(self, op_id: &str) -> Option<u64> {
+        let digits = op_id.strip_prefix(self.prefix)?;
+        if digits.len() != self.digits || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+
+    /// The greatest number the width holds.
+    pub fn max_number(self) -> u64 {
+        (0..self.digits).fold(0u64, |n, _| n.saturating_mul(10).saturating_add(9))
+    }
+
+    /// The least and the greatest id of the series in byte order: every id
+    /// of the series is between them (others may be too).
+    pub fn bounds(self) -> (String, String) {
+        (
+            format!("{}{}", self.prefix, "0".repeat(self.digits)),
+            format!("{}{}", self.prefix, "9".repeat(self.digits)),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{receiver, secret_in_argument};
+    use super::NumberedIds;
+
+    #[test]
+    fn numbered_ids_round_trip_and_their_bounds_hold_the_series_only_in_byte_order() {
+        let ids = NumberedIds { prefix: "op-bulk-", digits: 3 };
+        assert_eq!(ids.id(42), "op-bulk-042");
+        assert_eq!(ids.number("op-bulk-042"), Some(42));
+        assert_eq!(ids.number("op-bulk-42"), None);
+        assert_eq!(ids.number("op-bulk-0x2"), None);
+        assert_eq!(ids.number("op-bulk-+42"), None);
+        assert_eq!(ids.max_number(), 999);
+        let (low, high) = ids.bounds();
+        assert!(low == ids.id(0) && high == ids.id(ids.max_number()));
+        // Ids between the bounds need not be of the series.
+        assert!(low.as_str() < "op-bulk-5a" && "op-bulk-5a" < high.as_str());
+        assert_eq!(ids.number("op-bulk-5a"), None);
+    }
+
 
     #[test]
     fn a_password_in_an_adapter_argument_is_found_without_repeating_it() {

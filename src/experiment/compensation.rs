@@ -182,7 +182,7 @@ fn refused_approvals(
 /// spawned for either.
 fn refused_dispatches(lab: &mut Lab, tampered: &Operation, payload: &Value) -> Result<Value> {
     let tampered_effect = tampered.confirmed_effect_id.clone().unwrap_or_default();
-    lab.ws.drill_insert_unapproved_compensation(
+    lab.ws.drills()?.insert_unapproved_compensation(
         "op-refund-unapproved",
         "refund_charge",
         payload,
@@ -201,7 +201,7 @@ fn refused_dispatches(lab: &mut Lab, tampered: &Operation, payload: &Value) -> R
         payload,
     ))?;
     lab.ws
-        .drill_change_action_kind("op-refund-0003", "charge_card")?;
+        .drills()?.change_action_kind("op-refund-0003", "charge_card")?;
     let changed = outcome(
         lab.ws
             .dispatch("op-refund-0003", DispatchOptions::default()),

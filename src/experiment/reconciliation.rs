@@ -200,14 +200,14 @@ fn unsupported_reviews(lab: &mut Lab, ops: &Ops) -> Result<Map<String, Value>> {
 /// A failing evidence write rolls the state change back with it: the review
 /// fails with a storage error and the op is read back unchanged.
 fn evidence_write_failure(lab: &mut Lab, applied: &Operation) -> Result<Value> {
-    lab.ws.drill_install_evidence_fault()?;
+    lab.ws.drills()?.install_evidence_fault()?;
     let failed = lab.review(&applied.op_id, "rosa", Decision::Confirmed, applied.version);
     let failure = match failed {
         Ok(_) => json!("recorded"),
         Err(Error::Store(StoreError::Sqlite { .. })) => json!("storage_error"),
         Err(other) => return Err(other),
     };
-    lab.ws.drill_remove_evidence_fault()?;
+    lab.ws.drills()?.remove_evidence_fault()?;
     let after = lab.reopened(&applied.op_id)?;
     Ok(json!({
         "result": failure,

@@ -26,7 +26,9 @@ use super::sender::STATE_COUNTS_INSERT;
 use super::triage::insert_observation_row;
 use super::{journal, sql_error, SqlContext};
 use crate::audit::{seal_generated, Checkpoint, EntryKind, Sealed};
-use crate::domain::{effect_id_for, Appended, BulkEffect, BulkOperation, NewObservation};
+use crate::domain::{
+    effect_id_for, Appended, BulkEffect, BulkOperation, NewObservation, NumberedIds,
+};
 use crate::error::{Refusal, Result, StoreError};
 use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
 use rusqlite::{params, Connection, OptionalExtension, Statement, TransactionBehavior};
@@ -79,22 +81,28 @@ fn with_bulk_cache<T>(
 }
 
 impl BulkLoad for SqliteSender {
-    /// The greatest op id in `low..=high` whose text matches the GLOB
-    /// `pattern`: one step down the primary key, whatever the table size.
-    fn last_op_id_between(
-        &self,
-        low: &str,
-        high: &str,
-        pattern: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.conn()
+    /// Walks down the op id index from the series' greatest possible id
+    /// and stops at the first id of the series: ids between the bounds
+    /// that are not of it (`op-bulk-5a`) are passed over, so only a
+    /// workspace holding many such ids makes this walk long.
+    fn last_numbered_op(&self, ids: NumberedIds) -> Result<Option<u64>, StoreError> {
+        let (low, high) = ids.bounds();
+        let path = self.path();
+        let mut statement = self
+            .conn()
             .prepare_cached(
-                "SELECT op_id FROM operations
-                 WHERE op_id >= ?1 AND op_id <= ?2 AND op_id GLOB ?3
-                 ORDER BY op_id DESC LIMIT 1",
+                "SELECT op_id FROM operations WHERE op_id >= ?1 AND op_id <= ?2
+                 ORDER BY op_id DESC",
             )
-            .and_then(|mut s| s.query_row([low, high, pattern], |r| r.get(0)).optional())
-            .at(self.path())
+            .at(path)?;
+        let mut rows = statement.query([low, high]).at(path)?;
+        while let Some(row) = rows.next().at(path)? {
+            let op_id: String = row.get(0).at(path)?;
+            if let Some(n) = ids.number(&op_id) {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
     }
 
     /// Inserts generated operations as dispatched originals whose receipt

@@ -14,9 +14,10 @@
 //! rests on one (it takes its own snapshot).
 
 use super::Workspace;
-use crate::domain::{BulkEffect, BulkOperation, Provenance, Snapshot};
+use crate::domain::{BulkEffect, BulkOperation, NumberedIds, Provenance, Snapshot};
 use crate::error::{Result, StoreError};
 use crate::receiver::protocol;
+use crate::store::BulkLoad;
 use std::ops::RangeInclusive;
 use std::sync::mpsc::sync_channel;
 
@@ -35,15 +36,17 @@ pub trait GeneratedLoad: Sync {
 }
 
 impl Workspace {
-    /// The greatest op id in `low..=high` matching the GLOB `pattern`: where
-    /// generated load continues.
-    pub fn last_op_id_between(
-        &self,
-        low: &str,
-        high: &str,
-        pattern: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.sender.last_op_id_between(low, high, pattern)
+    /// The greatest number of an op id of the series `ids` the outbox
+    /// holds: where generated load continues.
+    pub fn last_numbered_op(&mut self, ids: NumberedIds) -> Result<Option<u64>, StoreError> {
+        self.bulk()?.last_numbered_op(ids)
+    }
+
+    /// The outbox's bulk load, or `Unsupported` for a store without one.
+    fn bulk(&mut self) -> Result<&mut dyn BulkLoad, StoreError> {
+        self.sender
+            .bulk()
+            .ok_or(StoreError::Unsupported("generated load"))
     }
 
     /// Writes generated load chunk by chunk, the outbox's operations and
@@ -58,8 +61,11 @@ impl Workspace {
             .ok_or_else(|| {
                 crate::error::Refusal::NoReceiver(crate::domain::ANY_ACTION.to_string())
             })?;
-        let sender = &mut self.sender;
         let ledger = &mut self.ledger;
+        let sender = self
+            .sender
+            .bulk()
+            .ok_or(StoreError::Unsupported("generated load"))?;
         std::thread::scope(|scope| {
             // Rendezvous channels: the ledger says where each chunk starts,
             // the outbox says when it has committed it.

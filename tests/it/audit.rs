@@ -644,7 +644,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
     // The close commits at the receiver and is journaled on its own, with
     // the closing read as an observation; the decision's evidence write
     // fails, and its entry goes with it.
-    lab.ws.drill_install_evidence_fault().unwrap();
+    lab.ws.drills().unwrap().install_evidence_fault().unwrap();
     let failed = lab.ws.reconcile(&ReconcileRequest {
         op_id: "d",
         reviewer: "Ann",
@@ -657,7 +657,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
         .unwrap_err()
         .to_string()
         .contains("now closed at receiver builtin"));
-    lab.ws.drill_remove_evidence_fault().unwrap();
+    lab.ws.drills().unwrap().remove_evidence_fault().unwrap();
     let kinds: Vec<String> = sender(lab.path())
         .prepare("SELECT kind FROM journal WHERE seq > 30 ORDER BY seq")
         .unwrap()

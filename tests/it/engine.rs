@@ -486,13 +486,13 @@ fn reconcile_refuses_an_unknown_operation() {
 fn a_failed_evidence_write_rolls_the_state_change_back() {
     let mut lab = Lab::new();
     dispatched(&mut lab, "op-1", LOST);
-    lab.ws.drill_install_evidence_fault().unwrap();
+    lab.ws.drills().unwrap().install_evidence_fault().unwrap();
     let failed = review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2);
     assert!(
         matches!(failed, Err(Error::Store(StoreError::Sqlite { .. }))),
         "{failed:?}"
     );
-    lab.ws.drill_remove_evidence_fault().unwrap();
+    lab.ws.drills().unwrap().remove_evidence_fault().unwrap();
     let op = lab.reopen().require("op-1").unwrap();
     assert_eq!((op.state, op.version), (OpState::Unknown, 2));
     assert!(lab.ws.evidence("op-1").unwrap().is_empty());
@@ -669,7 +669,7 @@ fn compensation_dispatch_refuses_a_missing_approval() {
     let mut lab = Lab::new();
     confirmed(&mut lab);
     lab.ws
-        .drill_insert_unapproved_compensation(
+        .drills().unwrap().insert_unapproved_compensation(
             "op-c",
             "refund_charge",
             &json!({}),
@@ -690,7 +690,7 @@ fn compensation_dispatch_refuses_a_changed_action_kind() {
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     lab.ws
-        .drill_change_action_kind("op-c", "charge_card")
+        .drills().unwrap().change_action_kind("op-c", "charge_card")
         .unwrap();
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
