@@ -14,15 +14,19 @@
 //! whole with fresh hashes or cut short together with its tables, a
 //! checkpoint (`LEN:HASH`) or an export kept elsewhere can.
 //!
-//! Everything here is pure: the store reads rows exactly as SQLite holds
-//! them and feeds them in, one entry or one operation at a time, so a
-//! journal of millions of entries is checked in constant memory.
+//! Everything here is pure: a store reads rows exactly as it holds them
+//! ([`Row`]: null, integer, real, text, blob) and feeds them in, one entry
+//! or one operation at a time, each per-operation stream an iterator in
+//! byte order of its key ([`source`] states the contract and merges the
+//! streams), so a journal of millions of entries is checked in constant
+//! memory and any store can feed the same replay.
 
 mod chain;
 mod entry;
 pub mod meta;
 mod projection;
 mod row;
+mod source;
 
 pub use chain::{
     BrokenLink, CheckpointComparison, ExportComparison, ExportedEntry, StoredEntry, Walk, Walked,
@@ -38,6 +42,7 @@ pub use projection::{
     ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
+pub use source::{merge_groups, replay_operations, OP_STREAMS};
 
 use projection::{
     compare_counts, compare_keyed, compare_op, parse_entry, replay_op, replay_receivers,

@@ -9,24 +9,24 @@
 //! transaction of its own connection, so a write committing meanwhile
 //! cannot look like damage: the chain in `seq` order, and the projection
 //! as a merge join of the journal in `(op_id, seq)` order with every table
-//! in `op_id` order, each an index walk, read on one thread and replayed
-//! on another. Only a few batches of operations' rows are in memory at a
-//! time, whatever the journal's length.
+//! in `op_id` order, each an index walk handed to the audit layer as an
+//! iterator of rows ([`crate::audit::replay_operations`], which merges and
+//! replays them on two threads; its module states the key order every
+//! store must keep, byte order, which SQLite's `BINARY` collation is).
+//! Only a few batches of operations' rows are in memory at a time,
+//! whatever the journal's length.
 
 use super::{journal, sender, upgrade, SqlContext};
 use crate::audit::meta::META;
 use crate::audit::{
-    Checkpoint, Column, OpTables, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
-    VerifyRequest, Walk, Walked, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES,
-    CLOSE_REQUESTS, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS,
-    RECEIVERS, ROUTES, STATE_COUNTS,
+    replay_operations, Checkpoint, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
+    VerifyRequest, Walk, Walked, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, Rows, Statement};
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, SyncSender};
 use std::time::Duration;
 
 /// Appends one SQLite value to a row, as it is.
@@ -99,137 +99,60 @@ fn walk_chain(
     Ok(())
 }
 
-/// The key rows are grouped by, ordered as SQLite orders them: null, then
-/// numbers, then text by its bytes, then blobs by theirs (their hex sorts
-/// the same way). The key columns have text affinity, so SQLite stores a
-/// number there as text; one that is a number anyway ranks as `Other`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Key<'a> {
-    Null,
-    Other,
-    Text(&'a str),
-    Blob(&'a str),
-}
-
-impl<'a> Key<'a> {
-    fn of(column: Column<'a>) -> Key<'a> {
-        match column {
-            Column::Null => Key::Null,
-            Column::Integer(_) | Column::Real(_) => Key::Other,
-            Column::Text(text) => Key::Text(text),
-            Column::Blob(hex) => Key::Blob(hex),
-        }
-    }
-
-    /// The operation's id as a mismatch names it.
-    fn name(self) -> String {
-        match self {
-            Key::Null => "null".into(),
-            Key::Other => "a number".into(),
-            Key::Text(text) | Key::Blob(text) => text.to_string(),
-        }
-    }
-}
-
-/// A key held past the row it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum OwnedKey {
-    Null,
-    Other,
-    Text(String),
-    Blob(String),
-}
-
-impl OwnedKey {
-    fn of(key: Key<'_>) -> Self {
-        match key {
-            Key::Null => OwnedKey::Null,
-            Key::Other => OwnedKey::Other,
-            Key::Text(text) => OwnedKey::Text(text.to_string()),
-            Key::Blob(hex) => OwnedKey::Blob(hex.to_string()),
-        }
-    }
-
-    fn as_key(&self) -> Key<'_> {
-        match self {
-            OwnedKey::Null => Key::Null,
-            OwnedKey::Other => Key::Other,
-            OwnedKey::Text(text) => Key::Text(text),
-            OwnedKey::Blob(hex) => Key::Blob(hex),
-        }
-    }
-}
-
 /// The most columns a table of the projection has (`operations`: 17).
 const MAX_COLUMNS: usize = 20;
 
-/// One ordered statement, read a row ahead.
-struct Cursor<'s> {
+/// One ordered statement's rows, as the audit layer reads them: each
+/// SQLite value as it is, its text sized first, so a row is two
+/// allocations.
+struct SqliteRows<'s> {
     rows: Rows<'s>,
-    table: Table,
-    head: Option<Row>,
+    width: usize,
     path: &'s Path,
 }
 
-impl<'s> Cursor<'s> {
+impl<'s> SqliteRows<'s> {
     fn new(
         statement: &'s mut Statement<'_>,
-        table: Table,
+        table: &Table,
         path: &'s Path,
     ) -> Result<Self, StoreError> {
-        let mut cursor = Cursor {
+        Ok(SqliteRows {
             rows: statement.query([]).at(path)?,
-            table,
-            head: None,
+            width: table.columns.len(),
             path,
-        };
-        cursor.advance()?;
-        Ok(cursor)
+        })
     }
 
-    /// Reads the next row: its text sized first, so the row is two
-    /// allocations.
-    fn advance(&mut self) -> Result<(), StoreError> {
-        let width = self.table.columns.len();
-        self.head = match self.rows.next().at(self.path)? {
-            Some(row) => {
-                let mut values = [ValueRef::Null; MAX_COLUMNS];
-                let mut text = 0;
-                for (i, value) in values.iter_mut().enumerate().take(width) {
-                    *value = row.get_ref(i).at(self.path)?;
-                    match value {
-                        ValueRef::Text(t) => text += t.len(),
-                        ValueRef::Blob(b) => text += b.len() * 2,
-                        _ => {}
-                    }
-                }
-                let mut cells = Row::with_capacity(width, text);
-                for value in &values[..width] {
-                    push(&mut cells, *value);
-                }
-                Some(cells)
+    fn read(row: &rusqlite::Row<'_>, width: usize) -> rusqlite::Result<Row> {
+        let mut values = [ValueRef::Null; MAX_COLUMNS];
+        let mut text = 0;
+        for (i, value) in values.iter_mut().enumerate().take(width) {
+            *value = row.get_ref(i)?;
+            match value {
+                ValueRef::Text(t) => text += t.len(),
+                ValueRef::Blob(b) => text += b.len() * 2,
+                _ => {}
             }
-            None => None,
-        };
-        Ok(())
-    }
-
-    fn key(&self) -> Option<Key<'_>> {
-        self.head
-            .as_ref()
-            .map(|row| Key::of(row.get(self.table.key)))
-    }
-
-    /// Every row whose key is `key` (the rows are ordered by key).
-    fn take(&mut self, key: &OwnedKey) -> Result<Vec<Row>, StoreError> {
-        let mut group = Vec::new();
-        while self.key() == Some(key.as_key()) {
-            if let Some(row) = self.head.take() {
-                group.push(row);
-            }
-            self.advance()?;
         }
-        Ok(group)
+        let mut cells = Row::with_capacity(width, text);
+        for value in &values[..width] {
+            push(&mut cells, *value);
+        }
+        Ok(cells)
+    }
+}
+
+impl Iterator for SqliteRows<'_> {
+    type Item = Result<Row, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (width, path) = (self.width, self.path);
+        match self.rows.next().at(path) {
+            Ok(Some(row)) => Some(SqliteRows::read(row, width).at(path)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }
 
@@ -250,99 +173,30 @@ fn all_rows(
     rest: &str,
 ) -> Result<Vec<Row>, StoreError> {
     let mut statement = conn.prepare(&select(&table, rest)).at(path)?;
-    let mut cursor = Cursor::new(&mut statement, table, path)?;
-    let mut rows = Vec::new();
-    while let Some(row) = cursor.head.take() {
-        rows.push(row);
-        cursor.advance()?;
-    }
-    Ok(rows)
+    let rows = SqliteRows::new(&mut statement, &table, path)?;
+    rows.collect()
 }
 
-/// The per-operation streams of the merge join, in the order of
-/// [`OpTables`] after the journal's.
-const OP_STREAMS: [(Table, &str); 12] = [
-    (JOURNAL, "WHERE op_id IS NOT NULL ORDER BY op_id, seq"),
-    (OPERATIONS, "ORDER BY op_id"),
-    (DISPATCH_LOG, "ORDER BY op_id, from_version, seq"),
-    (EVIDENCE, "ORDER BY op_id, seq"),
-    (APPROVALS, "ORDER BY compensation_op_id, rowid"),
-    (CLOSES, "ORDER BY op_id, journal_seq"),
-    (OBSERVATIONS, "ORDER BY op_id, seq"),
-    (NOTES, "ORDER BY op_id, seq"),
-    (ESCALATIONS, "ORDER BY op_id, seq"),
-    (ACKNOWLEDGEMENTS, "ORDER BY op_id, seq"),
-    (CALL_FAILURES, "ORDER BY op_id, seq"),
-    (CLOSE_REQUESTS, "ORDER BY op_id, seq"),
+/// How each of [`OP_STREAMS`] is read, in its order: by key, in byte
+/// order (the columns' `BINARY` collation), then in the order of appending.
+const OP_ORDERS: [&str; 12] = [
+    "WHERE op_id IS NOT NULL ORDER BY op_id, seq",
+    "ORDER BY op_id",
+    "ORDER BY op_id, from_version, seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY compensation_op_id, rowid",
+    "ORDER BY op_id, journal_seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY op_id, seq",
+    "ORDER BY op_id, seq",
 ];
 
-/// One operation's rows, as the merge join gathers them.
-type Group = (String, Vec<Row>, OpTables);
-
-/// How many operations go to the replay at once.
-const BATCH: usize = 128;
-
-/// Reads the operations' streams in `op_id` order and sends the
-/// operations' rows on in batches, until the streams end or nobody
-/// listens.
-fn merge_join(
-    conn: &Connection,
-    path: &Path,
-    send: &SyncSender<Vec<Group>>,
-) -> Result<(), StoreError> {
-    let mut statements = OP_STREAMS
-        .iter()
-        .map(|(table, rest)| conn.prepare(&select(table, rest)).at(path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut cursors = statements
-        .iter_mut()
-        .zip(OP_STREAMS)
-        .map(|(statement, (table, _))| Cursor::new(statement, table, path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        let Some(key) = cursors.iter().filter_map(Cursor::key).min() else {
-            // A replay that has gone has panicked; its join says so.
-            let _ = send.send(batch);
-            return Ok(());
-        };
-        let (name, key) = (key.name(), OwnedKey::of(key));
-        let mut groups = cursors
-            .iter_mut()
-            .map(|cursor| cursor.take(&key))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter();
-        let mut next = || groups.next().unwrap_or_default();
-        let journal = next();
-        let tables = OpTables {
-            operation: next(),
-            dispatches: next(),
-            evidence: next(),
-            approvals: next(),
-            closes: next(),
-            observations: next(),
-            notes: next(),
-            escalations: next(),
-            acknowledgements: next(),
-            call_failures: next(),
-            close_requests: next(),
-        };
-        batch.push((name, journal, tables));
-        if batch.len() == BATCH
-            && send
-                .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                .is_err()
-        {
-            return Ok(());
-        }
-    }
-}
-
-/// Replays the journal against the tables: the receivers first, then a
-/// merge join operation by operation, then the state counts. Reading
-/// (SQLite) and replaying (parsing, hashing, comparing) cost about the
-/// same, so they run on two threads, with at most a few batches of
-/// operations' rows in flight between them.
+/// Replays the journal against the tables: the receivers first, then the
+/// operations, merged from one index walk per table
+/// ([`replay_operations`]), then the state counts and the meta.
 fn project(
     conn: &Connection,
     path: &Path,
@@ -354,22 +208,17 @@ fn project(
         &all_rows(conn, path, RECEIVERS, "ORDER BY name")?,
         &all_rows(conn, path, ROUTES, "ORDER BY action_kind")?,
     );
-    let (send, receive) = sync_channel::<Vec<Group>>(4);
-    let (read, mut projector) = std::thread::scope(|scope| {
-        let replay = scope.spawn(move || {
-            for (op_id, journal, tables) in receive.into_iter().flatten() {
-                projector.operation(&op_id, &journal, &tables);
-            }
-            projector
-        });
-        let read = merge_join(conn, path, &send);
-        drop(send);
-        let projector = replay
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (read, projector)
-    });
-    read?;
+    let mut statements = OP_STREAMS
+        .iter()
+        .zip(OP_ORDERS)
+        .map(|(table, order)| conn.prepare(&select(table, order)).at(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let streams = statements
+        .iter_mut()
+        .zip(&OP_STREAMS)
+        .map(|(statement, table)| SqliteRows::new(statement, table, path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut projector = replay_operations(projector, streams)?;
     projector.state_counts(&all_rows(conn, path, STATE_COUNTS, "ORDER BY state")?);
     projector.meta(&all_rows(conn, path, META, "ORDER BY key")?, ledger_id);
     Ok(projector.finish())
@@ -470,7 +319,7 @@ mod tests {
 
     #[test]
     fn every_table_verify_reads_fits_the_row_reader() {
-        let tables = OP_STREAMS.iter().map(|(table, _)| table).chain([
+        let tables = OP_STREAMS.iter().chain([
             &RECEIVERS,
             &ROUTES,
             &STATE_COUNTS,
