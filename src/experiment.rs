@@ -61,7 +61,7 @@ impl Lab {
     /// Reads an operation back on a brand-new connection, as a sender that
     /// restarted would.
     fn reopened(&self, op_id: &str) -> Result<Operation> {
-        Workspace::open(self.ws.dir(), OpenOptions::default())?.require(op_id)
+        Workspace::open(self.ws.location(), OpenOptions::default())?.require(op_id)
     }
 
     fn spawned(&self) -> usize {

@@ -30,6 +30,7 @@ mod receivers;
 mod triage;
 
 use crate::settings::OpenOptions;
+pub use crate::store::Location;
 use crate::store::{self, SenderStore};
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
@@ -38,14 +39,15 @@ pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 pub use triage::{ObserveReport, ObserveRequest, Unread};
 
 pub struct Workspace {
-    dir: PathBuf,
-    /// The files opened, to refuse a mutation once the paths name others.
-    opened: store::OpenedFiles,
+    location: Location,
+    /// Whether the location still names the stores opened, to refuse a
+    /// mutation once it names others.
+    presence: Box<dyn store::Presence>,
     sender: Box<dyn SenderStore>,
     /// The workspace's id, which every adapter request carries.
     id: String,
@@ -87,26 +89,27 @@ pub struct OpDetail {
 }
 
 impl Workspace {
-    /// Opens an existing workspace, or creates it with `options.create`.
-    pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        Workspace::open_with_clock(dir, options, Arc::new(SystemClock))
+    /// Opens an existing workspace, or creates it with `options.create`
+    /// (a directory converts into its [`Location`]).
+    pub fn open(location: impl Into<Location>, options: OpenOptions) -> Result<Self, StoreError> {
+        Workspace::open_with_clock(location, options, Arc::new(SystemClock))
     }
 
     /// Opens with `clock` as the time of every act from the start: a
     /// workspace of schema 4 is upgraded at its time (`store::upgrade`).
     pub fn open_with_clock(
-        dir: &Path,
+        location: impl Into<Location>,
         options: OpenOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let (sender, receiver, opened) = store::open_pair(dir, options, clock.now())?;
-        let ledger = Builtin::from_store(receiver);
+        let location = location.into();
+        let opened = store::open(&location, options, clock.now())?;
         Ok(Workspace {
-            dir: dir.to_path_buf(),
-            opened,
-            sender,
-            id: ledger.workspace_id()?,
-            ledger,
+            location,
+            presence: opened.presence,
+            sender: opened.sender,
+            id: opened.workspace_id,
+            ledger: Builtin::from_store(opened.ledger),
             program: ReceiverProgram::current()?,
             clock,
             described: Default::default(),
@@ -121,26 +124,28 @@ impl Workspace {
         self
     }
 
-    /// Whether `dir` holds no workspace at all: neither of its files.
-    pub fn is_absent(dir: &Path) -> bool {
-        store::WorkspacePaths::new(dir).is_absent()
+    /// Whether nothing of a workspace is at `location` (for a directory:
+    /// neither of its files).
+    pub fn is_absent(location: impl Into<Location>) -> bool {
+        store::is_absent(&location.into())
     }
 
-    /// Runs `act` on the workspace at `dir`, creating it when there is
-    /// none; when `act` fails on a workspace it created, the workspace is
-    /// removed again (the directory too, if it made it), so a refused
+    /// Runs `act` on the workspace at `location`, creating it when there
+    /// is none; when `act` fails on a workspace it created, the workspace
+    /// is removed again (the directory too, if it made it), so a refused
     /// command leaves nothing behind.
     pub fn create_for<T>(
-        dir: &Path,
+        location: impl Into<Location>,
         options: OpenOptions,
         act: impl FnOnce(&mut Workspace) -> Result<T>,
     ) -> Result<T> {
-        let (absent, dir_existed) = (Workspace::is_absent(dir), dir.exists());
-        let result = Workspace::open(dir, options.creating())
+        let location = location.into();
+        let undo = store::undo_creation(&location);
+        let result = Workspace::open(&location, options.creating())
             .map_err(Into::into)
             .and_then(|mut ws| act(&mut ws));
-        if result.is_err() && absent {
-            store::WorkspacePaths::new(dir).discard(!dir_existed);
+        if let (Err(_), Some(undo)) = (&result, undo) {
+            undo.undo();
         }
         result
     }
@@ -170,21 +175,26 @@ impl Workspace {
         self.sender.newest_update()
     }
 
-    /// The workspace directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Where the workspace is: what another handle on it opens.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
-    /// Refuses (exit 4, nothing changed) when the workspace's paths no
-    /// longer name the files this handle opened: the directory was deleted,
-    /// moved or replaced, or a file swapped. Every mutation asks first; the
-    /// console also asks on its refresh tick, to say so on screen.
-    pub fn ensure_present(&self) -> Result<(), StoreError> {
-        if self.opened.still_there(&self.dir) {
-            Ok(())
-        } else {
-            Err(StoreError::WorkspaceGone(self.dir.clone()))
+    /// The workspace directory, where the built-in ledger's file is (its
+    /// adapter child and the experiment's direct receiver calls are given
+    /// it).
+    pub fn dir(&self) -> &Path {
+        match &self.location {
+            Location::Workspace(dir) => dir,
         }
+    }
+
+    /// Refuses (exit 4, nothing changed) when the location no longer names
+    /// the stores this handle opened (for a directory: it was deleted,
+    /// moved or replaced, or a file swapped). Every mutation asks first;
+    /// the console also asks on its refresh tick, to say so on screen.
+    pub fn ensure_present(&self) -> Result<(), StoreError> {
+        self.presence.check()
     }
 
     /// Uses another binary as the receiver child (tests run the library from
@@ -554,7 +564,7 @@ impl Workspace {
 /// `export` and `checkpoint` need nothing else, and must work when the
 /// ledger is gone.
 pub struct Journal {
-    dir: PathBuf,
+    location: Location,
     sender: Box<dyn SenderStore>,
     id: Option<String>,
 }
@@ -562,10 +572,11 @@ pub struct Journal {
 impl Journal {
     /// Opens the outbox; one of schema 4 is upgraded at the system
     /// clock's time, as [`Workspace::open`] would.
-    pub fn open(dir: &Path, options: OpenOptions) -> Result<Self, StoreError> {
-        let (sender, id) = store::open_sender(dir, options, SystemClock.now())?;
+    pub fn open(location: impl Into<Location>, options: OpenOptions) -> Result<Self, StoreError> {
+        let location = location.into();
+        let (sender, id) = store::open_journal(&location, options, SystemClock.now())?;
         Ok(Journal {
-            dir: dir.to_path_buf(),
+            location,
             sender,
             id,
         })
@@ -582,7 +593,7 @@ impl Journal {
     /// the outbox's workspace id with the ledger's when the ledger is
     /// there (read only; never created).
     pub fn verify(&self, request: VerifyRequest<'_>) -> Result<VerifyReport, StoreError> {
-        let ledger_id = store::ledger_workspace_id(&self.dir);
+        let ledger_id = store::ledger_workspace_id(&self.location);
         self.sender.verify_journal(request, ledger_id.as_deref())
     }
 
@@ -592,7 +603,7 @@ impl Journal {
         &self,
         sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
     ) -> Result<VerifyReport, StoreError> {
-        let ledger_id = store::ledger_workspace_id(&self.dir);
+        let ledger_id = store::ledger_workspace_id(&self.location);
         self.sender.export_journal(ledger_id.as_deref(), sink)
     }
 

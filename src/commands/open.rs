@@ -9,7 +9,7 @@
 
 use super::Failure;
 use crate::settings::OpenOptions;
-use crate::workspace::{Journal, Workspace};
+use crate::workspace::{Journal, Location, Workspace};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,15 +42,16 @@ pub fn required_workspace(workspace: Option<PathBuf>) -> Result<PathBuf, Failure
     workspace.ok_or_else(|| Failure::Usage("--workspace DIR is required for this command".into()))
 }
 
-/// Opens a workspace, creating it when `create` is set.
+/// Opens the workspace in `dir` (`--workspace DIR` names a workspace
+/// directory's [`Location`]), creating it when `create` is set.
 pub fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
     let mut options = open_options()?;
     options.create = create;
-    Ok(Workspace::open(dir, options)?)
+    Ok(Workspace::open(Location::workspace(dir), options)?)
 }
 
 /// Opens only the journal: verifying, exporting and checkpointing need
 /// nothing else, and must work even when the receiver file is gone.
 pub fn open_journal(dir: &Path) -> Result<Journal, Failure> {
-    Ok(Journal::open(dir, open_options()?)?)
+    Ok(Journal::open(Location::workspace(dir), open_options()?)?)
 }

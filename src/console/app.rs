@@ -34,7 +34,7 @@ use crate::domain::{
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
-use crate::workspace::{Classified, Workspace};
+use crate::workspace::{Classified, Location, Workspace};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -667,14 +667,14 @@ pub(crate) enum Landed {
 /// which is a process that may take up to its timeout to answer.
 ///
 /// Each errand runs on a thread of its own with its own [`Workspace`]
-/// handle, opened on the same directory, so the console's handle is never
+/// handle, opened on the same location, so the console's handle is never
 /// shared and never waited on; the result comes back over a channel and is
 /// applied by `update` on the next poll. A read is not started twice for
 /// one operation, and at most [`MAX_READS`] run at once, so holding a key
 /// down over many operations does not start a process for each; past that,
 /// the newest request waits ([`Background::take_queued`]).
 pub(crate) struct Background {
-    dir: PathBuf,
+    location: Location,
     program: ReceiverProgram,
     clock: Arc<dyn Clock>,
     send: Sender<Landed>,
@@ -696,7 +696,7 @@ impl Background {
     pub(crate) fn new(ws: &Workspace) -> Background {
         let (send, inbox) = mpsc::channel();
         Background {
-            dir: ws.dir().to_path_buf(),
+            location: ws.location().clone(),
             program: ws.receiver_program().clone(),
             clock: ws.clock(),
             send,
@@ -767,12 +767,13 @@ impl Background {
         name: &str,
         work: impl FnOnce(Result<Workspace>) -> Landed + Send + 'static,
     ) -> std::io::Result<()> {
-        let (dir, program, send) = (self.dir.clone(), self.program.clone(), self.send.clone());
+        let (location, program) = (self.location.clone(), self.program.clone());
+        let send = self.send.clone();
         let clock = Arc::clone(&self.clock);
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                let ws = Workspace::open(&dir, OpenOptions::default())
+                let ws = Workspace::open(location, OpenOptions::default())
                     .map(|ws| ws.with_receiver_program(program).with_clock(clock))
                     .map_err(Into::into);
                 // The console may have quit; then nobody waits for this.

@@ -67,10 +67,3 @@ pub(crate) fn new_workspace_id() -> Result<String, StoreError> {
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
-
-/// Which file a path names now: device and inode, or `None` when there is
-/// no file there.
-pub(crate) fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}

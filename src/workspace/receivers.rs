@@ -173,7 +173,7 @@ impl Workspace {
         if registration.builtin {
             // Absolute: the child runs in `/`, so a workspace named
             // relative to where recon was started would name another.
-            let dir = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
+            let dir = std::path::absolute(self.dir()).unwrap_or_else(|_| self.dir().to_path_buf());
             let mut args = vec![
                 "receiver".to_string(),
                 "adapter".to_string(),
