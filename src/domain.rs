@@ -17,11 +17,11 @@ pub mod time;
 mod triage;
 
 pub use bounds::MAX_PAYLOAD_BYTES;
-pub use names::NumberedIds;
 pub use canonical::{canonical_json, check_i_json};
 pub use json::{
     parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
 };
+pub use names::NumberedIds;
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, CallFailure, Ceiling,
     CloseRecord, Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote,

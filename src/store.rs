@@ -24,14 +24,19 @@
 //!   misread.
 
 //!
-//! The sender side is a seam: the facade holds a `Box<dyn SenderStore>` and
-//! speaks to it only in domain terms ([`Outbox`] for the flow, [`QueuePages`]
-//! for the console's pages, [`BulkLoad`] for generated demo load, [`Drills`]
-//! for the experiment's deliberate damage, [`JournalAudit`] for `verify`,
-//! `export` and `checkpoint`). No SQL and no rusqlite type appears in those signatures,
-//! so a second store (PostgreSQL, for teams) is one more implementation and
-//! no caller changes. The receiver's ledger has one implementation and sits
-//! behind the `Receiver` trait instead (`crate::receiver`).
+//! The sender side is a seam: the facade opens a workspace from its
+//! [`Location`] (`store::location`; a workspace directory of two files is
+//! `store::directory`, the only code that knows a store is a file), holds
+//! a `Box<dyn SenderStore>` and speaks to it only in domain terms: the core
+//! ([`Outbox`] for the flow, [`QueuePages`] for the console's pages,
+//! [`TriageLog`], [`JournalAudit`] for `verify`, `export` and
+//! `checkpoint`, [`ReceiverRegistry`]) and, through [`Capabilities`], the
+//! optional [`BulkLoad`] for generated demo load and [`Drills`] for the
+//! experiment's deliberate damage. No SQL and no rusqlite type appears in
+//! those signatures, so a second store (PostgreSQL, for teams) is one more
+//! implementation and no caller changes. The receiver's ledger has one
+//! implementation and sits behind the `Receiver` trait instead
+//! (`crate::receiver`).
 
 mod audit_queries;
 mod bulk;
@@ -52,8 +57,8 @@ use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
     CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
-    NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery, PageBound,
-    Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
+    NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery,
+    PageBound, Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;

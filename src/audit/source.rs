@@ -279,13 +279,11 @@ mod tests {
     /// Every group as its name and how many rows each stream gave it.
     fn grouped(streams: Vec<&[Column<'_>]>) -> Vec<(String, Vec<usize>)> {
         let mut seen = Vec::new();
-        let result: Result<(), Infallible> = merge_groups(
-            streams.into_iter().map(stream),
-            |name, groups| {
+        let result: Result<(), Infallible> =
+            merge_groups(streams.into_iter().map(stream), |name, groups| {
                 seen.push((name, groups.iter().map(Vec::len).collect()));
                 true
-            },
-        );
+            });
         assert!(result.is_ok());
         seen
     }
@@ -303,7 +301,11 @@ mod tests {
             Column::Text("opa"),
             Column::Blob("00ff"),
         ];
-        let operations = [Column::Text("op-a"), Column::Text("opa"), Column::Blob("00ff")];
+        let operations = [
+            Column::Text("op-a"),
+            Column::Text("opa"),
+            Column::Blob("00ff"),
+        ];
         assert_eq!(
             grouped(vec![&journal, &operations, &[]]),
             [

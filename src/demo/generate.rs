@@ -19,8 +19,7 @@
 
 use crate::domain::{
     classify, effect_id_for, BulkEffect, BulkObservation, BulkOperation, Effect, NumberedIds,
-    Provenance, Scope,
-    Snapshot, Timestamp, Verdict,
+    Provenance, Scope, Snapshot, Timestamp, Verdict,
 };
 use serde_json::Value;
 

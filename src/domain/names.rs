@@ -183,12 +183,15 @@ impl NumberedIds {
 
 #[cfg(test)]
 mod tests {
-    use super::{receiver, secret_in_argument};
     use super::NumberedIds;
+    use super::{receiver, secret_in_argument};
 
     #[test]
     fn numbered_ids_round_trip_and_their_bounds_hold_the_series_only_in_byte_order() {
-        let ids = NumberedIds { prefix: "op-bulk-", digits: 3 };
+        let ids = NumberedIds {
+            prefix: "op-bulk-",
+            digits: 3,
+        };
         assert_eq!(ids.id(42), "op-bulk-042");
         assert_eq!(ids.number("op-bulk-042"), Some(42));
         assert_eq!(ids.number("op-bulk-42"), None);
@@ -201,7 +204,6 @@ mod tests {
         assert!(low.as_str() < "op-bulk-5a" && "op-bulk-5a" < high.as_str());
         assert_eq!(ids.number("op-bulk-5a"), None);
     }
-
 
     #[test]
     fn a_password_in_an_adapter_argument_is_found_without_repeating_it() {

@@ -201,7 +201,8 @@ fn refused_dispatches(lab: &mut Lab, tampered: &Operation, payload: &Value) -> R
         payload,
     ))?;
     lab.ws
-        .drills()?.change_action_kind("op-refund-0003", "charge_card")?;
+        .drills()?
+        .change_action_kind("op-refund-0003", "charge_card")?;
     let changed = outcome(
         lab.ws
             .dispatch("op-refund-0003", DispatchOptions::default()),

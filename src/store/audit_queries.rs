@@ -319,12 +319,9 @@ mod tests {
 
     #[test]
     fn every_table_verify_reads_fits_the_row_reader() {
-        let tables = OP_STREAMS.iter().chain([
-            &RECEIVERS,
-            &ROUTES,
-            &STATE_COUNTS,
-            &META,
-        ]);
+        let tables = OP_STREAMS
+            .iter()
+            .chain([&RECEIVERS, &ROUTES, &STATE_COUNTS, &META]);
         for table in tables {
             assert!(table.columns.len() <= MAX_COLUMNS, "{}", table.name);
         }

@@ -856,7 +856,7 @@ fn malformed_library_calls_are_refused_and_change_nothing() {
         assert_eq!(dump(lab.path()), before, "{name}: the databases changed");
     }
     assert!(
-        Workspace::open(&lab.path().join("sender.sqlite"), OpenOptions::default()).is_err(),
+        Workspace::open(lab.path().join("sender.sqlite"), OpenOptions::default()).is_err(),
         "a file is not a workspace"
     );
     eprintln!("bad input: {} library calls", cases.len());

@@ -2,7 +2,7 @@
 //! the real code paths, and `--ops N` adds generated load that continues its
 //! numbering.
 
-use crate::support::{copy_demo, demo_clock, dump, program, run};
+use crate::support::{copy_demo, demo_clock, dump, program, run, Lab};
 use recon::demo::{self, generate};
 use recon::domain::{OpKind, OpState, Verdict};
 use recon::OpenOptions;
@@ -188,4 +188,23 @@ fn demo_is_deterministic() {
         dump(dir).replace(&id, "<workspace id>")
     };
     assert_eq!(masked(a.path()), masked(b.path()));
+}
+
+#[test]
+fn generated_numbering_continues_after_the_last_id_of_its_series_only() {
+    let mut lab = Lab::new();
+    assert_eq!(lab.ws.last_numbered_op(generate::IDS).unwrap(), None);
+    // Between the series' bounds in byte order, but not of the series.
+    for op_id in [
+        "op-bulk-0000007",
+        "op-bulk-5a",
+        "op-bulk-00000099",
+        "op-bulk-0000012x",
+        "op-bulk-9999999z",
+    ] {
+        lab.ws
+            .prepare(op_id, "send_email", &serde_json::json!({}))
+            .unwrap();
+    }
+    assert_eq!(lab.ws.last_numbered_op(generate::IDS).unwrap(), Some(7));
 }

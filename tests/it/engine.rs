@@ -669,13 +669,9 @@ fn compensation_dispatch_refuses_a_missing_approval() {
     let mut lab = Lab::new();
     confirmed(&mut lab);
     lab.ws
-        .drills().unwrap().insert_unapproved_compensation(
-            "op-c",
-            "refund_charge",
-            &json!({}),
-            "op-1",
-            "fx-000001",
-        )
+        .drills()
+        .unwrap()
+        .insert_unapproved_compensation("op-c", "refund_charge", &json!({}), "op-1", "fx-000001")
         .unwrap();
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
@@ -690,7 +686,9 @@ fn compensation_dispatch_refuses_a_changed_action_kind() {
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     lab.ws
-        .drills().unwrap().change_action_kind("op-c", "charge_card")
+        .drills()
+        .unwrap()
+        .change_action_kind("op-c", "charge_card")
         .unwrap();
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),

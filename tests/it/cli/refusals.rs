@@ -36,14 +36,16 @@ fn fixture() -> (Shell, String, String) {
         .unwrap();
     let welcome = ws.require("op-1001-welcome-email").unwrap();
     let welcome_fx = welcome.confirmed_effect_id.clone().unwrap();
-    ws.drills().unwrap().insert_unapproved_compensation(
-        "op-1001-unapproved-fix",
-        "send_correction_email",
-        &json!({"to": "maya.lopez@example.com"}),
-        &welcome.op_id,
-        &welcome_fx,
-    )
-    .unwrap();
+    ws.drills()
+        .unwrap()
+        .insert_unapproved_compensation(
+            "op-1001-unapproved-fix",
+            "send_correction_email",
+            &json!({"to": "maya.lopez@example.com"}),
+            &welcome.op_id,
+            &welcome_fx,
+        )
+        .unwrap();
     ws.prepare(
         "op-2001-receipt-email",
         "send_email",
@@ -63,7 +65,9 @@ fn fixture() -> (Shell, String, String) {
         payload: &json!({"to": "kofi.mensah@example.com"}),
     })
     .unwrap();
-    ws.drills().unwrap().change_action_kind("op-2001-apology", "send_sms")
+    ws.drills()
+        .unwrap()
+        .change_action_kind("op-2001-apology", "send_sms")
         .unwrap();
     let plan = ws.require("op-1010-annual-plan").unwrap();
     (sh, welcome_fx, plan.confirmed_effect_id.unwrap())
