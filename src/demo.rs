@@ -111,7 +111,7 @@ pub fn check_buildable(ws: &Workspace) -> Result<(), String> {
         Err(format!(
             "{} is in use ({ops} operations, {effects} receiver effects) and is not a demo \
              workspace; recon demo builds in a new directory or adds to a demo workspace",
-            ws.dir().display()
+            ws.location()
         ))
     }
 }
