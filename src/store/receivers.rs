@@ -5,11 +5,13 @@
 //! projection of the journal: registering appends `receiver_registered`,
 //! removing `receiver_removed`, in the transaction that writes the rows.
 
+use super::conflict::{Claim, Claimed};
 use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
 use crate::audit::{self, EntryKind};
+use crate::clock::Clock;
 use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
-use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, Row, Transaction};
 use std::path::Path;
 
 const COLUMNS: &str =
@@ -82,7 +84,7 @@ pub(crate) fn insert_registration(
     path: &Path,
     registration: &Registration,
     at: Timestamp,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     let args = canonical_json(&serde_json::Value::from(registration.args.clone()));
     let env = canonical_json(&serde_json::Value::from(registration.env.clone()));
     let describe = serde_json::to_value(&registration.describe)
@@ -105,13 +107,27 @@ pub(crate) fn insert_registration(
             env,
         ],
     )
-    .at(path)?;
+    .claiming(
+        tx,
+        path,
+        &Claim {
+            receiver: Some(&registration.name),
+            ..Claim::default()
+        },
+    )?;
     for action in &registration.actions {
         tx.execute(
             "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
             params![action, registration.name],
         )
-        .at(path)?;
+        .claiming(
+            tx,
+            path,
+            &Claim {
+                action: Some(action),
+                ..Claim::default()
+            },
+        )?;
     }
     let fields = audit::receiver_registered(registration, at);
     journal::append(tx, path, EntryKind::ReceiverRegistered, None, fields)?;
@@ -119,12 +135,9 @@ pub(crate) fn insert_registration(
 }
 
 impl ReceiverRegistry for SqliteSender {
-    fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()> {
+    fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
@@ -190,12 +203,13 @@ impl ReceiverRegistry for SqliteSender {
         super::sender::receiver_id_of(self.conn(), self.path(), op_id)
     }
 
-    fn update_receiver(&mut self, changed: &Registration, at: Timestamp) -> Result<Registration> {
+    fn update_receiver(
+        &mut self,
+        changed: &Registration,
+        clock: &dyn Clock,
+    ) -> Result<Registration> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let current: Option<(i64, i64)> = tx
             .query_row(
                 "SELECT id, version FROM receivers WHERE name = ?1",
@@ -243,12 +257,9 @@ impl ReceiverRegistry for SqliteSender {
         Ok(changed.clone())
     }
 
-    fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()> {
+    fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
@@ -291,5 +302,45 @@ impl ReceiverRegistry for SqliteSender {
         journal::append(&tx, &path, EntryKind::ReceiverRemoved, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::insert_registration;
+    use crate::clock::Clock;
+    use crate::domain::Refusal;
+    use crate::error::Error;
+    use crate::store::sender::fixture::{registration, Fixture};
+
+    /// Two registrations that both read a name or a route as free (side by
+    /// side under READ COMMITTED): the loser's key violation is the refusal
+    /// it means, `receiver_exists` or `action_routed` (exit 3), never a
+    /// storage failure.
+    #[test]
+    fn a_receiver_or_route_taken_after_the_read_is_refused_as_taken() {
+        let mut fx = Fixture::new();
+        let at = fx.clock.now();
+        let path = fx.store.path().to_path_buf();
+        let tx = fx.store.conn_mut().transaction().unwrap();
+        let same_name = insert_registration(&tx, &path, &registration("builtin", &["mail"]), at);
+        let routed = insert_registration(&tx, &path, &registration("mailer", &["*"]), at);
+        let refusals: Vec<Option<Refusal>> = [same_name, routed]
+            .into_iter()
+            .map(|r| match r {
+                Err(Error::Refused(refused)) => Some(refused),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            refusals,
+            [
+                Some(Refusal::ReceiverExists("builtin".into())),
+                Some(Refusal::ActionRouted {
+                    action: "*".into(),
+                    receiver: "builtin".into()
+                }),
+            ]
+        );
     }
 }
