@@ -7,7 +7,9 @@
 //! run side by side (PostgreSQL under READ COMMITTED) can pass the read and
 //! then lose the insert to the other writer; the key violation is then the
 //! same refusal, never a storage failure. The mapping is here, once, keyed
-//! by which key failed.
+//! by which key failed: [`refusal`] from a [`Key`] to its refusal, for any
+//! store; [`violated`], SQLite's names of the keys (another store names
+//! its own constraints and maps them to the same [`Key`]s).
 
 use super::sql_error;
 use crate::domain::Refusal;
@@ -67,10 +69,14 @@ pub(crate) fn violated(error: &rusqlite::Error) -> Option<Key> {
     unique.then_some(key)
 }
 
-/// The refusal a violation of `key` by `claim` means. An action kind's
-/// route names the receiver that holds it, read on `conn` (the caller's
-/// transaction, which a failed statement leaves open on SQLite).
-fn refusal(conn: &Connection, key: Key, claim: &Claim<'_>) -> Option<Refusal> {
+/// The refusal a violation of `key` by `claim` means, whichever store
+/// found it; `routed_to` names the receiver that holds an action kind's
+/// route.
+pub(crate) fn refusal(
+    key: Key,
+    claim: &Claim<'_>,
+    routed_to: impl FnOnce(&str) -> Option<String>,
+) -> Option<Refusal> {
     match key {
         Key::OpId => claim
             .op_id
@@ -86,21 +92,25 @@ fn refusal(conn: &Connection, key: Key, claim: &Claim<'_>) -> Option<Refusal> {
             .map(|name| Refusal::ReceiverExists(name.to_string())),
         Key::Route => {
             let action = claim.action?;
-            let receiver: String = conn
-                .query_row(
-                    "SELECT receiver FROM routes WHERE action_kind = ?1",
-                    [action],
-                    |r| r.get(0),
-                )
-                .optional()
-                .ok()
-                .flatten()?;
-            Some(Refusal::ActionRouted {
+            routed_to(action).map(|receiver| Refusal::ActionRouted {
                 action: action.to_string(),
                 receiver,
             })
         }
     }
+}
+
+/// The receiver an action kind routes to, read on `conn` (on SQLite a
+/// failed statement leaves its transaction open, so the caller's own).
+fn routed_to(conn: &Connection, action: &str) -> Option<String> {
+    conn.query_row(
+        "SELECT receiver FROM routes WHERE action_kind = ?1",
+        [action],
+        |r| r.get(0),
+    )
+    .optional()
+    .ok()
+    .flatten()
 }
 
 /// Attaches the refusal a key violation means to an insert's result; any
@@ -111,11 +121,12 @@ pub(crate) trait Claimed<T> {
 
 impl<T> Claimed<T> for rusqlite::Result<T> {
     fn claiming(self, conn: &Connection, path: &Path, claim: &Claim<'_>) -> Result<T, Error> {
-        self.map_err(
-            |e| match violated(&e).and_then(|key| refusal(conn, key, claim)) {
+        self.map_err(|e| {
+            let routed = |action: &str| routed_to(conn, action);
+            match violated(&e).and_then(|key| refusal(key, claim, routed)) {
                 Some(refused) => refused.into(),
                 None => sql_error(path, e).into(),
-            },
-        )
+            }
+        })
     }
 }

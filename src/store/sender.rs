@@ -1570,10 +1570,6 @@ mod tests {
             super::insert_op(&tx, &fx.store.path, &new, OpKind::Original, None, None, at);
         let refused = refusal(inserted);
         assert_eq!(refused, Refusal::DuplicateOperation("op".into()));
-        assert_eq!(
-            Error::from(refused).refusal().map(Refusal::code),
-            Some("duplicate_operation")
-        );
     }
 
     /// The same for approvals: a second approval of one effect that passed
