@@ -40,9 +40,7 @@ pub(crate) fn insert_observation(
     let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
     insert_observation_row(conn, path, sealed.seq, observation)?;
     if contradicts {
-        conn.prepare_cached("UPDATE operations SET contradiction = ?1 WHERE op_id = ?2")
-            .and_then(|mut s| s.execute(params![sealed.seq, observation.op_id]))
-            .at(path)?;
+        mark_contradiction(conn, path, observation.op_id, sealed.seq)?;
     }
     note_latest(
         conn,
@@ -90,6 +88,51 @@ pub(crate) fn note_latest(
     .and_then(|mut s| s.execute(params![seq, verdict.as_str(), op_id]))
     .map(drop)
     .at(path)
+}
+
+/// Raises the contradiction marker as the observation `seq`, whose entry
+/// says it does, under the predicate [`contradicts_decision`] read: a final
+/// decision and no marker up. When another writer changed that after the
+/// read, the entry would claim a marker it cannot raise, so the act fails
+/// whole ([`StoreError::Raced`]); recorded again, the read is judged on the
+/// row as it then is.
+fn mark_contradiction(conn: &Connection, path: &Path, op_id: &str, seq: i64) -> Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE operations SET contradiction = ?2
+             WHERE op_id = ?1 AND contradiction IS NULL
+               AND state IN ('confirmed', 'not_applied')",
+        )
+        .and_then(|mut s| s.execute(params![op_id, seq]))
+        .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    Err(StoreError::Raced(format!("the decision or contradiction of {op_id}")).into())
+}
+
+/// Clears the contradiction marker `seen`, the one the acknowledgement's
+/// check read. When another writer changed it after that read, nothing is
+/// cleared: refused `not_contradicted` when no marker is up now; when
+/// another one is, the acknowledgement (of a marker now gone) fails whole
+/// ([`StoreError::Raced`]) rather than clear a marker unseen.
+fn clear_contradiction(
+    conn: &Connection,
+    path: &Path,
+    op_id: &str,
+    seen: Option<i64>,
+) -> Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
+        )
+        .and_then(|mut s| s.execute(params![op_id, seen]))
+        .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    check_acknowledgement(&require_op(conn, path, op_id)?)?;
+    Err(StoreError::Raced(format!("the contradiction of {op_id}")).into())
 }
 
 /// Whether the read marks its operation contradicted: the first read that
@@ -302,18 +345,8 @@ impl TriageLog for SqliteSender {
             ])
         })
         .at(&path)?;
-        // Under the predicate the check read: a marker raised meanwhile by
-        // another writer is not cleared unseen.
-        tx.prepare_cached(
-            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                acknowledgement.op_id,
-                op.triage.contradicted.as_ref().map(|c| c.seq)
-            ])
-        })
-        .at(&path)?;
+        let seen = op.triage.contradicted.as_ref().map(|c| c.seq);
+        clear_contradiction(&tx, &path, acknowledgement.op_id, seen)?;
         let op = require_op(&tx, &path, acknowledgement.op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
@@ -536,5 +569,85 @@ mod tests {
         let op = fx.store.require("op").unwrap();
         let latest = op.triage.latest_observation.unwrap();
         assert_eq!(latest.verdict, Verdict::TerminalAbsence, "seq {later}");
+    }
+
+    /// A confirmed operation, then a read that contradicts it; returns the
+    /// marker's seq.
+    fn contradicted(fx: &mut Fixture) -> i64 {
+        fx.confirmed("op");
+        contradict(fx)
+    }
+
+    /// Records a read that contradicts the confirmed `op` (an effect that
+    /// is not the confirmed one); returns the marker's seq.
+    fn contradict(fx: &mut Fixture) -> i64 {
+        let mut other = Fixture::effect("op");
+        other.effect_id = "fx-other".into();
+        let seen = Snapshot {
+            op_id: "op".into(),
+            matches: vec![other],
+            complete: false,
+            authoritative: true,
+            closed: false,
+        };
+        let provenance = provenance();
+        let observation = NewObservation {
+            op_id: "op",
+            by: "ann",
+            at: fx.clock.now(),
+            snapshot: &seen,
+            verdict: Verdict::PayloadMismatch,
+            provenance: &provenance,
+        };
+        let clock = &fx.clock;
+        fx.store.record_observations(&[observation], clock).unwrap();
+        let marker = fx.store.require("op").unwrap().triage.contradicted;
+        marker.expect("the read contradicts the receipt").seq
+    }
+
+    fn marker(fx: &Fixture) -> Option<i64> {
+        let op = fx.store.require("op").unwrap();
+        op.triage.contradicted.map(|c| c.seq)
+    }
+
+    /// A read that would mark a contradiction raised by another writer
+    /// after it looked fails whole (its entry would claim a marker it
+    /// cannot raise), and the marker stays the first one.
+    #[test]
+    fn a_contradiction_marked_after_the_read_fails_the_act_whole() {
+        let mut fx = Fixture::new();
+        let first = contradicted(&mut fx);
+        let raced = super::mark_contradiction(fx.store.conn(), fx.store.path(), "op", first + 1);
+        assert!(
+            matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
+            "{raced:?}"
+        );
+        assert_eq!(marker(&fx), Some(first));
+    }
+
+    /// An acknowledgement whose marker changed after its check read it
+    /// clears nothing: `not_contradicted` when it was cleared meanwhile, a
+    /// whole failure when another marker is up now.
+    #[test]
+    fn an_acknowledgement_clears_only_the_marker_it_read() {
+        let mut fx = Fixture::new();
+        let first = contradicted(&mut fx);
+        let ack = crate::domain::NewNote {
+            op_id: "op",
+            by: "ann",
+            at: fx.clock.now(),
+            text: "seen",
+        };
+        fx.store.acknowledge(&ack, &fx.clock).unwrap();
+        let path = fx.store.path().to_path_buf();
+        let cleared = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        assert_eq!(refusal(cleared), Refusal::NotContradicted("op".into()));
+        let again = contradict(&mut fx);
+        let raced = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        assert!(
+            matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
+            "{raced:?}"
+        );
+        assert_eq!(marker(&fx), Some(again));
     }
 }
