@@ -57,6 +57,11 @@ pub enum StoreError {
     /// over a database or a mail server answers `unavailable` with it).
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A conditional write found its row changed after the act read it,
+    /// where no rule gives a refusal (a store whose writers run side by
+    /// side): the act rolled back whole.
+    #[error("{0} changed while this act was written; nothing was written (run it again)")]
+    Raced(String),
     #[error(
         "{0} belongs to another workspace (its workspace id differs from its partner's); \
          refusing to use it"

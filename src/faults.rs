@@ -121,12 +121,16 @@ pub enum HoldPoint {
     /// reconcile --close: every rule checked on the open read, the close not
     /// taken yet.
     ReconcileBeforeClose,
+    /// Any write to the outbox: before its transaction takes the write
+    /// lock (and so before it reads the time of its act).
+    BeforeWriteLock,
 }
 
 impl HoldPoint {
     pub fn name(self) -> &'static str {
         match self {
             HoldPoint::ReconcileBeforeClose => "reconcile.before_close",
+            HoldPoint::BeforeWriteLock => "store.before_write_lock",
         }
     }
 }

@@ -40,6 +40,7 @@
 
 mod audit_queries;
 mod bulk;
+mod conflict;
 mod console_queries;
 mod directory;
 mod drill;
@@ -54,6 +55,7 @@ mod triage;
 mod upgrade;
 
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
+use crate::clock::Clock;
 use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
     CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
@@ -75,10 +77,11 @@ pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 
 /// The outbox's own flow: prepare, dispatch, receipts, reviews and
-/// approvals, each one transaction stamped with the time it is given, and
-/// the reads that show them.
+/// approvals, each one transaction, and the reads that show them. Every
+/// write is stamped with the time `clock` tells once the write lock is
+/// held, so times never go backwards in journal order.
 pub(crate) trait Outbox {
-    fn prepare(&mut self, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation>;
+    fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation>;
     fn get(&self, op_id: &str) -> Result<Option<Operation>>;
     fn require(&self, op_id: &str) -> Result<Operation>;
     /// Operations in `op_id` order after `after`, optionally of one state.
@@ -90,7 +93,7 @@ pub(crate) trait Outbox {
     ) -> Result<Vec<Operation>>;
     fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>>;
     /// Commits `prepared -> unknown` with its dispatch record, or refuses.
-    fn begin_dispatch(&mut self, op_id: &str, at: Timestamp) -> Result<Operation>;
+    fn begin_dispatch(&mut self, op_id: &str, clock: &dyn Clock) -> Result<Operation>;
     /// Records a receipt as evidence; `None` when the operation had already
     /// left `unknown` at that version.
     fn record_receipt(
@@ -98,31 +101,33 @@ pub(crate) trait Outbox {
         op: &Operation,
         receipt: &Effect,
         provenance: &Provenance,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<Option<(Operation, i64)>>;
     /// Every rule of a review, without writing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
-    /// Records a decision at `at`, and with `observe` the snapshot it
-    /// rests on as the reviewer's observation, in one transaction.
+    /// Records a decision, and with `observe` the snapshot it rests on as
+    /// the reviewer's observation, in one transaction.
     fn record_review(
         &mut self,
         review: &Review<'_>,
         provenance: &Provenance,
-        at: Timestamp,
+        clock: &dyn Clock,
         observe: bool,
     ) -> Result<Recorded>;
     fn approve_compensation(
         &mut self,
         request: &CompensationRequest<'_>,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<Approval>;
     /// Records a close a receiver committed and the observation of the
-    /// closing read; returns the observation.
+    /// closing read, both stamped with the time of the write; returns the
+    /// observation.
     fn record_close(
         &mut self,
         op_id: &str,
         close: &CloseRecord,
         observation: &NewObservation<'_>,
+        clock: &dyn Clock,
     ) -> Result<Observation>;
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
@@ -153,20 +158,33 @@ pub(crate) trait QueuePages {
 
 /// Triage: observations, notes and the escalation marker, each act one
 /// transaction (a batch of observations, one for the batch), and their
-/// history.
+/// history. Each act is stamped with the time `clock` tells once the write
+/// lock is held: the `at` of the record given is replaced by it.
 pub(crate) trait TriageLog {
-    fn record_observations(&mut self, batch: &[NewObservation<'_>]) -> Result<Vec<Observation>>;
-    fn note(&mut self, note: &NewNote<'_>) -> Result<Note>;
+    fn record_observations(
+        &mut self,
+        batch: &[NewObservation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Observation>>;
+    fn note(&mut self, note: &NewNote<'_>, clock: &dyn Clock) -> Result<Note>;
     /// Raises or lowers the escalation marker, or refuses `not_unknown`,
     /// `already_escalated`, `not_escalated`.
-    fn mark(&mut self, marking: &Marking<'_>) -> Result<Operation>;
+    fn mark(&mut self, marking: &Marking<'_>, clock: &dyn Clock) -> Result<Operation>;
     /// Clears a contradiction marker with a person's reason, or refuses
     /// `not_contradicted`.
-    fn acknowledge(&mut self, acknowledgement: &NewNote<'_>) -> Result<Operation>;
+    fn acknowledge(
+        &mut self,
+        acknowledgement: &NewNote<'_>,
+        clock: &dyn Clock,
+    ) -> Result<Operation>;
     fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>>;
     /// Keeps a failed receiver call with its operation, journaled; returns
-    /// it with its seq.
-    fn record_call_failure(&mut self, failure: &CallFailure) -> Result<CallFailure>;
+    /// it with its seq and time.
+    fn record_call_failure(
+        &mut self,
+        failure: &CallFailure,
+        clock: &dyn Clock,
+    ) -> Result<CallFailure>;
     fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>>;
     /// Journals a close's authorization before the receiver is asked.
     fn record_close_request(
@@ -174,7 +192,7 @@ pub(crate) trait TriageLog {
         op_id: &str,
         receiver: &str,
         authorized_by: &str,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<()>;
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
@@ -256,7 +274,7 @@ pub(crate) trait JournalAudit {
 pub(crate) trait ReceiverRegistry {
     /// Stores a registration and its routes, or refuses `receiver_exists` /
     /// `action_routed`, writing nothing.
-    fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()>;
+    fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()>;
     fn receivers(&self) -> Result<Vec<Registration>>;
     fn registration(&self, name: &str) -> Result<Option<Registration>>;
     /// The registration with this id, while it is registered.
@@ -267,10 +285,14 @@ pub(crate) trait ReceiverRegistry {
     /// Stores `changed` (its `version` one past the stored one) as the
     /// registration's new version, journaled; refused `receiver_changed`
     /// when another command changed it first.
-    fn update_receiver(&mut self, changed: &Registration, at: Timestamp) -> Result<Registration>;
+    fn update_receiver(
+        &mut self,
+        changed: &Registration,
+        clock: &dyn Clock,
+    ) -> Result<Registration>;
     /// Removes a registration, or refuses `unknown_receiver` /
     /// `receiver_in_use` while a prepared or unknown operation routes to it.
-    fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()>;
+    fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()>;
 }
 
 /// The SQLite outbox offers both: its bulk load (`store::bulk`) and its

@@ -220,7 +220,7 @@ impl Workspace {
             action_kind,
             payload,
         };
-        self.sender.prepare(&new, self.clock.now())
+        self.sender.prepare(&new, &*self.clock)
     }
 
     pub fn dispatch(&mut self, op_id: &str, options: DispatchOptions) -> Result<DispatchReport> {
@@ -255,7 +255,7 @@ impl Workspace {
         if op.state == OpState::Prepared {
             self.current_registration(&op)?;
         }
-        let operation = self.sender.begin_dispatch(op_id, self.clock.now())?;
+        let operation = self.sender.begin_dispatch(op_id, &*self.clock)?;
         faults::crash_point(CrashPoint::DispatchAfterUnknownCommit);
         self.start_apply(operation, options)
     }
@@ -288,7 +288,7 @@ impl Workspace {
             faults::crash_point(CrashPoint::DispatchAfterReceiptRead);
             let recorded = self
                 .sender
-                .record_receipt(&operation, &receipt, &provenance, self.clock.now())
+                .record_receipt(&operation, &receipt, &provenance, &*self.clock)
                 .map_err(|e| e.after(committed_effect(&operation, &receipt)))?;
             let current = match recorded {
                 Some((op, _)) => op,
@@ -309,18 +309,19 @@ impl Workspace {
         (verb, receiver, exit_code, stderr): (&str, &str, Option<i32>, &str),
         failure: &crate::domain::AdapterFailure,
     ) -> Result<()> {
+        let call_failure = crate::domain::CallFailure {
+            seq: 0,
+            op_id: op.op_id.clone(),
+            verb: verb.to_string(),
+            receiver: receiver.to_string(),
+            kind: failure.kind,
+            detail: failure.detail.clone(),
+            exit_code,
+            stderr: crate::domain::CallFailure::tail(stderr),
+            at: self.clock.now(),
+        };
         self.sender
-            .record_call_failure(&crate::domain::CallFailure {
-                seq: 0,
-                op_id: op.op_id.clone(),
-                verb: verb.to_string(),
-                receiver: receiver.to_string(),
-                kind: failure.kind,
-                detail: failure.detail.clone(),
-                exit_code,
-                stderr: crate::domain::CallFailure::tail(stderr),
-                at: self.clock.now(),
-            })?;
+            .record_call_failure(&call_failure, &*self.clock)?;
         Ok(())
     }
 
@@ -365,7 +366,7 @@ impl Workspace {
                     verdict,
                     provenance: &read.provenance,
                 };
-                let recorded = self.sender.record_observations(&[new])?;
+                let recorded = self.sender.record_observations(&[new], &*self.clock)?;
                 recorded.into_iter().next().map(|o| o.seen)
             }
             (None, None) => None,
@@ -436,7 +437,8 @@ impl Workspace {
         self.record_decision(review, provenance, true)
     }
 
-    /// Records a decision at the clock's time, and the read it rests on as
+    /// Records a decision at the clock's time (read once the store holds its
+    /// write lock), and the read it rests on as
     /// the reviewer's observation when `observe`.
     fn record_decision(
         &mut self,
@@ -444,8 +446,8 @@ impl Workspace {
         provenance: &Provenance,
         observe: bool,
     ) -> Result<Recorded> {
-        let at = self.clock.now();
-        self.sender.record_review(review, provenance, at, observe)
+        self.sender
+            .record_review(review, provenance, &*self.clock, observe)
     }
 
     pub fn approve_compensation(&mut self, request: &CompensationRequest<'_>) -> Result<Approval> {
@@ -455,7 +457,7 @@ impl Workspace {
         if let Some(original) = self.sender.get(request.original_op_id)? {
             self.registration_of(&original)?;
         }
-        self.sender.approve_compensation(request, self.clock.now())
+        self.sender.approve_compensation(request, &*self.clock)
     }
 
     /// The operation with its whole history: evidence, approvals, recorded

@@ -51,6 +51,8 @@ pub struct CloseRecord {
     pub response_sha256: String,
     /// The effect ids of the closing snapshot's matches.
     pub matches: Vec<String>,
+    /// When the outbox recorded the close: stamped by the store as a
+    /// [`NewObservation`]'s `at` is.
     pub closed_at: Timestamp,
 }
 
@@ -153,6 +155,8 @@ fn not_a_cursor(text: &str) -> String {
 pub struct NewObservation<'a> {
     pub op_id: &'a str,
     pub by: &'a str,
+    /// The time of the act: a store that records it stamps it with the
+    /// time it reads once it holds its write lock.
     pub at: Timestamp,
     pub snapshot: &'a Snapshot,
     pub verdict: Verdict,
@@ -164,6 +168,8 @@ pub struct NewObservation<'a> {
 pub struct NewNote<'a> {
     pub op_id: &'a str,
     pub by: &'a str,
+    /// The time of the act: a store that records it stamps it with the
+    /// time it reads once it holds its write lock.
     pub at: Timestamp,
     pub text: &'a str,
 }
@@ -174,6 +180,8 @@ pub struct Marking<'a> {
     pub op_id: &'a str,
     pub action: EscalationAction,
     pub by: &'a str,
+    /// The time of the act: a store that records it stamps it with the
+    /// time it reads once it holds its write lock.
     pub at: Timestamp,
     pub reason: &'a str,
 }
@@ -406,6 +414,8 @@ pub struct CallFailure {
     /// The last lines the adapter wrote on stderr (at most
     /// [`CallFailure::STDERR_KEPT`] bytes), as written: escape it to show it.
     pub stderr: String,
+    /// When it was recorded: stamped by the store as a
+    /// [`NewObservation`]'s `at` is.
     pub at: super::Timestamp,
 }
 

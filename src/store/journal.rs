@@ -3,7 +3,11 @@
 //!
 //! The head (the last entry's seq and hash) is read in that same
 //! transaction, which holds the write lock (`BEGIN IMMEDIATE`), so two
-//! writers can never chain to the same entry.
+//! writers can never chain to the same entry. Should two writers ever read
+//! one head (a store without that lock), the journal's `seq` primary key
+//! refuses the second insert and its act rolls back whole: the chain
+//! cannot fork, the act fails. A store whose writers run side by side must
+//! therefore take its head lock first, as every act here takes SQLite's.
 
 use super::SqlContext;
 use crate::audit::{Checkpoint, EntryKind, Sealed};

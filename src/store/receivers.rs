@@ -5,11 +5,13 @@
 //! projection of the journal: registering appends `receiver_registered`,
 //! removing `receiver_removed`, in the transaction that writes the rows.
 
+use super::conflict::{Claim, Claimed};
 use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
 use crate::audit::{self, EntryKind};
+use crate::clock::Clock;
 use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
-use rusqlite::{params, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, Row, Transaction};
 use std::path::Path;
 
 const COLUMNS: &str =
@@ -82,7 +84,7 @@ pub(crate) fn insert_registration(
     path: &Path,
     registration: &Registration,
     at: Timestamp,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     let args = canonical_json(&serde_json::Value::from(registration.args.clone()));
     let env = canonical_json(&serde_json::Value::from(registration.env.clone()));
     let describe = serde_json::to_value(&registration.describe)
@@ -105,26 +107,98 @@ pub(crate) fn insert_registration(
             env,
         ],
     )
-    .at(path)?;
+    .claiming(
+        tx,
+        path,
+        &Claim {
+            receiver: Some(&registration.name),
+            ..Claim::default()
+        },
+    )?;
     for action in &registration.actions {
         tx.execute(
             "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
             params![action, registration.name],
         )
-        .at(path)?;
+        .claiming(
+            tx,
+            path,
+            &Claim {
+                action: Some(action),
+                ..Claim::default()
+            },
+        )?;
     }
     let fields = audit::receiver_registered(registration, at);
     journal::append(tx, path, EntryKind::ReceiverRegistered, None, fields)?;
     Ok(())
 }
 
+/// Refuses `receiver_changed` unless the registration stored under
+/// `changed`'s name is the one the caller compared with (its id, at the
+/// version before `changed`'s), `unknown_receiver` when there is none.
+fn still_current(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> Result<()> {
+    let current: Option<(i64, i64)> = tx
+        .query_row(
+            "SELECT id, version FROM receivers WHERE name = ?1",
+            [&changed.name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .at(path)?;
+    match current {
+        Some(stored) if stored == (changed.id, changed.version - 1) => Ok(()),
+        Some(_) => Err(Refusal::ReceiverChanged {
+            receiver: changed.name.clone(),
+            what: "another command changed its registration meanwhile".into(),
+        }
+        .into()),
+        None => Err(Refusal::UnknownReceiver(changed.name.clone()).into()),
+    }
+}
+
+/// Stores `changed` over the registration it was compared with, under the
+/// predicate [`still_current`] checked: one another writer changed after
+/// that read is not overwritten unseen, and the update is refused as the
+/// row now is.
+fn write_update(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> Result<()> {
+    let args = canonical_json(&serde_json::Value::from(changed.args.clone()));
+    let env = canonical_json(&serde_json::Value::from(changed.env.clone()));
+    let describe =
+        serde_json::to_value(&changed.describe).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let updated = tx
+        .execute(
+            "UPDATE receivers SET program = ?2, args = ?3, timeout_ms = ?4, describe = ?5,
+                 describe_sha256 = ?6, env = ?7, version = ?8
+             WHERE name = ?1 AND id = ?9 AND version = ?8 - 1",
+            params![
+                changed.name,
+                changed.program,
+                args,
+                i64::try_from(changed.timeout_ms).unwrap_or(i64::MAX),
+                canonical_json(&describe),
+                changed.describe_sha256,
+                env,
+                changed.version,
+                changed.id,
+            ],
+        )
+        .at(path)?;
+    if updated != 1 {
+        still_current(tx, path, changed)?;
+        return Err(StoreError::Corrupt(format!(
+            "the update of receiver {} matched no row, though it is current",
+            changed.name
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 impl ReceiverRegistry for SqliteSender {
-    fn register_receiver(&mut self, registration: &Registration, at: Timestamp) -> Result<()> {
+    fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
@@ -190,65 +264,24 @@ impl ReceiverRegistry for SqliteSender {
         super::sender::receiver_id_of(self.conn(), self.path(), op_id)
     }
 
-    fn update_receiver(&mut self, changed: &Registration, at: Timestamp) -> Result<Registration> {
+    fn update_receiver(
+        &mut self,
+        changed: &Registration,
+        clock: &dyn Clock,
+    ) -> Result<Registration> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
-        let current: Option<(i64, i64)> = tx
-            .query_row(
-                "SELECT id, version FROM receivers WHERE name = ?1",
-                [&changed.name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .at(&path)?;
-        // Under the write lock: the registration the caller compared with
-        // must still be the one stored, at the version before this one.
-        match current {
-            Some((id, version)) if (id, version) == (changed.id, changed.version - 1) => {}
-            Some(_) => {
-                return Err(Refusal::ReceiverChanged {
-                    receiver: changed.name.clone(),
-                    what: "another command changed its registration meanwhile".into(),
-                }
-                .into())
-            }
-            None => return Err(Refusal::UnknownReceiver(changed.name.clone()).into()),
-        }
-        let args = canonical_json(&serde_json::Value::from(changed.args.clone()));
-        let env = canonical_json(&serde_json::Value::from(changed.env.clone()));
-        let describe = serde_json::to_value(&changed.describe)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        tx.execute(
-            "UPDATE receivers SET program = ?2, args = ?3, timeout_ms = ?4, describe = ?5,
-                 describe_sha256 = ?6, env = ?7, version = ?8
-             WHERE name = ?1",
-            params![
-                changed.name,
-                changed.program,
-                args,
-                i64::try_from(changed.timeout_ms).unwrap_or(i64::MAX),
-                canonical_json(&describe),
-                changed.describe_sha256,
-                env,
-                changed.version,
-            ],
-        )
-        .at(&path)?;
+        let (tx, at) = self.write(clock)?;
+        still_current(&tx, &path, changed)?;
+        write_update(&tx, &path, changed)?;
         let fields = audit::receiver_updated(changed, at);
         journal::append(&tx, &path, EntryKind::ReceiverUpdated, None, fields)?;
         tx.commit().at(&path)?;
         Ok(changed.clone())
     }
 
-    fn remove_receiver(&mut self, name: &str, at: Timestamp) -> Result<()> {
+    fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
@@ -291,5 +324,71 @@ impl ReceiverRegistry for SqliteSender {
         journal::append(&tx, &path, EntryKind::ReceiverRemoved, None, fields)?;
         tx.commit().at(&path)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{insert_registration, write_update};
+    use crate::clock::Clock;
+    use crate::domain::Refusal;
+    use crate::error::Error;
+    use crate::store::sender::fixture::{registration, Fixture};
+    use crate::store::ReceiverRegistry;
+
+    /// Two registrations that both read a name or a route as free (side by
+    /// side under READ COMMITTED): the loser's key violation is the refusal
+    /// it means, `receiver_exists` or `action_routed` (exit 3), never a
+    /// storage failure.
+    #[test]
+    fn a_receiver_or_route_taken_after_the_read_is_refused_as_taken() {
+        let mut fx = Fixture::new();
+        let at = fx.clock.now();
+        let path = fx.store.path().to_path_buf();
+        let tx = fx.store.conn_mut().transaction().unwrap();
+        let same_name = insert_registration(&tx, &path, &registration("builtin", &["mail"]), at);
+        let routed = insert_registration(&tx, &path, &registration("mailer", &["*"]), at);
+        let refusals: Vec<Option<Refusal>> = [same_name, routed]
+            .into_iter()
+            .map(|r| match r {
+                Err(Error::Refused(refused)) => Some(refused),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            refusals,
+            [
+                Some(Refusal::ReceiverExists("builtin".into())),
+                Some(Refusal::ActionRouted {
+                    action: "*".into(),
+                    receiver: "builtin".into()
+                }),
+            ]
+        );
+    }
+
+    /// Two updates of one registration that both compared with version 1
+    /// (side by side under READ COMMITTED): the second overwrites nothing
+    /// and is refused `receiver_changed`.
+    #[test]
+    fn an_update_of_a_registration_changed_after_the_read_is_refused() {
+        let mut fx = Fixture::new();
+        let stored = fx.store.registration("builtin").unwrap().unwrap();
+        let next = |timeout_ms| crate::domain::Registration {
+            version: stored.version + 1,
+            timeout_ms,
+            ..stored.clone()
+        };
+        fx.store.update_receiver(&next(7), &fx.clock).unwrap();
+        let path = fx.store.path().to_path_buf();
+        let tx = fx.store.conn_mut().transaction().unwrap();
+        let refused = match write_update(&tx, &path, &next(9)) {
+            Err(Error::Refused(refused)) => refused,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        assert_eq!(refused.code(), "receiver_changed");
+        drop(tx);
+        let now = fx.store.registration("builtin").unwrap().unwrap();
+        assert_eq!((now.version, now.timeout_ms), (2, 7));
     }
 }

@@ -8,7 +8,14 @@
 //! its entry commit or roll back together. The rules that decide whether a change is allowed are
 //! the pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
+//!
+//! No argument rests on SQLite's single writer alone, so that a store whose
+//! writers run side by side keeps the same rules: an update that touches no
+//! row is refused as the row, read again, now is; a violated unique key is
+//! the refusal it means (`store::conflict`); and the time of an act is read
+//! once the write lock is held ([`SqliteSender::write`]).
 
+use super::conflict::{Claim, Claimed};
 use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, RawEvidence,
     APPROVAL_COLUMNS, EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
@@ -16,6 +23,7 @@ use super::rows::{
 use super::upgrade::{Rebuild, Steps};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
+use crate::clock::Clock;
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
     CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
@@ -23,7 +31,7 @@ use crate::domain::{
     Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{Refusal, Result, StoreError};
-use crate::faults::{crash_point, CrashPoint};
+use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
 use crate::settings::OpenOptions;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::Value;
@@ -141,7 +149,13 @@ fn register_implicit_builtin(
         describe_sha256: audit::sha256_hex(canonical_json(&describe.answer()).as_bytes()),
         describe,
     };
-    super::receivers::insert_registration(tx, path, &registration, at)
+    // The upgrade registers it where no registration is (the file was
+    // schema 4 or 5, where none is implicit): a refusal here means the
+    // file is not what its version says.
+    super::receivers::insert_registration(tx, path, &registration, at).map_err(|e| match e {
+        crate::error::Error::Store(e) => e,
+        other => StoreError::Corrupt(format!("registering the built-in ledger: {other}")),
+    })
 }
 
 /// The timeout recorded for the built-in ledger's registration; its child
@@ -583,6 +597,22 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
     Ok(Some(record.seq))
 }
 
+/// Applies a reviewer's transition, built from the row as the caller read
+/// and checked it; returns the evidence seq. When another writer changed
+/// the row after that read (a store whose writers run side by side), the
+/// row is read again and the decision refused `stale_version` as it now
+/// is: the version found and who changed it.
+fn decide(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<i64> {
+    let (op_id, expected) = (t.op.op_id.clone(), t.op.version);
+    match transition(tx, path, t)? {
+        Some(seq) => Ok(seq),
+        None => {
+            let fresh = require_op(tx, path, &op_id)?;
+            Err(stale(tx, expected, &fresh).into())
+        }
+    }
+}
+
 /// The state change a review records.
 fn review_transition<'a>(
     review: &'a Review<'a>,
@@ -669,10 +699,21 @@ impl SqliteSender {
         &mut self.conn
     }
 
-    fn immediate(&mut self) -> Result<Transaction<'_>, StoreError> {
-        self.conn
+    /// Begins a write: takes the write lock (`BEGIN IMMEDIATE`), then reads
+    /// the time of the act from `clock`. Read under the lock, the times of
+    /// acts follow the order their entries take in the journal, so `at`
+    /// never goes backwards in journal order, whichever writer looked at
+    /// its clock first.
+    pub(crate) fn write(
+        &mut self,
+        clock: &dyn Clock,
+    ) -> Result<(Transaction<'_>, Timestamp), StoreError> {
+        hold_point(HoldPoint::BeforeWriteLock);
+        let tx = self
+            .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&self.path)
+            .at(&self.path)?;
+        Ok((tx, clock.now()))
     }
 
     fn evidence_query(&self, sql: &str, op_id: Option<&str>) -> Result<Vec<EvidenceRecord>> {
@@ -693,9 +734,9 @@ impl SqliteSender {
 
 impl Outbox for SqliteSender {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
-    fn prepare(&mut self, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation> {
+    fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation> {
         let path = self.path.clone();
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
         if get_op(&tx, &path, new.op_id)?.is_some() {
             return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
         }
@@ -769,35 +810,12 @@ impl Outbox for SqliteSender {
     /// one transaction that commits before the receiver is invoked. Anything
     /// not `prepared` is refused as a blind retry; a compensation is refused
     /// unless its approval still holds.
-    fn begin_dispatch(&mut self, op_id: &str, at: Timestamp) -> Result<Operation> {
+    fn begin_dispatch(&mut self, op_id: &str, clock: &dyn Clock) -> Result<Operation> {
         let path = self.path.clone();
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
         let op = require_op(&tx, &path, op_id)?;
-        if op.state != OpState::Prepared {
-            return Err(Refusal::BlindRetry {
-                op_id: op.op_id,
-                state: op.state,
-            }
-            .into());
-        }
-        if op.kind == OpKind::Compensation {
-            let approval = approval_where(&tx, &path, "compensation_op_id", op_id)?;
-            let original = match approval.first() {
-                Some(a) => get_op(&tx, &path, &a.original_op_id)?,
-                None => None,
-            };
-            check_compensation_dispatch(&op, approval.first(), original.as_ref())?;
-        }
-        let changed = tx
-            .prepare_cached(
-                "UPDATE operations SET state = 'unknown', version = version + 1,
-                     updated_at = ?3, last_dispatched_at = ?3,
-                     dispatch_count = dispatch_count + 1
-                 WHERE op_id = ?1 AND state = 'prepared' AND version = ?2",
-            )
-            .and_then(|mut s| s.execute(params![op_id, op.version, at.to_string()]))
-            .at(&path)?;
-        debug_assert_eq!(changed, 1, "the row was read in this transaction");
+        check_dispatch(&tx, &path, &op)?;
+        mark_dispatched(&tx, &path, &op, at)?;
         tx.prepare_cached(
             "INSERT INTO dispatch_log (seq, op_id, from_version)
              VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_log), ?1, ?2)",
@@ -820,10 +838,10 @@ impl Outbox for SqliteSender {
         op: &Operation,
         receipt: &Effect,
         provenance: &Provenance,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<Option<(Operation, i64)>> {
         let path = self.path.clone();
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
         let evidence = serde_json::json!({ "receipt": receipt });
         let seq = transition(
             &tx,
@@ -871,14 +889,14 @@ impl Outbox for SqliteSender {
         &mut self,
         review: &Review<'_>,
         provenance: &Provenance,
-        at: Timestamp,
+        clock: &dyn Clock,
         observe: bool,
     ) -> Result<Recorded> {
         let path = self.path.clone();
         let Some(reviewer) = crate::domain::normalize_name(review.reviewer) else {
             return Err(Refusal::EmptyReviewer.into());
         };
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
         let op = require_op(&tx, &path, review.op_id)?;
         let verdict = check_review(&op, review, || last_changed_by(&tx, &op.op_id))?;
         if observe {
@@ -895,16 +913,7 @@ impl Outbox for SqliteSender {
         let snapshot = serde_json::to_value(review.snapshot)
             .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
         let transition_of = review_transition(review, &op, verdict, &snapshot, provenance, at);
-        let seq = transition(&tx, &path, transition_of)?
-            // The row was read and checked in this same IMMEDIATE
-            // transaction, so the conditional update cannot miss; treat it
-            // as a stale version anyway rather than assume.
-            .ok_or(Refusal::StaleVersion {
-                expected: review.expected_version,
-                found: op.version,
-                state: op.state,
-                changed_by: None,
-            })?;
+        let seq = decide(&tx, &path, transition_of)?;
         let operation = require_op(&tx, &path, &op.op_id)?;
         crash_point(CrashPoint::ReconcileBeforeCommit);
         tx.commit().at(&path)?;
@@ -920,40 +929,26 @@ impl Outbox for SqliteSender {
     fn approve_compensation(
         &mut self,
         request: &CompensationRequest<'_>,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<Approval> {
         let path = self.path.clone();
         if crate::domain::normalize_name(request.approver).is_none() {
             return Err(Refusal::EmptyReviewer.into());
         }
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
         let original = require_op(&tx, &path, request.original_op_id)?;
         let existing: Vec<Approval> =
             approval_where(&tx, &path, "original_op_id", request.original_op_id)?
                 .into_iter()
                 .filter(|a| a.effect_id == request.effect_id)
                 .collect();
-        check_approval(&original, request, existing.first())?;
+        check_approval(&original, request, existing.first())
+            .map_err(|refused| naming_who(&tx, refused, Some(&original)))?;
         if get_op(&tx, &path, request.compensation_op_id)?.is_some() {
             return Err(Refusal::DuplicateOperation(request.compensation_op_id.to_string()).into());
         }
         let approver = crate::domain::normalize_name(request.approver).unwrap_or_default();
-        tx.prepare_cached(&format!(
-            "INSERT INTO compensation_approvals ({APPROVAL_COLUMNS})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-        ))
-        .and_then(|mut s| {
-            s.execute(params![
-                request.original_op_id,
-                request.effect_id,
-                request.expected_version,
-                approver,
-                request.compensation_op_id,
-                request.action_kind,
-                canonical_json(request.payload),
-            ])
-        })
-        .at(&path)?;
+        insert_approval(&tx, &path, request, approver)?;
         crash_point(CrashPoint::ApprovalAfterApprovalInsert);
         insert_op(
             &tx,
@@ -1000,9 +995,15 @@ impl Outbox for SqliteSender {
         op_id: &str,
         close: &CloseRecord,
         observation: &NewObservation<'_>,
+        clock: &dyn Clock,
     ) -> Result<Observation> {
         let path = self.path.clone();
-        let tx = self.immediate()?;
+        let (tx, at) = self.write(clock)?;
+        let close = &CloseRecord {
+            closed_at: at,
+            ..close.clone()
+        };
+        let observation = &NewObservation { at, ..*observation };
         require_op(&tx, &path, op_id)?;
         let fields = audit::closed(close);
         let sealed = journal::append(&tx, &path, EntryKind::Closed, Some(op_id), fields)?;
@@ -1066,6 +1067,98 @@ impl Outbox for SqliteSender {
     }
 }
 
+/// The rules of a dispatch against `op` as read: anything not `prepared`
+/// is a blind retry; a compensation needs its approval to still hold
+/// ([`check_compensation_dispatch`]).
+fn check_dispatch(conn: &Connection, path: &Path, op: &Operation) -> Result<()> {
+    if op.state != OpState::Prepared {
+        return Err(Refusal::BlindRetry {
+            op_id: op.op_id.clone(),
+            state: op.state,
+        }
+        .into());
+    }
+    if op.kind == OpKind::Compensation {
+        let approval = approval_where(conn, path, "compensation_op_id", &op.op_id)?;
+        let original = match approval.first() {
+            Some(a) => get_op(conn, path, &a.original_op_id)?,
+            None => None,
+        };
+        check_compensation_dispatch(op, approval.first(), original.as_ref())
+            .map_err(|refused| naming_who(conn, refused, original.as_ref()))?;
+    }
+    Ok(())
+}
+
+/// Moves `op`, as the caller read it, from `prepared` to `unknown`. The
+/// update holds under its own predicate what [`check_dispatch`] checked:
+/// the state and version read, and for a compensation an approval whose
+/// original is still confirmed, at the approved version, with the
+/// approved effect and action. When it changes no row (a writer changed
+/// the operation or its original after the read), the row is read again
+/// and refused as what it now is; nothing is logged, so the receiver is
+/// never invoked twice.
+fn mark_dispatched(tx: &Transaction<'_>, path: &Path, op: &Operation, at: Timestamp) -> Result<()> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE operations SET state = 'unknown', version = version + 1,
+                 updated_at = ?3, last_dispatched_at = ?3,
+                 dispatch_count = dispatch_count + 1
+             WHERE op_id = ?1 AND state = 'prepared' AND version = ?2
+               AND (kind = 'original' OR EXISTS (
+                   SELECT 1 FROM compensation_approvals a
+                   JOIN operations o ON o.op_id = a.original_op_id
+                   WHERE a.compensation_op_id = operations.op_id
+                     AND a.effect_id = operations.compensates_effect_id
+                     AND a.action_kind = operations.action_kind
+                     AND o.state = 'confirmed' AND o.version = a.approved_version
+                     AND o.confirmed_effect_id = a.effect_id))",
+        )
+        .and_then(|mut s| s.execute(params![op.op_id, op.version, at.to_string()]))
+        .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    let fresh = require_op(tx, path, &op.op_id)?;
+    check_dispatch(tx, path, &fresh)?;
+    if fresh.version != op.version {
+        return Err(stale(tx, op.version, &fresh).into());
+    }
+    Err(StoreError::Corrupt(format!(
+        "the dispatch of {} matched no row, though every rule holds on it",
+        op.op_id
+    ))
+    .into())
+}
+
+/// The `stale_version` refusal of a writer that expected `expected`,
+/// naming the version found in `fresh` (the row as it is now) and who
+/// changed it last.
+fn stale(conn: &Connection, expected: i64, fresh: &Operation) -> Refusal {
+    Refusal::StaleVersion {
+        expected,
+        found: fresh.version,
+        state: fresh.state,
+        changed_by: last_changed_by(conn, &fresh.op_id),
+    }
+}
+
+/// A `stale_version` refusal about `op` that names nobody, naming who
+/// changed it last; any other refusal as it is.
+fn naming_who(conn: &Connection, refused: Refusal, op: Option<&Operation>) -> Refusal {
+    match (refused, op) {
+        (
+            Refusal::StaleVersion {
+                expected,
+                changed_by: None,
+                ..
+            },
+            Some(op),
+        ) => stale(conn, expected, op),
+        (refused, _) => refused,
+    }
+}
+
 /// The route of a new operation, as SQL over `?action` and `?original`: a
 /// compensation goes to the receiver of the operation it compensates; an
 /// original to the receiver its action kind is routed to, or else to the
@@ -1124,6 +1217,38 @@ fn require_route(tx: &Transaction<'_>, path: &Path, action_kind: &str) -> Result
     }
 }
 
+/// Writes an approval's row: refused `already_approved` when the effect
+/// has one, `duplicate_operation` when its compensation id is taken.
+fn insert_approval(
+    tx: &Transaction<'_>,
+    path: &Path,
+    request: &CompensationRequest<'_>,
+    approver: &str,
+) -> Result<()> {
+    let claim = Claim {
+        op_id: Some(request.compensation_op_id),
+        approval: Some((request.original_op_id, request.effect_id)),
+        ..Claim::default()
+    };
+    tx.prepare_cached(&format!(
+        "INSERT INTO compensation_approvals ({APPROVAL_COLUMNS})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            request.original_op_id,
+            request.effect_id,
+            request.expected_version,
+            approver,
+            request.compensation_op_id,
+            request.action_kind,
+            canonical_json(request.payload),
+        ])
+    })
+    .claiming(tx, path, &claim)?;
+    Ok(())
+}
+
 fn insert_op(
     tx: &Transaction<'_>,
     path: &Path,
@@ -1132,7 +1257,11 @@ fn insert_op(
     compensates_effect_id: Option<&str>,
     compensates_op_id: Option<&str>,
     at: Timestamp,
-) -> Result<(), StoreError> {
+) -> Result<()> {
+    let claim = Claim {
+        op_id: Some(new.op_id),
+        ..Claim::default()
+    };
     tx.prepare_cached(&format!(
         "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
@@ -1154,13 +1283,131 @@ fn insert_op(
             at.to_string()
         ])
     })
-    .at(path)?;
+    .claiming(tx, path, &claim)?;
     Ok(())
+}
+
+/// An outbox in a temporary directory with recon's own ledger registered
+/// for every action kind, on a stopped clock: what the store's own tests
+/// start from.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::SqliteSender;
+    use crate::clock::FixedClock;
+    use crate::domain::{
+        Description, Effect, NewOperation, Operation, Provenance, Registration, Timestamp,
+    };
+    use crate::store::{Outbox, ReceiverRegistry};
+    use serde_json::{json, Value};
+
+    pub(crate) struct Fixture {
+        pub store: SqliteSender,
+        pub clock: FixedClock,
+        _dir: tempfile::TempDir,
+    }
+
+    pub(crate) fn payload() -> Value {
+        json!({"n": 1})
+    }
+
+    pub(crate) fn provenance() -> Provenance {
+        Provenance {
+            receiver: "builtin".into(),
+            receiver_describe_sha256: "0".repeat(64),
+            response_sha256: "0".repeat(64),
+            ..Provenance::default()
+        }
+    }
+
+    /// A registration of `name` for `actions`.
+    pub(crate) fn registration(name: &str, actions: &[&str]) -> Registration {
+        Registration {
+            id: 0,
+            version: 1,
+            name: name.into(),
+            actions: actions.iter().map(|a| a.to_string()).collect(),
+            builtin: true,
+            program: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout_ms: 1,
+            describe_sha256: "0".repeat(64),
+            describe: Description::builtin(true),
+        }
+    }
+
+    impl Fixture {
+        pub(crate) fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let options = crate::settings::OpenOptions::default().creating();
+            let path = dir.path().join("s.sqlite");
+            let mut store = SqliteSender::open(&path, options, Timestamp::from_millis(0)).unwrap();
+            let clock = FixedClock::at(Timestamp::from_millis(1_796_285_702_123));
+            let ledger = registration("builtin", &["*"]);
+            store.register_receiver(&ledger, &clock).unwrap();
+            Fixture {
+                store,
+                clock,
+                _dir: dir,
+            }
+        }
+
+        pub(crate) fn prepared(&mut self, op_id: &str) -> Operation {
+            let payload = payload();
+            let new = NewOperation {
+                op_id,
+                action_kind: "pay",
+                payload: &payload,
+            };
+            self.store.prepare(&new, &self.clock).unwrap()
+        }
+
+        /// `unknown` at version 2.
+        pub(crate) fn dispatched(&mut self, op_id: &str) -> Operation {
+            self.prepared(op_id);
+            self.store.begin_dispatch(op_id, &self.clock).unwrap()
+        }
+
+        /// The effect `fx-OP` of a dispatched operation.
+        pub(crate) fn effect(op_id: &str) -> Effect {
+            Effect {
+                effect_id: format!("fx-{op_id}"),
+                op_id: op_id.into(),
+                action_kind: "pay".into(),
+                compensates_effect_id: None,
+                payload: payload(),
+            }
+        }
+
+        /// `confirmed` at version 3 by its receipt.
+        pub(crate) fn confirmed(&mut self, op_id: &str) -> Operation {
+            let op = self.dispatched(op_id);
+            let receipt = Fixture::effect(op_id);
+            let clock = &self.clock;
+            let recorded = self
+                .store
+                .record_receipt(&op, &receipt, &provenance(), clock);
+            recorded.unwrap().unwrap().0
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::fixture::{payload, provenance, Fixture};
     use crate::audit::EntryKind;
+    use crate::clock::Clock;
+    use crate::domain::{CompensationRequest, OpState, Operation, Refusal};
+    use crate::error::Error;
+    use crate::store::Outbox;
+
+    #[track_caller]
+    fn refusal<T: std::fmt::Debug>(result: crate::error::Result<T>) -> Refusal {
+        match result {
+            Err(Error::Refused(refused)) => refused,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 
     /// The conditional update out of `unknown` holds only at the version the
     /// caller saw: a writer whose view is stale (reachable when a store runs
@@ -1168,68 +1415,221 @@ mod tests {
     /// while the operation is still `unknown`.
     #[test]
     fn a_transition_at_a_stale_version_changes_nothing_even_while_unknown() {
-        use crate::domain::{Effect, NewOperation, Provenance};
-        use crate::store::Outbox;
-        let dir = tempfile::tempdir().unwrap();
-        let options = crate::settings::OpenOptions::default().creating();
-        let mut store = super::SqliteSender::open(
-            &dir.path().join("s.sqlite"),
-            options,
-            crate::domain::Timestamp::from_millis(0),
-        )
-        .unwrap();
-        let payload = serde_json::json!({"n": 1});
+        let mut fx = Fixture::new();
+        let prepared = fx.prepared("op");
+        let dispatched = fx.store.begin_dispatch("op", &fx.clock).unwrap();
+        assert_eq!(dispatched.version, prepared.version + 1);
+        // The operation as it was before the dispatch: unknown now, but at
+        // another version than the one this writer holds.
+        let stale = Operation {
+            state: OpState::Unknown,
+            ..prepared
+        };
+        let receipt = Fixture::effect("op");
+        let recorded = fx
+            .store
+            .record_receipt(&stale, &receipt, &provenance(), &fx.clock);
+        assert_eq!(recorded.unwrap(), None);
+        assert_eq!(fx.store.require("op").unwrap(), dispatched);
+        assert!(fx.store.evidence("op").unwrap().is_empty());
+    }
+
+    /// A second dispatcher that read `prepared` before the first committed
+    /// (side by side under READ COMMITTED) finds its update touching no row:
+    /// it is refused as the row now is, `blind_retry`, in every build, and
+    /// logs no second dispatch, so the receiver is never started twice.
+    #[test]
+    fn a_dispatch_whose_update_touched_no_row_is_refused_and_logs_nothing() {
+        let mut fx = Fixture::new();
+        let read = fx.prepared("op");
+        fx.store.begin_dispatch("op", &fx.clock).unwrap();
+        let tx = fx.store.conn.transaction().unwrap();
+        let at = fx.clock.now();
+        let refused = refusal(super::mark_dispatched(&tx, &fx.store.path, &read, at));
+        assert_eq!(refused.code(), "blind_retry");
+        assert!(
+            matches!(
+                refused,
+                Refusal::BlindRetry {
+                    state: OpState::Unknown,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        drop(tx);
+        assert_eq!(fx.store.dispatch_count("op").unwrap(), 1);
+        assert_eq!(fx.store.require("op").unwrap().version, 2);
+    }
+
+    /// A compensation's dispatch holds its approval in the update's own
+    /// predicate: when the original is no longer at the approved version
+    /// after the rules read it, the update changes nothing and the dispatch
+    /// is refused `stale_version`, naming the version found.
+    #[test]
+    fn a_compensation_dispatch_whose_original_moved_after_the_read_changes_nothing() {
+        let mut fx = Fixture::new();
+        fx.confirmed("op");
+        let payload = payload();
+        let request = CompensationRequest {
+            original_op_id: "op",
+            effect_id: "fx-op",
+            approver: "ann",
+            expected_version: 3,
+            compensation_op_id: "comp",
+            action_kind: "refund",
+            payload: &payload,
+        };
+        fx.store.approve_compensation(&request, &fx.clock).unwrap();
+        let read = fx.store.require("comp").unwrap();
+        // What no rule lets happen, written behind the rules' back.
+        fx.store
+            .conn
+            .execute("UPDATE operations SET version = 4 WHERE op_id = 'op'", [])
+            .unwrap();
+        let tx = fx.store.conn.transaction().unwrap();
+        let at = fx.clock.now();
+        let refused = refusal(super::mark_dispatched(&tx, &fx.store.path, &read, at));
+        assert!(
+            matches!(
+                &refused,
+                Refusal::StaleVersion { expected: 3, found: 4, changed_by: Some(who), .. }
+                    if who == "a receipt"
+            ),
+            "{refused:?}"
+        );
+        drop(tx);
+        assert_eq!(fx.store.dispatch_count("comp").unwrap(), 0);
+        assert_eq!(fx.store.require("comp").unwrap().state, OpState::Prepared);
+    }
+
+    /// A decision whose conditional update touched no row (another writer
+    /// decided after this one read the row) is refused `stale_version`
+    /// from the row read again: the version found and who changed it, not
+    /// the version this writer had read.
+    #[test]
+    fn a_stale_decision_names_the_version_found_and_who_changed_it() {
+        use crate::domain::{Decision, Review, Snapshot, Verdict};
+        let mut fx = Fixture::new();
+        let read = fx.dispatched("op");
+        let payload = payload();
+        let absent = Snapshot {
+            op_id: "op".into(),
+            matches: Vec::new(),
+            complete: true,
+            authoritative: true,
+            closed: true,
+        };
+        let review = |reviewer| Review {
+            op_id: "op",
+            payload: &payload,
+            reviewer,
+            decision: Decision::NotApplied,
+            snapshot: &absent,
+            expected_version: 2,
+        };
+        let provenance = provenance();
+        let won = fx
+            .store
+            .record_review(&review("rosa"), &provenance, &fx.clock, false)
+            .unwrap();
+        assert_eq!(won.operation.version, 3);
+        let snapshot = serde_json::to_value(&absent).unwrap();
+        let late = review("sam");
+        let at = fx.clock.now();
+        let verdict = Verdict::TerminalAbsence;
+        let t = super::review_transition(&late, &read, verdict, &snapshot, &provenance, at);
+        let tx = fx.store.conn.transaction().unwrap();
+        let refused = refusal(super::decide(&tx, &fx.store.path, t));
+        assert_eq!(
+            refused.to_string(),
+            "expected version 2, found 3; the operation is now not_applied (last changed by reviewer rosa)",
+        );
+        assert_eq!(refused.code(), "stale_version");
+        drop(tx);
+        assert_eq!(fx.store.evidence("op").unwrap().len(), 1);
+    }
+
+    /// Two writers that both read an op id as free (side by side under READ
+    /// COMMITTED) race to insert it: the loser's key violation is
+    /// `duplicate_operation` (exit 3), not a storage failure (exit 4).
+    #[test]
+    fn an_op_id_taken_after_the_read_is_refused_duplicate_operation() {
+        use crate::domain::{NewOperation, OpKind};
+        let mut fx = Fixture::new();
+        fx.prepared("op");
+        let payload = payload();
         let new = NewOperation {
             op_id: "op",
             action_kind: "pay",
             payload: &payload,
         };
-        let at = crate::domain::Timestamp::from_millis(1_796_285_702_123);
-        let describe = crate::domain::Description::builtin(true);
-        let ledger = crate::domain::Registration {
-            id: 0,
-            version: 1,
-            name: "builtin".into(),
-            actions: vec!["*".into()],
-            builtin: true,
-            program: String::new(),
-            args: Vec::new(),
-            env: Vec::new(),
-            timeout_ms: 1,
-            describe_sha256: "0".repeat(64),
-            describe,
+        let tx = fx.store.conn.transaction().unwrap();
+        let at = fx.clock.now();
+        let inserted =
+            super::insert_op(&tx, &fx.store.path, &new, OpKind::Original, None, None, at);
+        let refused = refusal(inserted);
+        assert_eq!(refused, Refusal::DuplicateOperation("op".into()));
+    }
+
+    /// The same for approvals: a second approval of one effect that passed
+    /// the read is `already_approved`; one whose compensation id is taken,
+    /// `duplicate_operation`.
+    #[test]
+    fn an_approval_taken_after_the_read_is_refused_already_approved() {
+        let mut fx = Fixture::new();
+        fx.confirmed("op");
+        fx.confirmed("other");
+        let payload = payload();
+        let request = |original_op_id, effect_id, compensation_op_id| CompensationRequest {
+            original_op_id,
+            effect_id,
+            approver: "ann",
+            expected_version: 3,
+            compensation_op_id,
+            action_kind: "refund",
+            payload: &payload,
         };
-        crate::store::ReceiverRegistry::register_receiver(&mut store, &ledger, at).unwrap();
-        let prepared = store.prepare(&new, at).unwrap();
-        let dispatched = store.begin_dispatch("op", at).unwrap();
-        assert_eq!(dispatched.version, prepared.version + 1);
-        let receipt = Effect {
-            effect_id: "fx-000001".into(),
-            op_id: "op".into(),
-            action_kind: "pay".into(),
-            compensates_effect_id: None,
-            payload: payload.clone(),
-        };
-        let provenance = Provenance {
-            receiver: "builtin".into(),
-            receiver_describe_sha256: "0".repeat(64),
-            response_sha256: "0".repeat(64),
-            ..Provenance::default()
-        };
-        // The operation as it was before the dispatch: unknown now, but at
-        // another version than the one this writer holds.
-        let stale = crate::domain::Operation {
-            state: crate::domain::OpState::Unknown,
-            ..prepared
-        };
+        fx.store
+            .approve_compensation(&request("op", "fx-op", "comp"), &fx.clock)
+            .unwrap();
+        let tx = fx.store.conn.transaction().unwrap();
+        let path = fx.store.path.clone();
+        let again = super::insert_approval(&tx, &path, &request("op", "fx-op", "comp-2"), "bob");
         assert_eq!(
-            store
-                .record_receipt(&stale, &receipt, &provenance, at)
-                .unwrap(),
-            None
+            refusal(again),
+            Refusal::AlreadyApproved {
+                op_id: "op".into(),
+                effect_id: "fx-op".into()
+            }
         );
-        assert_eq!(store.require("op").unwrap(), dispatched);
-        assert!(store.evidence("op").unwrap().is_empty());
+        let taken = request("other", "fx-other", "comp");
+        let taken = super::insert_approval(&tx, &path, &taken, "bob");
+        assert_eq!(refusal(taken), Refusal::DuplicateOperation("comp".into()));
+    }
+
+    /// A key that is not a claim (here the journal's seq) stays a storage
+    /// error: only the keys that mean a refusal are mapped.
+    #[test]
+    fn a_violation_of_another_key_stays_a_storage_error() {
+        let fx = Fixture::new();
+        let error = fx
+            .store
+            .conn
+            .execute(
+                "INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
+                 VALUES (1, 'noted', NULL, '{}', '', '')",
+                [],
+            )
+            .unwrap_err();
+        assert_eq!(super::super::conflict::violated(&error), None);
+        let claim = super::Claim {
+            op_id: Some("op"),
+            ..super::Claim::default()
+        };
+        let mapped =
+            super::Claimed::claiming(Err::<(), _>(error), &fx.store.conn, &fx.store.path, &claim);
+        assert!(matches!(mapped, Err(Error::Store(_))), "{mapped:?}");
     }
 
     /// The schema's CHECK on `journal.kind` names exactly the entry kinds.

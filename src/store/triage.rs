@@ -13,14 +13,15 @@
 use super::rows::{self, query_ops, require_op, OP_SELECT};
 use super::{journal, SqlContext, SqliteSender, TriageLog};
 use crate::audit::{self, EntryKind};
+use crate::clock::Clock;
 use crate::domain::{
     check_acknowledgement, check_escalation, contradicts, Acknowledgement, CallFailure, CloseEntry,
     EscalationAction, EscalationRecord, Marking, NewNote, NewObservation, Note, Observation,
-    Observed, OpState, Operation, Timestamp,
+    Observed, OpState, Operation, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use rusqlite::types::ToSql;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// Records one observation in the caller's transaction: its entry, its
@@ -39,21 +40,15 @@ pub(crate) fn insert_observation(
     let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
     insert_observation_row(conn, path, sealed.seq, observation)?;
     if contradicts {
-        conn.prepare_cached("UPDATE operations SET contradiction = ?1 WHERE op_id = ?2")
-            .and_then(|mut s| s.execute(params![sealed.seq, observation.op_id]))
-            .at(path)?;
+        mark_contradiction(conn, path, observation.op_id, sealed.seq)?;
     }
-    conn.prepare_cached(
-        "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2 WHERE op_id = ?3",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            sealed.seq,
-            observation.verdict.as_str(),
-            observation.op_id
-        ])
-    })
-    .at(path)?;
+    note_latest(
+        conn,
+        path,
+        observation.op_id,
+        sealed.seq,
+        observation.verdict,
+    )?;
     let snapshot = observation.snapshot;
     let provenance = observation.provenance;
     let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
@@ -74,6 +69,70 @@ pub(crate) fn insert_observation(
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),
     })
+}
+
+/// Makes the observation `seq` its operation's latest, unless a later one
+/// is recorded already: a store whose writers commit in another order than
+/// their seqs never points the queue at an older read.
+pub(crate) fn note_latest(
+    conn: &Connection,
+    path: &Path,
+    op_id: &str,
+    seq: i64,
+    verdict: Verdict,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2
+         WHERE op_id = ?3 AND (latest_observation IS NULL OR latest_observation < ?1)",
+    )
+    .and_then(|mut s| s.execute(params![seq, verdict.as_str(), op_id]))
+    .map(drop)
+    .at(path)
+}
+
+/// Raises the contradiction marker as the observation `seq`, whose entry
+/// says it does, under the predicate [`contradicts_decision`] read: a final
+/// decision and no marker up. When another writer changed that after the
+/// read, the entry would claim a marker it cannot raise, so the act fails
+/// whole ([`StoreError::Raced`]); recorded again, the read is judged on the
+/// row as it then is.
+fn mark_contradiction(conn: &Connection, path: &Path, op_id: &str, seq: i64) -> Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE operations SET contradiction = ?2
+             WHERE op_id = ?1 AND contradiction IS NULL
+               AND state IN ('confirmed', 'not_applied')",
+        )
+        .and_then(|mut s| s.execute(params![op_id, seq]))
+        .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    Err(StoreError::Raced(format!("the decision or contradiction of {op_id}")).into())
+}
+
+/// Clears the contradiction marker `seen`, the one the acknowledgement's
+/// check read. When another writer changed it after that read, nothing is
+/// cleared: refused `not_contradicted` when no marker is up now; when
+/// another one is, the acknowledgement (of a marker now gone) fails whole
+/// ([`StoreError::Raced`]) rather than clear a marker unseen.
+fn clear_contradiction(
+    conn: &Connection,
+    path: &Path,
+    op_id: &str,
+    seen: Option<i64>,
+) -> Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
+        )
+        .and_then(|mut s| s.execute(params![op_id, seen]))
+        .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    check_acknowledgement(&require_op(conn, path, op_id)?)?;
+    Err(StoreError::Raced(format!("the contradiction of {op_id}")).into())
 }
 
 /// Whether the read marks its operation contradicted: the first read that
@@ -136,31 +195,66 @@ pub(crate) fn insert_observation_row(
     .at(path)
 }
 
+/// Raises the escalation marker (as the entry `seq`) or lowers it, under
+/// the predicate [`check_escalation`] checked on the row as read: a
+/// raise needs no marker and an `unknown` or contradicted operation, a
+/// lowering a marker. When another writer changed the row after the read,
+/// nothing changes and the act is refused as the row now is.
+fn set_marker(conn: &Connection, path: &Path, marking: &Marking<'_>, seq: i64) -> Result<()> {
+    let changed = match marking.action {
+        EscalationAction::Escalate => conn
+            .prepare_cached(
+                "UPDATE operations SET escalation = ?2
+                 WHERE op_id = ?1 AND escalation IS NULL
+                   AND (state = 'unknown' OR contradiction IS NOT NULL)",
+            )
+            .and_then(|mut s| s.execute(params![marking.op_id, seq])),
+        EscalationAction::Deescalate => conn
+            .prepare_cached(
+                "UPDATE operations SET escalation = NULL
+                 WHERE op_id = ?1 AND escalation IS NOT NULL",
+            )
+            .and_then(|mut s| s.execute([marking.op_id])),
+    }
+    .at(path)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    let fresh = require_op(conn, path, marking.op_id)?;
+    check_escalation(&fresh, marking.action)?;
+    Err(StoreError::Corrupt(format!(
+        "the {} of {} matched no row, though every rule holds on it",
+        marking.action.as_str(),
+        marking.op_id
+    ))
+    .into())
+}
+
 impl TriageLog for SqliteSender {
     /// Records a batch of observations in one transaction: each is one act
     /// with its own entry, and they commit together (one fsync for the
     /// batch, which is what makes observing thousands of operations fast).
-    fn record_observations(&mut self, batch: &[NewObservation<'_>]) -> Result<Vec<Observation>> {
+    fn record_observations(
+        &mut self,
+        batch: &[NewObservation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Observation>> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let mut recorded = Vec::with_capacity(batch.len());
         for observation in batch {
             require_op(&tx, &path, observation.op_id)?;
-            recorded.push(insert_observation(&tx, &path, observation)?);
+            let observation = NewObservation { at, ..*observation };
+            recorded.push(insert_observation(&tx, &path, &observation)?);
         }
         tx.commit().at(&path)?;
         Ok(recorded)
     }
 
-    fn note(&mut self, note: &NewNote<'_>) -> Result<Note> {
+    fn note(&mut self, note: &NewNote<'_>, clock: &dyn Clock) -> Result<Note> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
+        let note = &NewNote { at, ..*note };
         require_op(&tx, &path, note.op_id)?;
         let fields = audit::noted(note);
         let sealed = journal::append(&tx, &path, EntryKind::Noted, Some(note.op_id), fields)?;
@@ -188,12 +282,10 @@ impl TriageLog for SqliteSender {
 
     /// Raises or lowers the marker under [`check_escalation`], against the
     /// row as it is in this transaction.
-    fn mark(&mut self, marking: &Marking<'_>) -> Result<Operation> {
+    fn mark(&mut self, marking: &Marking<'_>, clock: &dyn Clock) -> Result<Operation> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
+        let marking = &Marking { at, ..*marking };
         let op = require_op(&tx, &path, marking.op_id)?;
         check_escalation(&op, marking.action)?;
         let kind = match marking.action {
@@ -217,21 +309,23 @@ impl TriageLog for SqliteSender {
             ])
         })
         .at(&path)?;
-        let marker = (marking.action == EscalationAction::Escalate).then_some(sealed.seq);
-        tx.prepare_cached("UPDATE operations SET escalation = ?1 WHERE op_id = ?2")
-            .and_then(|mut s| s.execute(params![marker, marking.op_id]))
-            .at(&path)?;
+        set_marker(&tx, &path, marking, sealed.seq)?;
         let op = require_op(&tx, &path, marking.op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
     }
 
-    fn acknowledge(&mut self, acknowledgement: &NewNote<'_>) -> Result<Operation> {
+    fn acknowledge(
+        &mut self,
+        acknowledgement: &NewNote<'_>,
+        clock: &dyn Clock,
+    ) -> Result<Operation> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
+        let acknowledgement = &NewNote {
+            at,
+            ..*acknowledgement
+        };
         let op = require_op(&tx, &path, acknowledgement.op_id)?;
         check_acknowledgement(&op)?;
         let fields = audit::acknowledged(acknowledgement);
@@ -251,29 +345,24 @@ impl TriageLog for SqliteSender {
             ])
         })
         .at(&path)?;
-        // Under the predicate the check read: a marker raised meanwhile by
-        // another writer is not cleared unseen.
-        tx.prepare_cached(
-            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                acknowledgement.op_id,
-                op.triage.contradicted.as_ref().map(|c| c.seq)
-            ])
-        })
-        .at(&path)?;
+        let seen = op.triage.contradicted.as_ref().map(|c| c.seq);
+        clear_contradiction(&tx, &path, acknowledgement.op_id, seen)?;
         let op = require_op(&tx, &path, acknowledgement.op_id)?;
         tx.commit().at(&path)?;
         Ok(op)
     }
 
-    fn record_call_failure(&mut self, failure: &CallFailure) -> Result<CallFailure> {
+    fn record_call_failure(
+        &mut self,
+        failure: &CallFailure,
+        clock: &dyn Clock,
+    ) -> Result<CallFailure> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
+        let failure = &CallFailure {
+            at,
+            ..failure.clone()
+        };
         let fields = audit::call_failed(failure);
         let kind = EntryKind::CallFailed;
         let sealed = journal::append(&tx, &path, kind, Some(&failure.op_id), fields)?;
@@ -308,13 +397,10 @@ impl TriageLog for SqliteSender {
         op_id: &str,
         receiver: &str,
         authorized_by: &str,
-        at: Timestamp,
+        clock: &dyn Clock,
     ) -> Result<()> {
         let path = self.path().to_path_buf();
-        let tx = self
-            .conn_mut()
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(&path)?;
+        let (tx, at) = self.write(clock)?;
         let fields = audit::close_requested(receiver, authorized_by, at);
         let kind = EntryKind::CloseRequested;
         let sealed = journal::append(&tx, &path, kind, Some(op_id), fields)?;
@@ -385,5 +471,183 @@ impl TriageLog for SqliteSender {
         }
         sql.push_str(" ORDER BY o.op_id LIMIT :limit");
         query_ops(self.conn(), self.path(), &sql, params.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::clock::Clock;
+    use crate::domain::{
+        EscalationAction, Marking, NewObservation, OpState, Refusal, Snapshot, Verdict,
+    };
+    use crate::error::Error;
+    use crate::store::sender::fixture::{provenance, Fixture};
+    use crate::store::{Outbox, TriageLog};
+
+    fn marking(action: EscalationAction, fx: &Fixture) -> Marking<'static> {
+        Marking {
+            op_id: "op",
+            action,
+            by: "ann",
+            at: fx.clock.now(),
+            reason: "two matches",
+        }
+    }
+
+    #[track_caller]
+    fn refusal(result: crate::error::Result<()>) -> Refusal {
+        match result {
+            Err(Error::Refused(refused)) => refused,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// The marker moves only under the predicate the rules checked: an
+    /// escalation whose row changed after the read (escalated meanwhile, or
+    /// decided) changes nothing and is refused as the row now is; a
+    /// deescalation of a marker lowered meanwhile, `not_escalated`.
+    #[test]
+    fn the_escalation_marker_changes_only_under_its_predicate() {
+        let mut fx = Fixture::new();
+        fx.dispatched("op");
+        let raise = marking(EscalationAction::Escalate, &fx);
+        let lower = marking(EscalationAction::Deescalate, &fx);
+        fx.store.mark(&raise, &fx.clock).unwrap();
+        let marker = fx.store.require("op").unwrap().triage.escalated;
+        let path = fx.store.path().to_path_buf();
+        let path = path.as_path();
+        let refused = refusal(super::set_marker(fx.store.conn(), path, &raise, 99));
+        assert_eq!(refused.code(), "already_escalated");
+        assert_eq!(fx.store.require("op").unwrap().triage.escalated, marker);
+        fx.store.mark(&lower, &fx.clock).unwrap();
+        let refused = refusal(super::set_marker(fx.store.conn(), path, &lower, 99));
+        assert_eq!(refused, Refusal::NotEscalated("op".into()));
+        let op = fx.store.require("op").unwrap();
+        let receipt = Fixture::effect("op");
+        let clock = &fx.clock;
+        fx.store
+            .record_receipt(&op, &receipt, &provenance(), clock)
+            .unwrap();
+        let refused = refusal(super::set_marker(fx.store.conn(), path, &raise, 99));
+        assert_eq!(
+            refused,
+            Refusal::NotUnknown {
+                op_id: "op".into(),
+                state: OpState::Confirmed
+            }
+        );
+        assert_eq!(fx.store.require("op").unwrap().triage.escalated, None);
+    }
+
+    /// An observation recorded after a later one (writers that commit in
+    /// another order than their seqs) leaves the later one the latest.
+    #[test]
+    fn the_latest_observation_moves_only_to_a_later_one() {
+        let mut fx = Fixture::new();
+        fx.dispatched("op");
+        let empty = Snapshot {
+            op_id: "op".into(),
+            matches: Vec::new(),
+            complete: false,
+            authoritative: true,
+            closed: false,
+        };
+        let provenance = provenance();
+        let seen = |verdict| NewObservation {
+            op_id: "op",
+            by: "ann",
+            at: fx.clock.now(),
+            snapshot: &empty,
+            verdict,
+            provenance: &provenance,
+        };
+        let batch = [seen(Verdict::Inconclusive), seen(Verdict::TerminalAbsence)];
+        let recorded = fx.store.record_observations(&batch, &fx.clock).unwrap();
+        let (older, later) = (recorded[0].seq, recorded[1].seq);
+        let path = fx.store.path();
+        super::note_latest(fx.store.conn(), path, "op", older, Verdict::Inconclusive).unwrap();
+        let op = fx.store.require("op").unwrap();
+        let latest = op.triage.latest_observation.unwrap();
+        assert_eq!(latest.verdict, Verdict::TerminalAbsence, "seq {later}");
+    }
+
+    /// A confirmed operation, then a read that contradicts it; returns the
+    /// marker's seq.
+    fn contradicted(fx: &mut Fixture) -> i64 {
+        fx.confirmed("op");
+        contradict(fx)
+    }
+
+    /// Records a read that contradicts the confirmed `op` (an effect that
+    /// is not the confirmed one); returns the marker's seq.
+    fn contradict(fx: &mut Fixture) -> i64 {
+        let mut other = Fixture::effect("op");
+        other.effect_id = "fx-other".into();
+        let seen = Snapshot {
+            op_id: "op".into(),
+            matches: vec![other],
+            complete: false,
+            authoritative: true,
+            closed: false,
+        };
+        let provenance = provenance();
+        let observation = NewObservation {
+            op_id: "op",
+            by: "ann",
+            at: fx.clock.now(),
+            snapshot: &seen,
+            verdict: Verdict::PayloadMismatch,
+            provenance: &provenance,
+        };
+        let clock = &fx.clock;
+        fx.store.record_observations(&[observation], clock).unwrap();
+        let marker = fx.store.require("op").unwrap().triage.contradicted;
+        marker.expect("the read contradicts the receipt").seq
+    }
+
+    fn marker(fx: &Fixture) -> Option<i64> {
+        let op = fx.store.require("op").unwrap();
+        op.triage.contradicted.map(|c| c.seq)
+    }
+
+    /// A read that would mark a contradiction raised by another writer
+    /// after it looked fails whole (its entry would claim a marker it
+    /// cannot raise), and the marker stays the first one.
+    #[test]
+    fn a_contradiction_marked_after_the_read_fails_the_act_whole() {
+        let mut fx = Fixture::new();
+        let first = contradicted(&mut fx);
+        let raced = super::mark_contradiction(fx.store.conn(), fx.store.path(), "op", first + 1);
+        assert!(
+            matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
+            "{raced:?}"
+        );
+        assert_eq!(marker(&fx), Some(first));
+    }
+
+    /// An acknowledgement whose marker changed after its check read it
+    /// clears nothing: `not_contradicted` when it was cleared meanwhile, a
+    /// whole failure when another marker is up now.
+    #[test]
+    fn an_acknowledgement_clears_only_the_marker_it_read() {
+        let mut fx = Fixture::new();
+        let first = contradicted(&mut fx);
+        let ack = crate::domain::NewNote {
+            op_id: "op",
+            by: "ann",
+            at: fx.clock.now(),
+            text: "seen",
+        };
+        fx.store.acknowledge(&ack, &fx.clock).unwrap();
+        let path = fx.store.path().to_path_buf();
+        let cleared = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        assert_eq!(refusal(cleared), Refusal::NotContradicted("op".into()));
+        let again = contradict(&mut fx);
+        let raced = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        assert!(
+            matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
+            "{raced:?}"
+        );
+        assert_eq!(marker(&fx), Some(again));
     }
 }

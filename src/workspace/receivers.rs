@@ -152,7 +152,7 @@ impl Workspace {
                 describe_sha256: sha,
                 ..registration
             };
-            self.sender.update_receiver(&next, self.clock.now())?
+            self.sender.update_receiver(&next, &*self.clock)?
         };
         self.described.insert(registration.id);
         Ok(registration)
@@ -231,8 +231,7 @@ impl Workspace {
             describe_sha256: protocol::sha256_of(&describe.answer()),
             describe,
         };
-        self.sender
-            .register_receiver(&registration, self.clock.now())?;
+        self.sender.register_receiver(&registration, &*self.clock)?;
         self.registered(name)
     }
 
@@ -299,7 +298,7 @@ impl Workspace {
             return Ok(stored);
         }
         next.version = stored.version + 1;
-        let updated = self.sender.update_receiver(&next, self.clock.now())?;
+        let updated = self.sender.update_receiver(&next, &*self.clock)?;
         self.described.insert(updated.id);
         Ok(updated)
     }
@@ -384,8 +383,7 @@ impl Workspace {
         registration.describe = describe;
         registration.describe_sha256 = sha;
         rules::check_description(&registration)?;
-        self.sender
-            .register_receiver(&registration, self.clock.now())?;
+        self.sender.register_receiver(&registration, &*self.clock)?;
         self.registered(new.name)
     }
 
@@ -415,7 +413,7 @@ impl Workspace {
     /// Removes a registration, refused while an open operation routes to it.
     pub fn remove_receiver(&mut self, name: &str) -> Result<()> {
         self.ensure_present()?;
-        self.sender.remove_receiver(name, self.clock.now())
+        self.sender.remove_receiver(name, &*self.clock)
     }
 
     /// Reads (or, with `close`, closes and reads) the operation's receiver,
@@ -442,12 +440,8 @@ impl Workspace {
             rules::check_close(&registration)?;
             // Journaled before the receiver is asked: a close whose answer
             // is lost keeps its authorization all the same.
-            self.sender.record_close_request(
-                &op.op_id,
-                &registration.name,
-                who,
-                self.clock.now(),
-            )?;
+            self.sender
+                .record_close_request(&op.op_id, &registration.name, who, &*self.clock)?;
         }
         let verb = if close.is_some() {
             Verb::Close
@@ -557,7 +551,7 @@ impl Workspace {
         };
         let committed = |e: Error| e.after(super::committed_close(op, closing.authorized_by));
         self.sender
-            .record_close(&op.op_id, &close, &observation)
+            .record_close(&op.op_id, &close, &observation, &*self.clock)
             .map_err(committed)
     }
 

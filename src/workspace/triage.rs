@@ -151,7 +151,7 @@ impl Workspace {
         if batch.is_empty() {
             return Ok(());
         }
-        let recorded = self.sender.record_observations(&batch)?;
+        let recorded = self.sender.record_observations(&batch, &*self.clock)?;
         observed.extend(recorded.into_iter().map(|o| o.seen));
         Ok(())
     }
@@ -167,7 +167,7 @@ impl Workspace {
             at: self.clock.now(),
             text,
         };
-        self.sender.note(&note)
+        self.sender.note(&note, &*self.clock)
     }
 
     /// Escalates an `unknown` operation recon cannot decide, or refuses
@@ -187,12 +187,13 @@ impl Workspace {
         let by = named(Some(by))?.unwrap_or_default();
         let reason = free_text("the reason", reason).map_err(Error::Invalid)?;
         self.ensure_present()?;
-        self.sender.acknowledge(&crate::domain::NewNote {
+        let acknowledgement = crate::domain::NewNote {
             op_id,
             by,
             at: self.clock.now(),
             text: reason,
-        })
+        };
+        self.sender.acknowledge(&acknowledgement, &*self.clock)
     }
 
     /// Whether the marker may be raised or lowered now, without writing:
@@ -212,13 +213,14 @@ impl Workspace {
         let by = named(Some(by))?.unwrap_or_default();
         let reason = free_text("the reason", reason).map_err(Error::Invalid)?;
         self.ensure_present()?;
-        self.sender.mark(&Marking {
+        let marking = Marking {
             op_id,
             action,
             by,
             at: self.clock.now(),
             reason,
-        })
+        };
+        self.sender.mark(&marking, &*self.clock)
     }
 
     /// One page of operations under a filter and an order, after a cursor:

@@ -15,6 +15,7 @@ use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -523,6 +524,56 @@ fn a_reviewer_stale_against_a_receipt_hears_what_changed() {
         r.stderr.contains("expected version 2, found 3; the operation is now confirmed (last changed by a receipt)"),
         "{}",
         r.stderr
+    );
+    assert_invariants(lab.path(), &none());
+}
+
+/// Times are read under the write lock. Writer A is held (a named hold
+/// point, through a fifo) just before it takes the lock, after its command
+/// started; writer B writes and commits meanwhile; then A goes on. A's
+/// entry follows B's in the journal, and so does its time: `at` never goes
+/// backwards in journal order, however the processes interleave. (A time
+/// read before the lock, as the facade once did, would stamp A's later
+/// entry with the earlier time.)
+#[test]
+fn times_are_taken_after_the_write_lock_so_at_never_goes_backwards_in_journal_order() {
+    let mut lab = Lab::new();
+    lab.ws.prepare("op", "pay", &payload()).unwrap();
+    let ws = lab.path_str();
+    let fifo = lab.path().join("hold");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let note = |by: &str| {
+        let mut command = Command::new(recon_bin());
+        command.args(["note", "--workspace", &ws, "op", "--by", by, "--text", "t"]);
+        command
+    };
+    let held = note("held")
+        .env("RECON_HOLD_POINT", "store.before_write_lock")
+        .env("RECON_HOLD_FIFO", &fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the held writer");
+    // Opening the fifo for writing returns once the held writer is there.
+    let mut hold = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let free = note("free").output().expect("run the free writer");
+    assert_eq!(free.status.code(), Some(0), "{free:?}");
+    writeln!(hold, "go").unwrap();
+    drop(hold);
+    let held = held.wait_with_output().unwrap();
+    assert_eq!(held.status.code(), Some(0), "{held:?}");
+    let detail = lab.reopen().show("op").unwrap();
+    let notes: Vec<(&str, _)> = detail.notes.iter().map(|n| (n.by.as_str(), n.at)).collect();
+    assert_eq!(
+        notes.iter().map(|n| n.0).collect::<Vec<_>>(),
+        ["free", "held"],
+        "the held writer's entry comes second: {notes:?}"
+    );
+    let created = detail.operation.triage.created_at;
+    assert!(
+        created <= notes[0].1 && notes[0].1 <= notes[1].1,
+        "times in journal order: {created:?} then {notes:?}"
     );
     assert_invariants(lab.path(), &none());
 }

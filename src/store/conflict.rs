@@ -1,0 +1,132 @@
+//! A unique key the schema holds, violated: the refusal it means.
+//!
+//! Every act that claims a unique value (an operation id, an approval of
+//! one effect, a receiver's name, an action kind's route) reads first, in
+//! its transaction, whether the value is free, and refuses if not. On
+//! SQLite the write lock makes that read the truth. A store whose writers
+//! run side by side (PostgreSQL under READ COMMITTED) can pass the read and
+//! then lose the insert to the other writer; the key violation is then the
+//! same refusal, never a storage failure. The mapping is here, once, keyed
+//! by which key failed: [`refusal`] from a [`Key`] to its refusal, for any
+//! store; [`violated`], SQLite's names of the keys (another store names
+//! its own constraints and maps them to the same [`Key`]s).
+
+use super::sql_error;
+use crate::domain::Refusal;
+use crate::error::Error;
+use rusqlite::{ffi, Connection, OptionalExtension};
+use std::path::Path;
+
+/// The values an insert claims, which its refusal names.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Claim<'a> {
+    /// The id of the operation it creates.
+    pub op_id: Option<&'a str>,
+    /// The original and the effect it approves a compensation of.
+    pub approval: Option<(&'a str, &'a str)>,
+    /// The receiver it registers.
+    pub receiver: Option<&'a str>,
+    /// The action kind it routes.
+    pub action: Option<&'a str>,
+}
+
+/// A unique key of the schema whose violation is a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// `duplicate_operation`.
+    OpId,
+    /// `already_approved`.
+    Approval,
+    /// `receiver_exists`.
+    ReceiverName,
+    /// `action_routed`.
+    Route,
+}
+
+/// The keys, as SQLite names them in a violation (`table.column, ...`).
+const KEYS: &[(&str, Key)] = &[
+    ("operations.op_id", Key::OpId),
+    ("compensation_approvals.compensation_op_id", Key::OpId),
+    (
+        "compensation_approvals.original_op_id, compensation_approvals.effect_id",
+        Key::Approval,
+    ),
+    ("receivers.name", Key::ReceiverName),
+    ("routes.action_kind", Key::Route),
+];
+
+/// Which key a failed statement violated, if it was one of [`KEYS`].
+pub(crate) fn violated(error: &rusqlite::Error) -> Option<Key> {
+    let rusqlite::Error::SqliteFailure(failure, Some(message)) = error else {
+        return None;
+    };
+    let unique = matches!(
+        failure.extended_code,
+        ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE
+    );
+    let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
+    let key = KEYS.iter().find(|(named, _)| *named == columns)?.1;
+    unique.then_some(key)
+}
+
+/// The refusal a violation of `key` by `claim` means, whichever store
+/// found it; `routed_to` names the receiver that holds an action kind's
+/// route.
+pub(crate) fn refusal(
+    key: Key,
+    claim: &Claim<'_>,
+    routed_to: impl FnOnce(&str) -> Option<String>,
+) -> Option<Refusal> {
+    match key {
+        Key::OpId => claim
+            .op_id
+            .map(|id| Refusal::DuplicateOperation(id.to_string())),
+        Key::Approval => claim
+            .approval
+            .map(|(op_id, effect_id)| Refusal::AlreadyApproved {
+                op_id: op_id.to_string(),
+                effect_id: effect_id.to_string(),
+            }),
+        Key::ReceiverName => claim
+            .receiver
+            .map(|name| Refusal::ReceiverExists(name.to_string())),
+        Key::Route => {
+            let action = claim.action?;
+            routed_to(action).map(|receiver| Refusal::ActionRouted {
+                action: action.to_string(),
+                receiver,
+            })
+        }
+    }
+}
+
+/// The receiver an action kind routes to, read on `conn` (on SQLite a
+/// failed statement leaves its transaction open, so the caller's own).
+fn routed_to(conn: &Connection, action: &str) -> Option<String> {
+    conn.query_row(
+        "SELECT receiver FROM routes WHERE action_kind = ?1",
+        [action],
+        |r| r.get(0),
+    )
+    .optional()
+    .ok()
+    .flatten()
+}
+
+/// Attaches the refusal a key violation means to an insert's result; any
+/// other failure stays a storage error naming the file.
+pub(crate) trait Claimed<T> {
+    fn claiming(self, conn: &Connection, path: &Path, claim: &Claim<'_>) -> Result<T, Error>;
+}
+
+impl<T> Claimed<T> for rusqlite::Result<T> {
+    fn claiming(self, conn: &Connection, path: &Path, claim: &Claim<'_>) -> Result<T, Error> {
+        self.map_err(|e| {
+            let routed = |action: &str| routed_to(conn, action);
+            match violated(&e).and_then(|key| refusal(key, claim, routed)) {
+                Some(refused) => refused.into(),
+                None => sql_error(path, e).into(),
+            }
+        })
+    }
+}
