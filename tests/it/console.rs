@@ -1951,7 +1951,7 @@ fn closing_and_deciding_through_an_adapter_run_off_the_key_loop() {
     assert!(app.awaiting_receivers());
     assert_eq!(
         status(&app),
-        "closing op-held-1 at receiver held…; keys keep working"
+        "closing op-held-1 at receiver held…; keys keep working, Esc cancels"
     );
     assert!(screen(&app).contains("closing op-held-1 at receiver held…"));
     type_keys(&mut app, "?<esc>");
@@ -2309,6 +2309,17 @@ fn rereading_the_marks_records_each_as_the_reviewers_observation_and_keeps_them(
     let marked: Vec<String> = app.marks.keys().cloned().collect();
     assert!(marked.len() > 1);
     press(&mut app, "R");
+    let asked = pending_text(&app);
+    assert!(
+        asked.contains(&format!(
+            "Read each of the {} marked operations again from its receiver, and record what it \
+             shows as ada's observation: {} observations",
+            marked.len(),
+            marked.len()
+        )),
+        "{asked}"
+    );
+    press(&mut app, "y");
     let (title, body) = report(&app);
     assert!(
         title.starts_with(&format!(
