@@ -371,6 +371,8 @@ impl Job {
 /// counts) and the console (which shows it and can ask it to stop).
 #[derive(Debug)]
 pub struct Progress {
+    /// Operations taken in hand: done, plus the one being done.
+    begun: AtomicUsize,
     done: AtomicUsize,
     total: AtomicUsize,
     cancel: AtomicBool,
@@ -380,6 +382,7 @@ pub struct Progress {
 impl Progress {
     pub fn new(total: usize) -> Progress {
         Progress {
+            begun: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             total: AtomicUsize::new(total),
             cancel: AtomicBool::new(false),
@@ -405,7 +408,17 @@ impl Progress {
         }
     }
 
-    /// One more operation done.
+    /// `by` more operations taken in hand.
+    pub fn begin(&self, by: usize) {
+        self.begun.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Whether an operation is in hand: begun and not done yet.
+    pub fn in_hand(&self) -> bool {
+        self.begun.load(Ordering::Relaxed) > self.done.load(Ordering::Relaxed)
+    }
+
+    /// `by` more operations done.
     pub fn step(&self, by: usize) {
         self.done.fetch_add(by, Ordering::Relaxed);
     }

@@ -204,6 +204,7 @@ fn each(
             let skipped = targets[i..].iter().map(|t| t.op_id.clone()).collect();
             return Ok((outcomes, skipped));
         }
+        progress.begin(1);
         match one(t) {
             Ok(outcome) => outcomes.push(outcome),
             Err(error) => return Err(error.after(committed_before(&outcomes, targets.len()))),
@@ -243,6 +244,7 @@ fn observe_all(
             skipped = op_ids[i * REREAD_CHUNK..].to_vec();
             break;
         }
+        progress.begin(chunk.len());
         let result = ws.observe(&ObserveRequest {
             op_ids: chunk,
             by: reviewer,

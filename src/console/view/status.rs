@@ -77,11 +77,11 @@ fn progress_text(working: &Working) -> String {
     } else {
         format!("{done} so far")
     };
-    let what = clean(working.text.trim_end_matches('…'));
+    let what = clean(&working.text);
     if progress.cancelled() {
-        return format!("{what}: {of}, cancelling after the operation in hand…");
+        return format!("{of} · cancelling after the operation in hand: {what}");
     }
-    format!("{what}: {of} ({:.0}/s) · Esc cancels", progress.rate())
+    format!("{of} ({:.0}/s) · Esc cancels · {what}", progress.rate())
 }
 
 pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
