@@ -658,11 +658,12 @@ fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation(
     tmux.shows("op-1002-invoice-email");
     tmux.press_until_shown(&["c"], "Record confirmed for op-1002-invoice-email");
     bob_confirms_the_invoice_email(ws_arg);
-    let screen = tmux.shows("record confirmed: closed, its operation changed");
-    assert!(screen.contains("[1 unknown 7]"), "{screen}");
-    assert!(
-        screen
-            .contains("op-1002-invoice-email: you saw version 2; it is now confirmed at version 3"),
-        "{screen}"
-    );
+    let said = [
+        "record confirmed: closed, its operation changed",
+        "op-1002-invoice-email: you saw version 2; it is now confirmed at version 3",
+        "[1 unknown 7]",
+    ];
+    tmux.wait_until("the dialog closed with its reason", |screen| {
+        said.iter().all(|text| screen.contains(text))
+    });
 }

@@ -1,7 +1,9 @@
-//! Receiver work that comes back: the reads and the confirmed jobs that
-//! asked a registered adapter, which is a process that may take up to its
-//! timeout to answer, run off the key loop (by the state's `Background`)
-//! and are applied here on the next poll.
+//! Work that comes back: the reads and the confirmed jobs that asked a
+//! registered adapter (a process that may take up to its timeout to
+//! answer), the bulk jobs, and `v`'s operations, run off the key loop (by
+//! the state's `Background`) and applied here on the next poll. A job's
+//! report that lands while the reviewer is typing or reading something
+//! else waits until they are back in the queue.
 //!
 //! A result is applied only where it still belongs: a read lands on the
 //! detail only while that operation is selected, still waiting for it, and

@@ -9,12 +9,15 @@
 //! storage trouble stops the job. Afterwards the console refreshes, so the
 //! report and the screen behind it show the workspace as it is now.
 //!
-//! A job that asks a registered adapter (a close, a decision's fresh read,
-//! a dispatch) is carried out by the same code on a thread of its own
-//! (the state's `Background`), since an adapter may take up to its timeout;
-//! the reviewer keeps moving meanwhile, and the report comes when it lands
-//! (`background` hands it back to [`finish`]).
-//! A job that asks only the built-in ledger runs in process.
+//! A job over many operations (a bulk decision or close, a re-read), or one
+//! that asks a registered adapter (a close, a decision's fresh read, a
+//! dispatch), is carried out by the same code on a thread of its own (the
+//! state's `Background`), since it may take minutes: the reviewer keeps
+//! moving meanwhile, the status line shows its `Progress`, the queue's Esc
+//! asks it to stop after the operation in hand, and the report comes when
+//! it lands (`background` hands it back to [`finish`]), counting what was
+//! recorded, refused and not attempted. A job on one operation that asks
+//! only the built-in ledger runs in process.
 
 use super::super::app::{
     App, Done, Job, Mode, Origin, Outcome, Progress, ReadState, Report, Target, Tone, Working,
