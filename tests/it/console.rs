@@ -3031,3 +3031,34 @@ fn the_change_marker_is_the_journal_head() {
     assert_ne!(after.journal, before.journal);
     assert_eq!(after.journal, journal());
 }
+
+/// `v` reads the filter's pages on a thread of its own: until its result
+/// lands, the status line shows its progress against the filter's count
+/// and the key that cancels it, and another bulk act waits.
+#[test]
+fn marking_a_whole_filter_runs_off_the_key_loop_with_its_progress() {
+    let lab = Lab::demo(500);
+    let mut app = console(&lab, Some("ada"));
+    let unknown = app.count(Filter::State(OpState::Unknown));
+    console::update(&mut app, Action::MarkAll);
+    let working = app.working.as_ref().expect("v runs off the key loop");
+    assert_eq!(
+        working.text,
+        "marking every operation the filter shows (unknown)…"
+    );
+    assert!(
+        screen(&app).contains(&format!(" of {unknown} (")),
+        "{}",
+        screen(&app)
+    );
+    assert!(screen(&app).contains("Esc cancels"));
+    type_keys(&mut app, "c");
+    assert!(
+        status(&app).starts_with("record confirmed is unavailable: wait: marking every"),
+        "{}",
+        status(&app)
+    );
+    until(&mut app, "the marks", |app| app.working.is_none());
+    assert_eq!(app.marks.len(), usize::try_from(unknown).unwrap());
+    assert!(status(&app).starts_with(&format!("marked all {unknown} operations")));
+}

@@ -529,11 +529,12 @@ fn finish_job(app: &mut App, done: &Done) -> Result<()> {
     let (outcomes, touched) = (&done.outcomes, &done.touched);
     let bulk = outcomes.len() + done.skipped.len() > 1;
     if bulk && done.unmark {
-        app.marks.retain(|id, _| {
-            !outcomes
-                .iter()
-                .any(|o| o.refusal.is_none() && &o.op_id == id)
-        });
+        let recorded: std::collections::HashSet<&str> = outcomes
+            .iter()
+            .filter(|o| o.refusal.is_none())
+            .map(|o| o.op_id.as_str())
+            .collect();
+        app.marks.retain(|id, _| !recorded.contains(id.as_str()));
     }
     let own = Own {
         touched,

@@ -201,7 +201,10 @@ fn mark_all(app: &mut App) -> Result<()> {
         .unwrap_or(0);
     let progress = Arc::new(Progress::new(total));
     let working = Working {
-        text: format!("marking every operation {}…", errand.words),
+        text: format!(
+            "marking every operation the filter shows ({})…",
+            errand.words
+        ),
         op_ids: Vec::new(),
         progress: Arc::clone(&progress),
     };
