@@ -14,6 +14,14 @@
 //!
 //! A ratio near 1 is the claim: what the console costs follows the screen
 //! and the selected operation, never the size of the outbox.
+//!
+//! Then, on a workspace of 20,000 generated operations, the keys during a
+//! bulk act: every unknown operation marked (`v`) and `confirmed` asked
+//! for all of them, which runs off the key loop; meanwhile one `update`
+//! plus one render per cursor move, as the terminal loop does, with the
+//! poll between keys. The median and the 99th percentile are the claim:
+//! the screen answers while the bulk runs. (`RECON_BENCH_SIZES=100` keeps
+//! the first part short.)
 
 mod support;
 
@@ -41,12 +49,25 @@ fn open_console(ws: &Path) -> App {
 }
 
 /// The median time of `samples` calls of `action` followed by a render.
-/// `Down` and `Up` sweep: at either end of the queue the direction turns,
-/// so every sample moves the cursor.
 fn step_times(app: &mut App, first: Action, samples: usize) -> Duration {
+    median(sweep(app, first, samples, |_| true))
+}
+
+/// The time of each of up to `samples` calls of `action` followed by a
+/// render, while `going` holds. `Down` and `Up` sweep: at either end of
+/// the queue the direction turns, so every sample moves the cursor.
+fn sweep(
+    app: &mut App,
+    first: Action,
+    samples: usize,
+    going: impl Fn(&App) -> bool,
+) -> Vec<Duration> {
     let mut action = first;
     let mut times = Vec::with_capacity(samples);
     for _ in 0..samples {
+        if !going(app) {
+            break;
+        }
         let before = app.selected().map(|o| o.op_id.clone());
         let start = Instant::now();
         console::update(app, action);
@@ -62,7 +83,7 @@ fn step_times(app: &mut App, first: Action, samples: usize) -> Duration {
             };
         }
     }
-    median(times)
+    times
 }
 
 fn measure_size(n: u64) -> Vec<Measured> {
@@ -118,7 +139,7 @@ fn measure_size(n: u64) -> Vec<Measured> {
     );
 
     // Another handle commits (outside the timing); the poll sees the new
-    // data_version and reloads the counts, the page and the detail.
+    // journal head and reloads the counts, the page and the detail.
     let mut other = Workspace::open(&ws, OpenOptions::default()).expect("second handle");
     let refresh = median(
         (0..31)
@@ -152,6 +173,85 @@ fn measure_size(n: u64) -> Vec<Measured> {
     ]
 }
 
+/// Applies what the threads off the key loop send back until none runs.
+fn settle(app: &mut App) {
+    while app.awaiting_receivers() {
+        app.wait_for_receivers(Duration::from_secs(60));
+        console::update(app, Action::Poll);
+    }
+}
+
+/// Key-to-frame times (a cursor move's `update` and render, the poll in
+/// between as the terminal loop runs it) while a bulk `confirmed` over
+/// every unknown operation of a 20,000-operation demo runs off the key
+/// loop; then the bulk is cancelled and its report read.
+fn during_bulk() {
+    let root = tempfile::Builder::new()
+        .prefix("recon-bench-console-bulk-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = root.path().join("ws");
+    let ws_arg = ws.display().to_string();
+    run(&strings(&[
+        "demo",
+        "--workspace",
+        &ws_arg,
+        "--ops",
+        "20000",
+    ]));
+    let mut app = open_console(&ws);
+    console::update(&mut app, Action::MarkAll);
+    settle(&mut app);
+    let marked = app.marks.len();
+    let request = console::action::Request::Decide(recon::domain::Decision::Confirmed);
+    console::update(&mut app, Action::Request(request));
+    let start = Instant::now();
+    console::update(&mut app, Action::Confirm);
+    assert!(app.working.is_some(), "the bulk runs off the key loop");
+    let mut times = Vec::new();
+    while app.working.is_some() && times.len() < 5000 {
+        console::update(&mut app, Action::Poll);
+        times.extend(sweep(&mut app, Action::Down, 20, |app| {
+            app.working.is_some()
+        }));
+    }
+    let done = app
+        .working
+        .as_ref()
+        .map(|w| w.progress.counts().0)
+        .unwrap_or(marked);
+    console::update(&mut app, Action::Cancel);
+    settle(&mut app);
+    let title = match &app.mode {
+        console::app::Mode::Report(report) => report.title.clone(),
+        _ => app
+            .status
+            .as_ref()
+            .map(|s| s.text.clone())
+            .unwrap_or_default(),
+    };
+    times.sort();
+    let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
+    println!();
+    println!(
+        "| during a bulk of {marked} (20,000-op demo) | key-to-frame median | p99 | max | \
+         samples |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| `update(Down/Up) + render` while the bulk runs | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
+        median(times.clone()).as_secs_f64() * 1000.0,
+        p99.as_secs_f64() * 1000.0,
+        times.last().copied().unwrap_or_default().as_secs_f64() * 1000.0,
+        times.len()
+    );
+    println!(
+        "bulk: {done} of {marked} done in {:.1} s when cancelled; report: {title}",
+        start.elapsed().as_secs_f64()
+    );
+}
+
 fn main() {
     support::bench_sizes(measure_size);
+    during_bulk();
 }

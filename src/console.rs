@@ -7,8 +7,9 @@
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
 //! drives a real terminal (raw mode, alternate screen, restored on quit, on
-//! error and on panic) and polls `PRAGMA data_version` so that commits by
-//! other processes appear without a key press; [`run_headless`] applies a
+//! error and on panic) and polls the workspace's change marker (the outbox
+//! journal's head, and the built-in ledger file's version) so that commits
+//! by other processes appear without a key press; [`run_headless`] applies a
 //! key sequence and renders into ratatui's `TestBackend`, which is what
 //! `recon screenshot` and the golden tests use.
 //!

@@ -133,8 +133,6 @@ pub(crate) trait Outbox {
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
     fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError>;
-    /// Changes whenever another connection commits.
-    fn data_version(&self) -> Result<i64, StoreError>;
 }
 
 /// One screenful of the queue, keyset-paged.

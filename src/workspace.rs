@@ -555,10 +555,15 @@ impl Workspace {
         self.ledger.closure(op_id)
     }
 
-    /// A value that changes whenever another connection commits to either
-    /// database: what the console polls to stay live.
-    pub fn data_version(&self) -> Result<(i64, i64), StoreError> {
-        Ok((self.sender.data_version()?, self.ledger.data_version()?))
+    /// A value that changes whenever anyone commits to the outbox (its
+    /// journal's head: every change to the outbox appends to the journal,
+    /// whatever the store) or another connection commits to the built-in
+    /// ledger's file: what the console polls to stay live.
+    pub fn change_marker(&self) -> Result<ChangeMarker, StoreError> {
+        Ok(ChangeMarker {
+            journal: self.sender.journal_head()?,
+            ledger: self.ledger.data_version()?,
+        })
     }
 }
 
@@ -613,6 +618,15 @@ impl Journal {
     pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
         self.sender.journal_head()
     }
+}
+
+/// Where the workspace stood when [`Workspace::change_marker`] was read:
+/// the outbox journal's head, and the built-in ledger file's SQLite
+/// `data_version` (which the ledger's own connection's commits leave alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeMarker {
+    pub journal: Checkpoint,
+    pub ledger: i64,
 }
 
 /// What a dispatch had committed when recording its receipt failed: the

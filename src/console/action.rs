@@ -133,7 +133,9 @@ pub enum Action {
     /// Yes, in a confirmation.
     Confirm,
     /// No, in a confirmation; leave a prompt, an overlay or a form; in the
-    /// queue, clear the search and the marks.
+    /// queue, back out one level: cancel a running bulk act, else clear the
+    /// search, else the verdict and escalation filters, else (asked first)
+    /// the marks.
     Cancel,
     /// Text typed into a prompt, the search or a form field, at the cursor.
     Input(char),

@@ -38,9 +38,10 @@ use crate::workspace::{Classified, Location, Workspace};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which operations the queue lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,7 +290,11 @@ pub enum Job {
         op_ids: Vec<String>,
         /// The receivers they route to.
         receivers: Vec<String>,
+        /// Which operations they are, in words ("the 3 marked operations").
+        scope: String,
     },
+    /// Drop every mark (the queue's Esc, asked before it drops them).
+    Unmark,
 }
 
 impl Job {
@@ -302,7 +307,7 @@ impl Job {
             }
             Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
             Job::Observe { receivers, .. } => receivers.iter().map(String::as_str).collect(),
-            Job::Approve { .. } => Vec::new(),
+            Job::Approve { .. } | Job::Unmark => Vec::new(),
         };
         names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
         names.sort_unstable();
@@ -332,7 +337,99 @@ impl Job {
             Job::Dispatch { op_id, .. } => vec![op_id.clone()],
             Job::Observe { op_ids, .. } => op_ids.clone(),
             Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
+            Job::Unmark => Vec::new(),
         }
+    }
+
+    /// The operations the dialog was written for, at the versions it
+    /// names: if another process changes one, the dialog no longer says
+    /// what `y` would do. A re-read names no version (it changes none).
+    pub fn seen_versions(&self) -> Vec<(&str, i64)> {
+        match self {
+            Job::Close { targets } | Job::Decide { targets, .. } => targets
+                .iter()
+                .map(|t| (t.op_id.as_str(), t.version))
+                .collect(),
+            Job::Approve {
+                original_op_id,
+                expected_version,
+                ..
+            } => vec![(original_op_id.as_str(), *expected_version)],
+            Job::Dispatch { op_id, version, .. } => vec![(op_id.as_str(), *version)],
+            Job::Observe { .. } | Job::Unmark => Vec::new(),
+        }
+    }
+
+    /// Whether it is a long act over many operations, run off the key loop
+    /// with its progress on screen whatever receiver it asks.
+    pub fn is_bulk(&self) -> bool {
+        self.op_ids().len() > 1
+    }
+}
+
+/// How far a job off the key loop has got, shared between its thread (which
+/// counts) and the console (which shows it and can ask it to stop).
+#[derive(Debug)]
+pub struct Progress {
+    /// Operations taken in hand: done, plus the one being done.
+    begun: AtomicUsize,
+    done: AtomicUsize,
+    total: AtomicUsize,
+    cancel: AtomicBool,
+    started: Instant,
+}
+
+impl Progress {
+    pub fn new(total: usize) -> Progress {
+        Progress {
+            begun: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            total: AtomicUsize::new(total),
+            cancel: AtomicBool::new(false),
+            started: Instant::now(),
+        }
+    }
+
+    /// How many operations are done (committed or refused), of how many.
+    pub fn counts(&self) -> (usize, usize) {
+        (
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Operations per second since the job started.
+    pub fn rate(&self) -> f64 {
+        let secs = self.started.elapsed().as_secs_f64();
+        if secs > 0.0 {
+            self.counts().0 as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// `by` more operations taken in hand.
+    pub fn begin(&self, by: usize) {
+        self.begun.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Whether an operation is in hand: begun and not done yet.
+    pub fn in_hand(&self) -> bool {
+        self.begun.load(Ordering::Relaxed) > self.done.load(Ordering::Relaxed)
+    }
+
+    /// `by` more operations done.
+    pub fn step(&self, by: usize) {
+        self.done.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Asks the job to stop after the operation in hand.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
     }
 }
 
@@ -342,6 +439,8 @@ pub struct Working {
     /// What it is doing, in words, for the status line and the detail.
     pub text: String,
     pub op_ids: Vec<String>,
+    /// How far it has got; the queue's Esc asks it to stop.
+    pub progress: Arc<Progress>,
 }
 
 /// What a confirmed job did, ready to be reported: built by the job, in
@@ -357,6 +456,15 @@ pub(crate) struct Done {
     /// Whether the marks it acted on are done with (a decision or a close
     /// on them), or stay (a re-read).
     pub(crate) unmark: bool,
+    /// The operations not attempted because the reviewer cancelled the job
+    /// before their turn: nothing was written for them.
+    pub(crate) skipped: Vec<String>,
+    /// The report's first sentence, when the job says it its own way (a
+    /// re-read); otherwise the decisions' count.
+    pub(crate) summary: Option<String>,
+    /// Whether another process had changed the outbox when it ran: a job
+    /// off the key loop counts as one (its handle is another connection).
+    pub(crate) outside: bool,
 }
 
 /// What a job did to one operation.
@@ -468,6 +576,26 @@ pub enum Mode {
 pub struct Status {
     pub tone: Tone,
     pub text: String,
+    /// When it was said (the workspace clock): an old line says its age,
+    /// and a plain one expires.
+    pub at: crate::domain::Timestamp,
+}
+
+impl Status {
+    /// How long a plain status line (a move, a mark, a read) stays: after
+    /// that it no longer describes what the reviewer is looking at. A
+    /// result or a warning stays, and says its age once it is
+    /// [`Status::SHOWS_AGE`] old.
+    pub const PLAIN_EXPIRES: Duration = Duration::from_secs(60);
+
+    /// From this age on, the status line says how old it is.
+    pub const SHOWS_AGE: Duration = Duration::from_secs(10);
+
+    /// Its age at `now`, when old enough to be said.
+    pub fn age(&self, now: crate::domain::Timestamp) -> Option<Duration> {
+        let age = now.since(self.at);
+        (age >= Status::SHOWS_AGE).then_some(age)
+    }
 }
 
 pub struct App {
@@ -502,8 +630,15 @@ pub struct App {
     pub working: Option<Working>,
     /// Reads and jobs that ask an adapter, running on their own threads.
     pub(super) background: Background,
-    /// `PRAGMA data_version` of both databases when last refreshed.
-    pub(super) seen_version: (i64, i64),
+    /// The workspace's change marker (the journal's head and the ledger
+    /// file's version) when last refreshed.
+    pub(super) seen: crate::workspace::ChangeMarker,
+    /// A job's report that landed while the reviewer was typing or reading
+    /// something else: it opens when they are back in the queue, so no key
+    /// meant for that lands in it.
+    pub(super) held_report: Option<Report>,
+    /// The change marker an open dialog was last checked at.
+    pub(super) dialog_seen: Option<crate::workspace::ChangeMarker>,
     pub should_quit: bool,
     /// The workspace clock's time when the last action was applied: what
     /// the ages on screen are measured against (so a fixed clock renders
@@ -584,11 +719,19 @@ impl App {
     /// snapshot could lift names the key that takes one.
     pub fn availability(&self, request: Request) -> Result<String, String> {
         if let Some(working) = &self.working {
-            return Err(format!("wait: {} is still running", working.text));
+            return Err(format!(
+                "wait: {} is still running (Esc cancels it)",
+                working.text
+            ));
         }
         if request.is_bulk() && !self.marks.is_empty() {
+            let cursor = match self.selected() {
+                Some(op) if self.marks.contains_key(&op.op_id) => ", this one among them",
+                Some(_) => ", not on this one",
+                None => "",
+            };
             return Ok(format!(
-                "applies to the {} marked operation{}",
+                "acts on the {} marked operation{}{cursor}",
                 self.marks.len(),
                 if self.marks.len() == 1 { "" } else { "s" }
             ));
@@ -649,6 +792,51 @@ impl SearchErrand {
     }
 }
 
+/// `v` as asked: the filters it marks under, owned, for a thread of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct MarkErrand {
+    pub state: Option<OpState>,
+    pub verdict: Option<VerdictFilter>,
+    pub escalated: Option<bool>,
+    pub search: Option<String>,
+    /// The most it marks: past this, nothing.
+    pub limit: usize,
+    /// The filters in words, for the status line.
+    pub words: String,
+}
+
+impl MarkErrand {
+    /// Reads every operation the filter shows, page by page, counting them
+    /// on `progress`; `None` if cancelled or past the limit.
+    fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Vec<Operation>>> {
+        const PAGE: usize = 256;
+        let filter = crate::domain::QueueFilter {
+            state: self.state,
+            search: self.search.as_deref(),
+            verdict: self.verdict,
+            escalated: self.escalated,
+            ..Default::default()
+        };
+        let mut found: Vec<Operation> = Vec::new();
+        loop {
+            if progress.cancelled() || found.len() > self.limit {
+                return Ok(None);
+            }
+            let bound = match found.last() {
+                Some(last) => PageBound::After(&last.op_id),
+                None => PageBound::Start,
+            };
+            let page = ws.queue_page(filter, bound, PAGE)?;
+            let end = page.len() < PAGE;
+            progress.step(page.len());
+            found.extend(page);
+            if end {
+                return Ok((found.len() <= self.limit).then_some(found));
+            }
+        }
+    }
+}
+
 /// An errand that came back.
 pub(crate) enum Landed {
     Read {
@@ -656,6 +844,12 @@ pub(crate) enum Landed {
         result: Result<Classified>,
     },
     Job(Result<Done>),
+    /// Every operation a filter shows, for `v` to mark; `None` when the
+    /// reviewer cancelled it, or when it shows more than `limit`.
+    Marks {
+        errand: MarkErrand,
+        result: Result<Option<Vec<Operation>>>,
+    },
     Search {
         errand: SearchErrand,
         result: Result<Vec<Operation>>,
@@ -804,13 +998,26 @@ impl Background {
     }
 
     /// Starts a confirmed job: `work` carries it out, as in process, on the
-    /// thread's own handle.
+    /// thread's own handle, counting on `progress`.
     pub(crate) fn job(
         &mut self,
-        work: impl FnOnce(&mut Workspace) -> Result<Done> + Send + 'static,
+        progress: Arc<Progress>,
+        work: impl FnOnce(&mut Workspace, &Progress) -> Result<Done> + Send + 'static,
     ) -> Result<()> {
         self.spawn("recon-job", move |ws| {
-            Landed::Job(ws.and_then(|mut ws| work(&mut ws)))
+            Landed::Job(ws.and_then(|mut ws| work(&mut ws, &progress)))
+        })
+        .map_err(StoreError::from)?;
+        self.job_running = true;
+        Ok(())
+    }
+
+    /// Starts `v`: the filter's operations are read on a thread of their
+    /// own, counted on `progress`, and marked when they land.
+    pub(crate) fn mark_all(&mut self, errand: MarkErrand, progress: Arc<Progress>) -> Result<()> {
+        self.spawn("recon-marks", move |ws| {
+            let result = ws.and_then(|ws| errand.find(&ws, &progress));
+            Landed::Marks { errand, result }
         })
         .map_err(StoreError::from)?;
         self.job_running = true;
@@ -827,7 +1034,7 @@ impl Background {
                 Landed::Read { errand, .. } => {
                     self.reading.remove(&errand.op_id);
                 }
-                Landed::Job(_) => self.job_running = false,
+                Landed::Job(_) | Landed::Marks { .. } => self.job_running = false,
                 Landed::Search { .. } => self.searching = false,
             }
         }

@@ -292,7 +292,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('R')],
         Action::Reread,
         "re-read",
-        "re-read every mark (or the rows on screen), each recorded as your observation",
+        "re-read every mark (or the rows on screen) as your observations (asks first)",
     ),
     bind(
         Queue,
@@ -376,7 +376,7 @@ pub static BINDINGS: &[Binding] = &[
         &[code(KeyCode::Esc)],
         Action::Cancel,
         "",
-        "clear the search and the marks",
+        "back out: cancel a bulk act, else the search, the filters, the marks (asks)",
     ),
     bind(Queue, &[k('?')], Action::Help, "help", "this help"),
     bind(Queue, &[k('q')], Action::Quit, "quit", "quit"),

@@ -47,9 +47,11 @@ use status::fail;
 /// Applies one action to the app.
 pub fn update(app: &mut App, action: Action) {
     app.now = app.ws.now();
+    status::expire(app);
     if let Err(error) = apply(app, action) {
         fail(app, &error);
     }
+    background::open_held_report(app);
 }
 
 fn apply(app: &mut App, action: Action) -> Result<()> {
@@ -97,7 +99,9 @@ impl App {
         (width, height): (u16, u16),
     ) -> Result<App> {
         let mut app = App {
-            seen_version: ws.data_version()?,
+            seen: ws.change_marker()?,
+            held_report: None,
+            dialog_seen: None,
             counts: ws.counts()?,
             background: Background::new(&ws),
             working: None,

@@ -1058,13 +1058,6 @@ impl Outbox for SqliteSender {
             .and_then(|mut s| s.query_row([op_id], |r| r.get(0)))
             .at(&self.path)
     }
-
-    /// SQLite's `data_version`: changes when another connection commits.
-    fn data_version(&self) -> Result<i64, StoreError> {
-        self.conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
-            .at(&self.path)
-    }
 }
 
 /// The rules of a dispatch against `op` as read: anything not `prepared`

@@ -1951,7 +1951,7 @@ fn closing_and_deciding_through_an_adapter_run_off_the_key_loop() {
     assert!(app.awaiting_receivers());
     assert_eq!(
         status(&app),
-        "closing op-held-1 at receiver held…; keys keep working"
+        "closing op-held-1 at receiver held…; keys keep working, Esc cancels"
     );
     assert!(screen(&app).contains("closing op-held-1 at receiver held…"));
     type_keys(&mut app, "?<esc>");
@@ -2309,6 +2309,17 @@ fn rereading_the_marks_records_each_as_the_reviewers_observation_and_keeps_them(
     let marked: Vec<String> = app.marks.keys().cloned().collect();
     assert!(marked.len() > 1);
     press(&mut app, "R");
+    let asked = pending_text(&app);
+    assert!(
+        asked.contains(&format!(
+            "Read each of the {} marked operations again from its receiver, and record what it \
+             shows as ada's observation: {} observations",
+            marked.len(),
+            marked.len()
+        )),
+        "{asked}"
+    );
+    press(&mut app, "y");
     let (title, body) = report(&app);
     assert!(
         title.starts_with(&format!(
@@ -2651,4 +2662,403 @@ fn a_refused_bulk_decision_suggests_no_close_at_a_receiver_that_cannot_close() {
         2,
         "{lines}"
     );
+}
+
+// ---- long acts off the key loop -------------------------------------------------
+
+/// Three operations at receiver `held` (which can close, or not) and one
+/// unknown operation at the built-in ledger, with the three held ones
+/// marked (through a search, so that no read of them but the first
+/// starts) and the first one's read landed:
+/// a console ready to start a bulk act that waits on the fifo.
+fn three_held_marked(can_close: bool) -> (Held, App) {
+    let ops = ["op-held-1", "op-held-2", "op-held-3"];
+    let mut held = Held::new(can_close, &ops);
+    held.lab.dispatched(
+        "op-local-1",
+        "send_email",
+        &json!({"to": "bob"}),
+        Some(Fault::CrashAfterCommit),
+    );
+    let mut app = console_on(&held.lab, options(Some("ada")), (120, 40));
+    held.answer(&held_answer("op-held-1", 1, false));
+    until(&mut app, "the first read", |app| verdict_of(app).is_some());
+    type_keys(&mut app, "/held<enter>");
+    until(&mut app, "the search", |app| app.searching.is_none());
+    type_keys(&mut app, "v");
+    until(&mut app, "the marks", |app| app.working.is_none());
+    assert_eq!(
+        app.marks.keys().map(String::as_str).collect::<Vec<_>>(),
+        ops
+    );
+    type_keys(&mut app, "<esc>");
+    assert!(app.search.is_none());
+    assert_eq!(app.marks.len(), 3, "Esc took the search only");
+    (held, app)
+}
+
+/// Waits (bounded) until the running job has its first operation in hand:
+/// it waits for the held receiver, so a cancel now stops it after that one.
+#[track_caller]
+fn in_hand(app: &App) {
+    let progress = &app.working.as_ref().expect("a job runs").progress;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !progress.in_hand() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The states `recon ops --json` gives, by op id.
+fn states_by_cli(lab: &Lab) -> std::collections::BTreeMap<String, String> {
+    let out = run(&["ops", "--workspace", &lab.path_str(), "--json"], None).json();
+    out.as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            (
+                op["op_id"].as_str().unwrap().to_string(),
+                op["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A bulk decision runs on a thread of its own: while its first operation
+/// waits for the receiver, the cursor moves and the progress is on
+/// screen; Esc asks it to stop, it stops after the operation in hand, and
+/// the report counts exactly what `recon ops` then shows.
+#[test]
+fn a_bulk_decision_runs_off_the_key_loop_and_esc_stops_it_after_the_operation_in_hand() {
+    let (held, mut app) = three_held_marked(false);
+    type_keys(&mut app, "cy");
+    in_hand(&app);
+    assert!(screen(&app).contains("0 of 3"), "{}", screen(&app));
+    type_keys(&mut app, "<end>");
+    assert_eq!(app.selected().unwrap().op_id, "op-local-1");
+    assert!(app.working.is_some(), "the cursor moved while the job ran");
+    type_keys(&mut app, "<esc>");
+    assert!(
+        status(&app).starts_with("cancelling recording confirmed for 3 operations"),
+        "{}",
+        status(&app)
+    );
+    assert!(screen(&app).contains("cancelling after the operation in hand"));
+    held.answer(&held_answer("op-held-1", 1, false));
+    until(&mut app, "the job", |app| app.working.is_none());
+    let (title, body) = report(&app);
+    assert_eq!(
+        title,
+        "bulk record confirmed: 1 recorded, 0 refused, 2 not attempted (cancelled)"
+    );
+    assert!(
+        body.contains(
+            "Cancelled after 1 of 3: the 2 not attempted were left unchanged, nothing was \
+             written for them; the 1 recorded stay recorded."
+        ),
+        "{body}"
+    );
+    let states = states_by_cli(&held.lab);
+    assert_eq!(states["op-held-1"], "confirmed");
+    assert_eq!(states["op-held-2"], "unknown");
+    assert_eq!(states["op-held-3"], "unknown");
+    assert_eq!(
+        app.marks.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["op-held-2", "op-held-3"],
+        "the unattempted stay marked"
+    );
+}
+
+/// While a bulk act runs, another is refused with the reason and the key
+/// that cancels the running one: a decision, `v` and a re-read.
+#[test]
+fn a_second_bulk_while_one_runs_is_refused_with_a_status_message() {
+    let (held, mut app) = three_held_marked(true);
+    type_keys(&mut app, "xy");
+    in_hand(&app);
+    for (keys, name) in [
+        ("n", "record not_applied is unavailable"),
+        ("v", "v is unavailable"),
+        ("R", "re-read is unavailable"),
+    ] {
+        type_keys(&mut app, keys);
+        assert!(matches!(app.mode, Mode::Normal), "{keys}");
+        assert!(
+            status(&app).starts_with(&format!(
+                "{name}: wait: closing 3 operations at receiver held… is still running (Esc \
+                 cancels it)"
+            )),
+            "{keys}: {}",
+            status(&app)
+        );
+    }
+    type_keys(&mut app, "<esc>");
+    held.answer(&held_answer("op-held-1", 1, true));
+    until(&mut app, "the job", |app| app.working.is_none());
+    let (title, _) = report(&app);
+    assert_eq!(
+        title,
+        "bulk closing snapshot: 1 recorded, 0 refused, 2 not attempted (cancelled)"
+    );
+}
+
+/// A job's report that lands while the reviewer types a search does not
+/// take the keys meant for the search: it waits, and opens once they are
+/// back in the queue.
+#[test]
+fn keys_typed_while_a_job_runs_are_never_applied_to_its_report() {
+    let (held, mut app) = three_held_marked(false);
+    type_keys(&mut app, "cy");
+    in_hand(&app);
+    type_keys(&mut app, "<esc>/op-");
+    held.answer(&held_answer("op-held-1", 1, false));
+    until(&mut app, "the job", |app| app.working.is_none());
+    assert!(matches!(app.mode, Mode::Search { .. }));
+    assert!(
+        status(&app).ends_with("the report opens when you are back in the queue"),
+        "{}",
+        status(&app)
+    );
+    type_keys(&mut app, "local");
+    match &app.mode {
+        Mode::Search { input, .. } => assert_eq!(input.text(), "op-local"),
+        other => panic!("expected the search, found {other:?}"),
+    }
+    type_keys(&mut app, "<enter>");
+    let (title, _) = report(&app);
+    assert!(
+        title.starts_with("bulk record confirmed: 1 recorded"),
+        "{title}"
+    );
+}
+
+/// A confirmation names an operation at a version; when another process
+/// changes it, the dialog says so and closes, and nothing is written.
+#[test]
+fn a_dialog_closes_and_says_so_when_another_process_changes_its_operation() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1002-invoice-email");
+    press(&mut app, "c");
+    assert!(matches!(app.mode, Mode::Confirm(_)));
+    bob_confirms_the_invoice_email(&lab.path_str());
+    console::update(&mut app, Action::Poll);
+    let (title, body) = report(&app);
+    assert_eq!(title, "record confirmed: closed, its operation changed");
+    assert!(
+        body.contains("op-1002-invoice-email: you saw version 2; it is now confirmed at version 3"),
+        "{body}"
+    );
+    assert!(
+        body.contains("It was closed; nothing was written."),
+        "{body}"
+    );
+    let evidence = lab.reopen().evidence("op-1002-invoice-email").unwrap();
+    assert!(evidence
+        .iter()
+        .all(|e| e.reviewer.as_deref() != Some("ada")));
+}
+
+/// Another process's change to something else leaves the dialog open and
+/// the screen behind it on the dialog's operation; the screen refreshes
+/// once the dialog is answered.
+#[test]
+fn the_screen_behind_a_dialog_stays_on_its_operation() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1003-charge-order");
+    press(&mut app, "c");
+    let rows: Vec<String> = app.queue.rows.iter().map(|r| r.op_id.clone()).collect();
+    // Bob decides the row before it: the queue would lose a row above.
+    bob_confirms_the_invoice_email(&lab.path_str());
+    console::update(&mut app, Action::Poll);
+    assert!(matches!(app.mode, Mode::Confirm(_)), "{:?}", app.mode);
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+    let now: Vec<String> = app.queue.rows.iter().map(|r| r.op_id.clone()).collect();
+    assert_eq!(now, rows);
+    press(&mut app, "n");
+    console::update(&mut app, Action::Poll);
+    assert!(!app
+        .queue
+        .rows
+        .iter()
+        .any(|r| r.op_id == "op-1002-invoice-email"));
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+}
+
+/// Esc in the queue backs out one level at a time: the search, then the
+/// verdict filter, then (asked first) the marks.
+#[test]
+fn esc_backs_out_the_search_then_the_filter_then_asks_before_dropping_marks() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    press(&mut app, "<space><space>f/op<enter>");
+    assert_eq!(app.marks.len(), 2);
+    assert!(app.verdict_filter.is_some() && app.search.is_some());
+    press(&mut app, "<esc>");
+    assert!(app.search.is_none() && app.verdict_filter.is_some());
+    assert_eq!(app.marks.len(), 2);
+    press(&mut app, "<esc>");
+    assert!(app.verdict_filter.is_none());
+    assert_eq!(app.marks.len(), 2);
+    assert!(status(&app).contains("Esc again asks to drop the marks"));
+    press(&mut app, "<esc>");
+    assert!(pending_text(&app).starts_with("Drop all 2 marks? Nothing is written either way"));
+    press(&mut app, "n");
+    assert_eq!(app.marks.len(), 2);
+    assert_eq!(status(&app), "the 2 marks stay");
+    press(&mut app, "<esc>y");
+    assert!(app.marks.is_empty());
+    assert_eq!(status(&app), "2 marks dropped");
+}
+
+/// With marks, the verdict panel says that c, n and x act on the marks,
+/// with their count, and whether the operation under the cursor is one.
+#[test]
+fn the_verdict_panel_says_whether_c_and_n_act_on_the_marks_or_the_cursor() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1002-invoice-email");
+    press(&mut app, "<space>");
+    // Marking moved the cursor to the next, unmarked operation.
+    assert_eq!(
+        app.availability(recon::console::action::Request::Decide(Decision::Confirmed)),
+        Ok("acts on the 1 marked operation, not on this one".to_string())
+    );
+    let shown = screen(&app);
+    assert!(shown.contains("acts on the 1 marked"), "{shown}");
+    assert!(shown.contains("not on this one"), "{shown}");
+    press(&mut app, "k");
+    assert_eq!(
+        app.availability(recon::console::action::Request::Decide(
+            Decision::NotApplied
+        )),
+        Ok("acts on the 1 marked operation, this one among them".to_string())
+    );
+    press(&mut app, "<esc>y");
+    let policy = app.availability(recon::console::action::Request::Decide(Decision::Confirmed));
+    assert!(!policy.unwrap_or_default().contains("marked"));
+}
+
+/// A plain status line expires after a minute; a result stays and says
+/// how old it is; "search cleared" is gone while a new search is typed.
+#[test]
+fn status_lines_expire_or_say_how_old_they_are() {
+    use std::time::Duration;
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (120, 40), &clock);
+    press(&mut app, "<space>");
+    assert!(status(&app).starts_with("marked "));
+    clock.advance(Duration::from_secs(61));
+    console::update(&mut app, Action::Poll);
+    assert!(app.status.is_none(), "{}", status(&app));
+    press(&mut app, "m");
+    type_keys(&mut app, "looked<enter>");
+    assert!(status(&app).starts_with("note #"));
+    assert!(!screen(&app).contains(" ago)"));
+    clock.advance(Duration::from_secs(120));
+    console::update(&mut app, Action::Poll);
+    assert!(status(&app).starts_with("note #"), "a result stays");
+    assert!(screen(&app).contains("by ada (2m ago)"), "{}", screen(&app));
+    press(&mut app, "/op<enter><esc>");
+    assert!(status(&app).starts_with("search cleared"));
+    press(&mut app, "/");
+    assert!(app.status.is_none());
+    assert!(!screen(&app).contains("search cleared"));
+}
+
+/// `R` with no marks names the rows on screen it will read and record,
+/// and `n` records nothing; `y` reports in a whole sentence.
+#[test]
+fn rereading_asks_first_naming_the_rows_and_reports_in_a_sentence() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    let rows: Vec<String> = app.queue.rows.iter().map(|r| r.op_id.clone()).collect();
+    let n = rows.len();
+    let observations = |lab: &Lab| -> usize {
+        let ws = lab.reopen();
+        rows.iter()
+            .map(|id| ws.show(id).unwrap().observations.len())
+            .sum()
+    };
+    let before = observations(&lab);
+    press(&mut app, "R");
+    let asked = pending_text(&app);
+    assert!(
+        asked.starts_with(&format!(
+            "Read each of the {n} rows on screen, {} to {} again from its receiver, and record \
+             what it shows as ada's observation: {n} observations, one per operation:",
+            rows[0],
+            rows[n - 1]
+        )),
+        "{asked}"
+    );
+    press(&mut app, "n");
+    assert_eq!(observations(&lab), before, "n records nothing");
+    press(&mut app, "Ry");
+    let (_, body) = report(&app);
+    assert!(
+        body.starts_with(&format!(
+            "Recorded {n} observations as ada's, each what the receiver showed for one of the \
+             {n} rows on screen, {} to {}; 0 could not be read.",
+            rows[0],
+            rows[n - 1]
+        )),
+        "{body}"
+    );
+}
+
+/// The change marker is the outbox journal's head (what `recon
+/// checkpoint` prints), so it moves on every commit to the outbox, from
+/// any handle, whatever the store.
+#[test]
+fn the_change_marker_is_the_journal_head() {
+    let lab = demo_lab();
+    let ws = lab.reopen();
+    let journal = || {
+        recon::workspace::Journal::open(lab.path(), recon::OpenOptions::default())
+            .unwrap()
+            .checkpoint()
+            .unwrap()
+    };
+    let before = ws.change_marker().unwrap();
+    assert_eq!(before.journal, journal());
+    bob_confirms_the_invoice_email(&lab.path_str());
+    let after = ws.change_marker().unwrap();
+    assert_ne!(after.journal, before.journal);
+    assert_eq!(after.journal, journal());
+}
+
+/// `v` reads the filter's pages on a thread of its own: until its result
+/// lands, the status line shows its progress against the filter's count
+/// and the key that cancels it, and another bulk act waits.
+#[test]
+fn marking_a_whole_filter_runs_off_the_key_loop_with_its_progress() {
+    let lab = Lab::demo(500);
+    let mut app = console(&lab, Some("ada"));
+    let unknown = app.count(Filter::State(OpState::Unknown));
+    console::update(&mut app, Action::MarkAll);
+    let working = app.working.as_ref().expect("v runs off the key loop");
+    assert_eq!(
+        working.text,
+        "marking every operation the filter shows (unknown)…"
+    );
+    assert!(
+        screen(&app).contains(&format!(" of {unknown} (")),
+        "{}",
+        screen(&app)
+    );
+    assert!(screen(&app).contains("Esc cancels"));
+    type_keys(&mut app, "c");
+    assert!(
+        status(&app).starts_with("record confirmed is unavailable: wait: marking every"),
+        "{}",
+        status(&app)
+    );
+    until(&mut app, "the marks", |app| app.working.is_none());
+    assert_eq!(app.marks.len(), usize::try_from(unknown).unwrap());
+    assert!(status(&app).starts_with(&format!("marked all {unknown} operations")));
 }

@@ -297,25 +297,6 @@ fn the_real_terminal_shows_the_golden_screens_and_is_restored_on_quit() {
     );
 }
 
-/// A decision pending in the console while the command line records
-/// another one: the console refreshes on its own, and the decision is
-/// refused as stale, exactly as the golden shows.
-#[test]
-fn the_real_terminal_refuses_a_stale_decision_after_the_command_line_changed_the_op() {
-    let (_dir, ws) = demo_workspace();
-    let ws_arg = ws.to_str().unwrap();
-    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
-        return;
-    };
-    tmux.shows("reviewer: ada");
-    tmux.press_until_shown(&["c"], "Confirm: record confirmed");
-    bob_confirms_the_invoice_email(ws_arg);
-    // The console sees the other process's commit without a key press.
-    tmux.shows("[1 unknown 7]");
-    tmux.keys(&["y"]);
-    tmux.expect_golden("stale_version", &ws);
-}
-
 #[test]
 fn the_real_terminal_shows_bulk_triage_and_compensation_as_the_goldens_do() {
     let (_dir, ws) = demo_workspace();
@@ -555,4 +536,134 @@ fn a_panic_in_the_console_restores_the_terminal_and_prints_one_line() {
             && printed[0].ends_with("please report it"),
         "{after}"
     );
+}
+
+/// The number just before `marker` on the screen, if it shows one.
+fn number_before(screen: &str, marker: &str) -> Option<usize> {
+    let at = screen.find(marker)?;
+    let digits: String = screen[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.chars().rev().collect::<String>().parse().ok()
+}
+
+/// The op id on the cursor's row (the one marked `>`).
+fn cursor_row(screen: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let row = line.split('│').nth(1)?;
+        let rest = row.strip_prefix('>')?;
+        rest.trim_start_matches(['*', ' '])
+            .split_whitespace()
+            .next()
+            .map(str::to_string)
+    })
+}
+
+/// How many operations `recon ops --json` lists in each state.
+fn states_by_cli(ws: &str) -> std::collections::BTreeMap<String, usize> {
+    let out = run(
+        &["ops", "--workspace", ws, "--json", "--limit", "1000000"],
+        None,
+    )
+    .json();
+    let mut states = std::collections::BTreeMap::new();
+    for op in out.as_array().expect("ops --json is a list") {
+        *states
+            .entry(op["state"].as_str().unwrap_or_default().to_string())
+            .or_insert(0) += 1;
+    }
+    states
+}
+
+/// A bulk decision over more than 20,000 marked operations in the real
+/// terminal: it runs off the key loop, so the cursor moves and the
+/// progress advances on screen while it runs; Esc stops it after the
+/// operation in hand, and the report counts exactly the operations that
+/// `recon ops` then shows decided.
+#[test]
+fn the_real_terminal_moves_and_cancels_while_a_bulk_of_twenty_thousand_runs() {
+    let dir = tempfile::Builder::new()
+        .prefix("recon-tty-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = dir.path().join("ws");
+    copy_demo(20_000, &ws);
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let unknown = before["unknown"];
+    assert!(unknown >= 20_000, "{before:?}");
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (200, 50)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["v"],
+        &format!("marked all {unknown} operations the filter shows"),
+    );
+    tmux.press_until_shown(
+        &["c"],
+        &format!("Record confirmed for each of these {unknown} marked operations"),
+    );
+    tmux.keys(&["y"]);
+    let progress = format!(" of {unknown} (");
+    let first = tmux.wait_until("the bulk's progress", |screen| {
+        number_before(screen, &progress).is_some_and(|done| done > 0)
+    });
+    let done = number_before(&first, &progress).unwrap_or_default();
+    let row = cursor_row(&first).expect("a cursor row");
+    tmux.keys(&["j"]);
+    let moved = tmux.wait_until("the cursor moving while the bulk runs", |screen| {
+        cursor_row(screen).is_some_and(|r| r != row) && screen.contains(&progress)
+    });
+    tmux.wait_until("the progress advancing", |screen| {
+        number_before(screen, &progress).is_some_and(|now| now > done)
+    });
+    assert!(moved.contains("Esc cancels"), "{moved}");
+    tmux.keys(&["Escape"]);
+    let title = "bulk record confirmed: ";
+    let report = tmux.shows("not attempted (cancelled)");
+    let line = report
+        .lines()
+        .find(|l| l.contains(title))
+        .expect("the report's title");
+    let counts = &line[line.find(title).unwrap_or(0) + title.len()..];
+    let recorded = number_before(counts, " recorded").expect("recorded");
+    let refused = number_before(counts, " refused").expect("refused");
+    let skipped = number_before(counts, " not attempted").expect("not attempted");
+    assert!(skipped > 0, "{line}");
+    assert_eq!(recorded + refused + skipped, unknown, "{line}");
+    let after = states_by_cli(ws_arg);
+    assert_eq!(after["unknown"], unknown - recorded, "{line}: {after:?}");
+    assert_eq!(
+        after["confirmed"],
+        before["confirmed"] + recorded,
+        "{line}: {after:?}"
+    );
+}
+
+/// A confirmation open in the real terminal while the command line decides
+/// its operation: the console sees the other process's commit without a
+/// key press, and the dialog says so and closes without writing anything
+/// (a decision that reaches the library stale anyway is refused
+/// `stale_version`, as the headless golden shows).
+#[test]
+fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("op-1002-invoice-email");
+    tmux.press_until_shown(&["c"], "Record confirmed for op-1002-invoice-email");
+    bob_confirms_the_invoice_email(ws_arg);
+    let said = [
+        "record confirmed: closed, its operation changed",
+        "op-1002-invoice-email: you saw version 2; it is now confirmed at version 3",
+        "[1 unknown 7]",
+    ];
+    tmux.wait_until("the dialog closed with its reason", |screen| {
+        said.iter().all(|text| screen.contains(text))
+    });
 }

@@ -1,7 +1,9 @@
-//! Receiver work that comes back: the reads and the confirmed jobs that
-//! asked a registered adapter, which is a process that may take up to its
-//! timeout to answer, run off the key loop (by the state's `Background`)
-//! and are applied here on the next poll.
+//! Work that comes back: the reads and the confirmed jobs that asked a
+//! registered adapter (a process that may take up to its timeout to
+//! answer), the bulk jobs, and `v`'s operations, run off the key loop (by
+//! the state's `Background`) and applied here on the next poll. A job's
+//! report that lands while the reviewer is typing or reading something
+//! else waits until they are back in the queue.
 //!
 //! A result is applied only where it still belongs: a read lands on the
 //! detail only while that operation is selected, still waiting for it, and
@@ -14,10 +16,11 @@
 //! `MAX_READS` run at once; past that, the newest request waits and starts
 //! when a read ends, if its operation is still the selected one.
 
-use super::super::app::{App, Landed, Origin, ReadErrand, ReadState, Tone};
+use super::super::app::{App, Landed, Mark, MarkErrand, Mode, Origin, ReadErrand, ReadState, Tone};
 use super::jobs;
 use super::queue::{land_search, reload_row, shown, start_read};
 use super::status::set_status;
+use crate::domain::Operation;
 use crate::error::Result;
 use crate::workspace::Classified;
 
@@ -35,7 +38,14 @@ pub(super) fn land(app: &mut App) -> Result<()> {
             }
             Landed::Job(done) => {
                 app.working = None;
-                done.and_then(|done| jobs::finish(app, done))
+                let mode = std::mem::replace(&mut app.mode, Mode::Normal);
+                let applied = done.and_then(|done| jobs::finish(app, done));
+                hold_report(app, mode);
+                applied
+            }
+            Landed::Marks { errand, result } => {
+                let cancelled = app.working.take().is_some_and(|w| w.progress.cancelled());
+                result.map(|found| land_marks(app, &errand, found, cancelled))
             }
             Landed::Search { errand, result } => land_search(app, errand, result),
         };
@@ -57,6 +67,34 @@ pub(super) fn land(app: &mut App) -> Result<()> {
         }
     }
     trouble
+}
+
+/// A job's report that landed while the reviewer was in `mode` (typing a
+/// search, reading the help, answering a dialog): that mode comes back,
+/// and the report waits until they are back in the queue, so no key
+/// typed for one lands in the other.
+fn hold_report(app: &mut App, mode: Mode) {
+    if matches!(mode, Mode::Normal) {
+        return;
+    }
+    if let Mode::Report(report) = std::mem::replace(&mut app.mode, mode) {
+        let text = format!(
+            "{}: the report opens when you are back in the queue",
+            report.title
+        );
+        app.held_report = Some(report);
+        set_status(app, Tone::Warn, text);
+    }
+}
+
+/// Opens the report [`hold_report`] kept, once the reviewer is back in the
+/// queue.
+pub(super) fn open_held_report(app: &mut App) {
+    if matches!(app.mode, Mode::Normal) {
+        if let Some(report) = app.held_report.take() {
+            app.mode = Mode::Report(report);
+        }
+    }
 }
 
 /// Whether the selected operation is `op_id` and waits for its read.
@@ -122,6 +160,51 @@ pub(super) fn announce_read(app: &mut App) {
         d.operation.op_id,
         shown.verdict,
         if n == 1 { "" } else { "es" }
+    );
+    set_status(app, Tone::Plain, text);
+}
+
+/// The most operations `v` marks at once: each mark holds the payload
+/// it was marked with, and a bulk decision reads each receiver, so a
+/// filter that shows more is narrowed first.
+pub const MAX_MARKS: usize = 100_000;
+
+pub(super) fn mark_of(op: &Operation) -> Mark {
+    Mark {
+        version: op.version,
+        state: op.state,
+        payload: op.payload.clone(),
+        receiver: op.receiver.clone(),
+    }
+}
+
+/// `v`'s operations landed: marked, and counted in the status line; or
+/// nothing marked, saying why (cancelled, or too many).
+fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<Operation>>, cancelled: bool) {
+    let Some(found) = found else {
+        let text = if cancelled {
+            "v cancelled: nothing was marked".to_string()
+        } else {
+            format!(
+                "nothing marked: the filter shows more than {MAX_MARKS} operations; narrow it \
+                 (f verdict, ! escalation, / search) first"
+            )
+        };
+        set_status(app, Tone::Warn, text);
+        return;
+    };
+    let before = app.marks.len();
+    let shown = found.len();
+    for op in &found {
+        app.marks.insert(op.op_id.clone(), mark_of(op));
+    }
+    let new = app.marks.len() - before;
+    let text = format!(
+        "marked all {shown} operation{} the filter shows ({}; {new} newly), each at its \
+         current version; {} marked in all: x, c or n applies to every mark",
+        if shown == 1 { "" } else { "s" },
+        errand.words,
+        app.marks.len()
     );
     set_status(app, Tone::Plain, text);
 }

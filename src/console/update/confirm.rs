@@ -31,11 +31,21 @@ pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> 
     match action {
         Action::Confirm => {
             app.mode = Mode::Normal;
+            if let Job::Unmark = pending.job {
+                let n = app.marks.len();
+                app.marks.clear();
+                set_status(app, Tone::Plain, format!("{n} mark{} dropped", plural(n)));
+                return Ok(());
+            }
             jobs::run_job(app, pending.job)
         }
         Action::Cancel => {
             app.mode = Mode::Normal;
-            set_status(app, Tone::Plain, "cancelled; nothing was written");
+            let text = match pending.job {
+                Job::Unmark => format!("the {} marks stay", app.marks.len()),
+                _ => "cancelled; nothing was written".to_string(),
+            };
+            set_status(app, Tone::Plain, text);
             Ok(())
         }
         Action::Submit => {
@@ -194,8 +204,64 @@ fn close_consequences(reviewer: &str, targets: &[Target]) -> Vec<String> {
 /// above the list is always exact, and the result lists every one.
 const LISTED: usize = 12;
 
-/// The first [`LISTED`] targets, one line each, then how many more.
-fn listed(targets: &[Target], line: impl Fn(&Target) -> String) -> Vec<String> {
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The queue's Esc with marks and nothing else to back out of: asks before
+/// it drops them, since they may be the work of a long `v`.
+pub(super) fn unmark_pending(marks: usize) -> Pending {
+    Pending {
+        title: "drop the marks".to_string(),
+        lines: vec![format!(
+            "Drop all {marks} mark{}? Nothing is written either way: c, n and x then act \
+                 on the operation under the cursor again.",
+            plural(marks)
+        )],
+        yes: format!("drop the {marks} mark{}", plural(marks)),
+        job: Job::Unmark,
+    }
+}
+
+/// The re-read key: what it will read and record, before it does.
+pub(super) fn reread_pending(
+    reviewer: &str,
+    op_ids: Vec<String>,
+    receivers: Vec<String>,
+    scope: String,
+) -> Pending {
+    let n = op_ids.len();
+    let mut lines = vec![format!(
+        "Read each of {scope} again from its receiver, and record what it shows as {reviewer}'s \
+         observation: {n} observation{}, one per operation:",
+        plural(n)
+    )];
+    lines.extend(listed(&op_ids, |id| format!("  {id}")));
+    lines.push(String::new());
+    lines.push(
+        "No operation's state or version changes; each observation stays in its operation's \
+         history and sets its latest verdict. It runs in the background: keys keep working, and \
+         Esc in the queue cancels it between reads."
+            .to_string(),
+    );
+    Pending {
+        title: "re-read and record".to_string(),
+        lines,
+        yes: format!("record {n} observation{}", plural(n)),
+        job: Job::Observe {
+            op_ids,
+            receivers,
+            scope,
+        },
+    }
+}
+
+/// The first [`LISTED`] items, one line each, then how many more.
+fn listed<T>(targets: &[T], line: impl Fn(&T) -> String) -> Vec<String> {
     let mut lines: Vec<String> = targets.iter().take(LISTED).map(line).collect();
     if targets.len() > LISTED {
         lines.push(format!(

@@ -9,23 +9,27 @@
 //! storage trouble stops the job. Afterwards the console refreshes, so the
 //! report and the screen behind it show the workspace as it is now.
 //!
-//! A job that asks a registered adapter (a close, a decision's fresh read,
-//! a dispatch) is carried out by the same code on a thread of its own
-//! (the state's `Background`), since an adapter may take up to its timeout;
-//! the reviewer keeps moving meanwhile, and the report comes when it lands
-//! (`background` hands it back to [`finish`]).
-//! A job that asks only the built-in ledger runs in process.
+//! A job over many operations (a bulk decision or close, a re-read), or one
+//! that asks a registered adapter (a close, a decision's fresh read, a
+//! dispatch), is carried out by the same code on a thread of its own (the
+//! state's `Background`), since it may take minutes: the reviewer keeps
+//! moving meanwhile, the status line shows its `Progress`, the queue's Esc
+//! asks it to stop after the operation in hand, and the report comes when
+//! it lands (`background` hands it back to [`finish`]), counting what was
+//! recorded, refused and not attempted. A job on one operation that asks
+//! only the built-in ledger runs in process.
 
 use super::super::app::{
-    App, Done, Job, Mode, Origin, Outcome, ReadState, Report, Target, Tone, Working,
+    App, Done, Job, Mode, Origin, Outcome, Progress, ReadState, Report, Target, Tone, Working,
 };
-use super::queue::{refresh, shown};
+use super::queue::{changed_since_refresh, refresh, shown, Own};
 use super::status::set_status;
 use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act, LatestRead};
 use crate::domain::{CompensationRequest, Decision, Operation, Verdict};
 use crate::error::{Committed, Error, Refusal, Result};
 use crate::workspace::{Classified, ObserveReport, ObserveRequest, ReconcileRequest, Workspace};
+use std::sync::Arc;
 
 // `Outcome` and `Done` are state (`app.rs`), since a job's result may come
 // back through the background's channel; what they say is built here.
@@ -64,30 +68,44 @@ impl Done {
             closing: None,
             touched: Vec::new(),
             unmark: true,
+            skipped: Vec::new(),
+            summary: None,
+            // Another handle's commits (a thread's) are outside ones.
+            outside: true,
         }
     }
 }
 
+/// How many operations a job re-reads per call while it can be cancelled
+/// between calls: the facade records each call's reads in one batch.
+const REREAD_CHUNK: usize = 16;
+
 /// Carries out a confirmed job, as the reviewer signed it: in process when
-/// it asks only the built-in ledger, off the key loop when it asks an
-/// adapter (its report comes when it lands).
+/// it is one operation at the built-in ledger; off the key loop, with its
+/// progress on screen and the queue's Esc to cancel it, when it acts on
+/// many or asks an adapter (its report comes when it lands).
 pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
     let reviewer = app.reviewer.clone().unwrap_or_default();
     let adapters = job.adapters();
-    if adapters.is_empty() {
-        let done = carry_out(&mut app.ws, job, &reviewer)?;
+    if adapters.is_empty() && !job.is_bulk() {
+        let outside = changed_since_refresh(app)?;
+        let mut done = carry_out(&mut app.ws, job, &reviewer, &Progress::new(1))?;
+        done.outside = outside;
         return finish(app, done);
     }
+    let progress = Arc::new(Progress::new(job.op_ids().len()));
     let working = Working {
         text: working_text(&job, &adapters),
         op_ids: job.op_ids(),
+        progress: Arc::clone(&progress),
     };
-    app.background
-        .job(move |ws| carry_out(ws, job, &reviewer))?;
+    app.background.job(progress, move |ws, progress| {
+        carry_out(ws, job, &reviewer, progress)
+    })?;
     set_status(
         app,
         Tone::Plain,
-        format!("{}; keys keep working", working.text),
+        format!("{}; keys keep working, Esc cancels", working.text),
     );
     app.working = Some(working);
     Ok(())
@@ -95,11 +113,14 @@ pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
 
 /// What a job that asks adapters is doing, in words.
 fn working_text(job: &Job, adapters: &[&str]) -> String {
-    let receivers = format!(
-        "receiver{} {}",
-        if adapters.len() == 1 { "" } else { "s" },
-        adapters.join(", ")
-    );
+    let receivers = match adapters {
+        [] => "the built-in ledger".to_string(),
+        _ => format!(
+            "receiver{} {}",
+            if adapters.len() == 1 { "" } else { "s" },
+            adapters.join(", ")
+        ),
+    };
     let which = |op_ids: Vec<String>| match op_ids.as_slice() {
         [one] => one.clone(),
         many => format!("{} operations", many.len()),
@@ -113,25 +134,31 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
         Job::Dispatch { op_id, .. } => format!("dispatching {op_id} to {receivers}…"),
         Job::Observe { .. } => format!("re-reading {} at {receivers}…", which(job.op_ids())),
         Job::Approve { .. } => "approving…".to_string(),
+        Job::Unmark => "dropping the marks…".to_string(),
     }
 }
 
 /// Carries out a job on a workspace handle: the console's own, or one of
 /// its own on a thread off the key loop.
-fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
+fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str, progress: &Progress) -> Result<Done> {
     let touched = job.touches();
-    let mut done = carry_out_job(ws, job, reviewer)?;
+    let mut done = carry_out_job(ws, job, reviewer, progress)?;
     done.touched = touched;
     Ok(done)
 }
 
 /// What [`carry_out`] does, job by job.
-fn carry_out_job(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
+fn carry_out_job(
+    ws: &mut Workspace,
+    job: Job,
+    reviewer: &str,
+    progress: &Progress,
+) -> Result<Done> {
     match job {
-        Job::Close { targets } => close_all(ws, &targets, reviewer),
+        Job::Close { targets } => close_all(ws, &targets, reviewer, progress),
         Job::Decide {
             decision, targets, ..
-        } => decide_all(ws, decision, &targets, reviewer),
+        } => decide_all(ws, decision, &targets, reviewer, progress),
         Job::Approve {
             original_op_id,
             effect_id,
@@ -158,28 +185,95 @@ fn carry_out_job(ws: &mut Workspace, job: Job, reviewer: &str) -> Result<Done> {
             Ok(Done::of("approve compensation", vec![outcome]))
         }
         Job::Dispatch { op_id, version, .. } => dispatch_one(ws, &op_id, version),
-        Job::Observe { op_ids, .. } => observe_all(ws, &op_ids, reviewer),
+        Job::Observe { op_ids, scope, .. } => {
+            observe_all(ws, (&op_ids, &scope), reviewer, progress)
+        }
+        // Dropping marks writes nothing; the dialog does it (`confirm`).
+        Job::Unmark => Ok(Done::of("drop the marks", Vec::new())),
+    }
+}
+
+/// Runs `one` on each target in turn, counting on `progress`, until the
+/// reviewer cancels: the targets not reached are returned, unattempted.
+/// Storage trouble stops the job, and says what was recorded before it.
+fn each(
+    targets: &[Target],
+    progress: &Progress,
+    mut one: impl FnMut(&Target) -> Result<Outcome>,
+) -> Result<(Vec<Outcome>, Vec<String>)> {
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(targets.len());
+    for (i, t) in targets.iter().enumerate() {
+        if progress.cancelled() {
+            let skipped = targets[i..].iter().map(|t| t.op_id.clone()).collect();
+            return Ok((outcomes, skipped));
+        }
+        progress.begin(1);
+        match one(t) {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(error) => return Err(error.after(committed_before(&outcomes, targets.len()))),
+        }
+        progress.step(1);
+    }
+    Ok((outcomes, Vec::new()))
+}
+
+/// What a job had committed when storage trouble stopped it.
+fn committed_before(outcomes: &[Outcome], total: usize) -> Committed {
+    let recorded = outcomes.iter().filter(|o| o.refusal.is_none()).count();
+    let refused = outcomes.len() - recorded;
+    Committed {
+        sentence: format!(
+            "before it, {recorded} of the {total} operations were recorded and {refused} \
+             refused; the other {} were not attempted",
+            total - outcomes.len()
+        ),
+        json: serde_json::json!({ "recorded": recorded, "refused": refused }),
     }
 }
 
 /// Reads each operation's receiver again and records what it saw as the
 /// reviewer's observation (in batches, by the facade); the marks stay.
-fn observe_all(ws: &mut Workspace, op_ids: &[String], reviewer: &str) -> Result<Done> {
-    let result = ws.observe(&ObserveRequest {
-        op_ids,
-        by: reviewer,
-        ..ObserveRequest::default()
-    });
-    let outcomes = match result {
-        Ok(report) => reread_outcomes(report, reviewer)?,
-        Err(Error::Refused(refusal)) => {
-            let op_id = op_ids.first().cloned().unwrap_or_default();
-            vec![Outcome::refused(&op_id, refusal)]
+/// A batch at a time, so that a cancel stops it after the batch in hand.
+fn observe_all(
+    ws: &mut Workspace,
+    (op_ids, scope): (&[String], &str),
+    reviewer: &str,
+    progress: &Progress,
+) -> Result<Done> {
+    let mut outcomes = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, chunk) in op_ids.chunks(REREAD_CHUNK).enumerate() {
+        if progress.cancelled() {
+            skipped = op_ids[i * REREAD_CHUNK..].to_vec();
+            break;
         }
-        Err(other) => return Err(other),
-    };
+        progress.begin(chunk.len());
+        let result = ws.observe(&ObserveRequest {
+            op_ids: chunk,
+            by: reviewer,
+            ..ObserveRequest::default()
+        });
+        match result {
+            Ok(report) => outcomes.extend(reread_outcomes(report, reviewer, outcomes.len())?),
+            Err(Error::Refused(refusal)) => {
+                let op_id = chunk.first().cloned().unwrap_or_default();
+                outcomes.push(Outcome::refused(&op_id, refusal));
+            }
+            Err(other) => return Err(other.after(committed_before(&outcomes, op_ids.len()))),
+        }
+        progress.step(chunk.len());
+    }
+    let recorded = outcomes.iter().filter(|o| o.refusal.is_none()).count();
+    let summary = format!(
+        "Recorded {recorded} observation{} as {reviewer}'s, each what the receiver showed for \
+         one of {scope}; {} could not be read.",
+        if recorded == 1 { "" } else { "s" },
+        outcomes.len() - recorded
+    );
     let mut done = Done::of("re-read", outcomes);
     done.unmark = false;
+    done.skipped = skipped;
+    done.summary = Some(summary);
     Ok(done)
 }
 
@@ -187,8 +281,8 @@ fn observe_all(ws: &mut Workspace, op_ids: &[String], reviewer: &str) -> Result<
 /// refused its read is an outcome; one whose receiver gave no usable
 /// answer fails the job, saying what the others recorded (the facade read
 /// and recorded every other one all the same).
-fn reread_outcomes(report: ObserveReport, reviewer: &str) -> Result<Vec<Outcome>> {
-    let recorded = report.observed.len();
+fn reread_outcomes(report: ObserveReport, reviewer: &str, before: usize) -> Result<Vec<Outcome>> {
+    let recorded = before + report.observed.len();
     let mut outcomes: Vec<Outcome> = report
         .observed
         .iter()
@@ -234,12 +328,16 @@ pub(super) fn finish(app: &mut App, done: Done) -> Result<()> {
 
 /// Closing snapshots, one per target; a single one is then shown as the
 /// snapshot on screen.
-fn close_all(ws: &mut Workspace, targets: &[Target], reviewer: &str) -> Result<Done> {
-    let mut outcomes = Vec::new();
+fn close_all(
+    ws: &mut Workspace,
+    targets: &[Target],
+    reviewer: &str,
+    progress: &Progress,
+) -> Result<Done> {
     let mut closing = None;
-    for t in targets {
+    let (outcomes, skipped) = each(targets, progress, |t| {
         let result = close_one(ws, t, reviewer);
-        outcomes.push(Outcome::of(&t.op_id, result, |classified| {
+        Outcome::of(&t.op_id, result, |classified| {
             let n = classified.snapshot.matches.len();
             let text = format!(
                 "closed {} (authorized by {reviewer}): {} ({n} match{})",
@@ -249,9 +347,10 @@ fn close_all(ws: &mut Workspace, targets: &[Target], reviewer: &str) -> Result<D
             );
             closing = Some(classified);
             text
-        })?);
-    }
+        })
+    })?;
     let mut done = Done::of("closing snapshot", outcomes);
+    done.skipped = skipped;
     if let (Some(classified), [_]) = (closing, targets) {
         done.closing = Some((classified, reviewer.to_string()));
     }
@@ -289,9 +388,9 @@ fn decide_all(
     decision: Decision,
     targets: &[Target],
     reviewer: &str,
+    progress: &Progress,
 ) -> Result<Done> {
-    let mut outcomes = Vec::new();
-    for t in targets {
+    let (outcomes, skipped) = each(targets, progress, |t| {
         let result = ws.reconcile(&ReconcileRequest {
             op_id: &t.op_id,
             reviewer,
@@ -313,9 +412,11 @@ fn decide_all(
         if let Some(meaning) = verdict.and_then(|v| explanation_at(ws, &t.op_id, v)) {
             outcome.lines.push((Tone::Plain, format!("  {meaning}")));
         }
-        outcomes.push(outcome);
-    }
-    Ok(Done::of(&format!("record {decision}"), outcomes))
+        Ok(outcome)
+    })?;
+    let mut done = Done::of(&format!("record {decision}"), outcomes);
+    done.skipped = skipped;
+    Ok(done)
 }
 
 /// What a verdict that refused a decision means for the operation, as the
@@ -422,19 +523,25 @@ fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
 
 /// After a job: refresh; one operation done reports in the status line, one
 /// refused gets a refusal report, several get a report listing each. The
-/// refused ones of a bulk job stay marked.
+/// refused ones of a bulk job, and those a cancel left unattempted, stay
+/// marked.
 fn finish_job(app: &mut App, done: &Done) -> Result<()> {
-    let (what, outcomes, touched) = (&done.what, &done.outcomes, &done.touched);
-    let bulk = outcomes.len() > 1;
+    let (outcomes, touched) = (&done.outcomes, &done.touched);
+    let bulk = outcomes.len() + done.skipped.len() > 1;
     if bulk && done.unmark {
-        app.marks.retain(|id, _| {
-            !outcomes
-                .iter()
-                .any(|o| o.refusal.is_none() && &o.op_id == id)
-        });
+        let recorded: std::collections::HashSet<&str> = outcomes
+            .iter()
+            .filter(|o| o.refusal.is_none())
+            .map(|o| o.op_id.as_str())
+            .collect();
+        app.marks.retain(|id, _| !recorded.contains(id.as_str()));
     }
-    refresh(app, Origin::Selected, Some(touched))?;
-    if let ([only], false) = (outcomes.as_slice(), bulk) {
+    let own = Own {
+        touched,
+        outside: done.outside,
+    };
+    refresh(app, Origin::Selected, Some(own))?;
+    if let ([only], false, []) = (outcomes.as_slice(), bulk, done.skipped.as_slice()) {
         if only.refusal.is_none() {
             let text = only
                 .lines
@@ -445,44 +552,25 @@ fn finish_job(app: &mut App, done: &Done) -> Result<()> {
             return Ok(());
         }
     }
-    let (tone, report) = job_report(what, outcomes);
+    let (tone, report) = job_report(done, bulk);
     set_status(app, tone, report.title.clone());
     app.mode = Mode::Report(report);
     Ok(())
 }
 
-/// The report of a job with a refusal in it, or of a bulk job: a summary
-/// for a bulk job, each operation's lines, and what the reviewer should
-/// know next.
-fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
+/// The report of a job with a refusal in it, of a bulk job, or of a
+/// cancelled one: a summary that counts what was written and what was
+/// not, each operation's lines, and what the reviewer should know next.
+fn job_report(done: &Done, bulk: bool) -> (Tone, Report) {
+    let (what, outcomes, skipped) = (&done.what, &done.outcomes, &done.skipped);
     let refused: Vec<&Outcome> = outcomes.iter().filter(|o| o.refusal.is_some()).collect();
-    let done = outcomes.len() - refused.len();
+    let recorded = outcomes.len() - refused.len();
     let stale = refused
         .iter()
         .any(|o| matches!(o.refusal, Some(Refusal::StaleVersion { .. })));
-    let bulk = outcomes.len() > 1;
     let mut lines = Vec::new();
     if bulk {
-        lines.push((
-            Tone::Plain,
-            format!(
-                "{done} recorded, {} refused, of {} marked operations; each was checked \
-                 against its own version and verdict.",
-                refused.len(),
-                outcomes.len()
-            ),
-        ));
-        if !refused.is_empty() {
-            let mut codes: std::collections::BTreeMap<&str, usize> = Default::default();
-            for o in &refused {
-                if let Some(r) = &o.refusal {
-                    *codes.entry(r.code()).or_default() += 1;
-                }
-            }
-            let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-            lines.push((Tone::Bad, format!("refused by code: {}", codes.join(", "))));
-        }
-        lines.push((Tone::Plain, String::new()));
+        lines.extend(bulk_summary(done, refused.len()));
     }
     for outcome in outcomes {
         lines.extend(outcome.lines.iter().cloned());
@@ -490,18 +578,34 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
     lines.push((Tone::Plain, String::new()));
     lines.push((
         Tone::Plain,
-        match (stale, bulk && !refused.is_empty()) {
+        match (stale, bulk && !(refused.is_empty() && skipped.is_empty())) {
             (true, _) => "The console has refreshed and shows the workspace as it is now (an \
                           operation that changed since it was marked loses its mark); look at \
                           the evidence again before deciding."
                 .to_string(),
-            (false, true) => "The refused operations stay marked and unchanged.".to_string(),
-            (false, false) if refused.is_empty() => String::new(),
+            (false, true) if done.unmark && skipped.is_empty() => {
+                "The refused operations stay marked and unchanged.".to_string()
+            }
+            (false, true) if done.unmark => {
+                "The refused and unattempted operations stay marked and unchanged.".to_string()
+            }
+            (false, true) => "The marks stay.".to_string(),
+            (false, false) if refused.is_empty() && recorded > 0 => String::new(),
             (false, false) => "Nothing was written.".to_string(),
         },
     ));
+    let cancelled = if skipped.is_empty() {
+        String::new()
+    } else {
+        format!(", {} not attempted (cancelled)", skipped.len())
+    };
     let title = if bulk {
-        format!("bulk {what}: {done} recorded, {} refused", refused.len())
+        format!(
+            "bulk {what}: {recorded} recorded, {} refused{cancelled}",
+            refused.len()
+        )
+    } else if !skipped.is_empty() {
+        format!("{what} cancelled: nothing was written")
     } else {
         let code = refused
             .first()
@@ -509,10 +613,10 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
             .map_or("", Refusal::code);
         format!("{what} refused: {code}")
     };
-    let tone = if refused.is_empty() {
-        Tone::Good
-    } else {
-        Tone::Bad
+    let tone = match (refused.is_empty(), skipped.is_empty()) {
+        (true, true) => Tone::Good,
+        (true, false) => Tone::Warn,
+        (false, _) => Tone::Bad,
     };
     let report = Report {
         title,
@@ -520,4 +624,45 @@ fn job_report(what: &str, outcomes: &[Outcome]) -> (Tone, Report) {
         scroll: 0,
     };
     (tone, report)
+}
+
+/// The first lines of a bulk report: what was written, what was refused
+/// (by code) and what a cancel left unattempted, in whole sentences.
+fn bulk_summary(done: &Done, refused: usize) -> Vec<(Tone, String)> {
+    let (outcomes, skipped) = (&done.outcomes, &done.skipped);
+    let recorded = outcomes.len() - refused;
+    let total = outcomes.len() + skipped.len();
+    let mut lines = vec![(
+        Tone::Plain,
+        match &done.summary {
+            Some(summary) => summary.clone(),
+            None => format!(
+                "{recorded} recorded, {refused} refused, of {total} marked operations; each was \
+                 checked against its own version and verdict."
+            ),
+        },
+    )];
+    if !skipped.is_empty() {
+        lines.push((
+            Tone::Warn,
+            format!(
+                "Cancelled after {} of {total}: the {} not attempted were left unchanged, \
+                 nothing was written for them; the {recorded} recorded stay recorded.",
+                outcomes.len(),
+                skipped.len()
+            ),
+        ));
+    }
+    if refused > 0 {
+        let mut codes: std::collections::BTreeMap<&str, usize> = Default::default();
+        for o in outcomes {
+            if let Some(r) = &o.refusal {
+                *codes.entry(r.code()).or_default() += 1;
+            }
+        }
+        let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        lines.push((Tone::Bad, format!("refused by code: {}", codes.join(", "))));
+    }
+    lines.push((Tone::Plain, String::new()));
+    lines
 }

@@ -7,15 +7,16 @@
 //! later checked against.
 
 use super::super::action::{Action, Resume};
-use super::super::app::{App, Filter, Mark, Mode, Origin, Report, Tone};
+use super::super::app::{App, Filter, MarkErrand, Mode, Origin, Progress, Report, Tone, Working};
 use super::super::field::TextField;
 use super::super::view::{self, filter_words};
+use super::background::{mark_of, MAX_MARKS};
 use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::{fail, set_status};
 use super::triage;
-use crate::domain::{Operation, PageBound};
 use crate::error::Result;
+use std::sync::Arc;
 
 /// A key in the queue.
 pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
@@ -38,6 +39,9 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::PrevVerdict => queue::step_verdict(app, -1),
         Action::NextEscalated => queue::step_escalated(app),
         Action::Search => {
+            // What the last search (or anything else) said is not about
+            // the one being typed.
+            app.status = None;
             app.mode = Mode::Search {
                 input: TextField::default(),
                 previous: app.search.clone(),
@@ -71,7 +75,7 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
             app.mode = Mode::Help { scroll: 0 };
             Ok(())
         }
-        Action::Cancel => clear(app),
+        Action::Cancel => back_out(app),
         _ => Ok(()),
     }
 }
@@ -106,27 +110,48 @@ pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
     }
 }
 
-/// Esc in the queue: the search and the marks go, and the status says
-/// which.
-fn clear(app: &mut App) -> Result<()> {
-    let had_search = app.search.take().is_some();
-    let marks = app.marks.len();
-    app.marks.clear();
-    if had_search {
-        queue::load_queue(app, Anchor::Start)?;
+/// Esc in the queue backs out one level: a job running off the key loop
+/// is asked to stop (after the operation in hand); otherwise the search
+/// goes, then the verdict and escalation filters, then (asked first) the
+/// marks. The status line says which.
+fn back_out(app: &mut App) -> Result<()> {
+    if let Some(working) = &app.working {
+        working.progress.cancel();
+        let text = format!(
+            "cancelling {}: it stops after the operation in hand, and its report says what \
+             was written",
+            working.text.trim_end_matches('…')
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
     }
-    match (had_search, marks) {
-        (false, 0) => {}
-        (true, 0) => set_status(app, Tone::Plain, "search cleared"),
-        (_, n) => set_status(
+    if app.search.take().is_some() {
+        queue::load_queue(app, Anchor::Start)?;
+        set_status(
             app,
             Tone::Plain,
-            format!(
-                "{}{n} mark{} cleared",
-                if had_search { "search and " } else { "" },
-                if n == 1 { "" } else { "s" }
-            ),
-        ),
+            "search cleared; Esc again clears the filters",
+        );
+        return Ok(());
+    }
+    if app.triage_filtered() {
+        app.verdict_filter = None;
+        app.escalated_filter = None;
+        queue::load_queue(app, Anchor::Start)?;
+        let next = if app.marks.is_empty() {
+            ""
+        } else {
+            "; Esc again asks to drop the marks"
+        };
+        set_status(
+            app,
+            Tone::Plain,
+            format!("verdict and escalation filters cleared{next}"),
+        );
+        return Ok(());
+    }
+    if !app.marks.is_empty() {
+        app.mode = Mode::Confirm(confirm::unmark_pending(app.marks.len()));
     }
     Ok(())
 }
@@ -149,64 +174,44 @@ fn show_operation(app: &mut App) {
     });
 }
 
-/// The most operations `v` marks at once: each mark holds the payload
-/// it was marked with, and a bulk decision reads each receiver, so a
-/// filter that shows more is narrowed first.
-pub const MAX_MARKS: usize = 100_000;
-
-/// Operations read per page while marking a whole filter.
-const MARK_PAGE: usize = 256;
-
-fn mark_of(op: &Operation) -> Mark {
-    Mark {
-        version: op.version,
-        state: op.state,
-        payload: op.payload.clone(),
-        receiver: op.receiver.clone(),
-    }
-}
-
-/// `v`: every operation the filters show, page by page through the
-/// facade (never more than a page in hand besides the marks), each marked
-/// at the version it has now. A filter that shows more than
-/// [`MAX_MARKS`] marks nothing and says so.
+/// `v`: every operation the filters show, read page by page off the key
+/// loop (its progress on screen, Esc cancels it) and marked when they
+/// land ([`land_marks`]), each at the version it has then. Refused, with
+/// the reason, while another long act runs.
 fn mark_all(app: &mut App) -> Result<()> {
-    let filter = app.queue_filter();
-    let mut found: Vec<Operation> = Vec::new();
-    loop {
-        let bound = match found.last() {
-            Some(last) => PageBound::After(&last.op_id),
-            None => PageBound::Start,
-        };
-        let page = app.ws.queue_page(filter, bound, MARK_PAGE)?;
-        let done = page.len() < MARK_PAGE;
-        found.extend(page);
-        if found.len() > MAX_MARKS {
-            let text = format!(
-                "nothing marked: the filter shows more than {MAX_MARKS} operations; narrow it \
-                 (f verdict, ! escalation, / search) first"
-            );
-            set_status(app, Tone::Warn, text);
-            return Ok(());
-        }
-        if done {
-            break;
-        }
+    if let Some(working) = &app.working {
+        let text = format!(
+            "v is unavailable: wait: {} is still running (Esc cancels it)",
+            working.text
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
     }
-    let before = app.marks.len();
-    let shown = found.len();
-    for op in &found {
-        app.marks.insert(op.op_id.clone(), mark_of(op));
-    }
-    let new = app.marks.len() - before;
-    let text = format!(
-        "marked all {shown} operation{} the filter shows ({}; {new} newly), each at its \
-         current version; {} marked in all: x, c or n applies to every mark",
-        if shown == 1 { "" } else { "s" },
-        filter_words(app),
-        app.marks.len()
-    );
+    let errand = MarkErrand {
+        state: app.filter.state(),
+        verdict: app.verdict_filter,
+        escalated: app.escalated_filter,
+        search: app.search.clone(),
+        limit: MAX_MARKS,
+        words: filter_words(app),
+    };
+    let total = app
+        .shown_count()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    let progress = Arc::new(Progress::new(total));
+    let working = Working {
+        text: format!(
+            "marking every operation the filter shows ({})…",
+            errand.words
+        ),
+        op_ids: Vec::new(),
+        progress: Arc::clone(&progress),
+    };
+    app.background.mark_all(errand, progress)?;
+    let text = format!("{}; keys keep working, Esc cancels", working.text);
     set_status(app, Tone::Plain, text);
+    app.working = Some(working);
     Ok(())
 }
 

@@ -12,13 +12,14 @@
 //! verdict shows when the read lands; a read that cannot start says why.
 
 use super::super::app::{
-    App, Detail, Filter, Origin, ReadErrand, ReadState, SearchErrand, Shown, Tone,
+    App, Detail, Filter, Mode, Origin, Pending, ReadErrand, ReadState, Report, SearchErrand, Shown,
+    Tone,
 };
 use super::super::view;
 use super::status::set_status;
 use crate::domain::{differing_paths, Operation, PageBound};
 use crate::error::{Result, StoreError};
-use crate::workspace::Classified;
+use crate::workspace::{ChangeMarker, Classified};
 
 /// Where to (re)load the queue from.
 pub(super) enum Anchor {
@@ -407,23 +408,37 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
         .map(|d| d.read.clone())
 }
 
-/// Reloads counts, the page on screen and the selected detail. `touched`
-/// are the operations the console itself just changed; the position in
-/// the queue is kept when no other process changed the outbox since the
-/// last refresh and none of them comes before the page, since then the
+/// What the console itself just changed, for [`refresh`]: the operations,
+/// and whether anyone else had changed the outbox since the last refresh,
+/// judged before the console's act (whose own entries move the journal's
+/// head too).
+pub(super) struct Own<'a> {
+    pub touched: &'a [String],
+    pub outside: bool,
+}
+
+/// Whether the outbox's journal moved since the last refresh: asked just
+/// before an act of the console's own, whose entries move it too.
+pub(super) fn changed_since_refresh(app: &App) -> Result<bool> {
+    Ok(app.ws.change_marker()?.journal != app.seen.journal)
+}
+
+/// Reloads counts, the page on screen and the selected detail. `own` says
+/// what the console itself just changed; the position in the queue is kept
+/// when no other process changed the outbox since the last refresh and
+/// none of those operations comes before the page, since then the
 /// operations before it are the same.
-pub(super) fn refresh(app: &mut App, origin: Origin, touched: Option<&[String]>) -> Result<()> {
+pub(super) fn refresh(app: &mut App, origin: Origin, own: Option<Own<'_>>) -> Result<()> {
     app.counts = app.ws.counts()?;
     drop_stale_marks(app)?;
-    let outside = app.ws.data_version()?.0 != app.seen_version.0;
     let top = app.queue.rows.first().map(|r| r.op_id.as_str());
-    let kept = match (touched, top) {
-        (Some(touched), Some(top)) => !outside && touched.iter().all(|id| id.as_str() >= top),
+    let kept = match (own, top) {
+        (Some(own), Some(top)) => !own.outside && own.touched.iter().all(|id| id.as_str() >= top),
         _ => false,
     };
     let anchor = current_anchor(app, kept);
     load_queue_as(app, anchor, origin)?;
-    app.seen_version = app.ws.data_version()?;
+    app.seen = app.ws.change_marker()?;
     Ok(())
 }
 
@@ -469,9 +484,14 @@ fn drop_stale_marks(app: &mut App) -> Result<()> {
     Ok(())
 }
 
-/// Live updates: another process's commit changes `PRAGMA data_version`;
-/// this connection's own commits do not, and are refreshed where they
-/// happen.
+/// Live updates: any commit to the outbox moves its journal's head, and
+/// another connection's commit to the built-in ledger its file's version
+/// (the change marker). The console's own commits move the journal too:
+/// every act refreshes where it happens and remembers the marker then, so
+/// only a change since is refreshed here. While a job of the console's own
+/// runs off the key loop, its commits move the marker all the time: the
+/// screen refreshes when it lands, not on each. While a dialog is open the
+/// screen behind it stays on its operation; the dialog is checked instead.
 pub(super) fn poll(app: &mut App) -> Result<()> {
     // A workspace deleted, moved or replaced under the console: every
     // mutation is refused by the library; the screen says so at once.
@@ -479,9 +499,18 @@ pub(super) fn poll(app: &mut App) -> Result<()> {
         set_status(app, Tone::Bad, format!("error: {gone}"));
         return Ok(());
     }
-    let now = app.ws.data_version()?;
-    if now == app.seen_version {
+    if app.working.is_some() {
         return Ok(());
+    }
+    let now = app.ws.change_marker()?;
+    if now == app.seen {
+        return Ok(());
+    }
+    if let Mode::Confirm(pending) = &app.mode {
+        if app.dialog_seen.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        return recheck_dialog(app, pending.clone(), now);
     }
     refresh(app, Origin::Refreshed, None)?;
     if app.status.as_ref().is_none_or(|s| s.tone == Tone::Plain) {
@@ -491,6 +520,55 @@ pub(super) fn poll(app: &mut App) -> Result<()> {
             "updated: another process changed the workspace",
         );
     }
+    Ok(())
+}
+
+/// Another process changed the workspace while a dialog is open: if it
+/// changed an operation the dialog names, the dialog no longer says what
+/// `y` would do, so it closes with a report that says so (and the screen
+/// refreshes behind it); otherwise it stays, and so does the screen.
+fn recheck_dialog(app: &mut App, pending: Pending, now: ChangeMarker) -> Result<()> {
+    let mut changed = Vec::new();
+    for (op_id, seen) in pending.job.seen_versions() {
+        let found = app.ws.operation(op_id)?;
+        if found.as_ref().is_none_or(|op| op.version != seen) {
+            let is = found.map_or("gone".to_string(), |op| {
+                format!("now {} at version {}", op.state, op.version)
+            });
+            changed.push(format!("  {op_id}: you saw version {seen}; it is {is}"));
+        }
+    }
+    if changed.is_empty() {
+        // Nothing it names moved: the screen refreshes after the dialog.
+        app.dialog_seen = Some(now);
+        return Ok(());
+    }
+    let n = changed.len();
+    let mut lines = vec![(
+        Tone::Bad,
+        format!(
+            "While this dialog was open, another process changed {n} of the operations it \
+             named, so it no longer said what y would do. It was closed; nothing was written."
+        ),
+    )];
+    lines.extend(changed.into_iter().take(12).map(|l| (Tone::Plain, l)));
+    if n > 12 {
+        lines.push((Tone::Plain, format!("  … and {} more", n - 12)));
+    }
+    lines.push((Tone::Plain, String::new()));
+    lines.push((
+        Tone::Plain,
+        "The screen now shows the workspace as it is; look again and ask again.".to_string(),
+    ));
+    app.mode = Mode::Normal;
+    refresh(app, Origin::Refreshed, None)?;
+    let title = format!("{}: closed, its operation changed", pending.title);
+    set_status(app, Tone::Warn, title.clone());
+    app.mode = Mode::Report(Report {
+        title,
+        lines,
+        scroll: 0,
+    });
     Ok(())
 }
 

@@ -11,7 +11,19 @@ pub(super) fn set_status(app: &mut App, tone: Tone, text: impl Into<String>) {
     app.status = Some(Status {
         tone,
         text: text.into(),
+        at: app.now,
     });
+}
+
+/// Drops a plain status line older than [`Status::PLAIN_EXPIRES`].
+pub(super) fn expire(app: &mut App) {
+    if app
+        .status
+        .as_ref()
+        .is_some_and(|s| s.tone == Tone::Plain && app.now.since(s.at) >= Status::PLAIN_EXPIRES)
+    {
+        app.status = None;
+    }
 }
 
 /// Storage trouble, or a refusal outside a job: a report, never a crash.

@@ -15,11 +15,10 @@
 //! acts.
 
 use super::super::action::Resume;
-use super::super::app::{AnnotateForm, Annotation, App, Job, Mode, Origin, ReadState, Tone};
+use super::super::app::{AnnotateForm, Annotation, App, Mode, Origin, ReadState, Tone};
 use super::super::field::TextField;
 use super::background::announce_read;
 use super::confirm;
-use super::jobs;
 use super::queue;
 use super::status::set_status;
 use crate::domain::EscalationAction;
@@ -73,9 +72,18 @@ fn read_snapshot(app: &mut App) -> Result<()> {
     Ok(())
 }
 
-/// Reads every marked operation again, or the rows on screen when none
-/// is marked, each recorded as the reviewer's observation; the marks stay.
+/// Asks to read every marked operation again, or the rows on screen when
+/// none is marked, each to be recorded as the reviewer's observation; the
+/// dialog says how many and which before anything is recorded.
 fn reread(app: &mut App) -> Result<()> {
+    if let Some(working) = &app.working {
+        let text = format!(
+            "re-read is unavailable: wait: {} is still running (Esc cancels it)",
+            working.text
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
+    }
     let (op_ids, receivers): (Vec<String>, Vec<String>) = if app.marks.is_empty() {
         app.queue
             .rows
@@ -88,15 +96,17 @@ fn reread(app: &mut App) -> Result<()> {
             .map(|(id, mark)| (id.clone(), mark.receiver.clone()))
             .unzip()
     };
-    if let Some(working) = &app.working {
-        let text = format!(
-            "re-read is unavailable: wait: {} is still running",
-            working.text
-        );
-        set_status(app, Tone::Warn, text);
-        return Ok(());
-    }
-    jobs::run_job(app, Job::Observe { op_ids, receivers })
+    let n = op_ids.len();
+    let scope = match (app.marks.is_empty(), op_ids.first(), op_ids.last()) {
+        (false, ..) => format!("the {n} marked operation{}", if n == 1 { "" } else { "s" }),
+        (true, Some(first), Some(last)) if n > 1 => {
+            format!("the {n} rows on screen, {first} to {last}")
+        }
+        _ => format!("the row on screen, {}", op_ids.concat()),
+    };
+    let reviewer = app.reviewer.clone().unwrap_or_default();
+    app.mode = Mode::Confirm(confirm::reread_pending(&reviewer, op_ids, receivers, scope));
+    Ok(())
 }
 
 /// Opens the note or escalation form for the selected operation, unless
@@ -141,6 +151,7 @@ pub(super) fn submit(app: &mut App, form: AnnotateForm) -> Result<()> {
     let reviewer = app.reviewer.clone().unwrap_or_default();
     let text = form.input.text().to_string();
     let op_id = form.op_id.clone();
+    let outside = queue::changed_since_refresh(app)?;
     let done = match form.kind {
         Annotation::Note => app
             .ws
@@ -157,7 +168,11 @@ pub(super) fn submit(app: &mut App, form: AnnotateForm) -> Result<()> {
     match done {
         Ok(status) => {
             app.mode = Mode::Normal;
-            queue::refresh(app, Origin::Selected, Some(&[op_id]))?;
+            let own = queue::Own {
+                touched: &[op_id],
+                outside,
+            };
+            queue::refresh(app, Origin::Selected, Some(own))?;
             set_status(app, Tone::Good, status);
             Ok(())
         }

@@ -3,7 +3,7 @@
 //! the actions the current evidence does not allow shown as unavailable.
 
 use super::super::action::Action;
-use super::super::app::{App, Mode, Tone};
+use super::super::app::{App, Mode, Tone, Working};
 use super::super::bindings::{bindings, Context};
 use super::super::keys::context;
 use super::super::text::{clean, fit};
@@ -30,16 +30,58 @@ pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
                 Tone::Bad => theme.bad(),
                 Tone::Warn => theme.warn(),
             },
-            clean(&status.text),
+            match status.age(app.now) {
+                Some(age) => format!(
+                    "{} ({} ago)",
+                    clean(&status.text),
+                    crate::domain::time::age_text(age)
+                ),
+                None => clean(&status.text),
+            },
         ),
         None => (
             theme.note(),
             "select an operation with ↑/↓; ? lists every key".to_string(),
         ),
     };
-    let text = fit(&format!(" {text}"), usize::from(left.width));
-    Line::styled(text, style).render(left, buf);
+    let width = usize::from(left.width);
+    match app.working.as_ref().map(|w| (progress_text(w), w)) {
+        Some((progress, working)) => {
+            let progress = fit(&format!(" {progress}"), width);
+            let used = progress.width();
+            // The line the job started with says what the progress says.
+            let rest = match &app.status {
+                Some(s) if !s.text.starts_with(&working.text) => {
+                    fit(&format!(" │ {text}"), width.saturating_sub(used))
+                }
+                _ => String::new(),
+            };
+            Line::from(vec![
+                Span::styled(progress, theme.warn()),
+                Span::styled(rest, style),
+            ])
+            .render(left, buf);
+        }
+        None => Line::styled(fit(&format!(" {text}"), width), style).render(left, buf),
+    }
     Line::styled(reviewer, theme.title()).render(right, buf);
+}
+
+/// A job running off the key loop: what it does, how far it has got, how
+/// fast, and the key that cancels it.
+fn progress_text(working: &Working) -> String {
+    let progress = &working.progress;
+    let (done, total) = progress.counts();
+    let of = if total > 0 {
+        format!("{done} of {total}")
+    } else {
+        format!("{done} so far")
+    };
+    let what = clean(&working.text);
+    if progress.cancelled() {
+        return format!("{of} · cancelling after the operation in hand: {what}");
+    }
+    format!("{of} ({:.0}/s) · Esc cancels · {what}", progress.rate())
 }
 
 pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
