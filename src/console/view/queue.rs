@@ -6,7 +6,7 @@
 //! than what fits.
 
 use super::super::app::{verdict_filter_label, App};
-use super::super::text::{age_short, clean, fit, fit_middle};
+use super::super::text::{age_short, apart_width, clean, fit, fit_apart};
 use super::panel::{block, Edges};
 use crate::domain::{Operation, Verdict};
 use ratatui::buffer::Buffer;
@@ -155,13 +155,23 @@ struct Columns {
     full_verdict: bool,
     /// What the longest visible action kind needs, up to a cap.
     action_width: usize,
-    /// The op id column takes the rest.
-    id_width: usize,
+    /// Whether the time since the latest observation and the operation's
+    /// age have room: they go, in that order, before the op ids would
+    /// read alike.
+    show_seen: bool,
+    show_age: bool,
+    /// Each row's op id, cut to the column the rest leaves so that no two
+    /// read the same.
+    ids: Vec<String>,
 }
 
 /// Below this many columns an op id is cut harder than the optional
 /// columns are worth.
 const ID_ROOM: usize = 26;
+
+/// The fewest columns an op id keeps, when the ids on screen are apart
+/// in fewer.
+const ID_FLOOR: usize = 8;
 
 impl Columns {
     /// The op id, the latest verdict, when it was observed and the
@@ -191,22 +201,27 @@ impl Columns {
         // Ages are 3 columns wide (`<1m`, `59m`, `23h`, `9d`) and get a
         // fourth (`120d`) when the queue is not at its narrowest.
         let age_width = if inner < 40 { 3 } else { 4 };
-        // lead, verdict (short), seen, age, and the spaces between them and
-        // the op id.
-        let mut used = 3 + 7 + 2 * age_width + 4;
+        let ids: Vec<String> = app.queue.rows.iter().map(|op| clean(&op.op_id)).collect();
+        // The op id never gets fewer columns than keep the rows apart.
+        let apart = apart_width(&ids, ID_FLOOR);
+        // lead, verdict (short), and the spaces around the op id.
+        let mut used = 3 + 7 + 2;
         if show_state {
             used += 12;
         }
-        let mut room = |extra: usize| {
-            let fits = inner >= used + extra + ID_ROOM;
+        let mut room = |extra: usize, need: usize| {
+            let fits = inner >= used + extra + need;
             if fits {
                 used += extra;
             }
             fits
         };
-        let full_verdict = room(full_width - 7);
-        let show_action = room(action_width + 1);
-        let show_version = room(5);
+        let show_age = room(age_width + 1, apart);
+        let show_seen = show_age && room(age_width + 1, apart);
+        let optional = ID_ROOM.max(apart);
+        let full_verdict = room(full_width - 7, optional);
+        let show_action = room(action_width + 1, optional);
+        let show_version = room(5, optional);
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(3), Constraint::Fill(1)];
         let length = |n: usize| Constraint::Length(u16::try_from(n).unwrap_or(u16::MAX));
@@ -222,9 +237,16 @@ impl Columns {
             header.push("ver");
             widths.push(Constraint::Length(4));
         }
-        header.extend(["verdict", if age_width < 4 { "obs" } else { "seen" }, "age"]);
+        header.push("verdict");
         widths.push(length(if full_verdict { full_width } else { 7 }));
-        widths.extend([length(age_width), length(age_width)]);
+        if show_seen {
+            header.push(if age_width < 4 { "obs" } else { "seen" });
+            widths.push(length(age_width));
+        }
+        if show_age {
+            header.push("age");
+            widths.push(length(age_width));
+        }
         let fixed: usize = widths
             .iter()
             .map(|w| match w {
@@ -233,6 +255,8 @@ impl Columns {
             })
             .sum();
         let id_width = inner.saturating_sub(fixed + widths.len() - 1);
+        let ids = fit_apart(&ids, id_width)
+            .unwrap_or_else(|| ids.iter().map(|id| fit(id, id_width)).collect());
         Columns {
             header,
             widths,
@@ -241,7 +265,9 @@ impl Columns {
             show_action,
             full_verdict,
             action_width,
-            id_width,
+            show_seen,
+            show_age,
+            ids,
         }
     }
 
@@ -266,7 +292,7 @@ impl Columns {
         );
         let mut cells = vec![
             Cell::from(Span::styled(lead, theme.marked())),
-            Cell::from(fit_middle(&clean(&op.op_id), self.id_width)),
+            Cell::from(self.ids.get(i).cloned().unwrap_or_default()),
         ];
         if self.show_action {
             cells.push(Cell::from(fit(&clean(&op.action_kind), self.action_width)));
@@ -287,11 +313,15 @@ impl Columns {
             verdict_short(latest.map(|l| l.verdict))
         };
         cells.push(Cell::from(verdict));
-        cells.push(Cell::from(match latest {
-            Some(l) => age_short(app.now.since(l.observed_at)),
-            None => "-".to_string(),
-        }));
-        cells.push(Cell::from(age_short(app.now.since(op.triage.updated_at))));
+        if self.show_seen {
+            cells.push(Cell::from(match latest {
+                Some(l) => age_short(app.now.since(l.observed_at)),
+                None => "-".to_string(),
+            }));
+        }
+        if self.show_age {
+            cells.push(Cell::from(age_short(app.now.since(op.triage.updated_at))));
+        }
         let row = Row::new(cells);
         if selected {
             row.style(theme.selected())
