@@ -2652,3 +2652,155 @@ fn a_refused_bulk_decision_suggests_no_close_at_a_receiver_that_cannot_close() {
         "{lines}"
     );
 }
+
+// ---- every size ------------------------------------------------------------------
+
+/// The op ids the queue's rows show, in order: the word after each row's
+/// lead, from the row under the column heads to the queue's bottom line.
+fn queue_ids(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.contains(" op id "))
+        .skip(1)
+        .take_while(|l| l.starts_with('│'))
+        .filter_map(|l| {
+            l.chars()
+                .skip(5)
+                .collect::<String>()
+                .split(' ')
+                .next()
+                .map(String::from)
+        })
+        .filter(|id| !id.is_empty())
+        .collect()
+}
+
+/// What a decision needs, read off a rendered screen: the selected
+/// operation's full id; its payload's fields when there are three or
+/// fewer; each differing field with the match's value, marked `≠`; the
+/// verdict; each decision the state allows, with whether it is available;
+/// queue rows that never read the same; and `?` and `q` on the bar.
+#[track_caller]
+fn assert_shows_what_a_decision_needs(app: &App, text: &str, what: &str) {
+    use recon::console::action::Request;
+    let d = app.selected_detail().expect("a selected operation");
+    let op = &d.operation;
+    assert!(
+        text.contains(op.op_id.as_str()),
+        "{what}: no full id {}:\n{text}",
+        op.op_id
+    );
+    if let Some(fields) = op.payload.as_object().filter(|f| f.len() <= 3) {
+        for key in fields.keys() {
+            assert!(
+                text.contains(&format!("\"{key}\": ")),
+                "{what}: no field {key}:\n{text}"
+            );
+        }
+    }
+    let shown = d.shown().expect("a read shown");
+    for (m, paths) in shown.snapshot.matches.iter().zip(&shown.differing) {
+        for path in paths {
+            let key = path.trim_start_matches('/');
+            let value = m.payload.pointer(path).expect("the match has the field");
+            let line = format!("≠   \"{key}\": {value}");
+            assert!(text.contains(&line), "{what}: no `{line}`:\n{text}");
+        }
+    }
+    let verdict = format!("Verdict: {}", shown.verdict);
+    assert!(text.contains(&verdict), "{what}: no `{verdict}`:\n{text}");
+    for request in Request::ALL {
+        if request.act().from_state() != op.state {
+            continue;
+        }
+        let word = if app.availability(request).is_ok() {
+            "available"
+        } else {
+            "unavailable"
+        };
+        let said = format!("{} {}: {word}", keys::key_for(request), request.name());
+        assert!(text.contains(&said), "{what}: no `{said}`:\n{text}");
+    }
+    let ids = queue_ids(text);
+    assert!(ids.len() >= 2, "{what}: no queue rows:\n{text}");
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        ids.len(),
+        "{what}: two rows read the same:\n{text}"
+    );
+    let bar = text.lines().last().unwrap_or_default();
+    for item in ["? help", "q quit"] {
+        assert!(bar.contains(item), "{what}: the bar lacks `{item}`: {bar}");
+    }
+}
+
+/// The three screens a decision is made on: the queue (unknown), the all
+/// view, and a payload mismatch, by their keys.
+const DECISION_SCREENS: [(&str, &str); 3] = [("queue", ""), ("all", "5"), ("mismatch", "jjjjj")];
+
+#[test]
+fn every_size_from_80x24_to_200x50_shows_what_a_decision_needs() {
+    let lab = demo_lab();
+    for (name, keys) in DECISION_SCREENS {
+        let mut app = console_on(&lab, options(None), (80, 24));
+        press(&mut app, keys);
+        for width in (80..=200).step_by(5) {
+            for height in (24..=50).step_by(2) {
+                console::update(&mut app, Action::Resize(width, height));
+                let what = format!("{name} at {width}x{height}");
+                assert_shows_what_a_decision_needs(&app, &screen(&app), &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn goldens_at_four_sizes_show_the_full_id_the_differing_field_and_the_decisions() {
+    let lab = demo_lab();
+    for (name, keys) in DECISION_SCREENS {
+        for (width, height) in [(80, 24), (100, 32), (120, 40), (200, 50)] {
+            let mut app = console_on(&lab, options(None), (width, height));
+            press(&mut app, keys);
+            let file = format!("decide_{name}_{width}x{height}");
+            golden(&file, &app, lab.path());
+            let kept = std::fs::read_to_string(screenshots_dir().join(format!("{file}.txt")))
+                .expect("the golden is written");
+            assert_shows_what_a_decision_needs(&app, &kept, &file);
+        }
+    }
+}
+
+/// Ids that share their start and their end stay apart in the queue at
+/// every width: the cut moves to where they differ.
+#[test]
+fn op_ids_that_share_a_start_and_an_end_never_read_the_same() {
+    let mut lab = Lab::new();
+    for n in 1..=6 {
+        let id = format!("op-2024-{n}-customer-notification-email");
+        lab.ws.prepare(&id, "send_email", &json!({"n": n})).unwrap();
+    }
+    let mut app = console_on(&lab, options(None), (80, 24));
+    press(&mut app, "5");
+    for width in (80..=200).step_by(10) {
+        console::update(&mut app, Action::Resize(width, 40));
+        let text = screen(&app);
+        let ids = queue_ids(&text);
+        assert_eq!(ids.len(), 6, "{text}");
+        let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), 6, "at {width} columns:\n{text}");
+    }
+    let cut = text::fit_apart(
+        &[
+            "op-1001-welcome-email".to_string(),
+            "op-1002-invoice-email".to_string(),
+        ],
+        10,
+    )
+    .unwrap();
+    assert_ne!(cut[0], cut[1]);
+    assert!(
+        cut.iter()
+            .all(|c| c.contains('…') && c.chars().count() == 10),
+        "{cut:?}"
+    );
+}

@@ -173,10 +173,7 @@ fn wrapped(d: &Detail, width: usize) -> Vec<String> {
 pub fn need(app: &App, width: usize) -> Need {
     let want = app.selected_detail().map_or(1, |d| wrapped(d, width).len());
     let cap = usize::from(app.height / 4).max(1);
-    Need {
-        min: 1,
-        want: want.min(cap),
-    }
+    Need::lines(1, want.min(cap))
 }
 
 pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {

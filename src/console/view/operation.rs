@@ -99,15 +99,12 @@ fn payload_lines(d: &Detail, width: usize, rows: usize) -> Vec<String> {
 /// a payload of three fields is always whole, each on its line).
 pub fn need(app: &App, width: usize) -> Need {
     let Some(d) = app.selected_detail() else {
-        return Need { min: 1, want: 1 };
+        return Need::lines(1, 1);
     };
     let head: usize = header(d).iter().map(|l| wrap_parts(l, width).len()).sum();
     let body = payload_lines(d, width, usize::MAX).len();
     let fields = payload_lines(d, width, 0).len();
-    Need {
-        min: head + fields.min(3),
-        want: head + body,
-    }
+    Need::lines(head + fields.min(3), head + body)
 }
 
 pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {

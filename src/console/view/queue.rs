@@ -8,7 +8,7 @@
 use super::super::app::{verdict_filter_label, App};
 use super::super::text::{age_short, apart_width, clean, fit, fit_apart};
 use super::panel::{block, Edges};
-use crate::domain::{Operation, Verdict};
+use crate::domain::{OpState, Operation, Verdict};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -149,6 +149,8 @@ struct Columns {
     widths: Vec<Constraint>,
     /// The state column only matters when the filter mixes states.
     show_state: bool,
+    /// The state in [`STATE_SHORT`] columns.
+    short_state: bool,
     show_version: bool,
     show_action: bool,
     /// The latest verdict's whole name, or its short form.
@@ -168,6 +170,37 @@ struct Columns {
 /// Below this many columns an op id is cut harder than the optional
 /// columns are worth.
 const ID_ROOM: usize = 26;
+
+/// The queue's width and what its columns so far take.
+struct Budget {
+    inner: usize,
+    used: usize,
+}
+
+impl Budget {
+    /// Takes `extra` columns if `need` are still left for the op id.
+    fn take(&mut self, extra: usize, need: usize) -> bool {
+        let fits = self.inner >= self.used + extra + need;
+        if fits {
+            self.used += extra;
+        }
+        fits
+    }
+}
+
+/// The columns of a state's short form ([`state_short`]).
+const STATE_SHORT: usize = 5;
+
+/// A state in [`STATE_SHORT`] columns, for a queue whose op ids need the
+/// room; the help lists each beside its state.
+fn state_short(state: OpState) -> &'static str {
+    match state {
+        OpState::Unknown => "unkn",
+        OpState::Prepared => "prep",
+        OpState::Confirmed => "conf",
+        OpState::NotApplied => "n_app",
+    }
+}
 
 /// The fewest columns an op id keeps, when the ids on screen are apart
 /// in fewer.
@@ -209,19 +242,19 @@ impl Columns {
         if show_state {
             used += 12;
         }
-        let mut room = |extra: usize, need: usize| {
-            let fits = inner >= used + extra + need;
-            if fits {
-                used += extra;
-            }
-            fits
-        };
-        let show_age = room(age_width + 1, apart);
-        let show_seen = show_age && room(age_width + 1, apart);
+        let mut room = Budget { inner, used };
+        let show_age = room.take(age_width + 1, apart);
+        let show_seen = show_age && room.take(age_width + 1, apart);
+        // The state's short form when even without the ages the ids
+        // would read alike.
+        let short_state = show_state && !room.take(0, apart);
+        if short_state {
+            room.used -= 11 - STATE_SHORT;
+        }
         let optional = ID_ROOM.max(apart);
-        let full_verdict = room(full_width - 7, optional);
-        let show_action = room(action_width + 1, optional);
-        let show_version = room(5, optional);
+        let full_verdict = room.take(full_width - 7, optional);
+        let show_action = room.take(action_width + 1, optional);
+        let show_version = room.take(5, optional);
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(3), Constraint::Fill(1)];
         let length = |n: usize| Constraint::Length(u16::try_from(n).unwrap_or(u16::MAX));
@@ -231,7 +264,7 @@ impl Columns {
         }
         if show_state {
             header.push("state");
-            widths.push(Constraint::Length(11));
+            widths.push(length(if short_state { STATE_SHORT } else { 11 }));
         }
         if show_version {
             header.push("ver");
@@ -261,6 +294,7 @@ impl Columns {
             header,
             widths,
             show_state,
+            short_state,
             show_version,
             show_action,
             full_verdict,
@@ -298,10 +332,12 @@ impl Columns {
             cells.push(Cell::from(fit(&clean(&op.action_kind), self.action_width)));
         }
         if self.show_state {
-            cells.push(Cell::from(Span::styled(
-                op.state.as_str(),
-                theme.state(op.state),
-            )));
+            let name = if self.short_state {
+                state_short(op.state)
+            } else {
+                op.state.as_str()
+            };
+            cells.push(Cell::from(Span::styled(name, theme.state(op.state))));
         }
         if self.show_version {
             cells.push(Cell::from(format!("v{}", op.version)));

@@ -60,13 +60,14 @@ fn content(app: &App, d: &Detail, width: usize, compact: bool) -> (String, Vec<L
 /// differ at least (the compact form); all of it if there is room.
 pub fn need(app: &App, width: usize) -> Need {
     let Some(d) = app.selected_detail() else {
-        return Need { min: 1, want: 1 };
+        return Need::lines(1, 1);
     };
     let want = content(app, d, width, false).1.len();
     let compact = content(app, d, width, true).1.len();
     Need {
         min: want.min(compact),
         want,
+        whole_or_min: true,
     }
 }
 
