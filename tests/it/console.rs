@@ -596,7 +596,7 @@ fn the_cursor_is_drawn_where_it_is() {
             if no_color {
                 cell.modifier.contains(Modifier::REVERSED)
             } else {
-                cell.bg == recon::console::theme::TEAL
+                cell.bg == recon::console::theme::ACCENT
             }
         };
         assert_eq!(cell.symbol(), "g");
@@ -1569,7 +1569,7 @@ fn no_color_keeps_the_screen_free_of_colours() {
 /// panels may be grey: they say nothing.
 #[test]
 fn every_word_reads_on_a_light_and_a_dark_background() {
-    use recon::console::theme::{AMBER, BLUE, GREEN, MAGENTA, RED, TEAL};
+    use recon::console::theme::{ACCENT, AMBER, BLUE, GREEN, GREY, MAGENTA, RED};
     let lab = demo_lab();
     let mut screens = Vec::new();
     for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2"] {
@@ -1577,7 +1577,7 @@ fn every_word_reads_on_a_light_and_a_dark_background() {
         press(&mut app, keys);
         screens.push((keys, console::render(&app)));
     }
-    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, TEAL];
+    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, ACCENT, GREY];
     for (keys, buffer) in &screens {
         for (i, cell) in buffer.content().iter().enumerate() {
             let symbol = cell.symbol();
@@ -1593,6 +1593,142 @@ fn every_word_reads_on_a_light_and_a_dark_background() {
                     readable.contains(&cell.fg),
                     "{keys:?}: {symbol:?} at {i} is {:?} on the terminal's background",
                     cell.fg
+                );
+            }
+        }
+    }
+}
+
+/// A colour as xterm's default palette draws it; `None` is the terminal's
+/// own colour.
+fn xterm_rgb(color: Color) -> Option<(u8, u8, u8)> {
+    const ANSI: [(u8, u8, u8); 16] = [
+        (0, 0, 0),
+        (205, 0, 0),
+        (0, 205, 0),
+        (205, 205, 0),
+        (0, 0, 238),
+        (205, 0, 205),
+        (0, 205, 205),
+        (229, 229, 229),
+        (127, 127, 127),
+        (255, 0, 0),
+        (0, 255, 0),
+        (255, 255, 0),
+        (92, 92, 255),
+        (255, 0, 255),
+        (0, 255, 255),
+        (255, 255, 255),
+    ];
+    let index = match color {
+        Color::Reset => return None,
+        Color::Rgb(r, g, b) => return Some((r, g, b)),
+        Color::Indexed(i) => i,
+        Color::Black => 0,
+        Color::Red => 1,
+        Color::Green => 2,
+        Color::Yellow => 3,
+        Color::Blue => 4,
+        Color::Magenta => 5,
+        Color::Cyan => 6,
+        Color::Gray => 7,
+        Color::DarkGray => 8,
+        Color::LightRed => 9,
+        Color::LightGreen => 10,
+        Color::LightYellow => 11,
+        Color::LightBlue => 12,
+        Color::LightMagenta => 13,
+        Color::LightCyan => 14,
+        Color::White => 15,
+    };
+    let level = |n: u8| if n == 0 { 0 } else { 55 + 40 * n };
+    Some(match index {
+        0..=15 => ANSI[usize::from(index)],
+        16..=231 => {
+            let n = index - 16;
+            (level(n / 36), level(n / 6 % 6), level(n % 6))
+        }
+        _ => {
+            let v = 8 + 10 * (index - 232);
+            (v, v, v)
+        }
+    })
+}
+
+/// WCAG 2.2 relative luminance.
+fn luminance((r, g, b): (u8, u8, u8)) -> f64 {
+    let lin = |c: u8| {
+        let c = f64::from(c) / 255.0;
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+}
+
+/// The contrast of a cell drawn with `fg` on `bg` (the terminal's own
+/// colours where they are `Reset`, swapped when reversed) in a terminal
+/// whose background is `light` (black text on white) or not.
+fn contrast(fg: Color, bg: Color, reversed: bool, light: bool) -> f64 {
+    let (ink, paper) = if light {
+        ((0, 0, 0), (255, 255, 255))
+    } else {
+        ((255, 255, 255), (0, 0, 0))
+    };
+    let mut fg = luminance(xterm_rgb(fg).unwrap_or(ink));
+    let mut bg = luminance(xterm_rgb(bg).unwrap_or(paper));
+    if reversed {
+        std::mem::swap(&mut fg, &mut bg);
+    }
+    (fg.max(bg) + 0.05) / (fg.min(bg) + 0.05)
+}
+
+/// Every style of the theme, on the terminal's background and patched on
+/// the cursor row, and every cell of the console's screens, reads at 4.5:1
+/// at least on xterm's default palette, in a white and in a black
+/// terminal.
+#[test]
+fn every_text_and_background_pair_is_at_least_4_5_to_1_on_white_and_black() {
+    use recon::console::theme::Theme;
+    let theme = Theme::new(false);
+    let styles = theme.styles();
+    assert!(styles.len() >= 20, "{styles:?}");
+    for (name, style) in &styles {
+        let on_cursor = theme.selected().patch(theme.on_cursor(*style));
+        for (place, s) in [("", *style), (" on the cursor row", on_cursor)] {
+            for light in [true, false] {
+                let reversed = s.add_modifier.contains(Modifier::REVERSED);
+                let ratio = contrast(
+                    s.fg.unwrap_or(Color::Reset),
+                    s.bg.unwrap_or(Color::Reset),
+                    reversed,
+                    light,
+                );
+                let bg = if light { "white" } else { "black" };
+                assert!(ratio >= 4.5, "{name}{place} on {bg}: {ratio:.2}");
+            }
+        }
+    }
+    let lab = demo_lab();
+    for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2", "5", "4"] {
+        let mut app = console(&lab, if keys == "jjx" { None } else { Some("ada") });
+        press(&mut app, keys);
+        let buffer = console::render(&app);
+        for (i, cell) in buffer.content().iter().enumerate() {
+            if cell.symbol().trim().is_empty() {
+                continue;
+            }
+            for light in [true, false] {
+                let reversed = cell.modifier.contains(Modifier::REVERSED);
+                let ratio = contrast(cell.fg, cell.bg, reversed, light);
+                assert!(
+                    ratio >= 4.5,
+                    "{keys:?}: {:?} at {i} ({:?} on {:?}) is {ratio:.2} (light {light})",
+                    cell.symbol(),
+                    cell.fg,
+                    cell.bg
                 );
             }
         }

@@ -324,8 +324,17 @@ impl Columns {
                 (None, None) => " ",
             }
         );
+        // On the cursor row a span keeps the row's colours (its words say
+        // the rest), so it reads at full contrast.
+        let span_style = |style| {
+            if selected {
+                theme.on_cursor(style)
+            } else {
+                style
+            }
+        };
         let mut cells = vec![
-            Cell::from(Span::styled(lead, theme.marked())),
+            Cell::from(Span::styled(lead, span_style(theme.marked()))),
             Cell::from(self.ids.get(i).cloned().unwrap_or_default()),
         ];
         if self.show_action {
@@ -337,7 +346,10 @@ impl Columns {
             } else {
                 op.state.as_str()
             };
-            cells.push(Cell::from(Span::styled(name, theme.state(op.state))));
+            cells.push(Cell::from(Span::styled(
+                name,
+                span_style(theme.state(op.state)),
+            )));
         }
         if self.show_version {
             cells.push(Cell::from(format!("v{}", op.version)));
