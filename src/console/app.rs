@@ -209,7 +209,11 @@ pub struct Detail {
     /// of contradictions: why it is unknown, and what people saw.
     pub failures: Vec<crate::domain::CallFailure>,
     pub acknowledgements: Vec<crate::domain::Acknowledgement>,
-    pub observations: usize,
+    /// The recorded observations, oldest first.
+    pub observations: Vec<crate::domain::Observation>,
+    /// When each compensation approval was made (its compensation
+    /// operation's creation, in the same transaction), by compensation op id.
+    pub approved_at: std::collections::BTreeMap<String, crate::domain::Timestamp>,
 }
 
 impl Detail {

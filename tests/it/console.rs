@@ -1456,7 +1456,13 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     let (title, body) = report(&app);
     assert_eq!(title, "operation op-long-payload");
     assert!(body.contains("state prepared · version 1"), "{body}");
-    assert!(body.ends_with("history:\nnothing recorded yet"), "{body}");
+    assert!(
+        body.ends_with(
+            "history:\nnothing recorded yet\n\nobservations:\n\
+             none recorded: a read on screen is live until s records it"
+        ),
+        "{body}"
+    );
     for i in 0..40 {
         assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
     }
@@ -2938,5 +2944,85 @@ fn op_ids_that_share_a_start_and_an_end_never_read_the_same() {
         cut.iter()
             .all(|c| c.contains('…') && c.chars().count() == 10),
         "{cut:?}"
+    );
+}
+
+// ---- words -----------------------------------------------------------------------
+
+/// `p` promises everything: it lists each recorded observation with its
+/// time, who recorded it, the receiver, the verdict and the flags.
+#[test]
+fn p_lists_every_recorded_observation_of_the_operation() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(None), (120, 40), &clock);
+    select(&mut app, "op-1002-invoice-email");
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    let listed = body.split("\nobservations:\n").nth(1).unwrap_or_default();
+    let recorded = lab
+        .reopen()
+        .show("op-1002-invoice-email")
+        .unwrap()
+        .observations;
+    assert_eq!(recorded.len(), 1);
+    let o = &recorded[0];
+    let at = o.seen.observed_at.to_string();
+    let line = format!(
+        "{} {}Z #{} by ada from builtin: exact_match_existence_only · complete yes · \
+         authoritative yes · closed no · 1 match",
+        &at[5..10],
+        &at[11..16],
+        o.seq
+    );
+    assert!(listed.starts_with(&line), "{line}\n{body}");
+}
+
+/// Each compensation approval in the history carries the time it was made.
+#[test]
+fn the_history_shows_when_each_approval_was_made() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "3");
+    select(&mut app, "op-1010-annual-plan");
+    let created = lab
+        .reopen()
+        .operation("op-1011-annual-plan-refund")
+        .unwrap()
+        .unwrap()
+        .triage
+        .created_at
+        .to_string();
+    let at = format!("{} {}Z", &created[5..10], &created[11..16]);
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    assert!(
+        body.contains(&format!(
+            "{at} approval by lee.finance: op-1011-annual-plan-refund"
+        )),
+        "{at}\n{body}"
+    );
+}
+
+/// When the selected operation has no recorded observation, the panel says
+/// its read is live and unrecorded beside the queue's `never`; once `s`
+/// records one, the note goes.
+#[test]
+fn a_never_row_says_the_panels_read_is_live_and_unrecorded() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1002-invoice-email");
+    let note = "live, unrecorded read: the queue keeps never";
+    let text = screen(&app);
+    assert!(
+        text.contains("op-1002-invoice-email         never"),
+        "{text}"
+    );
+    assert!(text.contains(note), "{text}");
+    press(&mut app, "s");
+    let text = screen(&app);
+    assert!(!text.contains(note), "{text}");
+    assert!(
+        !text.contains("op-1002-invoice-email         never"),
+        "{text}"
     );
 }

@@ -45,14 +45,17 @@ fn header(d: &Detail) -> Vec<String> {
     lines
 }
 
-/// The whole operation as plain lines, header, payload and evidence
-/// history, for the unabridged view (`p`).
+/// The whole operation as plain lines, header, payload, evidence history
+/// and every recorded observation, for the unabridged view (`p`).
 pub fn operation_text(d: &Detail) -> Vec<String> {
     let mut lines = header(d);
     lines.extend(json_lines(&d.operation.payload).into_iter().map(|l| l.text));
     lines.push(String::new());
     lines.push("history:".to_string());
     lines.extend(super::evidence::history_lines(d));
+    lines.push(String::new());
+    lines.push("observations:".to_string());
+    lines.extend(super::evidence::observation_lines(d));
     lines
 }
 

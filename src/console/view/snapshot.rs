@@ -2,7 +2,8 @@
 //! that receiver's ceiling in words, how it was taken (an automatic read,
 //! the reviewer's read, or their closing snapshot), its flags, and every
 //! match, with the payload fields that differ from the operation's marked
-//! `≠` and highlighted. While an adapter's read runs off the key loop the
+//! `≠` and highlighted; a read of an operation with no recorded
+//! observation says it is live and unrecorded (the queue's `never`). While an adapter's read runs off the key loop the
 //! panel says so, and a read that failed says why.
 
 use super::super::app::{App, Detail, ReadState, Shown};
@@ -144,6 +145,13 @@ fn shown_lines(
 ) -> Vec<Line<'static>> {
     let snap = &shown.snapshot;
     let mut lines = flag_lines(theme, snap, width);
+    // The queue's `never` is about what is recorded; this read is not.
+    if !shown.recorded && d.operation.triage.latest_observation.is_none() {
+        lines.extend(styled(
+            wrap_hanging("live, unrecorded read: the queue keeps never", width, 2),
+            theme.note(),
+        ));
+    }
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
