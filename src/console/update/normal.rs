@@ -14,7 +14,7 @@ use super::confirm;
 use super::queue::{self, Anchor};
 use super::status::{fail, set_status};
 use super::triage;
-use crate::domain::{Operation, PageBound};
+use crate::domain::Operation;
 use crate::error::Result;
 
 /// A key in the queue.
@@ -154,9 +154,6 @@ fn show_operation(app: &mut App) {
 /// filter that shows more is narrowed first.
 pub const MAX_MARKS: usize = 100_000;
 
-/// Operations read per page while marking a whole filter.
-const MARK_PAGE: usize = 256;
-
 fn mark_of(op: &Operation) -> Mark {
     Mark {
         version: op.version,
@@ -166,37 +163,34 @@ fn mark_of(op: &Operation) -> Mark {
     }
 }
 
-/// `v`: every operation the filters show, page by page through the
-/// facade (never more than a page in hand besides the marks), each marked
-/// at the version it has now. A filter that shows more than
+/// `v`: every operation the filters show, read as keys in one walk of
+/// the filter's index (up to one more than [`MAX_MARKS`]), each marked at
+/// the version it has now. It still runs on the key loop: 63 ms (median)
+/// for 49,896 operations in the console bench (`-- never`); a background
+/// job would free the keys entirely. A filter that shows more than
 /// [`MAX_MARKS`] marks nothing and says so.
 fn mark_all(app: &mut App) -> Result<()> {
     let filter = app.queue_filter();
-    let mut found: Vec<Operation> = Vec::new();
-    loop {
-        let bound = match found.last() {
-            Some(last) => PageBound::After(&last.op_id),
-            None => PageBound::Start,
-        };
-        let page = app.ws.queue_page(filter, bound, MARK_PAGE)?;
-        let done = page.len() < MARK_PAGE;
-        found.extend(page);
-        if found.len() > MAX_MARKS {
-            let text = format!(
-                "nothing marked: the filter shows more than {MAX_MARKS} operations; narrow it \
-                 (f verdict, ! escalation, / search) first"
-            );
-            set_status(app, Tone::Warn, text);
-            return Ok(());
-        }
-        if done {
-            break;
-        }
+    // One walk of the filter's index, keys only (not whole queue rows).
+    let found = app.ws.queue_keys(filter, MAX_MARKS + 1)?;
+    if found.len() > MAX_MARKS {
+        let text = format!(
+            "nothing marked: the filter shows more than {MAX_MARKS} operations; narrow it \
+             (f verdict, ! escalation, / search) first"
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
     }
     let before = app.marks.len();
     let shown = found.len();
-    for op in &found {
-        app.marks.insert(op.op_id.clone(), mark_of(op));
+    for key in found {
+        let mark = Mark {
+            version: key.version,
+            state: key.state,
+            payload: key.payload,
+            receiver: key.receiver,
+        };
+        app.marks.insert(key.op_id, mark);
     }
     let new = app.marks.len() - before;
     let text = format!(
