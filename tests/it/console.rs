@@ -3078,3 +3078,35 @@ fn filter_counts_match_the_operations_they_mark_from_either_side() {
     };
     assert!(elsewhere < ws.queue_count(never).unwrap(), "{counts:?}");
 }
+
+/// At every width from 80 columns the bottom bar keeps `?` and `q`, each
+/// act the evidence allows now, the filter and the search; the acts it
+/// does not allow are the first left out when the bar is short.
+#[test]
+fn the_bottom_bar_keeps_help_quit_and_the_allowed_acts_at_every_width() {
+    let lab = demo_lab();
+    for keys in ["", "jjjjj", "5", "2"] {
+        let mut app = console_on(&lab, options(None), (80, 24));
+        press(&mut app, keys);
+        for width in (80..=200).step_by(5) {
+            console::update(&mut app, Action::Resize(width, 30));
+            let text = screen(&app);
+            let bar = text.lines().last().unwrap_or_default();
+            let mut kept = vec!["? help".to_string(), "q quit".to_string()];
+            kept.extend(["Tab filter", "/ search"].map(String::from));
+            for binding in keys::bindings(Context::Queue) {
+                if let Action::Request(request) = binding.action {
+                    if app.availability(request).is_ok() {
+                        kept.push(format!("{} {}", binding.keys[0].name(), binding.label));
+                    }
+                }
+            }
+            for item in &kept {
+                assert!(
+                    bar.contains(item.as_str()),
+                    "{keys:?} at {width}: `{item}` not in {bar}"
+                );
+            }
+        }
+    }
+}

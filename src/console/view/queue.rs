@@ -255,28 +255,49 @@ impl Columns {
         let full_verdict = room.take(full_width - 7, optional);
         let show_action = room.take(action_width + 1, optional);
         let show_version = room.take(5, optional);
+        let mut columns = Columns {
+            header: Vec::new(),
+            widths: Vec::new(),
+            show_state,
+            short_state,
+            show_version,
+            show_action,
+            full_verdict,
+            action_width,
+            show_seen,
+            show_age,
+            ids: Vec::new(),
+        };
+        let verdict_width = if full_verdict { full_width } else { 7 };
+        columns.lay_out(inner, verdict_width, age_width, &ids);
+        columns
+    }
+
+    /// The heads and widths of the columns shown, and the op ids cut to
+    /// the column they leave.
+    fn lay_out(&mut self, inner: usize, verdict_width: usize, age_width: usize, ids: &[String]) {
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(3), Constraint::Fill(1)];
         let length = |n: usize| Constraint::Length(u16::try_from(n).unwrap_or(u16::MAX));
-        if show_action {
+        if self.show_action {
             header.push("action");
-            widths.push(length(action_width));
+            widths.push(length(self.action_width));
         }
-        if show_state {
+        if self.show_state {
             header.push("state");
-            widths.push(length(if short_state { STATE_SHORT } else { 11 }));
+            widths.push(length(if self.short_state { STATE_SHORT } else { 11 }));
         }
-        if show_version {
+        if self.show_version {
             header.push("ver");
             widths.push(Constraint::Length(4));
         }
         header.push("verdict");
-        widths.push(length(if full_verdict { full_width } else { 7 }));
-        if show_seen {
+        widths.push(length(verdict_width));
+        if self.show_seen {
             header.push(if age_width < 4 { "obs" } else { "seen" });
             widths.push(length(age_width));
         }
-        if show_age {
+        if self.show_age {
             header.push("age");
             widths.push(length(age_width));
         }
@@ -288,21 +309,10 @@ impl Columns {
             })
             .sum();
         let id_width = inner.saturating_sub(fixed + widths.len() - 1);
-        let ids = fit_apart(&ids, id_width)
+        self.ids = fit_apart(ids, id_width)
             .unwrap_or_else(|| ids.iter().map(|id| fit(id, id_width)).collect());
-        Columns {
-            header,
-            widths,
-            show_state,
-            short_state,
-            show_version,
-            show_action,
-            full_verdict,
-            action_width,
-            show_seen,
-            show_age,
-            ids,
-        }
+        self.header = header;
+        self.widths = widths;
     }
 
     /// One operation's row. An id cut to fit loses its middle, not its end,
