@@ -2880,6 +2880,9 @@ fn assert_shows_what_a_decision_needs(app: &App, text: &str, what: &str) {
 /// view, and a payload mismatch, by their keys.
 const DECISION_SCREENS: [(&str, &str); 3] = [("queue", ""), ("all", "5"), ("mismatch", "jjjjj")];
 
+/// The sizes from 80x24 to 200x50, every fifth column and every other
+/// row, each screen resized in place (the same console, as a terminal
+/// window is dragged).
 #[test]
 fn every_size_from_80x24_to_200x50_shows_what_a_decision_needs() {
     let lab = demo_lab();
