@@ -22,6 +22,12 @@
 //! poll between keys. The median and the 99th percentile are the claim:
 //! the screen answers while the bulk runs. (`RECON_BENCH_SIZES=100` keeps
 //! the first part short.)
+//!
+//! `cargo bench --bench console -- never` measures only the first frame of
+//! the `never` verdict filter on a workspace of 100,000 generated
+//! operations (`RECON_BENCH_NEVER_OPS` changes the size): each sample
+//! opens a fresh console, so the filter's first query runs on a new
+//! connection, then times the key (`update(NextVerdict)`) and the frame.
 
 mod support;
 
@@ -251,7 +257,76 @@ fn during_bulk() {
     );
 }
 
+/// A demo workspace of `n` generated operations in a temporary directory.
+fn demo_workspace(n: u64) -> (tempfile::TempDir, std::path::PathBuf) {
+    let root = tempfile::Builder::new()
+        .prefix("recon-bench-console-")
+        .tempdir()
+        .expect("temp dir");
+    let ws = root.path().join("ws");
+    let ws_arg = ws.display().to_string();
+    run(&strings(&[
+        "demo",
+        "--workspace",
+        &ws_arg,
+        "--ops",
+        &n.to_string(),
+    ]));
+    (root, ws)
+}
+
+/// The first frame of the `never` filter: a fresh console (not timed),
+/// then one `f` (`update(NextVerdict)`: the count, the first page and the
+/// selected operation's read) and one 120x40 render, timed together.
+/// Prints the median, the slowest and how many operations it shows.
+fn never_filter_first_frame() {
+    let n: u64 = std::env::var("RECON_BENCH_NEVER_OPS")
+        .ok()
+        .map(|t| t.trim().parse().expect("RECON_BENCH_NEVER_OPS: a number"))
+        .unwrap_or(100_000);
+    eprintln!("benchmarking the never filter on {n} generated ops ...");
+    let (_root, ws) = demo_workspace(n);
+    let mut times = Vec::new();
+    let mut marks = Vec::new();
+    let mut shown = None;
+    for i in 0..21 {
+        let mut app = open_console(&ws);
+        let start = Instant::now();
+        console::update(&mut app, Action::NextVerdict);
+        std::hint::black_box(console::render(&app));
+        times.push(start.elapsed());
+        shown = app.shown_count();
+        // `v` over what the filter shows, on every fourth console.
+        if i % 4 == 0 {
+            let start = Instant::now();
+            console::update(&mut app, Action::MarkAll);
+            settle(&mut app);
+            std::hint::black_box(console::render(&app));
+            marks.push(start.elapsed());
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let slowest = |t: &[Duration]| t.iter().max().copied().unwrap_or_default();
+    let shown = shown.unwrap_or(0);
+    println!(
+        "| never filter, first frame (update(NextVerdict) + render), {n} ops, {shown} shown | \
+         median {:.2} ms | slowest {:.2} ms |",
+        ms(median(times.clone())),
+        ms(slowest(&times))
+    );
+    println!(
+        "| v over the never filter (update(MarkAll) + render), {shown} marked | \
+         median {:.2} ms | slowest {:.2} ms |",
+        ms(median(marks.clone())),
+        ms(slowest(&marks))
+    );
+}
+
 fn main() {
+    if std::env::args().skip(1).any(|a| a == "never") {
+        never_filter_first_frame();
+        return;
+    }
     support::bench_sizes(measure_size);
     during_bulk();
 }

@@ -25,8 +25,8 @@ pub use names::NumberedIds;
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, CallFailure, Ceiling,
     CloseRecord, Closure, Cursor, Description, EffectRequest, FailureKind, Marking, NewNote,
-    NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, Recorded, Registration,
-    ANY_ACTION, BUILTIN_NAME,
+    NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey, Recorded,
+    Registration, ANY_ACTION, BUILTIN_NAME,
 };
 pub use refusal::Refusal;
 use serde::{Deserialize, Serialize};

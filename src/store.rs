@@ -60,7 +60,8 @@ use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
     CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
     NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery,
-    PageBound, Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
+    PageBound, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review, Timestamp,
+    Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::OpenOptions;
@@ -152,6 +153,11 @@ pub(crate) trait QueuePages {
     /// index range counted, what the queue's position needs under a
     /// verdict or escalation filter.
     fn count_matching(&self, filter: QueueFilter<'_>) -> Result<i64>;
+    /// The keys of the first `limit` operations matching `filter`, in
+    /// `op_id` order, in one walk of the filter's index: what marking
+    /// every operation a filter shows needs, without the joins and the
+    /// columns of a queue row.
+    fn queue_keys(&self, filter: QueueFilter<'_>, limit: usize) -> Result<Vec<QueueKey>>;
 }
 
 /// Triage: observations, notes and the escalation marker, each act one

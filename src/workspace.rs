@@ -17,8 +17,8 @@ use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, Receiver
 use crate::domain::{
     classify, normalize_name, Approval, CloseEntry, Closure, CompensationRequest, Decision, Effect,
     EscalationRecord, EvidenceRecord, NewObservation, NewOperation, Note, Observation, Observed,
-    OpState, Operation, PageBound, Provenance, QueueFilter, Recorded, Review, Snapshot, Timestamp,
-    Verdict,
+    OpState, Operation, PageBound, Provenance, QueueFilter, QueueKey, Recorded, Review, Snapshot,
+    Timestamp, Verdict,
 };
 use crate::error::{Committed, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
@@ -509,6 +509,12 @@ impl Workspace {
         limit: usize,
     ) -> Result<Vec<Operation>> {
         self.sender.queue_page(filter, bound, limit)
+    }
+
+    /// The keys of the first `limit` operations the queue's filter selects,
+    /// in op id order, in one query: what `v` marks.
+    pub fn queue_keys(&self, filter: QueueFilter<'_>, limit: usize) -> Result<Vec<QueueKey>> {
+        self.sender.queue_keys(filter, limit)
     }
 
     /// How many operations the queue's filter selects (its search text

@@ -30,7 +30,7 @@ use crate::dispatch::ReceiverProgram;
 use crate::domain::policy::{self, Facts, LatestRead};
 use crate::domain::{
     Approval, CloseEntry, Closure, Decision, EscalationRecord, EvidenceRecord, Note, OpState,
-    Operation, PageBound, Registration, Snapshot, Verdict, VerdictFilter,
+    Operation, PageBound, QueueKey, Registration, Snapshot, Verdict, VerdictFilter,
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
@@ -210,7 +210,11 @@ pub struct Detail {
     /// of contradictions: why it is unknown, and what people saw.
     pub failures: Vec<crate::domain::CallFailure>,
     pub acknowledgements: Vec<crate::domain::Acknowledgement>,
-    pub observations: usize,
+    /// The recorded observations, oldest first.
+    pub observations: Vec<crate::domain::Observation>,
+    /// When each compensation approval was made (its compensation
+    /// operation's creation, in the same transaction), by compensation op id.
+    pub approved_at: std::collections::BTreeMap<String, crate::domain::Timestamp>,
 }
 
 impl Detail {
@@ -806,10 +810,11 @@ pub(crate) struct MarkErrand {
 }
 
 impl MarkErrand {
-    /// Reads every operation the filter shows, page by page, counting them
-    /// on `progress`; `None` if cancelled or past the limit.
-    fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Vec<Operation>>> {
-        const PAGE: usize = 256;
+    /// Reads the keys of every operation the filter shows in one walk of
+    /// the filter's index (`Workspace::queue_keys`, at most one past the
+    /// limit), counted on `progress`; `None` if cancelled meanwhile or past
+    /// the limit.
+    fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Vec<QueueKey>>> {
         let filter = crate::domain::QueueFilter {
             state: self.state,
             search: self.search.as_deref(),
@@ -817,23 +822,10 @@ impl MarkErrand {
             escalated: self.escalated,
             ..Default::default()
         };
-        let mut found: Vec<Operation> = Vec::new();
-        loop {
-            if progress.cancelled() || found.len() > self.limit {
-                return Ok(None);
-            }
-            let bound = match found.last() {
-                Some(last) => PageBound::After(&last.op_id),
-                None => PageBound::Start,
-            };
-            let page = ws.queue_page(filter, bound, PAGE)?;
-            let end = page.len() < PAGE;
-            progress.step(page.len());
-            found.extend(page);
-            if end {
-                return Ok((found.len() <= self.limit).then_some(found));
-            }
-        }
+        let found = ws.queue_keys(filter, self.limit + 1)?;
+        progress.step(found.len());
+        let kept = !progress.cancelled() && found.len() <= self.limit;
+        Ok(kept.then_some(found))
     }
 }
 
@@ -848,7 +840,7 @@ pub(crate) enum Landed {
     /// reviewer cancelled it, or when it shows more than `limit`.
     Marks {
         errand: MarkErrand,
-        result: Result<Option<Vec<Operation>>>,
+        result: Result<Option<Vec<QueueKey>>>,
     },
     Search {
         errand: SearchErrand,

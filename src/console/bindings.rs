@@ -319,7 +319,7 @@ pub static BINDINGS: &[Binding] = &[
         Queue,
         &[k('p')],
         Action::ShowOperation,
-        "",
+        "all of it",
         "the whole operation: payload and history, unabridged and scrollable",
     ),
     bind(

@@ -217,6 +217,73 @@ pub fn fit_middle(text: &str, width: usize) -> String {
     format!("{head}…{tail}")
 }
 
+/// `text` in `width` columns as its first `head` characters, `…` and as
+/// many of its last characters as the rest of the width holds.
+fn elide_at(text: &str, width: usize, head: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let head: String = chars.iter().take(head).collect();
+    let room = width.saturating_sub(head.width() + 1);
+    let mut tail = Vec::new();
+    let mut used = 0;
+    for c in chars.iter().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > room {
+            break;
+        }
+        used += w;
+        tail.push(*c);
+    }
+    tail.reverse();
+    format!("{head}…{}", tail.into_iter().collect::<String>())
+}
+
+/// Identifiers cut to `width` columns so that no two that differ read
+/// the same: each keeps its whole text when it fits; otherwise they are
+/// cut in the middle at one place for all, the place that leaves them
+/// apart, trying first the cut [`fit_middle`] would make (a third of the
+/// width kept at the end), then ones that keep more of the start (ids
+/// that share a prefix differ just after it, `op-1001-…`, `op-1002-…`),
+/// then ones that keep more of the end.
+/// `None` when no cut at this width keeps them apart.
+pub fn fit_apart(ids: &[String], width: usize) -> Option<Vec<String>> {
+    let whole = |id: &String| id.width() <= width;
+    let distinct = |cut: &[String]| {
+        let mut seen = std::collections::BTreeMap::new();
+        ids.iter()
+            .zip(cut)
+            .all(|(id, c)| *seen.entry(c.clone()).or_insert(id) == id)
+    };
+    if width == 0 {
+        return ids.iter().all(String::is_empty).then(|| ids.to_vec());
+    }
+    let balanced = (width - 1) - (width - 1) / 3;
+    let heads = std::iter::once(balanced)
+        .chain(balanced + 1..width)
+        .chain((0..balanced).rev());
+    heads
+        .map(|head| {
+            ids.iter()
+                .map(|id| {
+                    if whole(id) {
+                        id.clone()
+                    } else {
+                        elide_at(id, width, head)
+                    }
+                })
+                .collect::<Vec<String>>()
+        })
+        .find(|cut| distinct(cut))
+}
+
+/// The narrowest width at least `floor` (and at most the widest id) at
+/// which [`fit_apart`] keeps the ids apart.
+pub fn apart_width(ids: &[String], floor: usize) -> usize {
+    let widest = ids.iter().map(|id| id.width()).max().unwrap_or(0);
+    (floor.min(widest)..=widest)
+        .find(|w| fit_apart(ids, *w).is_some())
+        .unwrap_or(widest)
+}
+
 /// Word-wraps one line of clean text to `width` display columns, breaking
 /// words longer than a line. Deterministic, so layout code can count the
 /// lines a paragraph will take before rendering it.

@@ -1,10 +1,14 @@
 //! The console's styles in one place, with and without colour.
 //!
 //! The screen must read the same in a dark terminal and in a light one, so
-//! text is drawn in the terminal's default foreground or in one of a few
-//! colours from the 256-colour cube whose brightness sits between black
-//! and white ([`GREEN`], [`RED`], ...: a contrast of 3.9 or more against
-//! either). The sixteen ANSI colours are not used for text on the
+//! text is drawn in the terminal's default foreground or in one of the
+//! few colours of the 256-colour palette whose brightness sits just
+//! between black and white ([`GREEN`], [`RED`], ...): each has a contrast
+//! of at least 4.5:1 (WCAG 2.2) against both, and there are only five
+//! hues and a grey that do, so headings share prepared's blue. The cursor
+//! row is black on light cyan, and a span on it drops its own colour
+//! ([`Theme::on_cursor`]): no colour reads at 4.5:1 on light cyan and on
+//! white or black both. The sixteen ANSI colours are not used for text on the
 //! terminal's own background: a terminal theme picks them, and grey,
 //! yellow and cyan all but vanish on white. Nothing is said by faintness:
 //! a label, a hint or an unavailable action is in the default foreground,
@@ -22,18 +26,20 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
-/// `#008700`: confirmed, available, identical.
-pub const GREEN: Color = Color::Indexed(28);
-/// `#d70000`: refused, failed, a difference.
-pub const RED: Color = Color::Indexed(160);
-/// `#af5f00`: unknown, a warning, a mark.
-pub const AMBER: Color = Color::Indexed(130);
-/// `#0087d7`: prepared.
-pub const BLUE: Color = Color::Indexed(32);
-/// `#af5faf`: not_applied.
-pub const MAGENTA: Color = Color::Indexed(133);
-/// `#008787`: headings, keys, the focused panel.
-pub const TEAL: Color = Color::Indexed(30);
+/// `#00875f`: confirmed, available, identical.
+pub const GREEN: Color = Color::Indexed(29);
+/// `#af5f5f`: refused, failed, a difference.
+pub const RED: Color = Color::Indexed(131);
+/// `#d700af`: unknown, a warning, a mark.
+pub const AMBER: Color = Color::Indexed(163);
+/// `#5f5fff`: prepared.
+pub const BLUE: Color = Color::Indexed(63);
+/// `#875fd7`: not_applied.
+pub const MAGENTA: Color = Color::Indexed(98);
+/// `#5f5fff`: headings, keys, the focused panel, a field's cursor.
+pub const ACCENT: Color = Color::Indexed(63);
+/// `#767676`: the lines between panels.
+pub const GREY: Color = Color::Indexed(243);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
@@ -80,17 +86,17 @@ impl Theme {
         Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
     }
 
-    /// Lines between panels; they say nothing, so they may be grey.
+    /// Lines between panels: a grey that still reads on white and black.
     pub fn border(&self) -> Style {
-        self.fg(Color::DarkGray)
+        self.fg(GREY)
     }
 
     pub fn border_focus(&self) -> Style {
-        self.pick(Style::new().fg(TEAL), Style::new().bold())
+        self.pick(Style::new().fg(ACCENT), Style::new().bold())
     }
 
     pub fn heading(&self) -> Style {
-        self.fg(TEAL).bold()
+        self.fg(ACCENT).bold()
     }
 
     /// Words that name what follows (`payload:`, `complete`).
@@ -108,6 +114,16 @@ impl Theme {
             Style::new().fg(Color::Black).bg(Color::LightCyan),
             Style::new().add_modifier(Modifier::REVERSED),
         )
+    }
+
+    /// A span's style on the cursor row: its modifiers (bold, strike-
+    /// through) on the row's own colours; its words say what its colour
+    /// would.
+    pub fn on_cursor(&self, style: Style) -> Style {
+        let mut plain = Style::new();
+        plain.add_modifier = style.add_modifier;
+        plain.sub_modifier = style.sub_modifier;
+        plain
     }
 
     pub fn marked(&self) -> Style {
@@ -153,7 +169,7 @@ impl Theme {
     }
 
     pub fn key(&self) -> Style {
-        self.fg(TEAL).bold()
+        self.fg(ACCENT).bold()
     }
 
     /// A key the evidence does not allow now: struck through, not bold.
@@ -175,12 +191,52 @@ impl Theme {
     /// would be a white block, lost on white).
     pub fn cursor(&self) -> Style {
         self.pick(
-            Style::new().fg(Color::Indexed(231)).bg(TEAL),
+            Style::new().fg(Color::Indexed(231)).bg(ACCENT),
             self.input().add_modifier(Modifier::REVERSED),
         )
     }
 
     pub fn popup(&self) -> Style {
         Style::new()
+    }
+
+    /// Every style this theme draws with, by name, for the contrast test.
+    pub fn styles(&self) -> Vec<(String, Style)> {
+        use crate::domain::OpState;
+        let mut out: Vec<(String, Style)> = [
+            ("title", self.title()),
+            ("demo_badge", self.demo_badge()),
+            ("tab", self.tab()),
+            ("tab_active", self.tab_active()),
+            ("border", self.border()),
+            ("border_focus", self.border_focus()),
+            ("heading", self.heading()),
+            ("label", self.label()),
+            ("column_head", self.column_head()),
+            ("selected", self.selected()),
+            ("marked", self.marked()),
+            ("differs", self.differs()),
+            ("good", self.good()),
+            ("bad", self.bad()),
+            ("warn", self.warn()),
+            ("note", self.note()),
+            ("key", self.key()),
+            ("key_unavailable", self.key_unavailable()),
+            ("input", self.input()),
+            ("cursor", self.cursor()),
+            ("popup", self.popup()),
+        ]
+        .into_iter()
+        .map(|(name, style)| (name.to_string(), style))
+        .collect();
+        for state in [
+            OpState::Prepared,
+            OpState::Unknown,
+            OpState::Confirmed,
+            OpState::NotApplied,
+        ] {
+            out.push((format!("state {state}"), self.state(state)));
+        }
+        out
     }
 }

@@ -289,7 +289,13 @@ fn render_column(app: &App, column: &Column, shape: Shape, buf: &mut Buffer) {
     let passes: [fn(&Need) -> usize; 2] = [|n| n.min, |n| n.want];
     for pass in passes {
         for &i in &order {
-            let more = pass(&needs[i]).saturating_sub(rows[i]).min(left);
+            let mut more = pass(&needs[i]).saturating_sub(rows[i]);
+            // A panel with two forms gets the rows of its whole form or
+            // none more than its short one.
+            if needs[i].whole_or_min && more > left {
+                more = 0;
+            }
+            let more = more.min(left);
             rows[i] += more;
             left -= more;
         }

@@ -56,6 +56,18 @@ pub struct CloseRecord {
     pub closed_at: Timestamp,
 }
 
+/// An operation as a bulk mark keeps it: what a bulk act later checks it
+/// against (the version, the state, the payload, the receiver), without
+/// the rest of its row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueKey {
+    pub op_id: String,
+    pub version: i64,
+    pub state: OpState,
+    pub payload: serde_json::Value,
+    pub receiver: String,
+}
+
 /// Which operations the queue shows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueFilter<'a> {

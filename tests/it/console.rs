@@ -596,7 +596,7 @@ fn the_cursor_is_drawn_where_it_is() {
             if no_color {
                 cell.modifier.contains(Modifier::REVERSED)
             } else {
-                cell.bg == recon::console::theme::TEAL
+                cell.bg == recon::console::theme::ACCENT
             }
         };
         assert_eq!(cell.symbol(), "g");
@@ -1456,7 +1456,13 @@ fn the_whole_payload_is_one_key_away_when_the_panel_cuts_it() {
     let (title, body) = report(&app);
     assert_eq!(title, "operation op-long-payload");
     assert!(body.contains("state prepared · version 1"), "{body}");
-    assert!(body.ends_with("history:\nnothing recorded yet"), "{body}");
+    assert!(
+        body.ends_with(
+            "history:\nnothing recorded yet\n\nobservations:\n\
+             none recorded: a read on screen is live until s records it"
+        ),
+        "{body}"
+    );
     for i in 0..40 {
         assert!(body.contains(&format!("\"field_{i:02}\": ")), "{body}");
     }
@@ -1569,7 +1575,7 @@ fn no_color_keeps_the_screen_free_of_colours() {
 /// panels may be grey: they say nothing.
 #[test]
 fn every_word_reads_on_a_light_and_a_dark_background() {
-    use recon::console::theme::{AMBER, BLUE, GREEN, MAGENTA, RED, TEAL};
+    use recon::console::theme::{ACCENT, AMBER, BLUE, GREEN, GREY, MAGENTA, RED};
     let lab = demo_lab();
     let mut screens = Vec::new();
     for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2"] {
@@ -1577,7 +1583,7 @@ fn every_word_reads_on_a_light_and_a_dark_background() {
         press(&mut app, keys);
         screens.push((keys, console::render(&app)));
     }
-    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, TEAL];
+    let readable = [Color::Reset, GREEN, RED, AMBER, BLUE, MAGENTA, ACCENT, GREY];
     for (keys, buffer) in &screens {
         for (i, cell) in buffer.content().iter().enumerate() {
             let symbol = cell.symbol();
@@ -1593,6 +1599,142 @@ fn every_word_reads_on_a_light_and_a_dark_background() {
                     readable.contains(&cell.fg),
                     "{keys:?}: {symbol:?} at {i} is {:?} on the terminal's background",
                     cell.fg
+                );
+            }
+        }
+    }
+}
+
+/// A colour as xterm's default palette draws it; `None` is the terminal's
+/// own colour.
+fn xterm_rgb(color: Color) -> Option<(u8, u8, u8)> {
+    const ANSI: [(u8, u8, u8); 16] = [
+        (0, 0, 0),
+        (205, 0, 0),
+        (0, 205, 0),
+        (205, 205, 0),
+        (0, 0, 238),
+        (205, 0, 205),
+        (0, 205, 205),
+        (229, 229, 229),
+        (127, 127, 127),
+        (255, 0, 0),
+        (0, 255, 0),
+        (255, 255, 0),
+        (92, 92, 255),
+        (255, 0, 255),
+        (0, 255, 255),
+        (255, 255, 255),
+    ];
+    let index = match color {
+        Color::Reset => return None,
+        Color::Rgb(r, g, b) => return Some((r, g, b)),
+        Color::Indexed(i) => i,
+        Color::Black => 0,
+        Color::Red => 1,
+        Color::Green => 2,
+        Color::Yellow => 3,
+        Color::Blue => 4,
+        Color::Magenta => 5,
+        Color::Cyan => 6,
+        Color::Gray => 7,
+        Color::DarkGray => 8,
+        Color::LightRed => 9,
+        Color::LightGreen => 10,
+        Color::LightYellow => 11,
+        Color::LightBlue => 12,
+        Color::LightMagenta => 13,
+        Color::LightCyan => 14,
+        Color::White => 15,
+    };
+    let level = |n: u8| if n == 0 { 0 } else { 55 + 40 * n };
+    Some(match index {
+        0..=15 => ANSI[usize::from(index)],
+        16..=231 => {
+            let n = index - 16;
+            (level(n / 36), level(n / 6 % 6), level(n % 6))
+        }
+        _ => {
+            let v = 8 + 10 * (index - 232);
+            (v, v, v)
+        }
+    })
+}
+
+/// WCAG 2.2 relative luminance.
+fn luminance((r, g, b): (u8, u8, u8)) -> f64 {
+    let lin = |c: u8| {
+        let c = f64::from(c) / 255.0;
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+}
+
+/// The contrast of a cell drawn with `fg` on `bg` (the terminal's own
+/// colours where they are `Reset`, swapped when reversed) in a terminal
+/// whose background is `light` (black text on white) or not.
+fn contrast(fg: Color, bg: Color, reversed: bool, light: bool) -> f64 {
+    let (ink, paper) = if light {
+        ((0, 0, 0), (255, 255, 255))
+    } else {
+        ((255, 255, 255), (0, 0, 0))
+    };
+    let mut fg = luminance(xterm_rgb(fg).unwrap_or(ink));
+    let mut bg = luminance(xterm_rgb(bg).unwrap_or(paper));
+    if reversed {
+        std::mem::swap(&mut fg, &mut bg);
+    }
+    (fg.max(bg) + 0.05) / (fg.min(bg) + 0.05)
+}
+
+/// Every style of the theme, on the terminal's background and patched on
+/// the cursor row, and every cell of the console's screens, reads at 4.5:1
+/// at least on xterm's default palette, in a white and in a black
+/// terminal.
+#[test]
+fn every_text_and_background_pair_is_at_least_4_5_to_1_on_white_and_black() {
+    use recon::console::theme::Theme;
+    let theme = Theme::new(false);
+    let styles = theme.styles();
+    assert!(styles.len() >= 20, "{styles:?}");
+    for (name, style) in &styles {
+        let on_cursor = theme.selected().patch(theme.on_cursor(*style));
+        for (place, s) in [("", *style), (" on the cursor row", on_cursor)] {
+            for light in [true, false] {
+                let reversed = s.add_modifier.contains(Modifier::REVERSED);
+                let ratio = contrast(
+                    s.fg.unwrap_or(Color::Reset),
+                    s.bg.unwrap_or(Color::Reset),
+                    reversed,
+                    light,
+                );
+                let bg = if light { "white" } else { "black" };
+                assert!(ratio >= 4.5, "{name}{place} on {bg}: {ratio:.2}");
+            }
+        }
+    }
+    let lab = demo_lab();
+    for keys in ["", "jjjj", "jjjjj", "?", "3a", "jjx", "/zz", "2", "5", "4"] {
+        let mut app = console(&lab, if keys == "jjx" { None } else { Some("ada") });
+        press(&mut app, keys);
+        let buffer = console::render(&app);
+        for (i, cell) in buffer.content().iter().enumerate() {
+            if cell.symbol().trim().is_empty() {
+                continue;
+            }
+            for light in [true, false] {
+                let reversed = cell.modifier.contains(Modifier::REVERSED);
+                let ratio = contrast(cell.fg, cell.bg, reversed, light);
+                assert!(
+                    ratio >= 4.5,
+                    "{keys:?}: {:?} at {i} ({:?} on {:?}) is {ratio:.2} (light {light})",
+                    cell.symbol(),
+                    cell.fg,
+                    cell.bg
                 );
             }
         }
@@ -3061,4 +3203,323 @@ fn marking_a_whole_filter_runs_off_the_key_loop_with_its_progress() {
     until(&mut app, "the marks", |app| app.working.is_none());
     assert_eq!(app.marks.len(), usize::try_from(unknown).unwrap());
     assert!(status(&app).starts_with(&format!("marked all {unknown} operations")));
+}
+
+// ---- every size ------------------------------------------------------------------
+
+/// The op ids the queue's rows show, in order: the word after each row's
+/// lead, from the row under the column heads to the queue's bottom line.
+fn queue_ids(text: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.contains(" op id "))
+        .skip(1)
+        .take_while(|l| l.starts_with('│'))
+        .filter_map(|l| {
+            l.chars()
+                .skip(5)
+                .collect::<String>()
+                .split(' ')
+                .next()
+                .map(String::from)
+        })
+        .filter(|id| !id.is_empty())
+        .collect()
+}
+
+/// What a decision needs, read off a rendered screen: the selected
+/// operation's full id; its payload's fields when there are three or
+/// fewer; each differing field with the match's value, marked `≠`; the
+/// verdict; each decision the state allows, with whether it is available;
+/// queue rows that never read the same; and `?` and `q` on the bar.
+#[track_caller]
+fn assert_shows_what_a_decision_needs(app: &App, text: &str, what: &str) {
+    use recon::console::action::Request;
+    let d = app.selected_detail().expect("a selected operation");
+    let op = &d.operation;
+    assert!(
+        text.contains(op.op_id.as_str()),
+        "{what}: no full id {}:\n{text}",
+        op.op_id
+    );
+    if let Some(fields) = op.payload.as_object().filter(|f| f.len() <= 3) {
+        for key in fields.keys() {
+            assert!(
+                text.contains(&format!("\"{key}\": ")),
+                "{what}: no field {key}:\n{text}"
+            );
+        }
+    }
+    let shown = d.shown().expect("a read shown");
+    for (m, paths) in shown.snapshot.matches.iter().zip(&shown.differing) {
+        for path in paths {
+            let key = path.trim_start_matches('/');
+            let value = m.payload.pointer(path).expect("the match has the field");
+            let line = format!("≠   \"{key}\": {value}");
+            assert!(text.contains(&line), "{what}: no `{line}`:\n{text}");
+        }
+    }
+    let verdict = format!("Verdict: {}", shown.verdict);
+    assert!(text.contains(&verdict), "{what}: no `{verdict}`:\n{text}");
+    for request in Request::ALL {
+        if request.act().from_state() != op.state {
+            continue;
+        }
+        let word = if app.availability(request).is_ok() {
+            "available"
+        } else {
+            "unavailable"
+        };
+        let said = format!("{} {}: {word}", keys::key_for(request), request.name());
+        assert!(text.contains(&said), "{what}: no `{said}`:\n{text}");
+    }
+    let ids = queue_ids(text);
+    assert!(ids.len() >= 2, "{what}: no queue rows:\n{text}");
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        ids.len(),
+        "{what}: two rows read the same:\n{text}"
+    );
+    let bar = text.lines().last().unwrap_or_default();
+    for item in ["? help", "q quit"] {
+        assert!(bar.contains(item), "{what}: the bar lacks `{item}`: {bar}");
+    }
+}
+
+/// The three screens a decision is made on: the queue (unknown), the all
+/// view, and a payload mismatch, by their keys.
+const DECISION_SCREENS: [(&str, &str); 3] = [("queue", ""), ("all", "5"), ("mismatch", "jjjjj")];
+
+/// The sizes from 80x24 to 200x50, every fifth column and every other
+/// row, each screen resized in place (the same console, as a terminal
+/// window is dragged).
+#[test]
+fn every_size_from_80x24_to_200x50_shows_what_a_decision_needs() {
+    let lab = demo_lab();
+    for (name, keys) in DECISION_SCREENS {
+        let mut app = console_on(&lab, options(None), (80, 24));
+        press(&mut app, keys);
+        for width in (80..=200).step_by(5) {
+            for height in (24..=50).step_by(2) {
+                console::update(&mut app, Action::Resize(width, height));
+                let what = format!("{name} at {width}x{height}");
+                assert_shows_what_a_decision_needs(&app, &screen(&app), &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn goldens_at_four_sizes_show_the_full_id_the_differing_field_and_the_decisions() {
+    let lab = demo_lab();
+    for (name, keys) in DECISION_SCREENS {
+        for (width, height) in [(80, 24), (100, 32), (120, 40), (200, 50)] {
+            let mut app = console_on(&lab, options(None), (width, height));
+            press(&mut app, keys);
+            let file = format!("decide_{name}_{width}x{height}");
+            golden(&file, &app, lab.path());
+            let kept = std::fs::read_to_string(screenshots_dir().join(format!("{file}.txt")))
+                .expect("the golden is written");
+            assert_shows_what_a_decision_needs(&app, &kept, &file);
+        }
+    }
+}
+
+/// Ids that share their start and their end stay apart in the queue at
+/// every width: the cut moves to where they differ.
+#[test]
+fn op_ids_that_share_a_start_and_an_end_never_read_the_same() {
+    let mut lab = Lab::new();
+    for n in 1..=6 {
+        let id = format!("op-2024-{n}-customer-notification-email");
+        lab.ws.prepare(&id, "send_email", &json!({"n": n})).unwrap();
+    }
+    let mut app = console_on(&lab, options(None), (80, 24));
+    press(&mut app, "5");
+    for width in (80..=200).step_by(10) {
+        console::update(&mut app, Action::Resize(width, 40));
+        let text = screen(&app);
+        let ids = queue_ids(&text);
+        assert_eq!(ids.len(), 6, "{text}");
+        let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), 6, "at {width} columns:\n{text}");
+    }
+    let cut = text::fit_apart(
+        &[
+            "op-1001-welcome-email".to_string(),
+            "op-1002-invoice-email".to_string(),
+        ],
+        10,
+    )
+    .unwrap();
+    assert_ne!(cut[0], cut[1]);
+    assert!(
+        cut.iter()
+            .all(|c| c.contains('…') && c.chars().count() == 10),
+        "{cut:?}"
+    );
+}
+
+// ---- words -----------------------------------------------------------------------
+
+/// `p` promises everything: it lists each recorded observation with its
+/// time, who recorded it, the receiver, the verdict and the flags.
+#[test]
+fn p_lists_every_recorded_observation_of_the_operation() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(None), (120, 40), &clock);
+    select(&mut app, "op-1002-invoice-email");
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    let listed = body.split("\nobservations:\n").nth(1).unwrap_or_default();
+    let recorded = lab
+        .reopen()
+        .show("op-1002-invoice-email")
+        .unwrap()
+        .observations;
+    assert_eq!(recorded.len(), 1);
+    let o = &recorded[0];
+    let at = o.seen.observed_at.to_string();
+    let line = format!(
+        "{} {}Z #{} by ada from builtin: exact_match_existence_only · complete yes · \
+         authoritative yes · closed no · 1 match",
+        &at[5..10],
+        &at[11..16],
+        o.seq
+    );
+    assert!(listed.starts_with(&line), "{line}\n{body}");
+}
+
+/// Each compensation approval in the history carries the time it was made.
+#[test]
+fn the_history_shows_when_each_approval_was_made() {
+    let lab = demo_lab();
+    let mut app = console(&lab, None);
+    press(&mut app, "3");
+    select(&mut app, "op-1010-annual-plan");
+    let created = lab
+        .reopen()
+        .operation("op-1011-annual-plan-refund")
+        .unwrap()
+        .unwrap()
+        .triage
+        .created_at
+        .to_string();
+    let at = format!("{} {}Z", &created[5..10], &created[11..16]);
+    press(&mut app, "p");
+    let (_, body) = report(&app);
+    assert!(
+        body.contains(&format!(
+            "{at} approval by lee.finance: op-1011-annual-plan-refund"
+        )),
+        "{at}\n{body}"
+    );
+}
+
+/// When the selected operation has no recorded observation, the panel says
+/// its read is live and unrecorded beside the queue's `never`; once `s`
+/// records one, the note goes.
+#[test]
+fn a_never_row_says_the_panels_read_is_live_and_unrecorded() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    select(&mut app, "op-1002-invoice-email");
+    let note = "live, unrecorded read: the queue keeps never";
+    let text = screen(&app);
+    assert!(
+        text.contains("op-1002-invoice-email         never"),
+        "{text}"
+    );
+    assert!(text.contains(note), "{text}");
+    press(&mut app, "s");
+    let text = screen(&app);
+    assert!(!text.contains(note), "{text}");
+    assert!(
+        !text.contains("op-1002-invoice-email         never"),
+        "{text}"
+    );
+}
+
+// ---- first frames ----------------------------------------------------------------
+
+/// Every state and verdict filter counts what its pages hold, whichever
+/// side the count is taken from (the demo's queue is mostly `unknown`, so
+/// its `never` count is taken from the other states).
+#[test]
+fn filter_counts_match_the_operations_they_mark_from_either_side() {
+    use recon::domain::{QueueFilter, VerdictFilter};
+    let lab = demo_lab();
+    let ws = lab.reopen();
+    let mut verdicts = vec![None, Some(VerdictFilter::Never)];
+    verdicts.extend(Verdict::ALL.iter().map(|v| Some(VerdictFilter::Is(*v))));
+    let mut checked = 0;
+    for state in [
+        None,
+        Some(OpState::Unknown),
+        Some(OpState::Prepared),
+        Some(OpState::Confirmed),
+        Some(OpState::NotApplied),
+    ] {
+        for verdict in &verdicts {
+            let filter = QueueFilter {
+                state,
+                verdict: *verdict,
+                ..QueueFilter::default()
+            };
+            let keys = ws.queue_keys(filter, 1_000).unwrap();
+            let count = ws.queue_count(filter).unwrap();
+            assert_eq!(count, i64::try_from(keys.len()).unwrap(), "{filter:?}");
+            assert!(
+                keys.windows(2).all(|w| w[0].op_id < w[1].op_id),
+                "{filter:?}"
+            );
+            checked += usize::from(count > 0);
+        }
+    }
+    assert!(checked >= 8, "{checked}");
+    // The unknown queue's `never` count is taken from the other side: the
+    // other states hold fewer operations than the verdict does.
+    let counts = ws.counts().unwrap();
+    let elsewhere: i64 = counts
+        .iter()
+        .filter(|(s, _)| **s != OpState::Unknown)
+        .map(|(_, n)| n)
+        .sum();
+    let never = QueueFilter {
+        verdict: Some(VerdictFilter::Never),
+        ..QueueFilter::default()
+    };
+    assert!(elsewhere < ws.queue_count(never).unwrap(), "{counts:?}");
+}
+
+/// At every width from 80 columns the bottom bar keeps `?` and `q`, each
+/// act the evidence allows now, the filter and the search; the acts it
+/// does not allow are the first left out when the bar is short.
+#[test]
+fn the_bottom_bar_keeps_help_quit_and_the_allowed_acts_at_every_width() {
+    let lab = demo_lab();
+    for keys in ["", "jjjjj", "5", "2"] {
+        let mut app = console_on(&lab, options(None), (80, 24));
+        press(&mut app, keys);
+        for width in (80..=200).step_by(5) {
+            console::update(&mut app, Action::Resize(width, 30));
+            let text = screen(&app);
+            let bar = text.lines().last().unwrap_or_default();
+            let mut kept = vec!["? help".to_string(), "q quit".to_string()];
+            kept.extend(["Tab filter", "/ search"].map(String::from));
+            for binding in keys::bindings(Context::Queue) {
+                if let Action::Request(request) = binding.action {
+                    if app.availability(request).is_ok() {
+                        kept.push(format!("{} {}", binding.keys[0].name(), binding.label));
+                    }
+                }
+            }
+            for item in &kept {
+                assert!(
+                    bar.contains(item.as_str()),
+                    "{keys:?} at {width}: `{item}` not in {bar}"
+                );
+            }
+        }
+    }
 }

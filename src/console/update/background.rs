@@ -20,7 +20,7 @@ use super::super::app::{App, Landed, Mark, MarkErrand, Mode, Origin, ReadErrand,
 use super::jobs;
 use super::queue::{land_search, reload_row, shown, start_read};
 use super::status::set_status;
-use crate::domain::Operation;
+use crate::domain::{Operation, QueueKey};
 use crate::error::Result;
 use crate::workspace::Classified;
 
@@ -180,7 +180,7 @@ pub(super) fn mark_of(op: &Operation) -> Mark {
 
 /// `v`'s operations landed: marked, and counted in the status line; or
 /// nothing marked, saying why (cancelled, or too many).
-fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<Operation>>, cancelled: bool) {
+fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<QueueKey>>, cancelled: bool) {
     let Some(found) = found else {
         let text = if cancelled {
             "v cancelled: nothing was marked".to_string()
@@ -195,8 +195,14 @@ fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<Operation>>,
     };
     let before = app.marks.len();
     let shown = found.len();
-    for op in &found {
-        app.marks.insert(op.op_id.clone(), mark_of(op));
+    for key in found {
+        let mark = Mark {
+            version: key.version,
+            state: key.state,
+            payload: key.payload,
+            receiver: key.receiver,
+        };
+        app.marks.insert(key.op_id, mark);
     }
     let new = app.marks.len() - before;
     let text = format!(

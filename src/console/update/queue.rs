@@ -329,6 +329,12 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         (shown_detail.operation, read)
     };
     let reading = matches!(read, ReadState::Reading { .. });
+    let mut approved_at = std::collections::BTreeMap::new();
+    for a in &shown_detail.approvals {
+        if let Some(compensation) = app.ws.operation(&a.compensation_op_id)? {
+            approved_at.insert(a.compensation_op_id.clone(), compensation.triage.created_at);
+        }
+    }
     app.detail = Some(Detail {
         closure: app.ws.closure(&op_id)?,
         dispatches: app.ws.dispatch_count(&op_id)?,
@@ -342,7 +348,8 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         escalations: shown_detail.escalations,
         failures: shown_detail.failures,
         acknowledgements: shown_detail.acknowledgements,
-        observations: shown_detail.observations.len(),
+        observations: shown_detail.observations,
+        approved_at,
     });
     if recorded {
         reload_row(app, &op_id)?;
@@ -363,8 +370,8 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
 }
 
 /// After an observation was recorded: the operation's row (its latest
-/// verdict and when it was seen) and the detail's count of observations,
-/// read again. The version is the same, so nothing else moves.
+/// verdict and when it was seen) and the detail's observations, read
+/// again. The version is the same, so nothing else moves.
 pub(super) fn reload_row(app: &mut App, op_id: &str) -> Result<()> {
     let Some(fresh) = app.ws.operation(op_id)? else {
         return Ok(());
@@ -372,9 +379,16 @@ pub(super) fn reload_row(app: &mut App, op_id: &str) -> Result<()> {
     if let Some(row) = app.queue.rows.iter_mut().find(|r| r.op_id == op_id) {
         *row = fresh.clone();
     }
-    if let Some(d) = app.detail.as_mut().filter(|d| d.operation.op_id == op_id) {
-        d.observations += 1;
-        d.operation = fresh;
+    if app
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.operation.op_id == op_id)
+    {
+        let observations = app.ws.show(op_id)?.observations;
+        if let Some(d) = app.detail.as_mut() {
+            d.observations = observations;
+            d.operation = fresh;
+        }
     }
     Ok(())
 }

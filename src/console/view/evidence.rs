@@ -8,7 +8,7 @@
 use super::super::app::{App, Detail};
 use super::super::text::{clean, wrap_hanging};
 use super::panel::{block, frame_rows, Edges, Need};
-use crate::domain::{EscalationAction, Timestamp};
+use crate::domain::{Approval, EscalationAction, Timestamp};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -28,30 +28,28 @@ fn when(at: Timestamp) -> String {
 /// recorded state changes (receipts and reviews, with reviewer, decision,
 /// verdict and versions), the closes, the notes and the escalation
 /// marker's changes, in the order they happened (by time, then by their
-/// journal entry); then the compensation approvals, and the count of
-/// recorded observations. The unabridged view (`p`) shows them all.
+/// journal entry), the compensation approvals among them at the time
+/// each was made; and the count of recorded observations first. The
+/// unabridged view (`p`) shows them all, and lists the observations.
 pub(super) fn history_lines(d: &Detail) -> Vec<String> {
     let timed = timed_lines(d);
     // The count first: the panel keeps the newest lines when short.
     let mut out = Vec::new();
-    if d.observations > 0 {
+    if !d.observations.is_empty() {
+        let count = d.observations.len();
         out.push(format!(
-            "{} observation{} recorded (p, recon show)",
-            d.observations,
-            if d.observations == 1 { "" } else { "s" }
+            "{count} observation{} recorded (p lists them)",
+            if count == 1 { "" } else { "s" }
         ));
     }
     out.extend(timed);
-    for a in &d.approvals {
-        out.push(format!(
-            "approval: {} compensates {} of {} · action {} · by {} at v{}",
-            clean(&a.compensation_op_id),
-            clean(&a.effect_id),
-            clean(&a.original_op_id),
-            clean(&a.action_kind),
-            clean(&a.approver),
-            a.approved_version
-        ));
+    // An approval whose compensation operation is not there has no time.
+    for a in d
+        .approvals
+        .iter()
+        .filter(|a| !d.approved_at.contains_key(&a.compensation_op_id))
+    {
+        out.push(approval_text(a));
     }
     if let (Some(c), true) = (&d.closure, d.closes.is_empty()) {
         out.push(format!(
@@ -124,8 +122,61 @@ fn timed_lines(d: &Detail) -> Vec<String> {
         timed.push((e.at, e.seq, line));
     }
     calls_and_contradictions(d, &mut timed);
+    approval_lines(d, &mut timed);
     timed.sort_by_key(|(at, seq, _)| (*at, *seq));
     timed.into_iter().map(|(_, _, line)| line).collect()
+}
+
+fn approval_text(a: &Approval) -> String {
+    format!(
+        "approval by {}: {} compensates {} of {} · action {} · at v{}",
+        clean(&a.approver),
+        clean(&a.compensation_op_id),
+        clean(&a.effect_id),
+        clean(&a.original_op_id),
+        clean(&a.action_kind),
+        a.approved_version
+    )
+}
+
+/// The compensation approvals, each at the time it was made (its
+/// compensation operation was prepared in the same transaction).
+fn approval_lines(d: &Detail, timed: &mut Vec<(Timestamp, i64, String)>) {
+    for a in &d.approvals {
+        let Some(at) = d.approved_at.get(&a.compensation_op_id) else {
+            continue;
+        };
+        let line = format!("{} {}", when(*at), approval_text(a));
+        timed.push((*at, i64::MAX, line));
+    }
+}
+
+/// The recorded observations, oldest first, each in one line: when, by
+/// whom, through which receiver, the verdict, the flags and the matches.
+pub(super) fn observation_lines(d: &Detail) -> Vec<String> {
+    if d.observations.is_empty() {
+        return vec!["none recorded: a read on screen is live until s records it".to_string()];
+    }
+    d.observations
+        .iter()
+        .map(|o| {
+            let seen = &o.seen;
+            let flag = |name: &str, on: bool| format!("{name} {}", if on { "yes" } else { "no" });
+            format!(
+                "{} #{} by {} from {}: {} · {} · {} · {} · {} match{}",
+                when(seen.observed_at),
+                o.seq,
+                clean(&seen.observed_by),
+                clean(&seen.receiver),
+                seen.verdict,
+                flag("complete", seen.complete),
+                flag("authoritative", seen.authoritative),
+                flag("closed", seen.closed),
+                seen.matches,
+                if seen.matches == 1 { "" } else { "es" }
+            )
+        })
+        .collect()
 }
 
 /// The receiver calls that gave no usable answer, the contradiction on
@@ -173,10 +224,7 @@ fn wrapped(d: &Detail, width: usize) -> Vec<String> {
 pub fn need(app: &App, width: usize) -> Need {
     let want = app.selected_detail().map_or(1, |d| wrapped(d, width).len());
     let cap = usize::from(app.height / 4).max(1);
-    Need {
-        min: 1,
-        want: want.min(cap),
-    }
+    Need::lines(1, want.min(cap))
 }
 
 pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {

@@ -2,7 +2,7 @@
 //! compensates or confirmed, and its payload pretty-printed.
 
 use super::super::app::{App, Detail};
-use super::super::text::{clean, json_lines, wrap, wrap_parts};
+use super::super::text::{clean, fit, json_lines, wrap, wrap_hanging, wrap_parts};
 use super::panel::{block, frame_rows, Edges, Need};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -45,31 +45,69 @@ fn header(d: &Detail) -> Vec<String> {
     lines
 }
 
-/// The whole operation as plain lines, header, payload and evidence
-/// history, for the unabridged view (`p`).
+/// The whole operation as plain lines, header, payload, evidence history
+/// and every recorded observation, for the unabridged view (`p`).
 pub fn operation_text(d: &Detail) -> Vec<String> {
     let mut lines = header(d);
     lines.extend(json_lines(&d.operation.payload).into_iter().map(|l| l.text));
     lines.push(String::new());
     lines.push("history:".to_string());
     lines.extend(super::evidence::history_lines(d));
+    lines.push(String::new());
+    lines.push("observations:".to_string());
+    lines.extend(super::evidence::observation_lines(d));
     lines
 }
 
-/// The header always, and a few lines of the payload at least.
+/// The payload as the panel shows it in `rows` lines, in the first of
+/// these forms that fits: pretty-printed and wrapped; wrapped without the
+/// outer braces (each field back by their indent); one line per field,
+/// each cut at the panel's edge, inside the braces, then without them.
+fn payload_lines(d: &Detail, width: usize, rows: usize) -> Vec<String> {
+    let json = json_lines(&d.operation.payload);
+    let all: Vec<&str> = json.iter().map(|l| l.text.as_str()).collect();
+    let inner: Vec<&str> = if all.len() >= 3 {
+        all[1..all.len() - 1]
+            .iter()
+            .map(|l| l.strip_prefix("  ").unwrap_or(l))
+            .collect()
+    } else {
+        all.clone()
+    };
+    let wrapped = |lines: &[&str], hang: bool| -> Vec<String> {
+        lines
+            .iter()
+            .flat_map(|l| {
+                if hang {
+                    wrap_hanging(l, width, 2)
+                } else {
+                    wrap(l, width)
+                }
+            })
+            .collect()
+    };
+    let cut = |lines: &[&str]| -> Vec<String> { lines.iter().map(|l| fit(l, width)).collect() };
+    let mut forms = [
+        wrapped(&all, false),
+        wrapped(&inner, true),
+        cut(&all),
+        cut(&inner),
+    ]
+    .into_iter();
+    let last = forms.next_back().unwrap_or_default();
+    forms.find(|f| f.len() <= rows).unwrap_or(last)
+}
+
+/// The header always, and the payload's first three fields at least (so
+/// a payload of three fields is always whole, each on its line).
 pub fn need(app: &App, width: usize) -> Need {
     let Some(d) = app.selected_detail() else {
-        return Need { min: 1, want: 1 };
+        return Need::lines(1, 1);
     };
     let head: usize = header(d).iter().map(|l| wrap_parts(l, width).len()).sum();
-    let body: usize = json_lines(&d.operation.payload)
-        .iter()
-        .map(|l| wrap(&l.text, width).len())
-        .sum();
-    Need {
-        min: head + body.min(3),
-        want: head + body,
-    }
+    let body = payload_lines(d, width, usize::MAX).len();
+    let fields = payload_lines(d, width, 0).len();
+    Need::lines(head + fields.min(3), head + body)
 }
 
 pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
@@ -94,14 +132,10 @@ pub fn render_operation(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
             lines.push(line);
         }
     }
-    for json in json_lines(&d.operation.payload) {
-        for part in wrap(&json.text, width) {
-            lines.push(Line::raw(part));
-        }
-    }
-    let hidden = lines
-        .len()
-        .saturating_sub(usize::from(area.height.saturating_sub(frame_rows(edges))));
+    let rows = usize::from(area.height.saturating_sub(frame_rows(edges)));
+    let payload = payload_lines(d, width, rows.saturating_sub(lines.len()));
+    lines.extend(payload.into_iter().map(Line::raw));
+    let hidden = lines.len().saturating_sub(rows);
     let notes = if hidden > 0 {
         vec![
             format!(

@@ -129,7 +129,8 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
          queue writes verdicts short: dups (duplicate_matches), payload (payload_mismatch), \
          scope (action_scope_mismatch), unique (unique_exact_match), exists \
          (exact_match_existence_only), absent (terminal_absence), unsure (inconclusive), and \
-         obs for seen. In a snapshot, ≠ marks a payload field \
+         obs for seen; and, narrower still, states short: unkn (unknown), prep (prepared), conf \
+         (confirmed), n_app (not_applied). In a snapshot, ≠ marks a payload field \
          that differs from the operation's payload. Untrusted text shows control characters \
          as escapes (\\x1b, \\u{202e}).",
         "A decision is always checked against the version on screen; if another reviewer or \

@@ -19,6 +19,20 @@ use unicode_width::UnicodeWidthStr;
 pub struct Need {
     pub min: usize,
     pub want: usize,
+    /// The panel shows either all of `want` or its short form in `min`
+    /// (nothing between), so rows between the two would stay empty.
+    pub whole_or_min: bool,
+}
+
+impl Need {
+    /// A panel that shows as many of its `want` lines as it gets.
+    pub fn lines(min: usize, want: usize) -> Need {
+        Need {
+            min,
+            want,
+            whole_or_min: false,
+        }
+    }
 }
 
 /// How a panel meets its neighbours in a column.

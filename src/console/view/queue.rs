@@ -6,9 +6,9 @@
 //! than what fits.
 
 use super::super::app::{verdict_filter_label, App};
-use super::super::text::{age_short, clean, fit, fit_middle};
+use super::super::text::{age_short, apart_width, clean, fit, fit_apart};
 use super::panel::{block, Edges};
-use crate::domain::{Operation, Verdict};
+use crate::domain::{OpState, Operation, Verdict};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -149,19 +149,62 @@ struct Columns {
     widths: Vec<Constraint>,
     /// The state column only matters when the filter mixes states.
     show_state: bool,
+    /// The state in [`STATE_SHORT`] columns.
+    short_state: bool,
     show_version: bool,
     show_action: bool,
     /// The latest verdict's whole name, or its short form.
     full_verdict: bool,
     /// What the longest visible action kind needs, up to a cap.
     action_width: usize,
-    /// The op id column takes the rest.
-    id_width: usize,
+    /// Whether the time since the latest observation and the operation's
+    /// age have room: they go, in that order, before the op ids would
+    /// read alike.
+    show_seen: bool,
+    show_age: bool,
+    /// Each row's op id, cut to the column the rest leaves so that no two
+    /// read the same.
+    ids: Vec<String>,
 }
 
 /// Below this many columns an op id is cut harder than the optional
 /// columns are worth.
 const ID_ROOM: usize = 26;
+
+/// The queue's width and what its columns so far take.
+struct Budget {
+    inner: usize,
+    used: usize,
+}
+
+impl Budget {
+    /// Takes `extra` columns if `need` are still left for the op id.
+    fn take(&mut self, extra: usize, need: usize) -> bool {
+        let fits = self.inner >= self.used + extra + need;
+        if fits {
+            self.used += extra;
+        }
+        fits
+    }
+}
+
+/// The columns of a state's short form ([`state_short`]).
+const STATE_SHORT: usize = 5;
+
+/// A state in [`STATE_SHORT`] columns, for a queue whose op ids need the
+/// room; the help lists each beside its state.
+fn state_short(state: OpState) -> &'static str {
+    match state {
+        OpState::Unknown => "unkn",
+        OpState::Prepared => "prep",
+        OpState::Confirmed => "conf",
+        OpState::NotApplied => "n_app",
+    }
+}
+
+/// The fewest columns an op id keeps, when the ids on screen are apart
+/// in fewer.
+const ID_FLOOR: usize = 8;
 
 impl Columns {
     /// The op id, the latest verdict, when it was observed and the
@@ -191,40 +234,73 @@ impl Columns {
         // Ages are 3 columns wide (`<1m`, `59m`, `23h`, `9d`) and get a
         // fourth (`120d`) when the queue is not at its narrowest.
         let age_width = if inner < 40 { 3 } else { 4 };
-        // lead, verdict (short), seen, age, and the spaces between them and
-        // the op id.
-        let mut used = 3 + 7 + 2 * age_width + 4;
+        let ids: Vec<String> = app.queue.rows.iter().map(|op| clean(&op.op_id)).collect();
+        // The op id never gets fewer columns than keep the rows apart.
+        let apart = apart_width(&ids, ID_FLOOR);
+        // lead, verdict (short), and the spaces around the op id.
+        let mut used = 3 + 7 + 2;
         if show_state {
             used += 12;
         }
-        let mut room = |extra: usize| {
-            let fits = inner >= used + extra + ID_ROOM;
-            if fits {
-                used += extra;
-            }
-            fits
+        let mut room = Budget { inner, used };
+        let show_age = room.take(age_width + 1, apart);
+        let show_seen = show_age && room.take(age_width + 1, apart);
+        // The state's short form when even without the ages the ids
+        // would read alike.
+        let short_state = show_state && !room.take(0, apart);
+        if short_state {
+            room.used -= 11 - STATE_SHORT;
+        }
+        let optional = ID_ROOM.max(apart);
+        let full_verdict = room.take(full_width - 7, optional);
+        let show_action = room.take(action_width + 1, optional);
+        let show_version = room.take(5, optional);
+        let mut columns = Columns {
+            header: Vec::new(),
+            widths: Vec::new(),
+            show_state,
+            short_state,
+            show_version,
+            show_action,
+            full_verdict,
+            action_width,
+            show_seen,
+            show_age,
+            ids: Vec::new(),
         };
-        let full_verdict = room(full_width - 7);
-        let show_action = room(action_width + 1);
-        let show_version = room(5);
+        let verdict_width = if full_verdict { full_width } else { 7 };
+        columns.lay_out(inner, verdict_width, age_width, &ids);
+        columns
+    }
+
+    /// The heads and widths of the columns shown, and the op ids cut to
+    /// the column they leave.
+    fn lay_out(&mut self, inner: usize, verdict_width: usize, age_width: usize, ids: &[String]) {
         let mut header = vec!["", "op id"];
         let mut widths = vec![Constraint::Length(3), Constraint::Fill(1)];
         let length = |n: usize| Constraint::Length(u16::try_from(n).unwrap_or(u16::MAX));
-        if show_action {
+        if self.show_action {
             header.push("action");
-            widths.push(length(action_width));
+            widths.push(length(self.action_width));
         }
-        if show_state {
+        if self.show_state {
             header.push("state");
-            widths.push(Constraint::Length(11));
+            widths.push(length(if self.short_state { STATE_SHORT } else { 11 }));
         }
-        if show_version {
+        if self.show_version {
             header.push("ver");
             widths.push(Constraint::Length(4));
         }
-        header.extend(["verdict", if age_width < 4 { "obs" } else { "seen" }, "age"]);
-        widths.push(length(if full_verdict { full_width } else { 7 }));
-        widths.extend([length(age_width), length(age_width)]);
+        header.push("verdict");
+        widths.push(length(verdict_width));
+        if self.show_seen {
+            header.push(if age_width < 4 { "obs" } else { "seen" });
+            widths.push(length(age_width));
+        }
+        if self.show_age {
+            header.push("age");
+            widths.push(length(age_width));
+        }
         let fixed: usize = widths
             .iter()
             .map(|w| match w {
@@ -233,16 +309,10 @@ impl Columns {
             })
             .sum();
         let id_width = inner.saturating_sub(fixed + widths.len() - 1);
-        Columns {
-            header,
-            widths,
-            show_state,
-            show_version,
-            show_action,
-            full_verdict,
-            action_width,
-            id_width,
-        }
+        self.ids = fit_apart(ids, id_width)
+            .unwrap_or_else(|| ids.iter().map(|id| fit(id, id_width)).collect());
+        self.header = header;
+        self.widths = widths;
     }
 
     /// One operation's row. An id cut to fit loses its middle, not its end,
@@ -264,17 +334,31 @@ impl Columns {
                 (None, None) => " ",
             }
         );
+        // On the cursor row a span keeps the row's colours (its words say
+        // the rest), so it reads at full contrast.
+        let span_style = |style| {
+            if selected {
+                theme.on_cursor(style)
+            } else {
+                style
+            }
+        };
         let mut cells = vec![
-            Cell::from(Span::styled(lead, theme.marked())),
-            Cell::from(fit_middle(&clean(&op.op_id), self.id_width)),
+            Cell::from(Span::styled(lead, span_style(theme.marked()))),
+            Cell::from(self.ids.get(i).cloned().unwrap_or_default()),
         ];
         if self.show_action {
             cells.push(Cell::from(fit(&clean(&op.action_kind), self.action_width)));
         }
         if self.show_state {
+            let name = if self.short_state {
+                state_short(op.state)
+            } else {
+                op.state.as_str()
+            };
             cells.push(Cell::from(Span::styled(
-                op.state.as_str(),
-                theme.state(op.state),
+                name,
+                span_style(theme.state(op.state)),
             )));
         }
         if self.show_version {
@@ -287,11 +371,15 @@ impl Columns {
             verdict_short(latest.map(|l| l.verdict))
         };
         cells.push(Cell::from(verdict));
-        cells.push(Cell::from(match latest {
-            Some(l) => age_short(app.now.since(l.observed_at)),
-            None => "-".to_string(),
-        }));
-        cells.push(Cell::from(age_short(app.now.since(op.triage.updated_at))));
+        if self.show_seen {
+            cells.push(Cell::from(match latest {
+                Some(l) => age_short(app.now.since(l.observed_at)),
+                None => "-".to_string(),
+            }));
+        }
+        if self.show_age {
+            cells.push(Cell::from(age_short(app.now.since(op.triage.updated_at))));
+        }
         let row = Row::new(cells);
         if selected {
             row.style(theme.selected())

@@ -2,7 +2,8 @@
 //! that receiver's ceiling in words, how it was taken (an automatic read,
 //! the reviewer's read, or their closing snapshot), its flags, and every
 //! match, with the payload fields that differ from the operation's marked
-//! `≠` and highlighted. While an adapter's read runs off the key loop the
+//! `≠` and highlighted; a read of an operation with no recorded
+//! observation says it is live and unrecorded (the queue's `never`). While an adapter's read runs off the key loop the
 //! panel says so, and a read that failed says why.
 
 use super::super::app::{App, Detail, ReadState, Shown};
@@ -29,7 +30,7 @@ fn yes_no(flag: bool) -> &'static str {
 }
 
 /// The title and the lines of the panel for the selected operation.
-fn content(app: &App, d: &Detail, width: usize) -> (String, Vec<Line<'static>>) {
+fn content(app: &App, d: &Detail, width: usize, compact: bool) -> (String, Vec<Line<'static>>) {
     let theme = &app.theme;
     let receiver = clean(&d.receiver.name);
     let title = match &d.read {
@@ -39,7 +40,7 @@ fn content(app: &App, d: &Detail, width: usize) -> (String, Vec<Line<'static>>) 
     };
     let mut lines = receiver_lines(app, d, width);
     match &d.read {
-        ReadState::Shown(shown) => lines.extend(shown_lines(theme, d, shown, width)),
+        ReadState::Shown(shown) => lines.extend(shown_lines(theme, d, shown, width, compact)),
         ReadState::Reading { origin } => {
             let text = format!(
                 "reading {receiver}…: {}; keys keep working",
@@ -56,16 +57,18 @@ fn content(app: &App, d: &Detail, width: usize) -> (String, Vec<Line<'static>>) 
     (title, lines)
 }
 
-/// The receiver, the flags and the first match at least.
+/// The receiver, the flags and every match with the payload lines that
+/// differ at least (the compact form); all of it if there is room.
 pub fn need(app: &App, width: usize) -> Need {
     let Some(d) = app.selected_detail() else {
-        return Need { min: 1, want: 1 };
+        return Need::lines(1, 1);
     };
-    let want = content(app, d, width).1.len();
-    let receiver = receiver_lines(app, d, width).len();
+    let want = content(app, d, width, false).1.len();
+    let compact = content(app, d, width, true).1.len();
     Need {
-        min: want.min(receiver + 4),
+        min: want.min(compact),
         want,
+        whole_or_min: true,
     }
 }
 
@@ -77,7 +80,13 @@ pub fn render_snapshot(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
         block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
         return;
     };
-    let (title, lines) = content(app, d, width);
+    // When the whole read does not fit and the reviewer has not scrolled,
+    // the compact form keeps every differing line in view.
+    let visible = usize::from(area.height.saturating_sub(frame_rows(edges)));
+    let (title, mut lines) = content(app, d, width, false);
+    if lines.len() > visible && app.snapshot_scroll == 0 {
+        lines = content(app, d, width, true).1;
+    }
     render_scrolled(
         app,
         Line::styled(title, theme.heading()),
@@ -127,9 +136,22 @@ fn receiver_lines(app: &App, d: &Detail, width: usize) -> Vec<Line<'static>> {
 }
 
 /// A read that came back: its flags, then every match.
-fn shown_lines(theme: &Theme, d: &Detail, shown: &Shown, width: usize) -> Vec<Line<'static>> {
+fn shown_lines(
+    theme: &Theme,
+    d: &Detail,
+    shown: &Shown,
+    width: usize,
+    compact: bool,
+) -> Vec<Line<'static>> {
     let snap = &shown.snapshot;
     let mut lines = flag_lines(theme, snap, width);
+    // The queue's `never` is about what is recorded; this read is not.
+    if !shown.recorded && d.operation.triage.latest_observation.is_none() {
+        lines.extend(styled(
+            wrap_hanging("live, unrecorded read: the queue keeps never", width, 2),
+            theme.note(),
+        ));
+    }
     if snap.matches.is_empty() {
         lines.push(Line::styled(
             "no receiver effect carries this op id",
@@ -151,7 +173,14 @@ fn shown_lines(theme: &Theme, d: &Detail, shown: &Shown, width: usize) -> Vec<Li
             .get(i)
             .map(|v| v.iter().cloned().collect())
             .unwrap_or_default();
-        lines.extend(match_lines(theme, &d.operation, m, &differing, width));
+        lines.extend(match_lines(
+            theme,
+            &d.operation,
+            m,
+            &differing,
+            width,
+            compact,
+        ));
     }
     lines
 }
@@ -196,6 +225,7 @@ fn match_lines(
     m: &Effect,
     differing: &BTreeSet<String>,
     width: usize,
+    compact: bool,
 ) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let mut head = vec![Span::styled(
@@ -230,18 +260,20 @@ fn match_lines(
             theme.good(),
         ));
     } else {
-        lines.extend(payload_lines(theme, &m.payload, differing, width));
+        lines.extend(payload_lines(theme, &m.payload, differing, width, compact));
     }
     lines
 }
 
 /// A payload that differs: where, then the whole payload with each line at
-/// or under a differing path marked `≠`, then the paths it lacks.
+/// or under a differing path marked `≠` (in the compact form only those,
+/// and how many lines agree), then the paths it lacks.
 fn payload_lines(
     theme: &Theme,
     payload: &Value,
     differing: &BTreeSet<String>,
     width: usize,
+    compact: bool,
 ) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let listed: Vec<String> = differing.iter().map(|p| clean(p)).collect();
@@ -252,8 +284,13 @@ fn payload_lines(
         lines.push(Line::styled(part, theme.differs()));
     }
     let json = json_lines(payload);
+    let mut agreeing = 0;
     for line in &json {
         let differs = line.is_under(differing);
+        if compact && !differs {
+            agreeing += 1;
+            continue;
+        }
         let marker = if differs { "≠ " } else { "  " };
         for part in wrap(&format!("{marker}{}", line.text), width) {
             lines.push(if differs {
@@ -262,6 +299,18 @@ fn payload_lines(
                 Line::raw(part)
             });
         }
+    }
+    if agreeing > 0 {
+        lines.extend(styled(
+            wrap(
+                &format!(
+                    "  + {agreeing} line{} that agree (J scrolls)",
+                    if agreeing == 1 { "" } else { "s" }
+                ),
+                width,
+            ),
+            theme.note(),
+        ));
     }
     for path in differing {
         if !json.iter().any(|l| &l.path == path) {

@@ -99,22 +99,22 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
                 || !matches!(b.action, Action::NextField | Action::PrevField)
         })
         .collect();
-    // Help first, then the acts, then moving about: on a narrow bar the
-    // keys that change something are the ones to keep in view.
-    entries.sort_by_key(|b| match b.action {
-        Action::Help => 0,
-        Action::Request(_) => 1,
-        _ => 2,
-    });
+    let available = |action: Action| match action {
+        Action::Request(request) if ctx == Context::Queue => app.availability(request).is_ok(),
+        _ => true,
+    };
+    // The most used first, so a narrow bar keeps them: help and quit, the
+    // acts the evidence allows now, moving between filters, searching,
+    // marking and reading, then the rest in the table's order, and the
+    // acts not allowed now last. What does not fit is left out, and the
+    // shorter items after it still get their turn.
+    entries.sort_by_key(|b| (!available(b.action), bar_rank(b.action)));
     for binding in entries {
-        let available = match binding.action {
-            Action::Request(request) if ctx == Context::Queue => app.availability(request).is_ok(),
-            _ => true,
-        };
+        let available = available(binding.action);
         let key = binding.keys.first().map(|k| k.name()).unwrap_or_default();
         let item_width = key.width() + 1 + binding.label.width() + 2;
         if used + item_width > width {
-            break;
+            continue;
         }
         used += item_width;
         let (key_style, label_style) = if available {
@@ -128,4 +128,21 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw("  "));
     }
     Line::from(spans).render(area, buf);
+}
+
+/// Where a key stands on the bottom bar, most used first.
+fn bar_rank(action: Action) -> u8 {
+    match action {
+        Action::Help => 0,
+        Action::Quit | Action::Confirm | Action::Submit => 1,
+        Action::Cancel => 2,
+        Action::Request(_) => 3,
+        Action::NextFilter => 4,
+        Action::Search => 5,
+        Action::ShowOperation => 6,
+        Action::ToggleMark => 7,
+        Action::ReadSnapshot => 8,
+        Action::Note | Action::Escalate => 9,
+        _ => 10,
+    }
 }

@@ -93,10 +93,16 @@ fn text_lines(app: &App, width: usize, one_line: bool) -> Vec<(bool, Option<bool
     out
 }
 
-/// All of it: which decisions are available, and why, comes first.
+/// All of it: which decisions are available, and why, comes first; at
+/// least with each action on one line (the help has each whole reason).
 pub fn need(app: &App, width: usize, one_line: bool) -> Need {
     let want = text_lines(app, width, one_line).len().max(1);
-    Need { min: want, want }
+    let min = text_lines(app, width, true).len().max(1);
+    Need {
+        min,
+        want,
+        whole_or_min: true,
+    }
 }
 
 pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer, edges: Edges, one_line: bool) {
@@ -117,7 +123,12 @@ pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer, edges: Edges, one
         Span::styled(format!("{verdict} "), tone),
     ]);
     let width = usize::from(area.width.saturating_sub(2));
-    let lines: Vec<Line> = text_lines(app, width, one_line)
+    let visible = usize::from(area.height.saturating_sub(frame_rows(edges)));
+    let mut text = text_lines(app, width, one_line);
+    if text.len() > visible {
+        text = text_lines(app, width, true);
+    }
+    let lines: Vec<Line> = text
         .into_iter()
         .map(|(explanation, available, text)| match available {
             _ if explanation => Line::raw(text),
@@ -126,9 +137,7 @@ pub fn render_verdict(app: &App, area: Rect, buf: &mut Buffer, edges: Edges, one
             None => Line::styled(text, theme.label()),
         })
         .collect();
-    let hidden = lines
-        .len()
-        .saturating_sub(usize::from(area.height.saturating_sub(frame_rows(edges))));
+    let hidden = lines.len().saturating_sub(visible);
     let notes = if hidden > 0 {
         vec![
             format!("{hidden} more · ? has each reason"),
