@@ -449,3 +449,136 @@ fn db_init_takes_a_database_not_a_workspace_and_its_help_lists_its_exit_codes() 
         assert!(help.contains(needle), "{needle}: {help}");
     }
 }
+
+/// One store's schema in comparable terms: each table's columns in order
+/// and its CHECK count, the named indexes with their table, the triggers.
+#[derive(Debug, Default, PartialEq)]
+struct Shape {
+    columns: std::collections::BTreeMap<String, Vec<String>>,
+    checks: std::collections::BTreeMap<String, usize>,
+    indexes: std::collections::BTreeSet<String>,
+    triggers: std::collections::BTreeSet<String>,
+}
+
+/// The SQLite outbox's shape, from a workspace this build created.
+fn sqlite_shape() -> Shape {
+    let lab = crate::support::Lab::new();
+    let conn = rusqlite::Connection::open(lab.path().join("sender.sqlite")).unwrap();
+    let mut shape = Shape::default();
+    let objects: Vec<(String, String, String, String)> = conn
+        .prepare("SELECT type, name, tbl_name, COALESCE(sql, '') FROM sqlite_master")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (kind, name, table, sql) in objects {
+        match kind.as_str() {
+            "table" => {
+                let columns: Vec<String> = conn
+                    .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+                    .unwrap()
+                    .query_map([&name], |r| r.get(0))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                shape
+                    .checks
+                    .insert(name.clone(), sql.matches("CHECK (").count());
+                shape.columns.insert(name, columns);
+            }
+            "index" if !name.starts_with("sqlite_autoindex") => {
+                shape.indexes.insert(format!("{table}.{name}"));
+            }
+            "trigger" => drop(shape.triggers.insert(name)),
+            _ => {}
+        }
+    }
+    shape
+}
+
+/// The PostgreSQL outbox's shape, read from the catalog.
+fn postgres_shape(pg: &Postgres, database: &str) -> Shape {
+    let rows = |sql: &str| -> Vec<Vec<String>> {
+        pg.psql(database, sql)
+            .lines()
+            .map(|line| line.split('|').map(str::to_string).collect())
+            .collect()
+    };
+    let mut shape = Shape::default();
+    for row in rows(
+        "SELECT table_name, column_name FROM information_schema.columns
+         WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
+    ) {
+        shape
+            .columns
+            .entry(row[0].clone())
+            .or_default()
+            .push(row[1].clone());
+    }
+    for row in rows(
+        "SELECT c.relname, count(k.oid) FROM pg_class c
+         LEFT JOIN pg_constraint k ON k.conrelid = c.oid AND k.contype = 'c'
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' GROUP BY c.relname",
+    ) {
+        shape.checks.insert(row[0].clone(), row[1].parse().unwrap());
+    }
+    for row in rows(
+        "SELECT i.tablename, i.indexname FROM pg_indexes i WHERE i.schemaname = 'public'
+         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conname = i.indexname)",
+    ) {
+        shape.indexes.insert(format!("{}.{}", row[0], row[1]));
+    }
+    for row in rows("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal") {
+        shape.triggers.insert(row[0].clone());
+    }
+    shape
+}
+
+#[test]
+fn the_postgres_schema_mirrors_the_sqlite_outbox_table_by_table() {
+    let test = "the_postgres_schema_mirrors_the_sqlite_outbox_table_by_table";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = initialized(pg, "mirror");
+    let database = database_of(&url);
+    let sqlite = sqlite_shape();
+    assert!(
+        sqlite.columns.len() > 15 && sqlite.indexes.len() > 15,
+        "{sqlite:?}"
+    );
+    assert!(sqlite.triggers.contains("notes_append_only_delete"));
+    assert!(sqlite.checks["observations"] == 4, "{sqlite:?}");
+    let mut postgres = postgres_shape(pg, database);
+    // What PostgreSQL has besides: the head, its triggers and the
+    // refusals of TRUNCATE (SQLite has no TRUNCATE).
+    assert_eq!(
+        postgres.columns.remove("journal_head"),
+        Some(vec!["id".into(), "seq".into(), "hash".into()])
+    );
+    postgres.checks.remove("journal_head");
+    let extra: Vec<String> = postgres
+        .triggers
+        .iter()
+        .filter(|t| !sqlite.triggers.contains(*t))
+        .cloned()
+        .collect();
+    for trigger in &extra {
+        assert!(
+            trigger.ends_with("_append_only_truncate")
+                || trigger.starts_with("journal_head")
+                || trigger == "journal_follows_head",
+            "{trigger}"
+        );
+    }
+    postgres.triggers.retain(|t| !extra.contains(t));
+    assert_eq!(postgres, sqlite);
+    // Every text compares by its bytes.
+    let collations = pg.psql(
+        database,
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'
+         AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C'",
+    );
+    assert_eq!(collations.trim(), "0");
+}
