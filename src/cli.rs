@@ -55,6 +55,7 @@ Exit codes:
 Environment:
   RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock,
                          in milliseconds (default 5000, at most 600000)
+  RECON_DATABASE_URL     `db init`: the database when --database is not given
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 

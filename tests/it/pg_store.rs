@@ -582,3 +582,71 @@ fn the_postgres_schema_mirrors_the_sqlite_outbox_table_by_table() {
     );
     assert_eq!(collations.trim(), "0");
 }
+
+#[test]
+fn a_partial_outbox_is_refused_not_recreated() {
+    let test = "a_partial_outbox_is_refused_not_recreated";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = initialized(pg, "partial");
+    let database = database_of(&url);
+    pg.psql(database, "DROP TABLE routes");
+    let out = db_init(&url, false, &[]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stderr.contains("lacks routes"), "{}", out.stderr);
+    assert_eq!(
+        pg.psql(database, "SELECT to_regclass('routes') IS NULL")
+            .trim(),
+        "t"
+    );
+}
+
+#[test]
+fn a_database_not_in_utf8_is_refused() {
+    let test = "a_database_not_in_utf8_is_refused";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let name = "latin1_outbox";
+    pg.psql(
+        "postgres",
+        &format!(
+            "CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' \
+             TEMPLATE template0"
+        ),
+    );
+    let out = db_init(&pg.url(name), true, &[]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("encoding is SQL_ASCII"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        pg.psql(name, "SELECT to_regclass('meta') IS NULL").trim(),
+        "t"
+    );
+}
+
+#[test]
+fn db_init_waits_for_a_held_lock_only_the_busy_timeout() {
+    let test = "db_init_waits_for_a_held_lock_only_the_busy_timeout";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = pg.new_database("lock_timeout");
+    let mut blocker = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let mut hold = blocker.transaction().expect("begin");
+    hold.execute("SELECT pg_advisory_xact_lock($1)", &[&INIT_LOCK])
+        .expect("take the lock");
+    let out = db_init(&url, true, &[("RECON_BUSY_TIMEOUT_MS", "50")]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("held a lock past the busy timeout"),
+        "{}",
+        out.stderr
+    );
+    hold.rollback().expect("release");
+    assert_eq!(init_ok(&url)["created"], json!(true));
+}
