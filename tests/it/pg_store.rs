@@ -176,16 +176,30 @@ fn sealed_after(head: &Checkpoint, at: &str) -> Sealed {
 
 /// Inserts `entry` through psql; a refusal's text carries its SQLSTATE.
 fn insert(pg: &Postgres, database: &str, entry: &Sealed) -> Result<String, String> {
+    insert_all(pg, database, std::slice::from_ref(entry))
+}
+
+/// Inserts `entries` through psql in one statement.
+fn insert_all(pg: &Postgres, database: &str, entries: &[Sealed]) -> Result<String, String> {
+    let rows: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            format!(
+                "({}, 'receiver_removed', NULL, $e${}$e$, '{}', '{}')",
+                e.seq, e.entry, e.prev_hash, e.hash
+            )
+        })
+        .collect();
     pg.try_psql(
         database,
         &format!(
             "DO $do$ BEGIN
                 INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
-                VALUES ({}, 'receiver_removed', NULL, $e${}$e$, '{}', '{}');
+                VALUES {};
              EXCEPTION WHEN OTHERS THEN
                 RAISE EXCEPTION 'sqlstate %: %', SQLSTATE, SQLERRM;
              END $do$",
-            entry.seq, entry.entry, entry.prev_hash, entry.hash
+            rows.join(", ")
         ),
     )
 }
@@ -250,6 +264,16 @@ fn the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_he
         chain.after(&entry);
         assert_eq!(head(pg, database), chain.to_string());
     }
+    // Several in one statement: each row's check sees the head the
+    // previous row moved.
+    let mut batch = Vec::new();
+    for _ in 0..3 {
+        let entry = sealed_after(&chain, at);
+        chain.after(&entry);
+        batch.push(entry);
+    }
+    insert_all(pg, database, &batch).expect("a sealed batch is accepted");
+    assert_eq!(head(pg, database), chain.to_string());
 }
 
 #[test]
