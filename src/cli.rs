@@ -55,6 +55,7 @@ Exit codes:
 Environment:
   RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock,
                          in milliseconds (default 5000, at most 600000)
+  RECON_DATABASE_URL     `db init`: the database when --database is not given
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 
@@ -233,6 +234,10 @@ pub enum Command {
     /// an action kind routed nowhere (no_receiver).
     #[command(subcommand)]
     Receivers(ReceiversCommand),
+    /// Team mode (SPEC 10): an outbox in a PostgreSQL database. Only `db
+    /// init` exists yet; no other command opens a database.
+    #[command(subcommand)]
+    Db(DbCommand),
 }
 
 impl Command {
@@ -260,6 +265,7 @@ impl Command {
             Command::Checkpoint(_) => "checkpoint",
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
+            Command::Db(_) => "db",
         }
     }
 
@@ -289,7 +295,8 @@ impl Command {
                 | ReceiversCommand::Update(ReceiversUpdateArgs { json, .. })
                 | ReceiversCommand::List(ReceiversListArgs { json })
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
-            ) => *json,
+            )
+            | Command::Db(DbCommand::Init(DbInitArgs { json, .. })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -358,6 +365,36 @@ pub enum ReceiversCommand {
     /// Refused receiver_in_use while a prepared or unknown operation routes
     /// to it; decided operations keep its name in their history.
     Remove(ReceiversRemoveArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create the outbox's schema in a PostgreSQL database, idempotently:
+    /// its tables at this recon's schema version, the journal's head row
+    /// and the triggers that keep the journal a chain and the history
+    /// append-only, and a new workspace id. Run again, it changes nothing
+    /// and reports the version found.
+    ///
+    /// Refused, with nothing written: a server whose synchronous_commit is
+    /// not on (or remote_apply), a database whose encoding is not UTF8, a
+    /// recon outbox of another schema version or missing some of its
+    /// objects, and tables or functions of recon's names that are not a
+    /// recon outbox. Two runs at once both succeed, and create it once.
+    /// Team mode is not usable yet: no other command opens a database.
+    Init(DbInitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbInitArgs {
+    /// The database: postgres://USER@HOST:PORT/DATABASE (default:
+    /// RECON_DATABASE_URL). Leave the password out: it is read from
+    /// PGPASSWORD, ~/.pgpass (or PGPASSFILE) or a PGSERVICE, as libpq
+    /// does; one in the URL is used, and never printed.
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Print {database, schema_version, created, workspace_id} as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The longest timeout a receiver may be given: one day.

@@ -17,6 +17,7 @@
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
+//! - `db`: `db init`, the PostgreSQL outbox's schema;
 //! - `console`: the review console and `screenshot`.
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
@@ -27,6 +28,7 @@
 
 mod audit;
 mod console;
+mod db;
 mod demo;
 mod experiment;
 mod failure;
@@ -44,7 +46,7 @@ pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, E
 use output::Out;
 use render::{Format, Render};
 
-use crate::cli::{Cli, Command, ReceiverCommand, ReceiversCommand};
+use crate::cli::{Cli, Command, DbCommand, ReceiverCommand, ReceiversCommand};
 use crate::domain::EscalationAction;
 use clap::{CommandFactory, FromArgMatches};
 use std::path::PathBuf;
@@ -115,7 +117,7 @@ pub fn with_exit_codes(mut command: clap::Command) -> clap::Command {
             _ => command,
         };
     }
-    for group in ["receiver", "receivers"] {
+    for group in ["receiver", "receivers", "db"] {
         command = command.mut_subcommand(group, |g| {
             g.after_help("Each command's --help lists the exit codes it can return.")
         });
@@ -185,6 +187,7 @@ enum Request {
     ReceiversCheck(receivers::Check),
     ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
+    DbInit(db::Init),
 }
 
 impl Request {
@@ -252,6 +255,7 @@ impl Request {
                 Request::ReceiverApply(receiver::Apply::validate(args, ws)?)
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
+            Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
         })
     }
 
@@ -304,6 +308,7 @@ impl Request {
             Request::ReceiversCheck(request) => Box::new(request.run()?),
             Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
+            Request::DbInit(request) => Box::new(request.run()?),
         })
     }
 }

@@ -76,6 +76,64 @@ pub enum StoreError {
     /// store does not offer.
     #[error("this outbox's store offers no {0}")]
     Unsupported(&'static str),
+    /// A PostgreSQL outbox's trouble; `url` is the database's URL with its
+    /// password redacted (`DatabaseUrl`'s display), never the URL typed.
+    #[error("{url}: {problem}")]
+    Database {
+        url: String,
+        problem: DatabaseProblem,
+    },
+}
+
+/// What went wrong with a PostgreSQL outbox's database.
+#[derive(Debug, Error)]
+pub enum DatabaseProblem {
+    /// The server could not be reached, refused the login, or failed a
+    /// statement: what recon was doing, and what the server or the client
+    /// library said (with any password scrubbed).
+    #[error("{during}: {detail}")]
+    Failed {
+        during: &'static str,
+        detail: String,
+    },
+    /// The schema's own triggers refused a write: a journal entry that
+    /// does not follow the head, or a change to an append-only table.
+    #[error("{during}: the database's guard refused it: {detail}")]
+    Guarded {
+        during: &'static str,
+        detail: String,
+    },
+    /// Another session held a lock past the busy timeout (`lock_timeout`).
+    #[error(
+        "{during}: another session held a lock past the busy timeout \
+         (RECON_BUSY_TIMEOUT_MS); nothing was changed"
+    )]
+    Locked { during: &'static str },
+    /// `synchronous_commit` lets a commit return before it is durable.
+    #[error(
+        "synchronous_commit is {0}: a commit could return before it is on disk, and an act \
+         recorded as committed could be lost in a crash of the server; recon needs on (or \
+         remote_apply): ALTER DATABASE or ALTER ROLE ... SET synchronous_commit = on"
+    )]
+    AsynchronousCommit(String),
+    /// The database's encoding cannot hold every text recon writes.
+    #[error(
+        "the database's encoding is {0}; recon needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8')"
+    )]
+    Encoding(String),
+    #[error("its recon outbox has schema version {found}; this recon reads version {expected}")]
+    IncompatibleSchema { found: i64, expected: i64 },
+    /// Tables or functions of the names recon uses, that are not a recon
+    /// outbox: never taken over.
+    #[error(
+        "it holds {0}, named as recon's own but not a recon outbox; refusing to take them over \
+         (use another database, or another schema in the URL's search_path)"
+    )]
+    Foreign(String),
+    /// A recon outbox of this version whose schema lacks some of its
+    /// objects: never recreated over what is left.
+    #[error("its recon outbox lacks {0}; nothing was created over what is left")]
+    Incomplete(String),
 }
 
 /// What a command had committed before it failed: one sentence for a

@@ -47,6 +47,7 @@ mod drill;
 mod identity;
 mod journal;
 mod location;
+mod postgres;
 mod receiver;
 mod receivers;
 mod rows;
@@ -74,6 +75,8 @@ pub use location::Location;
 pub(crate) use location::{
     is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
 };
+pub(crate) use postgres::init as init_database;
+pub use postgres::{DatabaseInit, DatabaseUrl, UrlError};
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 

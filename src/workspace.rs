@@ -30,8 +30,8 @@ mod receivers;
 mod triage;
 
 use crate::settings::OpenOptions;
-pub use crate::store::Location;
 use crate::store::{self, SenderStore};
+pub use crate::store::{DatabaseInit, DatabaseUrl, Location, UrlError};
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
@@ -122,6 +122,16 @@ impl Workspace {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Creates a PostgreSQL outbox's schema in `database` (`recon db
+    /// init`), or finds it there already. Nothing else opens a database
+    /// yet: team mode is not usable beyond this.
+    pub fn init_database(
+        database: &DatabaseUrl,
+        options: OpenOptions,
+    ) -> Result<DatabaseInit, StoreError> {
+        store::init_database(database, options)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:

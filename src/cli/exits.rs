@@ -21,6 +21,8 @@ struct Exits {
     json: bool,
     /// Whether it opens a workspace (and so waits on its lock).
     workspace: bool,
+    /// Whether it opens a PostgreSQL database (`--database`) instead.
+    database: bool,
     /// Whether it writes a file or a stream of its own (--output).
     output: bool,
     /// Whether it calls a receiver.
@@ -38,6 +40,7 @@ const fn exits(path: &'static [&'static str]) -> Exits {
         own: &[],
         json: true,
         workspace: true,
+        database: false,
         output: false,
         receiver: false,
         partial: None,
@@ -234,6 +237,12 @@ const TABLE: &[Exits] = &[
         json: false,
         ..exits(&["receivers", "remove"])
     },
+    Exits {
+        done: "the schema is there at this recon's version (created now, or found)",
+        workspace: false,
+        database: true,
+        ..exits(&["db", "init"])
+    },
 ];
 
 /// Every command that has its own exit codes, by its words.
@@ -263,6 +272,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receivers", "list"],
     &["receivers", "check"],
     &["receivers", "remove"],
+    &["db", "init"],
 ];
 
 /// The exit codes (and environment) section of one command's `--help`.
@@ -286,10 +296,19 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
         (false, true) => ", a receiver that gave no usable answer",
         (false, false) => "",
     };
-    text.push_str(&format!(
-        "  4  storage or I/O error (missing workspace, not a recon database, a file of another \
-         workspace, locked past the busy timeout{also})\n"
-    ));
+    if exits.database {
+        text.push_str(
+            "  4  storage error (the server cannot be reached or refuses the login, its \
+             synchronous_commit is not on, its encoding is not UTF8, a recon outbox of another \
+             schema version or an incomplete one, tables of recon's names that are not recon's, \
+             a lock held past the busy timeout)\n",
+        );
+    } else {
+        text.push_str(&format!(
+            "  4  storage or I/O error (missing workspace, not a recon database, a file of \
+             another workspace, locked past the busy timeout{also})\n"
+        ));
+    }
     if let Some(partial) = exits.partial {
         text.push_str(&format!("     and when {partial}\n"));
     }
@@ -306,6 +325,15 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
             "  Under --json, a failure with {failures} also prints one JSON document:\n  \
              {{\"error\": {{\"exit\", \"kind\", \"code\", \"message\"}}}}\n",
         ));
+    }
+    if exits.database {
+        text.push_str(
+            "\nEnvironment:\n  RECON_DATABASE_URL     the database when --database is not given\n  \
+             PGPASSWORD, PGPASSFILE, PGSERVICE, PGSERVICEFILE  credentials, as libpq reads them \
+             (and ~/.pgpass, ~/.pg_service.conf)\n  \
+             RECON_BUSY_TIMEOUT_MS  how long to wait for a lock another session holds \
+             (lock_timeout), in milliseconds (default 5000, at most 600000)",
+        );
     }
     if exits.workspace {
         text.push_str(

@@ -19,7 +19,6 @@
 //! runtime of its own inside this process, which is none of recon's
 //! business.
 
-mod credentials;
 mod drill;
 mod ledger;
 
@@ -42,16 +41,10 @@ fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
     if flag != "--database" {
         return Err(USAGE.to_string());
     }
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        return Err(format!(
-            "--database takes a postgres:// URL ({})",
-            recon::sanitize::escape(url)
-        ));
-    }
-    let mut config = url
-        .parse::<postgres::Config>()
-        .map_err(|e| format!("--database: {e}"))?;
-    credentials::complete(&mut config, &credentials::Env::process());
+    // recon's own parsing: libpq's credentials (PGSERVICE, PGPASSWORD,
+    // ~/.pgpass) complete the URL, and a message names it redacted.
+    let url = recon::DatabaseUrl::parse(url).map_err(|e| format!("--database: {e}"))?;
+    let config = url.config().clone();
     let verb = Verb::parse(verb).ok_or_else(|| USAGE.to_string())?;
     Ok((config, verb))
 }

@@ -1,15 +1,17 @@
 //! Credentials as every libpq client finds them, so that none has to travel
-//! in the `--database` URL (recon stores, journals and prints an adapter's
-//! arguments, and refuses one that carries a password): `PGSERVICE` (a
-//! section of `PGSERVICEFILE` or `~/.pg_service.conf`) fills in what the
-//! URL leaves out, then `PGPASSWORD`, then the password file (`PGPASSFILE`
-//! or `~/.pgpass`, ignored unless only its owner can read it, as libpq
-//! does). A password the URL does carry wins; recon refuses to register
-//! one, but the adapter can still be run by hand.
+//! in a URL that recon prints, stores or passes on: `PGSERVICE` (a section
+//! of `PGSERVICEFILE` or `~/.pg_service.conf`) fills in what the URL leaves
+//! out, then `PGPASSWORD`, then the password file (`PGPASSFILE` or
+//! `~/.pgpass`, ignored unless only its owner can read it, as libpq does).
+//! A password the URL does carry wins.
 //!
-//! recon passes an adapter only the variables its registration names, so
-//! register it with `--env PGPASSWORD` (or `--env PGPASSFILE`, `--env
-//! PGSERVICE`); `HOME` is always passed, so `~/.pgpass` needs nothing.
+//! One implementation serves both PostgreSQL clients recon ships: the
+//! outbox's `--database` (`store::postgres`) and `recon-pg-ledger`, which
+//! depends on recon's library already and reaches this through
+//! [`super::DatabaseUrl`]. recon passes an adapter only the variables its
+//! registration names, so the adapter is registered with `--env
+//! PGPASSWORD` (or `--env PGPASSFILE`, `--env PGSERVICE`); `HOME` is
+//! always passed, so `~/.pgpass` needs nothing.
 
 use postgres::config::Host;
 use postgres::Config;
@@ -19,12 +21,12 @@ use std::path::PathBuf;
 type Lookup = Box<dyn Fn(&str) -> Option<String>>;
 
 /// What the process environment says (a seam for the tests).
-pub struct Env {
-    pub get: Lookup,
+pub(crate) struct Env {
+    pub(crate) get: Lookup,
 }
 
 impl Env {
-    pub fn process() -> Env {
+    pub(crate) fn process() -> Env {
         Env {
             get: Box::new(|name| std::env::var(name).ok().filter(|v| !v.is_empty())),
         }
@@ -40,7 +42,7 @@ impl Env {
 }
 
 /// Completes `config` from the service, `PGPASSWORD` and the password file.
-pub fn complete(config: &mut Config, env: &Env) {
+pub(crate) fn complete(config: &mut Config, env: &Env) {
     if let Some(service) = env.var("PGSERVICE") {
         let file = env
             .var("PGSERVICEFILE")
@@ -101,17 +103,17 @@ fn private(path: &std::path::Path) -> bool {
 
 /// The connection a password is looked up for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Key {
-    pub host: String,
-    pub port: String,
-    pub database: String,
-    pub user: String,
+pub(crate) struct Key {
+    pub(crate) host: String,
+    pub(crate) port: String,
+    pub(crate) database: String,
+    pub(crate) user: String,
 }
 
 /// The password of the first line of a `.pgpass` that matches `key`:
 /// `hostname:port:database:username:password`, `*` matching anything,
 /// `\:` and `\\` escaping; comments and malformed lines skipped.
-pub fn pgpass_lookup(text: &str, key: &Key) -> Option<String> {
+pub(crate) fn pgpass_lookup(text: &str, key: &Key) -> Option<String> {
     let wanted = [&key.host, &key.port, &key.database, &key.user];
     text.lines()
         .filter(|line| !line.trim_start().starts_with('#'))
@@ -140,7 +142,7 @@ fn split_fields(line: &str) -> Option<Vec<String>> {
 
 /// Fills what the URL left out from the service's section of a
 /// `pg_service.conf`: `host`, `port`, `dbname`, `user`, `password`.
-pub fn apply_service(config: &mut Config, text: &str, service: &str) {
+pub(crate) fn apply_service(config: &mut Config, text: &str, service: &str) {
     let mut inside = false;
     for line in text.lines().map(str::trim) {
         if line.starts_with('#') || line.is_empty() {

@@ -1,0 +1,77 @@
+//! `recon db init`: the PostgreSQL outbox's schema (SPEC 10).
+//!
+//! The database comes from `--database`, else `RECON_DATABASE_URL`; it is
+//! printed only redacted (`DatabaseUrl`). `--workspace` has no meaning
+//! here and is a usage error rather than ignored.
+
+use super::open::open_options;
+use super::render::Render;
+use super::{Failure, Out};
+use crate::cli::DbInitArgs;
+use crate::domain::sanitize::escape;
+use crate::workspace::{DatabaseInit, DatabaseUrl, Workspace};
+use std::path::PathBuf;
+
+/// The variable that names the database when `--database` does not.
+pub const DATABASE_VARIABLE: &str = "RECON_DATABASE_URL";
+
+/// `--database URL`, else `RECON_DATABASE_URL`, parsed.
+fn database(flag: Option<String>) -> Result<DatabaseUrl, Failure> {
+    let text = flag
+        .or_else(|| std::env::var(DATABASE_VARIABLE).ok())
+        .filter(|text| !text.is_empty())
+        .ok_or_else(|| {
+            Failure::Usage(format!(
+                "db init needs the database: --database URL, or {DATABASE_VARIABLE}"
+            ))
+        })?;
+    DatabaseUrl::parse(&text).map_err(|e| Failure::Usage(format!("--database: {e}")))
+}
+
+pub struct Init {
+    database: DatabaseUrl,
+}
+
+impl Init {
+    pub fn validate(args: DbInitArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+        if workspace.is_some() {
+            return Err(Failure::Usage(
+                "db init takes --database URL, not --workspace: it creates a database's schema"
+                    .into(),
+            ));
+        }
+        Ok(Init {
+            database: database(args.database)?,
+        })
+    }
+
+    pub fn run(self) -> Result<Initialized, Failure> {
+        Ok(Initialized(Workspace::init_database(
+            &self.database,
+            open_options()?,
+        )?))
+    }
+}
+
+pub struct Initialized(DatabaseInit);
+
+impl Render for Initialized {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let init = &self.0;
+        let what = if init.created {
+            "created the recon outbox"
+        } else {
+            "the recon outbox was there already, nothing changed:"
+        };
+        out.line(format!(
+            "{what} schema version {} in {} (workspace id {})",
+            init.schema_version,
+            escape(&init.database),
+            escape(&init.workspace_id),
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}

@@ -1,0 +1,530 @@
+//! The PostgreSQL outbox's schema, and `recon db init`.
+//!
+//! The tables mirror the SQLite outbox's (`store::sender`) at the same
+//! schema version: every table, column name and order, CHECK, index and
+//! append-only trigger, so `verify`'s projection can read both the same
+//! way. What differs is what PostgreSQL needs said:
+//! - every text is `text COLLATE "C"`, so keys and the texts the audit
+//!   compares and orders compare by their bytes, as SQLite's do, whatever
+//!   the database's locale; entries and payloads are `text`, never
+//!   `jsonb`, which would reorder their keys and break their hashes;
+//! - integers are `bigint`, SQLite's 0/1 flags `smallint` with the same
+//!   CHECK; the foreign keys SQLite declares before their table exists
+//!   are added once it does;
+//! - `journal_head (id = 1, seq, hash)`: the one row every write
+//!   transaction locks `FOR UPDATE` first (the analogue of `BEGIN
+//!   IMMEDIATE`), and a `BEFORE INSERT` trigger on `journal` that refuses
+//!   an entry whose seq is not the head's plus one, whose `prev_hash` is
+//!   not the head's hash, or whose hash is not SHA-256(prev_hash || entry)
+//!   in lowercase hex (`audit::link_hash`), and moves the head in the
+//!   same statement. Whatever writes (recon, or a person with `psql`),
+//!   the chain cannot fork or skip; the head itself moves only through
+//!   that trigger, one entry at a time;
+//! - the append-only tables also refuse `TRUNCATE`, which skips row
+//!   triggers;
+//! - the schema version, the application id (SQLite's `application_id`,
+//!   the same number) and the workspace id live in `meta`.
+//!
+//! The refusals carry SQLSTATEs of their own: [`CHAIN_REFUSED`] and
+//! [`APPEND_ONLY`].
+
+use super::{connect, db_error, problem_at, DatabaseUrl};
+use crate::audit::meta::{CREATION_COMPLETE, WORKSPACE_ID};
+use crate::audit::GENESIS_HASH;
+use crate::error::{DatabaseProblem, StoreError};
+use crate::settings::OpenOptions;
+use crate::store::{identity, sender, SCHEMA_VERSION};
+use postgres::Transaction;
+
+/// The SQLSTATE of an entry that does not follow the journal's head, and
+/// of a change to the head that is not an append.
+pub const CHAIN_REFUSED: &str = "RCJ01";
+
+/// The SQLSTATE of a change to an append-only table.
+pub const APPEND_ONLY: &str = "RCA01";
+
+/// The keys of `meta` that say what the database is.
+const APPLICATION_KEY: &str = "application_id";
+const VERSION_KEY: &str = "schema_version";
+
+/// The tables, their indexes and the functions of their triggers.
+const TABLES: &str = r#"
+CREATE TABLE meta (key text COLLATE "C" PRIMARY KEY, value text COLLATE "C" NOT NULL);
+CREATE TABLE operations (
+    op_id text COLLATE "C" PRIMARY KEY,
+    kind text COLLATE "C" NOT NULL CHECK (kind IN ('original', 'compensation')),
+    action_kind text COLLATE "C" NOT NULL,
+    payload text COLLATE "C" NOT NULL,
+    compensates_effect_id text COLLATE "C",
+    compensates_op_id text COLLATE "C" REFERENCES operations(op_id),
+    state text COLLATE "C" NOT NULL
+        CHECK (state IN ('prepared', 'unknown', 'confirmed', 'not_applied')),
+    version bigint NOT NULL DEFAULT 1 CHECK (version >= 1),
+    confirmed_effect_id text COLLATE "C",
+    receiver text COLLATE "C" NOT NULL,
+    created_at text COLLATE "C" NOT NULL,
+    updated_at text COLLATE "C" NOT NULL,
+    dispatch_count bigint NOT NULL DEFAULT 0 CHECK (dispatch_count >= 0),
+    last_dispatched_at text COLLATE "C",
+    latest_observation bigint,
+    latest_verdict text COLLATE "C" CHECK (latest_verdict IN ('duplicate_matches',
+        'payload_mismatch', 'action_scope_mismatch', 'unique_exact_match',
+        'exact_match_existence_only', 'terminal_absence', 'inconclusive')),
+    escalation bigint,
+    receiver_id bigint,
+    contradiction bigint,
+    CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
+    CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
+    CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
+);
+CREATE INDEX operations_by_state ON operations(state, op_id);
+CREATE INDEX operations_by_state_age ON operations(state, updated_at, op_id);
+CREATE INDEX operations_by_verdict ON operations(latest_verdict, op_id);
+CREATE INDEX operations_by_verdict_age ON operations(latest_verdict, updated_at, op_id);
+CREATE INDEX operations_by_age ON operations(updated_at, op_id);
+CREATE INDEX operations_escalated ON operations(op_id) WHERE escalation IS NOT NULL;
+CREATE INDEX operations_escalated_by_age ON operations(updated_at, op_id)
+    WHERE escalation IS NOT NULL;
+
+CREATE TABLE state_counts (state text COLLATE "C" PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO state_counts (state, n)
+VALUES ('prepared', 0), ('unknown', 0), ('confirmed', 0), ('not_applied', 0);
+CREATE FUNCTION recon_state_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER state_counts_insert AFTER INSERT ON operations
+    FOR EACH ROW EXECUTE FUNCTION recon_state_counts_insert();
+CREATE FUNCTION recon_state_counts_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
+    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER state_counts_update AFTER UPDATE OF state ON operations
+    FOR EACH ROW WHEN (OLD.state <> NEW.state) EXECUTE FUNCTION recon_state_counts_update();
+
+CREATE TABLE journal (
+    seq bigint PRIMARY KEY,
+    kind text COLLATE "C" NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt',
+        'observed', 'closed', 'decided', 'approved', 'noted', 'escalated', 'deescalated',
+        'receiver_registered', 'receiver_updated', 'receiver_removed', 'acknowledged',
+        'call_failed', 'close_requested')),
+    op_id text COLLATE "C",
+    entry text COLLATE "C" NOT NULL,
+    prev_hash text COLLATE "C" NOT NULL,
+    hash text COLLATE "C" NOT NULL
+);
+CREATE INDEX journal_by_op ON journal(op_id, seq);
+CREATE TABLE journal_head (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    seq bigint NOT NULL CHECK (seq >= 0),
+    hash text COLLATE "C" NOT NULL
+);
+CREATE FUNCTION recon_journal_follows_head() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    head_seq bigint;
+    head_hash text;
+BEGIN
+    SELECT seq, hash INTO head_seq, head_hash FROM journal_head WHERE id = 1 FOR UPDATE;
+    IF NEW.seq IS DISTINCT FROM head_seq + 1 THEN
+        RAISE EXCEPTION 'journal entry % does not follow the head: the next seq is %',
+            NEW.seq, head_seq + 1 USING ERRCODE = 'RCJ01';
+    END IF;
+    IF NEW.prev_hash IS DISTINCT FROM head_hash THEN
+        RAISE EXCEPTION 'journal entry % does not chain to the head: its prev_hash is not the hash of entry %',
+            NEW.seq, head_seq USING ERRCODE = 'RCJ01';
+    END IF;
+    IF NEW.hash IS DISTINCT FROM
+            encode(sha256(convert_to(NEW.prev_hash || NEW.entry, 'UTF8')), 'hex') THEN
+        RAISE EXCEPTION 'journal entry %: its hash is not SHA-256(prev_hash || entry)',
+            NEW.seq USING ERRCODE = 'RCJ01';
+    END IF;
+    UPDATE journal_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER journal_follows_head BEFORE INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION recon_journal_follows_head();
+CREATE FUNCTION recon_journal_head_moves() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- Depth 2: the update comes from the journal's own trigger above.
+    IF pg_trigger_depth() < 2 OR NEW.id <> OLD.id OR NEW.seq <> OLD.seq + 1 THEN
+        RAISE EXCEPTION 'the journal head moves only by appending an entry to the journal'
+            USING ERRCODE = 'RCJ01';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER journal_head_moves BEFORE UPDATE ON journal_head
+    FOR EACH ROW EXECUTE FUNCTION recon_journal_head_moves();
+CREATE FUNCTION recon_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'RCA01';
+END
+$$;
+
+CREATE TABLE evidence (
+    seq bigint PRIMARY KEY,
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    source text COLLATE "C" NOT NULL CHECK (source IN ('receipt', 'review')),
+    reviewer text COLLATE "C",
+    decision text COLLATE "C" NOT NULL CHECK (decision IN ('confirmed', 'not_applied')),
+    verdict text COLLATE "C",
+    snapshot text COLLATE "C" NOT NULL,
+    from_version bigint NOT NULL,
+    to_version bigint NOT NULL,
+    effect_id text COLLATE "C",
+    receiver text COLLATE "C" NOT NULL,
+    receiver_describe_sha256 text COLLATE "C" NOT NULL,
+    response_sha256 text COLLATE "C" NOT NULL,
+    journal_seq bigint NOT NULL UNIQUE REFERENCES journal(seq),
+    recorded_at text COLLATE "C" NOT NULL,
+    receiver_id bigint,
+    receiver_version bigint
+);
+CREATE INDEX evidence_by_op ON evidence(op_id, seq);
+
+CREATE TABLE closes (
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    receiver text COLLATE "C" NOT NULL,
+    authorized_by text COLLATE "C" NOT NULL,
+    journal_seq bigint PRIMARY KEY REFERENCES journal(seq),
+    closed_at text COLLATE "C" NOT NULL
+);
+CREATE INDEX closes_by_op ON closes(op_id, journal_seq);
+
+CREATE TABLE observations (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    receiver text COLLATE "C" NOT NULL,
+    observed_by text COLLATE "C" NOT NULL,
+    observed_at text COLLATE "C" NOT NULL,
+    verdict text COLLATE "C" NOT NULL,
+    complete smallint NOT NULL CHECK (complete IN (0, 1)),
+    authoritative smallint NOT NULL CHECK (authoritative IN (0, 1)),
+    closed smallint NOT NULL CHECK (closed IN (0, 1)),
+    matches bigint NOT NULL CHECK (matches >= 0),
+    receiver_describe_sha256 text COLLATE "C" NOT NULL,
+    response_sha256 text COLLATE "C" NOT NULL
+);
+CREATE INDEX observations_by_op ON observations(op_id, seq);
+CREATE TABLE notes (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    noted_by text COLLATE "C" NOT NULL,
+    noted_at text COLLATE "C" NOT NULL,
+    text text COLLATE "C" NOT NULL
+);
+CREATE INDEX notes_by_op ON notes(op_id, seq);
+CREATE TABLE escalations (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    action text COLLATE "C" NOT NULL CHECK (action IN ('escalate', 'deescalate')),
+    acted_by text COLLATE "C" NOT NULL,
+    acted_at text COLLATE "C" NOT NULL,
+    reason text COLLATE "C" NOT NULL
+);
+CREATE INDEX escalations_by_op ON escalations(op_id, seq);
+ALTER TABLE operations
+    ADD FOREIGN KEY (latest_observation) REFERENCES observations(seq),
+    ADD FOREIGN KEY (escalation) REFERENCES escalations(seq),
+    ADD FOREIGN KEY (contradiction) REFERENCES observations(seq);
+CREATE INDEX operations_contradicted ON operations(op_id) WHERE contradiction IS NOT NULL;
+CREATE TABLE acknowledgements (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    acknowledged_by text COLLATE "C" NOT NULL,
+    acknowledged_at text COLLATE "C" NOT NULL,
+    reason text COLLATE "C" NOT NULL
+);
+CREATE INDEX acknowledgements_by_op ON acknowledgements(op_id, seq);
+CREATE TABLE call_failures (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    verb text COLLATE "C" NOT NULL CHECK (verb IN ('apply', 'query', 'close')),
+    receiver text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    detail text COLLATE "C" NOT NULL,
+    exit_code bigint,
+    stderr text COLLATE "C" NOT NULL,
+    failed_at text COLLATE "C" NOT NULL
+);
+CREATE INDEX call_failures_by_op ON call_failures(op_id, seq);
+CREATE TABLE close_requests (
+    seq bigint PRIMARY KEY REFERENCES journal(seq),
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    receiver text COLLATE "C" NOT NULL,
+    authorized_by text COLLATE "C" NOT NULL,
+    requested_at text COLLATE "C" NOT NULL
+);
+CREATE INDEX close_requests_by_op ON close_requests(op_id, seq);
+
+CREATE TABLE compensation_approvals (
+    original_op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    effect_id text COLLATE "C" NOT NULL,
+    approved_version bigint NOT NULL,
+    approver text COLLATE "C" NOT NULL,
+    compensation_op_id text COLLATE "C" NOT NULL UNIQUE,
+    action_kind text COLLATE "C" NOT NULL,
+    payload text COLLATE "C" NOT NULL,
+    UNIQUE (original_op_id, effect_id)
+);
+
+CREATE TABLE dispatch_log (
+    seq bigint PRIMARY KEY,
+    op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
+    from_version bigint NOT NULL
+);
+CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id, from_version);
+
+CREATE TABLE receivers (
+    name text COLLATE "C" PRIMARY KEY,
+    program text COLLATE "C" NOT NULL,
+    args text COLLATE "C" NOT NULL,
+    timeout_ms bigint NOT NULL CHECK (timeout_ms > 0),
+    describe text COLLATE "C" NOT NULL,
+    describe_sha256 text COLLATE "C" NOT NULL,
+    builtin smallint NOT NULL DEFAULT 0 CHECK (builtin IN (0, 1)),
+    env text COLLATE "C" NOT NULL DEFAULT '[]',
+    id bigint NOT NULL UNIQUE,
+    version bigint NOT NULL DEFAULT 1 CHECK (version >= 1)
+);
+CREATE TABLE routes (
+    action_kind text COLLATE "C" PRIMARY KEY,
+    receiver text COLLATE "C" NOT NULL REFERENCES receivers(name)
+);
+CREATE INDEX routes_by_receiver ON routes(receiver);
+CREATE INDEX operations_by_receiver ON operations(receiver, state);
+"#;
+
+/// The append-only tables (SQLite's, with its messages), and the head.
+const APPEND_ONLY_TABLES: [(&str, &str); 10] = [
+    ("journal", "the journal is append-only"),
+    ("evidence", "evidence is append-only"),
+    ("closes", "closes are append-only"),
+    ("close_requests", "close requests are append-only"),
+    ("call_failures", "call failures are append-only"),
+    ("acknowledgements", "acknowledgements are append-only"),
+    ("observations", "observations are append-only"),
+    ("notes", "notes are append-only"),
+    ("escalations", "escalations are append-only"),
+    ("journal_head", "the journal head is kept"),
+];
+
+/// The whole schema: [`TABLES`], then the append-only triggers, named as
+/// SQLite's are (`journal_head` refuses updates through its own trigger,
+/// so only its deletes are here).
+fn ddl() -> String {
+    let mut ddl = TABLES.to_string();
+    for (table, message) in APPEND_ONLY_TABLES {
+        let changes: &[&str] = match table {
+            "journal_head" => &["delete", "truncate"],
+            _ => &["update", "delete", "truncate"],
+        };
+        for change in changes {
+            let each = match *change {
+                "truncate" => "STATEMENT",
+                _ => "ROW",
+            };
+            ddl.push_str(&format!(
+                "CREATE TRIGGER {table}_append_only_{change} BEFORE {verb} ON {table}\n    \
+                 FOR EACH {each} EXECUTE FUNCTION recon_refuse_change('{message}');\n",
+                verb = change.to_uppercase(),
+            ));
+        }
+    }
+    ddl.push_str(&format!(
+        "INSERT INTO journal_head (id, seq, hash) VALUES (1, 0, '{GENESIS_HASH}');\n"
+    ));
+    ddl
+}
+
+/// The names the schema creates (tables, indexes, functions), in the
+/// order it creates them: read from the DDL itself, so the two cannot
+/// drift.
+pub(crate) fn object_names() -> Vec<String> {
+    let ddl = ddl();
+    let words: Vec<&str> = ddl.split_whitespace().collect();
+    words
+        .windows(3)
+        .filter(|w| w[0] == "CREATE" && ["TABLE", "INDEX", "FUNCTION"].contains(&w[1]))
+        .map(|w| w[2].split('(').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// What `recon db init` found or made.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DatabaseInit {
+    /// The database, its password redacted.
+    pub database: String,
+    pub schema_version: i64,
+    /// Whether this run created the schema (false: it was there already).
+    pub created: bool,
+    pub workspace_id: String,
+}
+
+/// Creates the outbox's schema, unless the database holds it already; in
+/// one transaction, under a transaction-level advisory lock so that two
+/// runs at once create it once (the second, after the lock, sees the
+/// first's commit). A database at another schema version, holding a
+/// partial outbox, or holding objects of recon's names that are not a
+/// recon outbox is refused, and nothing is written.
+pub(crate) fn init(url: &DatabaseUrl, options: OpenOptions) -> Result<DatabaseInit, StoreError> {
+    let mut client = connect(url, options)?;
+    let mut tx = client
+        .transaction()
+        .map_err(|e| db_error(url, "beginning", &e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&sender::ROLE.application_id],
+    )
+    .map_err(|e| db_error(url, "waiting for another db init", &e))?;
+    let names = object_names();
+    let present = present_objects(&mut tx, url, &names)?;
+    let (created, workspace_id) = if present.is_empty() {
+        (true, create(&mut tx, url)?)
+    } else if present.iter().any(|name| name == "meta") {
+        (false, existing(&mut tx, url, &names, &present)?)
+    } else {
+        return Err(problem_at(
+            url,
+            DatabaseProblem::Foreign(present.join(", ")),
+        ));
+    };
+    tx.commit().map_err(|e| db_error(url, "committing", &e))?;
+    Ok(DatabaseInit {
+        database: url.to_string(),
+        schema_version: SCHEMA_VERSION,
+        created,
+        workspace_id,
+    })
+}
+
+/// Which of `names` exist in the schema recon creates its tables in (the
+/// first of the `search_path`), as relations or functions.
+fn present_objects(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    names: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT c.relname::text FROM pg_class c
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND c.relname::text = ANY($1)
+             UNION
+             SELECT p.proname::text FROM pg_proc p
+                JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = current_schema() AND p.proname::text = ANY($1)",
+            &[&names],
+        )
+        .map_err(|e| db_error(url, "reading the catalog", &e))?;
+    let found: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+    Ok(names
+        .iter()
+        .filter(|name| found.contains(name))
+        .cloned()
+        .collect())
+}
+
+/// Creates every object and writes `meta`; returns the new workspace id.
+fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreError> {
+    tx.batch_execute(&ddl())
+        .map_err(|e| db_error(url, "creating the schema", &e))?;
+    let workspace_id = identity::new_workspace_id()?;
+    let rows = [
+        (APPLICATION_KEY, sender::ROLE.application_id.to_string()),
+        (VERSION_KEY, SCHEMA_VERSION.to_string()),
+        (WORKSPACE_ID, workspace_id.clone()),
+        (CREATION_COMPLETE, "1".to_string()),
+    ];
+    for (key, value) in &rows {
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ($1, $2)",
+            &[key, value],
+        )
+        .map_err(|e| db_error(url, "writing meta", &e))?;
+    }
+    Ok(workspace_id)
+}
+
+/// A database that has a `meta`: a recon outbox of this version with
+/// every object, whose workspace id is returned; anything else refused.
+fn existing(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    names: &[String],
+    present: &[String],
+) -> Result<String, StoreError> {
+    let foreign = || problem_at(url, DatabaseProblem::Foreign(present.join(", ")));
+    // A `meta` without recon's columns fails this read: not recon's.
+    let rows = tx
+        .query("SELECT key::text, value::text FROM meta", &[])
+        .map_err(|_| foreign())?;
+    let value = |key: &str| {
+        rows.iter()
+            .find(|row| row.get::<_, String>(0) == key)
+            .map(|row| row.get::<_, String>(1))
+    };
+    if value(APPLICATION_KEY) != Some(sender::ROLE.application_id.to_string()) {
+        return Err(foreign());
+    }
+    let found = value(VERSION_KEY)
+        .and_then(|v| v.parse::<i64>().ok())
+        .ok_or_else(foreign)?;
+    if found != SCHEMA_VERSION {
+        return Err(problem_at(
+            url,
+            DatabaseProblem::IncompatibleSchema {
+                found,
+                expected: SCHEMA_VERSION,
+            },
+        ));
+    }
+    let missing: Vec<&str> = names
+        .iter()
+        .filter(|name| !present.contains(name))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(problem_at(
+            url,
+            DatabaseProblem::Incomplete(missing.join(", ")),
+        ));
+    }
+    value(WORKSPACE_ID).ok_or_else(|| {
+        problem_at(
+            url,
+            DatabaseProblem::Incomplete(format!("its {WORKSPACE_ID} in meta")),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_object_names_are_every_table_index_and_function_once() {
+        let names = object_names();
+        for name in [
+            "meta",
+            "operations",
+            "journal",
+            "journal_head",
+            "routes",
+            "operations_by_receiver",
+            "recon_journal_follows_head",
+            "recon_refuse_change",
+        ] {
+            assert_eq!(names.iter().filter(|n| *n == name).count(), 1, "{name}");
+        }
+        assert!(names
+            .iter()
+            .all(|n| !n.is_empty() && !n.contains(['(', ' '])));
+    }
+}
