@@ -47,6 +47,14 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A PostgreSQL error; the location is the server's URL with its
+    /// password redacted.
+    #[error("{location}: {source}")]
+    Postgres {
+        location: String,
+        #[source]
+        source: postgres::Error,
+    },
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("stored data is malformed: {0}")]

@@ -51,6 +51,7 @@ mod receiver;
 mod receivers;
 mod rows;
 mod sender;
+mod sql;
 mod triage;
 mod upgrade;
 
