@@ -223,17 +223,16 @@ pub(crate) trait Db {
         params: &[&dyn ToValue],
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+}
 
+impl dyn Db + '_ {
     /// Every row of a query, each read by `read`.
-    fn query<T>(
+    pub(crate) fn query<T>(
         &mut self,
         sql: &str,
         params: &[&dyn ToValue],
         mut read: impl FnMut(&Row) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError>
-    where
-        Self: Sized,
-    {
+    ) -> Result<Vec<T>, StoreError> {
         let mut out = Vec::new();
         self.for_each(sql, params, &mut |row| {
             out.push(read(&row)?);
@@ -243,15 +242,12 @@ pub(crate) trait Db {
     }
 
     /// The first row of a query, if any, read by `read`.
-    fn query_opt<T>(
+    pub(crate) fn query_opt<T>(
         &mut self,
         sql: &str,
         params: &[&dyn ToValue],
         read: impl FnOnce(&Row) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError>
-    where
-        Self: Sized,
-    {
+    ) -> Result<Option<T>, StoreError> {
         let mut first = None;
         self.for_each(sql, params, &mut |row| {
             if first.is_none() {
@@ -263,15 +259,12 @@ pub(crate) trait Db {
     }
 
     /// The one row a query must return, read by `read`.
-    fn query_one<T>(
+    pub(crate) fn query_one<T>(
         &mut self,
         sql: &str,
         params: &[&dyn ToValue],
         read: impl FnOnce(&Row) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError>
-    where
-        Self: Sized,
-    {
+    ) -> Result<T, StoreError> {
         self.query_opt(sql, params, read)?
             .ok_or_else(|| StoreError::Corrupt(format!("no row for: {}", first_line(sql))))
     }
@@ -509,7 +502,8 @@ mod tests {
     fn a_script_reads_back_what_it_wrote_through_the_sqlite_executor() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         let path = Path::new(":memory:");
-        let mut db = Sqlite { conn: &conn, path };
+        let mut sqlite = Sqlite { conn: &conn, path };
+        let db: &mut dyn Db = &mut sqlite;
         db.execute(
             "CREATE TABLE t (a TEXT PRIMARY KEY, n INTEGER, f INTEGER)",
             &[],
