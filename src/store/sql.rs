@@ -10,8 +10,10 @@
 //! redacted). A statement whose text must differ between stores asks
 //! [`Db::dialect`] and says both; there are few.
 
-use super::SqlContext;
-use crate::error::StoreError;
+use super::{conflict, SqlContext};
+use crate::clock::Clock;
+use crate::domain::Timestamp;
+use crate::error::{Result, StoreError};
 use postgres::types as pg;
 use rusqlite::params_from_iter;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -33,9 +35,21 @@ pub(crate) trait ToValue {
     fn to_value(&self) -> Value;
 }
 
+impl ToValue for Value {
+    fn to_value(&self) -> Value {
+        self.clone()
+    }
+}
+
 impl ToValue for i64 {
     fn to_value(&self) -> Value {
         Value::Integer(*self)
+    }
+}
+
+impl ToValue for i32 {
+    fn to_value(&self) -> Value {
+        Value::Integer(i64::from(*self))
     }
 }
 
@@ -86,6 +100,16 @@ impl FromValue for i64 {
     fn from_value(value: &Value) -> Option<Self> {
         match value {
             Value::Integer(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for i32 {
+    /// An integer in `i32`'s range (an exit code).
+    fn from_value(value: &Value) -> Option<Self> {
+        match value {
+            Value::Integer(n) => i32::try_from(*n).ok(),
             _ => None,
         }
     }
@@ -170,9 +194,11 @@ fn kind(value: &Value) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
     Sqlite,
+    #[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
     Postgres,
 }
 
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 impl Dialect {
     /// A script's statement in this dialect: `?N` placeholders become
     /// `$N` on PostgreSQL. Text inside quotes (`'…'`, `"…"`) is left as it
@@ -185,6 +211,7 @@ impl Dialect {
     }
 }
 
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 fn dollar_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut quote: Option<char> = None;
@@ -211,6 +238,12 @@ fn dollar_placeholders(sql: &str) -> String {
 /// A connection or a transaction a script runs its statements on.
 pub(crate) trait Db {
     fn dialect(&self) -> Dialect;
+
+    /// Which of the schema's unique keys whose violation is a refusal
+    /// ([`conflict::Key`]) a failed statement violated, if any: each store
+    /// names its keys its own way (`store::conflict` maps the key to the
+    /// refusal, once).
+    fn violated(&self, error: &StoreError) -> Option<conflict::Key>;
 
     /// Runs a statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError>;
@@ -309,6 +342,13 @@ impl Db for Sqlite<'_> {
         Dialect::Sqlite
     }
 
+    fn violated(&self, error: &StoreError) -> Option<conflict::Key> {
+        match error {
+            StoreError::Sqlite { source, .. } => conflict::violated(source),
+            _ => None,
+        }
+    }
+
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError> {
         self.conn
             .prepare_cached(sql)
@@ -344,12 +384,14 @@ impl Db for Sqlite<'_> {
 /// A PostgreSQL transaction as a [`Db`]: statements are prepared once per
 /// connection (`statements`), and errors carry the location (the URL with
 /// its password redacted).
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 pub(crate) struct Postgres<'a, 'c> {
     pub(crate) tx: &'a mut postgres::Transaction<'c>,
     pub(crate) statements: &'a mut HashMap<String, postgres::Statement>,
     pub(crate) location: &'a str,
 }
 
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 impl Postgres<'_, '_> {
     fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
         if let Some(statement) = self.statements.get(sql) {
@@ -365,6 +407,7 @@ impl Postgres<'_, '_> {
 }
 
 /// A PostgreSQL error, with the location it happened at.
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 pub(crate) fn pg_error(location: &str, source: postgres::Error) -> StoreError {
     StoreError::Postgres {
         location: location.to_string(),
@@ -398,6 +441,7 @@ impl pg::ToSql for Value {
     pg::to_sql_checked!();
 }
 
+#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 fn pg_value(row: &postgres::Row, index: usize) -> Result<Value, postgres::Error> {
     let ty = row.columns()[index].type_().clone();
     Ok(match ty {
@@ -422,6 +466,18 @@ fn pg_value(row: &postgres::Row, index: usize) -> Result<Value, postgres::Error>
 impl Db for Postgres<'_, '_> {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
+    }
+
+    /// PostgreSQL's arm goes here: SQLSTATE 23505 (`unique_violation`)
+    /// with the name of the constraint its schema gives each key, mapped
+    /// to the same [`conflict::Key`]s. Those names belong to the schema
+    /// (`recon db init`), which does not exist yet; until it does, no
+    /// violation is mapped and every one stays a storage error. Note that
+    /// a failed statement aborts a PostgreSQL transaction, so the one
+    /// lookup a refusal needs (`action_routed` names the route's holder)
+    /// must run under a savepoint taken before the insert.
+    fn violated(&self, _error: &StoreError) -> Option<conflict::Key> {
+        None
     }
 
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError> {
@@ -465,6 +521,33 @@ impl Db for Postgres<'_, '_> {
     }
 }
 
+/// A store whose outbox is SQL: all a store supplies for the outbox's
+/// transaction scripts (`store::sender`, `triage`, `receivers`,
+/// `console_queries`), which are written once over [`Db`] and implement
+/// the core traits for every `SqlStore`.
+pub(crate) trait SqlStore {
+    /// Runs one act as one write transaction: takes the write lock first
+    /// (SQLite: `BEGIN IMMEDIATE`), then reads the act's time from `clock`
+    /// (so `at` never goes backwards in journal order, whichever writer
+    /// looked at its clock first), runs `act`, and commits when it returns
+    /// `Ok`; an `Err`, or a panic, rolls everything back.
+    fn write<T>(
+        &mut self,
+        clock: &dyn Clock,
+        act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
+    ) -> Result<T>;
+
+    /// Runs reads outside any write transaction; `act`'s error is
+    /// returned as it is, and the store's own (a connection lost) as `E`.
+    fn read<T, E: From<StoreError>>(
+        &self,
+        act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
+    ) -> Result<T, E>;
+
+    /// A number that changes whenever another connection commits.
+    fn data_version(&self) -> Result<i64, StoreError>;
+}
+
 fn first_line(sql: &str) -> &str {
     sql.trim().lines().next().unwrap_or_default()
 }
@@ -489,6 +572,9 @@ mod tests {
         assert_eq!(row.get::<String>(0).unwrap(), "x");
         assert_eq!(row.get::<Option<i64>>(1).unwrap(), Some(2));
         assert!(row.get::<bool>(1).is_err());
+        assert_eq!(row.get::<i32>(1).unwrap(), 2);
+        let wide = Row::new(vec![Value::Integer(i64::from(i32::MAX) + 1)]);
+        assert!(wide.get::<i32>(0).is_err());
         let error = row.get::<i64>(0).unwrap_err().to_string();
         assert!(error.contains("column 0 is text"), "{error}");
         assert!(row
