@@ -539,6 +539,9 @@ pub(crate) trait SqlStore {
 
     /// Runs reads outside any write transaction; `act`'s error is
     /// returned as it is, and the store's own (a connection lost) as `E`.
+    /// It takes `&self`, as the core traits' reads do: a store whose reads
+    /// need its connection mutably keeps it in a `RefCell` (a store is
+    /// `Send`, never shared between threads).
     fn read<T, E: From<StoreError>>(
         &self,
         act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
