@@ -1,4 +1,7 @@
-//! The two SQLite databases of a workspace, and the only code that writes SQL.
+//! The stores of a workspace, and the only code that writes SQL: the two
+//! SQLite databases of a workspace directory, and the outbox's transaction
+//! scripts, written once over a small executor (`store::sql`) for every
+//! store whose outbox is SQL.
 //!
 //! A workspace is a directory holding `sender.sqlite` (the outbox) and
 //! `receiver.sqlite` (the tool's ledger). They are opened on separate
@@ -34,7 +37,9 @@
 //! optional [`BulkLoad`] for generated demo load and [`Drills`] for the
 //! experiment's deliberate damage. No SQL and no rusqlite type appears in
 //! those signatures, so a second store (PostgreSQL, for teams) is one more
-//! implementation and no caller changes. The receiver's ledger has one
+//! implementation and no caller changes; a store that speaks SQL supplies
+//! only `sql::SqlStore` (its write lock, its reads, its executor) and
+//! runs the same scripts for all of the core but [`JournalAudit`]. The receiver's ledger has one
 //! implementation and sits behind the `Receiver` trait instead
 //! (`crate::receiver`).
 
@@ -52,6 +57,7 @@ mod receiver;
 mod receivers;
 mod rows;
 mod sender;
+mod sql;
 mod triage;
 mod upgrade;
 

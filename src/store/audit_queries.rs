@@ -309,7 +309,7 @@ impl JournalAudit for SqliteSender {
     }
 
     fn journal_head(&self) -> Result<Checkpoint, StoreError> {
-        journal::head(self.conn(), self.path())
+        journal::head(&mut self.db())
     }
 }
 

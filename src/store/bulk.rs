@@ -23,6 +23,7 @@
 
 use super::receiver::REFUSE_CLOSED;
 use super::sender::STATE_COUNTS_INSERT;
+use super::sql::Sqlite;
 use super::triage::insert_observation_row;
 use super::{journal, sql_error, SqlContext};
 use crate::audit::{seal_generated, Checkpoint, EntryKind, Sealed};
@@ -196,7 +197,7 @@ impl<'c> BulkWriter<'c> {
                      WHERE op_id = ?3",
                 )
                 .at(path)?,
-            head: journal::head(conn, path)?,
+            head: journal::head(&mut Sqlite { conn, path })?,
             next_dispatch,
         })
     }
@@ -252,7 +253,11 @@ impl<'c> BulkWriter<'c> {
             );
             self.head.after(&sealed);
             self.entry(EntryKind::Observed, &op.op_id, &sealed)?;
-            insert_observation_row(self.conn, self.path, sealed.seq, &new)?;
+            let db = &mut Sqlite {
+                conn: self.conn,
+                path: self.path,
+            };
+            insert_observation_row(db, sealed.seq, &new)?;
             let verdict = observation.verdict.as_str();
             self.observe_op
                 .execute(params![sealed.seq, verdict, op.op_id])

@@ -8,14 +8,15 @@
 //! then lose the insert to the other writer; the key violation is then the
 //! same refusal, never a storage failure. The mapping is here, once, keyed
 //! by which key failed: [`refusal`] from a [`Key`] to its refusal, for any
-//! store; [`violated`], SQLite's names of the keys (another store names
-//! its own constraints and maps them to the same [`Key`]s).
+//! store, applied by [`Claimed::claiming`] to a statement's result; which
+//! key failed is the store's to say (`Db::violated`): [`violated`] holds
+//! SQLite's names of the keys, and another store maps its own
+//! constraints to the same [`Key`]s.
 
-use super::sql_error;
+use super::sql::Db;
 use crate::domain::Refusal;
-use crate::error::Error;
-use rusqlite::{ffi, Connection, OptionalExtension};
-use std::path::Path;
+use crate::error::{Error, StoreError};
+use rusqlite::ffi;
 
 /// The values an insert claims, which its refusal names.
 #[derive(Debug, Clone, Copy, Default)]
@@ -100,32 +101,32 @@ pub(crate) fn refusal(
     }
 }
 
-/// The receiver an action kind routes to, read on `conn` (on SQLite a
+/// The receiver an action kind routes to, read on `db` (on SQLite a
 /// failed statement leaves its transaction open, so the caller's own).
-fn routed_to(conn: &Connection, action: &str) -> Option<String> {
-    conn.query_row(
+fn routed_to(db: &mut dyn Db, action: &str) -> Option<String> {
+    db.query_opt(
         "SELECT receiver FROM routes WHERE action_kind = ?1",
-        [action],
-        |r| r.get(0),
+        &[&action],
+        |r| r.get::<String>(0),
     )
-    .optional()
     .ok()
     .flatten()
 }
 
 /// Attaches the refusal a key violation means to an insert's result; any
-/// other failure stays a storage error naming the file.
+/// other failure stays the storage error it is.
 pub(crate) trait Claimed<T> {
-    fn claiming(self, conn: &Connection, path: &Path, claim: &Claim<'_>) -> Result<T, Error>;
+    fn claiming(self, db: &mut dyn Db, claim: &Claim<'_>) -> Result<T, Error>;
 }
 
-impl<T> Claimed<T> for rusqlite::Result<T> {
-    fn claiming(self, conn: &Connection, path: &Path, claim: &Claim<'_>) -> Result<T, Error> {
+impl<T> Claimed<T> for Result<T, StoreError> {
+    fn claiming(self, db: &mut dyn Db, claim: &Claim<'_>) -> Result<T, Error> {
         self.map_err(|e| {
-            let routed = |action: &str| routed_to(conn, action);
-            match violated(&e).and_then(|key| refusal(key, claim, routed)) {
+            let key = db.violated(&e);
+            let routed = |action: &str| routed_to(db, action);
+            match key.and_then(|key| refusal(key, claim, routed)) {
                 Some(refused) => refused.into(),
-                None => sql_error(path, e).into(),
+                None => e.into(),
             }
         })
     }

@@ -12,22 +12,26 @@
 //! filtering on them is such a range. One filter drives the index, the
 //! rarest first (escalated, then verdict, then state); the other terms
 //! are written `+column` so that the planner cannot pick their index
-//! instead and sort. A search text still looks at rows until it has found
-//! a page of matches: that is the price of a substring match. A count of
-//! a state and a verdict reads the row of each operation in the driving
-//! range (no index holds both), so it is taken from whichever side reads
-//! fewer rows; `v` reads the keys of a filter (five columns, no joins) in
-//! one walk of its index.
+//! instead and sort (on SQLite; PostgreSQL has no such hint, and every
+//! term is plain there). A search text still looks at rows until it has
+//! found a page of matches: that is the price of a substring match. A
+//! count of a state and a verdict reads the row of each operation in the
+//! driving range (no index holds both), so it is taken from whichever side
+//! reads fewer rows; `v` reads the keys of a filter (five columns, no
+//! joins) in one walk of its index.
+//!
+//! Written over [`Db`]: [`QueuePages`] is implemented once, for every
+//! [`SqlStore`].
 
 use super::rows::{query_ops, OP_SELECT};
-use super::sender::SqliteSender;
+use super::sql::{Db, Dialect, SqlStore, ToValue, Value};
 use super::QueuePages;
 use crate::domain::{
     Cursor, OpState, Operation, OpsQuery, PageBound, QueueFilter, QueueKey, SortOrder, Timestamp,
     VerdictFilter,
 };
 use crate::error::{Result, StoreError};
-use rusqlite::types::{ToSql, Value};
+use std::collections::BTreeMap;
 
 /// `LIKE` pattern for a substring, with the wildcards in it escaped.
 fn like_pattern(text: &str) -> String {
@@ -62,29 +66,40 @@ enum Driver {
     Nothing,
 }
 
-/// A page's SQL and its named parameters.
-#[derive(Debug, Default)]
+/// A page's SQL and its parameters, numbered in the order they are bound.
+#[derive(Debug)]
 pub(crate) struct PageSql {
     pub sql: String,
-    params: Vec<(&'static str, Value)>,
+    pub params: Vec<Value>,
     descending: bool,
+    dialect: Dialect,
 }
 
 impl PageSql {
-    fn push(&mut self, clause: &str, name: &'static str, value: Value) {
-        self.sql.push_str(clause);
-        self.params.push((name, value));
+    fn new(dialect: Dialect, sql: String) -> Self {
+        PageSql {
+            sql,
+            params: Vec::new(),
+            descending: false,
+            dialect,
+        }
     }
 
-    pub fn params(&self) -> Vec<(&str, &dyn ToSql)> {
-        self.params
-            .iter()
-            .map(|(name, value)| (*name, value as &dyn ToSql))
-            .collect()
+    /// Binds `value` as the next parameter; its placeholder.
+    fn bind(&mut self, value: impl ToValue) -> String {
+        self.params.push(value.to_value());
+        format!("?{}", self.params.len())
+    }
+
+    fn values(&self) -> Vec<&dyn ToValue> {
+        self.params.iter().map(|v| v as &dyn ToValue).collect()
     }
 }
 
-/// The filter's terms: the driving one plain, the others `+column`.
+/// The filter's terms: the driving one plain, the others `+column` on
+/// SQLite (its planner's "use no index for this term"; PostgreSQL has no
+/// such hint, and its planner chooses by statistics, so there every term
+/// is plain).
 fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
     let driver = match filter {
         QueueFilter {
@@ -97,19 +112,21 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         QueueFilter { state: Some(_), .. } => Driver::State,
         _ => Driver::Nothing,
     };
-    let plus = |d: Driver| if driver == d { "" } else { "+" };
+    let hint = match page.dialect {
+        Dialect::Sqlite => "+",
+        Dialect::Postgres => "",
+    };
+    let plus = |d: Driver| if driver == d { "" } else { hint };
     if let Some(state) = filter.state {
-        let clause = format!(" AND {}o.state = :state", plus(Driver::State));
-        page.push(&clause, ":state", Value::from(state.as_str().to_string()));
+        let p = page.bind(state.as_str());
+        let clause = format!(" AND {}o.state = {p}", plus(Driver::State));
+        page.sql.push_str(&clause);
     }
     match filter.verdict {
         Some(VerdictFilter::Is(verdict)) => {
-            let clause = format!(" AND {}o.latest_verdict = :verdict", plus(Driver::Verdict));
-            page.push(
-                &clause,
-                ":verdict",
-                Value::from(verdict.as_str().to_string()),
-            );
+            let p = page.bind(verdict.as_str());
+            let clause = format!(" AND {}o.latest_verdict = {p}", plus(Driver::Verdict));
+            page.sql.push_str(&clause);
         }
         Some(VerdictFilter::Never) => {
             let clause = format!(" AND {}o.latest_verdict IS NULL", plus(Driver::Verdict));
@@ -117,45 +134,52 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         }
         None => {}
     }
-    match filter.escalated {
-        Some(true) => page.sql.push_str(" AND o.escalation IS NOT NULL"),
-        Some(false) => page.sql.push_str(" AND +o.escalation IS NULL"),
-        None => {}
-    }
-    match filter.contradicted {
-        Some(true) => page.sql.push_str(" AND o.contradiction IS NOT NULL"),
-        Some(false) => page.sql.push_str(" AND +o.contradiction IS NULL"),
-        None => {}
-    }
+    let clause = match filter.escalated {
+        Some(true) => " AND o.escalation IS NOT NULL".to_string(),
+        Some(false) => format!(" AND {hint}o.escalation IS NULL"),
+        None => String::new(),
+    };
+    page.sql.push_str(&clause);
+    let clause = match filter.contradicted {
+        Some(true) => " AND o.contradiction IS NOT NULL".to_string(),
+        Some(false) => format!(" AND {hint}o.contradiction IS NULL"),
+        None => String::new(),
+    };
+    page.sql.push_str(&clause);
     if let Some(before) = filter.updated_before {
         // By age it is a range of the index; by op id a filter.
+        let p = page.bind(before.to_string());
         let clause = match sort {
-            SortOrder::Age => " AND o.updated_at < :before",
-            SortOrder::OpId => " AND +o.updated_at < :before",
+            SortOrder::Age => format!(" AND o.updated_at < {p}"),
+            SortOrder::OpId => format!(" AND {hint}o.updated_at < {p}"),
         };
-        page.push(clause, ":before", Value::from(before.to_string()));
+        page.sql.push_str(&clause);
     }
     if let Some(search) = filter.search {
-        page.push(
-            " AND (o.op_id LIKE :pattern ESCAPE '\\' OR o.action_kind LIKE :pattern ESCAPE '\\' \
-             OR o.payload LIKE :pattern ESCAPE '\\')",
-            ":pattern",
-            Value::from(like_pattern(search)),
+        let p = page.bind(like_pattern(search));
+        // SQLite's LIKE ignores the case of ASCII letters; PostgreSQL's
+        // ILIKE is the one that does.
+        let like = match page.dialect {
+            Dialect::Sqlite => "LIKE",
+            Dialect::Postgres => "ILIKE",
+        };
+        let clause = format!(
+            " AND (o.op_id {like} {p} ESCAPE '\\' OR o.action_kind {like} {p} ESCAPE '\\' \
+             OR o.payload {like} {p} ESCAPE '\\')"
         );
+        page.sql.push_str(&clause);
     }
 }
 
 /// The SQL of one page: the filter, the bound, the order and the limit.
 pub(crate) fn page_sql(
+    dialect: Dialect,
     filter: &QueueFilter<'_>,
     sort: SortOrder,
     bound: &Bound,
     limit: usize,
 ) -> PageSql {
-    let mut page = PageSql {
-        sql: format!("{OP_SELECT} WHERE 1 = 1"),
-        ..PageSql::default()
-    };
+    let mut page = PageSql::new(dialect, format!("{OP_SELECT} WHERE 1 = 1"));
     filter_terms(&mut page, filter, sort);
     let (comparison, cursor, descending) = match bound {
         Bound::Start => (None, None, false),
@@ -166,13 +190,14 @@ pub(crate) fn page_sql(
     };
     match (comparison, cursor) {
         (Some(op), Some(Cursor::OpId(id))) => {
-            let clause = format!(" AND o.op_id {op} :key");
-            page.push(&clause, ":key", Value::from(id.clone()));
+            let key = page.bind(id.as_str());
+            page.sql.push_str(&format!(" AND o.op_id {op} {key}"));
         }
         (Some(op), Some(Cursor::Age(at, id))) => {
-            let clause = format!(" AND (o.updated_at, o.op_id) {op} (:key_at, :key)");
-            page.push(&clause, ":key_at", Value::from(at.to_string()));
-            page.params.push((":key", Value::from(id.clone())));
+            let key_at = page.bind(at.to_string());
+            let key = page.bind(id.as_str());
+            let clause = format!(" AND (o.updated_at, o.op_id) {op} ({key_at}, {key})");
+            page.sql.push_str(&clause);
         }
         _ => {}
     }
@@ -181,34 +206,29 @@ pub(crate) fn page_sql(
         SortOrder::OpId => format!(" ORDER BY o.op_id{direction}"),
         SortOrder::Age => format!(" ORDER BY o.updated_at{direction}, o.op_id{direction}"),
     });
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    page.push(" LIMIT :limit", ":limit", Value::from(limit));
+    let limit = page.bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    page.sql.push_str(&format!(" LIMIT {limit}"));
     page.descending = descending;
     page
 }
 
 /// The SQL of [`QueuePages::queue_keys`]: the filter's index range in
 /// `op_id` order, five columns of the operations row, no joins.
-pub(crate) fn keys_sql(filter: &QueueFilter<'_>, limit: usize) -> PageSql {
-    let mut page = PageSql {
-        sql: "SELECT o.op_id, o.version, o.state, o.payload, o.receiver FROM operations o \
-              WHERE 1 = 1"
-            .to_string(),
-        ..PageSql::default()
-    };
+pub(crate) fn keys_sql(dialect: Dialect, filter: &QueueFilter<'_>, limit: usize) -> PageSql {
+    let sql = "SELECT o.op_id, o.version, o.state, o.payload, o.receiver FROM operations o \
+               WHERE 1 = 1";
+    let mut page = PageSql::new(dialect, sql.to_string());
     filter_terms(&mut page, filter, SortOrder::OpId);
-    page.sql.push_str(" ORDER BY o.op_id");
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    page.push(" LIMIT :limit", ":limit", Value::from(limit));
+    let limit = page.bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    page.sql
+        .push_str(&format!(" ORDER BY o.op_id LIMIT {limit}"));
     page
 }
 
 /// A count of the filter's index range.
-fn count_sql(filter: &QueueFilter<'_>) -> PageSql {
-    let mut page = PageSql {
-        sql: "SELECT count(*) FROM operations o WHERE 1 = 1".to_string(),
-        ..PageSql::default()
-    };
+fn count_sql(dialect: Dialect, filter: &QueueFilter<'_>) -> PageSql {
+    let sql = "SELECT count(*) FROM operations o WHERE 1 = 1".to_string();
+    let mut page = PageSql::new(dialect, sql);
     filter_terms(&mut page, filter, SortOrder::OpId);
     page
 }
@@ -216,82 +236,90 @@ fn count_sql(filter: &QueueFilter<'_>) -> PageSql {
 /// A state and a verdict filter counted from the other side: the
 /// verdict's range counted in its index alone (no row is read), less
 /// those of its operations in `others`, the other states, whose rows are
-/// read through the state index. One statement, so one snapshot.
-fn complement_sql(filter: &QueueFilter<'_>, others: &[OpState]) -> PageSql {
+/// read through the state index. One statement, so one snapshot. With no
+/// other state holding operations, the verdict's count is the answer.
+fn complement_sql(dialect: Dialect, filter: &QueueFilter<'_>, others: &[OpState]) -> PageSql {
     let verdict_only = QueueFilter {
         state: None,
         ..*filter
     };
-    let mut page = count_sql(&verdict_only);
-    let names: Vec<String> = (0..others.len()).map(|i| format!(":other{i}")).collect();
+    let mut page = count_sql(dialect, &verdict_only);
+    if others.is_empty() {
+        return page;
+    }
+    let hint = match dialect {
+        Dialect::Sqlite => "+",
+        Dialect::Postgres => "",
+    };
+    let states: Vec<String> = others.iter().map(|s| page.bind(s.as_str())).collect();
     let verdict = match filter.verdict {
-        Some(VerdictFilter::Is(_)) => "+o.latest_verdict = :verdict",
-        _ => "+o.latest_verdict IS NULL",
+        Some(VerdictFilter::Is(verdict)) => {
+            let p = page.bind(verdict.as_str());
+            format!("{hint}o.latest_verdict = {p}")
+        }
+        _ => format!("{hint}o.latest_verdict IS NULL"),
     };
     page.sql = format!(
         "SELECT ({}) - (SELECT count(*) FROM operations o WHERE o.state IN ({}) AND {verdict})",
         page.sql,
-        names.join(", ")
+        states.join(", ")
     );
-    const NAMES: [&str; 4] = [":other0", ":other1", ":other2", ":other3"];
-    for (name, state) in NAMES.iter().zip(others) {
-        page.params
-            .push((name, Value::from(state.as_str().to_string())));
-    }
     page
 }
 
-impl SqliteSender {
-    /// When a count of a state and a verdict reads fewer rows from the
-    /// other side (SQLite has no index on both, so the plain count reads
-    /// the row of every operation with the verdict to check its state):
-    /// the other states, if together they hold fewer operations than the
-    /// verdict does. A triage outbox is mostly `unknown`, so the `never`
-    /// filter of the unknown queue counts in milliseconds this way.
-    fn states_elsewhere(&self, filter: &QueueFilter<'_>) -> Result<Option<Vec<OpState>>> {
-        let (Some(state), Some(_), None, None, None) = (
-            filter.state,
-            filter.verdict,
-            filter.escalated,
-            filter.contradicted,
-            filter.updated_before,
-        ) else {
-            return Ok(None);
-        };
-        let counts = super::Outbox::count_by_state(self)?;
-        let others: Vec<OpState> = counts
-            .iter()
-            .filter(|(s, n)| **s != state && **n > 0)
-            .map(|(s, _)| *s)
-            .collect();
-        let elsewhere: i64 = others.iter().filter_map(|s| counts.get(s)).sum();
-        let verdict_only = QueueFilter {
-            state: None,
-            ..*filter
-        };
-        let page = count_sql(&verdict_only);
-        let in_verdict: i64 = self
-            .conn()
-            .query_row(&page.sql, page.params().as_slice(), |r| r.get(0))
-            .map_err(|e| super::sql_error(self.path(), e))?;
-        Ok((elsewhere < in_verdict).then_some(others))
-    }
-
-    fn page(&self, page: &PageSql) -> Result<Vec<Operation>> {
-        let mut ops = query_ops(
-            self.conn(),
-            self.path(),
-            &page.sql,
-            page.params().as_slice(),
-        )?;
-        if page.descending {
-            ops.reverse();
-        }
-        Ok(ops)
+/// The state of a filter of exactly a state and a verdict (the one shape
+/// [`complement_sql`] counts).
+fn state_and_verdict_only(filter: &QueueFilter<'_>) -> Option<OpState> {
+    match (
+        filter.state,
+        filter.verdict,
+        filter.escalated,
+        filter.contradicted,
+        filter.updated_before,
+    ) {
+        (Some(state), Some(_), None, None, None) => Some(state),
+        _ => None,
     }
 }
 
-impl QueuePages for SqliteSender {
+/// When a count of `state` and a verdict reads fewer rows from the other
+/// side (no index holds both, so the plain count reads the row of every
+/// operation with the verdict to check its state): the other states, if
+/// together they hold fewer operations than the verdict does. A triage
+/// outbox is mostly `unknown`, so the `never` filter of the unknown queue
+/// counts in milliseconds this way.
+fn states_elsewhere(
+    db: &mut dyn Db,
+    filter: &QueueFilter<'_>,
+    state: OpState,
+    counts: &BTreeMap<OpState, i64>,
+) -> Result<Option<Vec<OpState>>> {
+    let others: Vec<OpState> = counts
+        .iter()
+        .filter(|(s, n)| **s != state && **n > 0)
+        .map(|(s, _)| *s)
+        .collect();
+    let elsewhere: i64 = others.iter().filter_map(|s| counts.get(s)).sum();
+    let verdict_only = QueueFilter {
+        state: None,
+        ..*filter
+    };
+    let page = count_sql(db.dialect(), &verdict_only);
+    let in_verdict: i64 = db.query_one(&page.sql, &page.values(), |r| r.get(0))?;
+    Ok((elsewhere < in_verdict).then_some(others))
+}
+
+/// Runs one page's query, in ascending order.
+fn page(db: &mut dyn Db, page: &PageSql) -> Result<Vec<Operation>> {
+    let mut ops = query_ops(db, &page.sql, &page.values())?;
+    if page.descending {
+        ops.reverse();
+    }
+    Ok(ops)
+}
+
+/// The queue's pages, written once for every store whose outbox is SQL.
+impl<S: SqlStore> QueuePages for S {
     /// One page of the queue: at most `limit` operations matching `filter`
     /// next to `bound`, in ascending `op_id` order.
     fn queue_page(
@@ -308,7 +336,10 @@ impl QueuePages for SqliteSender {
             PageBound::From(key) => Bound::From(id(key)),
             PageBound::Before(key) => Bound::Before(id(key)),
         };
-        self.page(&page_sql(&filter, SortOrder::OpId, &bound, limit))
+        self.read(|db| {
+            let sql = page_sql(db.dialect(), &filter, SortOrder::OpId, &bound, limit);
+            page(db, &sql)
+        })
     }
 
     fn ops_page(&self, query: &OpsQuery<'_>) -> Result<Vec<Operation>> {
@@ -316,7 +347,10 @@ impl QueuePages for SqliteSender {
             Some(cursor) => Bound::After(cursor.clone()),
             None => Bound::Start,
         };
-        self.page(&page_sql(&query.filter, query.sort, &bound, query.limit))
+        self.read(|db| {
+            let sql = page_sql(db.dialect(), &query.filter, query.sort, &bound, query.limit);
+            page(db, &sql)
+        })
     }
 
     fn count_matching(&self, filter: QueueFilter<'_>) -> Result<i64> {
@@ -324,34 +358,36 @@ impl QueuePages for SqliteSender {
             search: None,
             ..filter
         };
-        let page = match self.states_elsewhere(&filter)? {
-            Some(others) => complement_sql(&filter, &others),
-            None => count_sql(&filter),
+        let counts = match state_and_verdict_only(&filter) {
+            Some(_) => Some(super::Outbox::count_by_state(self)?),
+            None => None,
         };
-        self.conn()
-            .query_row(&page.sql, page.params().as_slice(), |r| r.get(0))
-            .map_err(|e| super::sql_error(self.path(), e).into())
+        self.read(|db| {
+            let elsewhere = match (state_and_verdict_only(&filter), &counts) {
+                (Some(state), Some(counts)) => states_elsewhere(db, &filter, state, counts)?,
+                _ => None,
+            };
+            let page = match elsewhere {
+                Some(others) => complement_sql(db.dialect(), &filter, &others),
+                None => count_sql(db.dialect(), &filter),
+            };
+            Ok(db.query_one(&page.sql, &page.values(), |r| r.get(0))?)
+        })
     }
 
     fn queue_keys(&self, filter: QueueFilter<'_>, limit: usize) -> Result<Vec<QueueKey>> {
-        let page = keys_sql(&filter, limit);
-        let path = self.path();
-        let rows = self
-            .conn()
-            .prepare_cached(&page.sql)
-            .and_then(|mut s| {
-                s.query_map(page.params().as_slice(), |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
+        let rows = self.read(|db| {
+            let page = keys_sql(db.dialect(), &filter, limit);
+            db.query(&page.sql, &page.values(), |r| {
+                Ok((
+                    r.get::<String>(0)?,
+                    r.get::<i64>(1)?,
+                    r.get::<String>(2)?,
+                    r.get::<String>(3)?,
+                    r.get::<String>(4)?,
+                ))
             })
-            .map_err(|e| super::sql_error(path, e))?;
+        })?;
         rows.into_iter()
             .map(|(op_id, version, state, payload, receiver)| {
                 let corrupt =
@@ -369,9 +405,7 @@ impl QueuePages for SqliteSender {
 
     fn newest_update(&self) -> Result<Option<Timestamp>> {
         let newest: Option<String> = self
-            .conn()
-            .query_row("SELECT max(updated_at) FROM operations", [], |r| r.get(0))
-            .map_err(|e| super::sql_error(self.path(), e))?;
+            .read(|db| db.query_one("SELECT max(updated_at) FROM operations", &[], |r| r.get(0)))?;
         Ok(newest.as_deref().and_then(Timestamp::parse))
     }
 }
@@ -381,6 +415,7 @@ mod tests {
     use super::*;
     use crate::domain::{OpState, Timestamp, Verdict};
     use crate::settings::OpenOptions;
+    use crate::store::SqliteSender;
 
     /// Every filter and order the queue offers is one index range: the
     /// plan searches an index (never scans the table) and never sorts, so
@@ -426,7 +461,8 @@ mod tests {
         for filter in filters {
             for sort in [SortOrder::OpId, SortOrder::Age] {
                 for bound in [Bound::Start, Bound::After(cursor(sort)), Bound::End] {
-                    let plan = plan(&sender, &page_sql(&filter, sort, &bound, 50));
+                    let page = page_sql(Dialect::Sqlite, &filter, sort, &bound, 50);
+                    let plan = plan(&sender, &page);
                     let at = format!("{filter:?} {sort:?} {bound:?}: {plan}");
                     assert!(!plan.contains("TEMP B-TREE"), "{at}");
                     let driven = filter.state.is_some()
@@ -468,7 +504,7 @@ mod tests {
                 verdict: Some(verdict),
                 ..QueueFilter::default()
             };
-            let count = plan(&sender, &complement_sql(&filter, &others));
+            let count = plan(&sender, &complement_sql(Dialect::Sqlite, &filter, &others));
             assert!(!count.contains("SCAN o"), "{count}");
             assert!(
                 count.contains("COVERING INDEX operations_by_verdict"),
@@ -478,7 +514,7 @@ mod tests {
                 count.contains("INDEX operations_by_state (state=?)"),
                 "{count}"
             );
-            let keys = plan(&sender, &keys_sql(&filter, 100));
+            let keys = plan(&sender, &keys_sql(Dialect::Sqlite, &filter, 100));
             assert!(
                 keys.starts_with("SEARCH o USING INDEX operations_by_verdict"),
                 "{keys}"
@@ -487,11 +523,51 @@ mod tests {
         }
     }
 
+    /// On PostgreSQL a page names the same terms and binds the same
+    /// values, with no `+column` hint (SQLite's alone) and a search that
+    /// ignores case as SQLite's `LIKE` does (`ILIKE`).
+    #[test]
+    fn a_postgres_page_has_no_planner_hints_and_searches_ignoring_case() {
+        let filter = QueueFilter {
+            state: Some(OpState::Unknown),
+            verdict: Some(VerdictFilter::Never),
+            escalated: Some(false),
+            updated_before: Some(Timestamp::from_millis(1_000)),
+            search: Some("Pay"),
+            contradicted: Some(false),
+        };
+        let bound = Bound::After(Cursor::Age(Timestamp::from_millis(5), "op-1".into()));
+        let sqlite = page_sql(Dialect::Sqlite, &filter, SortOrder::OpId, &bound, 50);
+        let postgres = page_sql(Dialect::Postgres, &filter, SortOrder::OpId, &bound, 50);
+        assert!(
+            sqlite.sql.contains("+o.escalation IS NULL"),
+            "{}",
+            sqlite.sql
+        );
+        assert!(sqlite.sql.contains("o.op_id LIKE ?3"), "{}", sqlite.sql);
+        assert!(!postgres.sql.contains('+'), "{}", postgres.sql);
+        assert!(
+            postgres.sql.contains("o.payload ILIKE ?3"),
+            "{}",
+            postgres.sql
+        );
+        assert_eq!(
+            sqlite.sql.replace('+', "").replace("LIKE", "ILIKE"),
+            postgres.sql
+        );
+        assert_eq!(sqlite.params, postgres.params);
+        assert!(Dialect::Postgres
+            .statement(&postgres.sql)
+            .ends_with("LIMIT $6"));
+    }
+
     fn plan(sender: &SqliteSender, page: &PageSql) -> String {
         let sql = format!("EXPLAIN QUERY PLAN {}", page.sql);
         let mut statement = sender.conn().prepare(&sql).unwrap();
         let rows = statement
-            .query_map(page.params().as_slice(), |r| r.get::<_, String>(3))
+            .query_map(rusqlite::params_from_iter(&page.params), |r| {
+                r.get::<_, String>(3)
+            })
             .unwrap();
         rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
     }

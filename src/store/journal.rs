@@ -2,71 +2,65 @@
 //! records, so an act and its entry commit or roll back together.
 //!
 //! The head (the last entry's seq and hash) is read in that same
-//! transaction, which holds the write lock (`BEGIN IMMEDIATE`), so two
+//! transaction, which holds the write lock (`SqlStore::write`; SQLite's
+//! `BEGIN IMMEDIATE`), so two
 //! writers can never chain to the same entry. Should two writers ever read
 //! one head (a store without that lock), the journal's `seq` primary key
 //! refuses the second insert and its act rolls back whole: the chain
 //! cannot fork, the act fails. A store whose writers run side by side must
 //! therefore take its head lock first, as every act here takes SQLite's.
+//! Written over [`Db`], for every store.
 
-use super::SqlContext;
+use super::sql::Db;
 use crate::audit::{Checkpoint, EntryKind, Sealed};
 use crate::error::StoreError;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
-use std::path::Path;
 
 /// The journal's length and the hash of its last entry, as stored.
-pub(crate) fn head(conn: &Connection, path: &Path) -> Result<Checkpoint, StoreError> {
-    conn.prepare_cached("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1")
-        .and_then(|mut s| {
-            s.query_row([], |r| {
-                Ok(Checkpoint {
-                    length: r.get(0)?,
-                    head_hash: r.get(1)?,
-                })
+pub(crate) fn head(db: &mut dyn Db) -> Result<Checkpoint, StoreError> {
+    db.query_opt(
+        "SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1",
+        &[],
+        |r| {
+            Ok(Checkpoint {
+                length: r.get(0)?,
+                head_hash: r.get(1)?,
             })
-            .optional()
-        })
-        .at(path)
-        .map(|head| head.unwrap_or_else(Checkpoint::genesis))
+        },
+    )
+    .map(|head| head.unwrap_or_else(Checkpoint::genesis))
 }
 
 /// Writes a sealed entry.
 pub(crate) fn insert(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     kind: EntryKind,
     op_id: Option<&str>,
     sealed: &Sealed,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        &[
+            &sealed.seq,
+            &kind.as_str(),
+            &op_id,
+            &sealed.entry,
+            &sealed.prev_hash,
+            &sealed.hash,
+        ],
     )
-    .and_then(|mut s| {
-        s.execute(params![
-            sealed.seq,
-            kind.as_str(),
-            op_id,
-            sealed.entry,
-            sealed.prev_hash,
-            sealed.hash
-        ])
-    })
     .map(drop)
-    .at(path)
 }
 
 /// Appends one entry after the current head; returns it as written.
 pub(crate) fn append(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     kind: EntryKind,
     op_id: Option<&str>,
     fields: Map<String, Value>,
 ) -> Result<Sealed, StoreError> {
-    let sealed = head(conn, path)?.seal(kind, op_id, fields);
-    insert(conn, path, kind, op_id, &sealed)?;
+    let sealed = head(db)?.seal(kind, op_id, fields);
+    insert(db, kind, op_id, &sealed)?;
     Ok(sealed)
 }

@@ -4,15 +4,16 @@
 //! removing a receiver never re-routes an operation. Both tables are a
 //! projection of the journal: registering appends `receiver_registered`,
 //! removing `receiver_removed`, in the transaction that writes the rows.
+//! Written over [`Db`]: [`ReceiverRegistry`] is implemented once, for
+//! every [`SqlStore`].
 
 use super::conflict::{Claim, Claimed};
-use super::{journal, ReceiverRegistry, SqlContext, SqliteSender};
+use super::sql::{Db, Row, SqlStore, ToValue};
+use super::{journal, ReceiverRegistry};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
-use std::path::Path;
 
 const COLUMNS: &str =
     "name, program, args, timeout_ms, describe, describe_sha256, builtin, env, id, version";
@@ -31,7 +32,7 @@ struct RawRegistration {
     version: i64,
 }
 
-fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
+fn raw(row: &Row) -> Result<RawRegistration, StoreError> {
     Ok(RawRegistration {
         name: row.get(0)?,
         program: row.get(1)?,
@@ -46,42 +47,48 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawRegistration> {
     })
 }
 
-impl SqliteSender {
-    fn parse_registration(&self, raw: RawRegistration) -> Result<Registration> {
-        let name = raw.name;
-        let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of receiver {name}"));
-        let args: Vec<String> = serde_json::from_str(&raw.args).map_err(|_| corrupt("args"))?;
-        let env: Vec<String> = serde_json::from_str(&raw.env).map_err(|_| corrupt("env"))?;
-        let describe: Description =
-            serde_json::from_str(&raw.describe).map_err(|_| corrupt("describe answer"))?;
-        let actions = self
-            .conn()
-            .prepare_cached(
-                "SELECT action_kind FROM routes WHERE receiver = ?1 ORDER BY action_kind",
-            )
-            .and_then(|mut s| s.query_map([&name], |r| r.get(0))?.collect())
-            .at(self.path())?;
-        Ok(Registration {
-            id: raw.id,
-            version: raw.version,
-            actions,
-            builtin: raw.builtin,
-            program: raw.program,
-            args,
-            env,
-            timeout_ms: u64::try_from(raw.timeout_ms).map_err(|_| corrupt("timeout"))?,
-            describe,
-            describe_sha256: raw.describe_sha256,
-            name,
-        })
-    }
+/// A registration as stored, with its routes read on `db`.
+fn parse_registration(db: &mut dyn Db, raw: RawRegistration) -> Result<Registration> {
+    let name = raw.name;
+    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of receiver {name}"));
+    let args: Vec<String> = serde_json::from_str(&raw.args).map_err(|_| corrupt("args"))?;
+    let env: Vec<String> = serde_json::from_str(&raw.env).map_err(|_| corrupt("env"))?;
+    let describe: Description =
+        serde_json::from_str(&raw.describe).map_err(|_| corrupt("describe answer"))?;
+    let actions = db.query(
+        "SELECT action_kind FROM routes WHERE receiver = ?1 ORDER BY action_kind",
+        &[&name],
+        |r| r.get(0),
+    )?;
+    Ok(Registration {
+        id: raw.id,
+        version: raw.version,
+        actions,
+        builtin: raw.builtin,
+        program: raw.program,
+        args,
+        env,
+        timeout_ms: u64::try_from(raw.timeout_ms).map_err(|_| corrupt("timeout"))?,
+        describe,
+        describe_sha256: raw.describe_sha256,
+        name,
+    })
+}
+
+/// The registrations a query over [`COLUMNS`] selects, each with its
+/// routes.
+fn registrations(db: &mut dyn Db, sql: &str, params: &[&dyn ToValue]) -> Result<Vec<Registration>> {
+    let rows = db.query(sql, params, raw)?;
+    rows.into_iter()
+        .map(|row| parse_registration(db, row))
+        .collect()
 }
 
 /// Writes a registration's row, its routes and its `receiver_registered`
-/// entry in `tx`, which has checked that they are free.
+/// entry in the caller's transaction, which has checked that they are
+/// free.
 pub(crate) fn insert_registration(
-    tx: &Transaction<'_>,
-    path: &Path,
+    db: &mut dyn Db,
     registration: &Registration,
     at: Timestamp,
 ) -> Result<()> {
@@ -91,38 +98,36 @@ pub(crate) fn insert_registration(
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // The registration's id is the seq of the entry appended below, in
     // this transaction: never reused, as no seq is.
-    tx.execute(
+    db.execute(
         &format!(
             "INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal), 1)"
         ),
-        params![
-            registration.name,
-            registration.program,
-            args,
-            i64::try_from(registration.timeout_ms).unwrap_or(i64::MAX),
-            canonical_json(&describe),
-            registration.describe_sha256,
-            registration.builtin,
-            env,
+        &[
+            &registration.name,
+            &registration.program,
+            &args,
+            &i64::try_from(registration.timeout_ms).unwrap_or(i64::MAX),
+            &canonical_json(&describe),
+            &registration.describe_sha256,
+            &registration.builtin,
+            &env,
         ],
     )
     .claiming(
-        tx,
-        path,
+        db,
         &Claim {
             receiver: Some(&registration.name),
             ..Claim::default()
         },
     )?;
     for action in &registration.actions {
-        tx.execute(
+        db.execute(
             "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
-            params![action, registration.name],
+            &[action, &registration.name],
         )
         .claiming(
-            tx,
-            path,
+            db,
             &Claim {
                 action: Some(action),
                 ..Claim::default()
@@ -130,22 +135,19 @@ pub(crate) fn insert_registration(
         )?;
     }
     let fields = audit::receiver_registered(registration, at);
-    journal::append(tx, path, EntryKind::ReceiverRegistered, None, fields)?;
+    journal::append(db, EntryKind::ReceiverRegistered, None, fields)?;
     Ok(())
 }
 
 /// Refuses `receiver_changed` unless the registration stored under
 /// `changed`'s name is the one the caller compared with (its id, at the
 /// version before `changed`'s), `unknown_receiver` when there is none.
-fn still_current(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> Result<()> {
-    let current: Option<(i64, i64)> = tx
-        .query_row(
-            "SELECT id, version FROM receivers WHERE name = ?1",
-            [&changed.name],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .at(path)?;
+fn still_current(db: &mut dyn Db, changed: &Registration) -> Result<()> {
+    let current: Option<(i64, i64)> = db.query_opt(
+        "SELECT id, version FROM receivers WHERE name = ?1",
+        &[&changed.name],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     match current {
         Some(stored) if stored == (changed.id, changed.version - 1) => Ok(()),
         Some(_) => Err(Refusal::ReceiverChanged {
@@ -161,31 +163,29 @@ fn still_current(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> R
 /// predicate [`still_current`] checked: one another writer changed after
 /// that read is not overwritten unseen, and the update is refused as the
 /// row now is.
-fn write_update(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> Result<()> {
+fn write_update(db: &mut dyn Db, changed: &Registration) -> Result<()> {
     let args = canonical_json(&serde_json::Value::from(changed.args.clone()));
     let env = canonical_json(&serde_json::Value::from(changed.env.clone()));
     let describe =
         serde_json::to_value(&changed.describe).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let updated = tx
-        .execute(
-            "UPDATE receivers SET program = ?2, args = ?3, timeout_ms = ?4, describe = ?5,
+    let updated = db.execute(
+        "UPDATE receivers SET program = ?2, args = ?3, timeout_ms = ?4, describe = ?5,
                  describe_sha256 = ?6, env = ?7, version = ?8
              WHERE name = ?1 AND id = ?9 AND version = ?8 - 1",
-            params![
-                changed.name,
-                changed.program,
-                args,
-                i64::try_from(changed.timeout_ms).unwrap_or(i64::MAX),
-                canonical_json(&describe),
-                changed.describe_sha256,
-                env,
-                changed.version,
-                changed.id,
-            ],
-        )
-        .at(path)?;
+        &[
+            &changed.name,
+            &changed.program,
+            &args,
+            &i64::try_from(changed.timeout_ms).unwrap_or(i64::MAX),
+            &canonical_json(&describe),
+            &changed.describe_sha256,
+            &env,
+            &changed.version,
+            &changed.id,
+        ],
+    )?;
     if updated != 1 {
-        still_current(tx, path, changed)?;
+        still_current(db, changed)?;
         return Err(StoreError::Corrupt(format!(
             "the update of receiver {} matched no row, though it is current",
             changed.name
@@ -195,73 +195,86 @@ fn write_update(tx: &Transaction<'_>, path: &Path, changed: &Registration) -> Re
     Ok(())
 }
 
-impl ReceiverRegistry for SqliteSender {
+/// Whether a receiver of this name is registered (an `EXISTS` reads as a
+/// flag on every store: the executor reads PostgreSQL's boolean as 0 or 1,
+/// what SQLite's is).
+fn receiver_exists(db: &mut dyn Db, name: &str) -> Result<bool> {
+    Ok(db.query_one(
+        "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
+        &[&name],
+        |r| r.get(0),
+    )?)
+}
+
+/// Refuses `receiver_in_use` while a prepared or unknown operation routes
+/// to `name`, naming the first few.
+fn refuse_in_use(db: &mut dyn Db, name: &str) -> Result<()> {
+    let open: i64 = db.query_one(
+        "SELECT COUNT(*) FROM operations
+                 WHERE receiver = ?1 AND state IN ('prepared', 'unknown')",
+        &[&name],
+        |r| r.get(0),
+    )?;
+    if open == 0 {
+        return Ok(());
+    }
+    let first = db.query(
+        "SELECT op_id FROM operations
+                     WHERE receiver = ?1 AND state IN ('prepared', 'unknown')
+                     ORDER BY op_id LIMIT 5",
+        &[&name],
+        |r| r.get(0),
+    )?;
+    Err(Refusal::ReceiverInUse {
+        receiver: name.to_string(),
+        open,
+        first,
+    }
+    .into())
+}
+
+/// The registry, written once for every store whose outbox is SQL.
+impl<S: SqlStore> ReceiverRegistry for S {
     fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let exists: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
-                [&registration.name],
-                |r| r.get(0),
-            )
-            .at(&path)?;
-        if exists {
-            return Err(Refusal::ReceiverExists(registration.name.clone()).into());
-        }
-        for action in &registration.actions {
-            let routed: Option<String> = tx
-                .query_row(
-                    "SELECT receiver FROM routes WHERE action_kind = ?1",
-                    [action],
-                    |r| r.get(0),
-                )
-                .optional()
-                .at(&path)?;
-            if let Some(receiver) = routed {
-                return Err(Refusal::ActionRouted {
-                    action: action.clone(),
-                    receiver,
-                }
-                .into());
+        self.write(clock, |db, at| {
+            if receiver_exists(db, &registration.name)? {
+                return Err(Refusal::ReceiverExists(registration.name.clone()).into());
             }
-        }
-        insert_registration(&tx, &path, registration, at)?;
-        tx.commit().at(&path)?;
-        Ok(())
+            for action in &registration.actions {
+                let routed: Option<String> = db.query_opt(
+                    "SELECT receiver FROM routes WHERE action_kind = ?1",
+                    &[action],
+                    |r| r.get(0),
+                )?;
+                if let Some(receiver) = routed {
+                    return Err(Refusal::ActionRouted {
+                        action: action.clone(),
+                        receiver,
+                    }
+                    .into());
+                }
+            }
+            insert_registration(db, registration, at)
+        })
     }
 
     fn receivers(&self) -> Result<Vec<Registration>> {
-        let rows: Vec<RawRegistration> = self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers ORDER BY name"))
-            .and_then(|mut s| s.query_map([], raw)?.collect())
-            .at(self.path())?;
-        rows.into_iter()
-            .map(|row| self.parse_registration(row))
-            .collect()
+        let sql = format!("SELECT {COLUMNS} FROM receivers ORDER BY name");
+        self.read(|db| registrations(db, &sql, &[]))
     }
 
     fn registration(&self, name: &str) -> Result<Option<Registration>> {
-        let row: Option<RawRegistration> = self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers WHERE name = ?1"))
-            .and_then(|mut s| s.query_row([name], raw).optional())
-            .at(self.path())?;
-        row.map(|row| self.parse_registration(row)).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM receivers WHERE name = ?1");
+        self.read(|db| Ok(registrations(db, &sql, &[&name])?.into_iter().next()))
     }
 
     fn registration_by_id(&self, id: i64) -> Result<Option<Registration>> {
-        let row: Option<RawRegistration> = self
-            .conn()
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM receivers WHERE id = ?1"))
-            .and_then(|mut s| s.query_row([id], raw).optional())
-            .at(self.path())?;
-        row.map(|row| self.parse_registration(row)).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM receivers WHERE id = ?1");
+        self.read(|db| Ok(registrations(db, &sql, &[&id])?.into_iter().next()))
     }
 
     fn receiver_id_of(&self, op_id: &str) -> Result<Option<i64>> {
-        super::sender::receiver_id_of(self.conn(), self.path(), op_id)
+        self.read(|db| super::sender::receiver_id_of(db, op_id))
     }
 
     fn update_receiver(
@@ -269,61 +282,27 @@ impl ReceiverRegistry for SqliteSender {
         changed: &Registration,
         clock: &dyn Clock,
     ) -> Result<Registration> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        still_current(&tx, &path, changed)?;
-        write_update(&tx, &path, changed)?;
-        let fields = audit::receiver_updated(changed, at);
-        journal::append(&tx, &path, EntryKind::ReceiverUpdated, None, fields)?;
-        tx.commit().at(&path)?;
-        Ok(changed.clone())
+        self.write(clock, |db, at| {
+            still_current(db, changed)?;
+            write_update(db, changed)?;
+            let fields = audit::receiver_updated(changed, at);
+            journal::append(db, EntryKind::ReceiverUpdated, None, fields)?;
+            Ok(changed.clone())
+        })
     }
 
     fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let exists: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM receivers WHERE name = ?1)",
-                [name],
-                |r| r.get(0),
-            )
-            .at(&path)?;
-        if !exists {
-            return Err(Refusal::UnknownReceiver(name.to_string()).into());
-        }
-        let open: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM operations
-                 WHERE receiver = ?1 AND state IN ('prepared', 'unknown')",
-                [name],
-                |r| r.get(0),
-            )
-            .at(&path)?;
-        if open > 0 {
-            let first = tx
-                .prepare(
-                    "SELECT op_id FROM operations
-                     WHERE receiver = ?1 AND state IN ('prepared', 'unknown')
-                     ORDER BY op_id LIMIT 5",
-                )
-                .and_then(|mut s| s.query_map([name], |r| r.get(0))?.collect())
-                .at(&path)?;
-            return Err(Refusal::ReceiverInUse {
-                receiver: name.to_string(),
-                open,
-                first,
+        self.write(clock, |db, at| {
+            if !receiver_exists(db, name)? {
+                return Err(Refusal::UnknownReceiver(name.to_string()).into());
             }
-            .into());
-        }
-        tx.execute("DELETE FROM routes WHERE receiver = ?1", [name])
-            .at(&path)?;
-        tx.execute("DELETE FROM receivers WHERE name = ?1", [name])
-            .at(&path)?;
-        let fields = audit::receiver_removed(name, at);
-        journal::append(&tx, &path, EntryKind::ReceiverRemoved, None, fields)?;
-        tx.commit().at(&path)?;
-        Ok(())
+            refuse_in_use(db, name)?;
+            db.execute("DELETE FROM routes WHERE receiver = ?1", &[&name])?;
+            db.execute("DELETE FROM receivers WHERE name = ?1", &[&name])?;
+            let fields = audit::receiver_removed(name, at);
+            journal::append(db, EntryKind::ReceiverRemoved, None, fields)?;
+            Ok(())
+        })
     }
 }
 
@@ -334,6 +313,7 @@ mod tests {
     use crate::domain::Refusal;
     use crate::error::Error;
     use crate::store::sender::fixture::{registration, Fixture};
+    use crate::store::sql::Sqlite;
     use crate::store::ReceiverRegistry;
 
     /// Two registrations that both read a name or a route as free (side by
@@ -346,8 +326,12 @@ mod tests {
         let at = fx.clock.now();
         let path = fx.store.path().to_path_buf();
         let tx = fx.store.conn_mut().transaction().unwrap();
-        let same_name = insert_registration(&tx, &path, &registration("builtin", &["mail"]), at);
-        let routed = insert_registration(&tx, &path, &registration("mailer", &["*"]), at);
+        let db = &mut Sqlite {
+            conn: &tx,
+            path: &path,
+        };
+        let same_name = insert_registration(db, &registration("builtin", &["mail"]), at);
+        let routed = insert_registration(db, &registration("mailer", &["*"]), at);
         let refusals: Vec<Option<Refusal>> = [same_name, routed]
             .into_iter()
             .map(|r| match r {
@@ -382,7 +366,11 @@ mod tests {
         fx.store.update_receiver(&next(7), &fx.clock).unwrap();
         let path = fx.store.path().to_path_buf();
         let tx = fx.store.conn_mut().transaction().unwrap();
-        let refused = match write_update(&tx, &path, &next(9)) {
+        let db = &mut Sqlite {
+            conn: &tx,
+            path: &path,
+        };
+        let refused = match write_update(db, &next(9)) {
             Err(Error::Refused(refused)) => refused,
             other => panic!("expected a refusal, got {other:?}"),
         };

@@ -7,8 +7,9 @@
 //! after the statement has finished, so a malformed row (an edited table)
 //! is a typed `Corrupt` error naming the row, never a panic. `verify`
 //! does not read through here: it must see a malformed row as it is.
+//! Written over [`Db`], for every store.
 
-use super::SqlContext;
+use super::sql::{Db, Dialect, Row, ToValue};
 use crate::domain::{
     Acknowledgement, Approval, CallFailure, CloseEntry, Contradicted, Decision, Escalated,
     EscalationAction, EscalationRecord, EvidenceRecord, EvidenceSource, FailureKind,
@@ -16,9 +17,7 @@ use crate::domain::{
     Timestamp, Triage, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
-use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::Value;
-use std::path::Path;
 
 /// An operation as the listings read it: the row, its latest observation
 /// and its open escalation, joined by their journal seqs. Append `WHERE`,
@@ -59,8 +58,8 @@ pub(crate) struct RawOp {
 }
 
 /// Reads the columns of [`OP_SELECT`].
-pub(crate) fn op_row(row: &Row<'_>) -> rusqlite::Result<RawOp> {
-    let observation = match row.get::<_, Option<String>>(14)? {
+pub(crate) fn op_row(row: &Row) -> Result<RawOp, StoreError> {
+    let observation = match row.get::<Option<String>>(14)? {
         Some(verdict) => Some((
             verdict,
             row.get(15)?,
@@ -70,7 +69,7 @@ pub(crate) fn op_row(row: &Row<'_>) -> rusqlite::Result<RawOp> {
         )),
         None => None,
     };
-    let escalation = match row.get::<_, Option<String>>(19)? {
+    let escalation = match row.get::<Option<String>>(19)? {
         Some(by) => Some((by, row.get(20)?, row.get(21)?)),
         None => None,
     };
@@ -91,7 +90,7 @@ pub(crate) fn op_row(row: &Row<'_>) -> rusqlite::Result<RawOp> {
         last_dispatched_at: row.get(13)?,
         observation,
         escalation,
-        contradiction: match row.get::<_, Option<i64>>(22)? {
+        contradiction: match row.get::<Option<i64>>(22)? {
             Some(seq) => Some((seq, row.get(23)?, row.get(24)?)),
             None => None,
         },
@@ -160,34 +159,28 @@ pub(crate) fn parse_op(raw: RawOp) -> Result<Operation, StoreError> {
 
 /// Runs a query over [`OP_SELECT`] and parses its rows.
 pub(crate) fn query_ops(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     sql: &str,
-    params: impl rusqlite::Params,
+    params: &[&dyn ToValue],
 ) -> Result<Vec<Operation>> {
-    let rows = conn
-        .prepare_cached(sql)
-        .and_then(|mut s| {
-            s.query_map(params, op_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .at(path)?;
+    let rows = db.query(sql, params, op_row)?;
     Ok(rows
         .into_iter()
         .map(parse_op)
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-pub(crate) fn get_op(conn: &Connection, path: &Path, op_id: &str) -> Result<Option<Operation>> {
-    let row = conn
-        .prepare_cached(&format!("{OP_SELECT} WHERE o.op_id = ?1"))
-        .and_then(|mut s| s.query_row([op_id], op_row).optional())
-        .at(path)?;
+pub(crate) fn get_op(db: &mut dyn Db, op_id: &str) -> Result<Option<Operation>> {
+    let row = db.query_opt(
+        &format!("{OP_SELECT} WHERE o.op_id = ?1"),
+        &[&op_id],
+        op_row,
+    )?;
     Ok(row.map(parse_op).transpose()?)
 }
 
-pub(crate) fn require_op(conn: &Connection, path: &Path, op_id: &str) -> Result<Operation> {
-    get_op(conn, path, op_id)?.ok_or_else(|| Refusal::UnknownOperation(op_id.to_string()).into())
+pub(crate) fn require_op(db: &mut dyn Db, op_id: &str) -> Result<Operation> {
+    get_op(db, op_id)?.ok_or_else(|| Refusal::UnknownOperation(op_id.to_string()).into())
 }
 
 pub(crate) const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, \
@@ -213,7 +206,7 @@ pub(crate) struct RawEvidence {
     recorded_at: String,
 }
 
-pub(crate) fn evidence_row(row: &Row<'_>) -> rusqlite::Result<RawEvidence> {
+pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
     Ok(RawEvidence {
         record: EvidenceRecord {
             seq: row.get(0)?,
@@ -268,7 +261,7 @@ pub(crate) fn parse_evidence(raw: RawEvidence) -> Result<EvidenceRecord, StoreEr
 pub(crate) const APPROVAL_COLUMNS: &str = "original_op_id, effect_id, approved_version, \
      approver, compensation_op_id, action_kind, payload";
 
-fn approval_row(row: &Row<'_>) -> rusqlite::Result<(Approval, String)> {
+fn approval_row(row: &Row) -> Result<(Approval, String), StoreError> {
     Ok((
         Approval {
             original_op_id: row.get(0)?,
@@ -293,21 +286,27 @@ fn parse_approval((mut approval, payload): (Approval, String)) -> Result<Approva
     Ok(approval)
 }
 
-pub(crate) fn approval_where(
-    conn: &Connection,
-    path: &Path,
-    column: &str,
-    value: &str,
-) -> Result<Vec<Approval>> {
-    let rows = conn
-        .prepare_cached(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM compensation_approvals WHERE {column} = ?1 ORDER BY rowid"
-        ))
-        .and_then(|mut s| {
-            s.query_map([value], approval_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .at(path)?;
+/// The approvals whose `column` is `value`, in the order they were
+/// recorded.
+pub(crate) fn approval_where(db: &mut dyn Db, column: &str, value: &str) -> Result<Vec<Approval>> {
+    // The order of recording: SQLite's rowid. PostgreSQL has none; there
+    // it is the order of each approval's `approved` entry, which its act
+    // appended with it (one per approval, on its compensation's op id).
+    let order = match db.dialect() {
+        Dialect::Sqlite => "rowid",
+        Dialect::Postgres => {
+            "(SELECT j.seq FROM journal j \
+              WHERE j.op_id = compensation_op_id AND j.kind = 'approved')"
+        }
+    };
+    let rows = db.query(
+        &format!(
+            "SELECT {APPROVAL_COLUMNS} FROM compensation_approvals WHERE {column} = ?1 \
+             ORDER BY {order}"
+        ),
+        &[&value],
+        approval_row,
+    )?;
     Ok(rows
         .into_iter()
         .map(parse_approval)
@@ -317,20 +316,13 @@ pub(crate) fn approval_where(
 /// Every row of one operation, oldest first, each read by `read` into
 /// stored text and then parsed by `parse`.
 fn rows_of<R, T>(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     sql: &str,
     op_id: &str,
-    read: impl FnMut(&Row<'_>) -> rusqlite::Result<R>,
+    read: impl FnMut(&Row) -> Result<R, StoreError>,
     parse: impl Fn(R) -> Result<T, StoreError>,
 ) -> Result<Vec<T>> {
-    let raw = conn
-        .prepare_cached(sql)
-        .and_then(|mut s| {
-            s.query_map([op_id], read)?
-                .collect::<rusqlite::Result<Vec<R>>>()
-        })
-        .at(path)?;
+    let raw = db.query(sql, &[&op_id], read)?;
     Ok(raw.into_iter().map(parse).collect::<Result<Vec<T>, _>>()?)
 }
 
@@ -348,18 +340,14 @@ type RawObservation = (
     (String, String, String),
 );
 
-pub(crate) fn observations(
-    conn: &Connection,
-    path: &Path,
-    op_id: &str,
-) -> Result<Vec<Observation>> {
+pub(crate) fn observations(db: &mut dyn Db, op_id: &str) -> Result<Vec<Observation>> {
     // The snapshot is read from the observation's journal entry.
     let sql = "SELECT o.seq, o.receiver, o.verdict, o.observed_at, o.observed_by, o.complete, \
                o.authoritative, o.closed, o.matches, COALESCE(j.entry, ''), \
                o.receiver_describe_sha256, o.response_sha256 \
                FROM observations o LEFT JOIN journal j ON j.seq = o.seq \
                WHERE o.op_id = ?1 ORDER BY o.seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<RawObservation> {
+    let read = |r: &Row| -> Result<RawObservation, StoreError> {
         Ok((
             (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
             (r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?),
@@ -390,12 +378,12 @@ pub(crate) fn observations(
             response_sha256: response,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }
 
-pub(crate) fn notes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<Note>> {
+pub(crate) fn notes(db: &mut dyn Db, op_id: &str) -> Result<Vec<Note>> {
     let sql = "SELECT seq, noted_by, noted_at, text FROM notes WHERE op_id = ?1 ORDER BY seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<(i64, String, String, String)> {
+    let read = |r: &Row| -> Result<(i64, String, String, String), StoreError> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     };
     let parse = |(seq, by, at, text): (i64, String, String, String)| {
@@ -406,14 +394,10 @@ pub(crate) fn notes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<N
             text,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }
 
-pub(crate) fn call_failures(
-    conn: &Connection,
-    path: &Path,
-    op_id: &str,
-) -> Result<Vec<CallFailure>> {
+pub(crate) fn call_failures(db: &mut dyn Db, op_id: &str) -> Result<Vec<CallFailure>> {
     type Raw = (
         i64,
         String,
@@ -426,7 +410,7 @@ pub(crate) fn call_failures(
     );
     let sql = "SELECT seq, verb, receiver, kind, detail, exit_code, stderr, failed_at \
                FROM call_failures WHERE op_id = ?1 ORDER BY seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<Raw> {
+    let read = |r: &Row| -> Result<Raw, StoreError> {
         Ok((
             r.get(0)?,
             r.get(1)?,
@@ -453,17 +437,13 @@ pub(crate) fn call_failures(
             at: time(&at, "failed_at", &of)?,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }
 
-pub(crate) fn acknowledgements(
-    conn: &Connection,
-    path: &Path,
-    op_id: &str,
-) -> Result<Vec<Acknowledgement>> {
+pub(crate) fn acknowledgements(db: &mut dyn Db, op_id: &str) -> Result<Vec<Acknowledgement>> {
     let sql = "SELECT seq, acknowledged_by, acknowledged_at, reason FROM acknowledgements \
                WHERE op_id = ?1 ORDER BY seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<(i64, String, String, String)> {
+    let read = |r: &Row| -> Result<(i64, String, String, String), StoreError> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     };
     let parse = |(seq, by, at, reason): (i64, String, String, String)| {
@@ -474,17 +454,13 @@ pub(crate) fn acknowledgements(
             reason,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }
 
-pub(crate) fn escalations(
-    conn: &Connection,
-    path: &Path,
-    op_id: &str,
-) -> Result<Vec<EscalationRecord>> {
+pub(crate) fn escalations(db: &mut dyn Db, op_id: &str) -> Result<Vec<EscalationRecord>> {
     let sql = "SELECT seq, action, acted_by, acted_at, reason FROM escalations \
                WHERE op_id = ?1 ORDER BY seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<(i64, String, String, String, String)> {
+    let read = |r: &Row| -> Result<(i64, String, String, String, String), StoreError> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
     };
     let parse = |(seq, action, by, at, reason): (i64, String, String, String, String)| {
@@ -498,13 +474,13 @@ pub(crate) fn escalations(
             reason,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }
 
-pub(crate) fn closes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<CloseEntry>> {
+pub(crate) fn closes(db: &mut dyn Db, op_id: &str) -> Result<Vec<CloseEntry>> {
     let sql = "SELECT journal_seq, closed_at, authorized_by, receiver FROM closes \
                WHERE op_id = ?1 ORDER BY journal_seq";
-    let read = |r: &Row<'_>| -> rusqlite::Result<(i64, String, String, String)> {
+    let read = |r: &Row| -> Result<(i64, String, String, String), StoreError> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     };
     let parse = |(seq, at, authorized_by, receiver): (i64, String, String, String)| {
@@ -514,5 +490,5 @@ pub(crate) fn closes(conn: &Connection, path: &Path, op_id: &str) -> Result<Vec<
             receiver,
         })
     };
-    rows_of(conn, path, sql, op_id, read, parse)
+    rows_of(db, sql, op_id, read, parse)
 }

@@ -2,24 +2,30 @@
 //! projection (the outbox of operations, evidence, compensation approvals,
 //! the dispatch log, closes).
 //!
-//! Every act is one `BEGIN IMMEDIATE` transaction that appends its journal
-//! entry and writes its rows; a state change is a conditional update
-//! (`WHERE state = ? AND version = ?`) in it, so a change, its record and
-//! its entry commit or roll back together. The rules that decide whether a change is allowed are
-//! the pure functions of [`crate::domain`]; this module only runs them inside
+//! Every act is one write transaction ([`SqlStore::write`]; on SQLite
+//! `BEGIN IMMEDIATE`) that appends its journal entry and writes its rows;
+//! a state change is a conditional update (`WHERE state = ? AND version =
+//! ?`) in it, so a change, its record and its entry commit or roll back
+//! together. The rules that decide whether a change is allowed are the
+//! pure functions of [`crate::domain`]; this module only runs them inside
 //! the right transaction against freshly read rows.
+//!
+//! The acts are transaction scripts over [`Db`], and [`Outbox`] is
+//! implemented once for every [`SqlStore`]: SQLite's ([`SqliteSender`],
+//! with its schema, here) and any other store that speaks SQL.
 //!
 //! No argument rests on SQLite's single writer alone, so that a store whose
 //! writers run side by side keeps the same rules: an update that touches no
 //! row is refused as the row, read again, now is; a violated unique key is
 //! the refusal it means (`store::conflict`); and the time of an act is read
-//! once the write lock is held ([`SqliteSender::write`]).
+//! once the write lock is held ([`SqlStore::write`]).
 
 use super::conflict::{Claim, Claimed};
 use super::rows::{
-    approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, RawEvidence,
-    APPROVAL_COLUMNS, EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
+    approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, APPROVAL_COLUMNS,
+    EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
 };
+use super::sql::{Db, SqlStore, Sqlite, ToValue};
 use super::upgrade::{Rebuild, Steps};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
@@ -33,7 +39,7 @@ use crate::domain::{
 use crate::error::{Refusal, Result, StoreError};
 use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
 use crate::settings::OpenOptions;
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -152,7 +158,8 @@ fn register_implicit_builtin(
     // The upgrade registers it where no registration is (the file was
     // schema 4 or 5, where none is implicit): a refusal here means the
     // file is not what its version says.
-    super::receivers::insert_registration(tx, path, &registration, at).map_err(|e| match e {
+    let db = &mut Sqlite { conn: tx, path };
+    super::receivers::insert_registration(db, &registration, at).map_err(|e| match e {
         crate::error::Error::Store(e) => e,
         other => StoreError::Corrupt(format!("registering the built-in ledger: {other}")),
     })
@@ -497,21 +504,19 @@ pub struct SqliteSender {
 
 /// Who made the latest recorded change to an operation: the reviewer, or
 /// "a receipt".
-fn last_changed_by(conn: &Connection, op_id: &str) -> Option<String> {
-    conn.prepare_cached(
+fn last_changed_by(db: &mut dyn Db, op_id: &str) -> Option<String> {
+    db.query_opt(
         "SELECT source, reviewer FROM evidence WHERE op_id = ?1 ORDER BY seq DESC LIMIT 1",
-    )
-    .and_then(|mut s| {
-        s.query_row([op_id], |r| {
+        &[&op_id],
+        |r| {
             let source: String = r.get(0)?;
             let reviewer: Option<String> = r.get(1)?;
             Ok(match reviewer {
                 Some(name) => format!("reviewer {name}"),
                 None => format!("a {source}"),
             })
-        })
-        .optional()
-    })
+        },
+    )
     .ok()
     .flatten()
 }
@@ -535,35 +540,31 @@ struct Transition<'a> {
 /// entry and its evidence row (the entry's projection), in the caller's
 /// transaction. Returns the evidence seq, or `None` when the conditional
 /// update found the operation changed.
-fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Option<i64>> {
-    let changed = tx
-        .prepare_cached(
-            "UPDATE operations
+fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
+    let changed = db.execute(
+        "UPDATE operations
              SET state = ?1, version = version + 1,
                  confirmed_effect_id = COALESCE(?2, confirmed_effect_id),
                  updated_at = ?5, escalation = NULL
              WHERE op_id = ?3 AND state = 'unknown' AND version = ?4",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                t.to.as_str(),
-                t.effect_id,
-                t.op.op_id,
-                t.op.version,
-                t.at.to_string()
-            ])
-        })
-        .at(path)?;
+        &[
+            &t.to.as_str(),
+            &t.effect_id,
+            &t.op.op_id,
+            &t.op.version,
+            &t.at.to_string(),
+        ],
+    )?;
     if changed != 1 {
         return Ok(None);
     }
     if t.source == EvidenceSource::Review {
         crash_point(CrashPoint::ReconcileAfterStateUpdate);
     }
-    let evidence_seq: i64 = tx
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence")
-        .and_then(|mut s| s.query_row([], |r| r.get(0)))
-        .at(path)?;
+    let evidence_seq: i64 =
+        db.query_one("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence", &[], |r| {
+            r.get(0)
+        })?;
     let mut record = EvidenceRecord {
         seq: evidence_seq,
         op_id: t.op.op_id.clone(),
@@ -585,15 +586,14 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
         hash: String::new(),
     };
     let sealed = journal::append(
-        tx,
-        path,
+        db,
         EntryKind::of_evidence(t.source),
         Some(&record.op_id),
         audit::evidence(&record),
     )?;
     record.journal_seq = sealed.seq;
     record.hash = sealed.hash;
-    insert_evidence(tx, path, &record)?;
+    insert_evidence(db, &record)?;
     Ok(Some(record.seq))
 }
 
@@ -602,13 +602,13 @@ fn transition(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<Op
 /// the row after that read (a store whose writers run side by side), the
 /// row is read again and the decision refused `stale_version` as it now
 /// is: the version found and who changed it.
-fn decide(tx: &Transaction<'_>, path: &Path, t: Transition<'_>) -> Result<i64> {
+fn decide(db: &mut dyn Db, t: Transition<'_>) -> Result<i64> {
     let (op_id, expected) = (t.op.op_id.clone(), t.op.version);
-    match transition(tx, path, t)? {
+    match transition(db, t)? {
         Some(seq) => Ok(seq),
         None => {
-            let fresh = require_op(tx, path, &op_id)?;
-            Err(stale(tx, expected, &fresh).into())
+            let fresh = require_op(db, &op_id)?;
+            Err(stale(db, expected, &fresh).into())
         }
     }
 }
@@ -647,33 +647,32 @@ fn review_transition<'a>(
     }
 }
 
-fn insert_evidence(tx: &Transaction<'_>, path: &Path, record: &EvidenceRecord) -> Result<()> {
-    tx.prepare_cached(&format!(
-        "INSERT INTO evidence ({EVIDENCE_COLUMNS})
+fn insert_evidence(db: &mut dyn Db, record: &EvidenceRecord) -> Result<()> {
+    db.execute(
+        &format!(
+            "INSERT INTO evidence ({EVIDENCE_COLUMNS})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
-    ))
-    .and_then(|mut s| {
-        s.execute(params![
-            record.seq,
-            record.op_id,
-            record.source.as_str(),
-            record.reviewer,
-            record.decision.as_str(),
-            record.verdict.map(Verdict::as_str),
-            canonical_json(&record.snapshot),
-            record.from_version,
-            record.to_version,
-            record.effect_id,
-            record.receiver,
-            record.receiver_describe_sha256,
-            record.response_sha256,
-            record.journal_seq,
-            record.recorded_at.to_string(),
-            record.receiver_id,
-            record.receiver_version,
-        ])
-    })
-    .at(path)?;
+        ),
+        &[
+            &record.seq,
+            &record.op_id,
+            &record.source.as_str(),
+            &record.reviewer,
+            &record.decision.as_str(),
+            &record.verdict.map(Verdict::as_str),
+            &canonical_json(&record.snapshot),
+            &record.from_version,
+            &record.to_version,
+            &record.effect_id,
+            &record.receiver,
+            &record.receiver_describe_sha256,
+            &record.response_sha256,
+            &record.journal_seq,
+            &record.recorded_at.to_string(),
+            &record.receiver_id,
+            &record.receiver_version,
+        ],
+    )?;
     Ok(())
 }
 
@@ -699,63 +698,88 @@ impl SqliteSender {
         &mut self.conn
     }
 
-    /// Begins a write: takes the write lock (`BEGIN IMMEDIATE`), then reads
-    /// the time of the act from `clock`. Read under the lock, the times of
-    /// acts follow the order their entries take in the journal, so `at`
-    /// never goes backwards in journal order, whichever writer looked at
-    /// its clock first.
-    pub(crate) fn write(
+    /// The connection as a [`Db`], outside any transaction.
+    pub(crate) fn db(&self) -> Sqlite<'_> {
+        Sqlite {
+            conn: &self.conn,
+            path: &self.path,
+        }
+    }
+}
+
+impl SqlStore for SqliteSender {
+    /// Takes the write lock (`BEGIN IMMEDIATE`), then reads the time of
+    /// the act from `clock`, runs it and commits it (dropped on an error,
+    /// the transaction rolls back).
+    fn write<T>(
         &mut self,
         clock: &dyn Clock,
-    ) -> Result<(Transaction<'_>, Timestamp), StoreError> {
+        act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
+    ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&self.path)?;
-        Ok((tx, clock.now()))
+        let at = clock.now();
+        let done = act(
+            &mut Sqlite {
+                conn: &tx,
+                path: &self.path,
+            },
+            at,
+        )?;
+        tx.commit().at(&self.path)?;
+        Ok(done)
     }
 
-    fn evidence_query(&self, sql: &str, op_id: Option<&str>) -> Result<Vec<EvidenceRecord>> {
-        let rows: Vec<RawEvidence> = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut s| match op_id {
-                Some(id) => s.query_map([id], evidence_row)?.collect(),
-                None => s.query_map([], evidence_row)?.collect(),
-            })
-            .at(&self.path)?;
-        Ok(rows
-            .into_iter()
-            .map(parse_evidence)
-            .collect::<Result<Vec<_>, _>>()?)
+    /// Reads on the connection, each statement in its own snapshot, as
+    /// before scripts had a store to run on.
+    fn read<T, E: From<StoreError>>(
+        &self,
+        act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
+    ) -> Result<T, E> {
+        act(&mut self.db())
     }
 }
 
-impl Outbox for SqliteSender {
+/// The evidence rows `sql` (over [`EVIDENCE_READ`]) selects.
+fn evidence_query(
+    db: &mut dyn Db,
+    sql: &str,
+    params: &[&dyn ToValue],
+) -> Result<Vec<EvidenceRecord>> {
+    let rows = db.query(sql, params, evidence_row)?;
+    Ok(rows
+        .into_iter()
+        .map(parse_evidence)
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The outbox's flow, written once for every store whose outbox is SQL.
+impl<S: SqlStore> Outbox for S {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation> {
-        let path = self.path.clone();
-        let (tx, at) = self.write(clock)?;
-        if get_op(&tx, &path, new.op_id)?.is_some() {
-            return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
-        }
-        require_route(&tx, &path, new.action_kind)?;
-        insert_op(&tx, &path, new, OpKind::Original, None, None, at)?;
-        let op = require_op(&tx, &path, new.op_id)?;
-        let fields = with_registration(&tx, &path, &op.op_id, audit::prepared(&op))?;
-        journal::append(&tx, &path, EntryKind::Prepared, Some(&op.op_id), fields)?;
-        tx.commit().at(&path)?;
-        Ok(op)
+        self.write(clock, |db, at| {
+            if get_op(db, new.op_id)?.is_some() {
+                return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
+            }
+            require_route(db, new.action_kind)?;
+            insert_op(db, new, OpKind::Original, None, None, at)?;
+            let op = require_op(db, new.op_id)?;
+            let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
+            journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
+            Ok(op)
+        })
     }
 
     fn get(&self, op_id: &str) -> Result<Option<Operation>> {
-        get_op(&self.conn, &self.path, op_id)
+        self.read(|db| get_op(db, op_id))
     }
 
     /// The operation, or the `unknown_operation` refusal.
     fn require(&self, op_id: &str) -> Result<Operation> {
-        require_op(&self.conn, &self.path, op_id)
+        self.read(|db| require_op(db, op_id))
     }
 
     /// One page of the outbox in `op_id` order, starting after `after`
@@ -768,35 +792,30 @@ impl Outbox for SqliteSender {
     ) -> Result<Vec<Operation>> {
         let after = after.unwrap_or("");
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        match state {
+        self.read(|db| match state {
             Some(state) => query_ops(
-                &self.conn,
-                &self.path,
+                db,
                 &format!(
                     "{OP_SELECT} WHERE o.state = ?1 AND o.op_id > ?2 ORDER BY o.op_id LIMIT ?3"
                 ),
-                params![state.as_str(), after, limit],
+                &[&state.as_str(), &after, &limit],
             ),
             None => query_ops(
-                &self.conn,
-                &self.path,
+                db,
                 &format!("{OP_SELECT} WHERE o.op_id > ?1 ORDER BY o.op_id LIMIT ?2"),
-                params![after, limit],
+                &[&after, &limit],
             ),
-        }
+        })
     }
 
     /// Operations per state, from the trigger-maintained counts table, so it
     /// costs the same at 100 ops as at 100,000.
     fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>> {
-        let rows = self
-            .conn
-            .prepare_cached("SELECT state, n FROM state_counts")
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
+        let rows = self.read(|db| {
+            db.query("SELECT state, n FROM state_counts", &[], |r| {
+                Ok((r.get::<String>(0)?, r.get::<i64>(1)?))
             })
-            .at(&self.path)?;
+        })?;
         rows.into_iter()
             .map(|(state, n)| {
                 OpState::parse(&state)
@@ -811,28 +830,26 @@ impl Outbox for SqliteSender {
     /// not `prepared` is refused as a blind retry; a compensation is refused
     /// unless its approval still holds.
     fn begin_dispatch(&mut self, op_id: &str, clock: &dyn Clock) -> Result<Operation> {
-        let path = self.path.clone();
-        let (tx, at) = self.write(clock)?;
-        let op = require_op(&tx, &path, op_id)?;
-        check_dispatch(&tx, &path, &op)?;
-        mark_dispatched(&tx, &path, &op, at)?;
-        tx.prepare_cached(
-            "INSERT INTO dispatch_log (seq, op_id, from_version)
+        self.write(clock, |db, at| {
+            let op = require_op(db, op_id)?;
+            check_dispatch(db, &op)?;
+            mark_dispatched(db, &op, at)?;
+            db.execute(
+                "INSERT INTO dispatch_log (seq, op_id, from_version)
              VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_log), ?1, ?2)",
-        )
-        .and_then(|mut s| s.execute(params![op_id, op.version]))
-        .at(&path)?;
-        let fields = audit::dispatched(op.version, op.version + 1, at);
-        journal::append(&tx, &path, EntryKind::Dispatched, Some(op_id), fields)?;
-        let op = require_op(&tx, &path, op_id)?;
-        tx.commit().at(&path)?;
-        Ok(op)
+                &[&op_id, &op.version],
+            )?;
+            let fields = audit::dispatched(op.version, op.version + 1, at);
+            journal::append(db, EntryKind::Dispatched, Some(op_id), fields)?;
+            require_op(db, op_id)
+        })
     }
 
     /// Records a receipt the receiver printed for a dispatch: `unknown` at
     /// the dispatched version becomes `confirmed`, with the receipt as its
     /// evidence. Returns `None` when the operation changed meanwhile (a
-    /// reviewer decided first); the receipt is then not recorded.
+    /// reviewer decided first); the receipt is then not recorded (the
+    /// transaction commits having written nothing).
     fn record_receipt(
         &mut self,
         op: &Operation,
@@ -840,43 +857,43 @@ impl Outbox for SqliteSender {
         provenance: &Provenance,
         clock: &dyn Clock,
     ) -> Result<Option<(Operation, i64)>> {
-        let path = self.path.clone();
-        let (tx, at) = self.write(clock)?;
-        let evidence = serde_json::json!({ "receipt": receipt });
-        let seq = transition(
-            &tx,
-            &path,
-            Transition {
-                op,
-                to: OpState::Confirmed,
-                source: EvidenceSource::Receipt,
-                reviewer: None,
-                decision: Decision::Confirmed,
-                verdict: None,
-                evidence: &evidence,
-                effect_id: Some(&receipt.effect_id),
-                provenance,
-                at,
-            },
-        )?;
-        let Some(seq) = seq else {
-            return Ok(None);
-        };
-        let op = require_op(&tx, &path, &op.op_id)?;
-        crash_point(CrashPoint::ReceiptBeforeCommit);
-        tx.commit().at(&path)?;
-        Ok(Some((op, seq)))
+        self.write(clock, |db, at| {
+            let evidence = serde_json::json!({ "receipt": receipt });
+            let seq = transition(
+                db,
+                Transition {
+                    op,
+                    to: OpState::Confirmed,
+                    source: EvidenceSource::Receipt,
+                    reviewer: None,
+                    decision: Decision::Confirmed,
+                    verdict: None,
+                    evidence: &evidence,
+                    effect_id: Some(&receipt.effect_id),
+                    provenance,
+                    at,
+                },
+            )?;
+            let Some(seq) = seq else {
+                return Ok(None);
+            };
+            let op = require_op(db, &op.op_id)?;
+            crash_point(CrashPoint::ReceiptBeforeCommit);
+            Ok(Some((op, seq)))
+        })
     }
 
     /// Runs the rules of [`check_review`] against the stored row without
-    /// writing anything: what [`SqliteSender::record_review`] would refuse.
+    /// writing anything: what [`Outbox::record_review`] would refuse.
     /// A caller about to take a closing snapshot (a receiver mutation) asks
     /// first, so a decision that is going to be refused closes nothing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict> {
-        let op = require_op(&self.conn, &self.path, review.op_id)?;
-        Ok(check_review(&op, review, || {
-            last_changed_by(&self.conn, &op.op_id)
-        })?)
+        self.read(|db| {
+            let op = require_op(db, review.op_id)?;
+            Ok(check_review(&op, review, || {
+                last_changed_by(db, &op.op_id)
+            })?)
+        })
     }
 
     /// Records a reviewer's decision: the rules of [`check_review`] against
@@ -892,35 +909,34 @@ impl Outbox for SqliteSender {
         clock: &dyn Clock,
         observe: bool,
     ) -> Result<Recorded> {
-        let path = self.path.clone();
         let Some(reviewer) = crate::domain::normalize_name(review.reviewer) else {
             return Err(Refusal::EmptyReviewer.into());
         };
-        let (tx, at) = self.write(clock)?;
-        let op = require_op(&tx, &path, review.op_id)?;
-        let verdict = check_review(&op, review, || last_changed_by(&tx, &op.op_id))?;
-        if observe {
-            let observation = NewObservation {
-                op_id: review.op_id,
-                by: reviewer,
-                at,
-                snapshot: review.snapshot,
+        self.write(clock, |db, at| {
+            let op = require_op(db, review.op_id)?;
+            let verdict = check_review(&op, review, || last_changed_by(db, &op.op_id))?;
+            if observe {
+                let observation = NewObservation {
+                    op_id: review.op_id,
+                    by: reviewer,
+                    at,
+                    snapshot: review.snapshot,
+                    verdict,
+                    provenance,
+                };
+                triage::insert_observation(db, &observation)?;
+            }
+            let snapshot = serde_json::to_value(review.snapshot)
+                .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
+            let transition_of = review_transition(review, &op, verdict, &snapshot, provenance, at);
+            let seq = decide(db, transition_of)?;
+            let operation = require_op(db, &op.op_id)?;
+            crash_point(CrashPoint::ReconcileBeforeCommit);
+            Ok(Recorded {
+                operation,
                 verdict,
-                provenance,
-            };
-            triage::insert_observation(&tx, &path, &observation)?;
-        }
-        let snapshot = serde_json::to_value(review.snapshot)
-            .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-        let transition_of = review_transition(review, &op, verdict, &snapshot, provenance, at);
-        let seq = decide(&tx, &path, transition_of)?;
-        let operation = require_op(&tx, &path, &op.op_id)?;
-        crash_point(CrashPoint::ReconcileBeforeCommit);
-        tx.commit().at(&path)?;
-        Ok(Recorded {
-            operation,
-            verdict,
-            evidence_seq: seq,
+                evidence_seq: seq,
+            })
         })
     }
 
@@ -931,59 +947,10 @@ impl Outbox for SqliteSender {
         request: &CompensationRequest<'_>,
         clock: &dyn Clock,
     ) -> Result<Approval> {
-        let path = self.path.clone();
-        if crate::domain::normalize_name(request.approver).is_none() {
+        let Some(approver) = crate::domain::normalize_name(request.approver) else {
             return Err(Refusal::EmptyReviewer.into());
-        }
-        let (tx, at) = self.write(clock)?;
-        let original = require_op(&tx, &path, request.original_op_id)?;
-        let existing: Vec<Approval> =
-            approval_where(&tx, &path, "original_op_id", request.original_op_id)?
-                .into_iter()
-                .filter(|a| a.effect_id == request.effect_id)
-                .collect();
-        check_approval(&original, request, existing.first())
-            .map_err(|refused| naming_who(&tx, refused, Some(&original)))?;
-        if get_op(&tx, &path, request.compensation_op_id)?.is_some() {
-            return Err(Refusal::DuplicateOperation(request.compensation_op_id.to_string()).into());
-        }
-        let approver = crate::domain::normalize_name(request.approver).unwrap_or_default();
-        insert_approval(&tx, &path, request, approver)?;
-        crash_point(CrashPoint::ApprovalAfterApprovalInsert);
-        insert_op(
-            &tx,
-            &path,
-            &NewOperation {
-                op_id: request.compensation_op_id,
-                action_kind: request.action_kind,
-                payload: request.payload,
-            },
-            OpKind::Compensation,
-            Some(request.effect_id),
-            Some(request.original_op_id),
-            at,
-        )?;
-        let approval = Approval {
-            original_op_id: request.original_op_id.to_string(),
-            effect_id: request.effect_id.to_string(),
-            approved_version: request.expected_version,
-            approver: approver.to_string(),
-            compensation_op_id: request.compensation_op_id.to_string(),
-            action_kind: request.action_kind.to_string(),
-            payload: request.payload.clone(),
         };
-        let compensation = require_op(&tx, &path, request.compensation_op_id)?;
-        let fields = with_registration(
-            &tx,
-            &path,
-            &compensation.op_id,
-            audit::approved(&approval, &compensation),
-        )?;
-        let op_id = Some(request.compensation_op_id);
-        journal::append(&tx, &path, EntryKind::Approved, op_id, fields)?;
-        crash_point(CrashPoint::ApprovalBeforeCommit);
-        tx.commit().at(&path)?;
-        Ok(approval)
+        self.write(clock, |db, at| approve(db, request, approver, at))
     }
 
     /// Records a close the receiver has committed: a `closed` entry and
@@ -997,73 +964,121 @@ impl Outbox for SqliteSender {
         observation: &NewObservation<'_>,
         clock: &dyn Clock,
     ) -> Result<Observation> {
-        let path = self.path.clone();
-        let (tx, at) = self.write(clock)?;
-        let close = &CloseRecord {
-            closed_at: at,
-            ..close.clone()
-        };
-        let observation = &NewObservation { at, ..*observation };
-        require_op(&tx, &path, op_id)?;
-        let fields = audit::closed(close);
-        let sealed = journal::append(&tx, &path, EntryKind::Closed, Some(op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
+        self.write(clock, |db, at| {
+            let close = &CloseRecord {
+                closed_at: at,
+                ..close.clone()
+            };
+            let observation = &NewObservation { at, ..*observation };
+            require_op(db, op_id)?;
+            let fields = audit::closed(close);
+            let sealed = journal::append(db, EntryKind::Closed, Some(op_id), fields)?;
+            db.execute(
+                "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                op_id,
-                close.receiver,
-                close.authorized_by,
-                sealed.seq,
-                close.closed_at.to_string()
-            ])
+                &[
+                    &op_id,
+                    &close.receiver,
+                    &close.authorized_by,
+                    &sealed.seq,
+                    &close.closed_at.to_string(),
+                ],
+            )?;
+            triage::insert_observation(db, observation)
         })
-        .at(&path)?;
-        let observation = triage::insert_observation(&tx, &path, observation)?;
-        tx.commit().at(&path)?;
-        Ok(observation)
     }
 
     /// The evidence of one operation, oldest first.
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
-        self.evidence_query(
-            &format!("{EVIDENCE_READ} WHERE e.op_id = ?1 ORDER BY e.seq"),
-            Some(op_id),
-        )
+        let sql = format!("{EVIDENCE_READ} WHERE e.op_id = ?1 ORDER BY e.seq");
+        self.read(|db| evidence_query(db, &sql, &[&op_id]))
     }
 
     /// Every evidence row in `seq` order.
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>> {
-        self.evidence_query(&format!("{EVIDENCE_READ} ORDER BY e.seq"), None)
+        let sql = format!("{EVIDENCE_READ} ORDER BY e.seq");
+        self.read(|db| evidence_query(db, &sql, &[]))
     }
 
     /// Approvals where the operation is the original or the compensation.
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>> {
-        let mut all = approval_where(&self.conn, &self.path, "original_op_id", op_id)?;
-        all.extend(approval_where(
-            &self.conn,
-            &self.path,
-            "compensation_op_id",
-            op_id,
-        )?);
-        Ok(all)
+        self.read(|db| {
+            let mut all = approval_where(db, "original_op_id", op_id)?;
+            all.extend(approval_where(db, "compensation_op_id", op_id)?);
+            Ok(all)
+        })
     }
 
     /// How many times the sender invoked the receiver for an operation.
     fn dispatch_count(&self, op_id: &str) -> Result<i64, StoreError> {
-        self.conn
-            .prepare_cached("SELECT COUNT(*) FROM dispatch_log WHERE op_id = ?1")
-            .and_then(|mut s| s.query_row([op_id], |r| r.get(0)))
-            .at(&self.path)
+        self.read(|db| {
+            db.query_one(
+                "SELECT COUNT(*) FROM dispatch_log WHERE op_id = ?1",
+                &[&op_id],
+                |r| r.get(0),
+            )
+        })
     }
+}
+
+/// The approval of a compensation and its operation, in the caller's
+/// transaction: the rules of [`check_approval`] against the rows as read,
+/// then the approval's row, the compensation's, and the `approved` entry.
+fn approve(
+    db: &mut dyn Db,
+    request: &CompensationRequest<'_>,
+    approver: &str,
+    at: Timestamp,
+) -> Result<Approval> {
+    let original = require_op(db, request.original_op_id)?;
+    let existing: Vec<Approval> = approval_where(db, "original_op_id", request.original_op_id)?
+        .into_iter()
+        .filter(|a| a.effect_id == request.effect_id)
+        .collect();
+    check_approval(&original, request, existing.first())
+        .map_err(|refused| naming_who(db, refused, Some(&original)))?;
+    if get_op(db, request.compensation_op_id)?.is_some() {
+        return Err(Refusal::DuplicateOperation(request.compensation_op_id.to_string()).into());
+    }
+    insert_approval(db, request, approver)?;
+    crash_point(CrashPoint::ApprovalAfterApprovalInsert);
+    insert_op(
+        db,
+        &NewOperation {
+            op_id: request.compensation_op_id,
+            action_kind: request.action_kind,
+            payload: request.payload,
+        },
+        OpKind::Compensation,
+        Some(request.effect_id),
+        Some(request.original_op_id),
+        at,
+    )?;
+    let approval = Approval {
+        original_op_id: request.original_op_id.to_string(),
+        effect_id: request.effect_id.to_string(),
+        approved_version: request.expected_version,
+        approver: approver.to_string(),
+        compensation_op_id: request.compensation_op_id.to_string(),
+        action_kind: request.action_kind.to_string(),
+        payload: request.payload.clone(),
+    };
+    let compensation = require_op(db, request.compensation_op_id)?;
+    let fields = with_registration(
+        db,
+        &compensation.op_id,
+        audit::approved(&approval, &compensation),
+    )?;
+    let op_id = Some(request.compensation_op_id);
+    journal::append(db, EntryKind::Approved, op_id, fields)?;
+    crash_point(CrashPoint::ApprovalBeforeCommit);
+    Ok(approval)
 }
 
 /// The rules of a dispatch against `op` as read: anything not `prepared`
 /// is a blind retry; a compensation needs its approval to still hold
 /// ([`check_compensation_dispatch`]).
-fn check_dispatch(conn: &Connection, path: &Path, op: &Operation) -> Result<()> {
+fn check_dispatch(db: &mut dyn Db, op: &Operation) -> Result<()> {
     if op.state != OpState::Prepared {
         return Err(Refusal::BlindRetry {
             op_id: op.op_id.clone(),
@@ -1072,13 +1087,13 @@ fn check_dispatch(conn: &Connection, path: &Path, op: &Operation) -> Result<()> 
         .into());
     }
     if op.kind == OpKind::Compensation {
-        let approval = approval_where(conn, path, "compensation_op_id", &op.op_id)?;
+        let approval = approval_where(db, "compensation_op_id", &op.op_id)?;
         let original = match approval.first() {
-            Some(a) => get_op(conn, path, &a.original_op_id)?,
+            Some(a) => get_op(db, &a.original_op_id)?,
             None => None,
         };
         check_compensation_dispatch(op, approval.first(), original.as_ref())
-            .map_err(|refused| naming_who(conn, refused, original.as_ref()))?;
+            .map_err(|refused| naming_who(db, refused, original.as_ref()))?;
     }
     Ok(())
 }
@@ -1091,10 +1106,9 @@ fn check_dispatch(conn: &Connection, path: &Path, op: &Operation) -> Result<()> 
 /// the operation or its original after the read), the row is read again
 /// and refused as what it now is; nothing is logged, so the receiver is
 /// never invoked twice.
-fn mark_dispatched(tx: &Transaction<'_>, path: &Path, op: &Operation, at: Timestamp) -> Result<()> {
-    let changed = tx
-        .prepare_cached(
-            "UPDATE operations SET state = 'unknown', version = version + 1,
+fn mark_dispatched(db: &mut dyn Db, op: &Operation, at: Timestamp) -> Result<()> {
+    let changed = db.execute(
+        "UPDATE operations SET state = 'unknown', version = version + 1,
                  updated_at = ?3, last_dispatched_at = ?3,
                  dispatch_count = dispatch_count + 1
              WHERE op_id = ?1 AND state = 'prepared' AND version = ?2
@@ -1106,16 +1120,15 @@ fn mark_dispatched(tx: &Transaction<'_>, path: &Path, op: &Operation, at: Timest
                      AND a.action_kind = operations.action_kind
                      AND o.state = 'confirmed' AND o.version = a.approved_version
                      AND o.confirmed_effect_id = a.effect_id))",
-        )
-        .and_then(|mut s| s.execute(params![op.op_id, op.version, at.to_string()]))
-        .at(path)?;
+        &[&op.op_id, &op.version, &at.to_string()],
+    )?;
     if changed == 1 {
         return Ok(());
     }
-    let fresh = require_op(tx, path, &op.op_id)?;
-    check_dispatch(tx, path, &fresh)?;
+    let fresh = require_op(db, &op.op_id)?;
+    check_dispatch(db, &fresh)?;
     if fresh.version != op.version {
-        return Err(stale(tx, op.version, &fresh).into());
+        return Err(stale(db, op.version, &fresh).into());
     }
     Err(StoreError::Corrupt(format!(
         "the dispatch of {} matched no row, though every rule holds on it",
@@ -1127,18 +1140,18 @@ fn mark_dispatched(tx: &Transaction<'_>, path: &Path, op: &Operation, at: Timest
 /// The `stale_version` refusal of a writer that expected `expected`,
 /// naming the version found in `fresh` (the row as it is now) and who
 /// changed it last.
-fn stale(conn: &Connection, expected: i64, fresh: &Operation) -> Refusal {
+fn stale(db: &mut dyn Db, expected: i64, fresh: &Operation) -> Refusal {
     Refusal::StaleVersion {
         expected,
         found: fresh.version,
         state: fresh.state,
-        changed_by: last_changed_by(conn, &fresh.op_id),
+        changed_by: last_changed_by(db, &fresh.op_id),
     }
 }
 
 /// A `stale_version` refusal about `op` that names nobody, naming who
 /// changed it last; any other refusal as it is.
-fn naming_who(conn: &Connection, refused: Refusal, op: Option<&Operation>) -> Refusal {
+fn naming_who(db: &mut dyn Db, refused: Refusal, op: Option<&Operation>) -> Refusal {
     match (refused, op) {
         (
             Refusal::StaleVersion {
@@ -1147,7 +1160,7 @@ fn naming_who(conn: &Connection, refused: Refusal, op: Option<&Operation>) -> Re
                 ..
             },
             Some(op),
-        ) => stale(conn, expected, op),
+        ) => stale(db, expected, op),
         (refused, _) => refused,
     }
 }
@@ -1168,27 +1181,24 @@ pub(crate) fn route_sql(action: &str, original: &str) -> String {
 
 /// The registration an operation was routed to, when it names one (an
 /// operation prepared before schema 6 routes by its receiver's name).
-pub(crate) fn receiver_id_of(conn: &Connection, path: &Path, op_id: &str) -> Result<Option<i64>> {
-    Ok(conn
-        .query_row(
+pub(crate) fn receiver_id_of(db: &mut dyn Db, op_id: &str) -> Result<Option<i64>> {
+    Ok(db
+        .query_opt(
             "SELECT receiver_id FROM operations WHERE op_id = ?1",
-            [op_id],
-            |r| r.get(0),
-        )
-        .optional()
-        .at(path)?
+            &[&op_id],
+            |r| r.get::<Option<i64>>(0),
+        )?
         .flatten())
 }
 
 /// An operation's creating entry with the id of the registration it was
 /// routed to, so that the journal proves the route to one identity.
 fn with_registration(
-    tx: &Transaction<'_>,
-    path: &Path,
+    db: &mut dyn Db,
     op_id: &str,
     mut fields: serde_json::Map<String, Value>,
 ) -> Result<serde_json::Map<String, Value>> {
-    if let Some(id) = receiver_id_of(tx, path, op_id)? {
+    if let Some(id) = receiver_id_of(db, op_id)? {
         fields.insert("receiver_id".into(), id.into());
     }
     Ok(fields)
@@ -1196,14 +1206,12 @@ fn with_registration(
 
 /// Refuses `no_receiver`, before anything is written, an original whose
 /// action kind routes nowhere.
-fn require_route(tx: &Transaction<'_>, path: &Path, action_kind: &str) -> Result<()> {
-    let routed: Option<String> = tx
-        .query_row(
-            &format!("SELECT {}", route_sql("?1", "NULL")),
-            [action_kind],
-            |r| r.get(0),
-        )
-        .at(path)?;
+fn require_route(db: &mut dyn Db, action_kind: &str) -> Result<()> {
+    let routed: Option<String> = db.query_one(
+        &format!("SELECT {}", route_sql("?1", "NULL")),
+        &[&action_kind],
+        |r| r.get(0),
+    )?;
     match routed {
         Some(_) => Ok(()),
         None => Err(Refusal::NoReceiver(action_kind.to_string()).into()),
@@ -1213,8 +1221,7 @@ fn require_route(tx: &Transaction<'_>, path: &Path, action_kind: &str) -> Result
 /// Writes an approval's row: refused `already_approved` when the effect
 /// has one, `duplicate_operation` when its compensation id is taken.
 fn insert_approval(
-    tx: &Transaction<'_>,
-    path: &Path,
+    db: &mut dyn Db,
     request: &CompensationRequest<'_>,
     approver: &str,
 ) -> Result<()> {
@@ -1223,28 +1230,27 @@ fn insert_approval(
         approval: Some((request.original_op_id, request.effect_id)),
         ..Claim::default()
     };
-    tx.prepare_cached(&format!(
-        "INSERT INTO compensation_approvals ({APPROVAL_COLUMNS})
+    db.execute(
+        &format!(
+            "INSERT INTO compensation_approvals ({APPROVAL_COLUMNS})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-    ))
-    .and_then(|mut s| {
-        s.execute(params![
-            request.original_op_id,
-            request.effect_id,
-            request.expected_version,
-            approver,
-            request.compensation_op_id,
-            request.action_kind,
-            canonical_json(request.payload),
-        ])
-    })
-    .claiming(tx, path, &claim)?;
+        ),
+        &[
+            &request.original_op_id,
+            &request.effect_id,
+            &request.expected_version,
+            &approver,
+            &request.compensation_op_id,
+            &request.action_kind,
+            &canonical_json(request.payload),
+        ],
+    )
+    .claiming(db, &claim)?;
     Ok(())
 }
 
 fn insert_op(
-    tx: &Transaction<'_>,
-    path: &Path,
+    db: &mut dyn Db,
     new: &NewOperation<'_>,
     kind: OpKind,
     compensates_effect_id: Option<&str>,
@@ -1255,28 +1261,28 @@ fn insert_op(
         op_id: Some(new.op_id),
         ..Claim::default()
     };
-    tx.prepare_cached(&format!(
-        "INSERT INTO operations
+    db.execute(
+        &format!(
+            "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
               compensates_effect_id, compensates_op_id, receiver, created_at, updated_at,
               receiver_id)
          VALUES (?1, ?2, ?3, ?4, 'prepared', 1, ?5, ?6, {route}, ?7, ?7,
               COALESCE((SELECT receiver_id FROM operations WHERE op_id = ?6),
                        (SELECT id FROM receivers WHERE name = {route})))",
-        route = route_sql("?3", "?6")
-    ))
-    .and_then(|mut s| {
-        s.execute(params![
-            new.op_id,
-            kind.as_str(),
-            new.action_kind,
-            canonical_json(new.payload),
-            compensates_effect_id,
-            compensates_op_id,
-            at.to_string()
-        ])
-    })
-    .claiming(tx, path, &claim)?;
+            route = route_sql("?3", "?6")
+        ),
+        &[
+            &new.op_id,
+            &kind.as_str(),
+            &new.action_kind,
+            &canonical_json(new.payload),
+            &compensates_effect_id,
+            &compensates_op_id,
+            &at.to_string(),
+        ],
+    )
+    .claiming(db, &claim)?;
     Ok(())
 }
 
@@ -1392,7 +1398,13 @@ mod tests {
     use crate::clock::Clock;
     use crate::domain::{CompensationRequest, OpState, Operation, Refusal};
     use crate::error::Error;
+    use crate::store::sql::Sqlite;
     use crate::store::Outbox;
+
+    /// A transaction the test holds, as the scripts see it.
+    fn on<'a>(tx: &'a rusqlite::Transaction<'_>, path: &'a std::path::Path) -> Sqlite<'a> {
+        Sqlite { conn: tx, path }
+    }
 
     #[track_caller]
     fn refusal<T: std::fmt::Debug>(result: crate::error::Result<T>) -> Refusal {
@@ -1438,7 +1450,11 @@ mod tests {
         fx.store.begin_dispatch("op", &fx.clock).unwrap();
         let tx = fx.store.conn.transaction().unwrap();
         let at = fx.clock.now();
-        let refused = refusal(super::mark_dispatched(&tx, &fx.store.path, &read, at));
+        let refused = refusal(super::mark_dispatched(
+            &mut on(&tx, &fx.store.path),
+            &read,
+            at,
+        ));
         assert_eq!(refused.code(), "blind_retry");
         assert!(
             matches!(
@@ -1482,7 +1498,11 @@ mod tests {
             .unwrap();
         let tx = fx.store.conn.transaction().unwrap();
         let at = fx.clock.now();
-        let refused = refusal(super::mark_dispatched(&tx, &fx.store.path, &read, at));
+        let refused = refusal(super::mark_dispatched(
+            &mut on(&tx, &fx.store.path),
+            &read,
+            at,
+        ));
         assert!(
             matches!(
                 &refused,
@@ -1533,7 +1553,7 @@ mod tests {
         let verdict = Verdict::TerminalAbsence;
         let t = super::review_transition(&late, &read, verdict, &snapshot, &provenance, at);
         let tx = fx.store.conn.transaction().unwrap();
-        let refused = refusal(super::decide(&tx, &fx.store.path, t));
+        let refused = refusal(super::decide(&mut on(&tx, &fx.store.path), t));
         assert_eq!(
             refused.to_string(),
             "expected version 2, found 3; the operation is now not_applied (last changed by reviewer rosa)",
@@ -1559,8 +1579,8 @@ mod tests {
         };
         let tx = fx.store.conn.transaction().unwrap();
         let at = fx.clock.now();
-        let inserted =
-            super::insert_op(&tx, &fx.store.path, &new, OpKind::Original, None, None, at);
+        let db = &mut on(&tx, &fx.store.path);
+        let inserted = super::insert_op(db, &new, OpKind::Original, None, None, at);
         let refused = refusal(inserted);
         assert_eq!(refused, Refusal::DuplicateOperation("op".into()));
     }
@@ -1588,7 +1608,8 @@ mod tests {
             .unwrap();
         let tx = fx.store.conn.transaction().unwrap();
         let path = fx.store.path.clone();
-        let again = super::insert_approval(&tx, &path, &request("op", "fx-op", "comp-2"), "bob");
+        let db = &mut on(&tx, &path);
+        let again = super::insert_approval(db, &request("op", "fx-op", "comp-2"), "bob");
         assert_eq!(
             refusal(again),
             Refusal::AlreadyApproved {
@@ -1597,7 +1618,7 @@ mod tests {
             }
         );
         let taken = request("other", "fx-other", "comp");
-        let taken = super::insert_approval(&tx, &path, &taken, "bob");
+        let taken = super::insert_approval(db, &taken, "bob");
         assert_eq!(refusal(taken), Refusal::DuplicateOperation("comp".into()));
     }
 
@@ -1620,9 +1641,34 @@ mod tests {
             op_id: Some("op"),
             ..super::Claim::default()
         };
-        let mapped =
-            super::Claimed::claiming(Err::<(), _>(error), &fx.store.conn, &fx.store.path, &claim);
+        let error = crate::store::sql_error(&fx.store.path, error);
+        let mapped = super::Claimed::claiming(Err::<(), _>(error), &mut fx.store.db(), &claim);
         assert!(matches!(mapped, Err(Error::Store(_))), "{mapped:?}");
+    }
+
+    /// `SqlStore::write` commits what an act wrote when it returns `Ok`,
+    /// and rolls all of it back when it returns an error, after writing.
+    #[test]
+    fn a_write_commits_an_act_that_succeeds_and_rolls_back_one_that_fails() {
+        use crate::store::journal;
+        use crate::store::sql::SqlStore;
+        let mut fx = Fixture::new();
+        let before = fx.store.read(|db| journal::head(db)).unwrap();
+        let append = |db: &mut dyn crate::store::sql::Db| {
+            let fields = serde_json::Map::new();
+            journal::append(db, EntryKind::Noted, None, fields)
+        };
+        let failed: crate::error::Result<()> = fx.store.write(&fx.clock, |db, _| {
+            append(db)?;
+            Err(Refusal::EmptyReviewer.into())
+        });
+        assert_eq!(refusal(failed), Refusal::EmptyReviewer);
+        let head = fx.store.read(|db| journal::head(db)).unwrap();
+        assert_eq!(head, before);
+        let sealed = fx.store.write(&fx.clock, |db, _| Ok(append(db)?)).unwrap();
+        let head = fx.store.read(|db| journal::head(db)).unwrap();
+        assert_eq!((head.length, head.head_hash), (sealed.seq, sealed.hash));
+        assert_eq!(sealed.seq, before.length + 1);
     }
 
     /// The schema's CHECK on `journal.kind` names exactly the entry kinds.

@@ -9,9 +9,13 @@
 //! `latest_verdict`, `escalation`) that let the queue filter on them with
 //! one index range. None of them moves `updated_at` or the version: triage
 //! changes what people know about an operation, never its state.
+//!
+//! Written over [`Db`]: [`TriageLog`] is implemented once, for every
+//! [`SqlStore`].
 
 use super::rows::{self, query_ops, require_op, OP_SELECT};
-use super::{journal, SqlContext, SqliteSender, TriageLog};
+use super::sql::{Db, SqlStore, ToValue};
+use super::{journal, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::{
@@ -20,35 +24,25 @@ use crate::domain::{
     Observed, OpState, Operation, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
-use rusqlite::types::ToSql;
-use rusqlite::{params, Connection, OptionalExtension};
-use std::path::Path;
 
 /// Records one observation in the caller's transaction: its entry, its
 /// row, and the operation's latest observation and verdict.
 pub(crate) fn insert_observation(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     observation: &NewObservation<'_>,
 ) -> Result<Observation> {
-    let contradicts = contradicts_decision(conn, path, observation)?;
+    let contradicts = contradicts_decision(db, observation)?;
     let mut fields = audit::observed(observation);
     if contradicts {
         fields.insert("contradicts".into(), true.into());
     }
     let kind = EntryKind::Observed;
-    let sealed = journal::append(conn, path, kind, Some(observation.op_id), fields)?;
-    insert_observation_row(conn, path, sealed.seq, observation)?;
+    let sealed = journal::append(db, kind, Some(observation.op_id), fields)?;
+    insert_observation_row(db, sealed.seq, observation)?;
     if contradicts {
-        mark_contradiction(conn, path, observation.op_id, sealed.seq)?;
+        mark_contradiction(db, observation.op_id, sealed.seq)?;
     }
-    note_latest(
-        conn,
-        path,
-        observation.op_id,
-        sealed.seq,
-        observation.verdict,
-    )?;
+    note_latest(db, observation.op_id, sealed.seq, observation.verdict)?;
     let snapshot = observation.snapshot;
     let provenance = observation.provenance;
     let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
@@ -75,19 +69,17 @@ pub(crate) fn insert_observation(
 /// is recorded already: a store whose writers commit in another order than
 /// their seqs never points the queue at an older read.
 pub(crate) fn note_latest(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     op_id: &str,
     seq: i64,
     verdict: Verdict,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    db.execute(
         "UPDATE operations SET latest_observation = ?1, latest_verdict = ?2
          WHERE op_id = ?3 AND (latest_observation IS NULL OR latest_observation < ?1)",
+        &[&seq, &verdict.as_str(), &op_id],
     )
-    .and_then(|mut s| s.execute(params![seq, verdict.as_str(), op_id]))
     .map(drop)
-    .at(path)
 }
 
 /// Raises the contradiction marker as the observation `seq`, whose entry
@@ -96,15 +88,13 @@ pub(crate) fn note_latest(
 /// read, the entry would claim a marker it cannot raise, so the act fails
 /// whole ([`StoreError::Raced`]); recorded again, the read is judged on the
 /// row as it then is.
-fn mark_contradiction(conn: &Connection, path: &Path, op_id: &str, seq: i64) -> Result<()> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE operations SET contradiction = ?2
+fn mark_contradiction(db: &mut dyn Db, op_id: &str, seq: i64) -> Result<()> {
+    let changed = db.execute(
+        "UPDATE operations SET contradiction = ?2
              WHERE op_id = ?1 AND contradiction IS NULL
                AND state IN ('confirmed', 'not_applied')",
-        )
-        .and_then(|mut s| s.execute(params![op_id, seq]))
-        .at(path)?;
+        &[&op_id, &seq],
+    )?;
     if changed == 1 {
         return Ok(());
     }
@@ -116,43 +106,30 @@ fn mark_contradiction(conn: &Connection, path: &Path, op_id: &str, seq: i64) -> 
 /// cleared: refused `not_contradicted` when no marker is up now; when
 /// another one is, the acknowledgement (of a marker now gone) fails whole
 /// ([`StoreError::Raced`]) rather than clear a marker unseen.
-fn clear_contradiction(
-    conn: &Connection,
-    path: &Path,
-    op_id: &str,
-    seen: Option<i64>,
-) -> Result<()> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
-        )
-        .and_then(|mut s| s.execute(params![op_id, seen]))
-        .at(path)?;
+fn clear_contradiction(db: &mut dyn Db, op_id: &str, seen: Option<i64>) -> Result<()> {
+    let changed = db.execute(
+        "UPDATE operations SET contradiction = NULL WHERE op_id = ?1 AND contradiction = ?2",
+        &[&op_id, &seen],
+    )?;
     if changed == 1 {
         return Ok(());
     }
-    check_acknowledgement(&require_op(conn, path, op_id)?)?;
+    check_acknowledgement(&require_op(db, op_id)?)?;
     Err(StoreError::Raced(format!("the contradiction of {op_id}")).into())
 }
 
 /// Whether the read marks its operation contradicted: the first read that
 /// contradicts the final decision ([`contradicts`]) while no marker is up.
 /// The entry says so (`contradicts`), so the journal proves the marker.
-fn contradicts_decision(
-    conn: &Connection,
-    path: &Path,
-    observation: &NewObservation<'_>,
-) -> Result<bool> {
-    let open: Option<(String, Option<i64>)> = conn
-        .prepare_cached("SELECT state, contradiction FROM operations WHERE op_id = ?1")
-        .and_then(|mut s| {
-            s.query_row([observation.op_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .at(path)?;
+fn contradicts_decision(db: &mut dyn Db, observation: &NewObservation<'_>) -> Result<bool> {
+    let open: Option<(String, Option<i64>)> = db.query_opt(
+        "SELECT state, contradiction FROM operations WHERE op_id = ?1",
+        &[&observation.op_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     match open {
         Some((state, None)) if state == "confirmed" || state == "not_applied" => {
-            let op = require_op(conn, path, observation.op_id)?;
+            let op = require_op(db, observation.op_id)?;
             Ok(contradicts(&op, observation.snapshot))
         }
         _ => Ok(false),
@@ -162,37 +139,33 @@ fn contradicts_decision(
 /// The `observations` row of the entry `seq` (the snapshot stays in the
 /// entry).
 pub(crate) fn insert_observation_row(
-    conn: &Connection,
-    path: &Path,
+    db: &mut dyn Db,
     seq: i64,
     observation: &NewObservation<'_>,
 ) -> Result<(), StoreError> {
     let snapshot = observation.snapshot;
     let provenance = observation.provenance;
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO observations (seq, op_id, receiver, observed_by, observed_at, verdict,
              complete, authoritative, closed, matches, receiver_describe_sha256,
              response_sha256)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        &[
+            &seq,
+            &observation.op_id,
+            &provenance.receiver,
+            &observation.by,
+            &observation.at.to_string(),
+            &observation.verdict.as_str(),
+            &snapshot.complete,
+            &snapshot.authoritative,
+            &snapshot.closed,
+            &i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX),
+            &provenance.receiver_describe_sha256,
+            &provenance.response_sha256,
+        ],
     )
-    .and_then(|mut s| {
-        s.execute(params![
-            seq,
-            observation.op_id,
-            provenance.receiver,
-            observation.by,
-            observation.at.to_string(),
-            observation.verdict.as_str(),
-            snapshot.complete,
-            snapshot.authoritative,
-            snapshot.closed,
-            i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX),
-            provenance.receiver_describe_sha256,
-            provenance.response_sha256,
-        ])
-    })
     .map(drop)
-    .at(path)
 }
 
 /// Raises the escalation marker (as the entry `seq`) or lowers it, under
@@ -200,27 +173,24 @@ pub(crate) fn insert_observation_row(
 /// raise needs no marker and an `unknown` or contradicted operation, a
 /// lowering a marker. When another writer changed the row after the read,
 /// nothing changes and the act is refused as the row now is.
-fn set_marker(conn: &Connection, path: &Path, marking: &Marking<'_>, seq: i64) -> Result<()> {
+fn set_marker(db: &mut dyn Db, marking: &Marking<'_>, seq: i64) -> Result<()> {
     let changed = match marking.action {
-        EscalationAction::Escalate => conn
-            .prepare_cached(
-                "UPDATE operations SET escalation = ?2
+        EscalationAction::Escalate => db.execute(
+            "UPDATE operations SET escalation = ?2
                  WHERE op_id = ?1 AND escalation IS NULL
                    AND (state = 'unknown' OR contradiction IS NOT NULL)",
-            )
-            .and_then(|mut s| s.execute(params![marking.op_id, seq])),
-        EscalationAction::Deescalate => conn
-            .prepare_cached(
-                "UPDATE operations SET escalation = NULL
+            &[&marking.op_id, &seq],
+        ),
+        EscalationAction::Deescalate => db.execute(
+            "UPDATE operations SET escalation = NULL
                  WHERE op_id = ?1 AND escalation IS NOT NULL",
-            )
-            .and_then(|mut s| s.execute([marking.op_id])),
-    }
-    .at(path)?;
+            &[&marking.op_id],
+        ),
+    }?;
     if changed == 1 {
         return Ok(());
     }
-    let fresh = require_op(conn, path, marking.op_id)?;
+    let fresh = require_op(db, marking.op_id)?;
     check_escalation(&fresh, marking.action)?;
     Err(StoreError::Corrupt(format!(
         "the {} of {} matched no row, though every rule holds on it",
@@ -230,7 +200,8 @@ fn set_marker(conn: &Connection, path: &Path, marking: &Marking<'_>, seq: i64) -
     .into())
 }
 
-impl TriageLog for SqliteSender {
+/// Triage, written once for every store whose outbox is SQL.
+impl<S: SqlStore> TriageLog for S {
     /// Records a batch of observations in one transaction: each is one act
     /// with its own entry, and they commit together (one fsync for the
     /// batch, which is what makes observing thousands of operations fast).
@@ -239,80 +210,70 @@ impl TriageLog for SqliteSender {
         batch: &[NewObservation<'_>],
         clock: &dyn Clock,
     ) -> Result<Vec<Observation>> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let mut recorded = Vec::with_capacity(batch.len());
-        for observation in batch {
-            require_op(&tx, &path, observation.op_id)?;
-            let observation = NewObservation { at, ..*observation };
-            recorded.push(insert_observation(&tx, &path, &observation)?);
-        }
-        tx.commit().at(&path)?;
-        Ok(recorded)
+        self.write(clock, |db, at| {
+            let mut recorded = Vec::with_capacity(batch.len());
+            for observation in batch {
+                require_op(db, observation.op_id)?;
+                let observation = NewObservation { at, ..*observation };
+                recorded.push(insert_observation(db, &observation)?);
+            }
+            Ok(recorded)
+        })
     }
 
     fn note(&mut self, note: &NewNote<'_>, clock: &dyn Clock) -> Result<Note> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let note = &NewNote { at, ..*note };
-        require_op(&tx, &path, note.op_id)?;
-        let fields = audit::noted(note);
-        let sealed = journal::append(&tx, &path, EntryKind::Noted, Some(note.op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO notes (seq, op_id, noted_by, noted_at, text) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                sealed.seq,
-                note.op_id,
-                note.by,
-                note.at.to_string(),
-                note.text
-            ])
-        })
-        .at(&path)?;
-        tx.commit().at(&path)?;
-        Ok(Note {
-            seq: sealed.seq,
-            by: note.by.to_string(),
-            at: note.at,
-            text: note.text.to_string(),
+        self.write(clock, |db, at| {
+            let note = &NewNote { at, ..*note };
+            require_op(db, note.op_id)?;
+            let fields = audit::noted(note);
+            let sealed = journal::append(db, EntryKind::Noted, Some(note.op_id), fields)?;
+            db.execute(
+                "INSERT INTO notes (seq, op_id, noted_by, noted_at, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                &[
+                    &sealed.seq,
+                    &note.op_id,
+                    &note.by,
+                    &note.at.to_string(),
+                    &note.text,
+                ],
+            )?;
+            Ok(Note {
+                seq: sealed.seq,
+                by: note.by.to_string(),
+                at: note.at,
+                text: note.text.to_string(),
+            })
         })
     }
 
     /// Raises or lowers the marker under [`check_escalation`], against the
     /// row as it is in this transaction.
     fn mark(&mut self, marking: &Marking<'_>, clock: &dyn Clock) -> Result<Operation> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let marking = &Marking { at, ..*marking };
-        let op = require_op(&tx, &path, marking.op_id)?;
-        check_escalation(&op, marking.action)?;
-        let kind = match marking.action {
-            EscalationAction::Escalate => EntryKind::Escalated,
-            EscalationAction::Deescalate => EntryKind::Deescalated,
-        };
-        let fields = audit::marked(marking);
-        let sealed = journal::append(&tx, &path, kind, Some(marking.op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
+        self.write(clock, |db, at| {
+            let marking = &Marking { at, ..*marking };
+            let op = require_op(db, marking.op_id)?;
+            check_escalation(&op, marking.action)?;
+            let kind = match marking.action {
+                EscalationAction::Escalate => EntryKind::Escalated,
+                EscalationAction::Deescalate => EntryKind::Deescalated,
+            };
+            let fields = audit::marked(marking);
+            let sealed = journal::append(db, kind, Some(marking.op_id), fields)?;
+            db.execute(
+                "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                sealed.seq,
-                marking.op_id,
-                marking.action.as_str(),
-                marking.by,
-                marking.at.to_string(),
-                marking.reason
-            ])
+                &[
+                    &sealed.seq,
+                    &marking.op_id,
+                    &marking.action.as_str(),
+                    &marking.by,
+                    &marking.at.to_string(),
+                    &marking.reason,
+                ],
+            )?;
+            set_marker(db, marking, sealed.seq)?;
+            require_op(db, marking.op_id)
         })
-        .at(&path)?;
-        set_marker(&tx, &path, marking, sealed.seq)?;
-        let op = require_op(&tx, &path, marking.op_id)?;
-        tx.commit().at(&path)?;
-        Ok(op)
     }
 
     fn acknowledge(
@@ -320,36 +281,31 @@ impl TriageLog for SqliteSender {
         acknowledgement: &NewNote<'_>,
         clock: &dyn Clock,
     ) -> Result<Operation> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let acknowledgement = &NewNote {
-            at,
-            ..*acknowledgement
-        };
-        let op = require_op(&tx, &path, acknowledgement.op_id)?;
-        check_acknowledgement(&op)?;
-        let fields = audit::acknowledged(acknowledgement);
-        let kind = EntryKind::Acknowledged;
-        let sealed = journal::append(&tx, &path, kind, Some(acknowledgement.op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO acknowledgements (seq, op_id, acknowledged_by, acknowledged_at, reason)
+        self.write(clock, |db, at| {
+            let acknowledgement = &NewNote {
+                at,
+                ..*acknowledgement
+            };
+            let op = require_op(db, acknowledgement.op_id)?;
+            check_acknowledgement(&op)?;
+            let fields = audit::acknowledged(acknowledgement);
+            let kind = EntryKind::Acknowledged;
+            let sealed = journal::append(db, kind, Some(acknowledgement.op_id), fields)?;
+            db.execute(
+                "INSERT INTO acknowledgements (seq, op_id, acknowledged_by, acknowledged_at, reason)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                sealed.seq,
-                acknowledgement.op_id,
-                acknowledgement.by,
-                acknowledgement.at.to_string(),
-                acknowledgement.text
-            ])
+                &[
+                    &sealed.seq,
+                    &acknowledgement.op_id,
+                    &acknowledgement.by,
+                    &acknowledgement.at.to_string(),
+                    &acknowledgement.text,
+                ],
+            )?;
+            let seen = op.triage.contradicted.as_ref().map(|c| c.seq);
+            clear_contradiction(db, acknowledgement.op_id, seen)?;
+            require_op(db, acknowledgement.op_id)
         })
-        .at(&path)?;
-        let seen = op.triage.contradicted.as_ref().map(|c| c.seq);
-        clear_contradiction(&tx, &path, acknowledgement.op_id, seen)?;
-        let op = require_op(&tx, &path, acknowledgement.op_id)?;
-        tx.commit().at(&path)?;
-        Ok(op)
     }
 
     fn record_call_failure(
@@ -357,38 +313,34 @@ impl TriageLog for SqliteSender {
         failure: &CallFailure,
         clock: &dyn Clock,
     ) -> Result<CallFailure> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let failure = &CallFailure {
-            at,
-            ..failure.clone()
-        };
-        let fields = audit::call_failed(failure);
-        let kind = EntryKind::CallFailed;
-        let sealed = journal::append(&tx, &path, kind, Some(&failure.op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO call_failures (seq, op_id, verb, receiver, kind, detail, exit_code,
+        self.write(clock, |db, at| {
+            let failure = &CallFailure {
+                at,
+                ..failure.clone()
+            };
+            let fields = audit::call_failed(failure);
+            let kind = EntryKind::CallFailed;
+            let sealed = journal::append(db, kind, Some(&failure.op_id), fields)?;
+            db.execute(
+                "INSERT INTO call_failures (seq, op_id, verb, receiver, kind, detail, exit_code,
                  stderr, failed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                sealed.seq,
-                failure.op_id,
-                failure.verb,
-                failure.receiver,
-                failure.kind.as_str(),
-                failure.detail,
-                failure.exit_code,
-                failure.stderr,
-                failure.at.to_string()
-            ])
-        })
-        .at(&path)?;
-        tx.commit().at(&path)?;
-        Ok(CallFailure {
-            seq: sealed.seq,
-            ..failure.clone()
+                &[
+                    &sealed.seq,
+                    &failure.op_id,
+                    &failure.verb,
+                    &failure.receiver,
+                    &failure.kind.as_str(),
+                    &failure.detail,
+                    &failure.exit_code,
+                    &failure.stderr,
+                    &failure.at.to_string(),
+                ],
+            )?;
+            Ok(CallFailure {
+                seq: sealed.seq,
+                ..failure.clone()
+            })
         })
     }
 
@@ -399,51 +351,47 @@ impl TriageLog for SqliteSender {
         authorized_by: &str,
         clock: &dyn Clock,
     ) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let (tx, at) = self.write(clock)?;
-        let fields = audit::close_requested(receiver, authorized_by, at);
-        let kind = EntryKind::CloseRequested;
-        let sealed = journal::append(&tx, &path, kind, Some(op_id), fields)?;
-        tx.prepare_cached(
-            "INSERT INTO close_requests (seq, op_id, receiver, authorized_by, requested_at)
+        self.write(clock, |db, at| {
+            let fields = audit::close_requested(receiver, authorized_by, at);
+            let kind = EntryKind::CloseRequested;
+            let sealed = journal::append(db, kind, Some(op_id), fields)?;
+            db.execute(
+                "INSERT INTO close_requests (seq, op_id, receiver, authorized_by, requested_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                sealed.seq,
-                op_id,
-                receiver,
-                authorized_by,
-                at.to_string()
-            ])
+                &[
+                    &sealed.seq,
+                    &op_id,
+                    &receiver,
+                    &authorized_by,
+                    &at.to_string(),
+                ],
+            )?;
+            Ok(())
         })
-        .at(&path)?;
-        tx.commit().at(&path)?;
-        Ok(())
     }
 
     fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>> {
-        rows::call_failures(self.conn(), self.path(), op_id)
+        self.read(|db| rows::call_failures(db, op_id))
     }
 
     fn acknowledgements(&self, op_id: &str) -> Result<Vec<Acknowledgement>> {
-        rows::acknowledgements(self.conn(), self.path(), op_id)
+        self.read(|db| rows::acknowledgements(db, op_id))
     }
 
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>> {
-        rows::observations(self.conn(), self.path(), op_id)
+        self.read(|db| rows::observations(db, op_id))
     }
 
     fn notes(&self, op_id: &str) -> Result<Vec<Note>> {
-        rows::notes(self.conn(), self.path(), op_id)
+        self.read(|db| rows::notes(db, op_id))
     }
 
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>> {
-        rows::escalations(self.conn(), self.path(), op_id)
+        self.read(|db| rows::escalations(db, op_id))
     }
 
     fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>> {
-        rows::closes(self.conn(), self.path(), op_id)
+        self.read(|db| rows::closes(db, op_id))
     }
 
     /// Operations in `op_id` order after `after`, optionally of one state,
@@ -459,18 +407,24 @@ impl TriageLog for SqliteSender {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let state = state.map(OpState::as_str);
         let before = observed_before.map(|t| t.to_string());
-        let mut sql = format!("{OP_SELECT} WHERE o.op_id > :after");
-        let mut params: Vec<(&str, &dyn ToSql)> = vec![(":after", &after), (":limit", &limit)];
+        // Parameters are numbered in the order their terms are added, so
+        // each statement binds exactly the ones it names.
+        let mut sql = format!("{OP_SELECT} WHERE o.op_id > ?1");
+        let mut params: Vec<&dyn ToValue> = vec![&after];
         if let Some(state) = &state {
-            sql.push_str(" AND o.state = :state");
-            params.push((":state", state));
+            params.push(state);
+            sql.push_str(&format!(" AND o.state = ?{}", params.len()));
         }
         if let Some(before) = &before {
-            sql.push_str(" AND (o.latest_observation IS NULL OR ob.observed_at < :before)");
-            params.push((":before", before));
+            params.push(before);
+            let n = params.len();
+            sql.push_str(&format!(
+                " AND (o.latest_observation IS NULL OR ob.observed_at < ?{n})"
+            ));
         }
-        sql.push_str(" ORDER BY o.op_id LIMIT :limit");
-        query_ops(self.conn(), self.path(), &sql, params.as_slice())
+        params.push(&limit);
+        sql.push_str(&format!(" ORDER BY o.op_id LIMIT ?{}", params.len()));
+        self.read(|db| query_ops(db, &sql, &params))
     }
 }
 
@@ -514,13 +468,11 @@ mod tests {
         let lower = marking(EscalationAction::Deescalate, &fx);
         fx.store.mark(&raise, &fx.clock).unwrap();
         let marker = fx.store.require("op").unwrap().triage.escalated;
-        let path = fx.store.path().to_path_buf();
-        let path = path.as_path();
-        let refused = refusal(super::set_marker(fx.store.conn(), path, &raise, 99));
+        let refused = refusal(super::set_marker(&mut fx.store.db(), &raise, 99));
         assert_eq!(refused.code(), "already_escalated");
         assert_eq!(fx.store.require("op").unwrap().triage.escalated, marker);
         fx.store.mark(&lower, &fx.clock).unwrap();
-        let refused = refusal(super::set_marker(fx.store.conn(), path, &lower, 99));
+        let refused = refusal(super::set_marker(&mut fx.store.db(), &lower, 99));
         assert_eq!(refused, Refusal::NotEscalated("op".into()));
         let op = fx.store.require("op").unwrap();
         let receipt = Fixture::effect("op");
@@ -528,7 +480,7 @@ mod tests {
         fx.store
             .record_receipt(&op, &receipt, &provenance(), clock)
             .unwrap();
-        let refused = refusal(super::set_marker(fx.store.conn(), path, &raise, 99));
+        let refused = refusal(super::set_marker(&mut fx.store.db(), &raise, 99));
         assert_eq!(
             refused,
             Refusal::NotUnknown {
@@ -564,8 +516,7 @@ mod tests {
         let batch = [seen(Verdict::Inconclusive), seen(Verdict::TerminalAbsence)];
         let recorded = fx.store.record_observations(&batch, &fx.clock).unwrap();
         let (older, later) = (recorded[0].seq, recorded[1].seq);
-        let path = fx.store.path();
-        super::note_latest(fx.store.conn(), path, "op", older, Verdict::Inconclusive).unwrap();
+        super::note_latest(&mut fx.store.db(), "op", older, Verdict::Inconclusive).unwrap();
         let op = fx.store.require("op").unwrap();
         let latest = op.triage.latest_observation.unwrap();
         assert_eq!(latest.verdict, Verdict::TerminalAbsence, "seq {later}");
@@ -617,7 +568,7 @@ mod tests {
     fn a_contradiction_marked_after_the_read_fails_the_act_whole() {
         let mut fx = Fixture::new();
         let first = contradicted(&mut fx);
-        let raced = super::mark_contradiction(fx.store.conn(), fx.store.path(), "op", first + 1);
+        let raced = super::mark_contradiction(&mut fx.store.db(), "op", first + 1);
         assert!(
             matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
             "{raced:?}"
@@ -639,11 +590,10 @@ mod tests {
             text: "seen",
         };
         fx.store.acknowledge(&ack, &fx.clock).unwrap();
-        let path = fx.store.path().to_path_buf();
-        let cleared = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        let cleared = super::clear_contradiction(&mut fx.store.db(), "op", Some(first));
         assert_eq!(refusal(cleared), Refusal::NotContradicted("op".into()));
         let again = contradict(&mut fx);
-        let raced = super::clear_contradiction(fx.store.conn(), &path, "op", Some(first));
+        let raced = super::clear_contradiction(&mut fx.store.db(), "op", Some(first));
         assert!(
             matches!(raced, Err(Error::Store(crate::error::StoreError::Raced(_)))),
             "{raced:?}"
