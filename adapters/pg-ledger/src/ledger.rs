@@ -139,6 +139,8 @@ pub fn description(config: &postgres::Config) -> Description {
             authoritative: true,
         },
         mandatory: Vec::new(),
+        session: true,
+        batch: Some(BATCH),
     }
 }
 
