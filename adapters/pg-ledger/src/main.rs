@@ -23,7 +23,7 @@ mod credentials;
 mod drill;
 mod ledger;
 
-use recon::receiver::protocol::{self, ErrorCode, Failed, Verb};
+use recon::receiver::protocol::{self, ErrorCode, Failed, Invocation};
 use std::io::Write;
 
 /// Exit code when the arguments are not `--database URL VERB`.
@@ -32,10 +32,12 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_IO: i32 = 4;
 
 const USAGE: &str = "usage: recon-pg-ledger --database postgres://USER@HOST:PORT/DATABASE \
-                     describe|apply|query|close (one request line on stdin)";
+                     describe|apply|query|close (one request line on stdin) | session \
+                     (request after request, each with its verb and id)";
 
-/// The command line: `--database URL` before the verb, nothing else.
-fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
+/// The command line: `--database URL` before the verb (or `session`),
+/// nothing else.
+fn parse_args(args: &[String]) -> Result<(postgres::Config, Invocation), String> {
     let [flag, url, verb] = args else {
         return Err(USAGE.to_string());
     };
@@ -52,7 +54,7 @@ fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
         .parse::<postgres::Config>()
         .map_err(|e| format!("--database: {e}"))?;
     credentials::complete(&mut config, &credentials::Env::process());
-    let verb = Verb::parse(verb).ok_or_else(|| USAGE.to_string())?;
+    let verb = Invocation::parse(verb).ok_or_else(|| USAGE.to_string())?;
     Ok((config, verb))
 }
 
@@ -76,7 +78,15 @@ fn main() {
         }
         Ok((config, verb)) => {
             let mut ledger = ledger::PgLedger::new(config, verb);
-            match protocol::serve(&mut ledger, verb, &mut input, &mut output) {
+            let served = match verb {
+                Invocation::Call(verb) => {
+                    protocol::serve(&mut ledger, verb, &mut input, &mut output)
+                }
+                Invocation::Session => {
+                    protocol::serve_session(&mut ledger, &mut input, &mut output)
+                }
+            };
+            match served {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = writeln!(std::io::stderr(), "recon-pg-ledger: {e}");

@@ -210,3 +210,56 @@ fn without_session_each_read_is_a_process_of_its_own() {
     assert_eq!(sessions(&rig), 0);
     assert_eq!(rig.calls("mail", "query").len(), OPS.len());
 }
+
+/// The query requests the fixture received: how many, and the op ids of
+/// each batch among them.
+fn batches(rig: &Rig) -> Vec<Value> {
+    rig.calls("mail", "query")
+        .iter()
+        .map(|c| {
+            c.get("op_ids")
+                .cloned()
+                .unwrap_or_else(|| json!([c["op_id"]]))
+        })
+        .collect()
+}
+
+#[test]
+fn a_receiver_declaring_batch_is_read_up_to_n_operations_per_query_each_judged_alone() {
+    let rig = rig_with(&["--session", "--batch", "2"]);
+    let (observed, failures) = observe_all(&rig);
+    assert_eq!(observed, OPS);
+    assert_eq!(failures, json!([]));
+    assert_eq!(batches(&rig), [json!(["op-1", "op-2"]), json!(["op-3"])]);
+    // Each observation rests on its own result, hashed as a single answer.
+    let single = rig_with(&[]);
+    observe_all(&single);
+    let shas = |rig: &Rig| rig.show("op-2")["observations"][0]["response_sha256"].clone();
+    assert_eq!(shas(&rig), shas(&single));
+}
+
+#[test]
+fn a_batch_without_sessions_is_one_process_per_batch() {
+    let rig = rig_with(&["--batch", "3"]);
+    let (observed, _) = observe_all(&rig);
+    assert_eq!(observed, OPS);
+    assert_eq!(batches(&rig), [json!(OPS)]);
+}
+
+#[test]
+fn a_batch_answer_with_a_wrong_count_fails_every_operation_of_it_as_mismatch() {
+    let rig = rig_with(&["--session", "--batch", "3"]);
+    rig.set_mode("mail", "query:batch-short");
+    let (observed, failures) = observe_all(&rig);
+    assert_eq!(observed, Vec::<String>::new());
+    assert_eq!(failures[0]["kind"], json!("mismatch"), "{failures}");
+}
+
+#[test]
+fn a_batch_answer_out_of_order_fails_every_operation_of_it_as_mismatch() {
+    let rig = rig_with(&["--batch", "3"]);
+    rig.set_mode("mail", "query:batch-reversed");
+    let (observed, failures) = observe_all(&rig);
+    assert_eq!(observed, Vec::<String>::new());
+    assert_eq!(failures[0]["kind"], json!("mismatch"), "{failures}");
+}
