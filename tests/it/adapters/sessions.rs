@@ -263,3 +263,69 @@ fn a_batch_answer_out_of_order_fails_every_operation_of_it_as_mismatch() {
     assert_eq!(observed, Vec::<String>::new());
     assert_eq!(failures[0]["kind"], json!("mismatch"), "{failures}");
 }
+
+/// `recon receiver adapter --workspace WS session` answering `requests`
+/// (each given its verb and id) until stdin ends.
+fn builtin_session(rig: &Rig, requests: &[(&str, Value)]) -> Vec<Value> {
+    let mut lines = String::new();
+    for (id, (verb, request)) in requests.iter().enumerate() {
+        let mut line = request.clone();
+        line["verb"] = json!(verb);
+        line["id"] = json!(id + 1);
+        lines.push_str(&format!("{line}\n"));
+    }
+    let ws = rig.ws();
+    let args = ["receiver", "adapter", "--workspace", ws.as_str(), "session"];
+    let out = crate::support::run_with_env(&args, Some(lines.as_bytes()), &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer a line"))
+        .collect()
+}
+
+#[test]
+fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in_order() {
+    let rig = Rig::with_ledger();
+    for op in ["op-1", "op-2"] {
+        rig.prepare(op, "post_letter", r#"{"to":"ada"}"#);
+        assert_eq!(rig.dispatch(op)["outcome"], json!("receipt"));
+    }
+    let workspace = rig.json(&["verify", "--json"])["workspace"].clone();
+    let one = |fields: Value| {
+        let mut request = json!({"recon_adapter": 1, "workspace": workspace});
+        request
+            .as_object_mut()
+            .zip(fields.as_object())
+            .map(|(r, f)| r.extend(f.clone()));
+        request
+    };
+    let answers = builtin_session(
+        &rig,
+        &[
+            ("describe", json!({"recon_adapter": 1})),
+            ("query", one(json!({"op_ids": ["op-2", "op-9", "op-1"]}))),
+            (
+                "close",
+                one(json!({"op_id": "op-1", "authorized_by": "ann"})),
+            ),
+            ("query", one(json!({"op_id": "op-1"}))),
+        ],
+    );
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids, [&json!(1), &json!(2), &json!(3), &json!(4)]);
+    assert_eq!(
+        (&answers[0]["session"], answers[0]["batch"].is_u64()),
+        (&json!(true), true)
+    );
+    let results = answers[1]["results"].as_array().expect("results");
+    let matched: Vec<Value> = results
+        .iter()
+        .map(|r| r["matches"][0]["op_id"].clone())
+        .collect();
+    assert_eq!(matched, [json!("op-2"), Value::Null, json!("op-1")]);
+    assert_eq!(
+        (&answers[2]["closed"], &answers[3]["closed"]),
+        (&json!(true), &json!(true))
+    );
+}
