@@ -150,12 +150,14 @@ pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
     let mut ledger = None;
     let Invocation::Call(verb) = args.invocation else {
         let mut code = 0;
-        while let Some((id, request)) = protocol::next_session_request(&mut input)? {
+        while let Some(protocol::SessionRequest { id, request }) =
+            protocol::next_session_request(&mut input)?
+        {
             let answer = match request {
                 Ok((verb, raw)) => {
                     let mut serving = Serving {
                         args,
-                        options: &options,
+                        options,
                         ledger: &mut ledger,
                     };
                     serving.answer(verb, &raw, &mut input, &mut output)?
@@ -172,7 +174,7 @@ pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
         Ok(raw) => {
             let mut serving = Serving {
                 args,
-                options: &options,
+                options,
                 ledger: &mut ledger,
             };
             serving.answer(verb, &raw, &mut input, &mut output)?
@@ -187,7 +189,7 @@ pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
 /// The built-in adapter answering: its arguments, and its ledger once open.
 struct Serving<'a> {
     args: &'a AdapterArgs,
-    options: &'a OpenOptions,
+    options: OpenOptions,
     ledger: &'a mut Option<Builtin>,
 }
 
@@ -212,7 +214,7 @@ impl Serving<'_> {
         };
         let opened = match self.ledger.take() {
             Some(ledger) => ledger,
-            None => match Builtin::open(&self.args.workspace, self.options.clone()) {
+            None => match Builtin::open(&self.args.workspace, self.options) {
                 Ok(ledger) if self.args.no_close => ledger.without_close(),
                 Ok(ledger) => ledger,
                 Err(error) => {

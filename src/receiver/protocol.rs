@@ -462,12 +462,18 @@ impl Invocation {
     }
 }
 
-/// One request of a session: the `id` to echo (null when it has none) and
-/// the request with its verb, or why it cannot be read. `None` once recon
-/// has closed stdin: the session is over.
-pub fn next_session_request(
-    input: &mut dyn BufRead,
-) -> std::io::Result<Option<(Value, Result<(Verb, Value), Failed>)>> {
+/// One request line of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRequest {
+    /// The `id` its answer echoes (null when it has none).
+    pub id: Value,
+    /// Its verb and the request, or why it cannot be read.
+    pub request: Result<(Verb, Value), Failed>,
+}
+
+/// The next request of a session; `None` once recon has closed stdin: the
+/// session is over.
+pub fn next_session_request(input: &mut dyn BufRead) -> std::io::Result<Option<SessionRequest>> {
     let mut line = Vec::new();
     let read = input
         .take(MAX_LINE as u64 + 1)
@@ -477,13 +483,19 @@ pub fn next_session_request(
     }
     if line.len() > MAX_LINE {
         let failed = Failed::bad_request(format!("the request is longer than {MAX_LINE} bytes"));
-        return Ok(Some((Value::Null, Err(failed))));
+        return Ok(Some(SessionRequest {
+            id: Value::Null,
+            request: Err(failed),
+        }));
     }
     let value = match parse_json_slice(&line) {
         Ok(value) => value,
         Err(e) => {
             let failed = Failed::bad_request(format!("the request {e}"));
-            return Ok(Some((Value::Null, Err(failed))));
+            return Ok(Some(SessionRequest {
+                id: Value::Null,
+                request: Err(failed),
+            }));
         }
     };
     let id = value.get("id").cloned().unwrap_or(Value::Null);
@@ -491,10 +503,11 @@ pub fn next_session_request(
         .get("verb")
         .and_then(Value::as_str)
         .and_then(Verb::parse);
-    Ok(Some(match verb {
-        Some(verb) => (id, Ok((verb, value))),
-        None => (id, Err(Failed::bad_request("verb must name a verb"))),
-    }))
+    let request = match verb {
+        Some(verb) => Ok((verb, value)),
+        None => Err(Failed::bad_request("verb must name a verb")),
+    };
+    Ok(Some(SessionRequest { id, request }))
 }
 
 /// An answer with the `id` of the session request it answers.
@@ -513,7 +526,7 @@ pub fn serve_session(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> std::io::Result<()> {
-    while let Some((id, request)) = next_session_request(input)? {
+    while let Some(SessionRequest { id, request }) = next_session_request(input)? {
         let answer = match request.and_then(|(verb, value)| parse_request(verb, &value)) {
             Ok(request) => answer(receiver, &request),
             Err(failed) => failure_answer(&failed),

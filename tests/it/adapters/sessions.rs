@@ -193,6 +193,13 @@ fn one_session_process_serves_every_read_of_a_command_and_ends_with_it() {
     assert_eq!(failures, json!([]));
     assert_eq!(sessions(&rig), 1);
     assert_eq!(rig.calls("mail", "query").len(), OPS.len());
+    // The command closed its stdin and waited for it before exiting.
+    let ends = rig
+        .log("mail")
+        .iter()
+        .filter(|e| e["event"] == json!("session-end"))
+        .count();
+    assert_eq!(ends, 1);
     // Each request named its verb and an id of its own.
     let ids: Vec<Value> = rig
         .calls("mail", "query")
@@ -294,10 +301,9 @@ fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in
     let workspace = rig.json(&["verify", "--json"])["workspace"].clone();
     let one = |fields: Value| {
         let mut request = json!({"recon_adapter": 1, "workspace": workspace});
-        request
-            .as_object_mut()
-            .zip(fields.as_object())
-            .map(|(r, f)| r.extend(f.clone()));
+        if let (Some(request), Some(fields)) = (request.as_object_mut(), fields.as_object()) {
+            request.extend(fields.clone());
+        }
         request
     };
     let answers = builtin_session(
@@ -328,4 +334,37 @@ fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in
         (&answers[2]["closed"], &answers[3]["closed"]),
         (&json!(true), &json!(true))
     );
+}
+
+#[test]
+fn a_session_process_runs_in_the_root_directory_without_recon_s_environment() {
+    let rig = rig_with(&["--session"]);
+    let ws = rig.ws();
+    let all = [
+        "--workspace",
+        ws.as_str(),
+        "observe",
+        "op-1",
+        "--by",
+        "dana",
+    ];
+    let out = crate::support::run_with_env(&all, None, &[("RECON_SECRET_TOKEN", "s3cret")]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let started: Vec<Value> = rig
+        .log("mail")
+        .into_iter()
+        .filter(|e| e["event"] == json!("session"))
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0]["cwd"], json!("/"));
+    let names: Vec<&str> = started[0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    // (The fixture's `python3` may be a shim that sets variables of its
+    // own; none of recon's environment beyond the allowlist gets through.)
+    assert!(!names.contains(&"RECON_SECRET_TOKEN"), "{names:?}");
+    assert!(names.contains(&"PATH"), "{names:?}");
 }

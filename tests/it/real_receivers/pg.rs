@@ -741,7 +741,9 @@ fn a_session_of_recon_pg_ledger_answers_each_request_and_a_batch_one_result_per_
     let url = pg.new_database("sessions");
     let batch = |verb: &str, ids: &[&str]| {
         let mut request = query_request("unused");
-        request.as_object_mut().map(|o| o.remove("op_id"));
+        if let Some(fields) = request.as_object_mut() {
+            fields.remove("op_id");
+        }
         request["op_ids"] = json!(ids);
         if verb == "close" {
             request["authorized_by"] = json!("ann");
