@@ -97,3 +97,28 @@ fn main() {
     };
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(last: &str) -> Vec<String> {
+        [
+            "--database",
+            "postgres://ledger@localhost:5432/ledger",
+            last,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    #[test]
+    fn session_is_started_by_its_word_and_declared_with_a_batch_in_describe() {
+        let (config, invocation) = parse_args(&args("session")).expect("session is a last word");
+        assert_eq!(invocation, Invocation::Session);
+        let description = ledger::description(&config);
+        assert!(description.session);
+        assert_eq!(description.batch, Some(ledger::BATCH));
+        assert!(parse_args(&args("sessions")).is_err());
+    }
+}
