@@ -1,15 +1,21 @@
-//! The cost of `recon-adapter/1`: one read of the built-in ledger through a
-//! spawned adapter process (`recon receiver adapter --workspace DIR query`,
-//! request on stdin, answer on stdout) against the same read made in
-//! process, median over `RECON_BENCH_CALLS` calls each (default 1,000),
-//! alternating the two so a drift of the machine hits both alike; and one
-//! whole `recon --check`, the experiment through the protocol.
+//! The cost of `recon-adapter/1`: one read of the built-in ledger through
+//! its adapter (`recon receiver adapter --workspace DIR`, which declares
+//! `session`, so the workspace reads it through one session process)
+//! against the same read made in process; and the transport alone, one
+//! query request through a session against one process per call (spawn,
+//! request on stdin, answer on stdout). Medians over `RECON_BENCH_CALLS`
+//! calls each (default 1,000), alternating so a drift of the machine hits
+//! all alike; and one whole `recon --check`, the experiment through the
+//! protocol.
 //!
 //! `cargo bench --bench adapter`
 
 #[allow(dead_code)]
 mod support;
 
+use recon::dispatch::adapter::{AdapterProgram, PassEnv, Session};
+use recon::dispatch::ReceiverProgram;
+use recon::receiver::protocol::Verb;
 use recon::workspace::NewReceiver;
 use recon::{OpenOptions, Workspace};
 use serde_json::json;
@@ -43,7 +49,7 @@ fn main() {
         name: "ledger",
         actions: &["send_email".to_string()],
         program: &recon(),
-        args: &args,
+        args: &args.clone(),
         timeout_ms: None,
         env: &[],
     })
@@ -54,23 +60,48 @@ fn main() {
     for op in ["op-in-process", "op-adapter"] {
         ws.dispatch(op, Default::default()).unwrap();
     }
-    let (mut in_process, mut adapter) = (Vec::new(), Vec::new());
+    let program = AdapterProgram {
+        program: recon(),
+        args,
+        timeout: Duration::from_secs(30),
+        env: PassEnv::default(),
+    };
+    let workspace = ws.id().to_string();
+    let request = json!({"recon_adapter": 1, "workspace": workspace, "op_id": "op-adapter"});
+    let counter = ReceiverProgram::new(recon(), Duration::from_secs(30));
+    let mut session = Session::new(program.clone());
+    let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..calls() {
         let start = Instant::now();
         ws.snapshot("op-in-process", None).unwrap();
-        in_process.push(start.elapsed());
+        times[0].push(start.elapsed());
         let start = Instant::now();
         ws.snapshot("op-adapter", None).unwrap();
-        adapter.push(start.elapsed());
+        times[1].push(start.elapsed());
+        let start = Instant::now();
+        session
+            .request(&counter, Verb::Query, &request)
+            .answer
+            .unwrap();
+        times[2].push(start.elapsed());
+        let start = Instant::now();
+        program
+            .call(&counter, Verb::Query, &request)
+            .answer
+            .unwrap();
+        times[3].push(start.elapsed());
     }
-    let (a, b) = (median(in_process), median(adapter));
+    let [a, b, c, d] = times.map(median);
     println!("reads of one operation, median of {} calls each:", calls());
-    println!("  in process (built-in ledger)        {:>9.3} ms", ms(a));
-    println!("  through the adapter (spawn + query) {:>9.3} ms", ms(b));
+    println!("  in process (built-in ledger)         {:>9.3} ms", ms(a));
+    println!("  through the adapter's session        {:>9.3} ms", ms(b));
     println!(
-        "  added by the protocol               {:>9.3} ms",
+        "  added by the session                 {:>9.3} ms",
         ms(b.saturating_sub(a))
     );
+    println!("the transport alone, one query request:");
+    println!("  through a session                    {:>9.3} ms", ms(c));
+    println!("  one process per call (spawn + query) {:>9.3} ms", ms(d));
     let checks: Vec<Duration> = (0..11).map(|_| support::run(&["--check".into()])).collect();
     println!(
         "recon --check, median of 11 runs: {:.3} s",

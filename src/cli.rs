@@ -510,8 +510,9 @@ pub struct ReceiverAdapterArgs {
     /// Declare `can_close: false` and answer `close` with `unsupported`.
     #[arg(long)]
     pub no_close: bool,
-    /// describe, apply, query or close.
-    #[arg(value_parser = ["describe", "apply", "query", "close"])]
+    /// describe, apply, query or close; or session, for request after
+    /// request (each with its `verb` and `id`) until stdin ends.
+    #[arg(value_parser = ["describe", "apply", "query", "close", "session"])]
     pub verb: String,
 }
 

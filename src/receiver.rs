@@ -23,7 +23,7 @@ pub use builtin::{Builtin, BUILTIN_NAME};
 use crate::domain::{Description, Effect, EffectRequest, Snapshot};
 use crate::error::Result;
 use crate::settings::OpenOptions;
-use protocol::{ErrorCode, Request, Verb};
+use protocol::{ErrorCode, Invocation, Request, Verb};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::{BufRead, Write};
@@ -46,6 +46,23 @@ pub trait Receiver {
     /// Closes the operation for good (no effect can be written for it
     /// afterwards) and returns what it held at that moment, in one step.
     fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot>;
+    /// [`Receiver::query`] for each of `op_ids`, in order (a batch): a
+    /// receiver that can read them together does so.
+    fn query_batch(&mut self, workspace: &str, op_ids: &[String]) -> Vec<Result<Snapshot>> {
+        op_ids.iter().map(|id| self.query(workspace, id)).collect()
+    }
+    /// [`Receiver::close`] for each of `op_ids`, in order, each on its own.
+    fn close_batch(
+        &mut self,
+        workspace: &str,
+        op_ids: &[String],
+        authorized_by: &str,
+    ) -> Vec<Result<Snapshot>> {
+        op_ids
+            .iter()
+            .map(|id| self.close(workspace, id, authorized_by))
+            .collect()
+    }
 }
 
 /// Exit code of a receiver that committed and then died before its receipt.
@@ -95,7 +112,8 @@ pub struct ApplyArgs {
 pub struct AdapterArgs {
     pub workspace: PathBuf,
     pub no_close: bool,
-    pub verb: Verb,
+    /// One call of a verb, or a session.
+    pub invocation: Invocation,
 }
 
 /// The built-in ledger's drills, read from request fields only it knows.
@@ -115,28 +133,89 @@ impl Drills {
     }
 }
 
-/// Serves one `recon-adapter/1` call on the built-in ledger: the request on
-/// stdin, the answer on stdout. Its drills are request fields: with
-/// `"wait_permit": true` it prints `ready` and waits for one more line
-/// before applying; `"fault"` makes it exit 24 before writing or 23 right
-/// after the commit, with no answer. An answer refused at the ledger is also
-/// logged on stderr as `refused: <code>: <detail>`. Returns the exit code,
-/// which is diagnostic only: 0 answered, 3 refused, 4 the ledger could not
-/// be used (the codes of `recon receiver apply`).
+/// Serves the built-in ledger over `recon-adapter/1`: one call (the
+/// request on stdin, the answer on stdout), or a session (request after
+/// request, each answer echoing its request's `id`, until stdin ends; the
+/// ledger is opened once, on the first request that needs it). Its drills
+/// are request fields: with `"wait_permit": true` it prints `ready` and
+/// waits for one more line before applying; `"fault"` makes it exit 24
+/// before writing or 23 right after the commit, with no answer. An answer
+/// refused at the ledger is also logged on stderr as `refused: <code>:
+/// <detail>`. Returns the exit code, which is diagnostic only: 0 answered,
+/// 3 refused, 4 the ledger could not be used (the codes of `recon receiver
+/// apply`); a session ends with the code of its last answer.
 pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
     let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
-    let answer = match protocol::read_line(&mut input)
-        .and_then(|request| Ok((protocol::parse_request(args.verb, &request)?, request)))
-    {
-        Err(failed) => protocol::failure_answer(&failed),
-        Ok((Request::Describe, _)) => {
-            protocol::describe_answer(&Builtin::description(!args.no_close))
+    let mut ledger = None;
+    let Invocation::Call(verb) = args.invocation else {
+        let mut code = 0;
+        while let Some(protocol::SessionRequest { id, request }) =
+            protocol::next_session_request(&mut input)?
+        {
+            let answer = match request {
+                Ok((verb, raw)) => {
+                    let mut serving = Serving {
+                        args,
+                        options,
+                        ledger: &mut ledger,
+                    };
+                    serving.answer(verb, &raw, &mut input, &mut output)?
+                }
+                Err(failed) => protocol::failure_answer(&failed),
+            };
+            log_refusal(&answer);
+            code = exit_code_of(&answer);
+            protocol::write_line(&mut output, &protocol::with_id(answer, id))?;
         }
-        Ok((request, raw)) => {
-            let ledger = Builtin::open(&args.workspace, options);
-            let mut ledger = match ledger {
-                Ok(ledger) if args.no_close => ledger.without_close(),
+        return Ok(code);
+    };
+    let answer = match protocol::read_line(&mut input) {
+        Ok(raw) => {
+            let mut serving = Serving {
+                args,
+                options,
+                ledger: &mut ledger,
+            };
+            serving.answer(verb, &raw, &mut input, &mut output)?
+        }
+        Err(failed) => protocol::failure_answer(&failed),
+    };
+    log_refusal(&answer);
+    protocol::write_line(&mut output, &answer)?;
+    Ok(exit_code_of(&answer))
+}
+
+/// The built-in adapter answering: its arguments, and its ledger once open.
+struct Serving<'a> {
+    args: &'a AdapterArgs,
+    options: OpenOptions,
+    ledger: &'a mut Option<Builtin>,
+}
+
+impl Serving<'_> {
+    /// The answer to one request of `verb` (the raw request, for the
+    /// drills it may carry).
+    fn answer(
+        &mut self,
+        verb: Verb,
+        raw: &Value,
+        input: &mut dyn BufRead,
+        output: &mut dyn Write,
+    ) -> Result<Value> {
+        let request = match protocol::parse_request(verb, raw) {
+            Ok(Request::Describe) => {
+                return Ok(protocol::describe_answer(&Builtin::description(
+                    !self.args.no_close,
+                )))
+            }
+            Ok(request) => request,
+            Err(failed) => return Ok(protocol::failure_answer(&failed)),
+        };
+        let opened = match self.ledger.take() {
+            Some(ledger) => ledger,
+            None => match Builtin::open(&self.args.workspace, self.options) {
+                Ok(ledger) if self.args.no_close => ledger.without_close(),
                 Ok(ledger) => ledger,
                 Err(error) => {
                     let error = crate::error::Error::from(error);
@@ -144,25 +223,21 @@ pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
                         code: protocol::ErrorCode::of(&error),
                         message: error.to_string(),
                     };
-                    let answer = protocol::failure_answer(&failed);
-                    protocol::write_line(&mut output, &answer)?;
-                    return Ok(exit_code_of(&answer));
+                    return Ok(protocol::failure_answer(&failed));
                 }
-            };
-            let drills = Drills::of(&raw);
-            if args.verb == Verb::Apply {
-                drills.before_apply(&mut input, &mut output)?;
-            }
-            let answer = protocol::answer(&mut ledger, &request);
-            if args.verb == Verb::Apply && drills.fault == Some(Fault::CrashAfterCommit) {
-                std::process::exit(EXIT_CRASH_AFTER_COMMIT);
-            }
-            answer
+            },
+        };
+        let ledger = self.ledger.insert(opened);
+        let drills = Drills::of(raw);
+        if verb == Verb::Apply {
+            drills.before_apply(input, output)?;
         }
-    };
-    log_refusal(&answer);
-    protocol::write_line(&mut output, &answer)?;
-    Ok(exit_code_of(&answer))
+        let answer = protocol::answer(ledger, &request);
+        if verb == Verb::Apply && drills.fault == Some(Fault::CrashAfterCommit) {
+            std::process::exit(EXIT_CRASH_AFTER_COMMIT);
+        }
+        Ok(answer)
+    }
 }
 
 /// The diagnostic exit code of an answer.

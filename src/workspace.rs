@@ -57,6 +57,9 @@ pub struct Workspace {
     clock: Arc<dyn Clock>,
     /// The registrations whose `describe` this process has run again.
     described: std::collections::BTreeSet<i64>,
+    /// The adapter sessions of this command, by registration id and
+    /// version; each process ends when the workspace is dropped.
+    sessions: std::collections::HashMap<(i64, i64), crate::dispatch::adapter::Session>,
 }
 
 /// A snapshot with the operation it was taken for and its verdict.
@@ -113,6 +116,7 @@ impl Workspace {
             program: ReceiverProgram::current()?,
             clock,
             described: Default::default(),
+            sessions: Default::default(),
         })
     }
 

@@ -16,7 +16,7 @@ use super::Failure;
 use super::Out;
 use crate::cli::UsageError;
 use crate::cli::{identifier, read_payload, ReceiverAdapterArgs, ReceiverApplyArgs};
-use crate::receiver::protocol::Verb;
+use crate::receiver::protocol::Invocation;
 use crate::receiver::{self, AdapterArgs, ApplyArgs};
 use std::path::PathBuf;
 
@@ -68,12 +68,12 @@ impl Adapter {
         args: ReceiverAdapterArgs,
         workspace: Option<PathBuf>,
     ) -> Result<Self, Failure> {
-        let verb = Verb::parse(&args.verb)
+        let invocation = Invocation::parse(&args.verb)
             .ok_or_else(|| UsageError(format!("unknown verb {}", args.verb)))?;
         Ok(Adapter(AdapterArgs {
             workspace: required_workspace(workspace)?,
             no_close: args.no_close,
-            verb,
+            invocation,
         }))
     }
 

@@ -119,6 +119,20 @@ impl AdapterProgram {
         request: &Value,
         hold_stdin: bool,
     ) -> Result<Call, AdapterFailure> {
+        let mut call = self.spawn(counter, verb.as_str())?;
+        // A child that died before reading its request breaks the pipe;
+        // that shows as a crash when it is reaped, so it is not an error here.
+        if let Some(stdin) = call.stdin.as_mut() {
+            let _ = write_line(stdin, request);
+        }
+        if !hold_stdin {
+            call.stdin = None;
+        }
+        Ok(call)
+    }
+
+    /// Starts `PROGRAM ARG... LAST` with its three pipes, counted.
+    fn spawn(&self, counter: &ReceiverProgram, last: &str) -> Result<Call, AdapterFailure> {
         // A fixed, small world: `/` as the working directory, so a relative
         // path in the registration fails loudly instead of naming wherever
         // recon was started, and only the variables the allowlist and the
@@ -127,7 +141,7 @@ impl AdapterProgram {
             .filter(|(name, _)| name.to_str().is_some_and(|name| self.env.passes(name)));
         let mut child = Command::new(&self.program)
             .args(&self.args)
-            .arg(verb.as_str())
+            .arg(last)
             .current_dir("/")
             .env_clear()
             .envs(env)
@@ -139,23 +153,14 @@ impl AdapterProgram {
             .map_err(|e| failure(FailureKind::SpawnFailed, cannot_start(&self.program, &e)))?;
         counter.count_spawn();
         let (events, stderr) = read_pipes(&mut child);
-        let mut call = Call {
+        Ok(Call {
             stdin: child.stdin.take(),
             child,
             events,
             stderr,
             deadline: Instant::now() + self.timeout,
             timed_out: false,
-        };
-        // A child that died before reading its request breaks the pipe;
-        // that shows as a crash when it is reaped, so it is not an error here.
-        if let Some(stdin) = call.stdin.as_mut() {
-            let _ = write_line(stdin, request);
-        }
-        if !hold_stdin {
-            call.stdin = None;
-        }
-        Ok(call)
+        })
     }
 
     /// One whole call: start, then wait for the answer.
@@ -285,21 +290,9 @@ impl Call {
         }
         let status = self.reap();
         let answer = match first {
-            _ if self.timed_out && !answered => Err(failure(
-                FailureKind::Timeout,
-                "the adapter ran past its timeout; its process group was killed",
-            )),
-            Event::Oversize => Err(failure(
-                FailureKind::Oversize,
-                format!("the answer is longer than {MAX_LINE} bytes"),
-            )),
-            Event::Eof => Err(failure(
-                FailureKind::Crash,
-                match status {
-                    Some(code) => format!("the adapter exited with code {code} and no answer"),
-                    None => "the adapter was killed by a signal before answering".to_string(),
-                },
-            )),
+            _ if self.timed_out && !answered => Err(timed_out()),
+            Event::Oversize => Err(oversize()),
+            Event::Eof => Err(crashed(status)),
             Event::Line(_) if extra => Err(failure(
                 FailureKind::ExtraOutput,
                 "the adapter wrote more than one line",
@@ -307,15 +300,22 @@ impl Call {
             Event::Line(line) => parse_json_slice(&line)
                 .map_err(|e| failure(FailureKind::Garbage, format!("the answer {e}"))),
         };
-        let stderr = self
-            .stderr
-            .recv_timeout(Duration::from_secs(1))
-            .unwrap_or_default();
+        let stderr = self.stderr_tail();
         Reply {
             answer,
             exit_code: if self.timed_out { None } else { status },
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            stderr,
         }
+    }
+
+    /// What the adapter wrote on stderr, its last 64 KiB, once the pipe
+    /// has closed (waited for a second at most).
+    fn stderr_tail(&self) -> String {
+        let tail = self
+            .stderr
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&tail).into_owned()
     }
 
     fn reap(&mut self) -> Option<i32> {
@@ -336,6 +336,168 @@ impl Drop for Call {
         if let Ok(None) = self.child.try_wait() {
             self.kill();
             let _ = self.child.wait();
+        }
+    }
+}
+
+/// The word that starts an adapter as a session.
+pub const SESSION_VERB: &str = "session";
+
+/// One adapter process answering request after request, for one command
+/// (SPEC 8, "Sessions and batches"): `PROGRAM ARG... session`, started on
+/// the first request. Each request line carries `"verb"` and an `"id"`
+/// recon chooses, one in flight; its answer must echo the id. The timeout
+/// is per request. A request whose answer does not come as one JSON line
+/// echoing its id fails exactly as a one-shot call would (`crash`,
+/// `timeout`, `garbage`, `oversize`; an answer with another request's id is
+/// `extra_output`), the process is ended there, and the next request starts
+/// a fresh one. Dropping the session closes the child's stdin and gives it
+/// [`LINGER`] to exit before its process group is killed; it is reaped.
+pub struct Session {
+    program: AdapterProgram,
+    live: Option<Call>,
+    next_id: u64,
+}
+
+impl Session {
+    pub fn new(program: AdapterProgram) -> Self {
+        Session {
+            program,
+            live: None,
+            next_id: 1,
+        }
+    }
+
+    /// Whether a process is running for this session now.
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// One request of `verb` through the session. The answer is handed on
+    /// without its `id`, so it is the answer a one-shot call would have
+    /// given, and hashes as one.
+    pub fn request(&mut self, counter: &ReceiverProgram, verb: Verb, request: &Value) -> Reply {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut line = request.clone();
+        if let Value::Object(fields) = &mut line {
+            fields.insert("verb".into(), Value::from(verb.as_str()));
+            fields.insert("id".into(), Value::from(id));
+        }
+        let call = match self.live.take() {
+            Some(call) => call,
+            None => match self.program.spawn(counter, SESSION_VERB) {
+                Ok(call) => call,
+                Err(failure) => {
+                    return Reply {
+                        answer: Err(failure),
+                        exit_code: None,
+                        stderr: String::new(),
+                    }
+                }
+            },
+        };
+        let mut call = call;
+        call.deadline = Instant::now() + self.program.timeout;
+        if let Some(stdin) = call.stdin.as_mut() {
+            // A child that died cannot read it: that shows as a crash.
+            let _ = write_line(stdin, &line);
+        }
+        let event = loop {
+            match call.next() {
+                Event::Line(line) if line.trim_ascii().is_empty() => {}
+                event => break event,
+            }
+        };
+        let answer = match event {
+            _ if call.timed_out => Err(timed_out()),
+            Event::Line(line) => match echoed(&line, id) {
+                Ok(answer) => {
+                    self.live = Some(call);
+                    return Reply {
+                        answer: Ok(answer),
+                        exit_code: None,
+                        stderr: String::new(),
+                    };
+                }
+                Err(failure) => Err(failure),
+            },
+            Event::Oversize => Err(oversize()),
+            // The pipe closed: the exit code tells a crash, when it comes.
+            Event::Eof => Ok(()),
+        };
+        call.stdin = None;
+        call.deadline = call.deadline.min(Instant::now() + LINGER);
+        if answer.is_err() {
+            // It answered wrongly: nothing it says now can help.
+            call.deadline = Instant::now();
+        }
+        let status = call.reap();
+        let failure = answer.err().unwrap_or_else(|| crashed(status));
+        Reply {
+            answer: Err(failure),
+            exit_code: if call.timed_out { None } else { status },
+            stderr: call.stderr_tail(),
+        }
+    }
+}
+
+/// The answer line of request `id`, parsed strictly, without its `id`.
+fn echoed(line: &[u8], id: u64) -> Result<Value, AdapterFailure> {
+    let mut answer = parse_json_slice(line)
+        .map_err(|e| failure(FailureKind::Garbage, format!("the answer {e}")))?;
+    let echoed = answer
+        .as_object_mut()
+        .and_then(|fields| fields.remove("id"));
+    match echoed.as_ref().and_then(Value::as_u64) {
+        Some(n) if n == id => Ok(answer),
+        Some(n) if n < id => Err(failure(
+            FailureKind::ExtraOutput,
+            format!("the adapter wrote a line for an earlier request (id {n}) when request {id} was in flight"),
+        )),
+        Some(n) => Err(failure(
+            FailureKind::ExtraOutput,
+            format!("the answer names request {n}, not request {id}, the one in flight"),
+        )),
+        None => Err(failure(
+            FailureKind::Garbage,
+            format!("the answer does not echo the id of its request ({id})"),
+        )),
+    }
+}
+
+fn timed_out() -> AdapterFailure {
+    failure(
+        FailureKind::Timeout,
+        "the adapter ran past its timeout; its process group was killed",
+    )
+}
+
+fn oversize() -> AdapterFailure {
+    failure(
+        FailureKind::Oversize,
+        format!("the answer is longer than {MAX_LINE} bytes"),
+    )
+}
+
+fn crashed(status: Option<i32>) -> AdapterFailure {
+    failure(
+        FailureKind::Crash,
+        match status {
+            Some(code) => format!("the adapter exited with code {code} and no answer"),
+            None => "the adapter was killed by a signal before answering".to_string(),
+        },
+    )
+}
+
+impl Drop for Session {
+    /// The end of the command: stdin closed, [`LINGER`] to exit, then the
+    /// process group killed; the child is reaped either way.
+    fn drop(&mut self) {
+        if let Some(mut call) = self.live.take() {
+            call.stdin = None;
+            call.deadline = Instant::now() + LINGER;
+            call.reap();
         }
     }
 }

@@ -274,7 +274,17 @@ pub struct Description {
     /// the mailbox): another instance is another receiver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// `"session": true`: the adapter answers request after request in one
+    /// process (`PROGRAM ARG... session`), so a command starts it once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
+    /// `"batch": N`: a query or a close may carry up to N op ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
 }
+
+/// The batch the built-in ledger declares: what one request may carry.
+pub const BUILTIN_BATCH: u32 = 500;
 
 impl Description {
     /// What recon's own ledger says of itself: complete and authoritative,
@@ -290,7 +300,15 @@ impl Description {
             },
             mandatory: Vec::new(),
             instance: None,
+            session: true,
+            batch: Some(BUILTIN_BATCH),
         }
+    }
+
+    /// How many operations one read or close of this receiver may carry:
+    /// its declared `batch`, and 1 when it declares none.
+    pub fn batch_size(&self) -> usize {
+        self.batch.map_or(1, |n| (n as usize).max(1))
     }
 
     /// The `describe` answer this description is, as an adapter writes it

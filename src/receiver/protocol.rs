@@ -231,6 +231,17 @@ pub enum Request {
         op_id: String,
         authorized_by: String,
     },
+    /// A query carrying `op_ids` (`"batch": N` in describe).
+    QueryBatch {
+        workspace: String,
+        op_ids: Vec<String>,
+    },
+    /// A close carrying `op_ids`.
+    CloseBatch {
+        workspace: String,
+        op_ids: Vec<String>,
+        authorized_by: String,
+    },
 }
 
 fn text_field(object: &Map<String, Value>, name: &str) -> Result<String, Failed> {
@@ -250,6 +261,41 @@ fn optional_text(object: &Map<String, Value>, name: &str) -> Result<Option<Strin
             "{name} must be a string or null"
         ))),
     }
+}
+
+fn op_ids_field(object: &Map<String, Value>) -> Result<Vec<String>, Failed> {
+    let bad = || Failed::bad_request("op_ids must be an array of non-empty strings");
+    let items = object
+        .get("op_ids")
+        .and_then(Value::as_array)
+        .ok_or_else(bad)?;
+    items
+        .iter()
+        .map(|item| match item {
+            Value::String(id) if !id.is_empty() => Ok(id.clone()),
+            _ => Err(bad()),
+        })
+        .collect()
+}
+
+/// The request recon writes for a batch of `verb` (`query` or `close`)
+/// about `op_ids`, answered with one result per id, in order.
+pub fn batch_request(
+    verb: Verb,
+    workspace: &str,
+    op_ids: &[&str],
+    authorized_by: Option<&str>,
+) -> Value {
+    let mut request = envelope(json!({"workspace": workspace, "op_ids": op_ids}));
+    if verb == Verb::Close {
+        request["authorized_by"] = json!(authorized_by);
+    }
+    request
+}
+
+/// The answer to a batch: each result exactly what a single answer would be.
+pub fn batch_answer(results: Vec<Value>) -> Value {
+    envelope(json!({ "results": results }))
 }
 
 /// Reads a request for `verb`: the protocol number first, then the fields
@@ -277,6 +323,18 @@ pub fn parse_request(verb: Verb, value: &Value) -> Result<Request, Failed> {
                     .cloned()
                     .ok_or_else(|| Failed::bad_request("op.payload is missing"))?,
                 compensates_effect_id: optional_text(op, "compensates_effect_id")?,
+            }
+        }
+        Verb::Query | Verb::Close if object.contains_key("op_ids") => {
+            let workspace = text_field(object, "workspace")?;
+            let op_ids = op_ids_field(object)?;
+            match verb {
+                Verb::Query => Request::QueryBatch { workspace, op_ids },
+                _ => Request::CloseBatch {
+                    workspace,
+                    op_ids,
+                    authorized_by: text_field(object, "authorized_by")?,
+                },
             }
         }
         Verb::Query => Request::Query {
@@ -338,8 +396,29 @@ pub fn answer(receiver: &mut dyn Receiver, request: &Request) -> Value {
         } => receiver
             .close(workspace, op_id, authorized_by)
             .map(|s| snapshot_answer(&s)),
+        Request::QueryBatch { workspace, op_ids } => {
+            return batch_answer(each_answer(receiver.query_batch(workspace, op_ids)))
+        }
+        Request::CloseBatch {
+            workspace,
+            op_ids,
+            authorized_by,
+        } => {
+            let snapshots = receiver.close_batch(workspace, op_ids, authorized_by);
+            return batch_answer(each_answer(snapshots));
+        }
     };
     result.unwrap_or_else(|error| failure_answer(&Failed::of(&error)))
+}
+
+fn each_answer(snapshots: Vec<crate::error::Result<Snapshot>>) -> Vec<Value> {
+    snapshots
+        .into_iter()
+        .map(|result| match result {
+            Ok(snapshot) => snapshot_answer(&snapshot),
+            Err(error) => failure_answer(&Failed::of(&error)),
+        })
+        .collect()
 }
 
 fn describe_answer_of(receiver: &mut dyn Receiver) -> Value {
@@ -363,6 +442,98 @@ pub fn serve(
         Err(failed) => failure_answer(&failed),
     };
     write_line(output, &answer)
+}
+
+/// How an adapter was started: for one call of a verb, or as a session
+/// (`PROGRAM ARG... session`) answering request after request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invocation {
+    Call(Verb),
+    Session,
+}
+
+impl Invocation {
+    /// The last word of an adapter's command line.
+    pub fn parse(text: &str) -> Option<Invocation> {
+        match text {
+            "session" => Some(Invocation::Session),
+            _ => Verb::parse(text).map(Invocation::Call),
+        }
+    }
+}
+
+/// One request line of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRequest {
+    /// The `id` its answer echoes (null when it has none).
+    pub id: Value,
+    /// Its verb and the request, or why it cannot be read.
+    pub request: Result<(Verb, Value), Failed>,
+}
+
+/// The next request of a session; `None` once recon has closed stdin: the
+/// session is over.
+pub fn next_session_request(input: &mut dyn BufRead) -> std::io::Result<Option<SessionRequest>> {
+    let mut line = Vec::new();
+    let read = input
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', &mut line)?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.len() > MAX_LINE {
+        let failed = Failed::bad_request(format!("the request is longer than {MAX_LINE} bytes"));
+        return Ok(Some(SessionRequest {
+            id: Value::Null,
+            request: Err(failed),
+        }));
+    }
+    let value = match parse_json_slice(&line) {
+        Ok(value) => value,
+        Err(e) => {
+            let failed = Failed::bad_request(format!("the request {e}"));
+            return Ok(Some(SessionRequest {
+                id: Value::Null,
+                request: Err(failed),
+            }));
+        }
+    };
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let verb = value
+        .get("verb")
+        .and_then(Value::as_str)
+        .and_then(Verb::parse);
+    let request = match verb {
+        Some(verb) => Ok((verb, value)),
+        None => Err(Failed::bad_request("verb must name a verb")),
+    };
+    Ok(Some(SessionRequest { id, request }))
+}
+
+/// An answer with the `id` of the session request it answers.
+pub fn with_id(mut answer: Value, id: Value) -> Value {
+    if let Value::Object(fields) = &mut answer {
+        fields.insert("id".into(), id);
+    }
+    answer
+}
+
+/// Serves a session: request after request from `input`, each answer with
+/// its request's `id`, until `input` ends. What an adapter written in Rust
+/// runs as its `main` when started with `session`.
+pub fn serve_session(
+    receiver: &mut dyn Receiver,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> std::io::Result<()> {
+    while let Some(SessionRequest { id, request }) = next_session_request(input)? {
+        let answer = match request.and_then(|(verb, value)| parse_request(verb, &value)) {
+            Ok(request) => answer(receiver, &request),
+            Err(failed) => failure_answer(&failed),
+        };
+        write_line(output, &with_id(answer, id))?;
+    }
+    Ok(())
 }
 
 /// Writes one JSON line and flushes it.
@@ -487,7 +658,23 @@ fn parse_description(object: &Map<String, Value>) -> Result<Description, String>
         Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
         Some(_) => return Err("instance must be a non-empty string".into()),
     };
+    let session = match object.get("session") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(on)) => *on,
+        Some(_) => return Err("session must be true or false".into()),
+    };
+    let batch = match object.get("batch") {
+        None | Some(Value::Null) => None,
+        Some(n) => Some(
+            n.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or("batch must be a whole number from 1")?,
+        ),
+    };
     Ok(Description {
+        session,
+        batch,
         instance,
         name: text("name")?,
         version: text("version")?,

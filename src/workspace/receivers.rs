@@ -9,7 +9,7 @@
 //! speaking the protocol, the built-in ledger's included.
 
 use super::Workspace;
-use crate::dispatch::adapter::{AdapterProgram, PassEnv, Reply};
+use crate::dispatch::adapter::{AdapterProgram, PassEnv, Reply, Session};
 use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
     classify, AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind,
@@ -452,16 +452,30 @@ impl Workspace {
         // kept with them. A read only shown keeps nothing.
         let keep = close.is_some() || recorded_by.is_some();
         let answer = self.ask(op, &registration, verb, close, keep)?;
-        let sha = protocol::sha256_of(&answer);
-        let parsed = protocol::parse_answer(verb, &op.op_id, &answer).map_err(|detail| {
+        self.judge_read(op, &registration, verb, (close, observer), &answer)
+    }
+
+    /// A read's answer judged (SPEC 8 rules 2 and 4) and, for a close the
+    /// receiver committed, journaled; `who` is who authorized the close, if
+    /// it is one, and who observed it.
+    fn judge_read(
+        &mut self,
+        op: &Operation,
+        registration: &Registration,
+        verb: Verb,
+        (close, observer): (Option<&str>, &str),
+        answer: &Value,
+    ) -> Result<Read> {
+        let sha = protocol::sha256_of(answer);
+        let parsed = protocol::parse_answer(verb, &op.op_id, answer).map_err(|detail| {
             call_failed(
                 &registration.name,
                 &failure(FailureKind::Garbage, detail),
                 "",
             )
         })?;
-        let snapshot = rules::judge_snapshot(&registration, &op.op_id, parsed)?;
-        let provenance = provenance(&registration, sha);
+        let snapshot = rules::judge_snapshot(registration, &op.op_id, parsed)?;
+        let provenance = provenance(registration, sha);
         let observation = match (close, snapshot.closed) {
             (Some(who), true) => {
                 let close = Closing {
@@ -481,6 +495,68 @@ impl Workspace {
         })
     }
 
+    /// Reads the receivers of `ops` to be recorded as `by`'s observations,
+    /// each exactly as [`Workspace::read_receiver`] would, in order; a
+    /// receiver that declares `"batch": N` is asked about up to N of them
+    /// in one request, and each result is judged on its own.
+    pub(crate) fn read_receivers(&mut self, ops: &[Operation], by: &str) -> Vec<Result<Read>> {
+        let mut reads = Vec::with_capacity(ops.len());
+        let mut batches: std::collections::BTreeMap<(i64, i64), (Registration, Vec<usize>)> =
+            Default::default();
+        for (i, op) in ops.iter().enumerate() {
+            match self.current_registration(op) {
+                Ok(registration) if batches_reads(&registration) => {
+                    let key = (registration.id, registration.version);
+                    let entry = batches.entry(key).or_insert((registration, Vec::new()));
+                    entry.1.push(i);
+                }
+                Ok(_) => reads.push((i, self.read_receiver(op, None, Some(by)))),
+                Err(error) => reads.push((i, Err(error))),
+            }
+        }
+        for (registration, indices) in batches.into_values() {
+            for chunk in indices.chunks(registration.describe.batch_size()) {
+                let batch: Vec<&Operation> = chunk.iter().map(|&i| &ops[i]).collect();
+                let read = self.read_batch(&registration, &batch, by);
+                reads.extend(chunk.iter().copied().zip(read));
+            }
+        }
+        reads.sort_by_key(|(i, _)| *i);
+        reads.into_iter().map(|(_, read)| read).collect()
+    }
+
+    /// One batched query about `ops` (all routed to `registration`), split
+    /// into one result per operation. An answer that is not one result per
+    /// id, in order, fails the whole batch as `mismatch`; a failed call
+    /// fails each operation of it as the call would have failed alone,
+    /// and is kept with each.
+    fn read_batch(
+        &mut self,
+        registration: &Registration,
+        ops: &[&Operation],
+        by: &str,
+    ) -> Vec<Result<Read>> {
+        let ids: Vec<&str> = ops.iter().map(|op| op.op_id.as_str()).collect();
+        let request = protocol::batch_request(Verb::Query, &self.id, &ids, None);
+        let reply = self.exchange(registration, Verb::Query, &request);
+        let results = (reply.answer.clone()).and_then(|answer| split_batch(&answer, &ids));
+        match results {
+            Ok(results) => (ops.iter().zip(results))
+                .map(|(op, answer)| {
+                    self.judge_read(op, registration, Verb::Query, (None, by), &answer)
+                })
+                .collect(),
+            Err(f) => (ops.iter())
+                .map(|op| {
+                    let call = (Verb::Query.as_str(), registration.name.as_str());
+                    let call = (call.0, call.1, reply.exit_code, reply.stderr.as_str());
+                    self.keep_failure(op, call, &f)?;
+                    Err(call_failed(&registration.name, &f, &reply.stderr))
+                })
+                .collect(),
+        }
+    }
+
     /// The receiver's answer to a read or a close, as the answer line it
     /// gave (recon's own ledger is read in process). A close whose call gave
     /// no usable answer is kept with the operation, and reported as a
@@ -493,7 +569,7 @@ impl Workspace {
         close: Option<&str>,
         keep: bool,
     ) -> Result<Value> {
-        if registration.builtin && registration.can_close() {
+        if reads_in_process(registration) {
             let snapshot = match close {
                 Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
                 None => self.ledger.query(&self.id, &op.op_id)?,
@@ -501,9 +577,7 @@ impl Workspace {
             return Ok(protocol::snapshot_answer(&snapshot));
         }
         let request = protocol::request(verb, &self.id, &request_of(op), close);
-        let reply = self
-            .adapter_program(registration)
-            .call(&self.program, verb, &request);
+        let reply = self.exchange(registration, verb, &request);
         let f = match reply.answer {
             Ok(answer) => return Ok(answer),
             Err(f) => f,
@@ -521,6 +595,22 @@ impl Workspace {
             FailureKind::SpawnFailed => failed,
             _ => failed.after(close_unknown(&op.op_id, name)),
         })
+    }
+
+    /// One read or close request to a receiver's program: through this
+    /// command's session with it when its description declares `session`
+    /// (started on first use), else one process for the call. Writes never
+    /// come here: every apply is a child of its own (`start_apply`), so
+    /// the built-in ledger's drills keep their one request per process.
+    fn exchange(&mut self, registration: &Registration, verb: Verb, request: &Value) -> Reply {
+        let program = self.adapter_program(registration);
+        if !registration.describe.session {
+            return program.call(&self.program, verb, request);
+        }
+        self.sessions
+            .entry((registration.id, registration.version))
+            .or_insert_with(|| Session::new(program))
+            .request(&self.program, verb, request)
     }
 
     /// Journals a close the receiver committed (the `closed` entry and its
@@ -578,6 +668,66 @@ impl Workspace {
             registration,
         })
     }
+}
+
+/// Whether a receiver's reads are asked in batches: it declares a batch
+/// above one, and it is not recon's own ledger read in process.
+fn batches_reads(registration: &Registration) -> bool {
+    registration.describe.batch_size() > 1 && !reads_in_process(registration)
+}
+
+/// Whether reads of this receiver are made in process: recon's own ledger
+/// when it can close (the one registered `--no-close` is read through its
+/// adapter, as the experiment needs).
+fn reads_in_process(registration: &Registration) -> bool {
+    registration.builtin && registration.can_close()
+}
+
+/// The results of a batch answer, one per id in order. A failure answer to
+/// the whole batch (`ok: false`, no results) is each operation's answer.
+/// Results of another count, or one naming an operation of the batch other
+/// than its own, fail the whole batch as `mismatch`.
+fn split_batch(answer: &Value, ids: &[&str]) -> std::result::Result<Vec<Value>, AdapterFailure> {
+    if answer.get("ok") == Some(&Value::Bool(false)) && answer.get("results").is_none() {
+        return Ok(vec![answer.clone(); ids.len()]);
+    }
+    let Some(results) = answer.get("results").and_then(Value::as_array) else {
+        return Err(failure(
+            FailureKind::Garbage,
+            "the batch answer has no results array",
+        ));
+    };
+    if results.len() != ids.len() {
+        return Err(failure(
+            FailureKind::Mismatch,
+            format!(
+                "the batch answer has {} results for {} operations",
+                results.len(),
+                ids.len()
+            ),
+        ));
+    }
+    for (i, (result, id)) in results.iter().zip(ids).enumerate() {
+        let named = (result
+            .get("matches")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten())
+        .filter_map(|m| m.get("op_id").and_then(Value::as_str));
+        if let Some(other) = named
+            .filter(|named| named != id)
+            .find(|named| ids.contains(named))
+        {
+            return Err(failure(
+                FailureKind::Mismatch,
+                format!(
+                    "result {} is for operation {other}, not {id}: the results are out of order",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(results.clone())
 }
 
 /// A close whose answer was lost: the receiver may have committed it (a

@@ -109,8 +109,9 @@ impl Workspace {
     ) -> Result<()> {
         for chunk in ops.chunks(OBSERVE_BATCH) {
             let mut pending = Vec::with_capacity(chunk.len());
-            for op in chunk {
-                match self.read_receiver(op, None, Some(by)) {
+            let reads = self.read_receivers(chunk, by);
+            for (op, read) in chunk.iter().zip(reads) {
+                match read {
                     Ok(read) => pending.push(Pending {
                         op_id: op.op_id.clone(),
                         verdict: classify(op.scope(), &read.snapshot),

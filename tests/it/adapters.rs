@@ -23,6 +23,7 @@ mod lost;
 mod readme;
 mod registry;
 mod rules;
+mod sessions;
 mod sqlite_receiver;
 
 /// A workspace, and the files of fixture adapters beside it.

@@ -266,6 +266,8 @@ fn description(can_close: bool, complete: bool, authoritative: bool) -> Descript
         },
         mandatory: Vec::new(),
         instance: None,
+        session: false,
+        batch: None,
     }
 }
 

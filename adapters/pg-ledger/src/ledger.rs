@@ -51,7 +51,7 @@ use crate::drill::{self, Commit, HoldPoint};
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
-use recon::receiver::protocol::Verb;
+use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::{Error, Refusal, Result, StoreError};
 use std::time::Duration;
@@ -108,6 +108,9 @@ pub struct PgLedger {
     client: Option<Client>,
 }
 
+/// The most operations one query or close of a batch may carry.
+pub const BATCH: u32 = 500;
+
 /// What this receiver declares: it can close, and a read of its table is
 /// complete and authoritative (the table is where its effects live). Its
 /// `instance` names the database it keeps them in (hosts, ports and
@@ -139,6 +142,8 @@ pub fn description(config: &postgres::Config) -> Description {
             authoritative: true,
         },
         mandatory: Vec::new(),
+        session: true,
+        batch: Some(BATCH),
     }
 }
 
@@ -226,9 +231,13 @@ fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
 }
 
 impl PgLedger {
-    pub fn new(mut config: postgres::Config, verb: Verb) -> Self {
+    pub fn new(mut config: postgres::Config, invocation: Invocation) -> Self {
+        let word = match invocation {
+            Invocation::Call(verb) => verb.as_str(),
+            Invocation::Session => "session",
+        };
         config
-            .application_name(&format!("recon-pg-ledger {}", verb.as_str()))
+            .application_name(&format!("recon-pg-ledger {word}"))
             .connect_timeout(CONNECT_TIMEOUT);
         PgLedger {
             config,
@@ -270,6 +279,52 @@ impl PgLedger {
             .isolation_level(IsolationLevel::ReadCommitted)
             .start()
             .map_err(|e| failed("beginning", e))
+    }
+}
+
+impl PgLedger {
+    fn read_many(&mut self, workspace: &str, op_ids: &[String]) -> Result<Vec<Snapshot>> {
+        let mut tx = self
+            .client()?
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| failed("beginning", e))?;
+        let closed: std::collections::HashSet<String> = tx
+            .query(
+                "SELECT op_id FROM recon_gate \
+                 WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
+                &[&workspace, &op_ids],
+            )
+            .map_err(|e| failed("reading the gate rows", e))?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let mut matches: std::collections::HashMap<String, Vec<Effect>> = Default::default();
+        let rows = tx
+            .query(
+                "SELECT seq, action_kind, payload, compensates_effect_id, op_id \
+                 FROM recon_effects WHERE workspace = $1 AND op_id = ANY($2) ORDER BY seq",
+                &[&workspace, &op_ids],
+            )
+            .map_err(|e| failed("reading effects", e))?;
+        for row in &rows {
+            let op_id: String = row.get(4);
+            let effect = effect_of(&op_id, row)?;
+            matches.entry(op_id).or_default().push(effect);
+        }
+        tx.commit().map_err(|e| failed("ending the read", e))?;
+        Ok(op_ids
+            .iter()
+            .map(|id| {
+                snapshot(
+                    id,
+                    matches.remove(id).unwrap_or_default(),
+                    closed.contains(id),
+                )
+            })
+            .collect())
     }
 }
 
@@ -379,6 +434,17 @@ impl Receiver for PgLedger {
         let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
         Ok(snapshot(op_id, matches, closed))
+    }
+
+    /// A batch read in one snapshot and two statements: the gate rows and
+    /// the effects of every op id (`= ANY($2)`), split per operation. When
+    /// that fails, each operation is read alone, so each answer carries
+    /// its own error.
+    fn query_batch(&mut self, workspace: &str, op_ids: &[String]) -> Vec<Result<Snapshot>> {
+        match self.read_many(workspace, op_ids) {
+            Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
+            Err(_) => op_ids.iter().map(|id| self.query(workspace, id)).collect(),
+        }
     }
 
     fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot> {

@@ -22,7 +22,7 @@
 mod drill;
 mod ledger;
 
-use recon::receiver::protocol::{self, ErrorCode, Failed, Verb};
+use recon::receiver::protocol::{self, ErrorCode, Failed, Invocation};
 use std::io::Write;
 
 /// Exit code when the arguments are not `--database URL VERB`.
@@ -31,10 +31,12 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_IO: i32 = 4;
 
 const USAGE: &str = "usage: recon-pg-ledger --database postgres://USER@HOST:PORT/DATABASE \
-                     describe|apply|query|close (one request line on stdin)";
+                     describe|apply|query|close (one request line on stdin) | session \
+                     (request after request, each with its verb and id)";
 
-/// The command line: `--database URL` before the verb, nothing else.
-fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
+/// The command line: `--database URL` before the verb (or `session`),
+/// nothing else.
+fn parse_args(args: &[String]) -> Result<(postgres::Config, Invocation), String> {
     let [flag, url, verb] = args else {
         return Err(USAGE.to_string());
     };
@@ -45,7 +47,7 @@ fn parse_args(args: &[String]) -> Result<(postgres::Config, Verb), String> {
     // ~/.pgpass) complete the URL, and a message names it redacted.
     let url = recon::DatabaseUrl::parse(url).map_err(|e| format!("--database: {e}"))?;
     let config = url.config().clone();
-    let verb = Verb::parse(verb).ok_or_else(|| USAGE.to_string())?;
+    let verb = Invocation::parse(verb).ok_or_else(|| USAGE.to_string())?;
     Ok((config, verb))
 }
 
@@ -69,7 +71,15 @@ fn main() {
         }
         Ok((config, verb)) => {
             let mut ledger = ledger::PgLedger::new(config, verb);
-            match protocol::serve(&mut ledger, verb, &mut input, &mut output) {
+            let served = match verb {
+                Invocation::Call(verb) => {
+                    protocol::serve(&mut ledger, verb, &mut input, &mut output)
+                }
+                Invocation::Session => {
+                    protocol::serve_session(&mut ledger, &mut input, &mut output)
+                }
+            };
+            match served {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = writeln!(std::io::stderr(), "recon-pg-ledger: {e}");
@@ -79,4 +89,29 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(last: &str) -> Vec<String> {
+        [
+            "--database",
+            "postgres://ledger@localhost:5432/ledger",
+            last,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    #[test]
+    fn session_is_started_by_its_word_and_declared_with_a_batch_in_describe() {
+        let (config, invocation) = parse_args(&args("session")).expect("session is a last word");
+        assert_eq!(invocation, Invocation::Session);
+        let description = ledger::description(&config);
+        assert!(description.session);
+        assert_eq!(description.batch, Some(ledger::BATCH));
+        assert!(parse_args(&args("sessions")).is_err());
+    }
 }

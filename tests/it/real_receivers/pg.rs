@@ -14,7 +14,7 @@ use super::{
 use crate::stress::scaled;
 use crate::support::{run, Lab};
 use recon::workspace::NewReceiver;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -703,4 +703,88 @@ fn two_workspaces_sharing_one_pg_ledger_never_read_each_others_effects() {
         Some(1),
         "{again}"
     );
+}
+
+/// `recon-pg-ledger ... session` answering `requests` (each given its
+/// verb and id), one line each, in order, until stdin ends.
+fn session_answers(binary: &Path, url: &str, requests: &[(&str, Value)]) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(binary)
+        .args(["--database", url, "session"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start a session");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for (id, (verb, request)) in requests.iter().enumerate() {
+        let mut line = request.clone();
+        line["verb"] = json!(verb);
+        line["id"] = json!(id + 1);
+        writeln!(stdin, "{line}").expect("write a request");
+    }
+    drop(stdin);
+    let output = child.wait_with_output().expect("the session ends");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer a line"))
+        .collect()
+}
+
+#[test]
+fn a_session_of_recon_pg_ledger_answers_each_request_and_a_batch_one_result_per_op_in_order() {
+    let test =
+        "a_session_of_recon_pg_ledger_answers_each_request_and_a_batch_one_result_per_op_in_order";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("sessions");
+    let batch = |verb: &str, ids: &[&str]| {
+        let mut request = query_request("unused");
+        if let Some(fields) = request.as_object_mut() {
+            fields.remove("op_id");
+        }
+        request["op_ids"] = json!(ids);
+        if verb == "close" {
+            request["authorized_by"] = json!("ann");
+        }
+        (verb.to_string(), request)
+    };
+    let (read, closing) = (
+        batch("query", &["b-2", "b-1", "b-3"]),
+        batch("close", &["b-3"]),
+    );
+    let answers = session_answers(
+        &binary,
+        &url,
+        &[
+            (
+                "apply",
+                apply_request("b-1", "ledger_write", &json!({"n": 1})),
+            ),
+            (
+                "apply",
+                apply_request("b-2", "ledger_write", &json!({"n": 2})),
+            ),
+            (
+                "apply",
+                apply_request("b-2", "ledger_write", &json!({"n": 2})),
+            ),
+            (closing.0.as_str(), closing.1),
+            (read.0.as_str(), read.1),
+        ],
+    );
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids, [&json!(1), &json!(2), &json!(3), &json!(4), &json!(5)]);
+    let results = answers[4]["results"].as_array().expect("results");
+    let counts: Vec<(usize, &Value)> = results
+        .iter()
+        .map(|r| (r["matches"].as_array().map_or(0, Vec::len), &r["closed"]))
+        .collect();
+    assert_eq!(
+        counts,
+        [(2, &json!(false)), (1, &json!(false)), (0, &json!(true))],
+        "{results:?}"
+    );
+    assert_eq!(results[0]["matches"][0]["op_id"], json!("b-2"));
 }

@@ -665,3 +665,68 @@ fn recon_postfix_refuses_a_request_without_its_workspace() {
         }
     }
 }
+
+/// Three mails whose receipts were lost, then one `observe` of them and of
+/// an operation never applied: recon starts recon-postfix once as a
+/// session (after the one-shot describe of its re-check), and asks about all four in one batch, which reads the Maildir
+/// once; each gets the verdict a single query would give.
+#[test]
+fn observe_reads_recon_postfix_through_one_session_and_one_batch() {
+    let test = "observe_reads_recon_postfix_through_one_session_and_one_batch";
+    let Some(postfix) = servers::require(test, servers::postfix()) else {
+        return;
+    };
+    let mailbox = postfix.mailbox();
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let (wrapper, log) = logged_adapter(scratch.path());
+    let lab = mail_lab(&wrapper, &postfix.smtp(), &mailbox);
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    let ops = ["mail-1", "mail-2", "mail-3"];
+    for op in ops {
+        let payload = json!({"to": mailbox.address, "subject": op, "body": "batched\n"});
+        dispatch_losing_the_receipt(w, op, &payload);
+    }
+    let payload = json!({"to": mailbox.address, "subject": "never", "body": "sent\n"});
+    prepare(w, "mail-4", "send_email", &payload);
+    poll_until("the messages are delivered", DELIVERY, || {
+        delivered(&mailbox) == ops.len()
+    });
+    let before = calls(&log).len();
+    let args = [
+        "observe",
+        "--workspace",
+        w,
+        "mail-1",
+        "mail-2",
+        "mail-3",
+        "mail-4",
+    ];
+    let out = run_with_env(
+        &[&args[..], &["--by", "dana", "--json"]].concat(),
+        None,
+        KEYED,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // Its describe, re-run before its first use in the command, then the
+    // one session.
+    assert_eq!(calls(&log)[before..], ["describe", "session"]);
+    let verdicts: Vec<(String, String)> = (out.json().as_array().expect("observed").iter())
+        .map(|o| {
+            (
+                o["op_id"].as_str().unwrap_or_default().to_string(),
+                o["verdict"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let existence = "exact_match_existence_only".to_string();
+    assert_eq!(
+        verdicts,
+        [
+            ("mail-1".to_string(), existence.clone()),
+            ("mail-2".to_string(), existence.clone()),
+            ("mail-3".to_string(), existence),
+            ("mail-4".to_string(), "inconclusive".to_string()),
+        ]
+    );
+}
