@@ -46,7 +46,7 @@ impl Lab {
         let dir = tempfile::Builder::new()
             .prefix("recon-experiment-")
             .tempdir()?;
-        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())?
+        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating().throwaway())?
             .with_receiver_program(program.scoped());
         // No receiver is implicit: the scenarios' ledger is registered like
         // any other, for every action kind.
@@ -61,7 +61,7 @@ impl Lab {
     /// Reads an operation back on a brand-new connection, as a sender that
     /// restarted would.
     fn reopened(&self, op_id: &str) -> Result<Operation> {
-        Workspace::open(self.ws.location(), OpenOptions::default())?.require(op_id)
+        Workspace::open(self.ws.location(), OpenOptions::default().throwaway())?.require(op_id)
     }
 
     fn spawned(&self) -> usize {

@@ -63,7 +63,7 @@ use crate::domain::{
     PageBound, Provenance, QueueFilter, Recorded, Registration, Review, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
-use crate::settings::OpenOptions;
+use crate::settings::{Durability, OpenOptions};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -396,7 +396,7 @@ pub(crate) fn open_database(
         .at(path)?;
     let fresh = application_id == 0 && user_version == 0 && tables == 0;
     if fresh && options.create {
-        initialize(&conn, path, role)?;
+        initialize(&conn, path, role, options.durability)?;
     } else if application_id != role.application_id {
         return Err(StoreError::NotADatabase(path.to_path_buf()));
     } else if upgrade::UPGRADABLE_VERSIONS.contains(&user_version) {
@@ -408,12 +408,20 @@ pub(crate) fn open_database(
             expected: SCHEMA_VERSION,
         });
     }
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .at(path)?;
+    let synchronous = options.durability.synchronous();
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+    ))
+    .at(path)?;
     Ok(conn)
 }
 
-fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreError> {
+fn initialize(
+    conn: &Connection,
+    path: &Path,
+    role: Role,
+    durability: Durability,
+) -> Result<(), StoreError> {
     // Creation costs one fsync instead of the seven a creation fully
     // synchronous at each step costs (a rollback journal and the database
     // for the first page, then the WAL header, the directory and the commit
@@ -445,14 +453,20 @@ fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreErr
     // not a database). Nothing was recorded in it, and recon treats it as
     // any file without its schema: a state that creation in two synchronous
     // commits could leave too, between them, only for a shorter while.
+    //
+    // With `Durability::ProcessCrash` (the experiment's throwaway
+    // workspaces) every `FULL` below is `OFF`: no fsync at all.
+    let synchronous = durability.synchronous();
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .at(path)?;
     // A fresh file already in WAL (step 1 done, the schema lost) stays so:
     // MEMORY would take it out of WAL first.
     if !mode.eq_ignore_ascii_case("wal") {
-        conn.execute_batch("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = FULL;")
-            .at(path)?;
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = MEMORY; PRAGMA synchronous = {synchronous};"
+        ))
+        .at(path)?;
         // journal_mode cannot change inside a transaction, and it is
         // persistent, so set it once here.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
@@ -465,7 +479,7 @@ fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreErr
          PRAGMA application_id = {app};
          PRAGMA user_version = {version};
          COMMIT;
-         PRAGMA synchronous = FULL;",
+         PRAGMA synchronous = {synchronous};",
         schema = role.schema,
         app = role.application_id,
         version = SCHEMA_VERSION,
