@@ -11,7 +11,9 @@
 //!   reviewer or a receiver child writes; writers are still serialized.
 //! - `synchronous = FULL`: a recorded decision or a committed effect survives
 //!   power loss, not only a process crash. The cost is one extra fsync per
-//!   commit, which is small next to a human decision.
+//!   commit, which is small next to a human decision. Only the experiment's
+//!   throwaway workspaces are opened `OFF` in its own process
+//!   (`settings::Durability`, crate-private).
 //! - `busy_timeout` (default 5 s, `RECON_BUSY_TIMEOUT_MS` at the binary edge):
 //!   a writer waits for another process's transaction instead of failing at
 //!   once; past it the command reports the database as locked.
@@ -485,4 +487,45 @@ fn initialize(
         version = SCHEMA_VERSION,
     ))
     .at(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `synchronous` setting of a connection to a `role` file in `dir`,
+    /// opened with `options`.
+    fn synchronous(dir: &Path, role: Role, options: OpenOptions) -> i64 {
+        let path = dir.join(format!("{}.sqlite", role.application_id));
+        let conn = open_database(&path, role, options, Timestamp::from_millis(0)).unwrap();
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    const FULL: i64 = 2;
+    const OFF: i64 = 0;
+
+    #[test]
+    fn a_workspace_opened_with_the_default_options_commits_with_synchronous_full() {
+        for role in [sender::ROLE, receiver::ROLE] {
+            let dir = tempfile::tempdir().unwrap();
+            let created = synchronous(dir.path(), role, OpenOptions::default().creating());
+            let reopened = synchronous(dir.path(), role, OpenOptions::default());
+            assert_eq!((created, reopened), (FULL, FULL));
+        }
+    }
+
+    #[test]
+    fn a_throwaway_workspace_commits_without_fsync_and_a_default_opener_of_it_with_fsync() {
+        for role in [sender::ROLE, receiver::ROLE] {
+            let dir = tempfile::tempdir().unwrap();
+            let throwaway = OpenOptions::default().creating().throwaway();
+            let created = synchronous(dir.path(), role, throwaway);
+            // A receiver child opens the experiment's files with the
+            // default options: its commits keep their fsync.
+            let child = synchronous(dir.path(), role, OpenOptions::default());
+            let reopened = synchronous(dir.path(), role, OpenOptions::default().throwaway());
+            assert_eq!((created, child, reopened), (OFF, FULL, OFF));
+        }
+    }
 }
