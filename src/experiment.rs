@@ -35,7 +35,10 @@ use serde_json::{json, Map, Value};
 /// The checked-in results, compiled into the binary.
 pub const EXPECTED_RESULTS: &str = include_str!("../results.json");
 
-/// A fresh workspace in a temporary directory that is removed on drop.
+/// A fresh workspace in a temporary directory that is removed on drop,
+/// opened [`OpenOptions::throwaway`]: this process commits to it without
+/// fsync (no claim here rests on surviving a power loss), while the
+/// receiver children open it with the default options.
 struct Lab {
     ws: Workspace,
     _dir: tempfile::TempDir,
