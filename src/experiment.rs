@@ -35,22 +35,17 @@ use serde_json::{json, Map, Value};
 /// The checked-in results, compiled into the binary.
 pub const EXPECTED_RESULTS: &str = include_str!("../results.json");
 
-/// A fresh workspace in a temporary directory that is removed on drop,
-/// opened [`OpenOptions::throwaway`]: this process commits to it without
-/// fsync (no claim here rests on surviving a power loss), while the
-/// receiver children open it with the default options.
-struct Lab {
-    ws: Workspace,
-    _dir: tempfile::TempDir,
+/// What every scenario starts from: the receiver program, and one fresh
+/// workspace, made once and closed, that each [`Lab`] copies.
+pub(super) struct Origin {
+    program: ReceiverProgram,
+    fresh: tempfile::TempDir,
 }
 
-impl Lab {
-    fn new(program: &ReceiverProgram) -> Result<Lab> {
-        let dir = tempfile::Builder::new()
-            .prefix("recon-experiment-")
-            .tempdir()?;
-        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating().throwaway())?
-            .with_receiver_program(program.scoped());
+impl Origin {
+    fn new(program: &ReceiverProgram) -> Result<Origin> {
+        let fresh = temporary_dir()?;
+        let mut ws = Workspace::open(fresh.path(), OpenOptions::default().creating().throwaway())?;
         // No receiver is implicit: the scenarios' ledger is registered like
         // any other, for every action kind.
         ws.register_builtin(
@@ -58,6 +53,34 @@ impl Lab {
             &[crate::domain::ANY_ACTION.to_string()],
             true,
         )?;
+        Ok(Origin {
+            program: program.scoped(),
+            fresh,
+        })
+    }
+}
+
+fn temporary_dir() -> Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new()
+        .prefix("recon-experiment-")
+        .tempdir()?)
+}
+
+/// A fresh workspace (a copy of the [`Origin`]'s) in a temporary directory
+/// that is removed on drop, opened [`OpenOptions::throwaway`]: this process
+/// commits to it without fsync (no claim here rests on surviving a power
+/// loss), while the receiver children open it with the default options.
+struct Lab {
+    ws: Workspace,
+    _dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new(origin: &Origin) -> Result<Lab> {
+        let dir = temporary_dir()?;
+        Workspace::copy_closed(origin.fresh.path(), dir.path())?;
+        let ws = Workspace::open(dir.path(), OpenOptions::default().throwaway())?
+            .with_receiver_program(origin.program.scoped());
         Ok(Lab { ws, _dir: dir })
     }
 
@@ -158,8 +181,8 @@ fn email(to: &str, subject: &str) -> Value {
     })
 }
 
-/// One scenario: it gets the receiver program and returns its facts.
-type Scenario = fn(&ReceiverProgram) -> Result<Value>;
+/// One scenario: it gets the origin of its labs and returns its facts.
+type Scenario = fn(&Origin) -> Result<Value>;
 
 const SCENARIOS: [(&str, Scenario); 10] = [
     (
@@ -200,14 +223,14 @@ const SCENARIOS: [(&str, Scenario); 10] = [
 /// receiver children, and the waits overlap. The document does not depend
 /// on the order they finish in (its keys are sorted).
 pub fn run(program: &ReceiverProgram) -> Result<Value> {
-    let program = program.scoped();
+    let origin = Origin::new(program)?;
     let results: Vec<(usize, Result<Value>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = SCENARIOS
             .iter()
             .enumerate()
             .map(|(i, (_, scenario))| {
-                let program = &program;
-                scope.spawn(move || (i, scenario(program)))
+                let origin = &origin;
+                scope.spawn(move || (i, scenario(origin)))
             })
             .collect();
         workers.into_iter().filter_map(|w| w.join().ok()).collect()
@@ -222,7 +245,7 @@ pub fn run(program: &ReceiverProgram) -> Result<Value> {
     Ok(json!({
         "experiment": "recon: unknown outcomes and human reconciliation",
         "format": 1,
-        "receiver_child_processes": program.spawned(),
+        "receiver_child_processes": origin.program.spawned(),
         "scenarios": scenarios,
     }))
 }

@@ -73,7 +73,7 @@ use std::path::Path;
 pub(crate) use directory::open_receiver;
 pub use location::Location;
 pub(crate) use location::{
-    is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
+    copy_closed, is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
 };
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
@@ -527,5 +527,46 @@ mod tests {
             let reopened = synchronous(dir.path(), role, OpenOptions::default().throwaway());
             assert_eq!((created, child, reopened), (OFF, FULL, OFF));
         }
+    }
+
+    /// A workspace at `dir` with the built-in ledger registered, closed.
+    fn closed_workspace(dir: &Path) -> String {
+        let mut ws =
+            crate::workspace::Workspace::open(dir, OpenOptions::default().creating()).unwrap();
+        ws.register_builtin("builtin", &["*".to_string()], true)
+            .unwrap();
+        ws.id().to_string()
+    }
+
+    #[test]
+    fn a_copy_of_a_closed_workspace_opens_with_its_identity_and_registrations() {
+        let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let id = closed_workspace(from.path());
+        crate::workspace::Workspace::copy_closed(from.path(), to.path()).unwrap();
+        let copy = crate::workspace::Workspace::open(to.path(), OpenOptions::default()).unwrap();
+        let names: Vec<String> = copy
+            .receivers()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            (copy.id(), names),
+            (id.as_str(), vec!["builtin".to_string()])
+        );
+    }
+
+    #[test]
+    fn copying_a_workspace_never_writes_over_one() {
+        let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        closed_workspace(from.path());
+        let theirs = closed_workspace(to.path());
+        let copied = crate::workspace::Workspace::copy_closed(from.path(), to.path());
+        assert!(
+            matches!(&copied, Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::AlreadyExists),
+            "{copied:?}"
+        );
+        let kept = crate::workspace::Workspace::open(to.path(), OpenOptions::default()).unwrap();
+        assert_eq!(kept.id(), theirs);
     }
 }
