@@ -35,19 +35,17 @@ use serde_json::{json, Map, Value};
 /// The checked-in results, compiled into the binary.
 pub const EXPECTED_RESULTS: &str = include_str!("../results.json");
 
-/// A fresh workspace in a temporary directory that is removed on drop.
-struct Lab {
-    ws: Workspace,
-    _dir: tempfile::TempDir,
+/// What every scenario starts from: the receiver program, and one fresh
+/// workspace, made once and closed, that each [`Lab`] copies.
+pub(super) struct Origin {
+    program: ReceiverProgram,
+    fresh: tempfile::TempDir,
 }
 
-impl Lab {
-    fn new(program: &ReceiverProgram) -> Result<Lab> {
-        let dir = tempfile::Builder::new()
-            .prefix("recon-experiment-")
-            .tempdir()?;
-        let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())?
-            .with_receiver_program(program.scoped());
+impl Origin {
+    fn new(program: &ReceiverProgram) -> Result<Origin> {
+        let fresh = temporary_dir()?;
+        let mut ws = Workspace::open(fresh.path(), OpenOptions::default().creating().throwaway())?;
         // No receiver is implicit: the scenarios' ledger is registered like
         // any other, for every action kind.
         ws.register_builtin(
@@ -55,13 +53,41 @@ impl Lab {
             &[crate::domain::ANY_ACTION.to_string()],
             true,
         )?;
+        Ok(Origin {
+            program: program.scoped(),
+            fresh,
+        })
+    }
+}
+
+fn temporary_dir() -> Result<tempfile::TempDir> {
+    Ok(tempfile::Builder::new()
+        .prefix("recon-experiment-")
+        .tempdir()?)
+}
+
+/// A fresh workspace (a copy of the [`Origin`]'s) in a temporary directory
+/// that is removed on drop, opened [`OpenOptions::throwaway`]: this process
+/// commits to it without fsync (no claim here rests on surviving a power
+/// loss), while the receiver children open it with the default options.
+struct Lab {
+    ws: Workspace,
+    _dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new(origin: &Origin) -> Result<Lab> {
+        let dir = temporary_dir()?;
+        Workspace::copy_closed(origin.fresh.path(), dir.path())?;
+        let ws = Workspace::open(dir.path(), OpenOptions::default().throwaway())?
+            .with_receiver_program(origin.program.scoped());
         Ok(Lab { ws, _dir: dir })
     }
 
     /// Reads an operation back on a brand-new connection, as a sender that
     /// restarted would.
     fn reopened(&self, op_id: &str) -> Result<Operation> {
-        Workspace::open(self.ws.location(), OpenOptions::default())?.require(op_id)
+        Workspace::open(self.ws.location(), OpenOptions::default().throwaway())?.require(op_id)
     }
 
     fn spawned(&self) -> usize {
@@ -155,8 +181,8 @@ fn email(to: &str, subject: &str) -> Value {
     })
 }
 
-/// One scenario: it gets the receiver program and returns its facts.
-type Scenario = fn(&ReceiverProgram) -> Result<Value>;
+/// One scenario: it gets the origin of its labs and returns its facts.
+type Scenario = fn(&Origin) -> Result<Value>;
 
 const SCENARIOS: [(&str, Scenario); 10] = [
     (
@@ -191,31 +217,23 @@ const SCENARIOS: [(&str, Scenario); 10] = [
 
 /// Runs every scenario and returns the results document.
 ///
-/// Scenarios are independent (each has its own workspace and its own count
-/// of children), so they run on two threads; the document does not depend
-/// on the order they finish in.
+/// Scenarios are independent (each has its own workspace in its own
+/// temporary directory and its own count of children), so each runs on a
+/// thread of its own: much of a scenario's time is spent waiting for its
+/// receiver children, and the waits overlap. The document does not depend
+/// on the order they finish in (its keys are sorted).
 pub fn run(program: &ReceiverProgram) -> Result<Value> {
-    let program = program.scoped();
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    let origin = Origin::new(program)?;
     let results: Vec<(usize, Result<Value>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let Some((_, scenario)) = SCENARIOS.get(i) else {
-                            return done;
-                        };
-                        done.push((i, scenario(&program)));
-                    }
-                })
+        let workers: Vec<_> = SCENARIOS
+            .iter()
+            .enumerate()
+            .map(|(i, (_, scenario))| {
+                let origin = &origin;
+                scope.spawn(move || (i, scenario(origin)))
             })
             .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
     });
     let mut scenarios = Map::new();
     for (i, result) in results {
@@ -227,7 +245,7 @@ pub fn run(program: &ReceiverProgram) -> Result<Value> {
     Ok(json!({
         "experiment": "recon: unknown outcomes and human reconciliation",
         "format": 1,
-        "receiver_child_processes": program.spawned(),
+        "receiver_child_processes": origin.program.spawned(),
         "scenarios": scenarios,
     }))
 }

@@ -14,7 +14,9 @@
 //!   reviewer or a receiver child writes; writers are still serialized.
 //! - `synchronous = FULL`: a recorded decision or a committed effect survives
 //!   power loss, not only a process crash. The cost is one extra fsync per
-//!   commit, which is small next to a human decision.
+//!   commit, which is small next to a human decision. Only the experiment's
+//!   throwaway workspaces are opened `OFF` in its own process
+//!   (`settings::Durability`, crate-private).
 //! - `busy_timeout` (default 5 s, `RECON_BUSY_TIMEOUT_MS` at the binary edge):
 //!   a writer waits for another process's transaction instead of failing at
 //!   once; past it the command reports the database as locked.
@@ -71,7 +73,7 @@ use crate::domain::{
     Verdict,
 };
 use crate::error::{Result, StoreError};
-use crate::settings::OpenOptions;
+use crate::settings::{Durability, OpenOptions};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,7 +81,7 @@ use std::path::Path;
 pub(crate) use directory::open_receiver;
 pub use location::Location;
 pub(crate) use location::{
-    is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
+    copy_closed, is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
 };
 pub(crate) use postgres::init as init_database;
 pub use postgres::{DatabaseInit, DatabaseUrl, UrlError};
@@ -411,7 +413,7 @@ pub(crate) fn open_database(
         .at(path)?;
     let fresh = application_id == 0 && user_version == 0 && tables == 0;
     if fresh && options.create {
-        initialize(&conn, path, role)?;
+        initialize(&conn, path, role, options.durability)?;
     } else if application_id != role.application_id {
         return Err(StoreError::NotADatabase(path.to_path_buf()));
     } else if upgrade::UPGRADABLE_VERSIONS.contains(&user_version) {
@@ -423,12 +425,20 @@ pub(crate) fn open_database(
             expected: SCHEMA_VERSION,
         });
     }
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .at(path)?;
+    let synchronous = options.durability.synchronous();
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+    ))
+    .at(path)?;
     Ok(conn)
 }
 
-fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreError> {
+fn initialize(
+    conn: &Connection,
+    path: &Path,
+    role: Role,
+    durability: Durability,
+) -> Result<(), StoreError> {
     // Creation costs one fsync instead of the seven a creation fully
     // synchronous at each step costs (a rollback journal and the database
     // for the first page, then the WAL header, the directory and the commit
@@ -460,14 +470,20 @@ fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreErr
     // not a database). Nothing was recorded in it, and recon treats it as
     // any file without its schema: a state that creation in two synchronous
     // commits could leave too, between them, only for a shorter while.
+    //
+    // With `Durability::ProcessCrash` (the experiment's throwaway
+    // workspaces) every `FULL` below is `OFF`: no fsync at all.
+    let synchronous = durability.synchronous();
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .at(path)?;
     // A fresh file already in WAL (step 1 done, the schema lost) stays so:
     // MEMORY would take it out of WAL first.
     if !mode.eq_ignore_ascii_case("wal") {
-        conn.execute_batch("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = FULL;")
-            .at(path)?;
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = MEMORY; PRAGMA synchronous = {synchronous};"
+        ))
+        .at(path)?;
         // journal_mode cannot change inside a transaction, and it is
         // persistent, so set it once here.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
@@ -480,10 +496,92 @@ fn initialize(conn: &Connection, path: &Path, role: Role) -> Result<(), StoreErr
          PRAGMA application_id = {app};
          PRAGMA user_version = {version};
          COMMIT;
-         PRAGMA synchronous = FULL;",
+         PRAGMA synchronous = {synchronous};",
         schema = role.schema,
         app = role.application_id,
         version = SCHEMA_VERSION,
     ))
     .at(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `synchronous` setting of a connection to a `role` file in `dir`,
+    /// opened with `options`.
+    fn synchronous(dir: &Path, role: Role, options: OpenOptions) -> i64 {
+        let path = dir.join(format!("{}.sqlite", role.application_id));
+        let conn = open_database(&path, role, options, Timestamp::from_millis(0)).unwrap();
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    const FULL: i64 = 2;
+    const OFF: i64 = 0;
+
+    #[test]
+    fn a_workspace_opened_with_the_default_options_commits_with_synchronous_full() {
+        for role in [sender::ROLE, receiver::ROLE] {
+            let dir = tempfile::tempdir().unwrap();
+            let created = synchronous(dir.path(), role, OpenOptions::default().creating());
+            let reopened = synchronous(dir.path(), role, OpenOptions::default());
+            assert_eq!((created, reopened), (FULL, FULL));
+        }
+    }
+
+    #[test]
+    fn a_throwaway_workspace_commits_without_fsync_and_a_default_opener_of_it_with_fsync() {
+        for role in [sender::ROLE, receiver::ROLE] {
+            let dir = tempfile::tempdir().unwrap();
+            let throwaway = OpenOptions::default().creating().throwaway();
+            let created = synchronous(dir.path(), role, throwaway);
+            // A receiver child opens the experiment's files with the
+            // default options: its commits keep their fsync.
+            let child = synchronous(dir.path(), role, OpenOptions::default());
+            let reopened = synchronous(dir.path(), role, OpenOptions::default().throwaway());
+            assert_eq!((created, child, reopened), (OFF, FULL, OFF));
+        }
+    }
+
+    /// A workspace at `dir` with the built-in ledger registered, closed.
+    fn closed_workspace(dir: &Path) -> String {
+        let mut ws =
+            crate::workspace::Workspace::open(dir, OpenOptions::default().creating()).unwrap();
+        ws.register_builtin("builtin", &["*".to_string()], true)
+            .unwrap();
+        ws.id().to_string()
+    }
+
+    #[test]
+    fn a_copy_of_a_closed_workspace_opens_with_its_identity_and_registrations() {
+        let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let id = closed_workspace(from.path());
+        crate::workspace::Workspace::copy_closed(from.path(), to.path()).unwrap();
+        let copy = crate::workspace::Workspace::open(to.path(), OpenOptions::default()).unwrap();
+        let names: Vec<String> = copy
+            .receivers()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            (copy.id(), names),
+            (id.as_str(), vec!["builtin".to_string()])
+        );
+    }
+
+    #[test]
+    fn copying_a_workspace_never_writes_over_one() {
+        let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        closed_workspace(from.path());
+        let theirs = closed_workspace(to.path());
+        let copied = crate::workspace::Workspace::copy_closed(from.path(), to.path());
+        assert!(
+            matches!(&copied, Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::AlreadyExists),
+            "{copied:?}"
+        );
+        let kept = crate::workspace::Workspace::open(to.path(), OpenOptions::default()).unwrap();
+        assert_eq!(kept.id(), theirs);
+    }
 }

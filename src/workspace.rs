@@ -144,6 +144,16 @@ impl Workspace {
         store::is_absent(&location.into())
     }
 
+    /// Copies the workspace at `from`, which no connection may hold open,
+    /// to `to`, where there is none: the experiment's labs each start from
+    /// a copy of one fresh workspace.
+    pub(crate) fn copy_closed(
+        from: impl Into<Location>,
+        to: impl Into<Location>,
+    ) -> Result<(), StoreError> {
+        store::copy_closed(&from.into(), &to.into())
+    }
+
     /// Runs `act` on the workspace at `location`, creating it when there
     /// is none; when `act` fails on a workspace it created, the workspace
     /// is removed again (the directory too, if it made it), so a refused

@@ -10,16 +10,16 @@
 //! flags) next to the verdict `classify` returned, so the table shows both
 //! the evidence and the judgement, not a verdict written down by hand.
 
-use super::Lab;
-use crate::dispatch::{ReceiverCall, ReceiverProgram};
+use super::{Lab, Origin};
+use crate::dispatch::ReceiverCall;
 use crate::domain::{classify, Operation, Scope, Snapshot};
 use crate::error::Result;
 use serde_json::{json, Map, Value};
 
 /// Every verdict, from real receiver snapshots, some with their flags
 /// lowered to model incomplete or non-authoritative sources.
-pub(super) fn classification(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn classification(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let base = seed_ledger(&mut lab)?;
     let reads = Reads::take(&mut lab)?;
     let other_payload = json!({"customer": "cus_9001", "amount_cents": 1, "currency": "USD"});

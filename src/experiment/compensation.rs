@@ -11,8 +11,8 @@
 //! the ledger rows are read back after the steps, so the ledger shows the
 //! original and its compensation as two rows written by real children.
 
-use super::{crashing, outcome, Lab};
-use crate::dispatch::{DispatchOptions, ReceiverProgram};
+use super::{crashing, outcome, Lab, Origin};
+use crate::dispatch::DispatchOptions;
 use crate::domain::{CompensationRequest, Operation};
 use crate::error::Result;
 use crate::receiver::Fault;
@@ -21,8 +21,8 @@ use serde_json::{json, Map, Value};
 /// Compensation is scoped to one exact confirmed effect, rechecked at
 /// dispatch, written as a new ledger row, and reconciled like any op when its
 /// own receipt is lost.
-pub(super) fn compensation(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn compensation(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let charges = Charges::set_up(&mut lab)?;
     let original = &charges.original;
     let payload = refund_payload();

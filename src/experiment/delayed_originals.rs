@@ -11,8 +11,8 @@
 //! child is held, the child's exit code and refusal once it is permitted,
 //! the effects counted in the ledger, and the state read back afterwards.
 
-use super::{child_facts, crashing, effect_ids, email, outcome, refusal_code_in, Lab};
-use crate::dispatch::{self, DispatchOptions, ReceiverCall, ReceiverProgram};
+use super::{child_facts, crashing, effect_ids, email, outcome, refusal_code_in, Lab, Origin};
+use crate::dispatch::{self, DispatchOptions, ReceiverCall};
 use crate::domain::Decision;
 use crate::error::Result;
 use crate::receiver::Fault;
@@ -20,8 +20,8 @@ use serde_json::{json, Value};
 
 /// An empty read while the original is still in flight is not evidence of
 /// absence: a retry that bypasses the guard doubles the effect.
-pub(super) fn delayed_original_unsafe_retry(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn delayed_original_unsafe_retry(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = "op-email-0002";
     lab.prepare(
         op,
@@ -65,8 +65,8 @@ pub(super) fn delayed_original_unsafe_retry(program: &ReceiverProgram) -> Result
 
 /// The closing snapshot is a barrier: taken while the original is in flight,
 /// it proves absence, and the late original is refused afterwards.
-pub(super) fn delayed_original_closed(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn delayed_original_closed(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = "op-email-0003";
     lab.prepare(
         op,
@@ -114,14 +114,14 @@ pub(super) fn delayed_original_closed(program: &ReceiverProgram) -> Result<Value
 /// One match on an open read is existence only: a delayed duplicate can
 /// still land. Under the close barrier the single match is unique and the
 /// duplicate is refused.
-pub(super) fn early_single_match(program: &ReceiverProgram) -> Result<Value> {
-    let open = early_single_match_run(program, false)?;
-    let closed = early_single_match_run(program, true)?;
+pub(super) fn early_single_match(origin: &Origin) -> Result<Value> {
+    let open = early_single_match_run(origin, false)?;
+    let closed = early_single_match_run(origin, true)?;
     Ok(json!({ "open_read": open, "closing_read": closed }))
 }
 
-fn early_single_match_run(program: &ReceiverProgram, close: bool) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+fn early_single_match_run(origin: &Origin, close: bool) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = "op-sms-0001";
     lab.prepare(
         op,

@@ -9,8 +9,8 @@
 //! connection, exit codes of the real children, dispatch_log and ledger rows
 //! counted before and after, children counted around a refused retry.
 
-use super::{child_facts, crashing, effect_ids, email, outcome, Lab};
-use crate::dispatch::{DispatchOptions, ReceiverCall, ReceiverProgram};
+use super::{child_facts, crashing, effect_ids, email, outcome, Lab, Origin};
+use crate::dispatch::{DispatchOptions, ReceiverCall};
 use crate::domain::{same_json, Decision};
 use crate::error::Result;
 use crate::receiver::Fault;
@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 /// The sender persists `unknown` before it spawns the receiver; the receiver
 /// commits and dies before its receipt; a restarted sender still reads
 /// `unknown`, and the ledger holds the one effect.
-pub(super) fn receipt_lost_after_commit(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn receipt_lost_after_commit(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = "op-email-0001";
     let prepared = lab.prepare(
         op,
@@ -66,8 +66,8 @@ pub(super) fn receipt_lost_after_commit(program: &ReceiverProgram) -> Result<Val
 /// A second dispatch is refused as `blind_retry` before the receiver is
 /// invoked, from every state other than `prepared`: here from `unknown`,
 /// then from `confirmed` and `not_applied` below.
-pub(super) fn blind_retry_blocked(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn blind_retry_blocked(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = "op-ticket-0001";
     lab.prepare(
         op,
@@ -102,8 +102,8 @@ pub(super) fn blind_retry_blocked(program: &ReceiverProgram) -> Result<Value> {
 
 /// The receiver is genuinely non-idempotent: the same call made twice
 /// directly writes two effects.
-pub(super) fn receiver_not_idempotent(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn receiver_not_idempotent(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let op = lab.prepare(
         "op-charge-0001",
         "charge_card",

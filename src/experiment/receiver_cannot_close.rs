@@ -11,9 +11,8 @@
 //! close never lets an empty read mean "not applied", and never lets a
 //! `closed` claim through.
 
-use super::{crashing, email, outcome, Lab};
+use super::{crashing, email, outcome, Lab, Origin};
 use crate::dispatch::adapter::AdapterProgram;
-use crate::dispatch::ReceiverProgram;
 use crate::domain::{Decision, EffectRequest, Operation};
 use crate::error::{Result, StoreError};
 use crate::receiver::protocol::{self, Verb};
@@ -145,8 +144,8 @@ fn one_match(lab: &mut Lab) -> Result<Value> {
     }))
 }
 
-pub(super) fn receiver_cannot_close(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn receiver_cannot_close(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let registered = register(&mut lab)?;
     let empty = empty_read(&mut lab)?;
     let single = one_match(&mut lab)?;

@@ -9,8 +9,7 @@
 //! in the stored state, not assumed. The evidence row is compared with a
 //! fresh snapshot of the same receiver to show it holds the whole snapshot.
 
-use super::{crashing, email, outcome, Lab};
-use crate::dispatch::ReceiverProgram;
+use super::{crashing, email, outcome, Lab, Origin};
 use crate::domain::{Decision, EvidenceRecord, Operation, Review, Snapshot};
 use crate::error::{Error, Result, StoreError};
 use crate::receiver::Fault;
@@ -19,8 +18,8 @@ use serde_json::{json, Map, Value};
 
 /// Each refusal of `reconcile`, the stale second reviewer, the rollback of a
 /// failed evidence write, and the full snapshot in the evidence row.
-pub(super) fn reconciliation(program: &ReceiverProgram) -> Result<Value> {
-    let mut lab = Lab::new(program)?;
+pub(super) fn reconciliation(origin: &Origin) -> Result<Value> {
+    let mut lab = Lab::new(origin)?;
     let ops = Ops::set_up(&mut lab)?;
     let refusals = refusals(&mut lab, &ops)?;
     let untouched = lab.reopened(&ops.applied.op_id)?;

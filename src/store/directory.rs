@@ -38,9 +38,7 @@ impl WorkspacePaths {
     pub fn discard(&self, created_dir: bool) {
         for file in [&self.sender, &self.receiver] {
             for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut path = file.clone().into_os_string();
-                path.push(suffix);
-                let _ = std::fs::remove_file(path);
+                let _ = std::fs::remove_file(with_suffix(file, suffix));
             }
         }
         if created_dir {
@@ -172,6 +170,35 @@ pub(super) fn open_sender(
     let sender = SqliteSender::open(&paths.sender, options, now)?;
     let id = identity::workspace_id(sender.conn(), sender.path())?;
     Ok((Box::new(sender), id))
+}
+
+/// Copies the files of a workspace no connection holds open (each with
+/// its WAL, should one be left) into the directory `to`, never over a file
+/// there: a copy of a fresh workspace is a fresh workspace, made without
+/// parsing and writing its schema again.
+pub(super) fn copy_closed(from: &Path, to: &Path) -> Result<(), StoreError> {
+    let (from, to) = (WorkspacePaths::new(from), WorkspacePaths::new(to));
+    for (source, target) in [(&from.sender, &to.sender), (&from.receiver, &to.receiver)] {
+        copy_new(source, target)?;
+        let source_wal = with_suffix(source, "-wal");
+        if source_wal.exists() {
+            copy_new(&source_wal, &with_suffix(target, "-wal"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies a file to a path where there is none.
+fn copy_new(source: &Path, target: &Path) -> std::io::Result<()> {
+    let mut copy = std::fs::File::create_new(target)?;
+    std::io::copy(&mut std::fs::File::open(source)?, &mut copy)?;
+    Ok(())
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut path = path.to_path_buf().into_os_string();
+    path.push(suffix);
+    PathBuf::from(path)
 }
 
 /// Opens only the ledger of an existing workspace (the receiver child's

@@ -117,6 +117,14 @@ pub(crate) fn ledger_workspace_id(location: &Location) -> Option<String> {
     }
 }
 
+/// Copies a workspace no connection holds open to `to`, where there is
+/// none (the experiment's labs start from one fresh workspace made once).
+pub(crate) fn copy_closed(from: &Location, to: &Location) -> Result<(), StoreError> {
+    match (from, to) {
+        (Location::Workspace(from), Location::Workspace(to)) => directory::copy_closed(from, to),
+    }
+}
+
 /// Whether nothing of a workspace is at the location.
 pub(crate) fn is_absent(location: &Location) -> bool {
     match location {
