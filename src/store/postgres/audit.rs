@@ -1,0 +1,192 @@
+//! The reads behind `verify`, `export` and `checkpoint` on a PostgreSQL
+//! outbox: the journal and the tables exactly as stored, in ONE snapshot
+//! (`REPEATABLE READ, READ ONLY`), so a write committing meanwhile cannot
+//! look like damage.
+//!
+//! The chain is walked as it streams from the server. The projection's
+//! per-operation streams ([`OP_STREAMS`]) are each read whole, in key order
+//! (the schema's `COLLATE "C"` is the byte order `audit::replay_operations`
+//! requires), before they are merged: a `postgres` row iterator borrows
+//! the connection, so twelve cannot be open at once on one. That holds
+//! the outbox's rows in memory once, which is fine at the scale the tests
+//! and a team's outbox run at today; reading them in batches through
+//! portals (`Transaction::bind` and `query_portal`) is the way to bound
+//! it. The schema is not compared with this build's on PostgreSQL
+//! (SQLite's check reads `sqlite_master`); `recon db init` and opening
+//! check its version and its objects' presence.
+
+use super::{db_error, DatabaseUrl, PgSender};
+use crate::audit::meta::META;
+use crate::audit::{
+    replay_operations, Checkpoint, Projector, Row, StoredEntry, Table, VerifyReport, VerifyRequest,
+    Walk, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
+};
+use crate::error::StoreError;
+use crate::store::audit_queries::{select, Each, OP_ORDERS};
+use crate::store::sql::SqlStore;
+use crate::store::sql::{pg_value, Value};
+use crate::store::{journal, JournalAudit};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
+use postgres::{IsolationLevel, Transaction};
+
+/// No parameters, for `query_raw`.
+fn none() -> std::iter::Empty<&'static (dyn ToSql + Sync)> {
+    std::iter::empty()
+}
+
+/// A row of a table as the audit reads it: each value as it is stored.
+fn audit_row(url: &DatabaseUrl, row: &postgres::Row) -> Result<Row, StoreError> {
+    let mut cells = Row::default();
+    for index in 0..row.len() {
+        match pg_value(row, index).map_err(|e| db_error(url, "reading a row", &e))? {
+            Value::Null => cells.push_null(),
+            Value::Integer(n) => cells.push_integer(n),
+            Value::Real(x) => cells.push_real(x),
+            Value::Text(text) => cells.push_text(&text),
+        }
+    }
+    Ok(cells)
+}
+
+/// Every row `SELECT table's columns FROM table rest` returns.
+fn all_rows(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    table: &Table,
+    rest: &str,
+) -> Result<Vec<Row>, StoreError> {
+    tx.query(&select(table, rest), &[])
+        .map_err(|e| db_error(url, "reading a table", &e))?
+        .iter()
+        .map(|row| audit_row(url, row))
+        .collect()
+}
+
+/// Walks the chain in `seq` order as it streams, handing each entry to
+/// `each` too (its content only when `with_entry`).
+fn walk_chain(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    walk: &mut Walk<'_>,
+    with_entry: bool,
+    mut each: impl FnMut(&StoredEntry<'_>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let entry = if with_entry { "entry" } else { "''" };
+    let sql = format!("SELECT seq, prev_hash, hash, {entry} FROM journal ORDER BY seq");
+    let failed = |e: postgres::Error| db_error(url, "reading the journal", &e);
+    let mut rows = tx.query_raw(&sql, none()).map_err(failed)?;
+    while let Some(row) = rows.next().map_err(failed)? {
+        let text = |i| row.try_get::<_, Option<String>>(i).map_err(failed);
+        let (prev_hash, hash, entry) = (text(1)?, text(2)?, text(3)?);
+        let missing: Vec<&str> = [
+            ("prev_hash", &prev_hash),
+            ("hash", &hash),
+            ("entry", &entry),
+        ]
+        .iter()
+        .filter(|(_, value)| value.is_none())
+        .map(|(name, _)| *name)
+        .collect();
+        let stored = StoredEntry {
+            seq: row.try_get(0).map_err(failed)?,
+            entry: entry.as_deref().unwrap_or_default(),
+            prev_hash: prev_hash.as_deref().unwrap_or_default(),
+            hash: hash.as_deref().unwrap_or_default(),
+            malformed: (!missing.is_empty()).then(|| format!("{} is null", missing.join(", "))),
+        };
+        walk.push(&stored);
+        each(&stored)?;
+    }
+    Ok(())
+}
+
+/// Replays the journal against the tables, in the caller's snapshot.
+fn project(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    ledger_id: Option<&str>,
+) -> Result<crate::audit::Projection, StoreError> {
+    // A PostgreSQL outbox is created at this schema version: never upgraded.
+    let mut projector = Projector::after_upgrade(None);
+    projector.receivers(
+        &all_rows(tx, url, &JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
+        &all_rows(tx, url, &RECEIVERS, "ORDER BY name")?,
+        &all_rows(tx, url, &ROUTES, "ORDER BY action_kind")?,
+    );
+    let mut streams = Vec::with_capacity(OP_STREAMS.len());
+    for (table, order) in OP_STREAMS.iter().zip(OP_ORDERS) {
+        // Approvals are ordered by their compensation's id, which is
+        // unique: SQLite's `rowid` tie-break has nothing to break here.
+        let order = order.replace(", rowid", "");
+        streams.push(all_rows(tx, url, table, &order)?.into_iter().map(Ok));
+    }
+    let mut projector = replay_operations::<_, StoreError>(projector, streams)?;
+    projector.state_counts(&all_rows(tx, url, &STATE_COUNTS, "ORDER BY state")?);
+    projector.meta(&all_rows(tx, url, &META, "ORDER BY key")?, ledger_id);
+    Ok(projector.finish())
+}
+
+impl PgSender {
+    /// Walks the chain (handing each entry to `each`) and replays the
+    /// projection, both in one REPEATABLE READ, READ ONLY transaction.
+    fn audit(
+        &self,
+        request: VerifyRequest<'_>,
+        ledger_id: Option<&str>,
+        each: Option<Each<'_>>,
+    ) -> Result<VerifyReport, StoreError> {
+        let url = &self.url;
+        let mut conn = self.conn.borrow_mut();
+        let mut tx = conn
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| db_error(url, "beginning the audit's snapshot", &e))?;
+        let mut walk = Walk::new(request.checkpoint, request.against);
+        let with_entry = each.is_some();
+        let mut each = each;
+        walk_chain(
+            &mut tx,
+            url,
+            &mut walk,
+            with_entry,
+            |entry| match &mut each {
+                Some(each) => each(entry),
+                None => Ok(()),
+            },
+        )?;
+        let projection = project(&mut tx, url, ledger_id)?;
+        tx.commit()
+            .map_err(|e| db_error(url, "ending the audit's snapshot", &e))?;
+        Ok(VerifyReport::new(walk.finish(), projection, Vec::new()))
+    }
+}
+
+impl JournalAudit for PgSender {
+    fn verify_journal(
+        &self,
+        request: VerifyRequest<'_>,
+        ledger_id: Option<&str>,
+    ) -> Result<VerifyReport, StoreError> {
+        self.audit(request, ledger_id, None)
+    }
+
+    fn export_journal(
+        &self,
+        ledger_id: Option<&str>,
+        sink: &mut (dyn FnMut(&str) -> std::io::Result<()> + Send),
+    ) -> Result<VerifyReport, StoreError> {
+        self.audit(
+            VerifyRequest::default(),
+            ledger_id,
+            Some(&mut |entry| Ok(sink(&entry.export_line())?)),
+        )
+    }
+
+    fn journal_head(&self) -> Result<Checkpoint, StoreError> {
+        self.read(|db| journal::head(db))
+    }
+}
