@@ -1644,7 +1644,8 @@ mod tests {
             ..super::Claim::default()
         };
         let error = crate::store::sql_error(&fx.store.path, error);
-        let mapped = super::conflict::Claimed::claiming(Err::<(), _>(error), &mut fx.store.db(), &claim);
+        let mapped =
+            super::conflict::Claimed::claiming(Err::<(), _>(error), &mut fx.store.db(), &claim);
         assert!(matches!(mapped, Err(Error::Store(_))), "{mapped:?}");
     }
 

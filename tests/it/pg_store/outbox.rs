@@ -1,0 +1,414 @@
+//! The outbox on PostgreSQL, through the public API
+//! (`Workspace::open(Location::Database(..))`): the flow from prepare to
+//! verify on a registered adapter (`tests/fixtures/adapter.py`), stale and
+//! racing decisions from two connections, an op id taken between the read
+//! and the insert, the journal head taken first by every write, and
+//! verify finding a row edited behind recon's back.
+//!
+//! Concurrent events are ordered by the server's own locks: a test holds a
+//! row or an uncommitted insert on a connection of its own, and waits
+//! until the other session is seen waiting on it (`pg_stat_activity`)
+//! before letting go; nothing sleeps for a guess.
+
+use super::{database_of, initialized};
+use crate::real_receivers::poll_until;
+use crate::real_receivers::servers::{self, Postgres};
+use crate::support::adapter_fixture;
+use recon::audit::VerifyRequest;
+use recon::dispatch::DispatchOptions;
+use recon::domain::{Decision, OpState};
+use recon::workspace::{Journal, NewReceiver, ReconcileRequest};
+use recon::{DatabaseUrl, Error, Location, OpenOptions, Refusal, StoreError, Workspace};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+const ACTION: &str = "post_letter";
+
+/// A fresh outbox database, or `None` (the test said why) without a server.
+fn outbox(test: &str, prefix: &str) -> Option<(&'static Postgres, String)> {
+    let pg = servers::require(test, servers::postgres())?;
+    let url = initialized(pg, prefix);
+    Some((pg, url))
+}
+
+fn location(url: &str) -> Location {
+    Location::from(DatabaseUrl::parse(url).expect("a database URL"))
+}
+
+fn open_with(url: &str, options: OpenOptions) -> Workspace {
+    Workspace::open(location(url), options).expect("open the outbox on PostgreSQL")
+}
+
+fn open(url: &str) -> Workspace {
+    open_with(url, OpenOptions::default())
+}
+
+/// Registers the fixture adapter as `mail` for [`ACTION`], with the full
+/// contract, its ledger in `dir`; `mode` makes it misbehave (`apply:crash-after`
+/// commits an effect and dies before answering: a lost receipt).
+fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
+    let args: Vec<String> = [
+        "--state",
+        &dir.join("mail.json").display().to_string(),
+        "--mode",
+        mode,
+        "--can-close",
+        "--complete",
+        "--authoritative",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    ws.register_receiver(&NewReceiver {
+        name: "mail",
+        actions: &[ACTION.to_string()],
+        program: &adapter_fixture(),
+        args: &args,
+        timeout_ms: None,
+        env: &[],
+    })
+    .expect("register the adapter");
+}
+
+/// An outbox whose `op` was dispatched to the adapter and lost its receipt:
+/// `unknown`, its effect at the receiver.
+fn unknown_op(ws: &mut Workspace, dir: &Path, op: &str) -> i64 {
+    register_mail(ws, dir, "apply:crash-after");
+    ws.prepare(op, ACTION, &json!({"to": "ann", "text": "hello"}))
+        .expect("prepare");
+    let report = ws
+        .dispatch(op, DispatchOptions::default())
+        .expect("dispatch");
+    assert_eq!(report.outcome, "unknown", "{report:?}");
+    let operation = ws.operation(op).expect("read").expect("the operation");
+    assert_eq!(operation.state, OpState::Unknown);
+    operation.version
+}
+
+fn confirm(ws: &mut Workspace, op: &str, version: i64) -> recon::Result<()> {
+    ws.reconcile(&ReconcileRequest {
+        op_id: op,
+        reviewer: "ann",
+        decision: Decision::Confirmed,
+        expected_version: version,
+        payload: None,
+        close_authorized_by: None,
+    })
+    .map(drop)
+}
+
+fn verify(url: &str) -> recon::audit::VerifyReport {
+    Journal::open(location(url), OpenOptions::default())
+        .expect("open the journal")
+        .verify(VerifyRequest::default())
+        .expect("verify")
+}
+
+fn refusal(result: recon::Result<()>) -> Refusal {
+    match result {
+        Err(Error::Refused(refusal)) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The fixture adapter as `mail` for [`ACTION`], to register.
+fn mail_args(dir: &Path) -> Vec<String> {
+    vec![
+        "--state".to_string(),
+        dir.join("s.json").display().to_string(),
+    ]
+}
+
+fn register_plain(ws: &mut Workspace, args: &[String]) -> recon::Result<()> {
+    ws.register_receiver(&NewReceiver {
+        name: "mail",
+        actions: &[ACTION.to_string()],
+        program: &adapter_fixture(),
+        args,
+        timeout_ms: None,
+        env: &[],
+    })
+    .map(drop)
+}
+
+/// A connection of the test's own, to hold locks and rows on.
+fn client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connect")
+}
+
+/// Waits until `count` other sessions of recon wait on a lock.
+fn until_waiting(pg: &Postgres, database: &str, count: usize) {
+    poll_until(
+        "recon sessions waiting on a lock",
+        Duration::from_secs(30),
+        || {
+            let waiting = pg.psql(
+                database,
+                "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name = 'recon' AND wait_event_type = 'Lock'",
+            );
+            waiting.trim() == count.to_string()
+        },
+    );
+}
+
+#[test]
+fn a_decision_on_postgres_goes_from_prepare_to_a_verified_journal() {
+    let test = "a_decision_on_postgres_goes_from_prepare_to_a_verified_journal";
+    let Some((_pg, url)) = outbox(test, "flow") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    let op = ws.operation("op-1").expect("read").expect("the operation");
+    assert_eq!(op.state, OpState::Confirmed);
+    assert_eq!(op.version, version + 1);
+    let report = verify(&url);
+    assert!(report.intact, "{report:?}");
+    assert!(report.rows >= 4, "{report:?}");
+}
+
+#[test]
+fn a_decision_at_a_stale_version_is_refused_naming_the_version_found() {
+    let test = "a_decision_at_a_stale_version_is_refused_naming_the_version_found";
+    let Some((_pg, url)) = outbox(test, "stale") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut first = open(&url);
+    let version = unknown_op(&mut first, dir.path(), "op-1");
+    let mut second = open(&url);
+    confirm(&mut second, "op-1", version).expect("the first decision");
+    match refusal(confirm(&mut first, "op-1", version)) {
+        Refusal::StaleVersion {
+            expected,
+            found,
+            changed_by,
+            ..
+        } => {
+            assert_eq!((expected, found), (version, version + 1));
+            assert_eq!(changed_by.as_deref(), Some("reviewer ann"));
+        }
+        other => panic!("expected stale_version, got {other:?}"),
+    }
+    assert!(verify(&url).intact);
+}
+
+#[test]
+fn two_writers_racing_a_decision_from_two_connections_exactly_one_wins() {
+    let test = "two_writers_racing_a_decision_from_two_connections_exactly_one_wins";
+    let Some((pg, url)) = outbox(test, "race") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut first = open(&url);
+    let version = unknown_op(&mut first, dir.path(), "op-1");
+    let mut second = open(&url);
+    // Both read the operation at `version`; the head held here makes both
+    // wait at their write's first statement, then race for it.
+    let mut holder = client(&url);
+    let mut held = holder.transaction().expect("begin");
+    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
+        .expect("hold the head");
+    let results = std::thread::scope(|scope| {
+        let racers: Vec<_> = [&mut first, &mut second]
+            .into_iter()
+            .map(|ws| scope.spawn(move || confirm(ws, "op-1", version)))
+            .collect();
+        until_waiting(pg, database_of(&url), 2);
+        held.commit().expect("let go of the head");
+        racers
+            .into_iter()
+            .map(|racer| racer.join().expect("a racer"))
+            .collect::<Vec<_>>()
+    });
+    let won = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(won, 1, "{results:?}");
+    let lost = results.into_iter().find(|r| r.is_err()).expect("a loser");
+    assert!(matches!(refusal(lost), Refusal::StaleVersion { found, .. } if found == version + 1));
+    let op = first
+        .operation("op-1")
+        .expect("read")
+        .expect("the operation");
+    assert_eq!((op.state, op.version), (OpState::Confirmed, version + 1));
+    assert!(verify(&url).intact);
+}
+
+#[test]
+fn an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation() {
+    let test = "an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation";
+    let Some((pg, url)) = outbox(test, "dup") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    register_mail(&mut ws, dir.path(), "");
+    // Another writer's insert of `op-1`, not committed: invisible to
+    // recon's read, so recon's own insert waits on the key, then fails.
+    let mut other = client(&url);
+    let mut taking = other.transaction().expect("begin");
+    taking
+        .execute(
+            "INSERT INTO operations (op_id, kind, action_kind, payload, state, version,
+                 receiver, created_at, updated_at)
+             VALUES ('op-1', 'original', $1, '{}', 'prepared', 1, 'mail',
+                 '2026-12-03T09:00:00.000Z', '2026-12-03T09:00:00.000Z')",
+            &[&ACTION],
+        )
+        .expect("take op-1");
+    let result = std::thread::scope(|scope| {
+        let preparing = scope.spawn(|| ws.prepare("op-1", ACTION, &json!({"n": 1})).map(drop));
+        until_waiting(pg, database_of(&url), 1);
+        taking.commit().expect("commit op-1");
+        preparing.join().expect("prepare")
+    });
+    assert_eq!(refusal(result), Refusal::DuplicateOperation("op-1".into()));
+    let stored = pg.psql(database_of(&url), "SELECT payload FROM operations");
+    assert_eq!(stored.trim(), "{}", "recon's row was not written");
+}
+
+#[test]
+fn a_write_takes_the_journal_head_first_and_fails_after_the_busy_timeout_writing_nothing() {
+    let test =
+        "a_write_takes_the_journal_head_first_and_fails_after_the_busy_timeout_writing_nothing";
+    let Some((pg, url)) = outbox(test, "head") else {
+        return;
+    };
+    let options = OpenOptions {
+        busy_timeout: Duration::from_millis(200),
+        ..OpenOptions::default()
+    };
+    let mut ws = open_with(&url, options);
+    let mut holder = client(&url);
+    let mut held = holder.transaction().expect("begin");
+    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
+        .expect("hold the head");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let error = register_plain(&mut ws, &mail_args(dir.path())).expect_err("the head is held");
+    assert!(
+        matches!(
+            &error,
+            Error::Store(StoreError::Database {
+                problem: recon::error::DatabaseProblem::Locked { .. },
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    held.rollback().expect("let go");
+    let written = pg.psql(
+        database_of(&url),
+        "SELECT (SELECT count(*) FROM journal) || ':' || (SELECT count(*) FROM receivers)",
+    );
+    assert_eq!(written.trim(), "0:0");
+}
+
+#[test]
+fn verify_on_postgres_finds_an_operations_column_edited_behind_recon() {
+    let test = "verify_on_postgres_finds_an_operations_column_edited_behind_recon";
+    let Some((pg, url)) = outbox(test, "tamper") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    assert!(verify(&url).intact);
+    pg.psql(
+        database_of(&url),
+        "UPDATE operations SET payload = '{\"to\":\"eve\",\"text\":\"hello\"}' WHERE op_id = 'op-1'",
+    );
+    let report = verify(&url);
+    assert!(!report.intact, "{report:?}");
+    assert!(
+        report
+            .projection_mismatches
+            .iter()
+            .any(|m| m.op_id.as_deref() == Some("op-1")),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_write_transaction_takes_the_journal_head_as_its_first_statement() {
+    let test = "a_write_transaction_takes_the_journal_head_as_its_first_statement";
+    let Some((pg, url)) = outbox(test, "first") else {
+        return;
+    };
+    let database = database_of(&url);
+    let mut ws = open(&url);
+    let mut holder = client(&url);
+    let mut held = holder.transaction().expect("begin");
+    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
+        .expect("hold the head");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = mail_args(dir.path());
+    std::thread::scope(|scope| {
+        let writing = scope.spawn(|| register_plain(&mut ws, &args));
+        until_waiting(pg, database, 1);
+        // What the waiting write runs, and the tables it has written to
+        // so far (an insert takes ROW EXCLUSIVE on its table): none.
+        let waiting = pg.psql(
+            database,
+            "SELECT a.query || '|' || (SELECT count(*) FROM pg_locks l
+                 WHERE l.pid = a.pid AND l.mode = 'RowExclusiveLock')
+             FROM pg_stat_activity a
+             WHERE a.application_name = 'recon' AND a.wait_event_type = 'Lock'",
+        );
+        assert_eq!(
+            waiting.trim(),
+            "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE|0"
+        );
+        held.commit().expect("let go of the head");
+        writing
+            .join()
+            .expect("the write")
+            .expect("registered once the head is free");
+    });
+    assert!(verify(&url).intact);
+}
+
+#[test]
+fn a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder() {
+    let test =
+        "a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder";
+    let Some((pg, url)) = outbox(test, "route") else {
+        return;
+    };
+    let mut ws = open(&url);
+    // Another writer's registration of `other` for the action, not
+    // committed: recon's insert of the route waits on the key, then fails,
+    // and the refusal names the holder it reads after the failed insert.
+    let mut other = client(&url);
+    let mut taking = other.transaction().expect("begin");
+    taking
+        .batch_execute(&format!(
+            "INSERT INTO receivers (name, program, args, timeout_ms, describe, describe_sha256, id)
+                 VALUES ('other', '/bin/true', '[]', 1000, '{{}}', 'x', 1000);
+             INSERT INTO routes (action_kind, receiver) VALUES ('{ACTION}', 'other');"
+        ))
+        .expect("take the route");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = mail_args(dir.path());
+    let result = std::thread::scope(|scope| {
+        let registering = scope.spawn(|| register_plain(&mut ws, &args));
+        until_waiting(pg, database_of(&url), 1);
+        taking.commit().expect("commit the route");
+        registering.join().expect("register")
+    });
+    assert_eq!(
+        refusal(result),
+        Refusal::ActionRouted {
+            action: ACTION.into(),
+            receiver: "other".into(),
+        }
+    );
+    let mail = pg.psql(
+        database_of(&url),
+        "SELECT count(*) FROM receivers WHERE name = 'mail'",
+    );
+    assert_eq!(mail.trim(), "0", "the registration rolled back whole");
+}
