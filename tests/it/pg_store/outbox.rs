@@ -412,3 +412,53 @@ fn a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_n
     );
     assert_eq!(mail.trim(), "0", "the registration rolled back whole");
 }
+
+#[test]
+fn an_outbox_in_a_database_has_no_built_in_ledger_and_refuses_one_builtin_single_host() {
+    let test = "an_outbox_in_a_database_has_no_built_in_ledger_and_refuses_one_builtin_single_host";
+    let Some((pg, url)) = outbox(test, "nobuiltin") else {
+        return;
+    };
+    let mut ws = open(&url);
+    assert_eq!(ws.dir(), None);
+    let refused = ws
+        .register_builtin("builtin", &["*".to_string()], true)
+        .map(drop);
+    assert_eq!(refusal(refused), Refusal::BuiltinSingleHost);
+    assert_eq!(
+        refusal(ws.ledger(None).map(drop)),
+        Refusal::BuiltinSingleHost
+    );
+    let written = pg.psql(database_of(&url), "SELECT count(*) FROM journal");
+    assert_eq!(written.trim(), "0");
+}
+
+#[test]
+fn the_change_marker_of_an_outbox_in_a_database_moves_with_another_hosts_commit() {
+    let test = "the_change_marker_of_an_outbox_in_a_database_moves_with_another_hosts_commit";
+    let Some((_pg, url)) = outbox(test, "marker") else {
+        return;
+    };
+    let watching = open(&url);
+    let before = watching.change_marker().expect("marker");
+    assert_eq!(before.ledger, None);
+    let mut other = open(&url);
+    let dir = tempfile::tempdir().expect("temp dir");
+    register_plain(&mut other, &mail_args(dir.path())).expect("register");
+    let after = watching.change_marker().expect("marker");
+    assert_ne!(before, after);
+    assert_eq!(after.journal.length, before.journal.length + 1);
+}
+
+#[test]
+fn a_database_without_a_recon_outbox_is_refused_naming_recon_db_init() {
+    let test = "a_database_without_a_recon_outbox_is_refused_naming_recon_db_init";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = pg.new_database("empty");
+    let error = Workspace::open(location(&url), OpenOptions::default())
+        .err()
+        .expect("no outbox there");
+    assert!(error.to_string().contains("recon db init"), "{error}");
+}
