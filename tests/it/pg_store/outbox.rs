@@ -137,6 +137,48 @@ fn client(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).expect("connect")
 }
 
+/// What `act` ends with when another connection has run `taken` first,
+/// uncommitted: recon's read cannot see it, so recon's insert of the same
+/// key waits for it, and fails once it commits (the unique-violation arm,
+/// never the read's refusal).
+fn taken_meanwhile(
+    pg: &Postgres,
+    url: &str,
+    taken: &str,
+    act: impl FnOnce() -> recon::Result<()> + Send,
+) -> Refusal {
+    let mut other = client(url);
+    let mut taking = other.transaction().expect("begin");
+    taking.batch_execute(taken).expect("take the key");
+    let result = std::thread::scope(|scope| {
+        let acting = scope.spawn(act);
+        until_waiting(pg, database_of(url), 1);
+        taking.commit().expect("commit the key");
+        acting.join().expect("the act")
+    });
+    refusal(result)
+}
+
+/// An operation's row as another writer inserts it.
+const OP_1: &str = "INSERT INTO operations (op_id, kind, action_kind, payload, state, version,
+        receiver, created_at, updated_at)
+    VALUES ('op-1', 'original', 'post_letter', '{}', 'prepared', 1, 'mail',
+        '2026-12-03T09:00:00.000Z', '2026-12-03T09:00:00.000Z');";
+
+/// A registration as another writer inserts it.
+const RECEIVER: &str = "INSERT INTO receivers
+        (name, program, args, timeout_ms, describe, describe_sha256, id)
+    VALUES ('NAME', '/bin/true', '[]', 1000, '{}', 'x', 1000);";
+
+/// The journal head, locked as a writer locks it, until the transaction
+/// ends.
+fn hold_head(holder: &mut postgres::Client) -> postgres::Transaction<'_> {
+    let mut held = holder.transaction().expect("begin");
+    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
+        .expect("hold the head");
+    held
+}
+
 /// Waits until `count` other sessions of recon wait on a lock.
 fn until_waiting(pg: &Postgres, database: &str, count: usize) {
     poll_until(
@@ -210,9 +252,7 @@ fn two_writers_racing_a_decision_from_two_connections_exactly_one_wins() {
     // Both read the operation at `version`; the head held here makes both
     // wait at their write's first statement, then race for it.
     let mut holder = client(&url);
-    let mut held = holder.transaction().expect("begin");
-    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
-        .expect("hold the head");
+    let held = hold_head(&mut holder);
     let results = std::thread::scope(|scope| {
         let racers: Vec<_> = [&mut first, &mut second]
             .into_iter()
@@ -238,42 +278,8 @@ fn two_writers_racing_a_decision_from_two_connections_exactly_one_wins() {
 }
 
 #[test]
-fn an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation() {
-    let test = "an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation";
-    let Some((pg, url)) = outbox(test, "dup") else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut ws = open(&url);
-    register_mail(&mut ws, dir.path(), "");
-    // Another writer's insert of `op-1`, not committed: invisible to
-    // recon's read, so recon's own insert waits on the key, then fails.
-    let mut other = client(&url);
-    let mut taking = other.transaction().expect("begin");
-    taking
-        .execute(
-            "INSERT INTO operations (op_id, kind, action_kind, payload, state, version,
-                 receiver, created_at, updated_at)
-             VALUES ('op-1', 'original', $1, '{}', 'prepared', 1, 'mail',
-                 '2026-12-03T09:00:00.000Z', '2026-12-03T09:00:00.000Z')",
-            &[&ACTION],
-        )
-        .expect("take op-1");
-    let result = std::thread::scope(|scope| {
-        let preparing = scope.spawn(|| ws.prepare("op-1", ACTION, &json!({"n": 1})).map(drop));
-        until_waiting(pg, database_of(&url), 1);
-        taking.commit().expect("commit op-1");
-        preparing.join().expect("prepare")
-    });
-    assert_eq!(refusal(result), Refusal::DuplicateOperation("op-1".into()));
-    let stored = pg.psql(database_of(&url), "SELECT payload FROM operations");
-    assert_eq!(stored.trim(), "{}", "recon's row was not written");
-}
-
-#[test]
-fn a_write_takes_the_journal_head_first_and_fails_after_the_busy_timeout_writing_nothing() {
-    let test =
-        "a_write_takes_the_journal_head_first_and_fails_after_the_busy_timeout_writing_nothing";
+fn a_write_waiting_on_the_journal_head_fails_after_the_busy_timeout_writing_nothing() {
+    let test = "a_write_waiting_on_the_journal_head_fails_after_the_busy_timeout_writing_nothing";
     let Some((pg, url)) = outbox(test, "head") else {
         return;
     };
@@ -283,9 +289,7 @@ fn a_write_takes_the_journal_head_first_and_fails_after_the_busy_timeout_writing
     };
     let mut ws = open_with(&url, options);
     let mut holder = client(&url);
-    let mut held = holder.transaction().expect("begin");
-    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
-        .expect("hold the head");
+    let held = hold_head(&mut holder);
     let dir = tempfile::tempdir().expect("temp dir");
     let error = register_plain(&mut ws, &mail_args(dir.path())).expect_err("the head is held");
     assert!(
@@ -341,9 +345,7 @@ fn a_write_transaction_takes_the_journal_head_as_its_first_statement() {
     let database = database_of(&url);
     let mut ws = open(&url);
     let mut holder = client(&url);
-    let mut held = holder.transaction().expect("begin");
-    held.query_one("SELECT seq FROM journal_head WHERE id = 1 FOR UPDATE", &[])
-        .expect("hold the head");
+    let held = hold_head(&mut holder);
     let dir = tempfile::tempdir().expect("temp dir");
     let args = mail_args(dir.path());
     std::thread::scope(|scope| {
@@ -369,48 +371,6 @@ fn a_write_transaction_takes_the_journal_head_as_its_first_statement() {
             .expect("registered once the head is free");
     });
     assert!(verify(&url).intact);
-}
-
-#[test]
-fn a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder() {
-    let test =
-        "a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder";
-    let Some((pg, url)) = outbox(test, "route") else {
-        return;
-    };
-    let mut ws = open(&url);
-    // Another writer's registration of `other` for the action, not
-    // committed: recon's insert of the route waits on the key, then fails,
-    // and the refusal names the holder it reads after the failed insert.
-    let mut other = client(&url);
-    let mut taking = other.transaction().expect("begin");
-    taking
-        .batch_execute(&format!(
-            "INSERT INTO receivers (name, program, args, timeout_ms, describe, describe_sha256, id)
-                 VALUES ('other', '/bin/true', '[]', 1000, '{{}}', 'x', 1000);
-             INSERT INTO routes (action_kind, receiver) VALUES ('{ACTION}', 'other');"
-        ))
-        .expect("take the route");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let args = mail_args(dir.path());
-    let result = std::thread::scope(|scope| {
-        let registering = scope.spawn(|| register_plain(&mut ws, &args));
-        until_waiting(pg, database_of(&url), 1);
-        taking.commit().expect("commit the route");
-        registering.join().expect("register")
-    });
-    assert_eq!(
-        refusal(result),
-        Refusal::ActionRouted {
-            action: ACTION.into(),
-            receiver: "other".into(),
-        }
-    );
-    let mail = pg.psql(
-        database_of(&url),
-        "SELECT count(*) FROM receivers WHERE name = 'mail'",
-    );
-    assert_eq!(mail.trim(), "0", "the registration rolled back whole");
 }
 
 #[test]
@@ -461,4 +421,67 @@ fn a_database_without_a_recon_outbox_is_refused_naming_recon_db_init() {
         .err()
         .expect("no outbox there");
     assert!(error.to_string().contains("recon db init"), "{error}");
+}
+
+#[test]
+fn an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation() {
+    let test = "an_op_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation";
+    let Some((pg, url)) = outbox(test, "dup") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    register_plain(&mut ws, &mail_args(dir.path())).expect("register");
+    let refused = taken_meanwhile(pg, &url, OP_1, || {
+        ws.prepare("op-1", ACTION, &json!({"n": 1})).map(drop)
+    });
+    assert_eq!(refused, Refusal::DuplicateOperation("op-1".into()));
+    let stored = pg.psql(database_of(&url), "SELECT payload FROM operations");
+    assert_eq!(stored.trim(), "{}", "recon's row was not written");
+}
+
+#[test]
+fn a_receiver_name_taken_by_another_connection_after_the_read_is_refused_receiver_exists() {
+    let test =
+        "a_receiver_name_taken_by_another_connection_after_the_read_is_refused_receiver_exists";
+    let Some((pg, url)) = outbox(test, "name") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let args = mail_args(dir.path());
+    let taken = RECEIVER.replace("NAME", "mail");
+    let refused = taken_meanwhile(pg, &url, &taken, || register_plain(&mut ws, &args));
+    assert_eq!(refused, Refusal::ReceiverExists("mail".into()));
+}
+
+#[test]
+fn a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder() {
+    let test =
+        "a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_naming_its_holder";
+    let Some((pg, url)) = outbox(test, "route") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let args = mail_args(dir.path());
+    // The holder is read after recon's insert failed, in the same
+    // transaction: on PostgreSQL only past a rollback to a savepoint.
+    let taken = format!(
+        "{} INSERT INTO routes (action_kind, receiver) VALUES ('{ACTION}', 'other');",
+        RECEIVER.replace("NAME", "other")
+    );
+    let refused = taken_meanwhile(pg, &url, &taken, || register_plain(&mut ws, &args));
+    assert_eq!(
+        refused,
+        Refusal::ActionRouted {
+            action: ACTION.into(),
+            receiver: "other".into(),
+        }
+    );
+    let mail = pg.psql(
+        database_of(&url),
+        "SELECT count(*) FROM receivers WHERE name = 'mail'",
+    );
+    assert_eq!(mail.trim(), "0", "the registration rolled back whole");
 }
