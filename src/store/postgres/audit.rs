@@ -4,14 +4,13 @@
 //! look like damage.
 //!
 //! The chain is walked as it streams from the server. The projection's
-//! per-operation streams ([`OP_STREAMS`]) are each read whole, in key order
-//! (the schema's `COLLATE "C"` is the byte order `audit::replay_operations`
-//! requires), before they are merged: a `postgres` row iterator borrows
-//! the connection, so twelve cannot be open at once on one. That holds
-//! the outbox's rows in memory once, which is fine at the scale the tests
-//! and a team's outbox run at today; reading them in batches through
-//! portals (`Transaction::bind` and `query_portal`) is the way to bound
-//! it. The schema is not compared with this build's on PostgreSQL
+//! per-operation streams ([`OP_STREAMS`]) are read in key order (the
+//! schema's `COLLATE "C"` is the byte order `audit::replay_operations`
+//! requires), each through a portal of the snapshot's transaction
+//! fetched [`BATCH`] rows at a time: a `postgres` row iterator borrows the
+//! connection, so twelve cannot be open at once on one, but twelve
+//! portals can, and only a few batches are in memory whatever the
+//! journal's length. The schema is not compared with this build's on PostgreSQL
 //! (SQLite's check reads `sqlite_master`); `recon db init` and opening
 //! check its version and its objects' presence.
 
@@ -28,7 +27,12 @@ use crate::store::sql::{pg_value, Value};
 use crate::store::{journal, JournalAudit};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
-use postgres::{IsolationLevel, Transaction};
+use postgres::{IsolationLevel, Portal, Transaction};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+/// How many rows of one stream a fetch brings.
+const BATCH: i32 = 1000;
 
 /// No parameters, for `query_raw`.
 fn none() -> std::iter::Empty<&'static (dyn ToSql + Sync)> {
@@ -49,14 +53,16 @@ fn audit_row(url: &DatabaseUrl, row: &postgres::Row) -> Result<Row, StoreError> 
     Ok(cells)
 }
 
-/// Every row `SELECT table's columns FROM table rest` returns.
+/// Every row `SELECT table's columns FROM table rest` returns (a small
+/// table, read whole).
 fn all_rows(
-    tx: &mut Transaction<'_>,
+    tx: &RefCell<Transaction<'_>>,
     url: &DatabaseUrl,
     table: &Table,
     rest: &str,
 ) -> Result<Vec<Row>, StoreError> {
-    tx.query(&select(table, rest), &[])
+    tx.borrow_mut()
+        .query(&select(table, rest), &[])
         .map_err(|e| db_error(url, "reading a table", &e))?
         .iter()
         .map(|row| audit_row(url, row))
@@ -101,9 +107,64 @@ fn walk_chain(
     Ok(())
 }
 
+/// One stream's rows, fetched through its portal a batch at a time.
+struct PortalRows<'t, 'c> {
+    tx: &'t RefCell<Transaction<'c>>,
+    url: &'t DatabaseUrl,
+    portal: Portal,
+    batch: VecDeque<postgres::Row>,
+    /// The last fetch came back short: the portal is exhausted.
+    done: bool,
+}
+
+impl<'t, 'c> PortalRows<'t, 'c> {
+    fn bind(
+        tx: &'t RefCell<Transaction<'c>>,
+        url: &'t DatabaseUrl,
+        sql: &str,
+    ) -> Result<Self, StoreError> {
+        let portal = tx
+            .borrow_mut()
+            .bind(sql, &[])
+            .map_err(|e| db_error(url, "reading a table", &e))?;
+        Ok(PortalRows {
+            tx,
+            url,
+            portal,
+            batch: VecDeque::new(),
+            done: false,
+        })
+    }
+
+    fn fetch(&mut self) -> Result<(), StoreError> {
+        let rows = self
+            .tx
+            .borrow_mut()
+            .query_portal(&self.portal, BATCH)
+            .map_err(|e| db_error(self.url, "reading a table", &e))?;
+        self.done = rows.len() < usize::try_from(BATCH).unwrap_or(usize::MAX);
+        self.batch.extend(rows);
+        Ok(())
+    }
+}
+
+impl Iterator for PortalRows<'_, '_> {
+    type Item = Result<Row, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.batch.is_empty() && !self.done {
+            if let Err(e) = self.fetch() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        self.batch.pop_front().map(|row| audit_row(self.url, &row))
+    }
+}
+
 /// Replays the journal against the tables, in the caller's snapshot.
 fn project(
-    tx: &mut Transaction<'_>,
+    tx: &RefCell<Transaction<'_>>,
     url: &DatabaseUrl,
     ledger_id: Option<&str>,
 ) -> Result<crate::audit::Projection, StoreError> {
@@ -119,7 +180,7 @@ fn project(
         // Approvals are ordered by their compensation's id, which is
         // unique: SQLite's `rowid` tie-break has nothing to break here.
         let order = order.replace(", rowid", "");
-        streams.push(all_rows(tx, url, table, &order)?.into_iter().map(Ok));
+        streams.push(PortalRows::bind(tx, url, &select(table, &order))?);
     }
     let mut projector = replay_operations::<_, StoreError>(projector, streams)?;
     projector.state_counts(&all_rows(tx, url, &STATE_COUNTS, "ORDER BY state")?);
@@ -158,8 +219,10 @@ impl PgSender {
                 None => Ok(()),
             },
         )?;
-        let projection = project(&mut tx, url, ledger_id)?;
-        tx.commit()
+        let tx = RefCell::new(tx);
+        let projection = project(&tx, url, ledger_id)?;
+        tx.into_inner()
+            .commit()
             .map_err(|e| db_error(url, "ending the audit's snapshot", &e))?;
         Ok(VerifyReport::new(walk.finish(), projection, Vec::new()))
     }

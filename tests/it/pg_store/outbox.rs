@@ -485,3 +485,35 @@ fn a_route_taken_by_another_connection_after_the_read_is_refused_action_routed_n
     );
     assert_eq!(mail.trim(), "0", "the registration rolled back whole");
 }
+
+#[test]
+fn verify_on_postgres_reads_every_row_of_a_table_longer_than_one_fetch() {
+    let test = "verify_on_postgres_reads_every_row_of_a_table_longer_than_one_fetch";
+    let Some((pg, url)) = outbox(test, "long") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    register_plain(&mut ws, &mail_args(dir.path())).expect("register");
+    // The audit fetches 1,000 rows of a stream at a time.
+    let ops = 1_001;
+    for n in 0..ops {
+        ws.prepare(&format!("op-{n:04}"), ACTION, &json!({"n": n}))
+            .expect("prepare");
+    }
+    let report = verify(&url);
+    assert!(report.intact, "{report:?}");
+    assert_eq!(report.journal_entries, ops + 1);
+    // The last operation's row, in the second fetch, edited.
+    pg.psql(
+        database_of(&url),
+        "UPDATE operations SET payload = '{\"n\":0}' WHERE op_id = 'op-1000'",
+    );
+    let report = verify(&url);
+    let edited: Vec<_> = report
+        .projection_mismatches
+        .iter()
+        .filter_map(|m| m.op_id.as_deref())
+        .collect();
+    assert_eq!(edited, ["op-1000"], "{report:?}");
+}
