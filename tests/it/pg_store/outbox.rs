@@ -517,3 +517,66 @@ fn verify_on_postgres_reads_every_row_of_a_table_longer_than_one_fetch() {
         .collect();
     assert_eq!(edited, ["op-1000"], "{report:?}");
 }
+
+/// What approving the compensation `undo-1` of `op-1`'s confirmed effect
+/// ends with when another connection has inserted `approval` meanwhile
+/// (`EFFECT` standing for that effect's id).
+fn approval_taken_meanwhile(test: &str, prefix: &str, approval: &str) -> Option<(Refusal, String)> {
+    let (pg, url) = outbox(test, prefix)?;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    let op = ws.operation("op-1").expect("read").expect("the operation");
+    let effect = op
+        .confirmed_effect_id
+        .clone()
+        .expect("the confirmed effect");
+    let taken = format!(
+        "INSERT INTO compensation_approvals (original_op_id, effect_id, approved_version,
+             approver, compensation_op_id, action_kind, payload)
+         VALUES {};",
+        approval.replace("EFFECT", &effect)
+    );
+    let payload = json!({"to": "ann", "text": "sorry"});
+    let refused = taken_meanwhile(pg, &url, &taken, || {
+        ws.approve_compensation(&recon::domain::CompensationRequest {
+            original_op_id: "op-1",
+            effect_id: &effect,
+            approver: "bob",
+            expected_version: op.version,
+            compensation_op_id: "undo-1",
+            action_kind: ACTION,
+            payload: &payload,
+        })
+        .map(drop)
+    });
+    Some((refused, effect))
+}
+
+#[test]
+fn an_approval_taken_by_another_connection_after_the_read_is_refused_already_approved() {
+    let test = "an_approval_taken_by_another_connection_after_the_read_is_refused_already_approved";
+    let approval = "('op-1', 'EFFECT', 2, 'eve', 'undo-other', 'post_letter', '{}')";
+    let Some((refused, effect)) = approval_taken_meanwhile(test, "approved", approval) else {
+        return;
+    };
+    assert_eq!(
+        refused,
+        Refusal::AlreadyApproved {
+            op_id: "op-1".into(),
+            effect_id: effect,
+        }
+    );
+}
+
+#[test]
+fn a_compensation_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation() {
+    let test =
+        "a_compensation_id_taken_by_another_connection_after_the_read_is_refused_duplicate_operation";
+    let approval = "('op-1', 'another-effect', 2, 'eve', 'undo-1', 'post_letter', '{}')";
+    let Some((refused, _)) = approval_taken_meanwhile(test, "undoid", approval) else {
+        return;
+    };
+    assert_eq!(refused, Refusal::DuplicateOperation("undo-1".into()));
+}
