@@ -198,7 +198,7 @@ impl PgSender {
         each: Option<Each<'_>>,
     ) -> Result<VerifyReport, StoreError> {
         let url = &self.url;
-        let mut conn = self.conn.borrow_mut();
+        let mut conn = self.connection()?;
         let mut tx = conn
             .client
             .build_transaction()

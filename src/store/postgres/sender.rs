@@ -7,15 +7,15 @@
 //! an act is read after its turn has come. Reads run in a transaction of
 //! their own on the same connection.
 
-use super::{connect, db_error, schema, DatabaseUrl};
+use super::{connect, db_error, problem_at, schema, DatabaseUrl};
 use crate::clock::Clock;
 use crate::domain::Timestamp;
-use crate::error::{Result, StoreError};
+use crate::error::{DatabaseProblem, Result, StoreError};
 use crate::faults::{hold_point, HoldPoint};
 use crate::settings::OpenOptions;
 use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
 /// The statement every write transaction runs first.
@@ -32,8 +32,9 @@ pub(super) struct Connection {
 pub(crate) struct PgSender {
     /// Behind a `RefCell` because reads take `&self` and a transaction
     /// needs the client mutably; a read never runs inside another (the
-    /// scripts see only their `Db`), so a borrow never meets another.
-    pub(super) conn: RefCell<Connection>,
+    /// scripts see only their `Db`), so a borrow never meets another
+    /// ([`PgSender::connection`] says so as an error if one ever did).
+    conn: RefCell<Connection>,
     pub(super) url: DatabaseUrl,
     workspace_id: String,
 }
@@ -56,6 +57,20 @@ impl PgSender {
             }),
             url: url.clone(),
             workspace_id,
+        })
+    }
+
+    /// The connection, for a read. A read inside another read would be a
+    /// bug of this build; it fails as an error rather than a panic.
+    pub(super) fn connection(&self) -> Result<RefMut<'_, Connection>, StoreError> {
+        self.conn.try_borrow_mut().map_err(|_| {
+            problem_at(
+                &self.url,
+                DatabaseProblem::Failed {
+                    during: "reading",
+                    detail: "the connection is in use by another read of this process".into(),
+                },
+            )
         })
     }
 
@@ -104,7 +119,7 @@ impl SqlStore for PgSender {
         act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
     ) -> Result<T, E> {
         let url = &self.url;
-        let mut conn = self.conn.borrow_mut();
+        let mut conn = self.connection()?;
         let Connection { client, statements } = &mut *conn;
         let mut tx = client
             .build_transaction()
