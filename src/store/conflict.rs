@@ -8,10 +8,11 @@
 //! then lose the insert to the other writer; the key violation is then the
 //! same refusal, never a storage failure. The mapping is here, once, keyed
 //! by which key failed: [`refusal`] from a [`Key`] to its refusal, for any
-//! store, applied by [`Claimed::claiming`] to a statement's result; which
-//! key failed is the store's to say (`Db::violated`): [`violated`] holds
-//! SQLite's names of the keys, and another store maps its own
-//! constraints to the same [`Key`]s.
+//! store, applied by [`insert`] (through [`Claimed::claiming`]) to an
+//! insert's result; which key failed is the store's to say
+//! (`Db::violated`): [`violated`] reads SQLite's names of the keys,
+//! [`pg_violated`] PostgreSQL's constraint names, both to the same
+//! [`Key`]s.
 
 use super::sql::{Db, Dialect, ToValue};
 use crate::domain::Refusal;

@@ -411,16 +411,24 @@ fn the_change_marker_of_an_outbox_in_a_database_moves_with_another_hosts_commit(
 }
 
 #[test]
-fn a_database_without_a_recon_outbox_is_refused_naming_recon_db_init() {
-    let test = "a_database_without_a_recon_outbox_is_refused_naming_recon_db_init";
+fn a_database_without_a_recon_outbox_is_refused_naming_recon_db_init_and_never_the_password() {
+    let test =
+        "a_database_without_a_recon_outbox_is_refused_naming_recon_db_init_and_never_the_password";
     let Some(pg) = servers::require(test, servers::postgres()) else {
         return;
     };
-    let url = pg.new_database("empty");
+    // The test cluster trusts local logins: the password is carried, and
+    // must not be shown.
+    let url = pg
+        .new_database("empty")
+        .replace("postgres@", "postgres:hunter2@");
     let error = Workspace::open(location(&url), OpenOptions::default())
         .err()
-        .expect("no outbox there");
-    assert!(error.to_string().contains("recon db init"), "{error}");
+        .expect("no outbox there")
+        .to_string();
+    assert!(error.contains("recon db init"), "{error}");
+    assert!(error.contains("postgres:***@"), "{error}");
+    assert!(!error.contains("hunter2"), "{error}");
 }
 
 #[test]
