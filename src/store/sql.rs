@@ -389,7 +389,7 @@ pub(crate) struct Postgres<'a, 'c> {
 }
 
 impl Postgres<'_, '_> {
-    fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
+    pub(crate) fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }

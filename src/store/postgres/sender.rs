@@ -19,7 +19,7 @@ use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
 /// The statement every write transaction runs first.
-pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
+const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
 
 /// A connection and the statements prepared on it (a prepared statement
 /// belongs to its connection).
@@ -97,17 +97,17 @@ impl SqlStore for PgSender {
             .isolation_level(IsolationLevel::ReadCommitted)
             .start()
             .map_err(|e| db_error(url, "beginning a write", &e))?;
-        tx.query_one(TAKE_HEAD, &[])
+        let mut db = Postgres {
+            tx: &mut tx,
+            statements,
+            url,
+        };
+        let head = db.prepared(TAKE_HEAD)?;
+        db.tx
+            .query_one(&head, &[])
             .map_err(|e| db_error(url, "taking the journal head", &e))?;
         let at = clock.now();
-        let done = act(
-            &mut Postgres {
-                tx: &mut tx,
-                statements,
-                url,
-            },
-            at,
-        )?;
+        let done = act(&mut db, at)?;
         tx.commit().map_err(|e| db_error(url, "committing", &e))?;
         Ok(done)
     }

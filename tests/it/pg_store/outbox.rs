@@ -179,7 +179,8 @@ fn hold_head(holder: &mut postgres::Client) -> postgres::Transaction<'_> {
     held
 }
 
-/// Waits until `count` other sessions of recon wait on a lock.
+/// Waits until `count` sessions of recon on this database wait on a lock
+/// (the cluster is shared by every test of the process).
 fn until_waiting(pg: &Postgres, database: &str, count: usize) {
     poll_until(
         "recon sessions waiting on a lock",
@@ -188,7 +189,8 @@ fn until_waiting(pg: &Postgres, database: &str, count: usize) {
             let waiting = pg.psql(
                 database,
                 "SELECT count(*) FROM pg_stat_activity
-             WHERE application_name = 'recon' AND wait_event_type = 'Lock'",
+             WHERE application_name = 'recon' AND wait_event_type = 'Lock'
+               AND datname = current_database()",
             );
             waiting.trim() == count.to_string()
         },
@@ -358,7 +360,8 @@ fn a_write_transaction_takes_the_journal_head_as_its_first_statement() {
             "SELECT a.query || '|' || (SELECT count(*) FROM pg_locks l
                  WHERE l.pid = a.pid AND l.mode = 'RowExclusiveLock')
              FROM pg_stat_activity a
-             WHERE a.application_name = 'recon' AND a.wait_event_type = 'Lock'",
+             WHERE a.application_name = 'recon' AND a.wait_event_type = 'Lock'
+               AND a.datname = current_database()",
         );
         assert_eq!(
             waiting.trim(),
