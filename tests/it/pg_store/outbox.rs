@@ -591,3 +591,38 @@ fn a_compensation_id_taken_by_another_connection_after_the_read_is_refused_dupli
     };
     assert_eq!(refused, Refusal::DuplicateOperation("undo-1".into()));
 }
+
+#[test]
+fn export_on_postgres_writes_every_entry_in_order_and_checkpoint_names_the_head() {
+    let test = "export_on_postgres_writes_every_entry_in_order_and_checkpoint_names_the_head";
+    let Some((_pg, url)) = outbox(test, "export") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    let journal = Journal::open(location(&url), OpenOptions::default()).expect("journal");
+    let mut lines = Vec::new();
+    let report = journal
+        .export(&mut |line: &str| {
+            lines.push(serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"));
+            Ok(())
+        })
+        .expect("export");
+    assert!(report.intact, "{report:?}");
+    let seqs: Vec<u64> = lines
+        .iter()
+        .map(|l| l["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(seqs, (1..=report.rows).collect::<Vec<_>>());
+    let head = journal.checkpoint().expect("checkpoint");
+    assert_eq!(
+        (head.length, head.head_hash.as_str()),
+        (
+            i64::try_from(report.rows).expect("rows"),
+            report.head_hash.as_str()
+        )
+    );
+    assert_eq!(lines.last().expect("an entry")["hash"], head.head_hash);
+}
