@@ -96,6 +96,14 @@ pub enum DatabaseProblem {
         during: &'static str,
         detail: String,
     },
+    /// A unique key refused a statement: `constraint` names it, so the
+    /// store can say which refusal it means (`store::conflict`).
+    #[error("{during}: {detail}")]
+    Duplicate {
+        during: &'static str,
+        constraint: String,
+        detail: String,
+    },
     /// The schema's own triggers refused a write: a journal entry that
     /// does not follow the head, or a change to an append-only table.
     #[error("{during}: the database's guard refused it: {detail}")]
@@ -123,6 +131,9 @@ pub enum DatabaseProblem {
     Encoding(String),
     #[error("its recon outbox has schema version {found}; this recon reads version {expected}")]
     IncompatibleSchema { found: i64, expected: i64 },
+    /// A database without a recon outbox.
+    #[error("it holds no recon outbox; create one with `recon db init`")]
+    Uninitialized,
     /// Tables or functions of the names recon uses, that are not a recon
     /// outbox: never taken over.
     #[error(

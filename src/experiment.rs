@@ -109,7 +109,7 @@ impl Lab {
     /// Calls the receiver directly, bypassing the sender's guard, the way an
     /// unsafe retry would.
     fn direct(&self, call: &ReceiverCall<'_>) -> Result<ChildOutcome> {
-        Ok(dispatch::spawn(self.ws.receiver_program(), self.ws.dir(), call)?.finish()?)
+        Ok(dispatch::spawn(self.ws.receiver_program(), self.ws.ledger_dir()?, call)?.finish()?)
     }
 
     fn review(

@@ -61,6 +61,15 @@ impl OpenOptions {
         }
     }
 
+    /// How long a writer waits for another's lock before it reports the
+    /// outbox as locked.
+    pub fn waiting(self, busy_timeout: Duration) -> Self {
+        OpenOptions {
+            busy_timeout,
+            ..self
+        }
+    }
+
     /// The options of the experiment's workspaces (`crate::experiment`):
     /// temporary directories deleted after their scenario, whose connections
     /// in this process commit without fsync. No claim of the experiment

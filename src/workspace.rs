@@ -51,7 +51,8 @@ pub struct Workspace {
     sender: Box<dyn SenderStore>,
     /// The workspace's id, which every adapter request carries.
     id: String,
-    ledger: Builtin,
+    /// The built-in ledger: none behind a database (SPEC 10).
+    ledger: Option<Builtin>,
     program: ReceiverProgram,
     /// The time of every act; the system clock unless a test sets another.
     clock: Arc<dyn Clock>,
@@ -112,7 +113,7 @@ impl Workspace {
             presence: opened.presence,
             sender: opened.sender,
             id: opened.workspace_id,
-            ledger: Builtin::from_store(opened.ledger),
+            ledger: opened.ledger.map(Builtin::from_store),
             program: ReceiverProgram::current()?,
             clock,
             described: Default::default(),
@@ -206,11 +207,27 @@ impl Workspace {
 
     /// The workspace directory, where the built-in ledger's file is (its
     /// adapter child and the experiment's direct receiver calls are given
-    /// it).
-    pub fn dir(&self) -> &Path {
+    /// it); none for an outbox in a database.
+    pub fn dir(&self) -> Option<&Path> {
         match &self.location {
-            Location::Workspace(dir) => dir,
+            Location::Workspace(dir) => Some(dir),
+            Location::Database(_) => None,
         }
+    }
+
+    /// The directory of the built-in ledger, or the refusal an outbox in a
+    /// database gives whatever needs it (`builtin_single_host`).
+    pub fn ledger_dir(&self) -> Result<&Path> {
+        Ok(self.dir().ok_or(Refusal::BuiltinSingleHost)?)
+    }
+
+    /// The built-in ledger, or `builtin_single_host` behind a database.
+    fn builtin(&self) -> Result<&Builtin, Refusal> {
+        self.ledger.as_ref().ok_or(Refusal::BuiltinSingleHost)
+    }
+
+    fn builtin_mut(&mut self) -> Result<&mut Builtin, Refusal> {
+        self.ledger.as_mut().ok_or(Refusal::BuiltinSingleHost)
     }
 
     /// Refuses (exit 4, nothing changed) when the location no longer names
@@ -572,27 +589,38 @@ impl Workspace {
 
     /// The built-in ledger's effects, all or one operation's.
     pub fn ledger(&self, op_id: Option<&str>) -> Result<Vec<Effect>> {
-        self.ledger.ledger(op_id)
+        self.builtin()?.ledger(op_id)
     }
 
     /// How many effects the built-in ledger holds, all or one operation's.
     pub fn effect_count(&self, op_id: Option<&str>) -> Result<i64, StoreError> {
-        self.ledger.effect_count(op_id)
+        self.ledger
+            .as_ref()
+            .ok_or(StoreError::Unsupported(NO_LEDGER))?
+            .effect_count(op_id)
     }
 
     /// Who closed the operation at the built-in ledger, if anyone.
     pub fn closure(&self, op_id: &str) -> Result<Option<Closure>, StoreError> {
-        self.ledger.closure(op_id)
+        self.ledger
+            .as_ref()
+            .ok_or(StoreError::Unsupported(NO_LEDGER))?
+            .closure(op_id)
     }
 
     /// A value that changes whenever anyone commits to the outbox (its
     /// journal's head: every change to the outbox appends to the journal,
     /// whatever the store) or another connection commits to the built-in
-    /// ledger's file: what the console polls to stay live.
+    /// ledger's file, when there is one: what the console polls to stay
+    /// live.
     pub fn change_marker(&self) -> Result<ChangeMarker, StoreError> {
         Ok(ChangeMarker {
             journal: self.sender.journal_head()?,
-            ledger: self.ledger.data_version()?,
+            ledger: self
+                .ledger
+                .as_ref()
+                .map(Builtin::data_version)
+                .transpose()?,
         })
     }
 }
@@ -652,12 +680,16 @@ impl Journal {
 
 /// Where the workspace stood when [`Workspace::change_marker`] was read:
 /// the outbox journal's head, and the built-in ledger file's SQLite
-/// `data_version` (which the ledger's own connection's commits leave alone).
+/// `data_version` (which the ledger's own connection's commits leave
+/// alone), `None` where there is no built-in ledger (a database).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeMarker {
     pub journal: Checkpoint,
-    pub ledger: i64,
+    pub ledger: Option<i64>,
 }
+
+/// What [`StoreError::Unsupported`] names behind a database.
+const NO_LEDGER: &str = "built-in ledger";
 
 /// What a dispatch had committed when recording its receipt failed: the
 /// receiver's effect, which stays.

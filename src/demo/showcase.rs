@@ -162,7 +162,7 @@ fn lost_before_commit() -> DispatchOptions {
 /// Calls the receiver directly, bypassing the sender's guard, as an unsafe
 /// retry does, and checks that it wrote an effect.
 fn direct_call(ws: &Workspace, call: &ReceiverCall<'_>) -> Result<()> {
-    let outcome = dispatch::spawn(ws.receiver_program(), ws.dir(), call)?.finish()?;
+    let outcome = dispatch::spawn(ws.receiver_program(), ws.ledger_dir()?, call)?.finish()?;
     match outcome.receipt {
         Some(_) => Ok(()),
         None => Err(StoreError::Receiver(format!(

@@ -66,6 +66,14 @@ pub enum Refusal {
     AdapterUnknownCapability(String),
     #[error("a receiver named {0} is already registered")]
     ReceiverExists(String),
+    /// Team mode has no built-in ledger: a file on one host would let a
+    /// reviewer on another read an empty ledger.
+    #[error(
+        "an outbox in a database has no built-in ledger (a file on one host would serve \
+         reviewers on other hosts an empty one); register a receiver every host reaches, \
+         such as recon-pg-ledger"
+    )]
+    BuiltinSingleHost,
     #[error("action kind {action} already routes to receiver {receiver}")]
     ActionRouted { action: String, receiver: String },
     #[error("{}", in_use(receiver, *open, first))]
@@ -152,6 +160,7 @@ impl Refusal {
             Refusal::AdapterMalformed(_) => "adapter_malformed",
             Refusal::AdapterUnknownCapability(_) => "adapter_unknown_capability",
             Refusal::ReceiverExists(_) => "receiver_exists",
+            Refusal::BuiltinSingleHost => "builtin_single_host",
             Refusal::ActionRouted { .. } => "action_routed",
             Refusal::ReceiverInUse { .. } => "receiver_in_use",
             Refusal::UnknownReceiver(_) => "unknown_receiver",

@@ -133,7 +133,7 @@ fn early_single_match_run(origin: &Origin, close: bool) -> Result<Value> {
     // A delayed duplicate of the same request, already at the receiver.
     let mut duplicate = dispatch::spawn(
         lab.ws.receiver_program(),
-        lab.ws.dir(),
+        lab.ws.ledger_dir()?,
         &ReceiverCall {
             wait_permit: true,
             ..ReceiverCall::for_operation(&operation)

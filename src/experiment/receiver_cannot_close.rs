@@ -24,17 +24,17 @@ const RECEIVER: &str = "ledger-no-close";
 
 /// The built-in ledger of the lab's workspace as a program, with or
 /// without the ability to close.
-fn ledger_program(lab: &Lab, can_close: bool) -> AdapterProgram {
+fn ledger_program(lab: &Lab, can_close: bool) -> Result<AdapterProgram> {
     let mut args = vec![
         "receiver".to_string(),
         "adapter".to_string(),
         "--workspace".to_string(),
-        lab.ws.dir().display().to_string(),
+        lab.ws.ledger_dir()?.display().to_string(),
     ];
     if !can_close {
         args.push("--no-close".to_string());
     }
-    AdapterProgram {
+    Ok(AdapterProgram {
         program: lab.ws.receiver_program().program.clone(),
         args,
         timeout: lab.ws.receiver_program().timeout,
@@ -42,7 +42,7 @@ fn ledger_program(lab: &Lab, can_close: bool) -> AdapterProgram {
             names: Vec::new(),
             recon_own: true,
         },
-    }
+    })
 }
 
 /// Asks a ledger program directly (not through recon's routing) and returns
@@ -121,8 +121,8 @@ fn one_match(lab: &mut Lab) -> Result<Value> {
     // Someone closes the operation at the ledger itself, bypassing recon:
     // the ledger that cannot close now reports `closed: true` when asked.
     let operation = lab.ws.require(op)?;
-    ask(lab, &ledger_program(lab, true), Verb::Close, &operation)?;
-    let claim = ask(lab, &ledger_program(lab, false), Verb::Query, &operation)?;
+    ask(lab, &ledger_program(lab, true)?, Verb::Close, &operation)?;
+    let claim = ask(lab, &ledger_program(lab, false)?, Verb::Query, &operation)?;
     let lowered = lab.ws.snapshot(op, None)?;
     let not_applied = decide(lab, op, Decision::NotApplied, false)?;
     let confirmed = decide(lab, op, Decision::Confirmed, false)?;

@@ -156,7 +156,7 @@ impl Iterator for SqliteRows<'_> {
     }
 }
 
-fn select(table: &Table, rest: &str) -> String {
+pub(super) fn select(table: &Table, rest: &str) -> String {
     format!(
         "SELECT {} FROM {} {rest}",
         table.columns.join(", "),
@@ -179,7 +179,7 @@ fn all_rows(
 
 /// How each of [`OP_STREAMS`] is read, in its order: by key, in byte
 /// order (the columns' `BINARY` collation), then in the order of appending.
-const OP_ORDERS: [&str; 12] = [
+pub(super) const OP_ORDERS: [&str; 12] = [
     "WHERE op_id IS NOT NULL ORDER BY op_id, seq",
     "ORDER BY op_id",
     "ORDER BY op_id, from_version, seq",
@@ -225,7 +225,7 @@ fn project(
 }
 
 /// What `export` does with each entry as the walk passes it.
-type Each<'e> = &'e mut (dyn FnMut(&StoredEntry<'_>) -> Result<(), StoreError> + Send);
+pub(super) type Each<'e> = &'e mut (dyn FnMut(&StoredEntry<'_>) -> Result<(), StoreError> + Send);
 
 impl SqliteSender {
     /// A second, read-only connection to the outbox with the first one's

@@ -8,14 +8,15 @@
 //! then lose the insert to the other writer; the key violation is then the
 //! same refusal, never a storage failure. The mapping is here, once, keyed
 //! by which key failed: [`refusal`] from a [`Key`] to its refusal, for any
-//! store, applied by [`Claimed::claiming`] to a statement's result; which
-//! key failed is the store's to say (`Db::violated`): [`violated`] holds
-//! SQLite's names of the keys, and another store maps its own
-//! constraints to the same [`Key`]s.
+//! store, applied by [`insert`] (through [`Claimed::claiming`]) to an
+//! insert's result; which key failed is the store's to say
+//! (`Db::violated`): [`violated`] reads SQLite's names of the keys,
+//! [`pg_violated`] PostgreSQL's constraint names, both to the same
+//! [`Key`]s.
 
-use super::sql::Db;
+use super::sql::{Db, Dialect, ToValue};
 use crate::domain::Refusal;
-use crate::error::{Error, StoreError};
+use crate::error::{DatabaseProblem, Error, StoreError};
 use rusqlite::ffi;
 
 /// The values an insert claims, which its refusal names.
@@ -55,6 +56,36 @@ const KEYS: &[(&str, Key)] = &[
     ("receivers.name", Key::ReceiverName),
     ("routes.action_kind", Key::Route),
 ];
+
+/// The same keys, as PostgreSQL names them: the constraints its schema
+/// (`store::postgres::schema`) gets by default, `table_pkey` and
+/// `table_columns_key`.
+const PG_KEYS: &[(&str, Key)] = &[
+    ("operations_pkey", Key::OpId),
+    ("compensation_approvals_compensation_op_id_key", Key::OpId),
+    (
+        "compensation_approvals_original_op_id_effect_id_key",
+        Key::Approval,
+    ),
+    ("receivers_pkey", Key::ReceiverName),
+    ("routes_pkey", Key::Route),
+];
+
+/// Which of [`PG_KEYS`] a PostgreSQL error (SQLSTATE 23505, its constraint
+/// kept by `store::postgres::db_error`) violated, if any.
+pub(crate) fn pg_violated(error: &StoreError) -> Option<Key> {
+    let StoreError::Database {
+        problem: DatabaseProblem::Duplicate { constraint, .. },
+        ..
+    } = error
+    else {
+        return None;
+    };
+    PG_KEYS
+        .iter()
+        .find(|(named, _)| named == constraint)
+        .map(|(_, key)| *key)
+}
 
 /// Which key a failed statement violated, if it was one of [`KEYS`].
 pub(crate) fn violated(error: &rusqlite::Error) -> Option<Key> {
@@ -101,8 +132,9 @@ pub(crate) fn refusal(
     }
 }
 
-/// The receiver an action kind routes to, read on `db` (on SQLite a
-/// failed statement leaves its transaction open, so the caller's own).
+/// The receiver an action kind routes to, read on `db`: on SQLite a
+/// failed statement leaves its transaction open; on PostgreSQL it aborts
+/// it, so [`insert`] has rolled back to its savepoint first.
 fn routed_to(db: &mut dyn Db, action: &str) -> Option<String> {
     db.query_opt(
         "SELECT receiver FROM routes WHERE action_kind = ?1",
@@ -130,4 +162,31 @@ impl<T> Claimed<T> for Result<T, StoreError> {
             }
         })
     }
+}
+
+/// Runs an insert that claims `claim`'s values: its result with the
+/// refusal a key violation means ([`Claimed::claiming`]). A refusal that
+/// needs another read (`action_routed` names the route's holder) needs a
+/// transaction still open, which a failed statement on PostgreSQL is not:
+/// there the insert runs under a savepoint, rolled back to when it fails,
+/// so the read and the refusal go on in the caller's transaction.
+pub(crate) fn insert(
+    db: &mut dyn Db,
+    sql: &str,
+    params: &[&dyn ToValue],
+    claim: &Claim<'_>,
+) -> Result<usize, Error> {
+    let savepoint = db.dialect() == Dialect::Postgres && claim.action.is_some();
+    if savepoint {
+        db.execute("SAVEPOINT claim", &[])?;
+    }
+    let result = db.execute(sql, params);
+    if savepoint {
+        let end = match result {
+            Ok(_) => "RELEASE SAVEPOINT claim",
+            Err(_) => "ROLLBACK TO SAVEPOINT claim",
+        };
+        db.execute(end, &[])?;
+    }
+    result.claiming(db, claim)
 }

@@ -150,7 +150,7 @@ pub(super) fn open_pair(
     }
     Ok(Opened {
         sender: Box::new(sender),
-        ledger: receiver,
+        ledger: Some(receiver),
         workspace_id: id,
         presence: Box::new(OpenedFiles::of(&paths)),
     })

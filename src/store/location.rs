@@ -4,12 +4,12 @@
 //! functions here dispatch on it to the one module that knows that
 //! location's stores, which opens them, checks that they belong together
 //! (the workspace's identity) and can tell later whether the location
-//! still names what it opened. Today there is one kind, a workspace
-//! directory of two SQLite files (`store::directory`); a database server
-//! would be a second variant whose arms open a server's outbox, with no
-//! built-in ledger and its own presence check (ARCHITECTURE.md, "Where a
-//! store goes").
+//! still names what it opened. There are two kinds: a workspace directory
+//! of two SQLite files (`store::directory`), and a PostgreSQL database
+//! (`store::postgres`), an outbox with no built-in ledger beside it
+//! (ARCHITECTURE.md, "The store seam, and where a store goes").
 
+use super::postgres::{DatabaseUrl, PgSender};
 use super::{directory, ReceiverStore, SenderStore};
 use crate::domain::Timestamp;
 use crate::error::StoreError;
@@ -23,6 +23,10 @@ pub enum Location {
     /// A workspace directory: the outbox `sender.sqlite` and the built-in
     /// ledger `receiver.sqlite` side by side (`--workspace DIR`).
     Workspace(PathBuf),
+    /// A PostgreSQL database holding an outbox (`recon db init`), shared
+    /// by every host that names it; no built-in ledger. (Boxed: a parsed
+    /// URL is ten times a path's size.)
+    Database(Box<DatabaseUrl>),
 }
 
 impl Location {
@@ -37,6 +41,7 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Location::Workspace(dir) => write!(f, "{}", dir.display()),
+            Location::Database(url) => write!(f, "{url}"),
         }
     }
 }
@@ -59,6 +64,12 @@ impl From<PathBuf> for Location {
     }
 }
 
+impl From<DatabaseUrl> for Location {
+    fn from(url: DatabaseUrl) -> Self {
+        Location::Database(Box::new(url))
+    }
+}
+
 impl From<&Location> for Location {
     fn from(location: &Location) -> Self {
         location.clone()
@@ -75,8 +86,9 @@ pub(crate) trait Presence: Send + Sync {
 /// A workspace's stores, opened and checked to belong together.
 pub(crate) struct Opened {
     pub sender: Box<dyn SenderStore>,
-    /// The built-in ledger, which lives beside the outbox.
-    pub ledger: ReceiverStore,
+    /// The built-in ledger, which lives beside the outbox in a workspace
+    /// directory; none behind a database.
+    pub ledger: Option<ReceiverStore>,
     /// The workspace's id, which both stores hold.
     pub workspace_id: String,
     pub presence: Box<dyn Presence>,
@@ -91,6 +103,15 @@ pub(crate) fn open(
 ) -> Result<Opened, StoreError> {
     match location {
         Location::Workspace(dir) => directory::open_pair(dir, options, now),
+        Location::Database(url) => {
+            let sender = PgSender::open(url, options)?;
+            Ok(Opened {
+                workspace_id: sender.workspace_id().to_string(),
+                sender: Box::new(sender),
+                ledger: None,
+                presence: Box::new(Served),
+            })
+        }
     }
 }
 
@@ -105,6 +126,11 @@ pub(crate) fn open_journal(
 ) -> Result<(Box<dyn SenderStore>, Option<String>), StoreError> {
     match location {
         Location::Workspace(dir) => directory::open_sender(dir, options, now),
+        Location::Database(url) => {
+            let sender = PgSender::open(url, options)?;
+            let id = sender.workspace_id().to_string();
+            Ok((Box::new(sender), Some(id)))
+        }
     }
 }
 
@@ -114,21 +140,28 @@ pub(crate) fn open_journal(
 pub(crate) fn ledger_workspace_id(location: &Location) -> Option<String> {
     match location {
         Location::Workspace(dir) => directory::ledger_workspace_id(dir),
+        Location::Database(_) => None,
     }
 }
 
 /// Copies a workspace no connection holds open to `to`, where there is
 /// none (the experiment's labs start from one fresh workspace made once).
+/// Only a workspace directory is copied: a database outbox is one per
+/// database, made by `recon db init`.
 pub(crate) fn copy_closed(from: &Location, to: &Location) -> Result<(), StoreError> {
     match (from, to) {
         (Location::Workspace(from), Location::Workspace(to)) => directory::copy_closed(from, to),
+        _ => Err(StoreError::Unsupported("copying an outbox in a database")),
     }
 }
 
-/// Whether nothing of a workspace is at the location.
+/// Whether nothing of a workspace is at the location. A database is never
+/// taken for absent: only `recon db init` creates its outbox, and opening
+/// one without it is refused, naming that command.
 pub(crate) fn is_absent(location: &Location) -> bool {
     match location {
         Location::Workspace(dir) => directory::WorkspacePaths::new(dir).is_absent(),
+        Location::Database(_) => false,
     }
 }
 
@@ -144,6 +177,8 @@ pub(crate) fn undo_creation(location: &Location) -> Option<UndoCreation> {
                 paths,
             })
         }
+        // A command never creates a database's outbox, so never removes it.
+        Location::Database(_) => None,
     }
 }
 
@@ -163,5 +198,17 @@ impl UndoCreation {
         match self {
             UndoCreation::Directory { paths, created_dir } => paths.discard(created_dir),
         }
+    }
+}
+
+/// A database's presence: its outbox's identity (the workspace id in
+/// `meta`) is checked when it is opened, and a database dropped or
+/// unreachable since fails the act's own first statement, which writes
+/// nothing. There is no file whose identity could change under the handle.
+struct Served;
+
+impl Presence for Served {
+    fn check(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -4,9 +4,9 @@
 //! recon connection needs, and its schema (`schema.rs`: the outbox's DDL
 //! at the SQLite schema's version, and `recon db init`).
 //!
-//! The transactions of the outbox are not here yet: they are to be
-//! written once over a small executor for both stores. What is here is
-//! what they will stand on.
+//! The outbox's transactions are the scripts every SQL store shares
+//! (`store::sql`); [`PgSender`] (`sender.rs`) runs them on a connection,
+//! and reads the journal for `verify` in one snapshot (`audit.rs`).
 //!
 //! Each connection, on opening:
 //! - `application_name = recon`, so an operator sees who holds what;
@@ -35,9 +35,13 @@
 //! Connections are plain TCP or a Unix socket (`NoTls`): recon carries no
 //! TLS crate, so a URL with `sslmode=require` fails to connect.
 
+mod audit;
 mod credentials;
 mod schema;
+mod sender;
 mod url;
+
+pub(crate) use sender::PgSender;
 
 pub use url::{DatabaseUrl, UrlError};
 
@@ -76,6 +80,15 @@ const DURABLE_COMMITS: [&str; 2] = ["on", "remote_apply"];
 pub(crate) fn db_error(url: &DatabaseUrl, during: &'static str, e: &postgres::Error) -> StoreError {
     let problem = match e.code() {
         Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE => DatabaseProblem::Locked { during },
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => DatabaseProblem::Duplicate {
+            during,
+            constraint: e
+                .as_db_error()
+                .and_then(|db| db.constraint())
+                .unwrap_or_default()
+                .to_string(),
+            detail: url.scrub(&detail(e)),
+        },
         Some(code) if [CHAIN_REFUSED, APPEND_ONLY].contains(&code.code()) => {
             DatabaseProblem::Guarded {
                 during,

@@ -7,7 +7,7 @@
 //! Written over [`Db`]: [`ReceiverRegistry`] is implemented once, for
 //! every [`SqlStore`].
 
-use super::conflict::{Claim, Claimed};
+use super::conflict::{self, Claim};
 use super::sql::{Db, Row, SqlStore, ToValue};
 use super::{journal, ReceiverRegistry};
 use crate::audit::{self, EntryKind};
@@ -98,7 +98,8 @@ pub(crate) fn insert_registration(
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // The registration's id is the seq of the entry appended below, in
     // this transaction: never reused, as no seq is.
-    db.execute(
+    conflict::insert(
+        db,
         &format!(
             "INSERT INTO receivers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
                  (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal), 1)"
@@ -113,21 +114,16 @@ pub(crate) fn insert_registration(
             &registration.builtin,
             &env,
         ],
-    )
-    .claiming(
-        db,
         &Claim {
             receiver: Some(&registration.name),
             ..Claim::default()
         },
     )?;
     for action in &registration.actions {
-        db.execute(
+        conflict::insert(
+            db,
             "INSERT INTO routes (action_kind, receiver) VALUES (?1, ?2)",
             &[action, &registration.name],
-        )
-        .claiming(
-            db,
             &Claim {
                 action: Some(action),
                 ..Claim::default()

@@ -20,7 +20,7 @@
 //! the refusal it means (`store::conflict`); and the time of an act is read
 //! once the write lock is held ([`SqlStore::write`]).
 
-use super::conflict::{Claim, Claimed};
+use super::conflict::{self, Claim};
 use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, APPROVAL_COLUMNS,
     EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
@@ -1230,7 +1230,8 @@ fn insert_approval(
         approval: Some((request.original_op_id, request.effect_id)),
         ..Claim::default()
     };
-    db.execute(
+    conflict::insert(
+        db,
         &format!(
             "INSERT INTO compensation_approvals ({APPROVAL_COLUMNS})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
@@ -1244,8 +1245,8 @@ fn insert_approval(
             &request.action_kind,
             &canonical_json(request.payload),
         ],
-    )
-    .claiming(db, &claim)?;
+        &claim,
+    )?;
     Ok(())
 }
 
@@ -1261,7 +1262,8 @@ fn insert_op(
         op_id: Some(new.op_id),
         ..Claim::default()
     };
-    db.execute(
+    conflict::insert(
+        db,
         &format!(
             "INSERT INTO operations
              (op_id, kind, action_kind, payload, state, version,
@@ -1281,8 +1283,8 @@ fn insert_op(
             &compensates_op_id,
             &at.to_string(),
         ],
-    )
-    .claiming(db, &claim)?;
+        &claim,
+    )?;
     Ok(())
 }
 
@@ -1642,7 +1644,8 @@ mod tests {
             ..super::Claim::default()
         };
         let error = crate::store::sql_error(&fx.store.path, error);
-        let mapped = super::Claimed::claiming(Err::<(), _>(error), &mut fx.store.db(), &claim);
+        let mapped =
+            super::conflict::Claimed::claiming(Err::<(), _>(error), &mut fx.store.db(), &claim);
         assert!(matches!(mapped, Err(Error::Store(_))), "{mapped:?}");
     }
 

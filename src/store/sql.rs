@@ -195,11 +195,9 @@ fn kind(value: &Value) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
     Sqlite,
-    #[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
     Postgres,
 }
 
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 impl Dialect {
     /// A script's statement in this dialect: `?N` placeholders become
     /// `$N` on PostgreSQL. Text inside quotes (`'…'`, `"…"`) is left as it
@@ -212,7 +210,6 @@ impl Dialect {
     }
 }
 
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 fn dollar_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut quote: Option<char> = None;
@@ -385,16 +382,14 @@ impl Db for Sqlite<'_> {
 /// A PostgreSQL transaction as a [`Db`]: statements are prepared once per
 /// connection (`statements`), and errors name the database by its URL with
 /// the password redacted (`store::postgres::db_error`).
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 pub(crate) struct Postgres<'a, 'c> {
     pub(crate) tx: &'a mut postgres::Transaction<'c>,
     pub(crate) statements: &'a mut HashMap<String, postgres::Statement>,
     pub(crate) url: &'a DatabaseUrl,
 }
 
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 impl Postgres<'_, '_> {
-    fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
+    pub(crate) fn prepared(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
@@ -408,7 +403,6 @@ impl Postgres<'_, '_> {
 }
 
 /// A PostgreSQL error met running a script's statement.
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
 fn pg_error(url: &DatabaseUrl, source: &postgres::Error) -> StoreError {
     super::postgres::db_error(url, "a statement", source)
 }
@@ -439,8 +433,7 @@ impl pg::ToSql for Value {
     pg::to_sql_checked!();
 }
 
-#[allow(dead_code)] // until the PostgreSQL sender store runs the scripts on it
-fn pg_value(row: &postgres::Row, index: usize) -> Result<Value, postgres::Error> {
+pub(crate) fn pg_value(row: &postgres::Row, index: usize) -> Result<Value, postgres::Error> {
     let ty = row.columns()[index].type_().clone();
     Ok(match ty {
         pg::Type::INT2 => row
@@ -466,16 +459,13 @@ impl Db for Postgres<'_, '_> {
         Dialect::Postgres
     }
 
-    /// PostgreSQL's arm goes here: SQLSTATE 23505 (`unique_violation`)
-    /// with the name of the constraint its schema gives each key, mapped
-    /// to the same [`conflict::Key`]s. Those names belong to the schema
-    /// (`recon db init`), which does not exist yet; until it does, no
-    /// violation is mapped and every one stays a storage error. Note that
-    /// a failed statement aborts a PostgreSQL transaction, so the one
-    /// lookup a refusal needs (`action_routed` names the route's holder)
-    /// must run under a savepoint taken before the insert.
-    fn violated(&self, _error: &StoreError) -> Option<conflict::Key> {
-        None
+    /// SQLSTATE 23505 (`unique_violation`) with the name of the constraint
+    /// the schema gives each key (`conflict::pg_violated`). A failed
+    /// statement aborts a PostgreSQL transaction, so the one lookup a
+    /// refusal needs (`action_routed` names the route's holder) runs after
+    /// a rollback to the savepoint `conflict::insert` takes.
+    fn violated(&self, error: &StoreError) -> Option<conflict::Key> {
+        conflict::pg_violated(error)
     }
 
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError> {

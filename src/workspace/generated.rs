@@ -61,7 +61,10 @@ impl Workspace {
             .ok_or_else(|| {
                 crate::error::Refusal::NoReceiver(crate::domain::ANY_ACTION.to_string())
             })?;
-        let ledger = &mut self.ledger;
+        let ledger = self
+            .ledger
+            .as_mut()
+            .ok_or(crate::error::Refusal::BuiltinSingleHost)?;
         let sender = self
             .sender
             .bulk()

@@ -136,7 +136,7 @@ impl Workspace {
         if registration.builtin || self.described.contains(&registration.id) {
             return Ok(registration);
         }
-        let (current, sha) = self.describe_program(&self.adapter_program(&registration))?;
+        let (current, sha) = self.describe_program(&self.adapter_program(&registration)?)?;
         let registration = if sha == registration.describe_sha256 {
             registration
         } else if let Some(what) = rules::identity_change(&registration.describe, &current) {
@@ -168,12 +168,15 @@ impl Workspace {
 
     /// The program a registration runs: its own, or for the built-in
     /// ledger this recon's `receiver adapter` on this workspace.
-    fn adapter_program(&self, registration: &Registration) -> AdapterProgram {
+    /// Refused `builtin_single_host` for the built-in ledger behind a
+    /// database, which has no workspace directory.
+    fn adapter_program(&self, registration: &Registration) -> Result<AdapterProgram> {
         let timeout = Duration::from_millis(registration.timeout_ms);
         if registration.builtin {
             // Absolute: the child runs in `/`, so a workspace named
             // relative to where recon was started would name another.
-            let dir = std::path::absolute(self.dir()).unwrap_or_else(|_| self.dir().to_path_buf());
+            let ledger_dir = self.ledger_dir()?;
+            let dir = std::path::absolute(ledger_dir).unwrap_or_else(|_| ledger_dir.to_path_buf());
             let mut args = vec![
                 "receiver".to_string(),
                 "adapter".to_string(),
@@ -182,7 +185,7 @@ impl Workspace {
             ];
             args.extend(registration.args.iter().cloned());
             // Its child is this recon, under this recon's timeout.
-            return AdapterProgram {
+            return Ok(AdapterProgram {
                 program: self.program.program.clone(),
                 args,
                 timeout: self.program.timeout,
@@ -190,9 +193,9 @@ impl Workspace {
                     names: registration.env.clone(),
                     recon_own: true,
                 },
-            };
+            });
         }
-        AdapterProgram {
+        Ok(AdapterProgram {
             program: PathBuf::from(&registration.program),
             args: registration.args.clone(),
             timeout,
@@ -200,7 +203,7 @@ impl Workspace {
                 names: registration.env.clone(),
                 recon_own: false,
             },
-        }
+        })
     }
 
     /// Registers recon's own ledger under `name` for `actions` (`*` for
@@ -213,6 +216,7 @@ impl Workspace {
         can_close: bool,
     ) -> Result<Registration> {
         self.ensure_present()?;
+        self.builtin()?;
         let describe = Builtin::description(can_close);
         let registration = Registration {
             id: 0,
@@ -271,7 +275,7 @@ impl Workspace {
         if let Some(timeout_ms) = change.timeout_ms {
             next.timeout_ms = timeout_ms;
         }
-        let (current, sha) = self.describe_program(&self.adapter_program(&next))?;
+        let (current, sha) = self.describe_program(&self.adapter_program(&next)?)?;
         if !change.accept_claims {
             if let Some(what) = rules::identity_change(&stored.describe, &current) {
                 return Err(Refusal::ReceiverChanged {
@@ -379,7 +383,7 @@ impl Workspace {
             describe: Builtin::description(false),
             describe_sha256: String::new(),
         };
-        let (describe, sha) = self.describe_program(&self.adapter_program(&registration))?;
+        let (describe, sha) = self.describe_program(&self.adapter_program(&registration)?)?;
         registration.describe = describe;
         registration.describe_sha256 = sha;
         rules::check_description(&registration)?;
@@ -399,7 +403,7 @@ impl Workspace {
             .sender
             .registration(name)?
             .ok_or_else(|| Refusal::UnknownReceiver(name.to_string()))?;
-        let (current, current_sha256) = self.describe_program(&self.adapter_program(&stored))?;
+        let (current, current_sha256) = self.describe_program(&self.adapter_program(&stored)?)?;
         Ok(ReceiverCheck {
             name: stored.name,
             unchanged: current_sha256 == stored.describe_sha256,
@@ -538,7 +542,14 @@ impl Workspace {
     ) -> Vec<Result<Read>> {
         let ids: Vec<&str> = ops.iter().map(|op| op.op_id.as_str()).collect();
         let request = protocol::batch_request(Verb::Query, &self.id, &ids, None);
-        let reply = self.exchange(registration, Verb::Query, &request);
+        let Ok(reply) = self.exchange(registration, Verb::Query, &request) else {
+            // Only the built-in ledger's program can be missing (an outbox
+            // with no directory): each operation is refused as its own read
+            // would be.
+            return (ops.iter())
+                .map(|op| self.read_receiver(op, None, Some(by)))
+                .collect();
+        };
         let results = (reply.answer.clone()).and_then(|answer| split_batch(&answer, &ids));
         match results {
             Ok(results) => (ops.iter().zip(results))
@@ -570,14 +581,16 @@ impl Workspace {
         keep: bool,
     ) -> Result<Value> {
         if reads_in_process(registration) {
+            let id = self.id.clone();
+            let ledger = self.builtin_mut()?;
             let snapshot = match close {
-                Some(who) => self.ledger.close(&self.id, &op.op_id, who)?,
-                None => self.ledger.query(&self.id, &op.op_id)?,
+                Some(who) => ledger.close(&id, &op.op_id, who)?,
+                None => ledger.query(&id, &op.op_id)?,
             };
             return Ok(protocol::snapshot_answer(&snapshot));
         }
         let request = protocol::request(verb, &self.id, &request_of(op), close);
-        let reply = self.exchange(registration, verb, &request);
+        let reply = self.exchange(registration, verb, &request)?;
         let f = match reply.answer {
             Ok(answer) => return Ok(answer),
             Err(f) => f,
@@ -602,15 +615,21 @@ impl Workspace {
     /// (started on first use), else one process for the call. Writes never
     /// come here: every apply is a child of its own (`start_apply`), so
     /// the built-in ledger's drills keep their one request per process.
-    fn exchange(&mut self, registration: &Registration, verb: Verb, request: &Value) -> Reply {
-        let program = self.adapter_program(registration);
+    fn exchange(
+        &mut self,
+        registration: &Registration,
+        verb: Verb,
+        request: &Value,
+    ) -> Result<Reply> {
+        let program = self.adapter_program(registration)?;
         if !registration.describe.session {
-            return program.call(&self.program, verb, request);
+            return Ok(program.call(&self.program, verb, request));
         }
-        self.sessions
+        Ok(self
+            .sessions
             .entry((registration.id, registration.version))
             .or_insert_with(|| Session::new(program))
-            .request(&self.program, verb, request)
+            .request(&self.program, verb, request))
     }
 
     /// Journals a close the receiver committed (the `closed` entry and its
@@ -655,7 +674,7 @@ impl Workspace {
         let registration = self.registration_of(&operation)?;
         let mut request = protocol::request(Verb::Apply, &self.id, &request_of(&operation), None);
         options.add_to(&mut request);
-        let program = self.adapter_program(&registration);
+        let program = self.adapter_program(&registration)?;
         let mut call = program.start(&self.program, Verb::Apply, &request, options.wait_permit);
         if let (Ok(running), true) = (&mut call, options.wait_permit) {
             running

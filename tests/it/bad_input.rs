@@ -826,7 +826,7 @@ fn library_cases() -> Vec<LibraryCase> {
         (
             "receiver write for a closed op",
             |ws| {
-                Builtin::open(ws.dir(), OpenOptions::default())?
+                Builtin::open(ws.dir().unwrap(), OpenOptions::default())?
                     .apply(
                         ws.id(),
                         &EffectRequest {

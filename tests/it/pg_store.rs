@@ -8,6 +8,8 @@
 //! copy of a template database initialized once. Under `CI` a server that
 //! cannot start fails each test; elsewhere the test says so in one line.
 
+mod outbox;
+
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};
 use crate::support::{recon_bin, run_with_env, Run};

@@ -404,6 +404,19 @@ pub(crate) fn init(url: &DatabaseUrl, options: OpenOptions) -> Result<DatabaseIn
     })
 }
 
+/// The workspace id of the database's outbox, checked as `recon db init`
+/// checks an existing one (this version, every object, recon's own);
+/// a database with no `meta` is refused `Uninitialized`, which tells the
+/// user to run `recon db init`. Reads only.
+pub(crate) fn outbox_id(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreError> {
+    let names = object_names();
+    let present = present_objects(tx, url, &names)?;
+    if !present.iter().any(|name| name == "meta") {
+        return Err(problem_at(url, DatabaseProblem::Uninitialized));
+    }
+    existing(tx, url, &names, &present)
+}
+
 /// Which of `names` exist in the schema recon creates its tables in (the
 /// first of the `search_path`), as relations or functions.
 fn present_objects(

@@ -91,6 +91,16 @@ impl fmt::Display for DatabaseUrl {
     }
 }
 
+/// Two URLs name the same database when they read the same redacted: the
+/// password (which is not part of where the database is) aside.
+impl PartialEq for DatabaseUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.redacted == other.redacted
+    }
+}
+
+impl Eq for DatabaseUrl {}
+
 impl fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "DatabaseUrl({})", self.redacted)

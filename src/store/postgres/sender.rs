@@ -1,0 +1,151 @@
+//! The PostgreSQL outbox as a store: one connection, the statements it
+//! has prepared, and the transactions the shared scripts run in.
+//!
+//! A write transaction is READ COMMITTED and takes the journal head's one
+//! row `FOR UPDATE` as its first statement: the analogue of SQLite's
+//! `BEGIN IMMEDIATE`, so writers take turns at the journal, and the time of
+//! an act is read after its turn has come. Reads run in a transaction of
+//! their own on the same connection.
+
+use super::{connect, db_error, problem_at, schema, DatabaseUrl};
+use crate::clock::Clock;
+use crate::domain::Timestamp;
+use crate::error::{DatabaseProblem, Result, StoreError};
+use crate::faults::{hold_point, HoldPoint};
+use crate::settings::OpenOptions;
+use crate::store::sql::{Db, Postgres, SqlStore};
+use postgres::{Client, IsolationLevel, Statement};
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+
+/// The statement every write transaction runs first.
+const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
+
+/// A connection and the statements prepared on it (a prepared statement
+/// belongs to its connection).
+pub(super) struct Connection {
+    pub(super) client: Client,
+    pub(super) statements: HashMap<String, Statement>,
+}
+
+/// A PostgreSQL outbox, opened.
+pub(crate) struct PgSender {
+    /// Behind a `RefCell` because reads take `&self` and a transaction
+    /// needs the client mutably; a read never runs inside another (the
+    /// scripts see only their `Db`), so a borrow never meets another
+    /// ([`PgSender::connection`] says so as an error if one ever did).
+    conn: RefCell<Connection>,
+    pub(super) url: DatabaseUrl,
+    workspace_id: String,
+}
+
+impl PgSender {
+    /// Connects with recon's session settings and checks that the database
+    /// holds a recon outbox of this version (else refused, naming
+    /// `recon db init`).
+    pub(crate) fn open(url: &DatabaseUrl, options: OpenOptions) -> Result<Self, StoreError> {
+        let mut client = connect(url, options)?;
+        let mut tx = client
+            .transaction()
+            .map_err(|e| db_error(url, "beginning", &e))?;
+        let workspace_id = schema::outbox_id(&mut tx, url)?;
+        tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
+        Ok(PgSender {
+            conn: RefCell::new(Connection {
+                client,
+                statements: HashMap::new(),
+            }),
+            url: url.clone(),
+            workspace_id,
+        })
+    }
+
+    /// The connection, for a read. A read inside another read would be a
+    /// bug of this build; it fails as an error rather than a panic.
+    pub(super) fn connection(&self) -> Result<RefMut<'_, Connection>, StoreError> {
+        self.conn.try_borrow_mut().map_err(|_| {
+            problem_at(
+                &self.url,
+                DatabaseProblem::Failed {
+                    during: "reading",
+                    detail: "the connection is in use by another read of this process".into(),
+                },
+            )
+        })
+    }
+
+    /// The workspace id the outbox's `meta` holds.
+    pub(crate) fn workspace_id(&self) -> &str {
+        &self.workspace_id
+    }
+}
+
+impl SqlStore for PgSender {
+    /// `BEGIN` (READ COMMITTED), the journal head `FOR UPDATE` first, then
+    /// the time of the act, the act, and COMMIT; an error (or a panic)
+    /// drops the transaction, which rolls it back.
+    fn write<T>(
+        &mut self,
+        clock: &dyn Clock,
+        act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        hold_point(HoldPoint::BeforeWriteLock);
+        let url = &self.url;
+        let Connection { client, statements } = self.conn.get_mut();
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
+            .map_err(|e| db_error(url, "beginning a write", &e))?;
+        let mut db = Postgres {
+            tx: &mut tx,
+            statements,
+            url,
+        };
+        let head = db.prepared(TAKE_HEAD)?;
+        db.tx
+            .query_one(&head, &[])
+            .map_err(|e| db_error(url, "taking the journal head", &e))?;
+        let at = clock.now();
+        let done = act(&mut db, at)?;
+        tx.commit().map_err(|e| db_error(url, "committing", &e))?;
+        Ok(done)
+    }
+
+    /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
+    /// SQLite store's reads see each statement's own snapshot).
+    fn read<T, E: From<StoreError>>(
+        &self,
+        act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let url = &self.url;
+        let mut conn = self.connection()?;
+        let Connection { client, statements } = &mut *conn;
+        let mut tx = client
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .map_err(|e| db_error(url, "beginning a read", &e))?;
+        let done = act(&mut Postgres {
+            tx: &mut tx,
+            statements,
+            url,
+        })?;
+        tx.commit()
+            .map_err(|e| db_error(url, "ending a read", &e))?;
+        Ok(done)
+    }
+}
+
+/// A shared server offers neither optional capability: no bulk load (the
+/// SQLite one drops a trigger, which would lock out every other host) and
+/// no drills (they are for the stores the experiment builds for itself).
+impl crate::store::Capabilities for PgSender {
+    fn bulk(&mut self) -> Option<&mut dyn crate::store::BulkLoad> {
+        None
+    }
+
+    fn drills(&self) -> Option<&dyn crate::store::Drills> {
+        None
+    }
+}
