@@ -55,7 +55,9 @@ Exit codes:
 Environment:
   RECON_BUSY_TIMEOUT_MS  how long to wait for another process's write lock,
                          in milliseconds (default 5000, at most 600000)
-  RECON_DATABASE_URL     `db init`: the database when --database is not given
+  RECON_DATABASE_URL     the database when neither --workspace nor --database
+                         is given (not for demo, ledger, receiver, experiment,
+                         --check, which work on a workspace directory only)
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 
@@ -79,6 +81,15 @@ pub struct Cli {
     /// The workspace directory (holding sender.sqlite and receiver.sqlite).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+
+    /// Team mode (SPEC 10): the outbox in a PostgreSQL database,
+    /// postgres://USER@HOST:PORT/DATABASE, in place of --workspace
+    /// (default: RECON_DATABASE_URL, when --workspace is not given). Leave
+    /// the password out: it is read from PGPASSWORD, ~/.pgpass (or
+    /// PGPASSFILE) or a PGSERVICE, as libpq does; one in the URL is used,
+    /// and never printed.
+    #[arg(long, global = true, value_name = "URL")]
+    pub database: Option<String>,
 
     /// Console: the reviewer's name (asked before the first mutation if absent).
     #[arg(long, value_name = "NAME")]
@@ -234,8 +245,9 @@ pub enum Command {
     /// an action kind routed nowhere (no_receiver).
     #[command(subcommand)]
     Receivers(ReceiversCommand),
-    /// Team mode (SPEC 10): an outbox in a PostgreSQL database. Only `db
-    /// init` exists yet; no other command opens a database.
+    /// Team mode (SPEC 10): an outbox in a PostgreSQL database. `db init`
+    /// creates it; then every command takes --database URL (or
+    /// RECON_DATABASE_URL) in place of --workspace.
     #[command(subcommand)]
     Db(DbCommand),
 }
@@ -380,18 +392,13 @@ pub enum DbCommand {
     /// recon outbox of another schema version or missing some of its
     /// objects, and tables or functions of recon's names that are not a
     /// recon outbox. Two runs at once both succeed, and create it once.
-    /// Team mode is not usable yet: no other command opens a database.
+    /// Then every command (but those for a workspace directory only) takes
+    /// --database URL, or RECON_DATABASE_URL, in place of --workspace.
     Init(DbInitArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct DbInitArgs {
-    /// The database: postgres://USER@HOST:PORT/DATABASE (default:
-    /// RECON_DATABASE_URL). Leave the password out: it is read from
-    /// PGPASSWORD, ~/.pgpass (or PGPASSFILE) or a PGSERVICE, as libpq
-    /// does; one in the URL is used, and never printed.
-    #[arg(long, value_name = "URL")]
-    pub database: Option<String>,
     /// Print {database, schema_version, created, workspace_id} as JSON.
     #[arg(long)]
     pub json: bool,

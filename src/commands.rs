@@ -49,7 +49,6 @@ use render::{Format, Render};
 use crate::cli::{Cli, Command, DbCommand, ReceiverCommand, ReceiversCommand};
 use crate::domain::EscalationAction;
 use clap::{CommandFactory, FromArgMatches};
-use std::path::PathBuf;
 
 /// Parses the process's arguments as `Cli::parse` does (help, version and
 /// clap's usage errors exit here), with two additions: each command's
@@ -201,15 +200,20 @@ impl Request {
                 cli.output,
             )?));
         }
+        let place = open::Place {
+            workspace: cli.workspace,
+            database: cli.database,
+        };
         let Some(command) = cli.command else {
             return Ok(Request::Console(
-                console::Console::validate(cli.workspace, cli.reviewer.as_deref())?
+                console::Console::validate(place, cli.reviewer.as_deref())?
                     .frozen_at(cli.frozen_clock.as_deref())?,
             ));
         };
-        let ws = cli.workspace;
+        let ws = place;
         Ok(match command {
             Command::Experiment(args) => {
+                ws.directory_only("experiment")?;
                 Request::Experiment(experiment::Experiment::validate(args))
             }
             Command::Demo(args) => Request::Demo(demo::Demo::validate(args, ws)?),
@@ -259,7 +263,7 @@ impl Request {
         })
     }
 
-    fn receivers(command: ReceiversCommand, ws: Option<PathBuf>) -> Result<Request, Failure> {
+    fn receivers(command: ReceiversCommand, ws: open::Place) -> Result<Request, Failure> {
         Ok(match command {
             ReceiversCommand::Add(args) => {
                 Request::ReceiversAdd(receivers::Add::validate(args, ws)?)
@@ -314,8 +318,17 @@ impl Request {
 }
 
 /// `--workspace` may stand before or after the command, but `--check`,
-/// `--output` and the console's `--reviewer` make no sense with one.
+/// `--output` and the console's `--reviewer` make no sense with one; nor
+/// does `--check`, which makes workspace directories of its own, with
+/// `--database`.
 fn reject_stray_flags(cli: &Cli) -> Result<(), Failure> {
+    if cli.check.is_some() && cli.database.is_some() {
+        return Err(Failure::Usage(
+            "--check runs its experiment in workspace directories of its own: it takes no \
+             --database URL"
+                .into(),
+        ));
+    }
     let Some(command) = &cli.command else {
         return Ok(());
     };

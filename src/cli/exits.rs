@@ -208,6 +208,7 @@ const TABLE: &[Exits] = &[
             "receiver_exists",
             "action_routed",
             "secret_in_arguments",
+            "builtin_single_host",
         ],
         receiver: true,
         ..exits(&["receivers", "add"])

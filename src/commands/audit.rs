@@ -9,13 +9,13 @@
 //! bounded line at a time while the journal is walked, and an export is
 //! written one line at a time.
 
-use super::open::{open_journal, required_workspace};
+use super::open::{open_journal, Place};
 use super::output::{cannot_write, write_file_with};
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::audit::{Checkpoint as Head, ExportedEntry, Mismatch, VerifyReport, VerifyRequest};
 use crate::cli::{CheckpointArgs, ExportArgs, VerifyArgs};
 use crate::domain::sanitize::{escape, json_for_terminal};
-use crate::workspace::Journal;
+use crate::workspace::{Journal, Location};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -40,14 +40,14 @@ pub const MAX_EXPORT_BYTES: u64 = 16 * 1024 * 1024 * 1024;
 /// export and a checkpoint. The checkpoint is parsed and the export opened
 /// before the workspace is.
 pub struct Verify {
-    dir: PathBuf,
+    location: Location,
     against: Option<ExportLines>,
     checkpoint: Option<Head>,
 }
 
 impl Verify {
-    pub fn validate(args: VerifyArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
-        let dir = required_workspace(workspace)?;
+    pub fn validate(args: VerifyArgs, place: Place) -> Result<Self, Failure> {
+        let location = place.required()?;
         let checkpoint = args
             .checkpoint
             .as_deref()
@@ -58,7 +58,7 @@ impl Verify {
             .transpose()?;
         let against = args.against.as_deref().map(ExportLines::open).transpose()?;
         Ok(Verify {
-            dir,
+            location,
             against,
             checkpoint,
         })
@@ -69,7 +69,7 @@ impl Verify {
     /// dropped.
     pub fn run(self) -> Result<Verified, Failure> {
         let mut against = self.against;
-        let journal = open_journal(&self.dir)?;
+        let journal = open_journal(&self.location)?;
         let workspace = journal.id().map(str::to_string);
         let report = journal.verify(VerifyRequest {
             against: against
@@ -302,7 +302,7 @@ impl Render for Verified {
 /// `recon export`: every entry as stored, one JSON line each, to a file
 /// (atomically) or to stdout.
 pub struct Export {
-    dir: PathBuf,
+    location: Location,
     output: Option<PathBuf>,
 }
 
@@ -330,9 +330,9 @@ fn export_to(
 }
 
 impl Export {
-    pub fn validate(args: ExportArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ExportArgs, place: Place) -> Result<Self, Failure> {
         Ok(Export {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             output: args.output,
         })
     }
@@ -341,7 +341,7 @@ impl Export {
     /// the copy is how damage is shown later. For stdout the lines go to a
     /// temporary file first, which the renderer copies out.
     pub fn run(self) -> Result<Exported, Failure> {
-        let journal = open_journal(&self.dir)?;
+        let journal = open_journal(&self.location)?;
         let (report, stdout) = match &self.output {
             Some(path) => (
                 write_file_with(path, |w| export_to(&journal, w, path))?,
@@ -414,18 +414,18 @@ impl Render for Exported {
 /// `recon checkpoint`: the journal's length and head hash, to keep outside
 /// the workspace.
 pub struct Checkpoint {
-    dir: PathBuf,
+    location: Location,
 }
 
 impl Checkpoint {
-    pub fn validate(_args: CheckpointArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(_args: CheckpointArgs, place: Place) -> Result<Self, Failure> {
         Ok(Checkpoint {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
         })
     }
 
     pub fn run(self) -> Result<Checkpointed, Failure> {
-        Ok(Checkpointed(open_journal(&self.dir)?.checkpoint()?))
+        Ok(Checkpointed(open_journal(&self.location)?.checkpoint()?))
     }
 }
 

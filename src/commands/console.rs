@@ -1,5 +1,5 @@
-//! The review console from the command line: `recon [--workspace DIR]
-//! [--reviewer NAME]` in a real terminal, and `recon screenshot`, the same
+//! The review console from the command line: `recon [--workspace DIR |
+//! --database URL] [--reviewer NAME]` in a real terminal, and `recon screenshot`, the same
 //! console rendered headless after a key sequence.
 //!
 //! Both take the console's options from here ([`console_options`]), so a
@@ -7,13 +7,13 @@
 //! console draws its own screen and its result renders as nothing; a
 //! screenshot's result is the rendered screen, text or SVG.
 
-use super::open::{open, open_options, required_workspace};
+use super::open::{open, open_options, Place};
 use super::render::Silent;
 use super::{Failure, Out, Render};
 use crate::cli::{person, ScreenshotArgs, ScreenshotFormat};
 use crate::console;
+use crate::workspace::Location;
 use ratatui::crossterm::event::KeyEvent;
-use std::path::PathBuf;
 
 /// The console's options from the command line and the environment
 /// (`NO_COLOR`, when set and not empty, turns colours off).
@@ -35,17 +35,18 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
     })
 }
 
-/// `recon [--workspace DIR] [--reviewer NAME]`: the review console, on a
-/// fresh temporary demo workspace when no workspace is given.
+/// `recon [--workspace DIR | --database URL] [--reviewer NAME]`: the
+/// review console, on a fresh temporary demo workspace when neither (nor
+/// `RECON_DATABASE_URL`) is given.
 pub struct Console {
-    workspace: Option<PathBuf>,
+    location: Option<Location>,
     options: console::Options,
     /// The hidden `--frozen-clock`: a stopped clock instead of the system's.
     frozen: Option<crate::domain::Timestamp>,
 }
 
 impl Console {
-    pub fn validate(workspace: Option<PathBuf>, reviewer: Option<&str>) -> Result<Self, Failure> {
+    pub fn validate(place: Place, reviewer: Option<&str>) -> Result<Self, Failure> {
         use std::io::IsTerminal;
         // Checked before anything is opened or built: without a terminal the
         // console could only write escape sequences into a pipe or a file.
@@ -57,7 +58,7 @@ impl Console {
             ));
         }
         Ok(Console {
-            workspace,
+            location: place.location()?,
             options: console_options(reviewer)?,
             frozen: None,
         })
@@ -89,11 +90,11 @@ impl Console {
 
     pub fn run(self) -> Result<Silent, Failure> {
         let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
-        let mut app = match self.workspace.clone() {
-            Some(dir) => {
-                let ws = self.clocked(open(&dir, false)?);
+        let mut app = match self.location.clone() {
+            Some(location) => {
+                let ws = self.clocked(open(&location, false)?);
                 let source = console::Source {
-                    path: dir,
+                    location,
                     temporary_demo: false,
                 };
                 console::App::open(ws, source, self.options, size)?
@@ -102,7 +103,7 @@ impl Console {
                 let (ws, dir) = console::demo_workspace(open_options()?)?;
                 let ws = self.clocked(ws);
                 let source = console::Source {
-                    path: dir.path().to_path_buf(),
+                    location: Location::workspace(dir.path()),
                     temporary_demo: true,
                 };
                 console::App::open(ws, source, self.options, size)?.keep_dir(dir)
@@ -115,7 +116,7 @@ impl Console {
 
 /// `recon screenshot`: the console rendered headless after a key sequence.
 pub struct Screenshot {
-    dir: PathBuf,
+    location: Location,
     size: (u16, u16),
     keys: Vec<KeyEvent>,
     format: ScreenshotFormat,
@@ -123,12 +124,12 @@ pub struct Screenshot {
 }
 
 impl Screenshot {
-    pub fn validate(args: ScreenshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
-        let dir = required_workspace(workspace)?;
+    pub fn validate(args: ScreenshotArgs, place: Place) -> Result<Self, Failure> {
+        let location = place.required()?;
         let keys = console::keys::parse_keys(&args.keys).map_err(Failure::Usage)?;
         let options = console_options(args.reviewer.as_deref())?;
         Ok(Screenshot {
-            dir,
+            location,
             size: args.size,
             keys,
             format: args.format,
@@ -138,10 +139,10 @@ impl Screenshot {
 
     pub fn run(self) -> Result<Screen, Failure> {
         let source = console::Source {
-            path: self.dir.clone(),
+            location: self.location.clone(),
             temporary_demo: false,
         };
-        let ws = open(&self.dir, false)?;
+        let ws = open(&self.location, false)?;
         // Rendered as the workspace was left: ages are measured from its
         // newest change, so the same workspace renders the same screen.
         let at = ws.newest_update()?.unwrap_or_else(|| ws.now());

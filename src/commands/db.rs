@@ -4,44 +4,31 @@
 //! printed only redacted (`DatabaseUrl`). `--workspace` has no meaning
 //! here and is a usage error rather than ignored.
 
-use super::open::open_options;
+use super::open::{open_options, Place, DATABASE_VARIABLE};
 use super::render::Render;
 use super::{Failure, Out};
 use crate::cli::DbInitArgs;
 use crate::domain::sanitize::escape;
 use crate::workspace::{DatabaseInit, DatabaseUrl, Workspace};
-use std::path::PathBuf;
-
-/// The variable that names the database when `--database` does not.
-pub const DATABASE_VARIABLE: &str = "RECON_DATABASE_URL";
-
-/// `--database URL`, else `RECON_DATABASE_URL`, parsed.
-fn database(flag: Option<String>) -> Result<DatabaseUrl, Failure> {
-    let text = flag
-        .or_else(|| std::env::var(DATABASE_VARIABLE).ok())
-        .filter(|text| !text.is_empty())
-        .ok_or_else(|| {
-            Failure::Usage(format!(
-                "db init needs the database: --database URL, or {DATABASE_VARIABLE}"
-            ))
-        })?;
-    DatabaseUrl::parse(&text).map_err(|e| Failure::Usage(format!("--database: {e}")))
-}
 
 pub struct Init {
     database: DatabaseUrl,
 }
 
 impl Init {
-    pub fn validate(args: DbInitArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
-        if workspace.is_some() {
+    pub fn validate(_args: DbInitArgs, place: Place) -> Result<Self, Failure> {
+        if place.workspace.is_some() {
             return Err(Failure::Usage(
                 "db init takes --database URL, not --workspace: it creates a database's schema"
                     .into(),
             ));
         }
         Ok(Init {
-            database: database(args.database)?,
+            database: place.database_url()?.ok_or_else(|| {
+                Failure::Usage(format!(
+                    "db init needs the database: --database URL, or {DATABASE_VARIABLE}"
+                ))
+            })?,
         })
     }
 

@@ -5,7 +5,7 @@
 //! arguments, opens (creating) the workspace, and renders the summary, which
 //! names the directory it was built in.
 
-use super::open::{open, required_workspace};
+use super::open::{open, Place};
 use super::{Failure, Out, Render};
 use crate::cli::DemoArgs;
 use crate::demo::{self, DemoSummary};
@@ -18,15 +18,15 @@ pub struct Demo {
 }
 
 impl Demo {
-    pub fn validate(args: DemoArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: DemoArgs, place: Place) -> Result<Self, Failure> {
         Ok(Demo {
-            dir: required_workspace(workspace)?,
+            dir: place.required_directory("demo")?,
             ops: args.ops,
         })
     }
 
     pub fn run(self) -> Result<Built, Failure> {
-        let mut ws = open(&self.dir, true)?;
+        let mut ws = open(&self.dir.as_path().into(), true)?;
         demo::check_buildable(&ws).map_err(Failure::Usage)?;
         let summary = demo::build(&mut ws, self.ops)?;
         Ok(Built {

@@ -7,7 +7,7 @@
 //! facade call, and the result, which knows its text and its `--json`
 //! document. Nothing here prints directly or picks an exit code.
 
-use super::open::{open, required_workspace};
+use super::open::{open, Place};
 use super::render::payload_line;
 use super::{Failure, Out, Render};
 use crate::cli::{
@@ -20,25 +20,24 @@ use crate::domain::sanitize::escape;
 use crate::domain::{Approval, CompensationRequest, Decision, Description, Operation, Recorded};
 use crate::error::Refusal;
 use crate::receiver::Fault;
-use crate::workspace::{Classified, ReconcileRequest, Workspace};
+use crate::workspace::{Classified, Location, ReconcileRequest, Workspace};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 /// `recon prepare`: a new original operation in the outbox.
 pub struct Prepare {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
     action_kind: String,
     payload: Value,
 }
 
 impl Prepare {
-    pub fn validate(args: PrepareArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: PrepareArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         identifier("action kind", &args.action_kind)?;
         let payload = read_payload(&args.payload)?;
         Ok(Prepare {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
             action_kind: args.action_kind,
             payload,
@@ -50,10 +49,10 @@ impl Prepare {
         // route there: the refusal is the one a workspace without a route
         // gives, and no workspace is created for it. (A workspace that lost
         // one of its files is damage, and opening it says so.)
-        if Workspace::is_absent(&self.dir) {
+        if Workspace::is_absent(&self.location) {
             return Err(Refusal::NoReceiver(self.action_kind).into());
         }
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         Ok(Prepared(ws.prepare(
             &self.op_id,
             &self.action_kind,
@@ -83,23 +82,23 @@ impl Render for Prepared {
 
 /// `recon dispatch`: commit unknown, then invoke the receiver.
 pub struct Dispatch {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
     fault: Option<Fault>,
 }
 
 impl Dispatch {
-    pub fn validate(args: DispatchArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: DispatchArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         Ok(Dispatch {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
             fault: args.fault.map(Into::into),
         })
     }
 
     pub fn run(self) -> Result<Dispatched, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         // Drills belong to the built-in ledger (SPEC 8 rule 1): asking for
         // one on an operation routed to an adapter is a mistake in the
         // command, found before anything is written.
@@ -181,21 +180,21 @@ fn authorized_by(close: CloseArgs) -> Result<Option<String>, Failure> {
 /// `recon snapshot`: read (or, with `--close`, close) and classify; with
 /// `--by`, record the read as an observation.
 pub struct Snapshot {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
     authorized_by: Option<String>,
     by: Option<String>,
 }
 
 impl Snapshot {
-    pub fn validate(args: SnapshotArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: SnapshotArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         let authorized_by = authorized_by(args.close)?;
         if let Some(by) = &args.by {
             person("--by", by)?;
         }
         Ok(Snapshot {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
             authorized_by,
             by: args.by,
@@ -207,7 +206,7 @@ impl Snapshot {
     /// snapshot, so a close the receiver committed is reported even if
     /// that read fails (the explanation is then left out).
     pub fn run(self) -> Result<Snapshotted, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let classified = ws.snapshot_by(
             &self.op_id,
             self.authorized_by.as_deref(),
@@ -275,7 +274,7 @@ impl Render for Snapshotted {
 
 /// `recon reconcile`: a fresh snapshot, then the reviewer's decision.
 pub struct Reconcile {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
     reviewer: String,
     decision: Decision,
@@ -285,13 +284,13 @@ pub struct Reconcile {
 }
 
 impl Reconcile {
-    pub fn validate(args: ReconcileArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ReconcileArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         person("--reviewer", &args.reviewer)?;
         let authorized_by = authorized_by(args.close)?;
         let payload = args.payload.as_deref().map(read_payload).transpose()?;
         Ok(Reconcile {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
             reviewer: args.reviewer,
             decision: args.decision.into(),
@@ -302,7 +301,7 @@ impl Reconcile {
     }
 
     pub fn run(self) -> Result<Reconciled, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let recorded = ws.reconcile(&ReconcileRequest {
             op_id: &self.op_id,
             reviewer: &self.reviewer,
@@ -361,7 +360,7 @@ impl Render for Reconciled {
 /// `recon approve-compensation`: the approval and the prepared
 /// compensation, in one transaction.
 pub struct ApproveCompensation {
-    dir: PathBuf,
+    location: Location,
     original_op_id: String,
     effect_id: String,
     approver: String,
@@ -372,10 +371,7 @@ pub struct ApproveCompensation {
 }
 
 impl ApproveCompensation {
-    pub fn validate(
-        args: ApproveCompensationArgs,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, Failure> {
+    pub fn validate(args: ApproveCompensationArgs, place: Place) -> Result<Self, Failure> {
         person("--approver", &args.approver)?;
         identifier("op id", &args.op_id)?;
         identifier("effect id", &args.effect)?;
@@ -383,7 +379,7 @@ impl ApproveCompensation {
         identifier("action kind", &args.action_kind)?;
         let payload = read_payload(&args.payload)?;
         Ok(ApproveCompensation {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             original_op_id: args.op_id,
             effect_id: args.effect,
             approver: args.approver,
@@ -395,7 +391,7 @@ impl ApproveCompensation {
     }
 
     pub fn run(self) -> Result<Approved, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         Ok(Approved(ws.approve_compensation(&CompensationRequest {
             original_op_id: &self.original_op_id,
             effect_id: &self.effect_id,

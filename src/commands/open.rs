@@ -1,16 +1,19 @@
-//! What a command needs from around it before it can act: the workspace
-//! directory it was given, and the library handles opened on it with the
-//! storage options of the environment.
+//! What a command needs from around it before it can act: where its
+//! stores are ([`Place`]: `--workspace DIR`, `--database URL` or
+//! `RECON_DATABASE_URL`, resolved here into a [`Location`]), and the
+//! library handles opened there with the storage options of the
+//! environment.
 //!
-//! The directory is checked while arguments are validated (a missing
-//! `--workspace` is a usage error like any other); the environment is read
-//! only when a store is opened, so a malformed `RECON_BUSY_TIMEOUT_MS` is
-//! reported where it always was: after the arguments, before the database.
+//! The location is resolved while arguments are validated (a missing or
+//! doubled one, or a malformed URL, is a usage error like any other); the
+//! busy timeout is read only when a store is opened, so a malformed
+//! `RECON_BUSY_TIMEOUT_MS` is reported where it always was: after the
+//! arguments, before the database.
 
 use super::Failure;
 use crate::settings::OpenOptions;
-use crate::workspace::{Journal, Location, Workspace};
-use std::path::{Path, PathBuf};
+use crate::workspace::{DatabaseUrl, Journal, Location, Workspace};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The longest busy timeout accepted: ten minutes.
@@ -37,21 +40,98 @@ pub fn open_options() -> Result<OpenOptions, Failure> {
     Ok(options)
 }
 
-/// `--workspace DIR`, for the commands that cannot do without it.
-pub fn required_workspace(workspace: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    workspace.ok_or_else(|| Failure::Usage("--workspace DIR is required for this command".into()))
+/// The variable that names the database when neither `--workspace` nor
+/// `--database` is given (SPEC 10).
+pub const DATABASE_VARIABLE: &str = "RECON_DATABASE_URL";
+
+/// Where the command line puts the stores: the global `--workspace DIR`
+/// and `--database URL` as given, not yet resolved.
+#[derive(Debug, Default)]
+pub struct Place {
+    pub workspace: Option<PathBuf>,
+    pub database: Option<String>,
 }
 
-/// Opens the workspace in `dir` (`--workspace DIR` names a workspace
-/// directory's [`Location`]), creating it when `create` is set.
-pub fn open(dir: &Path, create: bool) -> Result<Workspace, Failure> {
+impl Place {
+    /// `--database URL`, else `RECON_DATABASE_URL` when it is set and not
+    /// empty; an error when `--workspace` is given too.
+    fn database(&self) -> Result<Option<String>, Failure> {
+        if self.workspace.is_some() && self.database.is_some() {
+            return Err(Failure::Usage(
+                "--workspace DIR and --database URL name two places: give one".into(),
+            ));
+        }
+        if self.workspace.is_some() {
+            return Ok(None);
+        }
+        Ok(self.database.clone().or_else(|| {
+            std::env::var(DATABASE_VARIABLE)
+                .ok()
+                .filter(|text| !text.is_empty())
+        }))
+    }
+
+    /// The database this place names, if it names one.
+    pub fn database_url(&self) -> Result<Option<DatabaseUrl>, Failure> {
+        self.database()?.map(|text| parse_url(&text)).transpose()
+    }
+
+    /// The location of a command that works on a workspace directory or a
+    /// database alike: `--workspace DIR`, `--database URL`, or else
+    /// `RECON_DATABASE_URL`.
+    pub fn location(self) -> Result<Option<Location>, Failure> {
+        Ok(match self.database_url()? {
+            Some(url) => Some(url.into()),
+            None => self.workspace.map(Location::Workspace),
+        })
+    }
+
+    /// [`Place::location`], required.
+    pub fn required(self) -> Result<Location, Failure> {
+        self.location()?.ok_or_else(|| {
+            Failure::Usage(format!(
+                "--workspace DIR or --database URL (or {DATABASE_VARIABLE}) is required for this \
+                 command"
+            ))
+        })
+    }
+
+    /// The workspace directory of a command that exists only for one
+    /// (`demo`, `ledger`, `receiver apply|adapter`, `experiment`):
+    /// `--database` is a usage error, `RECON_DATABASE_URL` is ignored.
+    pub fn directory_only(self, command: &str) -> Result<Option<PathBuf>, Failure> {
+        if self.database.is_some() {
+            return Err(Failure::Usage(format!(
+                "{command} works on a workspace directory only: it takes --workspace DIR, \
+                 not --database URL"
+            )));
+        }
+        Ok(self.workspace)
+    }
+
+    /// [`Place::directory_only`], required.
+    pub fn required_directory(self, command: &str) -> Result<PathBuf, Failure> {
+        self.directory_only(command)?
+            .ok_or_else(|| Failure::Usage(format!("{command} needs --workspace DIR")))
+    }
+}
+
+/// A database URL from the command line or the environment; a malformed
+/// one is a usage error that never repeats it (it may hold a password).
+pub fn parse_url(text: &str) -> Result<DatabaseUrl, Failure> {
+    DatabaseUrl::parse(text).map_err(|e| Failure::Usage(format!("--database: {e}")))
+}
+
+/// Opens the workspace at `location`, creating a workspace directory when
+/// `create` is set.
+pub fn open(location: &Location, create: bool) -> Result<Workspace, Failure> {
     let mut options = open_options()?;
     options.create = create;
-    Ok(Workspace::open(Location::workspace(dir), options)?)
+    Ok(Workspace::open(location, options)?)
 }
 
 /// Opens only the journal: verifying, exporting and checkpointing need
 /// nothing else, and must work even when the receiver file is gone.
-pub fn open_journal(dir: &Path) -> Result<Journal, Failure> {
-    Ok(Journal::open(Location::workspace(dir), open_options()?)?)
+pub fn open_journal(location: &Location) -> Result<Journal, Failure> {
+    Ok(Journal::open(location, open_options()?)?)
 }

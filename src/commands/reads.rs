@@ -6,7 +6,7 @@
 //! The lists are rendered as they were read, one line per row, through the
 //! buffered output, so a long ledger piped into `head` ends quietly.
 
-use super::open::{open, required_workspace};
+use super::open::{open, Place};
 use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
 use crate::cli::{identifier, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
@@ -15,15 +15,14 @@ use crate::domain::time::age_text;
 use crate::domain::{
     Cursor, Effect, OpState, Operation, OpsQuery, QueueFilter, SortOrder, Timestamp, VerdictFilter,
 };
-use crate::workspace::OpDetail;
+use crate::workspace::{Location, OpDetail};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::time::Duration;
 use unicode_width::UnicodeWidthStr;
 
 /// `recon ops`: one page of operations under a filter and an order.
 pub struct Ops {
-    dir: PathBuf,
+    location: Location,
     filter: OwnedFilter,
     sort: SortOrder,
     after: Option<Cursor>,
@@ -41,7 +40,7 @@ struct OwnedFilter {
 }
 
 impl Ops {
-    pub fn validate(args: OpsArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: OpsArgs, place: Place) -> Result<Self, Failure> {
         let sort = SortOrder::from(args.sort);
         let after = args
             .after
@@ -51,7 +50,7 @@ impl Ops {
             })
             .transpose()?;
         Ok(Ops {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             filter: OwnedFilter {
                 state: args.state.and_then(StateFilterArg::state),
                 verdict: args.verdict.map(|v| v.0),
@@ -66,7 +65,7 @@ impl Ops {
     }
 
     pub fn run(self) -> Result<OpsPage, Failure> {
-        let ws = open(&self.dir, false)?;
+        let ws = open(&self.location, false)?;
         let now = ws.now();
         let query = OpsQuery {
             filter: QueueFilter {
@@ -181,21 +180,21 @@ impl Render for OpsPage {
 
 /// `recon show`: one operation with its evidence and approvals.
 pub struct Show {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
 }
 
 impl Show {
-    pub fn validate(args: ShowArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ShowArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         Ok(Show {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
         })
     }
 
     pub fn run(self) -> Result<Shown, Failure> {
-        let ws = open(&self.dir, false)?;
+        let ws = open(&self.location, false)?;
         Ok(Shown(ws.show(&self.op_id)?))
     }
 }
@@ -337,17 +336,17 @@ impl Render for Shown {
 
 /// `recon ledger`: the receiver's effects in write order.
 pub struct Ledger {
-    dir: PathBuf,
+    location: Location,
     op_id: Option<String>,
 }
 
 impl Ledger {
-    pub fn validate(args: LedgerArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: LedgerArgs, place: Place) -> Result<Self, Failure> {
         if let Some(op_id) = &args.op_id {
             identifier("op id", op_id)?;
         }
         Ok(Ledger {
-            dir: required_workspace(workspace)?,
+            location: Location::Workspace(place.required_directory("ledger")?),
             op_id: args.op_id,
         })
     }
@@ -355,7 +354,7 @@ impl Ledger {
     /// The built-in ledger's effects, and a note when the receivers that
     /// matter here are adapters, whose effects this command cannot list.
     pub fn run(self) -> Result<Effects, Failure> {
-        let ws = open(&self.dir, false)?;
+        let ws = open(&self.location, false)?;
         let effects = ws.ledger(self.op_id.as_deref())?;
         let note = match self.op_id.as_deref() {
             Some(op_id) => ws

@@ -9,7 +9,7 @@
 //! but an exit code. Their refusals and failures still go through the one
 //! renderer.
 
-use super::open::{open_options, required_workspace};
+use super::open::{open_options, Place};
 use super::render::Render;
 use super::render::Silent;
 use super::Failure;
@@ -18,13 +18,12 @@ use crate::cli::UsageError;
 use crate::cli::{identifier, read_payload, ReceiverAdapterArgs, ReceiverApplyArgs};
 use crate::receiver::protocol::Invocation;
 use crate::receiver::{self, AdapterArgs, ApplyArgs};
-use std::path::PathBuf;
 
 pub struct Apply(ApplyArgs);
 
 impl Apply {
-    pub fn validate(args: ReceiverApplyArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
-        let workspace = required_workspace(workspace)?;
+    pub fn validate(args: ReceiverApplyArgs, place: Place) -> Result<Self, Failure> {
+        let workspace = place.required_directory("receiver apply")?;
         identifier("op id", &args.op_id)?;
         identifier("action kind", &args.action_kind)?;
         let payload = read_payload(&args.payload)?;
@@ -64,14 +63,11 @@ impl Render for Answered {
 }
 
 impl Adapter {
-    pub fn validate(
-        args: ReceiverAdapterArgs,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, Failure> {
+    pub fn validate(args: ReceiverAdapterArgs, place: Place) -> Result<Self, Failure> {
         let invocation = Invocation::parse(&args.verb)
             .ok_or_else(|| UsageError(format!("unknown verb {}", args.verb)))?;
         Ok(Adapter(AdapterArgs {
-            workspace: required_workspace(workspace)?,
+            workspace: place.required_directory("receiver adapter")?,
             no_close: args.no_close,
             invocation,
         }))

@@ -10,7 +10,7 @@
 //! `list --json`), and every part of it a person or an adapter typed is
 //! escaped before it reaches a terminal.
 
-use super::open::{open, open_options, required_workspace};
+use super::open::{open, open_options, Place};
 use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
 use crate::cli::{
     identifier, receiver_name, ReceiversAddArgs, ReceiversCheckArgs, ReceiversListArgs,
@@ -19,13 +19,13 @@ use crate::cli::{
 use crate::domain::sanitize::escape;
 use crate::domain::{canonical_json, names, Description, Registration, ANY_ACTION};
 use crate::error::StoreError;
-use crate::workspace::{NewReceiver, ReceiverChange, ReceiverCheck, Workspace};
+use crate::workspace::{Location, NewReceiver, ReceiverChange, ReceiverCheck, Workspace};
 use serde::Serialize;
 use std::path::PathBuf;
 
 /// `recon receivers add`.
 pub struct Add {
-    dir: PathBuf,
+    location: Location,
     name: String,
     actions: Vec<String>,
     source: Source,
@@ -44,7 +44,7 @@ enum Source {
 }
 
 impl Add {
-    pub fn validate(args: ReceiversAddArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ReceiversAddArgs, place: Place) -> Result<Self, Failure> {
         receiver_name(&args.name)?;
         let mut seen = std::collections::BTreeSet::new();
         for action in &args.actions {
@@ -78,7 +78,7 @@ impl Add {
             }
         };
         Ok(Add {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             name: args.name,
             actions: args.actions,
             source,
@@ -89,7 +89,7 @@ impl Add {
     /// a refused registration leaves no workspace behind.
     pub fn run(self) -> Result<Registered, Failure> {
         let registered =
-            Workspace::create_for(&self.dir, open_options()?, |ws| match &self.source {
+            Workspace::create_for(&self.location, open_options()?, |ws| match &self.source {
                 Source::Builtin { can_close } => {
                     ws.register_builtin(&self.name, &self.actions, *can_close)
                 }
@@ -194,7 +194,7 @@ impl Render for Registered {
 
 /// `recon receivers update`.
 pub struct Update {
-    dir: PathBuf,
+    location: Location,
     name: String,
     command: Option<(PathBuf, Vec<String>)>,
     env: Option<Vec<String>>,
@@ -202,10 +202,7 @@ pub struct Update {
 }
 
 impl Update {
-    pub fn validate(
-        args: ReceiversUpdateArgs,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, Failure> {
+    pub fn validate(args: ReceiversUpdateArgs, place: Place) -> Result<Self, Failure> {
         receiver_name(&args.name)?;
         for var in &args.env {
             names::env_var(var).map_err(UsageError)?;
@@ -226,7 +223,7 @@ impl Update {
             .into());
         }
         Ok(Update {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             name: args.name,
             command,
             env,
@@ -235,7 +232,7 @@ impl Update {
     }
 
     pub fn run(self) -> Result<Updated, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let change = ReceiverChange {
             name: &self.name,
             command: self
@@ -270,18 +267,18 @@ impl Render for Updated {
 
 /// `recon receivers list`.
 pub struct List {
-    dir: PathBuf,
+    location: Location,
 }
 
 impl List {
-    pub fn validate(_args: ReceiversListArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(_args: ReceiversListArgs, place: Place) -> Result<Self, Failure> {
         Ok(List {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
         })
     }
 
     pub fn run(self) -> Result<Listed, Failure> {
-        Ok(Listed(open(&self.dir, false)?.receivers()?))
+        Ok(Listed(open(&self.location, false)?.receivers()?))
     }
 }
 
@@ -305,16 +302,16 @@ impl Render for Listed {
 
 /// `recon receivers check`.
 pub struct Check {
-    dir: PathBuf,
+    location: Location,
     name: String,
     accept: bool,
 }
 
 impl Check {
-    pub fn validate(args: ReceiversCheckArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ReceiversCheckArgs, place: Place) -> Result<Self, Failure> {
         receiver_name(&args.name)?;
         Ok(Check {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             name: args.name,
             accept: args.accept,
         })
@@ -323,7 +320,7 @@ impl Check {
     /// Compares; with `--accept`, a differing answer is then stored as a
     /// new version of the registration (and the result says so).
     pub fn run(self) -> Result<Checked, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let check = ws.check_receiver(&self.name)?;
         let accepted = match (self.accept, check.unchanged) {
             (true, false) => Some(ws.update_receiver(&ReceiverChange {
@@ -399,24 +396,21 @@ fn description_line(description: &Description) -> Result<String, Failure> {
 
 /// `recon receivers remove`.
 pub struct Remove {
-    dir: PathBuf,
+    location: Location,
     name: String,
 }
 
 impl Remove {
-    pub fn validate(
-        args: ReceiversRemoveArgs,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, Failure> {
+    pub fn validate(args: ReceiversRemoveArgs, place: Place) -> Result<Self, Failure> {
         receiver_name(&args.name)?;
         Ok(Remove {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             name: args.name,
         })
     }
 
     pub fn run(self) -> Result<Removed, Failure> {
-        open(&self.dir, false)?.remove_receiver(&self.name)?;
+        open(&self.location, false)?.remove_receiver(&self.name)?;
         Ok(Removed(self.name))
     }
 }

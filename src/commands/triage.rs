@@ -3,7 +3,7 @@
 //! within their bound) before the workspace is opened, makes one facade
 //! call, and renders what it recorded.
 
-use super::open::{open, required_workspace};
+use super::open::{open, Place};
 use super::render::observation_line;
 use super::{Failure, Out, Render, EXIT_OK, EXIT_STORAGE};
 use crate::cli::{identifier, person, MarkArgs, NoteArgs, ObserveArgs};
@@ -11,14 +11,13 @@ use crate::domain::sanitize::{escape, json_for_terminal};
 use crate::domain::{
     free_text, EscalationAction, Note as NoteRecord, Observed, OpState, Operation,
 };
-use crate::workspace::ObserveRequest;
-use std::path::PathBuf;
+use crate::workspace::{Location, ObserveRequest};
 use std::time::Duration;
 
 /// `recon observe`: read the selected operations' receivers and record
 /// what they showed.
 pub struct Observe {
-    dir: PathBuf,
+    location: Location,
     op_ids: Vec<String>,
     state: Option<OpState>,
     older_than: Option<Duration>,
@@ -26,13 +25,13 @@ pub struct Observe {
 }
 
 impl Observe {
-    pub fn validate(args: ObserveArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: ObserveArgs, place: Place) -> Result<Self, Failure> {
         for id in &args.op_ids {
             identifier("op id", id)?;
         }
         person("--by", &args.by)?;
         Ok(Observe {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_ids: args.op_ids,
             state: args.state.map(OpState::from),
             older_than: args.older_than,
@@ -41,7 +40,7 @@ impl Observe {
     }
 
     pub fn run(self) -> Result<ObservedAll, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let report = ws.observe(&ObserveRequest {
             op_ids: &self.op_ids,
             state: self.state,
@@ -168,19 +167,19 @@ fn text_arg(what: &str, text: &str) -> Result<(), Failure> {
 
 /// `recon note`: a note on an operation.
 pub struct Note {
-    dir: PathBuf,
+    location: Location,
     op_id: String,
     by: String,
     text: String,
 }
 
 impl Note {
-    pub fn validate(args: NoteArgs, workspace: Option<PathBuf>) -> Result<Self, Failure> {
+    pub fn validate(args: NoteArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         person("--by", &args.by)?;
         text_arg("--text", &args.text)?;
         Ok(Note {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             op_id: args.op_id,
             by: args.by,
             text: args.text,
@@ -188,7 +187,7 @@ impl Note {
     }
 
     pub fn run(self) -> Result<Noted, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let note = ws.note(&self.op_id, &self.by, &self.text)?;
         Ok(Noted {
             op_id: self.op_id,
@@ -229,7 +228,7 @@ pub enum MarkAct {
 }
 
 pub struct Mark {
-    dir: PathBuf,
+    location: Location,
     action: MarkAct,
     op_id: String,
     by: String,
@@ -237,16 +236,12 @@ pub struct Mark {
 }
 
 impl Mark {
-    pub fn validate(
-        args: MarkArgs,
-        action: MarkAct,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, Failure> {
+    pub fn validate(args: MarkArgs, action: MarkAct, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
         person("--by", &args.by)?;
         text_arg("--reason", &args.reason)?;
         Ok(Mark {
-            dir: required_workspace(workspace)?,
+            location: place.required()?,
             action,
             op_id: args.op_id,
             by: args.by,
@@ -255,7 +250,7 @@ impl Mark {
     }
 
     pub fn run(self) -> Result<Marked, Failure> {
-        let mut ws = open(&self.dir, false)?;
+        let mut ws = open(&self.location, false)?;
         let (op_id, by, reason) = (&self.op_id, &self.by, &self.reason);
         let op = match self.action {
             MarkAct::Escalation(EscalationAction::Escalate) => ws.escalate(op_id, by, reason)?,

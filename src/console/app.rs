@@ -37,7 +37,6 @@ use crate::settings::OpenOptions;
 use crate::workspace::{Classified, Location, Workspace};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -95,10 +94,11 @@ impl Filter {
     }
 }
 
-/// Where the workspace came from, for the title bar.
+/// Where the workspace came from, for the title bar: a workspace
+/// directory or a database (shown redacted, as its `Display` does).
 #[derive(Debug, Clone)]
 pub struct Source {
-    pub path: PathBuf,
+    pub location: Location,
     /// A fresh temporary demo workspace, removed when the console exits.
     pub temporary_demo: bool,
 }

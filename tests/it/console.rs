@@ -43,7 +43,7 @@ fn options(reviewer: Option<&str>) -> Options {
 /// A console on its own connections to the lab's workspace.
 fn console_on(lab: &Lab, options: Options, size: (u16, u16)) -> App {
     let source = Source {
-        path: lab.path().to_path_buf(),
+        location: lab.path().into(),
         temporary_demo: false,
     };
     // Ages are measured on the demo's stopped clock, so screens are stable.
@@ -59,7 +59,7 @@ fn console_at(
     clock: &std::sync::Arc<recon::clock::FixedClock>,
 ) -> App {
     let source = Source {
-        path: lab.path().to_path_buf(),
+        location: lab.path().into(),
         temporary_demo: false,
     };
     let ws = lab.reopen().with_clock(clock.clone());

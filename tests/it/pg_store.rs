@@ -8,6 +8,7 @@
 //! copy of a template database initialized once. Under `CI` a server that
 //! cannot start fails each test; elsewhere the test says so in one line.
 
+mod commands;
 mod outbox;
 
 use crate::real_receivers::servers::{self, Postgres};
