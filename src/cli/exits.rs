@@ -23,6 +23,9 @@ struct Exits {
     workspace: bool,
     /// Whether it opens a PostgreSQL database (`--database`) instead.
     database: bool,
+    /// Whether it works on a workspace directory only, never on a
+    /// database (`--database` is a usage error for it).
+    directory_only: bool,
     /// Whether it writes a file or a stream of its own (--output).
     output: bool,
     /// Whether it calls a receiver.
@@ -41,6 +44,7 @@ const fn exits(path: &'static [&'static str]) -> Exits {
         json: true,
         workspace: true,
         database: false,
+        directory_only: false,
         output: false,
         receiver: false,
         partial: None,
@@ -60,6 +64,7 @@ const TABLE: &[Exits] = &[
     Exits {
         done: "the demo was built, every story ending as told",
         receiver: true,
+        directory_only: true,
         ..exits(&["demo"])
     },
     Exits {
@@ -91,7 +96,10 @@ const TABLE: &[Exits] = &[
         refusals: OP,
         ..exits(&["show"])
     },
-    exits(&["ledger"]),
+    Exits {
+        directory_only: true,
+        ..exits(&["ledger"])
+    },
     Exits {
         refusals: &[
             "unknown_operation",
@@ -192,12 +200,14 @@ const TABLE: &[Exits] = &[
             (24, "crash-before-commit: nothing written"),
         ],
         json: false,
+        directory_only: true,
         ..exits(&["receiver", "apply"])
     },
     Exits {
         done: "answered (the exit code is diagnostic only, never evidence)",
         refusals: &["operation_closed"],
         json: false,
+        directory_only: true,
         ..exits(&["receiver", "adapter"])
     },
     Exits {
@@ -341,6 +351,12 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
             "\nEnvironment:\n  RECON_BUSY_TIMEOUT_MS  how long to wait for another process's \
              write lock, in milliseconds (default 5000, at most 600000)",
         );
+        if !exits.directory_only {
+            text.push_str(
+                "\n  RECON_DATABASE_URL     the PostgreSQL outbox when neither --workspace nor \
+                 --database is given (team mode)",
+            );
+        }
     }
     Some(text.trim_end().to_string())
 }
@@ -359,5 +375,24 @@ mod tests {
             );
         }
         assert_eq!(TABLE.len(), COMMAND_PATHS.len());
+    }
+
+    #[test]
+    fn only_commands_that_open_a_database_offer_recon_database_url_and_receivers_add_refuses_builtin_single_host(
+    ) {
+        for path in COMMAND_PATHS {
+            let text = exit_codes_of(path).expect("its exit codes");
+            let directory_only = matches!(
+                *path,
+                ["demo"] | ["ledger"] | ["receiver", _] | ["experiment"]
+            );
+            assert_eq!(
+                text.contains("RECON_DATABASE_URL"),
+                !directory_only,
+                "{path:?}: {text}"
+            );
+        }
+        let add = exit_codes_of(&["receivers", "add"]).expect("its exit codes");
+        assert!(add.contains("builtin_single_host"), "{add}");
     }
 }
