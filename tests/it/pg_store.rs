@@ -55,7 +55,7 @@ fn template(pg: &Postgres) -> &'static str {
 }
 
 /// A fresh database holding the outbox's schema; its URL.
-fn initialized(pg: &Postgres, prefix: &str) -> String {
+pub(crate) fn initialized(pg: &Postgres, prefix: &str) -> String {
     pg.new_database_from(prefix, template(pg))
 }
 

@@ -677,3 +677,61 @@ fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation(
         said.iter().all(|text| screen.contains(text))
     });
 }
+
+#[test]
+fn the_real_terminal_console_on_a_database_shows_its_operation_and_quits() {
+    use crate::real_receivers::servers;
+    let test = "the_real_terminal_console_on_a_database_shows_its_operation_and_quits";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = crate::pg_store::initialized(pg, "console");
+    let state = tempfile::tempdir().expect("temp dir");
+    let state = state.path().join("mail.json").display().to_string();
+    let adapter = crate::support::adapter_fixture().display().to_string();
+    // An operation whose receipt was lost, through the command line.
+    for args in [
+        &[
+            "receivers",
+            "add",
+            "mail",
+            "--database",
+            &url,
+            "--actions",
+            "post_letter",
+            "--",
+            &adapter,
+            "--state",
+            &state,
+            "--mode",
+            "apply:crash-after",
+            "--can-close",
+            "--complete",
+            "--authoritative",
+        ][..],
+        &[
+            "prepare",
+            "--database",
+            &url,
+            "--op",
+            "op-db-1",
+            "--action",
+            "post_letter",
+            "--payload",
+            "{}",
+        ],
+        &["dispatch", "--database", &url, "op-db-1"],
+    ] {
+        let out = run(args, None);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+    }
+    let variable = format!("RECON_DATABASE_URL={url}");
+    let Some(tmux) = Tmux::start_with_env(&[&variable], &["--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    let screen = tmux.shows("op-db-1");
+    assert!(screen.contains(&format!("database: {url}")), "{screen}");
+    tmux.keys(&["q"]);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
+}
