@@ -44,7 +44,7 @@ const SIZE: (u16, u16) = (120, 40);
 fn open_console(ws: &Path) -> App {
     let workspace = Workspace::open(ws, OpenOptions::default()).expect("open workspace");
     let source = Source {
-        path: ws.to_path_buf(),
+        location: ws.into(),
         temporary_demo: false,
     };
     let options = Options {

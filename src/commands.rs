@@ -21,7 +21,8 @@
 //! - `console`: the review console and `screenshot`.
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
-//! stderr, files), `open` (the workspace and the environment), `render`
+//! stderr, files), `open` (where the stores are: `--workspace`,
+//! `--database` or `RECON_DATABASE_URL`; and the environment), `render`
 //! (the `Render` trait and `finish`, the one place that prints results
 //! and failures). [`parse`] is here too, because the help it prints joins
 //! `cli` and the console, which do not import each other.

@@ -679,9 +679,10 @@ fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation(
 }
 
 #[test]
-fn the_real_terminal_console_on_a_database_shows_its_operation_and_quits() {
+fn the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits() {
     use crate::real_receivers::servers;
-    let test = "the_real_terminal_console_on_a_database_shows_its_operation_and_quits";
+    let test =
+        "the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits";
     let Some(pg) = servers::require(test, servers::postgres()) else {
         return;
     };
@@ -725,6 +726,14 @@ fn the_real_terminal_console_on_a_database_shows_its_operation_and_quits() {
         let out = run(args, None);
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
     }
+    // Headless, the same console on the same database.
+    let screenshot = run(&["screenshot", "--database", &url], None);
+    assert_eq!(screenshot.code, Some(0), "{}", screenshot.stderr);
+    assert!(
+        screenshot.stdout.contains("op-db-1"),
+        "{}",
+        screenshot.stdout
+    );
     let variable = format!("RECON_DATABASE_URL={url}");
     let Some(tmux) = Tmux::start_with_env(&[&variable], &["--reviewer", "ada"], (120, 40)) else {
         return;
