@@ -8,7 +8,9 @@
 //! copy of a template database initialized once. Under `CI` a server that
 //! cannot start fails each test; elsewhere the test says so in one line.
 
+mod lost_commit;
 mod outbox;
+mod proxy;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

@@ -13,13 +13,14 @@ use crate::domain::Timestamp;
 use crate::error::{DatabaseProblem, Result, StoreError};
 use crate::faults::{hold_point, HoldPoint};
 use crate::settings::OpenOptions;
+use crate::store::journal;
 use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
 /// The statement every write transaction runs first.
-const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
+pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
 
 /// A connection and the statements prepared on it (a prepared statement
 /// belongs to its connection).
@@ -34,8 +35,10 @@ pub(crate) struct PgSender {
     /// needs the client mutably; a read never runs inside another (the
     /// scripts see only their `Db`), so a borrow never meets another
     /// ([`PgSender::connection`] says so as an error if one ever did).
-    conn: RefCell<Connection>,
+    pub(super) conn: RefCell<Connection>,
     pub(super) url: DatabaseUrl,
+    /// What it was opened with: a lost commit reconnects with the same.
+    pub(super) options: OpenOptions,
     workspace_id: String,
 }
 
@@ -56,6 +59,7 @@ impl PgSender {
                 statements: HashMap::new(),
             }),
             url: url.clone(),
+            options,
             workspace_id,
         })
     }
@@ -82,8 +86,10 @@ impl PgSender {
 
 impl SqlStore for PgSender {
     /// `BEGIN` (READ COMMITTED), the journal head `FOR UPDATE` first, then
-    /// the time of the act, the act, and COMMIT; an error (or a panic)
-    /// drops the transaction, which rolls it back.
+    /// the time of the act, the act, its last journal entry read back, and
+    /// COMMIT; an error (or a panic) drops the transaction, which rolls it
+    /// back. A COMMIT that loses its connection is settled by that entry
+    /// ([`PgSender::settle`]).
     fn write<T>(
         &mut self,
         clock: &dyn Clock,
@@ -102,14 +108,20 @@ impl SqlStore for PgSender {
             statements,
             url,
         };
-        let head = db.prepared(TAKE_HEAD)?;
-        db.tx
-            .query_one(&head, &[])
-            .map_err(|e| db_error(url, "taking the journal head", &e))?;
+        let head: i64 = (&mut db as &mut dyn Db).query_one(TAKE_HEAD, &[], |r| r.get(0))?;
         let at = clock.now();
         let done = act(&mut db, at)?;
-        tx.commit().map_err(|e| db_error(url, "committing", &e))?;
-        Ok(done)
+        let appended = journal::last_after(&mut db, head)?;
+        hold_point(HoldPoint::BeforeCommit);
+        match (tx.commit(), appended) {
+            (Ok(()), _) => Ok(done),
+            // No answer from the server, not its refusal: the act may or
+            // may not have committed.
+            (Err(lost), Some(appended)) if lost.as_db_error().is_none() => {
+                self.settle(&appended, &lost).map(|()| done)
+            }
+            (Err(e), _) => Err(db_error(&self.url, "committing", &e).into()),
+        }
     }
 
     /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
