@@ -3,19 +3,19 @@
 //! went, or never seen the COMMIT; recon cannot tell which from the error.
 //! It knows the `(seq, hash)` of the last journal entry the act appended,
 //! so it asks again: it reconnects (retrying within the busy timeout),
-//! takes the journal head `FOR UPDATE` (which waits for the old session's
-//! transaction to end, committed or rolled back) and looks for entry `seq`.
+//! ends the old session if the server still has it, takes the journal
+//! head `FOR UPDATE` (which waits for the old session's transaction to
+//! end, committed or rolled back) and looks for entry `seq`.
 //! That entry with that hash means the act committed; anything else means
 //! it did not, and nothing was written. A server that cannot be asked
 //! leaves the outcome unknown: the error carries
 //! [`Committed::unknown`], exit 4, and the entry settles it later.
 
-use super::sender::{Connection, PgSender, TAKE_HEAD};
-use super::{connect, detail, problem_at};
+use super::sender::{Connection, PgSender, Session, TAKE_HEAD};
+use super::{detail, problem_at};
 use crate::error::{Committed, DatabaseProblem, Error, Result, StoreError};
 use crate::store::journal::Appended;
 use postgres::Client;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The pause between two attempts to reach the server again.
@@ -34,15 +34,14 @@ impl PgSender {
                 &appended.hash,
             ))
         };
-        let mut client = self.reconnect().map_err(unknown)?;
+        let mut conn = self.reconnect().map_err(unknown)?;
+        let lost_session = self.conn.get_mut().session.clone();
+        self.end_session(&mut conn.client, &lost_session);
         let found = self
-            .entry_hash(&mut client, appended.seq)
+            .entry_hash(&mut conn.client, appended.seq)
             .map_err(unknown)?;
         // The old connection is gone: later acts run on the new one.
-        *self.conn.get_mut() = Connection {
-            client,
-            statements: HashMap::new(),
-        };
+        *self.conn.get_mut() = conn;
         if found.as_deref() == Some(appended.hash.as_str()) {
             return Ok(());
         }
@@ -58,15 +57,29 @@ impl PgSender {
 
     /// A new connection, tried until the busy timeout has passed (at
     /// least once); the last attempt's error if none succeeds.
-    fn reconnect(&self) -> Result<Client, StoreError> {
+    fn reconnect(&self) -> Result<Connection, StoreError> {
         let deadline = Instant::now() + self.options.busy_timeout;
         loop {
-            match connect(&self.url, self.options) {
+            match Connection::open(&self.url, self.options) {
                 Ok(client) => return Ok(client),
                 Err(e) if Instant::now() >= deadline => return Err(e),
                 Err(_) => std::thread::sleep(RETRY_PAUSE),
             }
         }
+    }
+
+    /// Ends the lost connection's server session if it is still there (a
+    /// peer that vanished without closing leaves it open, holding the
+    /// journal head until the server notices): the session ends, its
+    /// transaction committed or rolled back as far as it had got. Best
+    /// effort: a role not allowed to signal it waits for it instead, within
+    /// the busy timeout.
+    fn end_session(&self, client: &mut Client, lost: &Session) {
+        let _ = client.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE pid = $1 AND backend_start::text = $2",
+            &[&lost.pid, &lost.started],
+        );
     }
 
     /// The hash of journal entry `seq`, read under the journal head's

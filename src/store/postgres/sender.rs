@@ -27,6 +27,39 @@ pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id 
 pub(super) struct Connection {
     pub(super) client: Client,
     pub(super) statements: HashMap<String, Statement>,
+    pub(super) session: Session,
+}
+
+/// Which server session a connection is: its backend's pid and start
+/// time (a pid alone can be reused by another session).
+#[derive(Debug, Clone)]
+pub(super) struct Session {
+    pub(super) pid: i32,
+    pub(super) started: String,
+}
+
+impl Connection {
+    /// Connects (`postgres::connect`) and reads which session it is.
+    pub(super) fn open(url: &DatabaseUrl, options: OpenOptions) -> Result<Self, StoreError> {
+        let mut client = connect(url, options)?;
+        let failed = |e: postgres::Error| db_error(url, "reading its session", &e);
+        let row = client
+            .query_one(
+                "SELECT pid, backend_start::text FROM pg_stat_activity \
+                 WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .map_err(failed)?;
+        let session = Session {
+            pid: row.try_get(0).map_err(failed)?,
+            started: row.try_get(1).map_err(failed)?,
+        };
+        Ok(Connection {
+            client,
+            statements: HashMap::new(),
+            session,
+        })
+    }
 }
 
 /// A PostgreSQL outbox, opened.
@@ -47,17 +80,15 @@ impl PgSender {
     /// holds a recon outbox of this version (else refused, naming
     /// `recon db init`).
     pub(crate) fn open(url: &DatabaseUrl, options: OpenOptions) -> Result<Self, StoreError> {
-        let mut client = connect(url, options)?;
-        let mut tx = client
+        let mut conn = Connection::open(url, options)?;
+        let mut tx = conn
+            .client
             .transaction()
             .map_err(|e| db_error(url, "beginning", &e))?;
         let workspace_id = schema::outbox_id(&mut tx, url)?;
         tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
         Ok(PgSender {
-            conn: RefCell::new(Connection {
-                client,
-                statements: HashMap::new(),
-            }),
+            conn: RefCell::new(conn),
             url: url.clone(),
             options,
             workspace_id,
@@ -97,7 +128,9 @@ impl SqlStore for PgSender {
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let url = &self.url;
-        let Connection { client, statements } = self.conn.get_mut();
+        let Connection {
+            client, statements, ..
+        } = self.conn.get_mut();
         let mut tx = client
             .build_transaction()
             .isolation_level(IsolationLevel::ReadCommitted)
@@ -132,7 +165,9 @@ impl SqlStore for PgSender {
     ) -> Result<T, E> {
         let url = &self.url;
         let mut conn = self.connection()?;
-        let Connection { client, statements } = &mut *conn;
+        let Connection {
+            client, statements, ..
+        } = &mut *conn;
         let mut tx = client
             .build_transaction()
             .read_only(true)

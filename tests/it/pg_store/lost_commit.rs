@@ -107,6 +107,29 @@ fn a_decision_whose_commit_landed_but_lost_its_answer_is_settled_as_committed() 
     rerun_is_refused_naming_the_version_found(&url, version);
 }
 
+#[test]
+fn a_commit_cut_while_the_old_session_stays_open_is_settled_by_ending_that_session() {
+    let test = "a_commit_cut_while_the_old_session_stays_open_is_settled_by_ending_that_session";
+    let Some((pg, url)) = outbox(test, "lost_hung") else {
+        return;
+    };
+    // The lost session holds the journal head inside its transaction
+    // for 10 s (idle_in_transaction_session_timeout), far past this busy
+    // timeout: only ending it lets the lookup read the outcome in time.
+    let (version, result, _ledger) = decide_cut(pg, &url, Cut::ClientOnly, true);
+    match result {
+        Err(Error::Store(StoreError::Database {
+            problem: DatabaseProblem::NotCommitted { .. },
+            ..
+        })) => {}
+        other => panic!("expected not committed, got {other:?}"),
+    }
+    assert_eq!(op_now(&url), (OpState::Unknown, version));
+    confirm(&mut direct(&url), "op-1", version).expect("the re-run");
+    assert_eq!(decisions(&url), 1);
+    assert!(verify(&url).intact);
+}
+
 /// The same decision again, after it committed: refused, the version found
 /// named, nothing doubled.
 fn rerun_is_refused_naming_the_version_found(url: &str, version: i64) {

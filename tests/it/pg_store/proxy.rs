@@ -9,7 +9,9 @@
 //! - [`Cut::BeforeServer`]: the COMMIT is never forwarded; both sides are
 //!   closed (the server rolls the transaction back);
 //! - [`Cut::AfterServer`]: the COMMIT is forwarded, the server's answer is
-//!   read and dropped (so the commit is done), then both sides are closed.
+//!   read and dropped (so the commit is done), then both sides are closed;
+//! - [`Cut::ClientOnly`]: the COMMIT is never forwarded, and only the
+//!   client's side is closed.
 //!
 //! With `reachable` false it closes its listening socket before cutting,
 //! so recon's attempt to ask again finds nothing listening. The events
@@ -27,6 +29,10 @@ use std::thread;
 pub enum Cut {
     BeforeServer,
     AfterServer,
+    /// As `BeforeServer`, but only the client's side is closed: the
+    /// server's session stays open, inside its transaction, as behind a
+    /// peer that vanished without a word.
+    ClientOnly,
 }
 
 /// The simple-query message `COMMIT`: 'Q', its length (4 + 7), the text.
@@ -148,8 +154,15 @@ impl Link {
                     if !reachable {
                         self.stop_listening();
                     }
-                    if cut == Cut::BeforeServer {
-                        break;
+                    match cut {
+                        Cut::BeforeServer => break,
+                        Cut::ClientOnly => {
+                            // The other direction keeps the server's side
+                            // open until the server closes it.
+                            let _ = self.client.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        Cut::AfterServer => {}
                     }
                     muted.store(true, Ordering::SeqCst);
                     let _ = self.server.write_all(chunk);
