@@ -124,6 +124,14 @@ pub enum DatabaseProblem {
          remote_apply): ALTER DATABASE or ALTER ROLE ... SET synchronous_commit = on"
     )]
     AsynchronousCommit(String),
+    /// The connection was lost while an act was committing, and the
+    /// server, asked again under the journal head's lock, holds no entry
+    /// `seq` with the act's hash: the act did not commit.
+    #[error(
+        "the connection was lost while committing ({detail}); asked again, the server has no \
+         journal entry {seq} of this act: nothing was written (run it again)"
+    )]
+    NotCommitted { seq: i64, detail: String },
     /// The database's encoding cannot hold every text recon writes.
     #[error(
         "the database's encoding is {0}; recon needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8')"
@@ -154,6 +162,28 @@ pub enum DatabaseProblem {
 pub struct Committed {
     pub sentence: String,
     pub json: serde_json::Value,
+}
+
+impl Committed {
+    /// An act whose COMMIT lost its connection, with a server that could
+    /// not be asked again: it may have committed. `act` is the kind of its
+    /// last journal entry, sealed as `(seq, hash)`; that entry settles it
+    /// (SPEC 10).
+    pub fn unknown(act: &str, seq: i64, hash: &str) -> Committed {
+        Committed {
+            sentence: format!(
+                "the act ({act}, journal entry {seq}, hash {hash}) may have committed: the \
+                 server could not be asked again; once it answers, `recon verify` or `recon \
+                 show` says whether entry {seq} with that hash is in the journal"
+            ),
+            json: serde_json::json!({
+                "outcome": "unknown",
+                "act": act,
+                "seq": seq,
+                "hash": hash,
+            }),
+        }
+    }
 }
 
 /// Any failure of a library call.

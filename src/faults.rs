@@ -124,6 +124,9 @@ pub enum HoldPoint {
     /// Any write to the outbox: before its transaction takes the write
     /// lock (and so before it reads the time of its act).
     BeforeWriteLock,
+    /// A write to a PostgreSQL outbox: the act written and its last
+    /// journal entry read back, COMMIT not sent yet.
+    BeforeCommit,
 }
 
 impl HoldPoint {
@@ -131,6 +134,7 @@ impl HoldPoint {
         match self {
             HoldPoint::ReconcileBeforeClose => "reconcile.before_close",
             HoldPoint::BeforeWriteLock => "store.before_write_lock",
+            HoldPoint::BeforeCommit => "store.before_commit",
         }
     }
 }

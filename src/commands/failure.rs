@@ -129,3 +129,28 @@ impl From<crate::domain::Refusal> for Failure {
         Failure::Engine(e.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Committed;
+
+    #[test]
+    fn an_unknown_commit_is_exit_4_with_its_act_seq_and_hash_in_json_and_in_text() {
+        let hash = "ab".repeat(32);
+        let lost = StoreError::Io(std::io::Error::other("connection closed"));
+        let failure =
+            Failure::from(Error::from(lost).after(Committed::unknown("decided", 7, &hash)));
+        assert_eq!(failure.exit_code(), EXIT_STORAGE);
+        let json = failure.json().expect("a JSON error");
+        assert_eq!(
+            json["error"]["committed"],
+            serde_json::json!({"outcome": "unknown", "act": "decided", "seq": 7, "hash": hash})
+        );
+        assert_eq!(json["error"]["kind"], "storage");
+        let line = failure.message().expect("a line");
+        assert!(line.starts_with("error: connection closed; the act (decided, journal entry 7"));
+        assert!(line.contains("may have committed") && line.contains("`recon verify`"));
+        assert_eq!(json["error"]["message"], line["error: ".len()..]);
+    }
+}

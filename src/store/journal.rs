@@ -64,3 +64,29 @@ pub(crate) fn append(
     insert(db, kind, op_id, &sealed)?;
     Ok(sealed)
 }
+
+/// The last entry of the journal after `seq`: what the transaction
+/// reading it appended, when `seq` was the head it took, as the kind of
+/// that entry and its `(seq, hash)`.
+pub(crate) fn last_after(db: &mut dyn Db, seq: i64) -> Result<Option<Appended>, StoreError> {
+    db.query_opt(
+        "SELECT seq, hash, kind FROM journal WHERE seq > ?1 ORDER BY seq DESC LIMIT 1",
+        &[&seq],
+        |r| {
+            Ok(Appended {
+                seq: r.get(0)?,
+                hash: r.get(1)?,
+                kind: r.get(2)?,
+            })
+        },
+    )
+}
+
+/// A journal entry an act appended, sealed: what settles whether the act
+/// committed when its COMMIT lost its connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Appended {
+    pub(crate) seq: i64,
+    pub(crate) hash: String,
+    pub(crate) kind: String,
+}

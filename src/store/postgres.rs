@@ -36,6 +36,7 @@
 //! TLS crate, so a URL with `sslmode=require` fails to connect.
 
 mod audit;
+mod commit;
 mod credentials;
 mod schema;
 mod sender;
@@ -112,7 +113,7 @@ pub(crate) fn problem_at(url: &DatabaseUrl, problem: DatabaseProblem) -> StoreEr
 
 /// The server's own message when there is one (the `Display` of a
 /// database error is only "db error"), else the chain of causes.
-fn detail(e: &postgres::Error) -> String {
+pub(super) fn detail(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => {

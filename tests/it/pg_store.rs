@@ -9,7 +9,9 @@
 //! cannot start fails each test; elsewhere the test says so in one line.
 
 mod commands;
+mod lost_commit;
 mod outbox;
+mod proxy;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

@@ -13,19 +13,53 @@ use crate::domain::Timestamp;
 use crate::error::{DatabaseProblem, Result, StoreError};
 use crate::faults::{hold_point, HoldPoint};
 use crate::settings::OpenOptions;
+use crate::store::journal;
 use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
 /// The statement every write transaction runs first.
-const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
+pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
 
 /// A connection and the statements prepared on it (a prepared statement
 /// belongs to its connection).
 pub(super) struct Connection {
     pub(super) client: Client,
     pub(super) statements: HashMap<String, Statement>,
+    pub(super) session: Session,
+}
+
+/// Which server session a connection is: its backend's pid and start
+/// time (a pid alone can be reused by another session).
+#[derive(Debug, Clone)]
+pub(super) struct Session {
+    pub(super) pid: i32,
+    pub(super) started: String,
+}
+
+impl Connection {
+    /// Connects (`postgres::connect`) and reads which session it is.
+    pub(super) fn open(url: &DatabaseUrl, options: OpenOptions) -> Result<Self, StoreError> {
+        let mut client = connect(url, options)?;
+        let failed = |e: postgres::Error| db_error(url, "reading its session", &e);
+        let row = client
+            .query_one(
+                "SELECT pid, backend_start::text FROM pg_stat_activity \
+                 WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .map_err(failed)?;
+        let session = Session {
+            pid: row.try_get(0).map_err(failed)?,
+            started: row.try_get(1).map_err(failed)?,
+        };
+        Ok(Connection {
+            client,
+            statements: HashMap::new(),
+            session,
+        })
+    }
 }
 
 /// A PostgreSQL outbox, opened.
@@ -34,8 +68,10 @@ pub(crate) struct PgSender {
     /// needs the client mutably; a read never runs inside another (the
     /// scripts see only their `Db`), so a borrow never meets another
     /// ([`PgSender::connection`] says so as an error if one ever did).
-    conn: RefCell<Connection>,
+    pub(super) conn: RefCell<Connection>,
     pub(super) url: DatabaseUrl,
+    /// What it was opened with: a lost commit reconnects with the same.
+    pub(super) options: OpenOptions,
     workspace_id: String,
 }
 
@@ -44,18 +80,17 @@ impl PgSender {
     /// holds a recon outbox of this version (else refused, naming
     /// `recon db init`).
     pub(crate) fn open(url: &DatabaseUrl, options: OpenOptions) -> Result<Self, StoreError> {
-        let mut client = connect(url, options)?;
-        let mut tx = client
+        let mut conn = Connection::open(url, options)?;
+        let mut tx = conn
+            .client
             .transaction()
             .map_err(|e| db_error(url, "beginning", &e))?;
         let workspace_id = schema::outbox_id(&mut tx, url)?;
         tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
         Ok(PgSender {
-            conn: RefCell::new(Connection {
-                client,
-                statements: HashMap::new(),
-            }),
+            conn: RefCell::new(conn),
             url: url.clone(),
+            options,
             workspace_id,
         })
     }
@@ -82,8 +117,10 @@ impl PgSender {
 
 impl SqlStore for PgSender {
     /// `BEGIN` (READ COMMITTED), the journal head `FOR UPDATE` first, then
-    /// the time of the act, the act, and COMMIT; an error (or a panic)
-    /// drops the transaction, which rolls it back.
+    /// the time of the act, the act, its last journal entry read back, and
+    /// COMMIT; an error (or a panic) drops the transaction, which rolls it
+    /// back. A COMMIT that loses its connection is settled by that entry
+    /// ([`PgSender::settle`]).
     fn write<T>(
         &mut self,
         clock: &dyn Clock,
@@ -91,7 +128,9 @@ impl SqlStore for PgSender {
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let url = &self.url;
-        let Connection { client, statements } = self.conn.get_mut();
+        let Connection {
+            client, statements, ..
+        } = self.conn.get_mut();
         let mut tx = client
             .build_transaction()
             .isolation_level(IsolationLevel::ReadCommitted)
@@ -102,14 +141,20 @@ impl SqlStore for PgSender {
             statements,
             url,
         };
-        let head = db.prepared(TAKE_HEAD)?;
-        db.tx
-            .query_one(&head, &[])
-            .map_err(|e| db_error(url, "taking the journal head", &e))?;
+        let head: i64 = (&mut db as &mut dyn Db).query_one(TAKE_HEAD, &[], |r| r.get(0))?;
         let at = clock.now();
         let done = act(&mut db, at)?;
-        tx.commit().map_err(|e| db_error(url, "committing", &e))?;
-        Ok(done)
+        let appended = journal::last_after(&mut db, head)?;
+        hold_point(HoldPoint::BeforeCommit);
+        match (tx.commit(), appended) {
+            (Ok(()), _) => Ok(done),
+            // No answer from the server, not its refusal: the act may or
+            // may not have committed.
+            (Err(lost), Some(appended)) if lost.as_db_error().is_none() => {
+                self.settle(&appended, &lost).map(|()| done)
+            }
+            (Err(e), _) => Err(db_error(&self.url, "committing", &e).into()),
+        }
     }
 
     /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
@@ -120,7 +165,9 @@ impl SqlStore for PgSender {
     ) -> Result<T, E> {
         let url = &self.url;
         let mut conn = self.connection()?;
-        let Connection { client, statements } = &mut *conn;
+        let Connection {
+            client, statements, ..
+        } = &mut *conn;
         let mut tx = client
             .build_transaction()
             .read_only(true)

@@ -26,17 +26,17 @@ use std::time::Duration;
 const ACTION: &str = "post_letter";
 
 /// A fresh outbox database, or `None` (the test said why) without a server.
-fn outbox(test: &str, prefix: &str) -> Option<(&'static Postgres, String)> {
+pub(super) fn outbox(test: &str, prefix: &str) -> Option<(&'static Postgres, String)> {
     let pg = servers::require(test, servers::postgres())?;
     let url = initialized(pg, prefix);
     Some((pg, url))
 }
 
-fn location(url: &str) -> Location {
+pub(super) fn location(url: &str) -> Location {
     Location::from(DatabaseUrl::parse(url).expect("a database URL"))
 }
 
-fn open_with(url: &str, options: OpenOptions) -> Workspace {
+pub(super) fn open_with(url: &str, options: OpenOptions) -> Workspace {
     Workspace::open(location(url), options).expect("open the outbox on PostgreSQL")
 }
 
@@ -73,7 +73,7 @@ fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
 
 /// An outbox whose `op` was dispatched to the adapter and lost its receipt:
 /// `unknown`, its effect at the receiver.
-fn unknown_op(ws: &mut Workspace, dir: &Path, op: &str) -> i64 {
+pub(super) fn unknown_op(ws: &mut Workspace, dir: &Path, op: &str) -> i64 {
     register_mail(ws, dir, "apply:crash-after");
     ws.prepare(op, ACTION, &json!({"to": "ann", "text": "hello"}))
         .expect("prepare");
@@ -86,7 +86,7 @@ fn unknown_op(ws: &mut Workspace, dir: &Path, op: &str) -> i64 {
     operation.version
 }
 
-fn confirm(ws: &mut Workspace, op: &str, version: i64) -> recon::Result<()> {
+pub(super) fn confirm(ws: &mut Workspace, op: &str, version: i64) -> recon::Result<()> {
     ws.reconcile(&ReconcileRequest {
         op_id: op,
         reviewer: "ann",
@@ -98,14 +98,14 @@ fn confirm(ws: &mut Workspace, op: &str, version: i64) -> recon::Result<()> {
     .map(drop)
 }
 
-fn verify(url: &str) -> recon::audit::VerifyReport {
+pub(super) fn verify(url: &str) -> recon::audit::VerifyReport {
     Journal::open(location(url), OpenOptions::default())
         .expect("open the journal")
         .verify(VerifyRequest::default())
         .expect("verify")
 }
 
-fn refusal(result: recon::Result<()>) -> Refusal {
+pub(super) fn refusal(result: recon::Result<()>) -> Refusal {
     match result {
         Err(Error::Refused(refusal)) => refusal,
         other => panic!("expected a refusal, got {other:?}"),
@@ -133,7 +133,7 @@ fn register_plain(ws: &mut Workspace, args: &[String]) -> recon::Result<()> {
 }
 
 /// A connection of the test's own, to hold locks and rows on.
-fn client(url: &str) -> postgres::Client {
+pub(super) fn client(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).expect("connect")
 }
 
