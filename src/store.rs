@@ -160,6 +160,11 @@ pub(crate) trait QueuePages {
     /// The newest `updated_at` of any operation (one step of the age
     /// index), or `None` in an empty outbox.
     fn newest_update(&self) -> Result<Option<Timestamp>>;
+
+    /// The operations the journal's entries after `seq` name, each once:
+    /// what changed since a reader saw the head at `seq` (one range of the
+    /// journal's key, so it costs what changed, not the outbox).
+    fn changed_since(&self, seq: i64) -> Result<Vec<String>>;
     /// How many operations match `filter` (its search text aside): one
     /// index range counted, what the queue's position needs under a
     /// verdict or escalation filter.

@@ -558,6 +558,12 @@ impl Workspace {
         self.sender.queue_keys(filter, limit)
     }
 
+    /// The operations changed since the journal's head was at `seq` (each
+    /// once): what a reader who saw that head must look at again.
+    pub fn changed_since(&self, seq: i64) -> Result<Vec<String>> {
+        self.sender.changed_since(seq)
+    }
+
     /// How many operations the queue's filter selects (its search text
     /// aside), for the position in a verdict or escalation filter.
     pub fn queue_count(&self, filter: QueueFilter<'_>) -> Result<i64> {

@@ -807,6 +807,10 @@ pub(crate) struct MarkErrand {
     pub limit: usize,
     /// The filters in words, for the status line.
     pub words: String,
+    /// The journal's head (its seq) the console had seen when `v` was
+    /// asked: the marks that land are checked against every change after
+    /// it, as a refresh checks the marks it keeps.
+    pub since: i64,
 }
 
 impl MarkErrand {

@@ -403,6 +403,16 @@ impl<S: SqlStore> QueuePages for S {
             .collect()
     }
 
+    fn changed_since(&self, seq: i64) -> Result<Vec<String>> {
+        self.read(|db| {
+            Ok(db.query(
+                "SELECT DISTINCT op_id FROM journal WHERE seq > ?1 AND op_id IS NOT NULL",
+                &[&seq],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
     fn newest_update(&self) -> Result<Option<Timestamp>> {
         let newest: Option<String> = self
             .read(|db| db.query_one("SELECT max(updated_at) FROM operations", &[], |r| r.get(0)))?;

@@ -2441,6 +2441,24 @@ fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
     );
 }
 
+/// What a refresh reads again to keep its marks true is what the journal
+/// names after the head it last saw, each operation once, and nothing
+/// before that head: marks cost what changed, not how many there are.
+#[test]
+fn the_journal_after_a_seen_head_names_each_changed_operation_once() {
+    let lab = demo_lab();
+    let head = lab.ws.change_marker().unwrap().journal.length;
+    assert!(lab.ws.changed_since(head).unwrap().is_empty());
+    bob_confirms_the_invoice_email(&lab.path_str());
+    assert_eq!(
+        lab.ws.changed_since(head).unwrap(),
+        ["op-1002-invoice-email"]
+    );
+    let now = lab.ws.change_marker().unwrap().journal.length;
+    assert!(now > head);
+    assert!(lab.ws.changed_since(now).unwrap().is_empty());
+}
+
 /// The re-read key reads every marked operation again and records each as
 /// the reviewer's observation; the marks stay.
 #[test]

@@ -18,7 +18,7 @@
 
 use super::super::app::{App, Landed, Mark, MarkErrand, Mode, Origin, ReadErrand, ReadState, Tone};
 use super::jobs;
-use super::queue::{land_search, reload_row, shown, start_read};
+use super::queue::{drop_stale_marks, land_search, reload_row, shown, start_read};
 use super::status::set_status;
 use crate::domain::{Operation, QueueKey};
 use crate::error::Result;
@@ -45,7 +45,7 @@ pub(super) fn land(app: &mut App) -> Result<()> {
             }
             Landed::Marks { errand, result } => {
                 let cancelled = app.working.take().is_some_and(|w| w.progress.cancelled());
-                result.map(|found| land_marks(app, &errand, found, cancelled))
+                result.and_then(|found| land_marks(app, &errand, found, cancelled))
             }
             Landed::Search { errand, result } => land_search(app, errand, result),
         };
@@ -180,7 +180,12 @@ pub(super) fn mark_of(op: &Operation) -> Mark {
 
 /// `v`'s operations landed: marked, and counted in the status line; or
 /// nothing marked, saying why (cancelled, or too many).
-fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<QueueKey>>, cancelled: bool) {
+fn land_marks(
+    app: &mut App,
+    errand: &MarkErrand,
+    found: Option<Vec<QueueKey>>,
+    cancelled: bool,
+) -> Result<()> {
     let Some(found) = found else {
         let text = if cancelled {
             "v cancelled: nothing was marked".to_string()
@@ -191,7 +196,7 @@ fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<QueueKey>>, 
             )
         };
         set_status(app, Tone::Warn, text);
-        return;
+        return Ok(());
     };
     let before = app.marks.len();
     let shown = found.len();
@@ -213,4 +218,6 @@ fn land_marks(app: &mut App, errand: &MarkErrand, found: Option<Vec<QueueKey>>, 
         app.marks.len()
     );
     set_status(app, Tone::Plain, text);
+    // A key read before a change that landed meanwhile is not kept.
+    drop_stale_marks(app, errand.since)
 }

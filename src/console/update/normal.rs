@@ -194,6 +194,7 @@ fn mark_all(app: &mut App) -> Result<()> {
         search: app.search.clone(),
         limit: MAX_MARKS,
         words: filter_words(app),
+        since: app.seen.journal.length,
     };
     let total = app
         .shown_count()

@@ -443,8 +443,11 @@ pub(super) fn changed_since_refresh(app: &App) -> Result<bool> {
 /// none of those operations comes before the page, since then the
 /// operations before it are the same.
 pub(super) fn refresh(app: &mut App, origin: Origin, own: Option<Own<'_>>) -> Result<()> {
+    // The marker is taken before anything is read, so a change that lands
+    // while this refresh reads is looked at again by the next one.
+    let marker = app.ws.change_marker()?;
     app.counts = app.ws.counts()?;
-    drop_stale_marks(app)?;
+    drop_stale_marks(app, app.seen.journal.length)?;
     let top = app.queue.rows.first().map(|r| r.op_id.as_str());
     let kept = match (own, top) {
         (Some(own), Some(top)) => !own.outside && own.touched.iter().all(|id| id.as_str() >= top),
@@ -452,17 +455,25 @@ pub(super) fn refresh(app: &mut App, origin: Origin, own: Option<Own<'_>>) -> Re
     };
     let anchor = current_anchor(app, kept);
     load_queue_as(app, anchor, origin)?;
-    app.seen = app.ws.change_marker()?;
+    app.seen = marker;
     Ok(())
 }
 
 /// A mark never outlives a change: a marked operation whose version is no
 /// longer the marked one (or that is gone) loses its mark, and the status
-/// line says which. One indexed read per mark, on a refresh only.
-fn drop_stale_marks(app: &mut App) -> Result<()> {
+/// line says which. Only the marked operations the journal names after
+/// `since` (the head the last refresh saw) are read again, so a refresh
+/// costs what changed, not what is marked.
+pub(super) fn drop_stale_marks(app: &mut App, since: i64) -> Result<()> {
+    if app.marks.is_empty() {
+        return Ok(());
+    }
     let mut dropped = Vec::new();
-    for (op_id, mark) in &app.marks {
-        let now = app.ws.operation(op_id)?;
+    for op_id in app.ws.changed_since(since)? {
+        let Some(mark) = app.marks.get(&op_id) else {
+            continue;
+        };
+        let now = app.ws.operation(&op_id)?;
         if now.as_ref().is_none_or(|op| op.version != mark.version) {
             let found = now.map_or("gone".to_string(), |op| {
                 format!("{} at version {}", op.state, op.version)
