@@ -57,6 +57,20 @@ pub(crate) enum Bound {
     Before(Cursor),
 }
 
+impl Bound {
+    /// The bound of a queue page, in op id order.
+    fn of(bound: PageBound<'_>) -> Bound {
+        let id = |key: &str| Cursor::OpId(key.to_string());
+        match bound {
+            PageBound::Start => Bound::Start,
+            PageBound::End => Bound::End,
+            PageBound::After(key) => Bound::After(id(key)),
+            PageBound::From(key) => Bound::From(id(key)),
+            PageBound::Before(key) => Bound::Before(id(key)),
+        }
+    }
+}
+
 /// Which filter's index a page walks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Driver {
@@ -212,6 +226,38 @@ pub(crate) fn page_sql(
     page
 }
 
+/// The statement PostgreSQL runs for one queue page (placeholders `$n`)
+/// and its parameters as SQL literals, in order: what `EXPLAIN EXECUTE`
+/// needs to show the plan that page gets (its tests and the benchmark
+/// check that every shape walks an index range and sorts nothing).
+pub fn postgres_queue_page(
+    filter: &QueueFilter<'_>,
+    bound: PageBound<'_>,
+    limit: usize,
+) -> (String, Vec<String>) {
+    let page = page_sql(
+        Dialect::Postgres,
+        filter,
+        SortOrder::OpId,
+        &Bound::of(bound),
+        limit,
+    );
+    let literals = page
+        .params
+        .iter()
+        .map(|value| match value {
+            Value::Null => "NULL".to_string(),
+            Value::Integer(n) => n.to_string(),
+            Value::Real(x) => x.to_string(),
+            Value::Text(text) => format!("'{}'", text.replace('\'', "''")),
+        })
+        .collect();
+    (
+        Dialect::Postgres.statement(&page.sql).into_owned(),
+        literals,
+    )
+}
+
 /// The SQL of [`QueuePages::queue_keys`]: the filter's index range in
 /// `op_id` order, five columns of the operations row, no joins.
 pub(crate) fn keys_sql(dialect: Dialect, filter: &QueueFilter<'_>, limit: usize) -> PageSql {
@@ -328,14 +374,7 @@ impl<S: SqlStore> QueuePages for S {
         bound: PageBound<'_>,
         limit: usize,
     ) -> Result<Vec<Operation>> {
-        let id = |key: &str| Cursor::OpId(key.to_string());
-        let bound = match bound {
-            PageBound::Start => Bound::Start,
-            PageBound::End => Bound::End,
-            PageBound::After(key) => Bound::After(id(key)),
-            PageBound::From(key) => Bound::From(id(key)),
-            PageBound::Before(key) => Bound::Before(id(key)),
-        };
+        let bound = Bound::of(bound);
         self.read(|db| {
             let sql = page_sql(db.dialect(), &filter, SortOrder::OpId, &bound, limit);
             page(db, &sql)

@@ -11,6 +11,8 @@
 mod commands;
 mod lost_commit;
 mod outbox;
+mod page_plans;
+pub(crate) mod plan;
 mod proxy;
 
 use crate::real_receivers::servers::{self, Postgres};

@@ -1,0 +1,337 @@
+//! The PostgreSQL outbox's speed (SPEC 10), against a throwaway cluster
+//! this bench starts itself and stops at the end (the tests' `servers.rs`,
+//! flushing its commits as a production server does), beside SQLite:
+//!
+//! - a decision's round trip through the library: `reconcile` (the
+//!   receiver's read, a spawn of `tests/fixtures/adapter.py`, and the
+//!   decision's transaction) and `record_review` (the decision's
+//!   transaction alone, on a snapshot already held), median and p99 over
+//!   `RECON_BENCH_DECISIONS` operations each (default 100) whose receipts
+//!   were lost;
+//! - the queue's pages at 100 and at `RECON_BENCH_PG_OPS` operations
+//!   (default 100,000) on PostgreSQL: the first page, a page after a
+//!   cursor, and unknown + never observed; the median of each shape, the
+//!   ratio, and each plan's nodes (`EXPLAIN (FORMAT JSON)`). PostgreSQL
+//!   has no bulk load: the operations are prepared through the library one
+//!   by one (the journal stays whole), on 4 connections at once, and how
+//!   long that took is printed;
+//! - writers per second from 8 processes: `recon note` through the binary,
+//!   8 at once, `RECON_BENCH_NOTES` (default 25) each; on both stores.
+//!
+//! `cargo bench --bench pg_store`
+
+#[path = "../tests/it/real_receivers/servers.rs"]
+mod servers;
+
+#[allow(dead_code)]
+mod support;
+
+#[path = "../tests/it/pg_store/plan.rs"]
+mod plan;
+
+use recon::dispatch::DispatchOptions;
+use recon::domain::{Decision, OpState, PageBound, QueueFilter, Review, VerdictFilter};
+use recon::workspace::{NewReceiver, ReconcileRequest};
+use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
+use serde_json::json;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const ACTION: &str = "post_letter";
+const PAGE: usize = 50;
+/// How many connections prepare the large outbox at once.
+const LOADERS: usize = 4;
+
+fn count(variable: &str, default: usize) -> usize {
+    std::env::var(variable)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Median and 99th percentile.
+fn summary(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "median {:7.2} ms   p99 {:7.2} ms   ({} samples)",
+        ms(at(0.5)),
+        ms(at(0.99)),
+        samples.len()
+    )
+}
+
+fn database(url: &str) -> Location {
+    Location::from(DatabaseUrl::parse(url).expect("a database URL"))
+}
+
+/// A database holding the outbox's schema (`recon db init`); its URL.
+fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
+    let url = pg.new_database(prefix);
+    support::run(&support::strings(&["db", "init", "--database", &url]));
+    url
+}
+
+/// Registers the fixture adapter as `mail` for [`ACTION`], its ledger in
+/// `dir`, committing each effect and dying before it answers.
+fn register_lossy(ws: &mut Workspace, dir: &Path) {
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/adapter.py");
+    let state = dir.join("mail.json").display().to_string();
+    let args = support::strings(&[
+        "--state",
+        &state,
+        "--mode",
+        "apply:crash-after",
+        "--can-close",
+        "--complete",
+        "--authoritative",
+    ]);
+    ws.register_receiver(&NewReceiver {
+        name: "mail",
+        actions: &[ACTION.to_string()],
+        program: &adapter,
+        args: &args,
+        timeout_ms: None,
+        env: &[],
+    })
+    .expect("register the adapter");
+}
+
+/// Prepares and dispatches `op`, its receipt lost: `unknown`.
+fn lost_receipt(ws: &mut Workspace, op: &str) {
+    ws.prepare(op, ACTION, &json!({"to": "ann", "text": op}))
+        .expect("prepare");
+    let report = ws
+        .dispatch(op, DispatchOptions::default())
+        .expect("dispatch");
+    assert_eq!(report.outcome, "unknown", "{report:?}");
+}
+
+fn version(ws: &Workspace, op: &str) -> i64 {
+    ws.require(op).expect("the operation").version
+}
+
+/// `reconcile` and `record_review` timed on `n` unknown operations each.
+fn decisions(ws: &mut Workspace, dir: &Path, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    register_lossy(ws, dir);
+    let ops: Vec<String> = (0..2 * n).map(|i| format!("d-{i:05}")).collect();
+    for op in &ops {
+        lost_receipt(ws, op);
+    }
+    let mut reconciled = Vec::new();
+    for op in &ops[..n] {
+        let request = ReconcileRequest {
+            op_id: op,
+            reviewer: "ann",
+            decision: Decision::Confirmed,
+            expected_version: version(ws, op),
+            payload: None,
+            close_authorized_by: None,
+        };
+        let start = Instant::now();
+        ws.reconcile(&request).expect("reconcile");
+        reconciled.push(start.elapsed());
+    }
+    let mut recorded = Vec::new();
+    for op in &ops[n..] {
+        let seen = ws.snapshot(op, None).expect("snapshot");
+        let review = Review {
+            op_id: op,
+            payload: &seen.operation.payload,
+            reviewer: "ann",
+            decision: Decision::Confirmed,
+            snapshot: &seen.snapshot,
+            expected_version: seen.operation.version,
+        };
+        let start = Instant::now();
+        ws.record_review(&review, &seen.provenance)
+            .expect("record the decision");
+        recorded.push(start.elapsed());
+    }
+    (reconciled, recorded)
+}
+
+fn round_trips(pg: &servers::Postgres) {
+    let n = count("RECON_BENCH_DECISIONS", 100);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = dir.path().join("sqlite");
+    let mut ws =
+        Workspace::open(sqlite.as_path(), OpenOptions::default().creating()).expect("workspace");
+    let (sqlite_reconcile, sqlite_record) = decisions(&mut ws, dir.path(), n);
+    let url = outbox(pg, "decisions");
+    let mut ws = Workspace::open(database(&url), OpenOptions::default()).expect("outbox");
+    let receiver = dir.path().join("postgres");
+    std::fs::create_dir(&receiver).expect("the receiver's directory");
+    let (pg_reconcile, pg_record) = decisions(&mut ws, &receiver, n);
+    println!("## A decision's round trip (library)");
+    println!("reconcile      SQLite      {}", summary(sqlite_reconcile));
+    println!("reconcile      PostgreSQL  {}", summary(pg_reconcile));
+    println!("record_review  SQLite      {}", summary(sqlite_record));
+    println!("record_review  PostgreSQL  {}", summary(pg_record));
+}
+
+/// The page shapes measured: a name, a filter, where the page starts.
+fn shapes(middle: &str) -> [(&'static str, QueueFilter<'static>, PageBound<'_>); 3] {
+    let unknown_never = QueueFilter {
+        state: Some(OpState::Unknown),
+        verdict: Some(VerdictFilter::Never),
+        ..QueueFilter::default()
+    };
+    [
+        ("first page", QueueFilter::default(), PageBound::Start),
+        (
+            "after a cursor",
+            QueueFilter::default(),
+            PageBound::After(middle),
+        ),
+        ("unknown + never", unknown_never, PageBound::Start),
+    ]
+}
+
+/// The median of each shape, and its plan's nodes.
+fn measure_pages(ws: &Workspace, url: &str, middle: &str) -> Vec<(Duration, String)> {
+    let samples = count("RECON_BENCH_PAGES", 200);
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    client.batch_execute("ANALYZE").expect("analyze");
+    shapes(middle)
+        .into_iter()
+        .map(|(_, filter, bound)| {
+            let times = (0..samples)
+                .map(|_| {
+                    let start = Instant::now();
+                    let page = ws.queue_page(filter, bound, PAGE).expect("a page");
+                    let elapsed = start.elapsed();
+                    assert!(!page.is_empty(), "an empty page measures nothing");
+                    elapsed
+                })
+                .collect();
+            let plan = plan::page_plan(&mut client, &filter, bound, PAGE);
+            let nodes = plan::nodes(&plan).join(" < ");
+            let verdict = match plan::outbox_sized(&plan) {
+                found if found.is_empty() => "an index range, no sort".to_string(),
+                found => format!("FOLLOWS THE OUTBOX: {}", found.join(", ")),
+            };
+            (support::median(times), format!("{verdict}: {nodes}"))
+        })
+        .collect()
+}
+
+/// Prepares `p-000100` up to `total` operations through the library, on
+/// [`LOADERS`] connections at once (their commits flush together); how
+/// long it took.
+fn prepare_up_to(url: &str, total: usize) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for loader in 0..LOADERS {
+            scope.spawn(move || {
+                let mut ws =
+                    Workspace::open(database(url), OpenOptions::default()).expect("outbox");
+                for i in (100 + loader..total).step_by(LOADERS) {
+                    let op = format!("p-{i:06}");
+                    ws.prepare(&op, ACTION, &json!({"to": "bob", "n": i}))
+                        .expect("prepare");
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn pages(pg: &servers::Postgres) {
+    let total = count("RECON_BENCH_PG_OPS", 100_000);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = outbox(pg, "pages");
+    let mut ws = Workspace::open(database(&url), OpenOptions::default()).expect("outbox");
+    register_lossy(&mut ws, dir.path());
+    for i in 0..100 {
+        lost_receipt(&mut ws, &format!("a-{i:06}"));
+    }
+    let small = measure_pages(&ws, &url, "a-000049");
+    let loaded = prepare_up_to(&url, total);
+    println!("## Queue pages on PostgreSQL ({PAGE} a page)");
+    println!(
+        "loaded {} operations by prepare through the library, {LOADERS} connections at once, \
+         in {:.1} s ({:.2} ms each)",
+        total - 100,
+        loaded.as_secs_f64(),
+        ms(loaded) / (total - 100).max(1) as f64
+    );
+    let large = measure_pages(&ws, &url, &format!("p-{:06}", total / 2));
+    for (((name, _, _), (a, plan_a)), (b, plan_b)) in shapes("").into_iter().zip(small).zip(large) {
+        println!(
+            "{name:16} 100 ops {:6.2} ms   {total} ops {:6.2} ms   ratio {:.2}",
+            ms(a),
+            ms(b),
+            b.as_secs_f64() / a.as_secs_f64()
+        );
+        println!("    plan at 100:    {plan_a}");
+        println!("    plan at {total}: {plan_b}");
+    }
+}
+
+/// `recon note` from 8 processes at once, `notes` each; notes a second.
+fn writers(location: &[&str], op: &str, notes: usize) -> f64 {
+    let barrier = Arc::new(Barrier::new(8));
+    let location: Vec<String> = support::strings(location);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for w in 0..8 {
+            let barrier = Arc::clone(&barrier);
+            let location = &location;
+            scope.spawn(move || {
+                barrier.wait();
+                for i in 0..notes {
+                    let by = format!("writer-{w}");
+                    let text = format!("note {i}");
+                    let mut args = support::strings(&["note", op, "--by", &by, "--text", &text]);
+                    args.extend(location.iter().cloned());
+                    support::run(&args);
+                }
+            });
+        }
+    });
+    (8 * notes) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A workspace at `location` with the operation `w-1` to note on.
+fn noted_on(location: Location, options: OpenOptions, dir: &Path) {
+    let mut ws = Workspace::open(location, options).expect("a workspace");
+    register_lossy(&mut ws, dir);
+    ws.prepare("w-1", ACTION, &json!({})).expect("prepare");
+}
+
+fn writers_per_second(pg: &servers::Postgres) {
+    let notes = count("RECON_BENCH_NOTES", 25);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = dir.path().join("sqlite");
+    noted_on(
+        Location::from(sqlite.as_path()),
+        OpenOptions::default().creating(),
+        dir.path(),
+    );
+    let url = outbox(pg, "writers");
+    let receiver = dir.path().join("postgres");
+    std::fs::create_dir(&receiver).expect("the receiver's directory");
+    noted_on(database(&url), OpenOptions::default(), &receiver);
+    let sqlite = sqlite.display().to_string();
+    let on_sqlite = writers(&["--workspace", &sqlite], "w-1", notes);
+    let on_pg = writers(&["--database", &url], "w-1", notes);
+    println!("## Writers: `recon note` from 8 processes, {notes} each");
+    println!("SQLite      {on_sqlite:7.1} notes/s");
+    println!("PostgreSQL  {on_pg:7.1} notes/s");
+}
+
+fn main() {
+    servers::durable_postgres();
+    let Some(pg) = servers::require("bench pg_store", servers::postgres()) else {
+        return;
+    };
+    round_trips(pg);
+    pages(pg);
+    writers_per_second(pg);
+}
