@@ -282,6 +282,12 @@ impl Site {
         }
     }
 
+    /// A directory of the test's own beside the outbox (for fifos and the
+    /// like): the workspace directory on SQLite, the adapter's on PostgreSQL.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The workspace directory (SQLite only).
     pub fn path(&self) -> &Path {
         assert_eq!(self.store, Store::Sqlite, "a database has no directory");
