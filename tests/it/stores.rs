@@ -177,15 +177,37 @@ impl Site {
             return self.ws.dispatch(op_id, options);
         }
         assert!(!options.wait_permit, "the permit drill is SQLite's only");
-        let mode = self.dir.path().join(MODE_FILE);
-        let crash = options.fault.map(|fault| match fault {
+        let fault = options.fault;
+        self.crashing(fault, |ws| ws.dispatch(op_id, DispatchOptions::default()))
+    }
+
+    /// Runs `call` with the adapter set to the twin of the ledger's crash
+    /// drill `fault` for its duration (PostgreSQL only; no fault, no mode).
+    pub fn crashing<T>(
+        &mut self,
+        fault: Option<Fault>,
+        call: impl FnOnce(&mut Workspace) -> T,
+    ) -> T {
+        self.set_crash(fault);
+        let result = call(&mut self.ws);
+        self.set_crash(None);
+        result
+    }
+
+    /// Sets the adapter to the twin of the ledger's crash drill `fault`
+    /// for every call until set again (PostgreSQL only).
+    pub fn set_crash(&self, fault: Option<Fault>) {
+        assert_eq!(
+            self.store,
+            Store::Postgres,
+            "SQLite has the ledger's own drills"
+        );
+        let crash = fault.map(|fault| match fault {
             Fault::CrashAfterCommit => "apply:crash-after",
             Fault::CrashBeforeCommit => "apply:crash-before",
         });
-        std::fs::write(&mode, crash.unwrap_or_default()).expect("set the adapter's mode");
-        let report = self.ws.dispatch(op_id, DispatchOptions::default());
-        std::fs::write(&mode, "").expect("clear the adapter's mode");
-        report
+        let mode = self.dir.path().join(MODE_FILE);
+        std::fs::write(mode, crash.unwrap_or_default()).expect("set the adapter's mode");
     }
 
     /// Prepares `op_id` and dispatches it once (see [`Site::dispatch`]).
@@ -280,6 +302,33 @@ impl Site {
                 assert!(report.intact, "{report:?}");
             }
         }
+    }
+
+    /// Every row of every table of the outbox and everything the receiver
+    /// holds, in a stable order: equal dumps mean nothing was written. On
+    /// SQLite [`crate::support::dump`] of both files; on PostgreSQL each
+    /// table's rows as text, and the adapter's ledger.
+    pub fn dump(&self) -> String {
+        let Some(url) = &self.url else {
+            return crate::support::dump(self.dir.path());
+        };
+        let pg = servers::postgres()
+            .as_ref()
+            .expect("the PostgreSQL cluster");
+        let database = url.rsplit('/').next().expect("a database name");
+        let tables = pg.psql(
+            database,
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+        );
+        let mut out = String::new();
+        for table in tables.lines() {
+            out.push_str(&format!("{table}\n"));
+            let sql = format!("SELECT row_to_json(x)::text FROM \"{table}\" x ORDER BY 1");
+            out.push_str(&pg.psql(database, &sql));
+        }
+        let state = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
+        out.push_str(&format!("adapter: {state}\n"));
+        out
     }
 
     /// A directory of the test's own beside the outbox (for fifos and the
