@@ -50,18 +50,30 @@ impl Shell {
         }
     }
 
-    /// `recon dispatch OP` with the built-in ledger's crash drill `fault`
-    /// (`--fault`), or on PostgreSQL the adapter's twin of it; must succeed.
+    /// `recon ARGS` with the built-in ledger's crash drill `fault`
+    /// (`--fault`), or on PostgreSQL the adapter's twin of it set for the
+    /// run; it must succeed.
     #[track_caller]
-    pub fn dispatch_faulted(&self, op: &str, fault: Fault) -> Run {
+    pub fn faulted(&self, args: &[&str], fault: Fault) -> Run {
         let Some(site) = &self.site else {
-            return self.ok(&["dispatch", op, "--fault", fault.as_str()]);
+            return self.ok(&[args, &["--fault", fault.as_str()]].concat());
         };
         site.set_crash(Some(fault));
-        let out = self.run(&["dispatch", op]);
+        let out = self.run(args);
         site.set_crash(None);
-        assert_eq!(out.code, Some(0), "recon dispatch {op}: {}", out.stderr);
+        assert_eq!(out.code, Some(0), "recon {args:?}: {}", out.stderr);
         out
+    }
+
+    /// The receiver's effects (for `op`), as JSON: `recon ledger --json`
+    /// on SQLite, the adapter's ledger on PostgreSQL (its effects have the
+    /// same fields).
+    pub fn effects(&self, op: Option<&str>) -> Value {
+        match (&self.site, op) {
+            (Some(site), _) => Value::Array(site.adapter_effects(op)),
+            (None, None) => self.json(&["ledger"]),
+            (None, Some(op)) => self.json(&["ledger", "--op", op]),
+        }
     }
 
     /// A new workspace with recon's own ledger registered for every action

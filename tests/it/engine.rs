@@ -101,7 +101,10 @@ fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect(store: Store)
     let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let report = lab.dispatch("op-1", LOST).unwrap();
-    assert_eq!(report.receiver_exit_code, Some(lab.lost_receipt_exit()));
+    assert_eq!(
+        report.receiver_exit_code,
+        Some(lab.store.lost_receipt_exit())
+    );
     assert_eq!(report.outcome, "unknown");
     assert_eq!(report.effect_id, None);
     let reopened = lab.reopen().require("op-1").unwrap();
@@ -115,7 +118,10 @@ fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect(store: Store)
     let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let report = lab.dispatch("op-1", NEVER_ARRIVED).unwrap();
-    assert_eq!(report.receiver_exit_code, Some(lab.never_arrived_exit()));
+    assert_eq!(
+        report.receiver_exit_code,
+        Some(lab.store.never_arrived_exit())
+    );
     assert_eq!(
         lab.reopen().require("op-1").unwrap().state,
         OpState::Unknown
@@ -742,7 +748,7 @@ fn a_compensation_whose_receipt_is_lost_stays_unknown_and_blocks_blind_retry(sto
     let report = lab.dispatch("op-c", LOST).unwrap();
     assert_eq!(
         (report.receiver_exit_code, report.state),
-        (Some(lab.lost_receipt_exit()), OpState::Unknown)
+        (Some(lab.store.lost_receipt_exit()), OpState::Unknown)
     );
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),

@@ -37,6 +37,25 @@ pub enum Store {
 }
 
 impl Store {
+    /// The exit code of the receiver child that committed its effect and
+    /// died before its receipt (the built-in ledger's drill exits 23, the
+    /// adapter's `crash-after` 9).
+    pub fn lost_receipt_exit(self) -> i32 {
+        match self {
+            Store::Sqlite => 23,
+            Store::Postgres => 9,
+        }
+    }
+
+    /// The exit code of the child that died before committing anything
+    /// (the ledger's drill 24, the adapter's `crash-before` 3).
+    pub fn never_arrived_exit(self) -> i32 {
+        match self {
+            Store::Sqlite => 24,
+            Store::Postgres => 3,
+        }
+    }
+
     /// Whether `test` can run on this store: SQLite always; PostgreSQL
     /// when its server started, else one line (and a failure under `CI`).
     pub fn available(self, test: &str) -> bool {
@@ -235,42 +254,31 @@ impl Site {
             .expect("start dispatch")
     }
 
-    /// The exit code of the receiver child that committed its effect and
-    /// died before its receipt (the built-in ledger's drill exits 23, the
-    /// adapter's `crash-after` 9).
-    pub fn lost_receipt_exit(&self) -> i32 {
-        match self.store {
-            Store::Sqlite => 23,
-            Store::Postgres => 9,
-        }
-    }
-
-    /// The exit code of the child that died before committing anything
-    /// (the ledger's drill 24, the adapter's `crash-before` 3).
-    pub fn never_arrived_exit(&self) -> i32 {
-        match self.store {
-            Store::Sqlite => 24,
-            Store::Postgres => 3,
-        }
-    }
-
     /// How many effects the receiver holds for `op_id` (or in all).
     pub fn effects(&self, op_id: Option<&str>) -> i64 {
         if self.store == Store::Sqlite {
             return self.ws.effect_count(op_id).expect("count effects");
         }
+        let count = self.adapter_effects(op_id).len();
+        i64::try_from(count).expect("a count")
+    }
+
+    /// The adapter's effects for `op_id` (or all), in the order it
+    /// committed them (PostgreSQL only).
+    pub fn adapter_effects(&self, op_id: Option<&str>) -> Vec<Value> {
+        assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
         // No file, or an empty one: the adapter has committed nothing.
         let text = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
         if text.is_empty() {
-            return 0;
+            return Vec::new();
         }
         let ledger: Value = serde_json::from_str(&text).expect("the adapter's ledger");
         let effects = ledger["effects"].as_array().expect("its effects");
-        let count = effects
+        effects
             .iter()
             .filter(|effect| op_id.is_none_or(|op| effect["op_id"] == op))
-            .count();
-        i64::try_from(count).expect("a count")
+            .cloned()
+            .collect()
     }
 
     /// How many times the receiver has been called: the built-in

@@ -24,7 +24,7 @@ fn fixture(store: Store, ops: &[&str]) -> Shell {
             "--payload",
             r#"{"n":1}"#,
         ]);
-        sh.dispatch_faulted(op, Fault::CrashBeforeCommit);
+        sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh.ok(&[
         "prepare",

@@ -48,7 +48,7 @@ fn lost(store: Store, ops: &[&str]) -> Shell {
             "--payload",
             &payload,
         ]);
-        sh.dispatch_faulted(op, Fault::CrashBeforeCommit);
+        sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh
 }
