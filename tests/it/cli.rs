@@ -8,7 +8,9 @@ mod refusals;
 mod storage;
 mod usage;
 
+use crate::stores::{Site, Store};
 use crate::support::{copy_demo, dump, program, run_with_env, Run};
+use recon::receiver::Fault;
 use recon::OpenOptions;
 use recon::Workspace;
 use serde_json::Value;
@@ -18,6 +20,9 @@ use std::path::PathBuf;
 pub struct Shell {
     _dir: tempfile::TempDir,
     pub ws: PathBuf,
+    /// The outbox in a database, on PostgreSQL (`crate::stores`): then
+    /// every command is given `--database URL` and `ws` is never made.
+    site: Option<Site>,
 }
 
 impl Shell {
@@ -25,7 +30,50 @@ impl Shell {
     pub fn empty() -> Shell {
         let dir = tempfile::tempdir().expect("temp dir");
         let ws = dir.path().join("ws");
-        Shell { _dir: dir, ws }
+        Shell {
+            _dir: dir,
+            ws,
+            site: None,
+        }
+    }
+
+    /// A new outbox on `store` with a receiver for every action kind: on
+    /// SQLite [`Shell::with_ledger`]; on PostgreSQL a [`Site`]'s database
+    /// with its adapter.
+    pub fn on(store: Store) -> Shell {
+        match store {
+            Store::Sqlite => Shell::with_ledger(),
+            Store::Postgres => Shell {
+                site: Some(Site::new(store)),
+                ..Shell::empty()
+            },
+        }
+    }
+
+    /// `recon ARGS` with the built-in ledger's crash drill `fault`
+    /// (`--fault`), or on PostgreSQL the adapter's twin of it set for the
+    /// run; it must succeed.
+    #[track_caller]
+    pub fn faulted(&self, args: &[&str], fault: Fault) -> Run {
+        let Some(site) = &self.site else {
+            return self.ok(&[args, &["--fault", fault.as_str()]].concat());
+        };
+        site.set_crash(Some(fault));
+        let out = self.run(args);
+        site.set_crash(None);
+        assert_eq!(out.code, Some(0), "recon {args:?}: {}", out.stderr);
+        out
+    }
+
+    /// The receiver's effects (for `op`), as JSON: `recon ledger --json`
+    /// on SQLite, the adapter's ledger on PostgreSQL (its effects have the
+    /// same fields).
+    pub fn effects(&self, op: Option<&str>) -> Value {
+        match (&self.site, op) {
+            (Some(site), _) => Value::Array(site.adapter_effects(op)),
+            (None, None) => self.json(&["ledger"]),
+            (None, Some(op)) => self.json(&["ledger", "--op", op]),
+        }
     }
 
     /// A new workspace with recon's own ledger registered for every action
@@ -70,7 +118,7 @@ impl Shell {
         self.ws.display().to_string()
     }
 
-    /// `recon ARGS --workspace WS`.
+    /// `recon ARGS --workspace WS` (or `--database URL`).
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_full(args, None, &[])
     }
@@ -78,10 +126,13 @@ impl Shell {
     /// `--workspace WS` goes last, or just before a `--` (after which
     /// every word belongs to the receiver's command line).
     pub fn run_full(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
-        let ws = self.ws_arg();
+        let place = match &self.site {
+            Some(site) => site.args(),
+            None => vec!["--workspace".to_string(), self.ws_arg()],
+        };
         let mut all: Vec<&str> = args.to_vec();
         let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
-        all.splice(at..at, ["--workspace", &ws]);
+        all.splice(at..at, place.iter().map(String::as_str));
         run_with_env(&all, stdin, env)
     }
 
@@ -101,8 +152,13 @@ impl Shell {
         self.ok(&all).json()
     }
 
+    /// What [`crate::support::dump`] reads, or on PostgreSQL
+    /// [`Site::dump`].
     pub fn dump(&self) -> String {
-        dump(&self.ws)
+        match &self.site {
+            Some(site) => site.dump(),
+            None => dump(&self.ws),
+        }
     }
 
     /// The file names in the workspace directory, or `None` without one.

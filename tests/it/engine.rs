@@ -1,7 +1,10 @@
 //! The engine of SPEC sections 1-4, through the library with real receiver
-//! children and real SQLite files.
+//! children, on both stores (`crate::stores`): a SQLite workspace with the
+//! built-in ledger, and a PostgreSQL outbox with the fixture adapter. The
+//! tests that need the built-in ledger's own drills or files stay on
+//! SQLite, each saying why.
 
-use crate::support::Lab;
+use crate::stores::{on_both_stores, Site, Store};
 use recon::dispatch::{self, DispatchOptions, ReceiverCall};
 use recon::domain::Recorded;
 use recon::domain::{CompensationRequest, Decision, OpState, Review, Snapshot, Verdict};
@@ -33,13 +36,13 @@ fn refusal<T: std::fmt::Debug>(result: recon::Result<T>) -> Refusal {
 }
 
 /// An op dispatched once with the given fault: `unknown` at version 2.
-fn dispatched(lab: &mut Lab, op_id: &str, options: DispatchOptions) {
+fn dispatched(lab: &mut Site, op_id: &str, options: DispatchOptions) {
     lab.ws.prepare(op_id, "send_email", &email()).unwrap();
-    lab.ws.dispatch(op_id, options).unwrap();
+    lab.dispatch(op_id, options).unwrap();
 }
 
 fn review(
-    lab: &mut Lab,
+    lab: &mut Site,
     op_id: &str,
     reviewer: &str,
     decision: Decision,
@@ -56,7 +59,7 @@ fn review(
 }
 
 fn closing_review(
-    lab: &mut Lab,
+    lab: &mut Site,
     op_id: &str,
     decision: Decision,
     version: i64,
@@ -71,13 +74,14 @@ fn closing_review(
     })
 }
 
-fn effects(lab: &Lab, op_id: &str) -> i64 {
-    lab.ws.effect_count(Some(op_id)).unwrap()
+fn effects(lab: &Site, op_id: &str) -> i64 {
+    lab.effects(Some(op_id))
 }
 
+// SQLite only: the built-in ledger's permit drill holds the child.
 #[test]
 fn unknown_is_persisted_before_the_receiver_is_spawned() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let mut pending = lab.held_dispatch("op-1");
     // The child is running and blocked before its write; a brand-new
@@ -92,12 +96,15 @@ fn unknown_is_persisted_before_the_receiver_is_spawned() {
     assert_eq!(report.outcome, "receipt");
 }
 
-#[test]
-fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect() {
-    let mut lab = Lab::new();
+on_both_stores!(receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect);
+fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
-    let report = lab.ws.dispatch("op-1", LOST).unwrap();
-    assert_eq!(report.receiver_exit_code, Some(23));
+    let report = lab.dispatch("op-1", LOST).unwrap();
+    assert_eq!(
+        report.receiver_exit_code,
+        Some(lab.store.lost_receipt_exit())
+    );
     assert_eq!(report.outcome, "unknown");
     assert_eq!(report.effect_id, None);
     let reopened = lab.reopen().require("op-1").unwrap();
@@ -106,12 +113,15 @@ fn receipt_lost_after_commit_leaves_the_op_unknown_with_one_effect() {
     assert!(lab.ws.evidence("op-1").unwrap().is_empty());
 }
 
-#[test]
-fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect() {
-    let mut lab = Lab::new();
+on_both_stores!(request_lost_before_commit_leaves_the_op_unknown_with_no_effect);
+fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
-    let report = lab.ws.dispatch("op-1", NEVER_ARRIVED).unwrap();
-    assert_eq!(report.receiver_exit_code, Some(24));
+    let report = lab.dispatch("op-1", NEVER_ARRIVED).unwrap();
+    assert_eq!(
+        report.receiver_exit_code,
+        Some(lab.store.never_arrived_exit())
+    );
     assert_eq!(
         lab.reopen().require("op-1").unwrap().state,
         OpState::Unknown
@@ -119,9 +129,9 @@ fn request_lost_before_commit_leaves_the_op_unknown_with_no_effect() {
     assert_eq!(effects(&lab, "op-1"), 0);
 }
 
-#[test]
-fn a_receipt_confirms_the_op_with_receipt_evidence() {
-    let mut lab = Lab::new();
+on_both_stores!(a_receipt_confirms_the_op_with_receipt_evidence);
+fn a_receipt_confirms_the_op_with_receipt_evidence(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let report = lab.ws.dispatch("op-1", DispatchOptions::default()).unwrap();
     assert_eq!(report.outcome, "receipt");
@@ -135,26 +145,22 @@ fn a_receipt_confirms_the_op_with_receipt_evidence() {
     assert_eq!(evidence[0].snapshot["receipt"]["effect_id"], "fx-000001");
 }
 
-#[test]
-fn second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked() {
-    let mut lab = Lab::new();
+on_both_stores!(second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked);
+fn second_dispatch_is_refused_as_blind_retry_before_the_receiver_is_invoked(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
-    let children = lab.ws.receiver_program().spawned();
+    let calls = lab.receiver_calls();
     let refused = refusal(lab.ws.dispatch("op-1", DispatchOptions::default()));
     assert_eq!(refused.code(), "blind_retry");
-    assert_eq!(
-        lab.ws.receiver_program().spawned(),
-        children,
-        "no child was spawned"
-    );
+    assert_eq!(lab.receiver_calls(), calls, "no receiver was called");
     assert_eq!(lab.ws.dispatch_count("op-1").unwrap(), 1);
     assert_eq!(effects(&lab, "op-1"), 1);
     assert_eq!(lab.ws.require("op-1").unwrap().version, 2);
 }
 
-#[test]
-fn dispatch_is_refused_from_every_state_but_prepared() {
-    let mut lab = Lab::new();
+on_both_stores!(dispatch_is_refused_from_every_state_but_prepared);
+fn dispatch_is_refused_from_every_state_but_prepared(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-unknown", LOST);
     lab.ws
         .prepare("op-confirmed", "send_email", &email())
@@ -182,9 +188,10 @@ fn dispatch_is_refused_from_every_state_but_prepared() {
     );
 }
 
+// SQLite only: calls the built-in ledger directly and reads its rows.
 #[test]
 fn the_receiver_is_not_idempotent() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     let op = lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let call = ReceiverCall::for_operation(&op);
     for _ in 0..2 {
@@ -200,10 +207,11 @@ fn the_receiver_is_not_idempotent() {
     assert_ne!(ledger[0].effect_id, ledger[1].effect_id);
 }
 
+// SQLite only: the built-in ledger's permit drill and a direct call to it.
 #[test]
 fn an_empty_read_while_the_original_is_in_flight_is_inconclusive_and_an_unsafe_retry_doubles_the_effect(
 ) {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let mut pending = lab.held_dispatch("op-1");
     let early = lab.ws.snapshot("op-1", None).unwrap();
@@ -233,9 +241,10 @@ fn an_empty_read_while_the_original_is_in_flight_is_inconclusive_and_an_unsafe_r
     );
 }
 
+// SQLite only: the built-in ledger's permit drill holds the original.
 #[test]
 fn a_closing_snapshot_refuses_the_late_original() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     let mut pending = lab.held_dispatch("op-1");
     let closing = lab.ws.snapshot("op-1", Some("rosa")).unwrap();
@@ -258,9 +267,10 @@ fn a_closing_snapshot_refuses_the_late_original() {
     );
 }
 
+// SQLite only: writes to the built-in ledger's file.
 #[test]
 fn the_insert_trigger_refuses_an_effect_for_a_closed_op_on_any_write_path() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     lab.ws.snapshot("op-1", Some("rosa")).unwrap();
     // A writer that skips the explicit check still hits the trigger.
@@ -275,9 +285,10 @@ fn the_insert_trigger_refuses_an_effect_for_a_closed_op_on_any_write_path() {
     assert_eq!(effects(&lab, "op-1"), 0);
 }
 
+// SQLite only: writes to the built-in ledger's file.
 #[test]
 fn close_tombstones_are_durable() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     lab.ws.snapshot("op-1", Some("rosa")).unwrap();
     let conn = Connection::open(lab.path().join("receiver.sqlite")).unwrap();
@@ -293,9 +304,9 @@ fn close_tombstones_are_durable() {
     );
 }
 
-#[test]
-fn closing_needs_a_named_authorizer() {
-    let mut lab = Lab::new();
+on_both_stores!(closing_needs_a_named_authorizer);
+fn closing_needs_a_named_authorizer(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     assert_eq!(
         refusal(lab.ws.snapshot("op-1", Some("  "))).code(),
@@ -304,9 +315,10 @@ fn closing_needs_a_named_authorizer() {
     assert!(lab.ws.closure("op-1").unwrap().is_none());
 }
 
+// SQLite only: a direct call to the built-in ledger, held by its permit drill.
 #[test]
 fn an_early_single_match_is_not_uniqueness_until_closed() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     dispatched(&mut lab, "op-1", LOST);
     let op = lab.ws.require("op-1").unwrap();
     let open = lab.ws.snapshot("op-1", None).unwrap();
@@ -330,9 +342,9 @@ fn an_early_single_match_is_not_uniqueness_until_closed() {
     );
 }
 
-#[test]
-fn reconcile_refuses_a_blank_reviewer() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_a_blank_reviewer);
+fn reconcile_refuses_a_blank_reviewer(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     assert_eq!(
         refusal(review(&mut lab, "op-1", " \t ", Decision::Confirmed, 2)).code(),
@@ -340,9 +352,9 @@ fn reconcile_refuses_a_blank_reviewer() {
     );
 }
 
-#[test]
-fn reconcile_refuses_a_snapshot_taken_for_another_op() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_a_snapshot_taken_for_another_op);
+fn reconcile_refuses_a_snapshot_taken_for_another_op(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     dispatched(&mut lab, "op-2", LOST);
     let op = lab.ws.require("op-1").unwrap();
@@ -361,9 +373,9 @@ fn reconcile_refuses_a_snapshot_taken_for_another_op() {
     assert_eq!(refused.code(), "scope_mismatch");
 }
 
-#[test]
-fn reconcile_refuses_a_decision_on_another_payload_scope() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_a_decision_on_another_payload_scope);
+fn reconcile_refuses_a_decision_on_another_payload_scope(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     let wider = json!({"to": "everyone@example.com"});
     let refused = refusal(lab.ws.reconcile(&ReconcileRequest {
@@ -377,9 +389,9 @@ fn reconcile_refuses_a_decision_on_another_payload_scope() {
     assert_eq!(refused.code(), "scope_mismatch");
 }
 
-#[test]
-fn reconcile_refuses_a_decision_the_verdict_does_not_support() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_a_decision_the_verdict_does_not_support);
+fn reconcile_refuses_a_decision_the_verdict_does_not_support(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-applied", LOST);
     dispatched(&mut lab, "op-absent", NEVER_ARRIVED);
     // An empty open read supports neither decision; one match never supports not_applied.
@@ -418,9 +430,9 @@ fn reconcile_refuses_a_decision_the_verdict_does_not_support() {
     assert_eq!(lab.ws.require("op-absent").unwrap().state, OpState::Unknown);
 }
 
-#[test]
-fn stale_second_reviewer_cannot_overwrite_or_append() {
-    let mut lab = Lab::new();
+on_both_stores!(stale_second_reviewer_cannot_overwrite_or_append);
+fn stale_second_reviewer_cannot_overwrite_or_append(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
     let stale = refusal(review(&mut lab, "op-1", "sam", Decision::Confirmed, 2));
@@ -437,9 +449,9 @@ fn stale_second_reviewer_cannot_overwrite_or_append() {
     assert_eq!(lab.ws.require("op-1").unwrap().version, 3);
 }
 
-#[test]
-fn reconcile_refuses_an_op_that_is_not_unknown() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_an_op_that_is_not_unknown);
+fn reconcile_refuses_an_op_that_is_not_unknown(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws
         .prepare("op-prepared", "send_email", &email())
         .unwrap();
@@ -473,18 +485,19 @@ fn reconcile_refuses_an_op_that_is_not_unknown() {
     );
 }
 
-#[test]
-fn reconcile_refuses_an_unknown_operation() {
-    let mut lab = Lab::new();
+on_both_stores!(reconcile_refuses_an_unknown_operation);
+fn reconcile_refuses_an_unknown_operation(store: Store) {
+    let mut lab = Site::new(store);
     assert_eq!(
         refusal(review(&mut lab, "op-nope", "rosa", Decision::Confirmed, 1)).code(),
         "unknown_operation"
     );
 }
 
+// SQLite only: the SQLite outbox's evidence-fault drill.
 #[test]
 fn a_failed_evidence_write_rolls_the_state_change_back() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     dispatched(&mut lab, "op-1", LOST);
     lab.ws.drills().unwrap().install_evidence_fault().unwrap();
     let failed = review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2);
@@ -500,9 +513,9 @@ fn a_failed_evidence_write_rolls_the_state_change_back() {
     review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
 }
 
-#[test]
-fn the_evidence_row_holds_the_full_snapshot() {
-    let mut lab = Lab::new();
+on_both_stores!(the_evidence_row_holds_the_full_snapshot);
+fn the_evidence_row_holds_the_full_snapshot(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     let recorded = closing_review(&mut lab, "op-1", Decision::Confirmed, 2).unwrap();
     assert_eq!(recorded.verdict, Verdict::UniqueExactMatch);
@@ -515,9 +528,10 @@ fn the_evidence_row_holds_the_full_snapshot() {
     assert_eq!(evidence[0].effect_id.as_deref(), Some("fx-000001"));
 }
 
+// SQLite only: writes to the SQLite file (pg_store tries the triggers on PostgreSQL).
 #[test]
 fn evidence_is_append_only() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     dispatched(&mut lab, "op-1", LOST);
     review(&mut lab, "op-1", "rosa", Decision::Confirmed, 2).unwrap();
     let conn = Connection::open(lab.path().join("sender.sqlite")).unwrap();
@@ -532,9 +546,9 @@ fn evidence_is_append_only() {
     );
 }
 
-#[test]
-fn evidence_rows_name_their_journal_entries() {
-    let mut lab = Lab::new();
+on_both_stores!(evidence_rows_name_their_journal_entries);
+fn evidence_rows_name_their_journal_entries(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", LOST);
     lab.ws.prepare("op-2", "send_email", &email()).unwrap();
     lab.ws.dispatch("op-2", DispatchOptions::default()).unwrap();
@@ -547,7 +561,7 @@ fn evidence_rows_name_their_journal_entries() {
     assert_eq!((log[0].op_id.as_str(), log[0].journal_seq), ("op-2", 7));
     assert_eq!((log[1].op_id.as_str(), log[1].journal_seq), ("op-1", 9));
     assert!(log.iter().all(|e| e.hash.len() == 64));
-    let journal = recon::workspace::Journal::open(lab.path(), recon::OpenOptions::default());
+    let journal = recon::workspace::Journal::open(lab.location(), recon::OpenOptions::default());
     let head = journal.unwrap().checkpoint().unwrap();
     assert_eq!(
         (head.length, head.head_hash.as_str()),
@@ -555,9 +569,9 @@ fn evidence_rows_name_their_journal_entries() {
     );
 }
 
-#[test]
-fn not_applied_ends_the_flow() {
-    let mut lab = Lab::new();
+on_both_stores!(not_applied_ends_the_flow);
+fn not_applied_ends_the_flow(store: Store) {
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op-1", NEVER_ARRIVED);
     closing_review(&mut lab, "op-1", Decision::NotApplied, 2).unwrap();
     assert_eq!(
@@ -576,7 +590,7 @@ fn not_applied_ends_the_flow() {
 }
 
 /// A confirmed original `op-1` (version 3, effect fx-000001).
-fn confirmed(lab: &mut Lab) {
+fn confirmed(lab: &mut Site) {
     lab.ws
         .prepare("op-1", "charge_card", &json!({"amount_cents": 1200}))
         .unwrap();
@@ -584,7 +598,7 @@ fn confirmed(lab: &mut Lab) {
 }
 
 fn approve(
-    lab: &mut Lab,
+    lab: &mut Site,
     effect: &str,
     approver: &str,
     version: i64,
@@ -601,9 +615,9 @@ fn approve(
     })
 }
 
-#[test]
-fn approval_refuses_an_effect_that_is_not_the_confirmed_one() {
-    let mut lab = Lab::new();
+on_both_stores!(approval_refuses_an_effect_that_is_not_the_confirmed_one);
+fn approval_refuses_an_effect_that_is_not_the_confirmed_one(store: Store) {
+    let mut lab = Site::new(store);
     confirmed(&mut lab);
     assert_eq!(
         refusal(approve(&mut lab, "fx-000002", "ines", 3, "op-c")).code(),
@@ -612,22 +626,22 @@ fn approval_refuses_an_effect_that_is_not_the_confirmed_one() {
     assert!(lab.ws.operation("op-c").unwrap().is_none());
 }
 
-#[test]
-fn approval_refuses_an_original_that_is_not_confirmed() {
-    let mut lab = Lab::new();
+on_both_stores!(approval_refuses_an_original_that_is_not_confirmed);
+fn approval_refuses_an_original_that_is_not_confirmed(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws
         .prepare("op-1", "charge_card", &json!({"amount_cents": 1200}))
         .unwrap();
-    lab.ws.dispatch("op-1", LOST).unwrap();
+    lab.dispatch("op-1", LOST).unwrap();
     assert_eq!(
         refusal(approve(&mut lab, "fx-000001", "ines", 2, "op-c")).code(),
         "original_not_confirmed"
     );
 }
 
-#[test]
-fn approval_refuses_a_stale_version_and_a_blank_approver() {
-    let mut lab = Lab::new();
+on_both_stores!(approval_refuses_a_stale_version_and_a_blank_approver);
+fn approval_refuses_a_stale_version_and_a_blank_approver(store: Store) {
+    let mut lab = Site::new(store);
     confirmed(&mut lab);
     assert_eq!(
         refusal(approve(&mut lab, "fx-000001", "ines", 2, "op-c")).code(),
@@ -639,9 +653,9 @@ fn approval_refuses_a_stale_version_and_a_blank_approver() {
     );
 }
 
-#[test]
-fn approval_refuses_a_second_approval_of_the_same_effect() {
-    let mut lab = Lab::new();
+on_both_stores!(approval_refuses_a_second_approval_of_the_same_effect);
+fn approval_refuses_a_second_approval_of_the_same_effect(store: Store) {
+    let mut lab = Site::new(store);
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c1").unwrap();
     assert_eq!(
@@ -651,9 +665,9 @@ fn approval_refuses_a_second_approval_of_the_same_effect() {
     assert!(lab.ws.operation("op-c2").unwrap().is_none());
 }
 
-#[test]
-fn approval_and_the_compensation_op_commit_together() {
-    let mut lab = Lab::new();
+on_both_stores!(approval_and_the_compensation_op_commit_together);
+fn approval_and_the_compensation_op_commit_together(store: Store) {
+    let mut lab = Site::new(store);
     confirmed(&mut lab);
     let approval = approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     assert_eq!(approval.approved_version, 3);
@@ -664,9 +678,10 @@ fn approval_and_the_compensation_op_commit_together() {
     assert_eq!(lab.ws.approvals("op-c").unwrap(), vec![approval]);
 }
 
+// SQLite only: the SQLite outbox's drill writes the unapproved row.
 #[test]
 fn compensation_dispatch_refuses_a_missing_approval() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     confirmed(&mut lab);
     lab.ws
         .drills()
@@ -680,9 +695,10 @@ fn compensation_dispatch_refuses_a_missing_approval() {
     assert_eq!(lab.ws.dispatch_count("op-c").unwrap(), 0);
 }
 
+// SQLite only: the SQLite outbox's drill changes the action.
 #[test]
 fn compensation_dispatch_refuses_a_changed_action_kind() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     lab.ws
@@ -697,9 +713,10 @@ fn compensation_dispatch_refuses_a_changed_action_kind() {
     assert_eq!(lab.ws.effect_count(None).unwrap(), 1);
 }
 
+// SQLite only: reads the built-in ledger's rows.
 #[test]
 fn a_compensation_is_a_new_ledger_row_and_the_original_stays() {
-    let mut lab = Lab::new();
+    let mut lab = Site::new(Store::Sqlite);
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
     let report = lab.ws.dispatch("op-c", DispatchOptions::default()).unwrap();
@@ -723,29 +740,29 @@ fn a_compensation_is_a_new_ledger_row_and_the_original_stays() {
     assert_eq!(lab.ws.require("op-1").unwrap().state, OpState::Confirmed);
 }
 
-#[test]
-fn a_compensation_whose_receipt_is_lost_stays_unknown_and_blocks_blind_retry() {
-    let mut lab = Lab::new();
+on_both_stores!(a_compensation_whose_receipt_is_lost_stays_unknown_and_blocks_blind_retry);
+fn a_compensation_whose_receipt_is_lost_stays_unknown_and_blocks_blind_retry(store: Store) {
+    let mut lab = Site::new(store);
     confirmed(&mut lab);
     approve(&mut lab, "fx-000001", "ines", 3, "op-c").unwrap();
-    let report = lab.ws.dispatch("op-c", LOST).unwrap();
+    let report = lab.dispatch("op-c", LOST).unwrap();
     assert_eq!(
         (report.receiver_exit_code, report.state),
-        (Some(23), OpState::Unknown)
+        (Some(lab.store.lost_receipt_exit()), OpState::Unknown)
     );
     assert_eq!(
         refusal(lab.ws.dispatch("op-c", DispatchOptions::default())).code(),
         "blind_retry"
     );
-    assert_eq!(lab.ws.ledger(None).unwrap().len(), 2);
+    assert_eq!(lab.effects(None), 2);
     // It is reconciled like any op: its one effect targets the original's.
     let classified = lab.ws.snapshot("op-c", Some("rosa")).unwrap();
     assert_eq!(classified.verdict, Verdict::UniqueExactMatch);
 }
 
-#[test]
-fn preparing_an_existing_op_id_is_refused() {
-    let mut lab = Lab::new();
+on_both_stores!(preparing_an_existing_op_id_is_refused);
+fn preparing_an_existing_op_id_is_refused(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op-1", "send_email", &email()).unwrap();
     assert_eq!(
         refusal(lab.ws.prepare("op-1", "send_sms", &json!({}))).code(),
@@ -754,9 +771,10 @@ fn preparing_an_existing_op_id_is_refused() {
     assert_eq!(lab.ws.require("op-1").unwrap().action_kind, "send_email");
 }
 
+// SQLite only: the two SQLite files.
 #[test]
 fn sender_and_receiver_are_separate_databases() {
-    let lab = Lab::new();
+    let lab = Site::new(Store::Sqlite);
     let sender = Connection::open(lab.path().join("sender.sqlite")).unwrap();
     let receiver = Connection::open(lab.path().join("receiver.sqlite")).unwrap();
     let tables = |c: &Connection| -> Vec<String> {

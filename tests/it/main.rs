@@ -25,6 +25,7 @@ mod races;
 mod random_kill;
 mod readme;
 mod real_receivers;
+mod stores;
 mod stress;
 mod support;
 mod terminal;

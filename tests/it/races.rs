@@ -1,4 +1,7 @@
-//! Races between real processes on file databases. Racers are lined up with
+//! Races between real processes on the outbox's store. The decision, the
+//! approval and the write-lock races run on both stores (`crate::stores`);
+//! the races of delayed originals need the built-in ledger's permit drill
+//! and direct calls to it, and stay on SQLite. Racers are lined up with
 //! a `std::sync::Barrier` (each thread waits, then spawns its process or
 //! writes its permit) and delayed receivers with the `ready`/permit pipe
 //! protocol; nothing sleeps. The assertions hold under every interleaving,
@@ -6,6 +9,7 @@
 //! workspace so that many interleavings are actually seen.
 
 use crate::invariants::{assert_invariants, direct, none};
+use crate::stores::{on_both_stores, Site, Store};
 use crate::stress::scaled;
 use crate::support::{program, recon_bin, run, Lab, Run};
 use recon::dispatch::{self, DispatchOptions, InFlight, PendingDispatch, ReceiverCall};
@@ -62,15 +66,16 @@ fn payload() -> serde_json::Value {
     json!({"amount": 10, "to": "acct-7"})
 }
 
-fn dispatched(lab: &mut Lab, op: &str, fault: Option<Fault>) {
-    lab.dispatched(op, "pay", &payload(), fault);
+/// `op` prepared to pay and dispatched once, with an optional fault.
+fn dispatched(site: &mut Site, op: &str, fault: Option<Fault>) {
+    site.dispatched(op, "pay", &payload(), fault);
 }
 
-#[test]
-fn eight_reviewers_racing_one_version_record_exactly_one_decision() {
+on_both_stores!(eight_reviewers_racing_one_version_record_exactly_one_decision);
+fn eight_reviewers_racing_one_version_record_exactly_one_decision(store: Store) {
     for rep in 0..scaled(REPETITIONS) {
-        let mut lab = Lab::new();
-        let ws = lab.path_str();
+        let mut lab = Site::new(store);
+        let at = lab.args();
         // Even repetitions: one effect, everyone confirms (half of them
         // closing first). Odd: no effect, everyone closes and records
         // not_applied, so the closes race too.
@@ -84,7 +89,9 @@ fn eight_reviewers_racing_one_version_record_exactly_one_decision() {
         let commands = (0..8)
             .map(|i| {
                 let reviewer = format!("reviewer-{i}");
-                let mut a = strings(&["reconcile", "--workspace", &ws, "op", "--json"]);
+                let mut a = strings(&["reconcile"]);
+                a.extend(at.iter().cloned());
+                a.extend(strings(&["op", "--json"]));
                 a.extend(strings(&[
                     "--reviewer",
                     &reviewer,
@@ -131,15 +138,15 @@ fn eight_reviewers_racing_one_version_record_exactly_one_decision() {
         };
         assert_eq!((op.state, op.version), (expected, 3));
         assert_eq!(runs[winners[0]].json()["evidence_seq"], 1);
-        assert_invariants(lab.path(), &none());
+        lab.assert_sound();
     }
 }
 
-#[test]
-fn eight_approvals_of_one_effect_record_exactly_one() {
+on_both_stores!(eight_approvals_of_one_effect_record_exactly_one);
+fn eight_approvals_of_one_effect_record_exactly_one(store: Store) {
     for rep in 0..scaled(REPETITIONS) {
-        let mut lab = Lab::new();
-        let ws = lab.path_str();
+        let mut lab = Site::new(store);
+        let at = lab.args();
         dispatched(&mut lab, "op", None);
         // Even repetitions: eight different compensation ids; odd: the same.
         let comp_id = |i: usize| {
@@ -151,7 +158,9 @@ fn eight_approvals_of_one_effect_record_exactly_one() {
         };
         let commands = (0..8)
             .map(|i| {
-                let mut a = strings(&["approve-compensation", "--workspace", &ws, "op", "--json"]);
+                let mut a = strings(&["approve-compensation"]);
+                a.extend(at.iter().cloned());
+                a.extend(strings(&["op", "--json"]));
                 a.extend(strings(&[
                     "--effect",
                     "fx-000001",
@@ -209,7 +218,7 @@ fn eight_approvals_of_one_effect_record_exactly_one() {
             .dispatch(&comp_id(w), DispatchOptions::default())
             .unwrap();
         assert_eq!(report.outcome, "receipt");
-        assert_invariants(lab.path(), &none());
+        lab.assert_sound();
     }
 }
 
@@ -246,6 +255,7 @@ fn permit(writer: &mut Writer) {
     }
 }
 
+// SQLite only: the originals are held by the built-in ledger's permit drill, some called directly.
 #[test]
 fn a_closing_snapshot_racing_eight_delayed_originals_takes_each_or_refuses_it() {
     // How many racing writers the close took, over all repetitions: shows
@@ -392,6 +402,7 @@ fn a_closing_snapshot_racing_eight_delayed_originals_takes_each_or_refuses_it() 
     eprintln!("closing snapshot vs 8 delayed originals: racing writers taken by the close -> repetitions: {taken_by_close:?}");
 }
 
+// SQLite only: the dispatch is held by the built-in ledger's permit drill.
 #[test]
 fn a_reviewer_deciding_while_another_process_dispatches_never_doubles_a_decision() {
     // (variant, reviewer won) -> repetitions.
@@ -499,16 +510,14 @@ fn a_reviewer_deciding_while_another_process_dispatches_never_doubles_a_decision
     eprintln!("reviewer vs dispatch: (variant, reviewer won) -> repetitions: {seen:?}");
 }
 
-#[test]
-fn a_reviewer_stale_against_a_receipt_hears_what_changed() {
+on_both_stores!(a_reviewer_stale_against_a_receipt_hears_what_changed);
+fn a_reviewer_stale_against_a_receipt_hears_what_changed(store: Store) {
     // The deterministic end of the race above: the receipt lands first.
-    let mut lab = Lab::new();
+    let mut lab = Site::new(store);
     dispatched(&mut lab, "op", None);
-    let r = run(
+    let r = lab.run(
         &[
             "reconcile",
-            "--workspace",
-            &lab.path_str(),
             "op",
             "--reviewer",
             "Rev",
@@ -525,9 +534,10 @@ fn a_reviewer_stale_against_a_receipt_hears_what_changed() {
         "{}",
         r.stderr
     );
-    assert_invariants(lab.path(), &none());
+    lab.assert_sound();
 }
 
+on_both_stores!(times_are_taken_after_the_write_lock_so_at_never_goes_backwards_in_journal_order);
 /// Times are read under the write lock. Writer A is held (a named hold
 /// point, through a fifo) just before it takes the lock, after its command
 /// started; writer B writes and commits meanwhile; then A goes on. A's
@@ -535,17 +545,17 @@ fn a_reviewer_stale_against_a_receipt_hears_what_changed() {
 /// backwards in journal order, however the processes interleave. (A time
 /// read before the lock, as the facade once did, would stamp A's later
 /// entry with the earlier time.)
-#[test]
-fn times_are_taken_after_the_write_lock_so_at_never_goes_backwards_in_journal_order() {
-    let mut lab = Lab::new();
+fn times_are_taken_after_the_write_lock_so_at_never_goes_backwards_in_journal_order(store: Store) {
+    let mut lab = Site::new(store);
     lab.ws.prepare("op", "pay", &payload()).unwrap();
-    let ws = lab.path_str();
-    let fifo = lab.path().join("hold");
+    let at = lab.args();
+    let fifo = lab.scratch().join("hold");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
     let note = |by: &str| {
         let mut command = Command::new(recon_bin());
-        command.args(["note", "--workspace", &ws, "op", "--by", by, "--text", "t"]);
+        command.arg("note").args(&at);
+        command.args(["op", "--by", by, "--text", "t"]);
         command
     };
     let held = note("held")
@@ -575,5 +585,5 @@ fn times_are_taken_after_the_write_lock_so_at_never_goes_backwards_in_journal_or
         created <= notes[0].1 && notes[0].1 <= notes[1].1,
         "times in journal order: {created:?} then {notes:?}"
     );
-    assert_invariants(lab.path(), &none());
+    lab.assert_sound();
 }

@@ -1,16 +1,21 @@
 //! Whole flows typed at a shell, and the JSON shapes of SPEC section 6.
+//! The flows of the outbox run on both stores (`crate::stores`); those
+//! that call the built-in ledger as `recon receiver` or read its file stay
+//! on SQLite.
 
 use super::{assert_keys, assert_refused, Shell, EFFECT_FIELDS, OPERATION_FIELDS};
+use crate::stores::{on_both_stores, Store};
 use crate::support::{check_run, experiment_run, run, tampered_check_run};
+use recon::receiver::Fault;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
 const CHARGE: &str = r#"{"customer":"cus_1","amount_cents":4999,"currency":"EUR"}"#;
 
-#[test]
-fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
-    let sh = Shell::with_ledger();
+on_both_stores!(lost_receipt_is_confirmed_and_compensated_from_the_shell);
+fn lost_receipt_is_confirmed_and_compensated_from_the_shell(store: Store) {
+    let sh = Shell::on(store);
     // The payload comes from stdin.
     let out = sh.run_full(
         &[
@@ -36,7 +41,9 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
         json!({"amount_cents": 4999, "currency": "EUR", "customer": "cus_1"})
     );
 
-    let lost = sh.json(&["dispatch", "op-1", "--fault", "crash-after-commit"]);
+    let lost = sh
+        .faulted(&["dispatch", "op-1", "--json"], Fault::CrashAfterCommit)
+        .json();
     assert_keys(
         &lost,
         &[
@@ -49,7 +56,7 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
         ],
     );
     assert_eq!(lost["outcome"], "unknown");
-    assert_eq!(lost["receiver_exit_code"], 23);
+    assert_eq!(lost["receiver_exit_code"], store.lost_receipt_exit());
     assert_eq!(lost["effect_id"], Value::Null);
     assert_eq!(
         (lost["state"].clone(), lost["version"].clone()),
@@ -154,19 +161,13 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
     assert_eq!(refund["state"], "confirmed");
     assert_eq!(refund["receiver_exit_code"], 0);
 
-    let ledger = sh.json(&["ledger"]);
+    let ledger = sh.effects(None);
     let rows = ledger.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_keys(&rows[1], EFFECT_FIELDS);
     assert_eq!(rows[0]["effect_id"], effect.as_str());
     assert_eq!(rows[1]["compensates_effect_id"], effect.as_str());
-    assert_eq!(
-        sh.json(&["ledger", "--op", "op-1-refund"])
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(sh.effects(Some("op-1-refund")).as_array().unwrap().len(), 1);
     assert_eq!(
         sh.json(&["show", "op-1"])["approvals"]
             .as_array()
@@ -176,6 +177,7 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell() {
     );
 }
 
+// SQLite only: calls the built-in ledger as `recon receiver apply`.
 #[test]
 fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close() {
     let sh = Shell::with_ledger();
@@ -223,6 +225,7 @@ fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close()
     assert_eq!(sh.json(&["ledger"]), json!([]));
 }
 
+// SQLite only: reads the close from the built-in ledger.
 #[test]
 fn snapshot_close_is_recorded_with_its_authorizer() {
     let sh = Shell::with_ledger();
@@ -365,9 +368,9 @@ fn ops_filters_by_state_and_pages_by_op_id() {
     assert_eq!(text.stdout.lines().count(), 3);
 }
 
-#[test]
-fn payload_is_read_from_a_file_with_at_path() {
-    let sh = Shell::with_ledger();
+on_both_stores!(payload_is_read_from_a_file_with_at_path);
+fn payload_is_read_from_a_file_with_at_path(store: Store) {
+    let sh = Shell::on(store);
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), r#"{"to":"b@example.com","subject":"Hi"}"#).unwrap();
     let arg = format!("@{}", file.path().display());
@@ -398,9 +401,9 @@ fn workspace_may_come_before_the_command() {
     assert_eq!(out.json().as_array().unwrap().len(), 2);
 }
 
-#[test]
-fn human_output_escapes_control_characters() {
-    let sh = Shell::with_ledger();
+on_both_stores!(human_output_escapes_control_characters);
+fn human_output_escapes_control_characters(store: Store) {
+    let sh = Shell::on(store);
     sh.ok(&[
         "prepare",
         "--op",

@@ -5,13 +5,15 @@
 use super::time_of;
 use crate::audit::tamper;
 use crate::cli::{assert_fails, assert_json_error, assert_keys, assert_refused, Shell};
+use crate::stores::{on_both_stores, Store};
+use recon::receiver::Fault;
 use serde_json::{json, Value};
 
-/// A workspace with `ops` lost before the receiver wrote (unknown; their
+/// An outbox on `store` with `ops` lost before the receiver wrote (unknown; their
 /// verdict terminal_absence once closed), and one confirmed operation
 /// `paid`.
-fn fixture(ops: &[&str]) -> Shell {
-    let sh = Shell::with_ledger();
+fn fixture(store: Store, ops: &[&str]) -> Shell {
+    let sh = Shell::on(store);
     for op in ops {
         sh.ok(&[
             "prepare",
@@ -22,7 +24,7 @@ fn fixture(ops: &[&str]) -> Shell {
             "--payload",
             r#"{"n":1}"#,
         ]);
-        sh.ok(&["dispatch", op, "--fault", "crash-before-commit"]);
+        sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh.ok(&[
         "prepare",
@@ -41,9 +43,9 @@ fn mark(action: &'static str, op: &'static str, by: &'static str) -> Vec<&'stati
     vec![action, op, "--by", by, "--reason", "needs finance"]
 }
 
-#[test]
-fn note_json_prints_the_note() {
-    let sh = fixture(&["a"]);
+on_both_stores!(note_json_prints_the_note);
+fn note_json_prints_the_note(store: Store) {
+    let sh = fixture(store, &["a"]);
     let note = sh.json(&["note", "a", "--by", "ann", "--text", "customer called"]);
     assert_keys(&note, &["seq", "by", "at", "text"]);
     assert_eq!(note.as_object().unwrap().len(), 4, "{note}");
@@ -60,9 +62,9 @@ fn note_json_prints_the_note() {
     assert!(text.stdout.starts_with("a: note #"), "{}", text.stdout);
 }
 
-#[test]
-fn escalate_and_deescalate_json_print_the_operation_with_its_marker() {
-    let sh = fixture(&["a"]);
+on_both_stores!(escalate_and_deescalate_json_print_the_operation_with_its_marker);
+fn escalate_and_deescalate_json_print_the_operation_with_its_marker(store: Store) {
+    let sh = fixture(store, &["a"]);
     let before = sh.json(&["show", "a"])["operation"].clone();
     assert_eq!(before["escalated"], Value::Null);
     let raised = sh.json(&mark("escalate", "a", "ann"));
@@ -92,9 +94,9 @@ fn escalate_and_deescalate_json_print_the_operation_with_its_marker() {
     assert!(text.stdout.contains("escalated by cy"), "{}", text.stdout);
 }
 
-#[test]
-fn the_marker_is_refused_where_its_rules_say_and_nothing_changes() {
-    let sh = fixture(&["a", "b"]);
+on_both_stores!(the_marker_is_refused_where_its_rules_say_and_nothing_changes);
+fn the_marker_is_refused_where_its_rules_say_and_nothing_changes(store: Store) {
+    let sh = fixture(store, &["a", "b"]);
     sh.ok(&mark("escalate", "a", "ann"));
     let before = sh.dump();
     for (args, code) in [
@@ -134,7 +136,7 @@ fn the_marker_is_refused_where_its_rules_say_and_nothing_changes() {
 
 #[test]
 fn a_control_or_bidi_override_character_in_by_is_a_usage_error() {
-    let sh = fixture(&["a"]);
+    let sh = fixture(Store::Sqlite, &["a"]);
     let before = sh.dump();
     for by in ["ann\u{7}", "a\u{1b}[2Jb", "ann\u{202e}", "\u{0}x"] {
         for args in [
@@ -164,7 +166,7 @@ fn a_control_or_bidi_override_character_in_by_is_a_usage_error() {
 
 #[test]
 fn a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole() {
-    let sh = fixture(&["a"]);
+    let sh = fixture(Store::Sqlite, &["a"]);
     // Two bytes a character: the bound counts bytes, not characters.
     let most = "\u{e9}".repeat(2048);
     let over = format!("{most}x");
@@ -196,9 +198,9 @@ fn a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole() {
     assert_eq!(shown["operation"]["escalated"]["reason"], most.as_str());
 }
 
-#[test]
-fn a_decision_clears_the_marker_and_the_history_keeps_it() {
-    let sh = fixture(&["a"]);
+on_both_stores!(a_decision_clears_the_marker_and_the_history_keeps_it);
+fn a_decision_clears_the_marker_and_the_history_keeps_it(store: Store) {
+    let sh = fixture(store, &["a"]);
     sh.ok(&mark("escalate", "a", "ann"));
     let decided = sh.json(&[
         "reconcile",
@@ -260,7 +262,7 @@ fn assert_top_keys_in_order(raw: &str) {
 
 #[test]
 fn show_json_lists_observations_notes_closes_and_escalations_in_order() {
-    let sh = fixture(&["a"]);
+    let sh = fixture(Store::Sqlite, &["a"]);
     history(&sh);
     assert_top_keys_in_order(&sh.ok(&["show", "a", "--json"]).stdout);
     let shown = sh.json(&["show", "a"]);
@@ -329,7 +331,7 @@ fn show_json_lists_observations_notes_closes_and_escalations_in_order() {
 
 #[test]
 fn export_carries_the_triage_entries_and_verify_passes_after_them() {
-    let sh = fixture(&["a"]);
+    let sh = fixture(Store::Sqlite, &["a"]);
     history(&sh);
     let export = sh.ok(&["export"]);
     let kinds: Vec<String> = export
@@ -390,7 +392,7 @@ fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch()
         ),
         ("DELETE FROM notes WHERE noted_by = 'ann'", "notes", ""),
     ] {
-        let sh = fixture(&["a"]);
+        let sh = fixture(Store::Sqlite, &["a"]);
         history(&sh);
         tamper(&sh.ws, sql);
         let out = sh.run(&["verify", "--json"]);
@@ -415,7 +417,7 @@ fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch()
 
 #[test]
 fn untrusted_note_text_and_reasons_are_escaped_in_text_output() {
-    let sh = fixture(&["a"]);
+    let sh = fixture(Store::Sqlite, &["a"]);
     let hostile = "ok \u{1b}[2J\u{1b}]0;pwned\u{7} \u{202e}txt.exe\u{2066}";
     sh.ok(&["note", "a", "--by", "ann", "--text", hostile]);
     let escalated = sh.ok(&["escalate", "a", "--by", "ann", "--reason", hostile]);

@@ -5,6 +5,7 @@
 
 use super::{time_of, Clocked};
 use crate::cli::{assert_json_error, assert_keys, Shell};
+use crate::stores::{on_both_stores, Store};
 use recon::dispatch::DispatchOptions;
 use recon::receiver::Fault;
 use recon::workspace::ObserveRequest;
@@ -32,10 +33,10 @@ fn assert_exact_keys(value: &Value, keys: &[&str]) {
     assert_eq!(value.as_object().unwrap().len(), keys.len(), "{value}");
 }
 
-/// A workspace with `ops` lost before the receiver wrote (unknown; their
+/// An outbox on `store` with `ops` lost before the receiver wrote (unknown; their
 /// verdict inconclusive until closed), made through the binary.
-fn lost(ops: &[&str]) -> Shell {
-    let sh = Shell::with_ledger();
+fn lost(store: Store, ops: &[&str]) -> Shell {
+    let sh = Shell::on(store);
     for op in ops {
         let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
         sh.ok(&[
@@ -47,7 +48,7 @@ fn lost(ops: &[&str]) -> Shell {
             "--payload",
             &payload,
         ]);
-        sh.ok(&["dispatch", op, "--fault", "crash-before-commit"]);
+        sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh
 }
@@ -168,9 +169,9 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     assert_eq!(ids, ["fresh"]);
 }
 
-#[test]
-fn observe_older_than_on_the_command_line_skips_what_was_just_observed() {
-    let sh = lost(&["a", "b"]);
+on_both_stores!(observe_older_than_on_the_command_line_skips_what_was_just_observed);
+fn observe_older_than_on_the_command_line_skips_what_was_just_observed(store: Store) {
+    let sh = lost(store, &["a", "b"]);
     let first = sh.json(&["observe", "--older-than", "1h", "--by", "dana"]);
     assert_eq!(
         first.as_array().unwrap().len(),
@@ -183,18 +184,18 @@ fn observe_older_than_on_the_command_line_skips_what_was_just_observed() {
     assert_eq!(text.stdout.trim(), "no operation to observe");
 }
 
-#[test]
-fn observe_refuses_an_unknown_id_before_reading_any() {
-    let sh = lost(&["a"]);
+on_both_stores!(observe_refuses_an_unknown_id_before_reading_any);
+fn observe_refuses_an_unknown_id_before_reading_any(store: Store) {
+    let sh = lost(store, &["a"]);
     let before = sh.dump();
     let out = sh.run(&["observe", "a", "nope", "--by", "dana"]);
     crate::cli::assert_refused(&out, "unknown_operation");
     assert_eq!(sh.dump(), before);
 }
 
-#[test]
-fn observe_without_by_is_a_usage_error() {
-    let sh = lost(&["a"]);
+on_both_stores!(observe_without_by_is_a_usage_error);
+fn observe_without_by_is_a_usage_error(store: Store) {
+    let sh = lost(store, &["a"]);
     let before = sh.dump();
     for args in [
         &["observe"][..],
@@ -211,9 +212,9 @@ fn observe_without_by_is_a_usage_error() {
     assert_eq!(sh.dump(), before);
 }
 
-#[test]
-fn observe_takes_its_flags_after_the_ids() {
-    let sh = lost(&["a", "b"]);
+on_both_stores!(observe_takes_its_flags_after_the_ids);
+fn observe_takes_its_flags_after_the_ids(store: Store) {
+    let sh = lost(store, &["a", "b"]);
     let out = sh.json(&["observe", "a", "b", "--by", "dana"]);
     assert_eq!(out.as_array().unwrap().len(), 2, "{out}");
     // An id that begins with `-` goes after `--`.
@@ -223,9 +224,9 @@ fn observe_takes_its_flags_after_the_ids() {
     assert_eq!(out.json()[0]["op_id"], "-x");
 }
 
-#[test]
-fn snapshot_by_records_an_observation_and_without_it_none() {
-    let sh = lost(&["a"]);
+on_both_stores!(snapshot_by_records_an_observation_and_without_it_none);
+fn snapshot_by_records_an_observation_and_without_it_none(store: Store) {
+    let sh = lost(store, &["a"]);
     let shown = sh.json(&["snapshot", "a"]);
     assert!(shown.get("observation").is_none(), "{shown}");
     assert!(observations(&sh, "a").is_empty());
@@ -253,7 +254,7 @@ fn snapshot_by_records_an_observation_and_without_it_none() {
 
 #[test]
 fn a_close_and_a_decision_each_record_an_observation() {
-    let sh = lost(&["closed", "decided"]);
+    let sh = lost(Store::Sqlite, &["closed", "decided"]);
     sh.ok(&["snapshot", "closed", "--close", "--authorized-by", "rosa"]);
     let seen = observations(&sh, "closed");
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -300,7 +301,7 @@ fn a_close_and_a_decision_each_record_an_observation() {
 
 #[test]
 fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
-    let sh = lost(&["late"]);
+    let sh = lost(Store::Sqlite, &["late"]);
     let stored = sh.json(&["observe", "late", "--by", "dana"]);
     assert_eq!(stored[0]["verdict"], "inconclusive");
     // The original lands late: the receiver changed after the observation.
@@ -368,7 +369,7 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
 
 #[test]
 fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
-    let sh = lost(&["a1", "z9"]);
+    let sh = lost(Store::Sqlite, &["a1", "z9"]);
     let mode = sh.ws.with_file_name("flaky.mode");
     let state = sh.ws.with_file_name("flaky.state");
     std::fs::write(&mode, "apply:crash-before").unwrap();
@@ -461,7 +462,7 @@ fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
 
 #[test]
 fn observe_reads_an_operation_named_twice_once_in_first_named_order() {
-    let sh = lost(&["op-a", "op-b"]);
+    let sh = lost(Store::Sqlite, &["op-a", "op-b"]);
     let out = sh.json(&["observe", "op-b", "op-a", "op-b", "op-b", "--by", "dana"]);
     let ids: Vec<&str> = (out.as_array().unwrap().iter())
         .map(|row| row["op_id"].as_str().unwrap())
