@@ -47,7 +47,7 @@ fn open(url: &str) -> Workspace {
 /// Registers the fixture adapter as `mail` for [`ACTION`], with the full
 /// contract, its ledger in `dir`; `mode` makes it misbehave (`apply:crash-after`
 /// commits an effect and dies before answering: a lost receipt).
-fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
+pub(super) fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
     let args: Vec<String> = [
         "--state",
         &dir.join("mail.json").display().to_string(),
