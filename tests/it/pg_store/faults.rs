@@ -10,7 +10,7 @@
 //! each): opening a fifo for writing returns once its process has reached
 //! the point, and a line lets it go on. Nothing sleeps for a guess.
 
-use super::outbox::{client, open_with, register_mail};
+use super::outbox::{client, confirm, open_with, register_mail, unknown_op};
 use crate::real_receivers::finish;
 use crate::real_receivers::servers::{self, Postgres};
 use crate::support::{recon_bin, run_with_env};
@@ -396,4 +396,54 @@ fn a_host_that_takes_the_head_lock_and_hangs_holds_others_only_the_busy_timeout_
     assert_eq!(code, Some(0), "{json}");
     assert_eq!(entries(&url, "decided", "op-1"), 1);
     assert_verifies(&url);
+}
+
+#[test]
+fn a_compensation_whose_original_moved_past_the_approved_version_is_not_dispatched() {
+    let test = "a_compensation_whose_original_moved_past_the_approved_version_is_not_dispatched";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = super::initialized(pg, "moved_original");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open_with(&url, OpenOptions::default());
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    let effect = ws
+        .operation("op-1")
+        .expect("read")
+        .expect("the op")
+        .confirmed_effect_id
+        .expect("the confirmed effect");
+    let approved = version + 1;
+    ws.approve_compensation(&recon::domain::CompensationRequest {
+        original_op_id: "op-1",
+        effect_id: &effect,
+        approver: "bob",
+        expected_version: approved,
+        compensation_op_id: "undo-1",
+        action_kind: ACTION,
+        payload: &json!({"to": "ann", "text": "sorry"}),
+    })
+    .expect("approve the compensation");
+    drop(ws);
+    // What no rule lets happen, written behind recon's back: the original
+    // moves past the version the approval names, still confirmed.
+    let moved = client(&url)
+        .execute(
+            "UPDATE operations SET version = version + 1 WHERE op_id = 'op-1'",
+            &[],
+        )
+        .expect("move the original");
+    assert_eq!(moved, 1);
+    let (code, json) = ended(
+        recon(&url, &["dispatch", "undo-1"], &[])
+            .spawn()
+            .expect("start"),
+    );
+    assert_eq!(code, Some(3), "{json}");
+    assert_eq!(json["error"]["code"], json!("stale_version"), "{json}");
+    assert_eq!(effects(dir.path(), "undo-1"), 0);
+    assert_eq!(entries(&url, "dispatched", "undo-1"), 0);
+    assert_eq!(state_of(&url, "undo-1").0, "prepared");
 }
