@@ -52,19 +52,49 @@ fn mkfifo(path: &Path) {
 }
 
 /// Starts `command` armed to hold at `point` on the fifo `path`, and
-/// returns once the process is there.
+/// returns once the process is there; fails the test, with what the
+/// process said, if it ends without getting there.
 fn hold(mut command: Command, point: &str, path: &Path) -> Held {
     mkfifo(path);
-    let child = command
+    let mut child = command
         .env("RECON_HOLD_POINT", point)
         .env("RECON_HOLD_FIFO", path)
         .spawn()
         .expect("start recon");
+    unblock_when_it_ends(child.id(), path.to_path_buf());
     let fifo = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
         .expect("open the fifo: the process is at its hold point");
+    if !matches!(child.try_wait(), Ok(None)) {
+        let (code, json) = ended(child);
+        panic!("recon ended ({code:?}) before {point}: {json}");
+    }
     Held { child, fifo }
+}
+
+/// Once process `pid` (a child, not reaped here) has ended, opens the fifo
+/// for reading, so that an open for writing waiting on a process that
+/// ended before its hold point returns rather than waiting forever.
+fn unblock_when_it_ends(pid: u32, fifo: std::path::PathBuf) {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::thread::spawn(move || {
+        // SAFETY: a zeroed siginfo_t is valid; waitid with WNOWAIT only
+        // waits for our child to end and leaves it to be reaped.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            );
+        }
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    });
 }
 
 impl Held {
