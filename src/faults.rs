@@ -19,8 +19,10 @@
 //! it and `RECON_HOLD_FIFO` naming a fifo, the process opens the fifo for
 //! reading when it reaches the point (which lets a test's open for writing
 //! return: the test now knows where the process is) and waits for one line
-//! before it goes on. Tests land a write between two steps this way, in
-//! order, without sleeping.
+//! before it goes on. Only the first time a process reaches the point
+//! holds it (a dispatch writes more than once; the drill stops its first
+//! write, and the later ones go on). Tests land a write between two steps
+//! this way, in order, without sleeping.
 
 use std::sync::OnceLock;
 
@@ -139,10 +141,14 @@ impl HoldPoint {
     }
 }
 
-/// Waits here for the drill's line if this point is armed; does nothing
-/// otherwise (or when the fifo cannot be read: a drill never breaks a run).
+/// Waits here for the drill's line if this point is armed and this is the
+/// first time the process reaches it; does nothing otherwise (or when the
+/// fifo cannot be read: a drill never breaks a run).
 pub fn hold_point(point: HoldPoint) {
-    if std::env::var(HOLD_POINT_ENV).ok().as_deref() != Some(point.name()) {
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if std::env::var(HOLD_POINT_ENV).ok().as_deref() != Some(point.name())
+        || HELD.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
         return;
     }
     let Some(fifo) = std::env::var_os(HOLD_FIFO_ENV) else {

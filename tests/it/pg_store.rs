@@ -9,6 +9,7 @@
 //! cannot start fails each test; elsewhere the test says so in one line.
 
 mod commands;
+mod faults;
 mod lost_commit;
 mod outbox;
 mod page_plans;

@@ -47,7 +47,7 @@ fn open(url: &str) -> Workspace {
 /// Registers the fixture adapter as `mail` for [`ACTION`], with the full
 /// contract, its ledger in `dir`; `mode` makes it misbehave (`apply:crash-after`
 /// commits an effect and dies before answering: a lost receipt).
-fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
+pub(super) fn register_mail(ws: &mut Workspace, dir: &Path, mode: &str) {
     let args: Vec<String> = [
         "--state",
         &dir.join("mail.json").display().to_string(),
@@ -622,4 +622,35 @@ fn export_on_postgres_writes_every_entry_in_order_and_checkpoint_names_the_head(
         )
     );
     assert_eq!(lines.last().expect("an entry")["hash"], head.head_hash);
+}
+
+/// The decision's conditional update holds its own `version` predicate:
+/// another writer that moves the operation's version without the journal
+/// head (behind recon's back, the op still `unknown`) and commits while
+/// the decision's update waits on the row makes the update touch no row
+/// (READ COMMITTED re-reads it), and the decision is refused
+/// `stale_version` naming the version found, nothing recorded.
+#[test]
+fn a_decision_whose_row_moved_while_its_update_waited_is_refused_stale_version() {
+    let test = "a_decision_whose_row_moved_while_its_update_waited_is_refused_stale_version";
+    let Some((pg, url)) = outbox(test, "moved_row") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = open(&url);
+    let version = unknown_op(&mut ws, dir.path(), "op-1");
+    let moved = "UPDATE operations SET version = version + 1 WHERE op_id = 'op-1';";
+    match taken_meanwhile(pg, &url, moved, || confirm(&mut ws, "op-1", version)) {
+        Refusal::StaleVersion {
+            expected, found, ..
+        } => assert_eq!((expected, found), (version, version + 1)),
+        other => panic!("expected stale_version, got {other:?}"),
+    }
+    let decided: i64 = client(&url)
+        .query_one("SELECT count(*) FROM journal WHERE kind = 'decided'", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(decided, 0);
+    let op = open(&url).operation("op-1").expect("read").expect("the op");
+    assert_eq!((op.state, op.version), (OpState::Unknown, version + 1));
 }

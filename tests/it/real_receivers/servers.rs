@@ -32,6 +32,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// run. Under `CI` a server that cannot start fails the test instead: CI
 /// installs both, so a missing one there is a broken machine.
 pub fn require<T>(test: &str, server: &'static Result<T, String>) -> Option<&'static T> {
+    require_own(test, server.as_ref().map_err(Clone::clone))
+}
+
+/// [`require`] for a server the test owns (say [`Postgres::dedicated`]).
+pub fn require_own<T>(test: &str, server: Result<T, String>) -> Option<T> {
     match server {
         Ok(server) => Some(server),
         Err(why) if std::env::var_os("CI").is_some() => {
@@ -133,6 +138,7 @@ pub struct Postgres {
     bin: PathBuf,
     pub port: u16,
     databases: AtomicUsize,
+    fsync: bool,
 }
 
 static POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
@@ -198,6 +204,7 @@ impl Postgres {
             dir,
             port: 0,
             databases: AtomicUsize::new(0),
+            fsync,
         };
         let data = pg.dir.join("data");
         let init = run(pg
@@ -211,20 +218,7 @@ impl Postgres {
         let mut last = String::new();
         for _ in 0..3 {
             pg.port = free_port()?;
-            let options = format!(
-                "-k {} -p {} -c listen_addresses=127.0.0.1{}",
-                pg.dir.display(),
-                pg.port,
-                if fsync { "" } else { " -F" }
-            );
-            let started = run(pg
-                .command("pg_ctl")
-                .args(["-w", "-t", "60", "-D"])
-                .arg(&data)
-                .arg("-l")
-                .arg(pg.dir.join("log"))
-                .args(["-o", &options, "start"]));
-            match started {
+            match pg.launch() {
                 Ok(_) => return Ok(pg),
                 Err(why) => last = why,
             }
@@ -232,6 +226,50 @@ impl Postgres {
         let log = std::fs::read_to_string(pg.dir.join("log")).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&pg.dir);
         Err(format!("PostgreSQL did not start: {last}\n{log}"))
+    }
+
+    /// `pg_ctl start` on this cluster's data and port, waiting until it
+    /// accepts connections.
+    fn launch(&self) -> Result<String, String> {
+        let options = format!(
+            "-k {} -p {} -c listen_addresses=127.0.0.1{}",
+            self.dir.display(),
+            self.port,
+            if self.fsync { "" } else { " -F" }
+        );
+        run(self
+            .command("pg_ctl")
+            .args(["-w", "-t", "60", "-D"])
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .args(["-o", &options, "start"]))
+    }
+
+    /// A cluster of the caller's own, not the one the other tests share:
+    /// for a test that stops its server. Dropping it stops it and removes
+    /// its files.
+    pub fn dedicated() -> Result<Postgres, String> {
+        Postgres::start(false)
+    }
+
+    /// Stops the server as a crash does (`pg_ctl stop -m immediate`):
+    /// every backend killed, no checkpoint, recovery on the next start.
+    #[track_caller]
+    pub fn stop_immediately(&self) {
+        run(self
+            .command("pg_ctl")
+            .args(["-w", "-m", "immediate", "-D"])
+            .arg(self.dir.join("data"))
+            .arg("stop"))
+        .unwrap_or_else(|e| panic!("pg_ctl stop -m immediate: {e}"));
+    }
+
+    /// Starts the server again on the same port after [`Self::stop_immediately`].
+    #[track_caller]
+    pub fn start_again(&self) {
+        self.launch()
+            .unwrap_or_else(|e| panic!("pg_ctl start again: {e}"));
     }
 
     fn stop(&self) {
@@ -297,6 +335,14 @@ impl Postgres {
                 database,
             ])
             .args(["-c", sql]))
+    }
+}
+
+/// A dedicated cluster stops when its test ends (the shared one, in a
+/// static, is stopped at exit instead).
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
