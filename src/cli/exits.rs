@@ -302,24 +302,7 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
             exits.refusals.join(", ")
         ));
     }
-    let also = match (exits.output, exits.receiver) {
-        (true, _) => ", an --output file or standard output that cannot be written",
-        (false, true) => ", a receiver that gave no usable answer",
-        (false, false) => "",
-    };
-    if exits.database {
-        text.push_str(
-            "  4  storage error (the server cannot be reached or refuses the login, its \
-             synchronous_commit is not on, its encoding is not UTF8, a recon outbox of another \
-             schema version or an incomplete one, tables of recon's names that are not recon's, \
-             a lock held past the busy timeout)\n",
-        );
-    } else {
-        text.push_str(&format!(
-            "  4  storage or I/O error (missing workspace, not a recon database, a file of \
-             another workspace, locked past the busy timeout{also})\n"
-        ));
-    }
+    text.push_str(&storage_line(exits));
     if let Some(partial) = exits.partial {
         text.push_str(&format!("     and when {partial}\n"));
     }
@@ -337,6 +320,35 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
              {{\"error\": {{\"exit\", \"kind\", \"code\", \"message\"}}}}\n",
         ));
     }
+    text.push_str(&environment(exits));
+    Some(text.trim_end().to_string())
+}
+
+/// Exit 4's line: what a storage failure is for a database, or for a
+/// workspace (and what else this command's I/O adds).
+fn storage_line(exits: &Exits) -> String {
+    let also = match (exits.output, exits.receiver) {
+        (true, _) => ", an --output file or standard output that cannot be written",
+        (false, true) => ", a receiver that gave no usable answer",
+        (false, false) => "",
+    };
+    if exits.database {
+        "  4  storage error (the server cannot be reached or refuses the login, its \
+             synchronous_commit is not on, its encoding is not UTF8, a recon outbox of another \
+             schema version or an incomplete one, tables of recon's names that are not recon's, \
+             a lock held past the busy timeout)\n"
+            .to_string()
+    } else {
+        format!(
+            "  4  storage or I/O error (missing workspace, not a recon database, a file of \
+             another workspace, locked past the busy timeout{also})\n"
+        )
+    }
+}
+
+/// The environment variables the command reads, as its help lists them.
+fn environment(exits: &Exits) -> String {
+    let mut text = String::new();
     if exits.database {
         text.push_str(
             "\nEnvironment:\n  RECON_DATABASE_URL     the database when --database is not given\n  \
@@ -358,7 +370,7 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
             );
         }
     }
-    Some(text.trim_end().to_string())
+    text
 }
 
 #[cfg(test)]
