@@ -85,7 +85,7 @@ pub(crate) use location::{
     copy_closed, is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
 };
 pub(crate) use postgres::init as init_database;
-pub use postgres::{DatabaseInit, DatabaseUrl, UrlError};
+pub use postgres::{detail as postgres_error_detail, DatabaseInit, DatabaseUrl, UrlError};
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 

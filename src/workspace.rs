@@ -31,7 +31,9 @@ mod triage;
 
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
-pub use crate::store::{postgres_queue_page, DatabaseInit, DatabaseUrl, Location, UrlError};
+pub use crate::store::{
+    postgres_error_detail, postgres_queue_page, DatabaseInit, DatabaseUrl, Location, UrlError,
+};
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};

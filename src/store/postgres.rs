@@ -112,8 +112,10 @@ pub(crate) fn problem_at(url: &DatabaseUrl, problem: DatabaseProblem) -> StoreEr
 }
 
 /// The server's own message when there is one (the `Display` of a
-/// database error is only "db error"), else the chain of causes.
-pub(super) fn detail(e: &postgres::Error) -> String {
+/// database error is only "db error"), else the chain of causes. The
+/// adapters that speak to PostgreSQL (`recon-pg-ledger`) say their errors
+/// with it too.
+pub fn detail(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => {

@@ -53,6 +53,7 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
 use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
+use recon::workspace::postgres_error_detail;
 use recon::{Error, Refusal, Result, StoreError};
 use std::time::Duration;
 
@@ -164,28 +165,11 @@ fn failed(during: &str, e: postgres::Error) -> Error {
                 .contains(code)
         }
     };
-    let message = format!("PostgreSQL, {during}: {}", detail(&e));
+    let message = format!("PostgreSQL, {during}: {}", postgres_error_detail(&e));
     if unreachable {
         StoreError::Unavailable(message).into()
     } else {
         StoreError::Receiver(message).into()
-    }
-}
-
-/// The server's own message when there is one (the `Display` of a database
-/// error is only "db error").
-fn detail(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            text
-        }
     }
 }
 
