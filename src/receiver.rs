@@ -147,41 +147,24 @@ impl Drills {
 pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
     let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
-    let mut ledger = None;
+    let mut serving = Serving {
+        args,
+        options,
+        ledger: None,
+    };
     let Invocation::Call(verb) = args.invocation else {
         let mut code = 0;
         while let Some(protocol::SessionRequest { id, request }) =
             protocol::next_session_request(&mut input)?
         {
-            let answer = match request {
-                Ok((verb, raw)) => {
-                    let mut serving = Serving {
-                        args,
-                        options,
-                        ledger: &mut ledger,
-                    };
-                    serving.answer(verb, &raw, &mut input, &mut output)?
-                }
-                Err(failed) => protocol::failure_answer(&failed),
-            };
-            log_refusal(&answer);
+            let answer = serving.reply(request, &mut input, &mut output)?;
             code = exit_code_of(&answer);
             protocol::write_line(&mut output, &protocol::with_id(answer, id))?;
         }
         return Ok(code);
     };
-    let answer = match protocol::read_line(&mut input) {
-        Ok(raw) => {
-            let mut serving = Serving {
-                args,
-                options,
-                ledger: &mut ledger,
-            };
-            serving.answer(verb, &raw, &mut input, &mut output)?
-        }
-        Err(failed) => protocol::failure_answer(&failed),
-    };
-    log_refusal(&answer);
+    let request = protocol::read_line(&mut input).map(|raw| (verb, raw));
+    let answer = serving.reply(request, &mut input, &mut output)?;
     protocol::write_line(&mut output, &answer)?;
     Ok(exit_code_of(&answer))
 }
@@ -190,10 +173,26 @@ pub fn serve_adapter(args: &AdapterArgs, options: OpenOptions) -> Result<i32> {
 struct Serving<'a> {
     args: &'a AdapterArgs,
     options: OpenOptions,
-    ledger: &'a mut Option<Builtin>,
+    ledger: Option<Builtin>,
 }
 
 impl Serving<'_> {
+    /// The answer to one request as read (or to why it could not be
+    /// read), a refusal logged on stderr as well.
+    fn reply(
+        &mut self,
+        request: std::result::Result<(Verb, Value), protocol::Failed>,
+        input: &mut dyn BufRead,
+        output: &mut dyn Write,
+    ) -> Result<Value> {
+        let answer = match request {
+            Ok((verb, raw)) => self.answer(verb, &raw, input, output)?,
+            Err(failed) => protocol::failure_answer(&failed),
+        };
+        log_refusal(&answer);
+        Ok(answer)
+    }
+
     /// The answer to one request of `verb` (the raw request, for the
     /// drills it may carry).
     fn answer(
