@@ -474,13 +474,7 @@ mod tests {
     #[test]
     fn every_page_is_one_index_range_without_a_sort() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sender.sqlite");
-        let sender = SqliteSender::open(
-            &path,
-            OpenOptions::default().creating(),
-            crate::domain::Timestamp::from_millis(0),
-        )
-        .unwrap();
+        let sender = new_outbox(dir.path());
         let verdicts = [
             None,
             Some(VerdictFilter::Is(Verdict::DuplicateMatches)),
@@ -536,13 +530,7 @@ mod tests {
     #[test]
     fn a_count_from_the_other_side_and_the_marks_read_index_ranges_only() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sender.sqlite");
-        let sender = SqliteSender::open(
-            &path,
-            OpenOptions::default().creating(),
-            crate::domain::Timestamp::from_millis(0),
-        )
-        .unwrap();
+        let sender = new_outbox(dir.path());
         let others = [OpState::Prepared, OpState::Confirmed, OpState::NotApplied];
         for verdict in [
             VerdictFilter::Never,
@@ -608,6 +596,16 @@ mod tests {
         assert!(Dialect::Postgres
             .statement(&postgres.sql)
             .ends_with("LIMIT $6"));
+    }
+
+    /// A new, empty SQLite outbox in `dir`.
+    fn new_outbox(dir: &std::path::Path) -> SqliteSender {
+        SqliteSender::open(
+            &dir.join("sender.sqlite"),
+            OpenOptions::default().creating(),
+            Timestamp::from_millis(0),
+        )
+        .unwrap()
     }
 
     fn plan(sender: &SqliteSender, page: &PageSql) -> String {
