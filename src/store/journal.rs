@@ -49,8 +49,13 @@ pub(crate) fn insert(
             &sealed.prev_hash,
             &sealed.hash,
         ],
-    )
-    .map(drop)
+    )?;
+    db.journaled(Appended {
+        seq: sealed.seq,
+        hash: sealed.hash.clone(),
+        kind: kind.as_str().to_string(),
+    });
+    Ok(())
 }
 
 /// Appends one entry after the current head; returns it as written.
@@ -63,23 +68,6 @@ pub(crate) fn append(
     let sealed = head(db)?.seal(kind, op_id, fields);
     insert(db, kind, op_id, &sealed)?;
     Ok(sealed)
-}
-
-/// The last entry of the journal after `seq`: what the transaction
-/// reading it appended, when `seq` was the head it took, as the kind of
-/// that entry and its `(seq, hash)`.
-pub(crate) fn last_after(db: &mut dyn Db, seq: i64) -> Result<Option<Appended>, StoreError> {
-    db.query_opt(
-        "SELECT seq, hash, kind FROM journal WHERE seq > ?1 ORDER BY seq DESC LIMIT 1",
-        &[&seq],
-        |r| {
-            Ok(Appended {
-                seq: r.get(0)?,
-                hash: r.get(1)?,
-                kind: r.get(2)?,
-            })
-        },
-    )
 }
 
 /// A journal entry an act appended, sealed: what settles whether the act

@@ -10,6 +10,7 @@
 //! redacted). A statement whose text must differ between stores asks
 //! [`Db::dialect`] and says both; there are few.
 
+use super::journal::Appended;
 use super::postgres::DatabaseUrl;
 use super::{conflict, SqlContext};
 use crate::clock::Clock;
@@ -243,6 +244,11 @@ pub(crate) trait Db {
     /// refusal, once).
     fn violated(&self, error: &StoreError) -> Option<conflict::Key>;
 
+    /// Told of each journal entry the act writes, as written: the last
+    /// one is what settles a commit whose answer was lost, which only a
+    /// store on a server keeps.
+    fn journaled(&mut self, _entry: Appended) {}
+
     /// Runs a statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError>;
 
@@ -386,6 +392,8 @@ pub(crate) struct Postgres<'a, 'c> {
     pub(crate) tx: &'a mut postgres::Transaction<'c>,
     pub(crate) statements: &'a mut HashMap<String, postgres::Statement>,
     pub(crate) url: &'a DatabaseUrl,
+    /// The last journal entry written in this transaction.
+    pub(crate) appended: Option<Appended>,
 }
 
 impl Postgres<'_, '_> {
@@ -455,6 +463,10 @@ pub(crate) fn pg_value(row: &postgres::Row, index: usize) -> Result<Value, postg
 }
 
 impl Db for Postgres<'_, '_> {
+    fn journaled(&mut self, entry: Appended) {
+        self.appended = Some(entry);
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }

@@ -13,7 +13,6 @@ use crate::domain::Timestamp;
 use crate::error::{DatabaseProblem, Result, StoreError};
 use crate::faults::{hold_point, HoldPoint};
 use crate::settings::OpenOptions;
-use crate::store::journal;
 use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
@@ -117,8 +116,8 @@ impl PgSender {
 
 impl SqlStore for PgSender {
     /// `BEGIN` (READ COMMITTED), the journal head `FOR UPDATE` first, then
-    /// the time of the act, the act, its last journal entry read back, and
-    /// COMMIT; an error (or a panic) drops the transaction, which rolls it
+    /// the time of the act, the act (the executor keeps the last journal
+    /// entry it writes), and COMMIT; an error (or a panic) drops the transaction, which rolls it
     /// back. A COMMIT that loses its connection is settled by that entry
     /// ([`PgSender::settle`]).
     fn write<T>(
@@ -140,11 +139,12 @@ impl SqlStore for PgSender {
             tx: &mut tx,
             statements,
             url,
+            appended: None,
         };
-        let head: i64 = (&mut db as &mut dyn Db).query_one(TAKE_HEAD, &[], |r| r.get(0))?;
+        db.execute(TAKE_HEAD, &[])?;
         let at = clock.now();
         let done = act(&mut db, at)?;
-        let appended = journal::last_after(&mut db, head)?;
+        let appended = db.appended.take();
         hold_point(HoldPoint::BeforeCommit);
         match (tx.commit(), appended) {
             (Ok(()), _) => Ok(done),
@@ -177,6 +177,7 @@ impl SqlStore for PgSender {
             tx: &mut tx,
             statements,
             url,
+            appended: None,
         })?;
         tx.commit()
             .map_err(|e| db_error(url, "ending a read", &e))?;
