@@ -83,15 +83,7 @@ fn a_decision_whose_commit_never_reached_the_server_is_settled_as_not_committed(
         })) => seq,
         other => panic!("expected not committed, got {other:?}"),
     };
-    assert!(head(&url).0 < seq);
-    assert_eq!(op_now(&url), (OpState::Unknown, version));
-    assert_eq!(decisions(&url), 0);
-    // Nothing was written: the same decision again succeeds, once.
-    confirm(&mut direct(&url), "op-1", version).expect("the re-run");
-    assert_eq!(op_now(&url), (OpState::Confirmed, version + 1));
-    assert_eq!(decisions(&url), 1);
-    assert_eq!(head(&url).0, seq);
-    assert!(verify(&url).intact);
+    nothing_was_written_and_the_rerun_succeeds_once(&url, version, seq);
 }
 
 #[test]
@@ -146,6 +138,20 @@ fn rerun_is_refused_naming_the_version_found(url: &str, version: i64) {
 /// The unknown outcome as the command reports it: exit 4, and in JSON
 /// `committed` with the act, seq and hash; in text, that it may have
 /// committed and how to check. Returns the seq and hash.
+/// The act did not commit: the head is below the seq it sealed, the
+/// operation is as it was and holds no decision; the same decision again
+/// succeeds, once, taking that seq, and the journal verifies.
+fn nothing_was_written_and_the_rerun_succeeds_once(url: &str, version: i64, seq: i64) {
+    assert!(head(url).0 < seq);
+    assert_eq!(op_now(url), (OpState::Unknown, version));
+    assert_eq!(decisions(url), 0);
+    confirm(&mut direct(url), "op-1", version).expect("the re-run");
+    assert_eq!(op_now(url), (OpState::Confirmed, version + 1));
+    assert_eq!(decisions(url), 1);
+    assert_eq!(head(url).0, seq);
+    assert!(verify(url).intact);
+}
+
 fn assert_unknown(result: recon::Result<()>) -> (i64, String) {
     let error = result.expect_err("the outcome is unknown");
     let committed = error.committed().expect("what may have committed").clone();
@@ -196,12 +202,5 @@ fn a_commit_that_never_landed_with_the_server_unreachable_is_unknown_and_its_rer
     let (seq, _) = assert_unknown(result);
     // The server answers again: the head is below `seq`, so the act did
     // not commit, and the same decision succeeds once.
-    assert!(head(&url).0 < seq);
-    assert_eq!(op_now(&url), (OpState::Unknown, version));
-    assert_eq!(decisions(&url), 0);
-    confirm(&mut direct(&url), "op-1", version).expect("the re-run");
-    assert_eq!(op_now(&url), (OpState::Confirmed, version + 1));
-    assert_eq!(decisions(&url), 1);
-    assert_eq!(head(&url).0, seq);
-    assert!(verify(&url).intact);
+    nothing_was_written_and_the_rerun_succeeds_once(&url, version, seq);
 }
