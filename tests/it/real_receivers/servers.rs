@@ -231,8 +231,11 @@ impl Postgres {
     /// `pg_ctl start` on this cluster's data and port, waiting until it
     /// accepts connections.
     fn launch(&self) -> Result<String, String> {
+        // The whole suite shares one cluster, with many processes at once
+        // (eight-writer races, adapter sessions, both stores' tests): room
+        // for all of them past the default of 100 connections.
         let options = format!(
-            "-k {} -p {} -c listen_addresses=127.0.0.1{}",
+            "-k {} -p {} -c listen_addresses=127.0.0.1 -c max_connections=300{}",
             self.dir.display(),
             self.port,
             if self.fsync { "" } else { " -F" }
