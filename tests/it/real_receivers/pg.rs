@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const HOLD_POINT_ENV: &str = "RECON_PG_LEDGER_HOLD_POINT";
 const HOLD_FIFO_ENV: &str = "RECON_PG_LEDGER_HOLD_FIFO";
@@ -66,17 +66,50 @@ fn apply(binary: &Path, url: &str, op_id: &str, n: usize, hold: Option<&Path>) -
 
 /// Opens the adapter's fifo for writing: returns once the adapter opened
 /// it for reading, which it does only at its hold point (holding the gate
-/// lock: shared for a writer, exclusive for a close).
+/// lock: shared for a writer, exclusive for a close). An adapter that ends
+/// before its hold point fails the test at once, with what it printed.
 #[track_caller]
-fn held_gate(fifo: &Path) -> File {
+fn held_gate(fifo: &Path, adapter: &mut Child) -> File {
     let (tx, rx) = mpsc::channel();
     let path = fifo.to_path_buf();
     std::thread::spawn(move || {
         let _ = tx.send(File::options().write(true).open(path));
     });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the writer took the gate lock in time")
-        .expect("open the fifo")
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(opened) => return opened.expect("open the fifo"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the fifo opener vanished"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(status) = adapter.try_wait().expect("wait for the adapter") {
+            panic!(
+                "the adapter ended ({status}) before its hold point: {}",
+                printed_by(adapter)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the adapter took no gate lock in 60 s and is still running"
+        );
+    }
+}
+
+/// What an ended adapter wrote on stdout and stderr.
+fn printed_by(adapter: &mut Child) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    for stream in [
+        adapter.stdout.take().map(|s| Box::new(s) as Box<dyn Read>),
+        adapter.stderr.take().map(|s| Box::new(s) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = stream.take(8192).read_to_string(&mut text);
+        text.push_str(" | ");
+    }
+    text
 }
 
 fn mkfifo(path: &Path) {
@@ -211,10 +244,14 @@ fn race_round(pg: &Postgres, binary: &Path, url: &str, round: usize) -> Round {
         .map(|i| fifos.path().join(format!("w{i}")))
         .collect();
     paths.iter().for_each(|p| mkfifo(p));
-    let held: Vec<Child> = (0..HELD)
+    let mut held: Vec<Child> = (0..HELD)
         .map(|i| apply(binary, url, &op_id, i, Some(&paths[i])))
         .collect();
-    let gates: Vec<File> = paths.iter().map(|p| held_gate(p)).collect();
+    let gates: Vec<File> = paths
+        .iter()
+        .zip(held.iter_mut())
+        .map(|(p, writer)| held_gate(p, writer))
+        .collect();
     let close = start_adapter(
         binary,
         &["--database", url],
@@ -409,7 +446,7 @@ fn a_second_close_at_once_waits_for_the_first_and_never_overwrites_its_closer() 
     let fifo = fifos.path().join("ann");
     mkfifo(&fifo);
     let env = held_at("close.after_gate_lock", &fifo);
-    let ann = start_adapter(
+    let mut ann = start_adapter(
         &binary,
         &args,
         "close",
@@ -417,7 +454,7 @@ fn a_second_close_at_once_waits_for_the_first_and_never_overwrites_its_closer() 
         &env,
     );
     // Ann holds the gate row and has read it open; she has not closed yet.
-    let mut gate = held_gate(&fifo);
+    let mut gate = held_gate(&fifo, &mut ann);
     let mut bob = start_adapter(&binary, &args, "close", &close_request("twice", "bob"), &[]);
     // Bob must wait for Ann's lock; had he not, he would have ended.
     let mut bob_ended = false;
