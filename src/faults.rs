@@ -129,6 +129,11 @@ pub enum HoldPoint {
     /// A write to a PostgreSQL outbox: the act written and its last
     /// journal entry read back, COMMIT not sent yet.
     BeforeCommit,
+    /// A reviewer's decision or a dispatch: its row read under the write
+    /// lock and every rule checked on it, nothing of the act written yet
+    /// (so a test can move the row behind the write lock's back and see
+    /// the conditional UPDATE's own predicate refuse the act).
+    AfterCheck,
 }
 
 impl HoldPoint {
@@ -137,6 +142,7 @@ impl HoldPoint {
             HoldPoint::ReconcileBeforeClose => "reconcile.before_close",
             HoldPoint::BeforeWriteLock => "store.before_write_lock",
             HoldPoint::BeforeCommit => "store.before_commit",
+            HoldPoint::AfterCheck => "store.after_check",
         }
     }
 }

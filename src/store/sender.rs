@@ -833,6 +833,7 @@ impl<S: SqlStore> Outbox for S {
         self.write(clock, |db, at| {
             let op = require_op(db, op_id)?;
             check_dispatch(db, &op)?;
+            hold_point(HoldPoint::AfterCheck);
             mark_dispatched(db, &op, at)?;
             db.execute(
                 "INSERT INTO dispatch_log (seq, op_id, from_version)
@@ -915,6 +916,7 @@ impl<S: SqlStore> Outbox for S {
         self.write(clock, |db, at| {
             let op = require_op(db, review.op_id)?;
             let verdict = check_review(&op, review, || last_changed_by(db, &op.op_id))?;
+            hold_point(HoldPoint::AfterCheck);
             if observe {
                 let observation = NewObservation {
                     op_id: review.op_id,

@@ -428,6 +428,53 @@ fn a_host_that_takes_the_head_lock_and_hangs_holds_others_only_the_busy_timeout_
     assert_verifies(&url);
 }
 
+/// `op-1` confirmed at `url` (the adapter's state in `dir`) and the
+/// compensation `undo-1` of its effect approved at its version, prepared.
+fn approved_compensation(url: &str, dir: &Path) {
+    let mut ws = open_with(url, OpenOptions::default());
+    let version = unknown_op(&mut ws, dir, "op-1");
+    confirm(&mut ws, "op-1", version).expect("confirm");
+    let effect = ws
+        .operation("op-1")
+        .expect("read")
+        .expect("the op")
+        .confirmed_effect_id
+        .expect("the confirmed effect");
+    ws.approve_compensation(&recon::domain::CompensationRequest {
+        original_op_id: "op-1",
+        effect_id: &effect,
+        approver: "bob",
+        expected_version: version + 1,
+        compensation_op_id: "undo-1",
+        action_kind: ACTION,
+        payload: &json!({"to": "ann", "text": "sorry"}),
+    })
+    .expect("approve the compensation");
+}
+
+/// What no rule lets happen, written behind recon's back (and behind the
+/// journal head's lock): `op_id` moves one version on, in the same state.
+fn move_behind_recons_back(url: &str, op_id: &str) {
+    let moved = client(url)
+        .execute(
+            "UPDATE operations SET version = version + 1 WHERE op_id = $1",
+            &[&op_id],
+        )
+        .expect("move the operation");
+    assert_eq!(moved, 1);
+}
+
+/// The compensation's dispatch was refused `stale_version` and nothing of
+/// it happened: the receiver was not invoked, nothing was journaled.
+#[track_caller]
+fn assert_compensation_refused(url: &str, dir: &Path, (code, json): (Option<i32>, Value)) {
+    assert_eq!(code, Some(3), "{json}");
+    assert_eq!(json["error"]["code"], json!("stale_version"), "{json}");
+    assert_eq!(effects(dir, "undo-1"), 0);
+    assert_eq!(entries(url, "dispatched", "undo-1"), 0);
+    assert_eq!(state_of(url, "undo-1").0, "prepared");
+}
+
 #[test]
 fn a_compensation_whose_original_moved_past_the_approved_version_is_not_dispatched() {
     let test = "a_compensation_whose_original_moved_past_the_approved_version_is_not_dispatched";
@@ -436,44 +483,61 @@ fn a_compensation_whose_original_moved_past_the_approved_version_is_not_dispatch
     };
     let url = super::initialized(pg, "moved_original");
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut ws = open_with(&url, OpenOptions::default());
-    let version = unknown_op(&mut ws, dir.path(), "op-1");
-    confirm(&mut ws, "op-1", version).expect("confirm");
-    let effect = ws
-        .operation("op-1")
-        .expect("read")
-        .expect("the op")
-        .confirmed_effect_id
-        .expect("the confirmed effect");
-    let approved = version + 1;
-    ws.approve_compensation(&recon::domain::CompensationRequest {
-        original_op_id: "op-1",
-        effect_id: &effect,
-        approver: "bob",
-        expected_version: approved,
-        compensation_op_id: "undo-1",
-        action_kind: ACTION,
-        payload: &json!({"to": "ann", "text": "sorry"}),
-    })
-    .expect("approve the compensation");
-    drop(ws);
-    // What no rule lets happen, written behind recon's back: the original
-    // moves past the version the approval names, still confirmed.
-    let moved = client(&url)
-        .execute(
-            "UPDATE operations SET version = version + 1 WHERE op_id = 'op-1'",
-            &[],
-        )
-        .expect("move the original");
-    assert_eq!(moved, 1);
-    let (code, json) = ended(
+    approved_compensation(&url, dir.path());
+    move_behind_recons_back(&url, "op-1");
+    let outcome = ended(
         recon(&url, &["dispatch", "undo-1"], &[])
             .spawn()
             .expect("start"),
     );
+    assert_compensation_refused(&url, dir.path(), outcome);
+}
+
+/// The approved version is held by the dispatch's UPDATE itself, not only
+/// by the check before it: the original moves after the check (the
+/// dispatch holds the journal head, which this writer does not take).
+#[test]
+fn a_compensation_whose_original_moves_between_the_check_and_the_update_is_not_dispatched() {
+    let test =
+        "a_compensation_whose_original_moves_between_the_check_and_the_update_is_not_dispatched";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = super::initialized(pg, "moved_in_between");
+    let dir = tempfile::tempdir().expect("temp dir");
+    approved_compensation(&url, dir.path());
+    let mut held = hold(
+        recon(&url, &["dispatch", "undo-1"], &[]),
+        "store.after_check",
+        &dir.path().join("dispatch"),
+    );
+    move_behind_recons_back(&url, "op-1");
+    held.release();
+    assert_compensation_refused(&url, dir.path(), held.outcome());
+}
+
+/// A decision's version is held by its conditional UPDATE itself, not
+/// only by the check before it: the operation moves after the check.
+#[test]
+fn a_decision_whose_operation_moves_between_the_check_and_the_update_is_refused_stale() {
+    let test = "a_decision_whose_operation_moves_between_the_check_and_the_update_is_refused_stale";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = super::initialized(pg, "decided_in_between");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let version = one_lost_one_prepared(&url, dir.path());
+    let expected = version.to_string();
+    let mut held = hold(
+        recon(&url, &reconcile_args("op-1", "ann", &expected), &[]),
+        "store.after_check",
+        &dir.path().join("decision"),
+    );
+    move_behind_recons_back(&url, "op-1");
+    held.release();
+    let (code, json) = held.outcome();
     assert_eq!(code, Some(3), "{json}");
     assert_eq!(json["error"]["code"], json!("stale_version"), "{json}");
-    assert_eq!(effects(dir.path(), "undo-1"), 0);
-    assert_eq!(entries(&url, "dispatched", "undo-1"), 0);
-    assert_eq!(state_of(&url, "undo-1").0, "prepared");
+    assert_eq!(entries(&url, "decided", "op-1"), 0);
+    assert_eq!(state_of(&url, "op-1"), ("unknown".into(), version + 1));
 }
