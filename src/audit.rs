@@ -204,7 +204,8 @@ pub struct VerifyRequest<'a> {
 /// index or an added trigger changes what every later act does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SchemaDifference {
-    /// `table`, `index` or `trigger`.
+    /// `table`, `index` or `trigger` (SQLite's objects); on PostgreSQL
+    /// `column`, `constraint`, `index`, `trigger` or `function`.
     #[serde(rename = "type")]
     pub kind: String,
     pub name: String,

@@ -40,6 +40,7 @@ mod commit;
 mod credentials;
 mod schema;
 mod sender;
+mod shape;
 mod url;
 
 pub(crate) use sender::PgSender;

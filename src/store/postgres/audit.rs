@@ -10,9 +10,8 @@
 //! fetched [`BATCH`] rows at a time: a `postgres` row iterator borrows the
 //! connection, so twelve cannot be open at once on one, but twelve
 //! portals can, and only a few batches are in memory whatever the
-//! journal's length. The schema is not compared with this build's on PostgreSQL
-//! (SQLite's check reads `sqlite_master`); `recon db init` and opening
-//! check its version and its objects' presence.
+//! journal's length. The schema is compared with this build's first
+//! (`postgres::shape`), in a transaction of its own.
 
 use super::{db_error, DatabaseUrl, PgSender};
 use crate::audit::meta::META;
@@ -199,6 +198,7 @@ impl PgSender {
     ) -> Result<VerifyReport, StoreError> {
         let url = &self.url;
         let mut conn = self.connection()?;
+        let schema = super::schema::schema_differences(&mut conn.client, url)?;
         let mut tx = conn
             .client
             .build_transaction()
@@ -224,7 +224,7 @@ impl PgSender {
         tx.into_inner()
             .commit()
             .map_err(|e| db_error(url, "ending the audit's snapshot", &e))?;
-        Ok(VerifyReport::new(walk.finish(), projection, Vec::new()))
+        Ok(VerifyReport::new(walk.finish(), projection, schema))
     }
 }
 

@@ -347,13 +347,34 @@ fn ddl() -> String {
 /// order it creates them: read from the DDL itself, so the two cannot
 /// drift.
 pub(crate) fn object_names() -> Vec<String> {
+    names_created(&["TABLE", "INDEX", "FUNCTION"])
+}
+
+/// The names the schema creates of the kinds given (`TABLE`, `INDEX`,
+/// `FUNCTION`), in the order it creates them.
+fn names_created(kinds: &[&str]) -> Vec<String> {
     let ddl = ddl();
     let words: Vec<&str> = ddl.split_whitespace().collect();
     words
         .windows(3)
-        .filter(|w| w[0] == "CREATE" && ["TABLE", "INDEX", "FUNCTION"].contains(&w[1]))
+        .filter(|w| w[0] == "CREATE" && kinds.contains(&w[1]))
         .map(|w| w[2].split('(').next().unwrap_or_default().to_string())
         .collect()
+}
+
+/// How the outbox's schema differs from this build's (see
+/// `postgres::shape`): recon's tables, everything on them, and their
+/// functions; other objects in the same schema are not recon's to judge.
+pub(crate) fn schema_differences(
+    client: &mut postgres::Client,
+    url: &DatabaseUrl,
+) -> Result<Vec<crate::audit::SchemaDifference>, StoreError> {
+    let ours = super::shape::Ours {
+        ddl: ddl(),
+        tables: names_created(&["TABLE"]),
+        functions: names_created(&["FUNCTION"]),
+    };
+    super::shape::differences(client, url, &ours)
 }
 
 /// What `recon db init` found or made.

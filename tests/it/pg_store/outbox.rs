@@ -335,6 +335,69 @@ fn verify_on_postgres_finds_an_operations_column_edited_behind_recon() {
     );
 }
 
+/// The schema differences `verify` reported, as `(type, name, difference)`.
+fn schema_differences(report: &recon::audit::VerifyReport) -> Vec<(String, String, String)> {
+    report
+        .schema_differences
+        .iter()
+        .map(|d| {
+            let difference = serde_json::to_value(d.difference).expect("a difference");
+            let difference = difference.as_str().expect("a name").to_string();
+            (d.kind.clone(), d.name.clone(), difference)
+        })
+        .collect()
+}
+
+#[test]
+fn verify_on_postgres_names_a_disabled_trigger_a_replaced_function_and_a_changed_or_unknown_index()
+{
+    let test = "verify_on_postgres_names_a_disabled_trigger_a_replaced_function_and_a_changed_or_unknown_index";
+    let Some((pg, url)) = outbox(test, "schema_tamper") else {
+        return;
+    };
+    assert_eq!(schema_differences(&verify(&url)), []);
+    pg.psql(
+        database_of(&url),
+        "ALTER TABLE journal DISABLE TRIGGER journal_follows_head; \
+         CREATE OR REPLACE FUNCTION recon_refuse_change() RETURNS trigger \
+             LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$; \
+         DROP INDEX operations_by_age; CREATE INDEX operations_by_age ON operations(updated_at); \
+         CREATE INDEX notes_by_text ON notes(text)",
+    );
+    let report = verify(&url);
+    assert!(!report.intact, "{report:?}");
+    let named = |kind: &str, name: &str, difference: &str| {
+        (kind.to_string(), name.to_string(), difference.to_string())
+    };
+    assert_eq!(
+        schema_differences(&report),
+        [
+            named("function", "recon_refuse_change", "differs"),
+            named("index", "operations_by_age", "differs"),
+            named("trigger", "journal.journal_follows_head", "differs"),
+            named("index", "notes_by_text", "unknown"),
+        ]
+    );
+}
+
+#[test]
+fn another_applications_tables_beside_the_outbox_are_not_schema_differences() {
+    let test = "another_applications_tables_beside_the_outbox_are_not_schema_differences";
+    let Some((pg, url)) = outbox(test, "neighbours") else {
+        return;
+    };
+    pg.psql(
+        database_of(&url),
+        "CREATE TABLE invoices (id bigint PRIMARY KEY); \
+         CREATE FUNCTION invoices_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$; \
+         CREATE TRIGGER invoices_touch BEFORE INSERT ON invoices \
+             FOR EACH ROW EXECUTE FUNCTION invoices_touch()",
+    );
+    let report = verify(&url);
+    assert!(report.intact, "{report:?}");
+    assert_eq!(schema_differences(&report), []);
+}
+
 #[test]
 fn a_write_transaction_takes_the_journal_head_as_its_first_statement() {
     let test = "a_write_transaction_takes_the_journal_head_as_its_first_statement";
