@@ -56,9 +56,9 @@ pub trait Outbox {
 }
 
 /// A SQLite workspace directory with the built-in ledger.
-pub struct Workspace<'a>(pub &'a Path);
+pub struct WorkspaceDir<'a>(pub &'a Path);
 
-impl Outbox for Workspace<'_> {
+impl Outbox for WorkspaceDir<'_> {
     fn location(&self) -> Vec<String> {
         vec!["--workspace".into(), self.0.display().to_string()]
     }
@@ -270,7 +270,7 @@ pub fn run_on(bin: &Path, outbox: &dyn Outbox, steps: u64, seed: u64, kills: Kil
 /// `steps` steps in the fresh workspace `dir`, with recon's own ledger
 /// for every action kind.
 pub fn run(bin: &Path, dir: &Path, steps: u64, seed: u64, window: Duration) -> Report {
-    let outbox = Workspace(dir);
+    let outbox = WorkspaceDir(dir);
     let add = command(
         &outbox,
         &["receivers", "add"],
