@@ -24,10 +24,11 @@ use crate::support::{adapter_fixture, output_of, program, with_ledger, Run};
 use recon::audit::VerifyRequest;
 use recon::dispatch::{DispatchOptions, DispatchReport, PendingDispatch};
 use recon::domain::{Effect, EffectRequest};
+use recon::receiver::protocol::{self, Verb};
 use recon::receiver::{Builtin, Fault, Receiver};
 use recon::workspace::{Journal, NewReceiver};
 use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -337,16 +338,7 @@ impl Site {
                 Err(e) => Err(e.refusal().expect("a refusal").code().to_string()),
             };
         }
-        let line = json!({
-            "recon_adapter": 1,
-            "workspace": self.ws.id(),
-            "op": {
-                "op_id": request.op_id,
-                "action_kind": request.action_kind,
-                "payload": request.payload,
-                "compensates_effect_id": request.compensates_effect_id,
-            },
-        });
+        let line = protocol::request(Verb::Apply, self.ws.id(), request, None);
         let mut command = Command::new(adapter_fixture());
         command.args(adapter_args(self.dir.path())).arg("apply");
         let out = output_of(command, Some(format!("{line}\n").as_bytes()));
