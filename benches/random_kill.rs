@@ -11,7 +11,7 @@
 #[path = "../tests/it/invariants.rs"]
 mod invariants;
 #[allow(dead_code)]
-#[path = "../tests/it/random_kill.rs"]
+#[path = "../tests/it/random_kill/harness.rs"]
 mod random_kill;
 #[path = "../tests/it/support.rs"]
 mod support;

@@ -8,12 +8,19 @@
 //! invariant of [`crate::invariants`] must hold. Then the properties of
 //! `classify`, against an independent reading of SPEC section 2.
 //!
+//! The engine's half runs on both stores (`crate::stores`): on
+//! PostgreSQL the receiver is the fixture adapter, its crash drills the
+//! ledger's, and the sequences leave out the two crash points that lie
+//! inside the built-in ledger's close (`snapshot.close_*`), which has no
+//! twin there. The properties of `classify` are pure and run once.
+//!
 //! Case counts are small by default and scale with `RECON_STRESS`;
 //! `PROPTEST_RNG_SEED=N` replays one run.
 
-use crate::invariants::{assert_invariants, DirectCalls};
+use crate::invariants::DirectCalls;
+use crate::stores::{on_both_stores, Site, Store};
 use crate::stress::scaled;
-use crate::support::{run_with_env, Lab, Run, REFUSAL_CODES};
+use crate::support::{Run, REFUSAL_CODES};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use recon::dispatch::DispatchOptions;
@@ -24,15 +31,14 @@ use recon::domain::{
 };
 use recon::faults::{CrashPoint, CRASH_EXIT_CODE, CRASH_POINT_ENV};
 use recon::receiver::Fault;
-use recon::receiver::{Builtin, Receiver};
 use recon::Error;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-#[test]
-fn a_float_payload_still_matches_its_own_effect_after_the_round_trips() {
+on_both_stores!(a_float_payload_still_matches_its_own_effect_after_the_round_trips);
+fn a_float_payload_still_matches_its_own_effect_after_the_round_trips(store: Store) {
     // Each of these is the shortest text of a double that serde_json's
     // default (best-effort) parser reads back one unit off, and whose text
     // then keeps drifting on every further round trip.
@@ -45,7 +51,7 @@ fn a_float_payload_still_matches_its_own_effect_after_the_round_trips() {
     .into_iter()
     .enumerate()
     {
-        let mut lab = Lab::new();
+        let mut lab = Site::new(store);
         let payload: Value = serde_json::from_str(&format!("{{\"amount\": {text}}}")).unwrap();
         let op = format!("float-{i}");
         lab.ws.prepare(&op, "pay", &payload).unwrap();
@@ -58,7 +64,7 @@ fn a_float_payload_still_matches_its_own_effect_after_the_round_trips() {
             "{text}: the op's own effect must match it exactly: {}",
             json!(classified.snapshot)
         );
-        assert_invariants(lab.path(), &DirectCalls::new());
+        lab.assert_sound();
     }
 }
 
@@ -148,11 +154,27 @@ fn target() -> impl Strategy<Value = Target> {
     ]
 }
 
-fn crash(points: &'static [CrashPoint]) -> impl Strategy<Value = Option<CrashPoint>> {
-    proptest::option::weighted(0.25, proptest::sample::select(points))
+/// Now and then one of `points`, of those a child can die at on `store`:
+/// on PostgreSQL not the built-in ledger's close (see the module's note).
+fn crash(store: Store, points: &[CrashPoint]) -> BoxedStrategy<Option<CrashPoint>> {
+    let reachable: Vec<CrashPoint> = points
+        .iter()
+        .copied()
+        .filter(|point| {
+            store == Store::Sqlite
+                || !matches!(
+                    point,
+                    CrashPoint::CloseBeforeCommit | CrashPoint::CloseAfterCommit
+                )
+        })
+        .collect();
+    if reachable.is_empty() {
+        return Just(None).boxed();
+    }
+    proptest::option::weighted(0.25, proptest::sample::select(reachable)).boxed()
 }
 
-fn step() -> impl Strategy<Value = Step> {
+fn step(store: Store) -> impl Strategy<Value = Step> {
     use CrashPoint::*;
     let fault = prop_oneof![
         Just(None),
@@ -164,19 +186,19 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         1 => (0..ORIGINALS.len(), 0..ACTIONS.len(), 0..payloads().len())
             .prop_map(|(op, action, payload)| Step::Prepare { op, action, payload }),
-        6 => (target(), fault, crash(&[DispatchAfterUnknownCommit, DispatchAfterReceiptRead, ReceiptBeforeCommit]))
+        6 => (target(), fault, crash(store, &[DispatchAfterUnknownCommit, DispatchAfterReceiptRead, ReceiptBeforeCommit]))
             .prop_map(|(target, fault, crash)| Step::Dispatch { target, fault, crash }),
         2 => (target(), prop_oneof![Just(Direct::Exact), Just(Direct::OtherPayload), Just(Direct::OtherAction)])
             .prop_map(|(target, kind)| Step::Direct { target, kind }),
-        2 => (target(), any::<bool>(), crash(&[CloseBeforeCommit, CloseAfterCommit]))
+        2 => (target(), any::<bool>(), crash(store, &[CloseBeforeCommit, CloseAfterCommit]))
             .prop_map(|(target, close, crash)| Step::Snapshot { target, close: close || crash.is_some(), crash }),
         4 => (target(), decision, delta.clone(), any::<bool>(),
-              crash(&[ReconcileAfterStateUpdate, ReconcileBeforeCommit, CloseBeforeCommit, CloseAfterCommit]))
+              crash(store, &[ReconcileAfterStateUpdate, ReconcileBeforeCommit, CloseBeforeCommit, CloseAfterCommit]))
             .prop_map(|(target, decision, version_delta, close, crash)| Step::Reconcile {
                 target, decision, version_delta, close, crash,
             }),
         3 => (0..ORIGINALS.len(), proptest::bool::weighted(0.8), delta, 0..COMPENSATIONS.len(),
-              crash(&[ApprovalAfterApprovalInsert, ApprovalBeforeCommit]))
+              crash(store, &[ApprovalAfterApprovalInsert, ApprovalBeforeCommit]))
             .prop_map(|(op, right_effect, version_delta, compensation, crash)| Step::Approve {
                 op, right_effect, version_delta, compensation, crash,
             }),
@@ -186,7 +208,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// A sequence starts by preparing `o0` and `o1`, so that most steps act on
 /// an existing op and the flow reaches deep states; `o2` is left for a
 /// later step, possibly after direct writes already landed for it.
-fn sequence() -> impl Strategy<Value = Vec<Step>> {
+fn sequence(store: Store) -> impl Strategy<Value = Vec<Step>> {
     let prepare = |op| {
         (0..ACTIONS.len(), 0..payloads().len()).prop_map(move |(action, payload)| Step::Prepare {
             op,
@@ -197,7 +219,7 @@ fn sequence() -> impl Strategy<Value = Vec<Step>> {
     (
         prepare(0),
         prepare(1),
-        proptest::collection::vec(step(), 1..40),
+        proptest::collection::vec(step(store), 1..40),
     )
         .prop_map(|(a, b, rest)| {
             let mut steps = vec![a, b];
@@ -239,6 +261,8 @@ struct ModelApproval {
 
 #[derive(Debug, Default)]
 struct Model {
+    /// The name every operation is routed to.
+    receiver: &'static str,
     ops: BTreeMap<String, Operation>,
     evidence: BTreeMap<String, usize>,
     effects: Vec<ModelEffect>,
@@ -329,7 +353,7 @@ impl Model {
                             compensates_effect_id: None,
                             compensates_op_id: None,
                             confirmed_effect_id: None,
-                            receiver: "builtin".into(),
+                            receiver: self.receiver.into(),
                             triage: Default::default(),
                         },
                     );
@@ -608,7 +632,7 @@ impl Model {
                 compensates_effect_id: Some(effect),
                 compensates_op_id: Some(id.to_string()),
                 confirmed_effect_id: None,
-                receiver: "builtin".into(),
+                receiver: self.receiver.into(),
                 triage: Default::default(),
             },
         );
@@ -623,9 +647,57 @@ fn compensation_payload(original: &str) -> Value {
 // ---------------------------------------------------------------------------
 // Running a step against the engine.
 
-static STEPS: AtomicUsize = AtomicUsize::new(0);
-static CHILD_STEPS: AtomicUsize = AtomicUsize::new(0);
-static CRASHES: AtomicUsize = AtomicUsize::new(0);
+/// What one run saw, to show the sequences reach deep states (approved
+/// compensations dispatched, decisions recorded) and not only refusals.
+#[derive(Default)]
+struct Tally {
+    steps: AtomicUsize,
+    children: AtomicUsize,
+    crashes: AtomicUsize,
+    outcomes: Mutex<BTreeMap<String, usize>>,
+}
+
+impl Tally {
+    /// Counts how a step ended.
+    fn count(&self, step: &Step, ends: &Ends) {
+        let kind = match step {
+            Step::Prepare { .. } => "prepare",
+            Step::Dispatch {
+                target: Target::Compensation(_),
+                ..
+            } => "dispatch compensation",
+            Step::Dispatch { .. } => "dispatch",
+            Step::Direct { .. } => "direct write",
+            Step::Snapshot { close: true, .. } => "closing snapshot",
+            Step::Snapshot { .. } => "snapshot",
+            Step::Reconcile { .. } => "reconcile",
+            Step::Approve { .. } => "approve",
+        };
+        let how = match ends {
+            Ends::Done => "done".to_string(),
+            Ends::Refused(code) => format!("refused {code}"),
+            Ends::Crashed => "crashed".to_string(),
+            Ends::Usage => "usage".to_string(),
+        };
+        if let Ok(mut outcomes) = self.outcomes.lock() {
+            *outcomes.entry(format!("{kind}: {how}")).or_default() += 1;
+        }
+    }
+
+    fn print(&self, store: Store) {
+        eprintln!(
+            "model on {store:?}: {} steps run ({} as recon children, {} of them died at their crash point)",
+            self.steps.load(Ordering::Relaxed),
+            self.children.load(Ordering::Relaxed),
+            self.crashes.load(Ordering::Relaxed)
+        );
+        if let Ok(outcomes) = self.outcomes.lock() {
+            for (outcome, n) in outcomes.iter() {
+                eprintln!("  {n:>5}  {outcome}");
+            }
+        }
+    }
+}
 
 fn library<T>(result: Result<T, Error>) -> (Ends, Option<T>) {
     match result {
@@ -637,12 +709,22 @@ fn library<T>(result: Result<T, Error>) -> (Ends, Option<T>) {
     }
 }
 
-/// Runs a `recon` child with the crash point armed and reads how it ended.
-fn child(args: &[String], crash: Option<CrashPoint>) -> (Ends, Run) {
-    CHILD_STEPS.fetch_add(1, Ordering::Relaxed);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+/// The static code the model uses for a refusal's code.
+fn refusal_code(code: &str) -> &'static str {
+    REFUSAL_CODES
+        .iter()
+        .find(|c| **c == code)
+        .copied()
+        .unwrap_or_else(|| panic!("unknown refusal {code}"))
+}
+
+/// Runs `recon WORDS` against the site in a child with the crash point
+/// armed, and reads how it ended.
+fn child(site: &Site, tally: &Tally, words: &[String], crash: Option<CrashPoint>) -> (Ends, Run) {
+    tally.children.fetch_add(1, Ordering::Relaxed);
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
     let env: Vec<(&str, &str)> = crash.iter().map(|p| (CRASH_POINT_ENV, p.name())).collect();
-    let r = run_with_env(&refs, None, &env);
+    let r = site.run_with_env(&refs, None, &env);
     let ends = match r.code {
         Some(0) => Ends::Done,
         Some(2) => Ends::Usage,
@@ -652,20 +734,13 @@ fn child(args: &[String], crash: Option<CrashPoint>) -> (Ends, Run) {
                 .strip_prefix("refused: ")
                 .and_then(|rest| rest.split(':').next())
                 .unwrap_or_else(|| panic!("exit 3 without a refusal: {}", r.stderr));
-            // Map back to the static code the model uses.
-            Ends::Refused(
-                REFUSAL_CODES
-                    .iter()
-                    .find(|c| **c == code)
-                    .copied()
-                    .unwrap_or_else(|| panic!("unknown refusal {code}")),
-            )
+            Ends::Refused(refusal_code(code))
         }
         Some(code) if code == CRASH_EXIT_CODE => {
-            CRASHES.fetch_add(1, Ordering::Relaxed);
+            tally.crashes.fetch_add(1, Ordering::Relaxed);
             Ends::Crashed
         }
-        other => panic!("{args:?} exited {other:?}: {}", r.stderr),
+        other => panic!("{words:?} exited {other:?}: {}", r.stderr),
     };
     (ends, r)
 }
@@ -674,8 +749,53 @@ fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
-    let ws = lab.path_str();
+/// A `recon dispatch` child dying at `crash`, with the receiver's crash
+/// drill `fault`: the built-in ledger's `--fault`, or the adapter's twin
+/// set for the child's run.
+fn dispatch_child(
+    site: &Site,
+    tally: &Tally,
+    target: Target,
+    fault: Option<Fault>,
+    crash: Option<CrashPoint>,
+    shown: &mut Shown,
+) -> Ends {
+    let mut words = strings(&["dispatch", target.id(), "--json"]);
+    let (ends, r) = match (site.store, fault) {
+        (Store::Sqlite, Some(fault)) => {
+            words.extend(strings(&["--fault", fault.as_str()]));
+            child(site, tally, &words, crash)
+        }
+        (Store::Postgres, Some(fault)) => {
+            site.set_crash(Some(fault));
+            let ran = child(site, tally, &words, crash);
+            site.set_crash(None);
+            ran
+        }
+        (_, None) => child(site, tally, &words, crash),
+    };
+    if ends == Ends::Done {
+        shown.receipt = r.json()["effect_id"].as_str().map(str::to_string);
+    }
+    ends
+}
+
+/// How a `recon` child that printed JSON ended, and the verdict it showed.
+fn verdict_child(
+    site: &Site,
+    tally: &Tally,
+    words: &[String],
+    crash: Option<CrashPoint>,
+    shown: &mut Shown,
+) -> Ends {
+    let (ends, r) = child(site, tally, words, crash);
+    if ends == Ends::Done {
+        shown.verdict = serde_json::from_value(r.json()["verdict"].clone()).ok();
+    }
+    ends
+}
+
+fn engine_step(site: &mut Site, tally: &Tally, model: &Model, step: &Step) -> (Ends, Shown) {
     let mut shown = Shown::default();
     let ends = match *step {
         Step::Prepare {
@@ -684,7 +804,7 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             payload,
         } => {
             library(
-                lab.ws
+                site.ws
                     .prepare(ORIGINALS[op], ACTIONS[action], &payloads()[payload]),
             )
             .0
@@ -694,13 +814,11 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             fault,
             crash: None,
         } => {
-            let (ends, report) = library(lab.ws.dispatch(
-                target.id(),
-                DispatchOptions {
-                    fault,
-                    wait_permit: false,
-                },
-            ));
+            let options = DispatchOptions {
+                fault,
+                wait_permit: false,
+            };
+            let (ends, report) = library(site.dispatch(target.id(), options));
             if let Some(report) = report {
                 shown.receipt = report.effect_id.clone();
                 assert_eq!(report.outcome == "receipt", report.effect_id.is_some());
@@ -711,33 +829,19 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             target,
             fault,
             crash,
-        } => {
-            let mut args = strings(&["dispatch", "--workspace", &ws, target.id(), "--json"]);
-            if let Some(fault) = fault {
-                args.extend(strings(&["--fault", fault.as_str()]));
-            }
-            let (ends, r) = child(&args, crash);
-            if ends == Ends::Done {
-                shown.receipt = r.json()["effect_id"].as_str().map(str::to_string);
-            }
-            ends
-        }
+        } => dispatch_child(site, tally, target, fault, crash, &mut shown),
         Step::Direct { target, kind } => {
             let (action, payload, compensates) = model.direct_write(target.id(), kind);
-            library(
-                Builtin::open(lab.path(), recon::OpenOptions::default())
-                    .unwrap()
-                    .apply(
-                        lab.ws.id(),
-                        &EffectRequest {
-                            op_id: target.id(),
-                            action_kind: &action,
-                            payload: &payload,
-                            compensates_effect_id: compensates.as_deref(),
-                        },
-                    ),
-            )
-            .0
+            let written = site.direct_apply(&EffectRequest {
+                op_id: target.id(),
+                action_kind: &action,
+                payload: &payload,
+                compensates_effect_id: compensates.as_deref(),
+            });
+            match written {
+                Ok(_) => Ends::Done,
+                Err(code) => Ends::Refused(refusal_code(&code)),
+            }
         }
         Step::Snapshot {
             target,
@@ -745,26 +849,20 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             crash: None,
         } => {
             let (ends, classified) =
-                library(lab.ws.snapshot(target.id(), close.then_some("closer")));
+                library(site.ws.snapshot(target.id(), close.then_some("closer")));
             shown.verdict = classified.map(|c| c.verdict);
             ends
         }
         Step::Snapshot { target, crash, .. } => {
-            let args = strings(&[
+            let words = strings(&[
                 "snapshot",
-                "--workspace",
-                &ws,
                 target.id(),
                 "--json",
                 "--close",
                 "--authorized-by",
                 "closer",
             ]);
-            let (ends, r) = child(&args, crash);
-            if ends == Ends::Done {
-                shown.verdict = serde_json::from_value(r.json()["verdict"].clone()).ok();
-            }
-            ends
+            verdict_child(site, tally, &words, crash, &mut shown)
         }
         Step::Reconcile {
             target,
@@ -774,41 +872,15 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             crash,
         } => {
             let version = model.ops.get(target.id()).map_or(1, |op| op.version) + version_delta;
-            match crash {
-                None => {
-                    let (ends, recorded) =
-                        library(lab.ws.reconcile(&recon::workspace::ReconcileRequest {
-                            op_id: target.id(),
-                            reviewer: "Rev",
-                            decision,
-                            expected_version: version,
-                            payload: None,
-                            close_authorized_by: close.then_some("Rev"),
-                        }));
-                    shown.verdict = recorded.map(|r| r.verdict);
-                    ends
-                }
-                Some(_) => {
-                    let mut args = strings(&[
-                        "reconcile",
-                        "--workspace",
-                        &ws,
-                        target.id(),
-                        "--reviewer",
-                        "Rev",
-                    ]);
-                    args.extend(strings(&["--decision", decision.as_str(), "--json"]));
-                    args.extend(["--expected-version".to_string(), version.to_string()]);
-                    if close {
-                        args.extend(strings(&["--close", "--authorized-by", "Rev"]));
-                    }
-                    let (ends, r) = child(&args, crash);
-                    if ends == Ends::Done {
-                        shown.verdict = serde_json::from_value(r.json()["verdict"].clone()).ok();
-                    }
-                    ends
-                }
-            }
+            let request = recon::workspace::ReconcileRequest {
+                op_id: target.id(),
+                reviewer: "Rev",
+                decision,
+                expected_version: version,
+                payload: None,
+                close_authorized_by: close.then_some("Rev"),
+            };
+            reconcile_step(site, tally, &request, crash, &mut shown)
         }
         Step::Approve {
             op,
@@ -818,47 +890,83 @@ fn engine_step(lab: &mut Lab, model: &Model, step: &Step) -> (Ends, Shown) {
             crash,
         } => {
             let original = ORIGINALS[op];
-            let version = model.ops.get(original).map_or(1, |o| o.version) + version_delta;
             let effect = model.approval_effect(op, right_effect);
             let payload = compensation_payload(original);
-            match crash {
-                None => {
-                    library(lab.ws.approve_compensation(&CompensationRequest {
-                        original_op_id: original,
-                        effect_id: &effect,
-                        approver: "Ann",
-                        expected_version: version,
-                        compensation_op_id: COMPENSATIONS[compensation],
-                        action_kind: "refund",
-                        payload: &payload,
-                    }))
-                    .0
-                }
-                Some(_) => {
-                    let mut args = strings(&["approve-compensation", "--workspace", &ws, original]);
-                    args.extend(strings(&[
-                        "--effect",
-                        &effect,
-                        "--approver",
-                        "Ann",
-                        "--action",
-                        "refund",
-                    ]));
-                    args.extend(["--expected-version".to_string(), version.to_string()]);
-                    args.extend(strings(&["--compensation-op", COMPENSATIONS[compensation]]));
-                    args.extend(["--payload".to_string(), payload.to_string()]);
-                    child(&args, crash).0
-                }
-            }
+            let request = CompensationRequest {
+                original_op_id: original,
+                effect_id: &effect,
+                approver: "Ann",
+                expected_version: model.ops.get(original).map_or(1, |o| o.version) + version_delta,
+                compensation_op_id: COMPENSATIONS[compensation],
+                action_kind: "refund",
+                payload: &payload,
+            };
+            approve_step(site, tally, &request, crash)
         }
     };
     (ends, shown)
 }
 
-/// The engine's files hold exactly what the model holds.
+/// A review through the library, or with a crash point in a child.
+fn reconcile_step(
+    site: &mut Site,
+    tally: &Tally,
+    request: &recon::workspace::ReconcileRequest<'_>,
+    crash: Option<CrashPoint>,
+    shown: &mut Shown,
+) -> Ends {
+    if crash.is_none() {
+        let (ends, recorded) = library(site.ws.reconcile(request));
+        shown.verdict = recorded.map(|r| r.verdict);
+        return ends;
+    }
+    let mut words = strings(&["reconcile", request.op_id, "--reviewer", "Rev"]);
+    words.extend(strings(&[
+        "--decision",
+        request.decision.as_str(),
+        "--json",
+    ]));
+    words.extend([
+        "--expected-version".to_string(),
+        request.expected_version.to_string(),
+    ]);
+    if let Some(by) = request.close_authorized_by {
+        words.extend(strings(&["--close", "--authorized-by", by]));
+    }
+    verdict_child(site, tally, &words, crash, shown)
+}
+
+/// An approval through the library, or with a crash point in a child.
+fn approve_step(
+    site: &mut Site,
+    tally: &Tally,
+    request: &CompensationRequest<'_>,
+    crash: Option<CrashPoint>,
+) -> Ends {
+    if crash.is_none() {
+        return library(site.ws.approve_compensation(request)).0;
+    }
+    let mut words = strings(&["approve-compensation", request.original_op_id]);
+    words.extend(strings(&[
+        "--effect",
+        request.effect_id,
+        "--approver",
+        request.approver,
+    ]));
+    words.extend(strings(&["--action", request.action_kind]));
+    words.extend([
+        "--expected-version".to_string(),
+        request.expected_version.to_string(),
+    ]);
+    words.extend(strings(&["--compensation-op", request.compensation_op_id]));
+    words.extend(["--payload".to_string(), request.payload.to_string()]);
+    child(site, tally, &words, crash).0
+}
+
+/// The outbox and the receiver hold exactly what the model holds.
 #[track_caller]
-fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
-    let ws = &lab.ws;
+fn assert_agrees(site: &Site, model: &Model, context: &str) {
+    let ws = &site.ws;
     // The model keeps no times: compare the outbox's rows without them.
     let ops: BTreeMap<String, Operation> = ws
         .ops(None, None, usize::MAX)
@@ -883,14 +991,13 @@ fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
             );
         }
         assert_eq!(
-            ws.closure(id).unwrap().is_some(),
+            site.closed(id),
             model.closed.contains(*id),
             "{context}: closed {id}"
         );
     }
-    let ledger: Vec<ModelEffect> = ws
+    let ledger: Vec<ModelEffect> = site
         .ledger(None)
-        .unwrap()
         .into_iter()
         .map(|e: Effect| ModelEffect {
             effect_id: e.effect_id,
@@ -918,75 +1025,50 @@ fn assert_agrees(lab: &Lab, model: &Model, context: &str) {
     assert_eq!(approvals, expected, "{context}: approvals");
 }
 
-static TALLY: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
-
-/// Counts how each kind of step ended, to show the sequences reach deep
-/// states (approved compensations dispatched, decisions recorded) and not
-/// only refusals.
-fn tally(step: &Step, ends: &Ends) {
-    let kind = match step {
-        Step::Prepare { .. } => "prepare",
-        Step::Dispatch {
-            target: Target::Compensation(_),
-            ..
-        } => "dispatch compensation",
-        Step::Dispatch { .. } => "dispatch",
-        Step::Direct { .. } => "direct write",
-        Step::Snapshot { close: true, .. } => "closing snapshot",
-        Step::Snapshot { .. } => "snapshot",
-        Step::Reconcile { .. } => "reconcile",
-        Step::Approve { .. } => "approve",
+fn run_sequence(store: Store, tally: &Tally, steps: &[Step]) {
+    let mut site = Site::new(store);
+    let mut model = Model {
+        receiver: site.receiver(),
+        ..Model::default()
     };
-    let how = match ends {
-        Ends::Done => "done".to_string(),
-        Ends::Refused(code) => format!("refused {code}"),
-        Ends::Crashed => "crashed".to_string(),
-        Ends::Usage => "usage".to_string(),
-    };
-    if let Ok(mut tally) = TALLY.lock() {
-        *tally.entry(format!("{kind}: {how}")).or_default() += 1;
-    }
-}
-
-fn run_sequence(steps: &[Step]) {
-    let mut lab = Lab::new();
-    let mut model = Model::default();
     for (i, step) in steps.iter().enumerate() {
-        STEPS.fetch_add(1, Ordering::Relaxed);
+        tally.steps.fetch_add(1, Ordering::Relaxed);
         let context = format!("step {i} {step:?}");
-        let (engine_ends, engine_shown) = engine_step(&mut lab, &model, step);
+        let (engine_ends, engine_shown) = engine_step(&mut site, tally, &model, step);
         let (model_ends, model_shown) = model.step(step);
         assert_eq!(engine_ends, model_ends, "{context}: how it ended");
-        tally(step, &engine_ends);
+        tally.count(step, &engine_ends);
         assert_eq!(engine_shown, model_shown, "{context}: verdict and receipt");
-        assert_agrees(&lab, &model, &context);
-        assert_invariants(lab.path(), &model.direct);
+        assert_agrees(&site, &model, &context);
+        site.assert_sound_after(&model.direct);
     }
 }
 
-#[test]
-fn random_sequences_of_steps_and_faults_keep_every_invariant_and_match_the_model() {
+/// Sequences per run: fewer on PostgreSQL, where every call to the
+/// receiver spawns the Python adapter (a dispatch takes some 350 ms).
+fn cases(store: Store) -> u32 {
+    match store {
+        Store::Sqlite => scaled(64) as u32,
+        Store::Postgres => scaled(PG_CASES) as u32,
+    }
+}
+
+const PG_CASES: usize = 16;
+
+on_both_stores!(random_sequences_of_steps_and_faults_keep_every_invariant_and_match_the_model);
+fn random_sequences_of_steps_and_faults_keep_every_invariant_and_match_the_model(store: Store) {
     let config = Config {
-        cases: scaled(64) as u32,
+        cases: cases(store),
         failure_persistence: None,
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&sequence(), |steps| {
-        run_sequence(&steps);
+    let tally = Tally::default();
+    let result = runner.run(&sequence(store), |steps| {
+        run_sequence(store, &tally, &steps);
         Ok(())
     });
-    eprintln!(
-        "model: {} steps run ({} as recon children, {} of them died at their crash point)",
-        STEPS.load(Ordering::Relaxed),
-        CHILD_STEPS.load(Ordering::Relaxed),
-        CRASHES.load(Ordering::Relaxed)
-    );
-    if let Ok(tally) = TALLY.lock() {
-        for (outcome, n) in tally.iter() {
-            eprintln!("  {n:>5}  {outcome}");
-        }
-    }
+    tally.print(store);
     if let Err(e) = result {
         panic!("{e}");
     }

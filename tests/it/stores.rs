@@ -18,16 +18,19 @@
 //! Under `CI` the PostgreSQL half runs or fails (a server that cannot
 //! start is a broken machine); elsewhere it prints one line and passes.
 
-use crate::invariants::{assert_invariants, none};
+use crate::invariants::{assert_invariants, none, DirectCalls};
 use crate::real_receivers::servers;
-use crate::support::{adapter_fixture, program, with_ledger, Run};
+use crate::support::{adapter_fixture, output_of, program, with_ledger, Run};
 use recon::audit::VerifyRequest;
 use recon::dispatch::{DispatchOptions, DispatchReport, PendingDispatch};
-use recon::receiver::Fault;
+use recon::domain::{Effect, EffectRequest};
+use recon::receiver::protocol::{self, Verb};
+use recon::receiver::{Builtin, Fault, Receiver};
 use recon::workspace::{Journal, NewReceiver};
 use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Where a conformance test keeps the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +174,11 @@ impl Site {
     /// or a command and its verb for `receivers`), then [`Site::args`],
     /// then the rest.
     pub fn run(&self, words: &[&str], stdin: Option<&[u8]>) -> Run {
+        self.run_with_env(words, stdin, &[])
+    }
+
+    /// [`Site::run`] with `env` set for the child (a crash point, say).
+    pub fn run_with_env(&self, words: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
         let split = if words.first() == Some(&"receivers") {
             2
         } else {
@@ -181,7 +189,7 @@ impl Site {
         let mut all: Vec<&str> = head.to_vec();
         all.extend(args.iter().map(String::as_str));
         all.extend(tail);
-        crate::support::run(&all, stdin)
+        crate::support::run_with_env(&all, stdin, env)
     }
 
     /// Dispatches `op_id` once. A ledger crash drill in `options` is, on
@@ -266,19 +274,82 @@ impl Site {
     /// The adapter's effects for `op_id` (or all), in the order it
     /// committed them (PostgreSQL only).
     pub fn adapter_effects(&self, op_id: Option<&str>) -> Vec<Value> {
-        assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
-        // No file, or an empty one: the adapter has committed nothing.
-        let text = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
-        if text.is_empty() {
+        let ledger = self.adapter_state();
+        let Some(effects) = ledger["effects"].as_array() else {
             return Vec::new();
-        }
-        let ledger: Value = serde_json::from_str(&text).expect("the adapter's ledger");
-        let effects = ledger["effects"].as_array().expect("its effects");
+        };
         effects
             .iter()
             .filter(|effect| op_id.is_none_or(|op| effect["op_id"] == op))
             .cloned()
             .collect()
+    }
+
+    /// The adapter's whole ledger file, `null` while it has committed
+    /// nothing (PostgreSQL only).
+    fn adapter_state(&self) -> Value {
+        assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
+        // No file, or an empty one: the adapter has committed nothing.
+        let text = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
+        if text.is_empty() {
+            return Value::Null;
+        }
+        serde_json::from_str(&text).expect("the adapter's ledger")
+    }
+
+    /// The receiver's effects for `op_id` (or all), in the order it
+    /// committed them: the built-in ledger's rows or the adapter's.
+    pub fn ledger(&self, op_id: Option<&str>) -> Vec<Effect> {
+        if self.store == Store::Sqlite {
+            return self.ws.ledger(op_id).expect("read the ledger");
+        }
+        let effects = self.adapter_effects(op_id).into_iter();
+        effects
+            .map(|effect| serde_json::from_value(effect).expect("an effect"))
+            .collect()
+    }
+
+    /// Whether the receiver has closed `op_id` for good.
+    pub fn closed(&self, op_id: &str) -> bool {
+        if self.store == Store::Sqlite {
+            let closure = self.ws.closure(op_id).expect("read the closure");
+            return closure.is_some();
+        }
+        self.adapter_state()["closed"].get(op_id).is_some()
+    }
+
+    /// The name the site's receiver is registered under.
+    pub fn receiver(&self) -> &'static str {
+        match self.store {
+            Store::Sqlite => "builtin",
+            Store::Postgres => "adapter",
+        }
+    }
+
+    /// Writes an effect straight to the receiver, past every guard of the
+    /// sender (a delayed original, another tool's write): the new effect's
+    /// id, or the code the receiver refused it with.
+    pub fn direct_apply(&self, request: &EffectRequest<'_>) -> Result<String, String> {
+        if self.store == Store::Sqlite {
+            let mut ledger = Builtin::open(self.dir.path(), OpenOptions::default())
+                .expect("open the built-in ledger");
+            return match ledger.apply(self.ws.id(), request) {
+                Ok(effect) => Ok(effect.effect_id),
+                Err(e) => Err(e.refusal().expect("a refusal").code().to_string()),
+            };
+        }
+        let line = protocol::request(Verb::Apply, self.ws.id(), request, None);
+        let mut command = Command::new(adapter_fixture());
+        command.args(adapter_args(self.dir.path())).arg("apply");
+        let out = output_of(command, Some(format!("{line}\n").as_bytes()));
+        let answer: Value = serde_json::from_slice(&out.stdout).expect("the adapter's answer");
+        match answer["receipt"]["effect_id"].as_str() {
+            Some(effect_id) => Ok(effect_id.to_string()),
+            None => Err(answer["error"]["code"]
+                .as_str()
+                .expect("a code")
+                .to_string()),
+        }
     }
 
     /// How many times the receiver has been called: the built-in
@@ -300,8 +371,16 @@ impl Site {
     /// on PostgreSQL, where those read SQLite files, the journal verifies.
     #[track_caller]
     pub fn assert_sound(&self) {
+        self.assert_sound_after(&none())
+    }
+
+    /// [`Site::assert_sound`] after `direct` calls made to the receiver
+    /// past the sender ([`Site::direct_apply`]), which SQLite's
+    /// invariants count.
+    #[track_caller]
+    pub fn assert_sound_after(&self, direct: &DirectCalls) {
         match &self.url {
-            None => assert_invariants(self.dir.path(), &none()),
+            None => assert_invariants(self.dir.path(), direct),
             Some(url) => {
                 let report = Journal::open(database(url), OpenOptions::default())
                     .expect("open the journal")
@@ -359,8 +438,23 @@ fn database(url: &str) -> Location {
 /// Registers the fixture adapter as `adapter` for '*', keeping its ledger
 /// and reading its mode in `dir`.
 fn register_adapter(ws: &mut Workspace, dir: &Path) {
+    let program: PathBuf = adapter_fixture();
+    ws.register_receiver(&NewReceiver {
+        name: "adapter",
+        actions: &["*".to_string()],
+        program: &program,
+        args: &adapter_args(dir),
+        timeout_ms: None,
+        env: &[],
+    })
+    .expect("register the adapter for '*'");
+}
+
+/// The adapter's arguments before its verb: its files in `dir`, its
+/// effects named `fx-NNNNNN`, and the strongest ceiling.
+fn adapter_args(dir: &Path) -> Vec<String> {
     let file = |name: &str| -> String { dir.join(name).display().to_string() };
-    let args: Vec<String> = [
+    [
         "--state",
         &file(STATE_FILE),
         "--mode-file",
@@ -375,15 +469,5 @@ fn register_adapter(ws: &mut Workspace, dir: &Path) {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect();
-    let program: PathBuf = adapter_fixture();
-    ws.register_receiver(&NewReceiver {
-        name: "adapter",
-        actions: &["*".to_string()],
-        program: &program,
-        args: &args,
-        timeout_ms: None,
-        env: &[],
-    })
-    .expect("register the adapter for '*'");
+    .collect()
 }
