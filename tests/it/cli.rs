@@ -43,11 +43,32 @@ impl Shell {
     pub fn on(store: Store) -> Shell {
         match store {
             Store::Sqlite => Shell::with_ledger(),
-            Store::Postgres => Shell {
-                site: Some(Site::new(store)),
-                ..Shell::empty()
-            },
+            Store::Postgres => Shell::at(Site::new(store)),
         }
+    }
+
+    /// The binary pointed at `site`, an outbox on either store that the
+    /// test has already filled through the library. On SQLite `ws` is
+    /// the site's workspace directory.
+    pub fn at(site: Site) -> Shell {
+        let empty = Shell::empty();
+        let ws = match site.store {
+            Store::Sqlite => site.path().to_path_buf(),
+            Store::Postgres => empty.ws.clone(),
+        };
+        Shell {
+            ws,
+            site: Some(site),
+            ..empty
+        }
+    }
+
+    /// The site on PostgreSQL; `None` on SQLite, where the built-in
+    /// ledger's own drills and `ledger` command serve.
+    fn postgres(&self) -> Option<&Site> {
+        self.site
+            .as_ref()
+            .filter(|site| site.store == Store::Postgres)
     }
 
     /// `recon ARGS` with the built-in ledger's crash drill `fault`
@@ -55,7 +76,7 @@ impl Shell {
     /// run; it must succeed.
     #[track_caller]
     pub fn faulted(&self, args: &[&str], fault: Fault) -> Run {
-        let Some(site) = &self.site else {
+        let Some(site) = self.postgres() else {
             return self.ok(&[args, &["--fault", fault.as_str()]].concat());
         };
         site.set_crash(Some(fault));
@@ -69,7 +90,7 @@ impl Shell {
     /// on SQLite, the adapter's ledger on PostgreSQL (its effects have the
     /// same fields).
     pub fn effects(&self, op: Option<&str>) -> Value {
-        match (&self.site, op) {
+        match (self.postgres(), op) {
             (Some(site), _) => Value::Array(site.adapter_effects(op)),
             (None, None) => self.json(&["ledger"]),
             (None, Some(op)) => self.json(&["ledger", "--op", op]),
