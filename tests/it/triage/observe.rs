@@ -129,22 +129,23 @@ fn by_ann(op_ids: &[String], older_than: Option<Duration>) -> ObserveRequest<'_>
     }
 }
 
-#[test]
-fn observe_older_than_takes_the_stale_and_the_never_observed() {
-    let mut lab = Clocked::new();
+on_both_stores!(observe_older_than_takes_the_stale_and_the_never_observed);
+fn observe_older_than_takes_the_stale_and_the_never_observed(store: Store) {
+    let mut lab = Clocked::on(store);
     for op in ["stale", "fresh", "never"] {
-        lab.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
+        lab.site.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
         let options = DispatchOptions {
             fault: Some(Fault::CrashBeforeCommit),
             wait_permit: false,
         };
-        lab.ws.dispatch(op, options).unwrap();
+        lab.site.dispatch(op, options).unwrap();
     }
-    lab.ws.snapshot_by("stale", None, Some("ann")).unwrap();
+    lab.site.ws.snapshot_by("stale", None, Some("ann")).unwrap();
     lab.tick(2 * 60 * 60);
-    lab.ws.snapshot_by("fresh", None, Some("ann")).unwrap();
+    lab.site.ws.snapshot_by("fresh", None, Some("ann")).unwrap();
     lab.tick(60);
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&[], Some(Duration::from_secs(60 * 60))))
         .unwrap()
@@ -154,6 +155,7 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     // Named operations go through the same selection.
     let named = ["fresh".to_string(), "stale".to_string()];
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30 * 60))))
         .unwrap()
@@ -161,6 +163,7 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     assert!(due.is_empty(), "both were just observed: {due:?}");
     // A minute on, fresh (observed a minute before stale) is due first.
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30))))
         .unwrap()
