@@ -97,6 +97,41 @@ impl Shell {
         }
     }
 
+    /// An effect the receiver commits for `op` behind recon's back (a
+    /// retry of its own): `recon receiver apply` on SQLite, the adapter's
+    /// ledger written as its apply would on PostgreSQL.
+    #[track_caller]
+    pub fn effect_behind(&self, op: &str, action: &str, payload: &str) {
+        match self.postgres() {
+            Some(site) => {
+                let payload = serde_json::from_str(payload).expect("a JSON payload");
+                site.effect_behind(op, action, &payload);
+            }
+            None => drop(self.ok(&[
+                "receiver",
+                "apply",
+                "--op",
+                op,
+                "--action",
+                action,
+                "--payload",
+                payload,
+            ])),
+        }
+    }
+
+    /// Runs `sql` on the outbox behind recon's back: on the SQLite file,
+    /// or in the database as PostgreSQL's superuser.
+    #[track_caller]
+    pub fn tamper(&self, sql: &str) {
+        match self.postgres() {
+            Some(site) => drop(site.try_psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))),
+            None => rusqlite::Connection::open(self.ws.join("sender.sqlite"))
+                .and_then(|conn| conn.execute_batch(sql))
+                .unwrap_or_else(|e| panic!("{sql}: {e}")),
+        }
+    }
+
     /// A new workspace with recon's own ledger registered for every action
     /// kind (no receiver is implicit), through the command line a person
     /// would use.

@@ -320,10 +320,7 @@ impl Site {
         let Some(url) = &self.url else {
             return crate::support::dump(self.dir.path());
         };
-        let pg = servers::postgres()
-            .as_ref()
-            .expect("the PostgreSQL cluster");
-        let database = url.rsplit('/').next().expect("a database name");
+        let (pg, database) = cluster_and_database(url);
         let tables = pg.psql(
             database,
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
@@ -339,6 +336,37 @@ impl Site {
         out
     }
 
+    /// Runs `sql` in the site's database as the cluster's superuser, behind
+    /// recon's back (PostgreSQL only): psql's rows, or `Err` with the
+    /// server's message.
+    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
+        let url = self.url.as_ref().expect("a database (PostgreSQL only)");
+        let (pg, database) = cluster_and_database(url);
+        pg.try_psql(database, sql)
+    }
+
+    /// Writes an effect for `op_id` into the adapter's ledger as its
+    /// `apply` would, without recon asking (PostgreSQL only): a receiver
+    /// that applied a retry of its own.
+    pub fn effect_behind(&self, op_id: &str, action: &str, payload: &Value) {
+        assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
+        let path = self.dir.path().join(STATE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut ledger: Value = match text.is_empty() {
+            true => serde_json::json!({"effects": [], "closed": {}}),
+            false => serde_json::from_str(&text).expect("the adapter's ledger"),
+        };
+        let effects = ledger["effects"].as_array_mut().expect("its effects");
+        effects.push(serde_json::json!({
+            "effect_id": format!("fx-{:06}", effects.len() + 1),
+            "op_id": op_id,
+            "action_kind": action,
+            "payload": payload,
+            "compensates_effect_id": null,
+        }));
+        std::fs::write(path, ledger.to_string()).expect("write the adapter's ledger");
+    }
+
     /// A directory of the test's own beside the outbox (for fifos and the
     /// like): the workspace directory on SQLite, the adapter's on PostgreSQL.
     pub fn scratch(&self) -> &Path {
@@ -350,6 +378,14 @@ impl Site {
         assert_eq!(self.store, Store::Sqlite, "a database has no directory");
         self.dir.path()
     }
+}
+
+/// The cluster of this process and the name of the database at `url`.
+fn cluster_and_database(url: &str) -> (&'static servers::Postgres, &str) {
+    let pg = servers::postgres()
+        .as_ref()
+        .expect("the PostgreSQL cluster");
+    (pg, url.rsplit('/').next().expect("a database name"))
 }
 
 fn database(url: &str) -> Location {
