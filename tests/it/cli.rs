@@ -98,11 +98,10 @@ impl Shell {
     }
 
     /// An effect the receiver commits for `op` behind recon's back (a
-    /// retry of its own): `recon receiver apply` on SQLite, the adapter's
-    /// ledger written as its apply would on PostgreSQL.
+    /// retry of its own): see [`Site::effect_behind`].
     #[track_caller]
     pub fn effect_behind(&self, op: &str, action: &str, payload: &str) {
-        match self.postgres() {
+        match &self.site {
             Some(site) => {
                 let payload = serde_json::from_str(payload).expect("a JSON payload");
                 site.effect_behind(op, action, &payload);

@@ -345,11 +345,32 @@ impl Site {
         pg.try_psql(database, sql)
     }
 
-    /// Writes an effect for `op_id` into the adapter's ledger as its
-    /// `apply` would, without recon asking (PostgreSQL only): a receiver
-    /// that applied a retry of its own.
+    /// Has the receiver commit an effect for `op_id` without recon asking
+    /// (a receiver that applied a retry of its own): `recon receiver apply`
+    /// into the built-in ledger on SQLite; on PostgreSQL the adapter's
+    /// ledger written as its `apply` would.
     pub fn effect_behind(&self, op_id: &str, action: &str, payload: &Value) {
-        assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
+        if self.store == Store::Sqlite {
+            let payload = payload.to_string();
+            let dir = self.dir.path().display().to_string();
+            let out = crate::support::run(
+                &[
+                    "receiver",
+                    "apply",
+                    "--op",
+                    op_id,
+                    "--action",
+                    action,
+                    "--payload",
+                    &payload,
+                    "--workspace",
+                    &dir,
+                ],
+                None,
+            );
+            assert_eq!(out.code, Some(0), "receiver apply: {}", out.stderr);
+            return;
+        }
         let path = self.dir.path().join(STATE_FILE);
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let mut ledger: Value = match text.is_empty() {
