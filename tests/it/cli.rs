@@ -173,6 +173,15 @@ impl Shell {
         self.ws.display().to_string()
     }
 
+    /// The arguments that point a command at the outbox: `--workspace WS`
+    /// or `--database URL`.
+    pub fn place(&self) -> Vec<String> {
+        match &self.site {
+            Some(site) => site.args(),
+            None => vec!["--workspace".to_string(), self.ws_arg()],
+        }
+    }
+
     /// `recon ARGS --workspace WS` (or `--database URL`).
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_full(args, None, &[])
@@ -181,10 +190,7 @@ impl Shell {
     /// `--workspace WS` goes last, or just before a `--` (after which
     /// every word belongs to the receiver's command line).
     pub fn run_full(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
-        let place = match &self.site {
-            Some(site) => site.args(),
-            None => vec!["--workspace".to_string(), self.ws_arg()],
-        };
+        let place = self.place();
         let mut all: Vec<&str> = args.to_vec();
         let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
         all.splice(at..at, place.iter().map(String::as_str));
