@@ -11,6 +11,8 @@
 //! asked to (3); evidence names the receiver, its description and the answer
 //! (5); a close can be repeated (6); and the registry's own rules and routes.
 
+use crate::real_receivers::servers;
+use crate::stores::Store;
 use crate::support::{adapter_fixture, dump, recon_bin, run_with_env, Run};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -26,16 +28,39 @@ mod rules;
 mod sessions;
 mod sqlite_receiver;
 
-/// A workspace, and the files of fixture adapters beside it.
+/// An outbox (a workspace, or on PostgreSQL a fresh database with no
+/// receiver registered), and the files of fixture adapters beside it.
 struct Rig {
     dir: tempfile::TempDir,
+    /// The database's URL on PostgreSQL.
+    database: Option<String>,
 }
 
 impl Rig {
     fn new() -> Rig {
+        Rig::on(Store::Sqlite)
+    }
+
+    /// A rig on `store`; for PostgreSQL the caller has checked
+    /// [`Store::available`] (`on_both_stores!` does).
+    fn on(store: Store) -> Rig {
+        let database = (store == Store::Postgres).then(|| {
+            let pg = servers::postgres()
+                .as_ref()
+                .expect("the PostgreSQL cluster");
+            crate::pg_store::initialized(pg, "rig")
+        });
         Rig {
             dir: tempfile::tempdir().expect("temp dir"),
+            database,
         }
+    }
+
+    /// [`Rig::with_mail`] on `store`.
+    fn with_mail_on(store: Store) -> Rig {
+        let rig = Rig::on(store);
+        rig.register("mail", "post_letter", &[], FULL);
+        rig
     }
 
     /// A rig with `mail` registered for `post_letter`: a receiver with the
@@ -64,10 +89,13 @@ impl Rig {
         self.dir.path().join(name).display().to_string()
     }
 
-    /// `recon --workspace WS ARGS`.
+    /// `recon --workspace WS ARGS`, or `recon --database URL ARGS`.
     fn recon(&self, args: &[&str]) -> Run {
         let ws = self.ws();
-        let mut all = vec!["--workspace", ws.as_str()];
+        let mut all = match &self.database {
+            Some(url) => vec!["--database", url.as_str()],
+            None => vec!["--workspace", ws.as_str()],
+        };
         all.extend(args);
         run_with_env(&all, None, &[])
     }
@@ -203,7 +231,10 @@ impl Rig {
     }
 
     fn dump(&self) -> String {
-        dump(&PathBuf::from(self.ws()))
+        match &self.database {
+            Some(url) => crate::stores::database_dump(url),
+            None => dump(&PathBuf::from(self.ws())),
+        }
     }
 
     fn list(&self) -> Value {

@@ -320,17 +320,7 @@ impl Site {
         let Some(url) = &self.url else {
             return crate::support::dump(self.dir.path());
         };
-        let (pg, database) = cluster_and_database(url);
-        let tables = pg.psql(
-            database,
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
-        );
-        let mut out = String::new();
-        for table in tables.lines() {
-            out.push_str(&format!("{table}\n"));
-            let sql = format!("SELECT row_to_json(x)::text FROM \"{table}\" x ORDER BY 1");
-            out.push_str(&pg.psql(database, &sql));
-        }
+        let mut out = database_dump(url);
         let state = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
         out.push_str(&format!("adapter: {state}\n"));
         out
@@ -399,6 +389,24 @@ impl Site {
         assert_eq!(self.store, Store::Sqlite, "a database has no directory");
         self.dir.path()
     }
+}
+
+/// Every row of every table of the database at `url` (of this process's
+/// cluster), each table's rows as text in a stable order: equal dumps
+/// mean nothing was written.
+pub fn database_dump(url: &str) -> String {
+    let (pg, database) = cluster_and_database(url);
+    let tables = pg.psql(
+        database,
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+    );
+    let mut out = String::new();
+    for table in tables.lines() {
+        out.push_str(&format!("{table}\n"));
+        let sql = format!("SELECT row_to_json(x)::text FROM \"{table}\" x ORDER BY 1");
+        out.push_str(&pg.psql(database, &sql));
+    }
+    out
 }
 
 /// The cluster of this process and the name of the database at `url`.
