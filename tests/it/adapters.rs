@@ -81,6 +81,38 @@ impl Rig {
         rig
     }
 
+    /// Registers a receiver for every action kind (`*`) and returns its
+    /// name: recon's own ledger on SQLite; on PostgreSQL, which has none,
+    /// the fixture as `any`, with the full contract.
+    fn catch_all(&self) -> &'static str {
+        match self.database {
+            None => {
+                self.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+                "builtin"
+            }
+            Some(_) => {
+                self.register("any", "*", &[], FULL);
+                "any"
+            }
+        }
+    }
+
+    /// How many effects receiver `name` committed for `op`: the built-in
+    /// ledger's rows, or the fixture's effects in its state file.
+    fn effects_at(&self, name: &str, op: &str) -> usize {
+        if name == "builtin" {
+            let rows = self.json(&["ledger", "--op", op, "--json"]);
+            return rows.as_array().map_or(0, Vec::len);
+        }
+        let text = std::fs::read_to_string(self.file(&format!("{name}.state"))).unwrap_or_default();
+        if text.is_empty() {
+            return 0;
+        }
+        let state: Value = serde_json::from_str(&text).expect("the fixture's ledger");
+        let effects = state["effects"].as_array().expect("its effects");
+        effects.iter().filter(|e| e["op_id"] == op).count()
+    }
+
     fn ws(&self) -> String {
         self.file("ws")
     }
