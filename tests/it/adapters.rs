@@ -123,13 +123,18 @@ impl Rig {
 
     /// `recon --workspace WS ARGS`, or `recon --database URL ARGS`.
     fn recon(&self, args: &[&str]) -> Run {
+        self.recon_env(args, &[])
+    }
+
+    /// [`Rig::recon`] with these environment variables set as well.
+    fn recon_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let ws = self.ws();
         let mut all = match &self.database {
             Some(url) => vec!["--database", url.as_str()],
             None => vec!["--workspace", ws.as_str()],
         };
         all.extend(args);
-        run_with_env(&all, None, &[])
+        run_with_env(&all, None, env)
     }
 
     #[track_caller]
