@@ -119,15 +119,18 @@ impl Shell {
         }
     }
 
-    /// Runs `sql` on the outbox behind recon's back: on the SQLite file,
-    /// or in the database as PostgreSQL's superuser.
+    /// Runs `sql` on the outbox behind recon's back, as an attacker with
+    /// its storage would, the append-only triggers out of the way: on the
+    /// SQLite file ([`crate::audit::tamper`]), or in the database as
+    /// PostgreSQL's superuser with triggers off for the session.
     #[track_caller]
     pub fn tamper(&self, sql: &str) {
         match self.postgres() {
-            Some(site) => drop(site.try_psql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))),
-            None => rusqlite::Connection::open(self.ws.join("sender.sqlite"))
-                .and_then(|conn| conn.execute_batch(sql))
-                .unwrap_or_else(|e| panic!("{sql}: {e}")),
+            Some(site) => {
+                let sql = format!("SET session_replication_role = replica; {sql}");
+                drop(site.try_psql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}")))
+            }
+            None => crate::audit::tamper(&self.ws, sql),
         }
     }
 
@@ -162,8 +165,11 @@ impl Shell {
         ws
     }
 
-    /// A library handle on the (existing) workspace.
+    /// A library handle on the (existing) outbox, on either store.
     pub fn workspace(&self) -> Workspace {
+        if let Some(site) = &self.site {
+            return site.reopen();
+        }
         Workspace::open(&self.ws, OpenOptions::default())
             .expect("open workspace")
             .with_receiver_program(program())
