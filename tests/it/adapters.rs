@@ -12,7 +12,7 @@
 //! (5); a close can be repeated (6); and the registry's own rules and routes.
 
 use crate::real_receivers::servers;
-use crate::stores::Store;
+use crate::stores::{on_both_stores, Store};
 use crate::support::{adapter_fixture, dump, recon_bin, run_with_env, Run};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -121,6 +121,15 @@ impl Rig {
         self.dir.path().join(name).display().to_string()
     }
 
+    /// The arguments that point a command at the outbox: `--workspace WS`
+    /// or `--database URL`.
+    fn place(&self) -> Vec<String> {
+        match &self.database {
+            Some(url) => vec!["--database".into(), url.clone()],
+            None => vec!["--workspace".into(), self.ws()],
+        }
+    }
+
     /// `recon --workspace WS ARGS`, or `recon --database URL ARGS`.
     fn recon(&self, args: &[&str]) -> Run {
         self.recon_env(args, &[])
@@ -128,11 +137,8 @@ impl Rig {
 
     /// [`Rig::recon`] with these environment variables set as well.
     fn recon_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let ws = self.ws();
-        let mut all = match &self.database {
-            Some(url) => vec!["--database", url.as_str()],
-            None => vec!["--workspace", ws.as_str()],
-        };
+        let place = self.place();
+        let mut all: Vec<&str> = place.iter().map(String::as_str).collect();
         all.extend(args);
         run_with_env(&all, None, env)
     }
@@ -306,9 +312,9 @@ fn assert_refused_json(out: &Run, code: &str) {
     );
 }
 
-#[test]
-fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing);
+fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", "{}");
     let before = rig.dump();
     for fault in ["crash-after-commit", "crash-before-commit"] {
@@ -419,9 +425,9 @@ fn a_direct_receiver_call_passes_values_beginning_with_a_dash_intact() {
     assert_eq!(receipt.compensates_effect_id.as_deref(), Some("-fx"));
 }
 
-#[test]
-fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin() {
-    let rig = Rig::with_mail();
+on_both_stores!(an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin);
+fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.ok(&[
         "prepare",
         "--op",
@@ -438,9 +444,9 @@ fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin() {
     assert_eq!(applied[0]["op"]["payload"], -1);
 }
 
-#[test]
-fn adapter_stderr_is_shown_escaped() {
-    let rig = Rig::with_mail();
+on_both_stores!(adapter_stderr_is_shown_escaped);
+fn adapter_stderr_is_shown_escaped(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", "{}");
     rig.set_mode("mail", "stderr-escape");
     let dispatched = rig.ok(&["dispatch", "op-1"]);

@@ -202,9 +202,9 @@ fn inherited_pipe() -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
-#[test]
-fn a_hung_adapter_is_killed_with_its_whole_process_group() {
-    let rig = Rig::new();
+on_both_stores!(a_hung_adapter_is_killed_with_its_whole_process_group);
+fn a_hung_adapter_is_killed_with_its_whole_process_group(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &["--timeout-ms", "2000"], FULL);
     rig.prepare("op-1", "post_letter", "{}");
     rig.set_mode("mail", "apply:hang");
@@ -215,7 +215,9 @@ fn a_hung_adapter_is_killed_with_its_whole_process_group() {
     let (read, write) = inherited_pipe();
     let write_fd = write.as_raw_fd();
     let mut command = Command::new(recon_bin());
-    command.args(["--workspace", &rig.ws(), "dispatch", "op-1", "--json"]);
+    command
+        .args(rig.place())
+        .args(["dispatch", "op-1", "--json"]);
     // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on
     // the child's copy of the descriptor.
     unsafe {

@@ -370,21 +370,21 @@ fn world_probe(dir: &std::path::Path, log: &std::path::Path) -> std::path::PathB
     script
 }
 
+on_both_stores!(an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only);
 /// What an adapter runs with is fixed and small: `/` as its working
 /// directory, and of recon's environment only the allowlist and the
 /// variables its registration names (values read at run time).
-#[test]
-fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only() {
-    let rig = Rig::new();
+fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only(store: Store) {
+    let rig = Rig::on(store);
     let log = rig.dir.path().join("world.log");
     let probe = world_probe(rig.dir.path(), &log);
-    let ws = rig.ws();
+    let place = rig.place();
     let probe = probe.display().to_string();
     let args = [
         "receivers",
         "add",
-        "--workspace",
-        &ws,
+        &place[0],
+        &place[1],
         "probe",
         "--actions",
         "probe_it",
@@ -421,14 +421,16 @@ fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only() {
     );
 }
 
+on_both_stores!(a_registration_whose_arguments_carry_a_password_is_refused_before_running);
 /// Arguments are stored, journaled and printed, so one that carries a
 /// password is refused before the program is ever run.
-#[test]
-fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
-    let rig = Rig::new();
+fn a_registration_whose_arguments_carry_a_password_is_refused_before_running(store: Store) {
+    let rig = Rig::on(store);
     let log = rig.dir.path().join("world.log");
     let probe = world_probe(rig.dir.path(), &log).display().to_string();
-    let ws = rig.ws();
+    let (place, ws) = (rig.place(), rig.ws());
+    // A database exists before any registration; a workspace does not.
+    let before = (store == Store::Postgres).then(|| rig.dump());
     for secret in [
         "postgres://ann:hunter2@db/ledger",
         "host=db password=hunter2",
@@ -436,8 +438,8 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         let args = [
             "receivers",
             "add",
-            "--workspace",
-            &ws,
+            &place[0],
+            &place[1],
             "probe",
             "--actions",
             "probe_it",
@@ -451,10 +453,13 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         assert!(out.stderr.contains("--env"), "{}", out.stderr);
         assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
         assert!(!log.exists(), "the adapter was run");
-        assert!(
-            !std::path::Path::new(&ws).exists(),
-            "a refused registration created the workspace"
-        );
+        match &before {
+            Some(dump) => assert_eq!(&rig.dump(), dump, "a refused registration wrote"),
+            None => assert!(
+                !std::path::Path::new(&ws).exists(),
+                "a refused registration created the workspace"
+            ),
+        }
     }
 }
 
