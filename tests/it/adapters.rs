@@ -326,6 +326,7 @@ fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_noth
     assert!(rig.log("mail").iter().all(|e| e["verb"] == "describe"));
 }
 
+// SQLite only: it reads the built-in ledger (`ledger`, `receiver apply`).
 #[test]
 fn values_beginning_with_a_dash_reach_the_receiver_intact() {
     let rig = Rig::with_ledger();
@@ -395,6 +396,7 @@ fn values_beginning_with_a_dash_reach_the_receiver_intact() {
     assert_eq!(receipt["receipt"]["compensates_effect_id"], "-fx");
 }
 
+// SQLite only: it calls the built-in ledger's child directly.
 #[test]
 fn a_direct_receiver_call_passes_values_beginning_with_a_dash_intact() {
     let rig = Rig::with_ledger();

@@ -52,6 +52,7 @@ fn under_json_a_refusal_is_one_json_error_document_with_its_code(store: Store) {
     assert_eq!(out.json()["error"]["code"], "blind_retry");
 }
 
+// SQLite only: the storage error is a missing workspace directory.
 #[test]
 fn under_json_a_storage_error_is_one_json_error_document() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,6 +63,7 @@ fn under_json_a_storage_error_is_one_json_error_document() {
     assert!(!dir.path().join("nowhere").exists());
 }
 
+// SQLite only: the failure is a missing workspace directory.
 #[test]
 fn without_json_a_failure_prints_nothing_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,6 +144,7 @@ fn a_reconcile_refused_after_its_close_judges_the_closing_snapshot_and_says_the_
     );
 }
 
+// SQLite only: `demo` builds a workspace directory.
 #[test]
 fn demo_refuses_a_workspace_in_use_before_writing_anything() {
     let mut lab = Lab::new();

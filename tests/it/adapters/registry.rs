@@ -34,6 +34,7 @@ fn registration_refusals_store_nothing(store: Store) {
     assert_eq!(rig.list(), list);
 }
 
+// SQLite only: it proves no workspace directory is created.
 #[test]
 fn a_receiver_name_outside_the_pattern_is_a_usage_error() {
     let rig = Rig::new();
@@ -98,6 +99,7 @@ fn add_prints_the_registration_as_list_prints_it(store: Store) {
     );
 }
 
+// SQLite only: it lists the built-in ledger's registration.
 #[test]
 fn list_prints_one_escaped_line_per_receiver() {
     let rig = Rig::with_ledger();
@@ -544,6 +546,7 @@ fn receiver_in_use_names_the_first_open_operations_and_counts_them(store: Store)
     );
 }
 
+// SQLite only: `ledger` reads the built-in ledger.
 #[test]
 fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
     let rig = Rig::with_mail();

@@ -321,6 +321,7 @@ fn builtin_session(rig: &Rig, requests: &[(&str, Value)]) -> Vec<Value> {
         .collect()
 }
 
+// SQLite only: it drives the built-in ledger's own adapter.
 #[test]
 fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in_order() {
     let rig = Rig::with_ledger();
