@@ -4,7 +4,7 @@
 //! compared with a dump taken before it.
 
 mod flows;
-mod refusals;
+pub(crate) mod refusals;
 mod storage;
 mod usage;
 
@@ -60,6 +60,14 @@ impl Shell {
             ws,
             site: Some(site),
             ..empty
+        }
+    }
+
+    /// The store the outbox is on.
+    pub fn store(&self) -> Store {
+        match self.postgres() {
+            Some(_) => Store::Postgres,
+            None => Store::Sqlite,
         }
     }
 

@@ -42,7 +42,7 @@ fn confirmed_effect(sh: &Shell, op: &str) -> String {
 /// the binary on `store` (the demo itself builds only a directory, and its
 /// unsafe retries are the receiver's own effects here, see
 /// [`Shell::effect_behind`]); each op is named and ends as in the demo.
-fn stories(store: Store) -> Shell {
+pub(crate) fn stories(store: Store) -> Shell {
     let sh = Shell::on(store);
     let lost_after = |op: &str| drop(sh.faulted(&["dispatch", op], Fault::CrashAfterCommit));
     let lost_before = |op: &str| drop(sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit));
