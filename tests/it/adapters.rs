@@ -11,6 +11,8 @@
 //! asked to (3); evidence names the receiver, its description and the answer
 //! (5); a close can be repeated (6); and the registry's own rules and routes.
 
+use crate::real_receivers::servers;
+use crate::stores::{on_both_stores, Store};
 use crate::support::{adapter_fixture, dump, recon_bin, run_with_env, Run};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -26,16 +28,39 @@ mod rules;
 mod sessions;
 mod sqlite_receiver;
 
-/// A workspace, and the files of fixture adapters beside it.
+/// An outbox (a workspace, or on PostgreSQL a fresh database with no
+/// receiver registered), and the files of fixture adapters beside it.
 struct Rig {
     dir: tempfile::TempDir,
+    /// The database's URL on PostgreSQL.
+    database: Option<String>,
 }
 
 impl Rig {
     fn new() -> Rig {
+        Rig::on(Store::Sqlite)
+    }
+
+    /// A rig on `store`; for PostgreSQL the caller has checked
+    /// [`Store::available`] (`on_both_stores!` does).
+    fn on(store: Store) -> Rig {
+        let database = (store == Store::Postgres).then(|| {
+            let pg = servers::postgres()
+                .as_ref()
+                .expect("the PostgreSQL cluster");
+            crate::pg_store::initialized(pg, "rig")
+        });
         Rig {
             dir: tempfile::tempdir().expect("temp dir"),
+            database,
         }
+    }
+
+    /// [`Rig::with_mail`] on `store`.
+    fn with_mail_on(store: Store) -> Rig {
+        let rig = Rig::on(store);
+        rig.register("mail", "post_letter", &[], FULL);
+        rig
     }
 
     /// A rig with `mail` registered for `post_letter`: a receiver with the
@@ -56,6 +81,38 @@ impl Rig {
         rig
     }
 
+    /// Registers a receiver for every action kind (`*`) and returns its
+    /// name: recon's own ledger on SQLite; on PostgreSQL, which has none,
+    /// the fixture as `any`, with the full contract.
+    fn catch_all(&self) -> &'static str {
+        match self.database {
+            None => {
+                self.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+                "builtin"
+            }
+            Some(_) => {
+                self.register("any", "*", &[], FULL);
+                "any"
+            }
+        }
+    }
+
+    /// How many effects receiver `name` committed for `op`: the built-in
+    /// ledger's rows, or the fixture's effects in its state file.
+    fn effects_at(&self, name: &str, op: &str) -> usize {
+        if name == "builtin" {
+            let rows = self.json(&["ledger", "--op", op, "--json"]);
+            return rows.as_array().map_or(0, Vec::len);
+        }
+        let text = std::fs::read_to_string(self.file(&format!("{name}.state"))).unwrap_or_default();
+        if text.is_empty() {
+            return 0;
+        }
+        let state: Value = serde_json::from_str(&text).expect("the fixture's ledger");
+        let effects = state["effects"].as_array().expect("its effects");
+        effects.iter().filter(|e| e["op_id"] == op).count()
+    }
+
     fn ws(&self) -> String {
         self.file("ws")
     }
@@ -64,12 +121,26 @@ impl Rig {
         self.dir.path().join(name).display().to_string()
     }
 
-    /// `recon --workspace WS ARGS`.
+    /// The arguments that point a command at the outbox: `--workspace WS`
+    /// or `--database URL`.
+    fn place(&self) -> Vec<String> {
+        match &self.database {
+            Some(url) => vec!["--database".into(), url.clone()],
+            None => vec!["--workspace".into(), self.ws()],
+        }
+    }
+
+    /// `recon --workspace WS ARGS`, or `recon --database URL ARGS`.
     fn recon(&self, args: &[&str]) -> Run {
-        let ws = self.ws();
-        let mut all = vec!["--workspace", ws.as_str()];
+        self.recon_env(args, &[])
+    }
+
+    /// [`Rig::recon`] with these environment variables set as well.
+    fn recon_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let place = self.place();
+        let mut all: Vec<&str> = place.iter().map(String::as_str).collect();
         all.extend(args);
-        run_with_env(&all, None, &[])
+        run_with_env(&all, None, env)
     }
 
     #[track_caller]
@@ -203,7 +274,10 @@ impl Rig {
     }
 
     fn dump(&self) -> String {
-        dump(&PathBuf::from(self.ws()))
+        match &self.database {
+            Some(url) => crate::stores::database_dump(url),
+            None => dump(&PathBuf::from(self.ws())),
+        }
     }
 
     fn list(&self) -> Value {
@@ -238,9 +312,9 @@ fn assert_refused_json(out: &Run, code: &str) {
     );
 }
 
-#[test]
-fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing);
+fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_nothing(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", "{}");
     let before = rig.dump();
     for fault in ["crash-after-commit", "crash-before-commit"] {
@@ -252,6 +326,7 @@ fn a_drill_on_an_operation_routed_to_an_adapter_is_a_usage_error_and_writes_noth
     assert!(rig.log("mail").iter().all(|e| e["verb"] == "describe"));
 }
 
+// SQLite only: it reads the built-in ledger (`ledger`, `receiver apply`).
 #[test]
 fn values_beginning_with_a_dash_reach_the_receiver_intact() {
     let rig = Rig::with_ledger();
@@ -321,6 +396,7 @@ fn values_beginning_with_a_dash_reach_the_receiver_intact() {
     assert_eq!(receipt["receipt"]["compensates_effect_id"], "-fx");
 }
 
+// SQLite only: it calls the built-in ledger's child directly.
 #[test]
 fn a_direct_receiver_call_passes_values_beginning_with_a_dash_intact() {
     let rig = Rig::with_ledger();
@@ -351,9 +427,9 @@ fn a_direct_receiver_call_passes_values_beginning_with_a_dash_intact() {
     assert_eq!(receipt.compensates_effect_id.as_deref(), Some("-fx"));
 }
 
-#[test]
-fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin() {
-    let rig = Rig::with_mail();
+on_both_stores!(an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin);
+fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.ok(&[
         "prepare",
         "--op",
@@ -370,9 +446,9 @@ fn an_operation_id_beginning_with_a_dash_reaches_an_adapter_on_stdin() {
     assert_eq!(applied[0]["op"]["payload"], -1);
 }
 
-#[test]
-fn adapter_stderr_is_shown_escaped() {
-    let rig = Rig::with_mail();
+on_both_stores!(adapter_stderr_is_shown_escaped);
+fn adapter_stderr_is_shown_escaped(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", "{}");
     rig.set_mode("mail", "stderr-escape");
     let dispatched = rig.ok(&["dispatch", "op-1"]);

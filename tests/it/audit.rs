@@ -9,6 +9,8 @@
 //! exported lines are rehashed here with plain `sha2`, so the format is
 //! reproducible without recon.
 
+mod postgres;
+
 use crate::support::{program, run, Lab, Run};
 use recon::audit::{Checkpoint, EntryKind};
 use recon::dispatch::DispatchOptions;

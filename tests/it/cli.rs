@@ -4,7 +4,7 @@
 //! compared with a dump taken before it.
 
 mod flows;
-mod refusals;
+pub(crate) mod refusals;
 mod storage;
 mod usage;
 
@@ -43,11 +43,40 @@ impl Shell {
     pub fn on(store: Store) -> Shell {
         match store {
             Store::Sqlite => Shell::with_ledger(),
-            Store::Postgres => Shell {
-                site: Some(Site::new(store)),
-                ..Shell::empty()
-            },
+            Store::Postgres => Shell::at(Site::new(store)),
         }
+    }
+
+    /// The binary pointed at `site`, an outbox on either store that the
+    /// test has already filled through the library. On SQLite `ws` is
+    /// the site's workspace directory.
+    pub fn at(site: Site) -> Shell {
+        let empty = Shell::empty();
+        let ws = match site.store {
+            Store::Sqlite => site.path().to_path_buf(),
+            Store::Postgres => empty.ws.clone(),
+        };
+        Shell {
+            ws,
+            site: Some(site),
+            ..empty
+        }
+    }
+
+    /// The store the outbox is on.
+    pub fn store(&self) -> Store {
+        match self.postgres() {
+            Some(_) => Store::Postgres,
+            None => Store::Sqlite,
+        }
+    }
+
+    /// The site on PostgreSQL; `None` on SQLite, where the built-in
+    /// ledger's own drills and `ledger` command serve.
+    fn postgres(&self) -> Option<&Site> {
+        self.site
+            .as_ref()
+            .filter(|site| site.store == Store::Postgres)
     }
 
     /// `recon ARGS` with the built-in ledger's crash drill `fault`
@@ -55,7 +84,7 @@ impl Shell {
     /// run; it must succeed.
     #[track_caller]
     pub fn faulted(&self, args: &[&str], fault: Fault) -> Run {
-        let Some(site) = &self.site else {
+        let Some(site) = self.postgres() else {
             return self.ok(&[args, &["--fault", fault.as_str()]].concat());
         };
         site.set_crash(Some(fault));
@@ -69,10 +98,47 @@ impl Shell {
     /// on SQLite, the adapter's ledger on PostgreSQL (its effects have the
     /// same fields).
     pub fn effects(&self, op: Option<&str>) -> Value {
-        match (&self.site, op) {
+        match (self.postgres(), op) {
             (Some(site), _) => Value::Array(site.adapter_effects(op)),
             (None, None) => self.json(&["ledger"]),
             (None, Some(op)) => self.json(&["ledger", "--op", op]),
+        }
+    }
+
+    /// An effect the receiver commits for `op` behind recon's back (a
+    /// retry of its own): see [`Site::effect_behind`].
+    #[track_caller]
+    pub fn effect_behind(&self, op: &str, action: &str, payload: &str) {
+        match &self.site {
+            Some(site) => {
+                let payload = serde_json::from_str(payload).expect("a JSON payload");
+                site.effect_behind(op, action, &payload);
+            }
+            None => drop(self.ok(&[
+                "receiver",
+                "apply",
+                "--op",
+                op,
+                "--action",
+                action,
+                "--payload",
+                payload,
+            ])),
+        }
+    }
+
+    /// Runs `sql` on the outbox behind recon's back, as an attacker with
+    /// its storage would, the append-only triggers out of the way: on the
+    /// SQLite file ([`crate::audit::tamper`]), or in the database as
+    /// PostgreSQL's superuser with triggers off for the session.
+    #[track_caller]
+    pub fn tamper(&self, sql: &str) {
+        match self.postgres() {
+            Some(site) => {
+                let sql = format!("SET session_replication_role = replica; {sql}");
+                drop(site.try_psql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}")))
+            }
+            None => crate::audit::tamper(&self.ws, sql),
         }
     }
 
@@ -107,8 +173,11 @@ impl Shell {
         ws
     }
 
-    /// A library handle on the (existing) workspace.
+    /// A library handle on the (existing) outbox, on either store.
     pub fn workspace(&self) -> Workspace {
+        if let Some(site) = &self.site {
+            return site.reopen();
+        }
         Workspace::open(&self.ws, OpenOptions::default())
             .expect("open workspace")
             .with_receiver_program(program())
@@ -116,6 +185,15 @@ impl Shell {
 
     pub fn ws_arg(&self) -> String {
         self.ws.display().to_string()
+    }
+
+    /// The arguments that point a command at the outbox: `--workspace WS`
+    /// or `--database URL`.
+    pub fn place(&self) -> Vec<String> {
+        match &self.site {
+            Some(site) => site.args(),
+            None => vec!["--workspace".to_string(), self.ws_arg()],
+        }
     }
 
     /// `recon ARGS --workspace WS` (or `--database URL`).
@@ -126,10 +204,7 @@ impl Shell {
     /// `--workspace WS` goes last, or just before a `--` (after which
     /// every word belongs to the receiver's command line).
     pub fn run_full(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
-        let place = match &self.site {
-            Some(site) => site.args(),
-            None => vec!["--workspace".to_string(), self.ws_arg()],
-        };
+        let place = self.place();
         let mut all: Vec<&str> = args.to_vec();
         let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
         all.splice(at..at, place.iter().map(String::as_str));

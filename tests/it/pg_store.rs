@@ -123,8 +123,8 @@ fn inits_waiting(pg: &Postgres, database: &str) -> usize {
 }
 
 #[test]
-fn two_db_init_at_once_both_succeed_with_one_schema() {
-    let test = "two_db_init_at_once_both_succeed_with_one_schema";
+fn two_db_init_at_once_both_succeed_with_one_schema_and_a_third_is_a_no_op() {
+    let test = "two_db_init_at_once_both_succeed_with_one_schema_and_a_third_is_a_no_op";
     let Some(pg) = servers::require(test, servers::postgres()) else {
         return;
     };
@@ -173,6 +173,13 @@ fn two_db_init_at_once_both_succeed_with_one_schema() {
                 (SELECT count(*) FROM pg_trigger WHERE tgname = 'journal_follows_head')",
     );
     assert_eq!(counts.trim(), "4|1|1");
+    // A third run after the race is a no-op: nothing created, no row
+    // version moved.
+    let made = fingerprint(pg, database);
+    let third = init_ok(&url);
+    assert_eq!(third["created"], json!(false), "{third}");
+    assert_eq!(third["workspace_id"], answers[0]["workspace_id"]);
+    assert_eq!(fingerprint(pg, database), made);
 }
 
 /// An entry of `kind` sealed after `head`.

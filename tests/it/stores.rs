@@ -399,23 +399,62 @@ impl Site {
         let Some(url) = &self.url else {
             return crate::support::dump(self.dir.path());
         };
-        let pg = servers::postgres()
-            .as_ref()
-            .expect("the PostgreSQL cluster");
-        let database = url.rsplit('/').next().expect("a database name");
-        let tables = pg.psql(
-            database,
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
-        );
-        let mut out = String::new();
-        for table in tables.lines() {
-            out.push_str(&format!("{table}\n"));
-            let sql = format!("SELECT row_to_json(x)::text FROM \"{table}\" x ORDER BY 1");
-            out.push_str(&pg.psql(database, &sql));
-        }
+        let mut out = database_dump(url);
         let state = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
         out.push_str(&format!("adapter: {state}\n"));
         out
+    }
+
+    /// Runs `sql` in the site's database as the cluster's superuser, behind
+    /// recon's back (PostgreSQL only): psql's rows, or `Err` with the
+    /// server's message.
+    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
+        let url = self.url.as_ref().expect("a database (PostgreSQL only)");
+        let (pg, database) = cluster_and_database(url);
+        pg.try_psql(database, sql)
+    }
+
+    /// Has the receiver commit an effect for `op_id` without recon asking
+    /// (a receiver that applied a retry of its own): `recon receiver apply`
+    /// into the built-in ledger on SQLite; on PostgreSQL the adapter's
+    /// ledger written as its `apply` would.
+    pub fn effect_behind(&self, op_id: &str, action: &str, payload: &Value) {
+        if self.store == Store::Sqlite {
+            let payload = payload.to_string();
+            let dir = self.dir.path().display().to_string();
+            let out = crate::support::run(
+                &[
+                    "receiver",
+                    "apply",
+                    "--op",
+                    op_id,
+                    "--action",
+                    action,
+                    "--payload",
+                    &payload,
+                    "--workspace",
+                    &dir,
+                ],
+                None,
+            );
+            assert_eq!(out.code, Some(0), "receiver apply: {}", out.stderr);
+            return;
+        }
+        let path = self.dir.path().join(STATE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut ledger: Value = match text.is_empty() {
+            true => serde_json::json!({"effects": [], "closed": {}}),
+            false => serde_json::from_str(&text).expect("the adapter's ledger"),
+        };
+        let effects = ledger["effects"].as_array_mut().expect("its effects");
+        effects.push(serde_json::json!({
+            "effect_id": format!("fx-{:06}", effects.len() + 1),
+            "op_id": op_id,
+            "action_kind": action,
+            "payload": payload,
+            "compensates_effect_id": null,
+        }));
+        std::fs::write(path, ledger.to_string()).expect("write the adapter's ledger");
     }
 
     /// A directory of the test's own beside the outbox (for fifos and the
@@ -429,6 +468,32 @@ impl Site {
         assert_eq!(self.store, Store::Sqlite, "a database has no directory");
         self.dir.path()
     }
+}
+
+/// Every row of every table of the database at `url` (of this process's
+/// cluster), each table's rows as text in a stable order: equal dumps
+/// mean nothing was written.
+pub fn database_dump(url: &str) -> String {
+    let (pg, database) = cluster_and_database(url);
+    let tables = pg.psql(
+        database,
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename",
+    );
+    let mut out = String::new();
+    for table in tables.lines() {
+        out.push_str(&format!("{table}\n"));
+        let sql = format!("SELECT row_to_json(x)::text FROM \"{table}\" x ORDER BY 1");
+        out.push_str(&pg.psql(database, &sql));
+    }
+    out
+}
+
+/// The cluster of this process and the name of the database at `url`.
+fn cluster_and_database(url: &str) -> (&'static servers::Postgres, &str) {
+    let pg = servers::postgres()
+        .as_ref()
+        .expect("the PostgreSQL cluster");
+    (pg, url.rsplit('/').next().expect("a database name"))
 }
 
 fn database(url: &str) -> Location {

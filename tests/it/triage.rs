@@ -15,9 +15,9 @@ mod observe;
 mod queue;
 mod time;
 
-use crate::support::{demo_clock, program};
+use crate::stores::{Site, Store};
+use crate::support::demo_clock;
 use recon::clock::FixedClock;
-use recon::{OpenOptions, Workspace};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -42,35 +42,31 @@ pub fn time_of(object: &Value, field: &str) -> String {
     text.to_string()
 }
 
-/// A fresh workspace on a clock stopped at the demo's time, which only the
+/// A fresh outbox on a clock stopped at the demo's time, which only the
 /// test moves.
 pub struct Clocked {
-    _dir: tempfile::TempDir,
-    pub ws: Workspace,
+    pub site: Site,
     pub clock: Arc<FixedClock>,
 }
 
 impl Clocked {
+    /// On SQLite.
     pub fn new() -> Clocked {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Clocked::on(Store::Sqlite)
+    }
+
+    /// On `store`.
+    pub fn on(store: Store) -> Clocked {
         let clock = demo_clock();
-        let ws = crate::support::with_ledger(
-            Workspace::open(dir.path(), OpenOptions::default().creating())
-                .expect("create workspace")
-                .with_receiver_program(program())
-                .with_clock(clock.clone()),
-        );
-        Clocked {
-            _dir: dir,
-            ws,
-            clock,
-        }
+        let mut site = Site::new(store);
+        site.ws = site.ws.with_clock(clock.clone());
+        Clocked { site, clock }
     }
 
     /// Moves the clock on by `seconds` and returns the new time as text.
     pub fn tick(&self, seconds: u64) -> String {
         self.clock.advance(std::time::Duration::from_secs(seconds));
-        self.ws.now().to_string()
+        self.site.ws.now().to_string()
     }
 }
 

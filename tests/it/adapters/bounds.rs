@@ -4,11 +4,12 @@
 //! (`domain::bounds` derives the payload's bound from the line's).
 
 use super::Rig;
+use crate::stores::{on_both_stores, Store};
 use serde_json::Value;
 
-#[test]
-fn eight_matches_of_the_largest_payload_escaped_at_worst_are_read() {
-    let rig = Rig::with_mail();
+on_both_stores!(eight_matches_of_the_largest_payload_escaped_at_worst_are_read);
+fn eight_matches_of_the_largest_payload_escaped_at_worst_are_read(store: Store) {
+    let rig = Rig::with_mail_on(store);
     let limit = recon::cli::MAX_PAYLOAD_BYTES;
     // Exactly the limit, every byte a `<`, which Go's encoding/json writes
     // as `\u003c`: six bytes for one.

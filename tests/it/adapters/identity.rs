@@ -6,6 +6,7 @@
 
 use super::{Rig, FULL};
 use crate::cli::assert_refused;
+use crate::stores::{on_both_stores, Store};
 use serde_json::json;
 
 /// The full contract, for one store.
@@ -22,12 +23,12 @@ fn verify_intact(rig: &Rig) {
     assert_eq!(out.code, Some(0), "{}", out.stdout);
 }
 
+on_both_stores!(a_compensation_of_a_removed_registrations_effect_is_refused_receiver_gone);
 /// Ledger A's effect, confirmed; A removed and another receiver added
 /// under its name: a compensation of A's effect is refused, never sent to
 /// the receiver that now holds the name.
-#[test]
-fn a_compensation_of_a_removed_registrations_effect_is_refused_receiver_gone() {
-    let rig = Rig::new();
+fn a_compensation_of_a_removed_registrations_effect_is_refused_receiver_gone(store: Store) {
+    let rig = Rig::on(store);
     rig.register("ledger", "refund", &[], STORE_A);
     rig.prepare("op-1", "refund", r#"{"amount":10}"#);
     let receipt = rig.dispatch("op-1");
@@ -67,12 +68,12 @@ fn a_compensation_of_a_removed_registrations_effect_is_refused_receiver_gone() {
     verify_intact(&rig);
 }
 
+on_both_stores!(receivers_update_keeps_the_registration_and_refuses_another_store);
 /// `receivers update` changes a receiver in place, keeping its identity:
 /// the same id, one more version, journaled; open operations keep going
 /// to it. A program that answers for another store is another receiver.
-#[test]
-fn receivers_update_keeps_the_registration_and_refuses_another_store() {
-    let rig = Rig::new();
+fn receivers_update_keeps_the_registration_and_refuses_another_store(store: Store) {
+    let rig = Rig::on(store);
     rig.register("ledger", "refund", &[], STORE_A);
     rig.prepare("op-1", "refund", r#"{"amount":10}"#);
     let out = rig.ok(&["receivers", "update", "ledger", "--timeout-ms", "5000"]);
@@ -111,13 +112,17 @@ fn receivers_update_keeps_the_registration_and_refuses_another_store() {
     verify_intact(&rig);
 }
 
+on_both_stores!(
+    a_describe_for_another_store_is_refused_before_the_act_and_a_new_version_is_recorded
+);
 /// Before a receiver's first use in a process its `describe` runs again:
 /// a new version alone is recorded and the act goes on; another store is
 /// refused `receiver_changed` before anything is committed, and
 /// `check --accept` will not store it either.
-#[test]
-fn a_describe_for_another_store_is_refused_before_the_act_and_a_new_version_is_recorded() {
-    let rig = Rig::new();
+fn a_describe_for_another_store_is_refused_before_the_act_and_a_new_version_is_recorded(
+    store: Store,
+) {
+    let rig = Rig::on(store);
     rig.register("ledger", "refund", &[], STORE_A);
     rig.prepare("op-1", "refund", r#"{"amount":10}"#);
     rig.set_mode("ledger", "other-instance");
@@ -143,12 +148,12 @@ fn a_describe_for_another_store_is_refused_before_the_act_and_a_new_version_is_r
     verify_intact(&rig);
 }
 
+on_both_stores!(a_changed_claim_is_refused_until_check_accept_stores_it);
 /// A changed claim (here: it can no longer close) is refused until a
 /// person accepts it with `check --accept`; afterwards the receiver is
 /// held to what it now says.
-#[test]
-fn a_changed_claim_is_refused_until_check_accept_stores_it() {
-    let rig = Rig::new();
+fn a_changed_claim_is_refused_until_check_accept_stores_it(store: Store) {
+    let rig = Rig::on(store);
     rig.register("ledger", "refund", &[], STORE_A);
     rig.prepare("op-1", "refund", r#"{"amount":10}"#);
     rig.set_mode("ledger", "cannot-close");

@@ -7,11 +7,12 @@
 use super::lost::assert_lost;
 use super::Rig;
 use crate::cli::assert_refused;
+use crate::stores::{on_both_stores, Store};
 use serde_json::json;
 
-#[test]
-fn a_receipt_of_ten_point_zero_and_its_read_back_agree() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_receipt_of_ten_point_zero_and_its_read_back_agree);
+fn a_receipt_of_ten_point_zero_and_its_read_back_agree(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"amount":10.0,"items":[1,2]}"#);
     // The fixture keeps and echoes every integer as a float.
     rig.set_mode("mail", "apply:floats");
@@ -25,11 +26,11 @@ fn a_receipt_of_ten_point_zero_and_its_read_back_agree() {
     assert_eq!(closed["verdict"], "unique_exact_match", "{closed}");
 }
 
-#[test]
-fn a_duplicate_key_in_an_adapter_answer_is_garbage() {
+on_both_stores!(a_duplicate_key_in_an_adapter_answer_is_garbage);
+fn a_duplicate_key_in_an_adapter_answer_is_garbage(store: Store) {
     // In a receipt: the answer carries an ignored member whose object
     // names a key twice; nothing counts, and nothing was written.
-    let rig = Rig::with_mail();
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     rig.set_mode("mail", "apply:duplicate-key");
     let report = rig.dispatch("op-1");
@@ -61,11 +62,11 @@ fn a_duplicate_key_in_an_adapter_answer_is_garbage() {
     assert_eq!((rig.dump(), rig.list()), (dump, list));
 }
 
-#[test]
-fn a_receipt_whose_payload_names_a_key_twice_is_garbage() {
+on_both_stores!(a_receipt_whose_payload_names_a_key_twice_is_garbage);
+fn a_receipt_whose_payload_names_a_key_twice_is_garbage(store: Store) {
     // `{"amount":1,"amount":1000}` for a request of 1000: a reader keeping
     // the last value would call it exact.
-    let rig = Rig::with_mail();
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"amount":1000}"#);
     rig.set_mode("mail", "apply:duplicate-payload");
     let report = rig.dispatch("op-1");
@@ -73,9 +74,9 @@ fn a_receipt_whose_payload_names_a_key_twice_is_garbage() {
     assert_lost(&rig, "op-1", &report, "garbage", json!(0));
 }
 
-#[test]
-fn an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage() {
-    let rig = Rig::with_mail();
+on_both_stores!(an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage);
+fn an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     // The fixture writes the effect under an id holding a right-to-left
     // override, and says so in its receipt.

@@ -5,6 +5,7 @@
 //! read of the receiver can.
 
 use super::{assert_refused_json, Rig, FULL};
+use crate::stores::{on_both_stores, Store};
 use crate::support::{output_of, recon_bin};
 use serde_json::{json, Value};
 use std::io::Read;
@@ -54,8 +55,8 @@ fn assert_no_basis(rig: &Rig, op: &str) {
 /// Prepares an operation for `mail`, dispatches it with the fixture in
 /// `mode`, and checks the lost receipt of `kind`.
 #[track_caller]
-fn lost(mode: &str, kind: &str, exit: Value) {
-    let rig = Rig::with_mail();
+fn lost(store: Store, mode: &str, kind: &str, exit: Value) {
+    let rig = Rig::with_mail_on(store);
     let op = format!("op-{mode}");
     rig.prepare(&op, "post_letter", r#"{"to":"ada"}"#);
     rig.set_mode("mail", mode);
@@ -65,43 +66,43 @@ fn lost(mode: &str, kind: &str, exit: Value) {
     assert_no_basis(&rig, &op);
 }
 
-#[test]
-fn a_crash_before_apply_leaves_the_operation_unknown() {
-    lost("apply:crash-before", "crash", json!(3));
+on_both_stores!(a_crash_before_apply_leaves_the_operation_unknown);
+fn a_crash_before_apply_leaves_the_operation_unknown(store: Store) {
+    lost(store, "apply:crash-before", "crash", json!(3));
 }
 
-#[test]
-fn garbage_leaves_the_operation_unknown() {
-    lost("apply:garbage", "garbage", json!(0));
+on_both_stores!(garbage_leaves_the_operation_unknown);
+fn garbage_leaves_the_operation_unknown(store: Store) {
+    lost(store, "apply:garbage", "garbage", json!(0));
 }
 
-#[test]
-fn two_answer_lines_leave_the_operation_unknown() {
-    lost("apply:two-lines", "extra_output", json!(0));
+on_both_stores!(two_answer_lines_leave_the_operation_unknown);
+fn two_answer_lines_leave_the_operation_unknown(store: Store) {
+    lost(store, "apply:two-lines", "extra_output", json!(0));
 }
 
-#[test]
-fn an_answer_longer_than_8_mib_leaves_the_operation_unknown() {
-    lost("apply:oversize", "oversize", json!(0));
+on_both_stores!(an_answer_longer_than_8_mib_leaves_the_operation_unknown);
+fn an_answer_longer_than_8_mib_leaves_the_operation_unknown(store: Store) {
+    lost(store, "apply:oversize", "oversize", json!(0));
 }
 
-#[test]
-fn a_receipt_for_another_operation_leaves_it_unknown() {
-    lost("apply:other-op", "mismatch", json!(0));
+on_both_stores!(a_receipt_for_another_operation_leaves_it_unknown);
+fn a_receipt_for_another_operation_leaves_it_unknown(store: Store) {
+    lost(store, "apply:other-op", "mismatch", json!(0));
 }
 
-#[test]
-fn a_receipt_with_a_changed_payload_leaves_it_unknown() {
-    lost("apply:changed-payload", "mismatch", json!(0));
+on_both_stores!(a_receipt_with_a_changed_payload_leaves_it_unknown);
+fn a_receipt_with_a_changed_payload_leaves_it_unknown(store: Store) {
+    lost(store, "apply:changed-payload", "mismatch", json!(0));
 }
 
-#[test]
-fn a_receipt_with_a_changed_action_leaves_it_unknown() {
-    lost("apply:changed-action", "mismatch", json!(0));
+on_both_stores!(a_receipt_with_a_changed_action_leaves_it_unknown);
+fn a_receipt_with_a_changed_action_leaves_it_unknown(store: Store) {
+    lost(store, "apply:changed-action", "mismatch", json!(0));
 }
 
-#[test]
-fn every_error_code_leaves_the_operation_unknown() {
+on_both_stores!(every_error_code_leaves_the_operation_unknown);
+fn every_error_code_leaves_the_operation_unknown(store: Store) {
     for code in [
         "operation_closed",
         "unsupported",
@@ -109,16 +110,16 @@ fn every_error_code_leaves_the_operation_unknown() {
         "unavailable",
         "internal",
     ] {
-        lost(&format!("apply:error-{code}"), "error", json!(0));
+        lost(store, &format!("apply:error-{code}"), "error", json!(0));
     }
 }
 
+on_both_stores!(a_program_that_cannot_start_fails_the_dispatch_and_leaves_the_operation_prepared);
 /// Its `describe` runs before anything is committed for the dispatch, so a
 /// program that cannot start fails the act with the operation still
 /// `prepared`: nothing was sent, and it may be dispatched once it is back.
-#[test]
-fn a_program_that_cannot_start_fails_the_dispatch_and_leaves_the_operation_prepared() {
-    let rig = Rig::new();
+fn a_program_that_cannot_start_fails_the_dispatch_and_leaves_the_operation_prepared(store: Store) {
+    let rig = Rig::on(store);
     let copy = rig.file("gone.py");
     std::fs::copy(super::adapter_fixture(), &copy).unwrap();
     let mut args = vec!["receivers", "add", "gone", "--actions", "post_letter", "--"];
@@ -140,9 +141,9 @@ fn a_program_that_cannot_start_fails_the_dispatch_and_leaves_the_operation_prepa
     );
 }
 
-#[test]
-fn a_crash_after_apply_leaves_it_unknown_until_a_fresh_read_finds_the_effect() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_crash_after_apply_leaves_it_unknown_until_a_fresh_read_finds_the_effect);
+fn a_crash_after_apply_leaves_it_unknown_until_a_fresh_read_finds_the_effect(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     rig.set_mode("mail", "apply:crash-after");
     let report = rig.dispatch("op-1");
@@ -162,9 +163,9 @@ fn a_crash_after_apply_leaves_it_unknown_until_a_fresh_read_finds_the_effect() {
     assert_eq!(evidence[0]["effect_id"], "mail-000001");
 }
 
-#[test]
-fn a_receipt_with_a_changed_compensation_target_leaves_it_unknown() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_receipt_with_a_changed_compensation_target_leaves_it_unknown);
+fn a_receipt_with_a_changed_compensation_target_leaves_it_unknown(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
     rig.ok(&[
@@ -201,9 +202,9 @@ fn inherited_pipe() -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
-#[test]
-fn a_hung_adapter_is_killed_with_its_whole_process_group() {
-    let rig = Rig::new();
+on_both_stores!(a_hung_adapter_is_killed_with_its_whole_process_group);
+fn a_hung_adapter_is_killed_with_its_whole_process_group(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &["--timeout-ms", "2000"], FULL);
     rig.prepare("op-1", "post_letter", "{}");
     rig.set_mode("mail", "apply:hang");
@@ -214,7 +215,9 @@ fn a_hung_adapter_is_killed_with_its_whole_process_group() {
     let (read, write) = inherited_pipe();
     let write_fd = write.as_raw_fd();
     let mut command = Command::new(recon_bin());
-    command.args(["--workspace", &rig.ws(), "dispatch", "op-1", "--json"]);
+    command
+        .args(rig.place())
+        .args(["dispatch", "op-1", "--json"]);
     // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on
     // the child's copy of the descriptor.
     unsafe {
@@ -247,12 +250,12 @@ fn a_hung_adapter_is_killed_with_its_whole_process_group() {
     assert!(events.contains(&json!("hanging")), "{events:?}");
 }
 
+on_both_stores!(a_complete_answer_counts_when_the_adapter_lingers_after_it);
 /// A complete answer line counts even when the adapter lingers after
 /// writing it: recon gives it a moment to exit, then kills its process
 /// group and keeps the answer (well inside the receiver's timeout).
-#[test]
-fn a_complete_answer_counts_when_the_adapter_lingers_after_it() {
-    let rig = Rig::new();
+fn a_complete_answer_counts_when_the_adapter_lingers_after_it(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &["--timeout-ms", "20000"], FULL);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     rig.set_mode("mail", "apply:linger");
@@ -265,12 +268,12 @@ fn a_complete_answer_counts_when_the_adapter_lingers_after_it() {
     assert_eq!(report["receiver_exit_code"], Value::Null, "it was killed");
 }
 
+on_both_stores!(a_failed_dispatch_is_kept_with_its_operation_and_shown);
 /// Nothing an adapter did is forgotten: a dispatch whose call gave no
 /// usable answer keeps the failure (kind, detail, exit code, the stderr
 /// tail) with its operation, journaled, and `show` says why it is unknown.
-#[test]
-fn a_failed_dispatch_is_kept_with_its_operation_and_shown() {
-    let rig = Rig::with_mail();
+fn a_failed_dispatch_is_kept_with_its_operation_and_shown(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     rig.set_mode("mail", "apply:stderr-escape");
     let report = rig.dispatch("op-1");
@@ -302,11 +305,11 @@ fn a_failed_dispatch_is_kept_with_its_operation_and_shown() {
     assert_eq!(verified.code, Some(0), "{}", verified.stdout);
 }
 
+on_both_stores!(a_failed_recorded_read_is_kept_and_a_shown_one_is_not);
 /// A read someone records (`observe`, `snapshot --by`) is an act: its
 /// failed call is kept with the operation. A read only shown keeps nothing.
-#[test]
-fn a_failed_recorded_read_is_kept_and_a_shown_one_is_not() {
-    let rig = Rig::with_mail();
+fn a_failed_recorded_read_is_kept_and_a_shown_one_is_not(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     rig.dispatch("op-1");
     rig.set_mode("mail", "query:crash-now");

@@ -2,6 +2,7 @@
 //! exact ```python block, through a whole flow, so the README cannot rot.
 
 use super::Rig;
+use crate::stores::{on_both_stores, Store};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 
@@ -24,14 +25,14 @@ fn readme_adapter() -> String {
     format!("{code}\n")
 }
 
-#[test]
-fn the_readme_adapter_runs_the_whole_flow() {
+on_both_stores!(the_readme_adapter_runs_the_whole_flow);
+fn the_readme_adapter_runs_the_whole_flow(store: Store) {
     let code = readme_adapter();
     assert!(
         code.lines().count() <= 60,
         "the README promises at most 60 lines"
     );
-    let rig = Rig::new();
+    let rig = Rig::on(store);
     let program = rig.file("letters.py");
     std::fs::write(&program, code).unwrap();
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -4,11 +4,12 @@
 
 use super::{assert_refused_json, Rig, FULL, NO_CLOSE};
 use crate::cli::assert_refused;
+use crate::stores::{on_both_stores, Store};
 use serde_json::{json, Value};
 
-#[test]
-fn registration_refusals_store_nothing() {
-    let rig = Rig::with_mail();
+on_both_stores!(registration_refusals_store_nothing);
+fn registration_refusals_store_nothing(store: Store) {
+    let rig = Rig::with_mail_on(store);
     let (dump, list) = (rig.dump(), rig.list());
     for (name, actions, mode, code) in [
         ("bad", "x", "describe:garbage", "adapter_malformed"),
@@ -33,6 +34,7 @@ fn registration_refusals_store_nothing() {
     assert_eq!(rig.list(), list);
 }
 
+// SQLite only: it proves no workspace directory is created.
 #[test]
 fn a_receiver_name_outside_the_pattern_is_a_usage_error() {
     let rig = Rig::new();
@@ -54,9 +56,9 @@ fn a_receiver_name_outside_the_pattern_is_a_usage_error() {
     rig.register(&"a".repeat(40), "x", &[], &[]);
 }
 
-#[test]
-fn add_prints_the_registration_as_list_prints_it() {
-    let rig = Rig::new();
+on_both_stores!(add_prints_the_registration_as_list_prints_it);
+fn add_prints_the_registration_as_list_prints_it(store: Store) {
+    let rig = Rig::on(store);
     let options = ["--timeout-ms", "1500", "--json"];
     let out = rig.add("mail", "post_letter,post_parcel", &options, NO_CLOSE);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -97,6 +99,7 @@ fn add_prints_the_registration_as_list_prints_it() {
     );
 }
 
+// SQLite only: it lists the built-in ledger's registration.
 #[test]
 fn list_prints_one_escaped_line_per_receiver() {
     let rig = Rig::with_ledger();
@@ -125,9 +128,9 @@ fn list_prints_one_escaped_line_per_receiver() {
     assert_eq!(rig.list()[1]["args"][9], "post\u{1b}[2Joffice");
 }
 
-#[test]
-fn a_bare_program_name_is_looked_up_on_path_once() {
-    let rig = Rig::new();
+on_both_stores!(a_bare_program_name_is_looked_up_on_path_once);
+fn a_bare_program_name_is_looked_up_on_path_once(store: Store) {
+    let rig = Rig::on(store);
     let mut args = vec![
         "receivers",
         "add",
@@ -150,9 +153,9 @@ fn a_bare_program_name_is_looked_up_on_path_once() {
     assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
 }
 
-#[test]
-fn a_receiver_is_in_use_while_an_open_operation_routes_to_it() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_receiver_is_in_use_while_an_open_operation_routes_to_it);
+fn a_receiver_is_in_use_while_an_open_operation_routes_to_it(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", "{}");
     assert_refused(
         &rig.recon(&["receivers", "remove", "mail"]),
@@ -187,9 +190,9 @@ fn a_receiver_is_in_use_while_an_open_operation_routes_to_it() {
     assert_eq!(rig.show("op-1")["operation"]["receiver"], "mail");
 }
 
-#[test]
-fn receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs() {
-    let rig = Rig::with_mail();
+on_both_stores!(receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs);
+fn receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs(store: Store) {
+    let rig = Rig::with_mail_on(store);
     let dump = rig.dump();
     let same = rig.ok(&["receivers", "check", "mail"]);
     assert!(
@@ -222,9 +225,9 @@ fn receivers_check_exits_0_when_describe_is_unchanged_and_1_when_it_differs() {
     );
 }
 
-#[test]
-fn an_action_routed_nowhere_is_refused_until_a_receiver_takes_every_kind() {
-    let rig = Rig::with_mail();
+on_both_stores!(an_action_routed_nowhere_is_refused_until_a_receiver_takes_every_kind);
+fn an_action_routed_nowhere_is_refused_until_a_receiver_takes_every_kind(store: Store) {
+    let rig = Rig::with_mail_on(store);
     let dump = rig.dump();
     let refused = rig.recon(&[
         "prepare",
@@ -234,49 +237,41 @@ fn an_action_routed_nowhere_is_refused_until_a_receiver_takes_every_kind() {
     ]);
     assert_refused(&refused, "no_receiver");
     assert_eq!(rig.dump(), dump);
-    rig.ok(&["receivers", "add", "builtin", "--builtin", "--actions", "*"]);
+    let any = rig.catch_all();
     // A named route still wins over `*`.
     assert_eq!(rig.prepare("op-2", "post_letter", "{}")["receiver"], "mail");
     let prepared = rig.prepare("op-1", "send_email", "{}");
-    assert_eq!(prepared["receiver"], "builtin");
+    assert_eq!(prepared["receiver"], any);
     let report = rig.dispatch("op-1");
     assert_eq!(
         (&report["receiver"], &report["outcome"]),
-        (&json!("builtin"), &json!("receipt"))
+        (&json!(any), &json!("receipt"))
     );
-    assert_eq!(
-        rig.json(&["ledger", "--op", "op-1", "--json"])[0]["op_id"],
-        "op-1"
-    );
+    assert_eq!(rig.effects_at(any, "op-1"), 1);
     assert!(rig.calls("mail", "apply").is_empty());
 }
 
-#[test]
-fn the_route_is_fixed_when_the_operation_is_prepared() {
-    let rig = Rig::with_ledger();
+on_both_stores!(the_route_is_fixed_when_the_operation_is_prepared);
+fn the_route_is_fixed_when_the_operation_is_prepared(store: Store) {
+    let rig = Rig::on(store);
+    let any = rig.catch_all();
     assert_eq!(
         rig.prepare("op-early", "post_letter", "{}")["receiver"],
-        "builtin"
+        any
     );
     rig.register("mail", "post_letter", &[], FULL);
     assert_eq!(
         rig.prepare("op-late", "post_letter", "{}")["receiver"],
         "mail"
     );
-    assert_eq!(rig.dispatch("op-early")["receiver"], "builtin");
-    assert_eq!(
-        rig.json(&["ledger", "--op", "op-early", "--json"])
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(rig.dispatch("op-early")["receiver"], any);
+    assert_eq!(rig.effects_at(any, "op-early"), 1);
     assert_eq!(rig.dispatch("op-late")["receiver"], "mail");
     assert_eq!(rig.calls("mail", "apply")[0]["op"]["op_id"], "op-late");
     // Another receiver takes the route over; decided operations keep theirs.
     rig.ok(&["receivers", "remove", "mail"]);
     rig.register("post", "post_letter", &[], FULL);
-    assert_eq!(rig.show("op-early")["operation"]["receiver"], "builtin");
+    assert_eq!(rig.show("op-early")["operation"]["receiver"], any);
     assert_eq!(rig.show("op-late")["operation"]["receiver"], "mail");
     assert_eq!(
         rig.prepare("op-later", "post_letter", "{}")["receiver"],
@@ -284,9 +279,9 @@ fn the_route_is_fixed_when_the_operation_is_prepared() {
     );
 }
 
-#[test]
-fn a_compensation_routes_to_the_receiver_of_the_effect_it_compensates() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_compensation_routes_to_the_receiver_of_the_effect_it_compensates);
+fn a_compensation_routes_to_the_receiver_of_the_effect_it_compensates(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.register("refunds", "refund_letter", &[], FULL);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
@@ -320,13 +315,17 @@ fn a_compensation_routes_to_the_receiver_of_the_effect_it_compensates() {
     assert!(rig.calls("refunds", "apply").is_empty());
 }
 
+on_both_stores!(
+    an_operation_whose_registration_was_removed_is_refused_and_its_name_does_not_take_it_back
+);
 /// A compensation routes to the registration of the effect it
 /// compensates: once that registration is removed the approval is refused
 /// `receiver_gone` before anything is written, and registering a receiver
 /// under the same name again does not hand it the old effects.
-#[test]
-fn an_operation_whose_registration_was_removed_is_refused_and_its_name_does_not_take_it_back() {
-    let rig = Rig::with_mail();
+fn an_operation_whose_registration_was_removed_is_refused_and_its_name_does_not_take_it_back(
+    store: Store,
+) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-1", "post_letter", r#"{"to":"ada"}"#);
     assert_eq!(rig.dispatch("op-1")["outcome"], "receipt");
     rig.ok(&["receivers", "remove", "mail"]);
@@ -373,21 +372,21 @@ fn world_probe(dir: &std::path::Path, log: &std::path::Path) -> std::path::PathB
     script
 }
 
+on_both_stores!(an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only);
 /// What an adapter runs with is fixed and small: `/` as its working
 /// directory, and of recon's environment only the allowlist and the
 /// variables its registration names (values read at run time).
-#[test]
-fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only() {
-    let rig = Rig::new();
+fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only(store: Store) {
+    let rig = Rig::on(store);
     let log = rig.dir.path().join("world.log");
     let probe = world_probe(rig.dir.path(), &log);
-    let ws = rig.ws();
+    let place = rig.place();
     let probe = probe.display().to_string();
     let args = [
         "receivers",
         "add",
-        "--workspace",
-        &ws,
+        &place[0],
+        &place[1],
         "probe",
         "--actions",
         "probe_it",
@@ -424,14 +423,16 @@ fn an_adapter_runs_in_root_with_the_allowlist_and_its_named_variables_only() {
     );
 }
 
+on_both_stores!(a_registration_whose_arguments_carry_a_password_is_refused_before_running);
 /// Arguments are stored, journaled and printed, so one that carries a
 /// password is refused before the program is ever run.
-#[test]
-fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
-    let rig = Rig::new();
+fn a_registration_whose_arguments_carry_a_password_is_refused_before_running(store: Store) {
+    let rig = Rig::on(store);
     let log = rig.dir.path().join("world.log");
     let probe = world_probe(rig.dir.path(), &log).display().to_string();
-    let ws = rig.ws();
+    let (place, ws) = (rig.place(), rig.ws());
+    // A database exists before any registration; a workspace does not.
+    let before = (store == Store::Postgres).then(|| rig.dump());
     for secret in [
         "postgres://ann:hunter2@db/ledger",
         "host=db password=hunter2",
@@ -439,8 +440,8 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         let args = [
             "receivers",
             "add",
-            "--workspace",
-            &ws,
+            &place[0],
+            &place[1],
             "probe",
             "--actions",
             "probe_it",
@@ -454,10 +455,13 @@ fn a_registration_whose_arguments_carry_a_password_is_refused_before_running() {
         assert!(out.stderr.contains("--env"), "{}", out.stderr);
         assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
         assert!(!log.exists(), "the adapter was run");
-        assert!(
-            !std::path::Path::new(&ws).exists(),
-            "a refused registration created the workspace"
-        );
+        match &before {
+            Some(dump) => assert_eq!(&rig.dump(), dump, "a refused registration wrote"),
+            None => assert!(
+                !std::path::Path::new(&ws).exists(),
+                "a refused registration created the workspace"
+            ),
+        }
     }
 }
 
@@ -470,8 +474,12 @@ fn plain_words(text: &str) -> String {
         .join(" ")
 }
 
-#[test]
-fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_left_out() {
+on_both_stores!(
+    help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_left_out
+);
+fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_left_out(
+    store: Store,
+) {
     const REQUIRED: &str = "must hold name, version, can_close and query {complete, authoritative}";
     const OPTIONAL: &str = "mandatory may be left out (the same as []): it lists the \
                             capabilities a host must understand to use the adapter at all";
@@ -485,7 +493,7 @@ fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_
         assert!(text.contains(OPTIONAL), "{what} explains mandatory");
     }
     // And recon holds an adapter to exactly those words.
-    let rig = Rig::new();
+    let rig = Rig::on(store);
     for field in [
         "name",
         "version",
@@ -510,9 +518,9 @@ fn receivers_help_says_no_receiver_is_implicit() {
     assert!(receivers.contains("No receiver is implicit"), "{receivers}");
 }
 
-#[test]
-fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
-    let rig = Rig::with_mail();
+on_both_stores!(receiver_in_use_names_the_first_open_operations_and_counts_them);
+fn receiver_in_use_names_the_first_open_operations_and_counts_them(store: Store) {
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-a", "post_letter", "{}");
     let out = rig.recon(&["receivers", "remove", "mail"]);
     assert_refused(&out, "receiver_in_use");
@@ -538,6 +546,7 @@ fn receiver_in_use_names_the_first_open_operations_and_counts_them() {
     );
 }
 
+// SQLite only: `ledger` reads the built-in ledger.
 #[test]
 fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
     let rig = Rig::with_mail();
@@ -578,11 +587,11 @@ fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
     assert_eq!(rig.ok(&["ledger", "--op", "op-2"]).stderr, "");
 }
 
+on_both_stores!(a_registration_whose_describe_fails_shows_the_adapters_stderr);
 /// A registration whose `describe` fails says what the adapter wrote on
 /// stderr (escaped), which is usually the reason.
-#[test]
-fn a_registration_whose_describe_fails_shows_the_adapters_stderr() {
-    let rig = Rig::new();
+fn a_registration_whose_describe_fails_shows_the_adapters_stderr(store: Store) {
+    let rig = Rig::on(store);
     let log = rig.dir.path().join("unused.log");
     let probe = world_probe(rig.dir.path(), &log);
     std::fs::write(

@@ -2,6 +2,7 @@
 //! to close, what evidence names, and closing twice.
 
 use super::{assert_refused_json, sha256_of_answer, Rig, NO_CLOSE};
+use crate::stores::{on_both_stores, Store};
 use serde_json::{json, Value};
 
 /// Prepares `op` for the receiver of `action` and loses its receipt before
@@ -19,15 +20,19 @@ fn unknown_and_applied(rig: &Rig, receiver: &str, op: &str, action: &str) {
     assert_eq!(rig.dispatch(op)["outcome"], "unknown");
 }
 
-#[test]
-fn a_receiver_that_cannot_prove_its_reads_never_yields_terminal_absence_or_unique_exact_match() {
+on_both_stores!(
+    a_receiver_that_cannot_prove_its_reads_never_yields_terminal_absence_or_unique_exact_match
+);
+fn a_receiver_that_cannot_prove_its_reads_never_yields_terminal_absence_or_unique_exact_match(
+    store: Store,
+) {
     // Each can close, but one is not complete and the other not
     // authoritative; both overclaim every flag in every answer.
     for (name, flags) in [
         ("partial", ["--can-close", "--authoritative"]),
         ("hearsay", ["--can-close", "--complete"]),
     ] {
-        let rig = Rig::new();
+        let rig = Rig::on(store);
         let row = rig.register(name, "post_letter", &[], &flags);
         unknown_and_empty(&rig, name, "op-none", "post_letter");
         unknown_and_applied(&rig, name, "op-one", "post_letter");
@@ -51,9 +56,9 @@ fn a_receiver_that_cannot_prove_its_reads_never_yields_terminal_absence_or_uniqu
     }
 }
 
-#[test]
-fn closed_from_a_receiver_that_cannot_close_is_lowered() {
-    let rig = Rig::new();
+on_both_stores!(closed_from_a_receiver_that_cannot_close_is_lowered);
+fn closed_from_a_receiver_that_cannot_close_is_lowered(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &[], NO_CLOSE);
     unknown_and_empty(&rig, "mail", "op-none", "post_letter");
     unknown_and_applied(&rig, "mail", "op-one", "post_letter");
@@ -71,9 +76,9 @@ fn closed_from_a_receiver_that_cannot_close_is_lowered() {
     );
 }
 
-#[test]
-fn closing_at_a_receiver_that_cannot_close_is_refused_before_it_is_invoked() {
-    let rig = Rig::new();
+on_both_stores!(closing_at_a_receiver_that_cannot_close_is_refused_before_it_is_invoked);
+fn closing_at_a_receiver_that_cannot_close_is_refused_before_it_is_invoked(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &[], NO_CLOSE);
     unknown_and_empty(&rig, "mail", "op-1", "post_letter");
     rig.set_mode("mail", "");
@@ -98,9 +103,9 @@ fn closing_at_a_receiver_that_cannot_close_is_refused_before_it_is_invoked() {
     assert_eq!(rig.dump(), dump);
 }
 
-#[test]
-fn a_receiver_that_cannot_close_allows_confirmed_on_existence_and_never_not_applied() {
-    let rig = Rig::new();
+on_both_stores!(a_receiver_that_cannot_close_allows_confirmed_on_existence_and_never_not_applied);
+fn a_receiver_that_cannot_close_allows_confirmed_on_existence_and_never_not_applied(store: Store) {
+    let rig = Rig::on(store);
     rig.register("mail", "post_letter", &[], NO_CLOSE);
     unknown_and_empty(&rig, "mail", "op-none", "post_letter");
     unknown_and_applied(&rig, "mail", "op-one", "post_letter");
@@ -118,9 +123,9 @@ fn a_receiver_that_cannot_close_allows_confirmed_on_existence_and_never_not_appl
     assert_eq!(recorded["state"], "confirmed");
 }
 
-#[test]
-fn evidence_names_its_receiver_the_stored_describe_and_the_answer_it_rests_on() {
-    let rig = Rig::with_mail();
+on_both_stores!(evidence_names_its_receiver_the_stored_describe_and_the_answer_it_rests_on);
+fn evidence_names_its_receiver_the_stored_describe_and_the_answer_it_rests_on(store: Store) {
+    let rig = Rig::with_mail_on(store);
     let stored = rig.list()[0]["describe_sha256"].clone();
     let described = rig.answers("mail", "describe");
     assert_eq!(stored, json!(sha256_of_answer(&described[0])));
@@ -155,9 +160,9 @@ fn evidence_names_its_receiver_the_stored_describe_and_the_answer_it_rests_on() 
     }
 }
 
-#[test]
-fn closing_twice_returns_the_same_snapshot() {
-    let rig = Rig::with_mail();
+on_both_stores!(closing_twice_returns_the_same_snapshot);
+fn closing_twice_returns_the_same_snapshot(store: Store) {
+    let rig = Rig::with_mail_on(store);
     unknown_and_applied(&rig, "mail", "op-1", "post_letter");
     rig.set_mode("mail", "");
     let mut first = rig.snapshot("op-1", true);
@@ -174,9 +179,9 @@ fn closing_twice_returns_the_same_snapshot() {
     assert_eq!(rig.calls("mail", "close").len(), 2);
 }
 
-#[test]
-fn a_close_whose_answer_was_lost_can_be_repeated() {
-    let rig = Rig::with_mail();
+on_both_stores!(a_close_whose_answer_was_lost_can_be_repeated);
+fn a_close_whose_answer_was_lost_can_be_repeated(store: Store) {
+    let rig = Rig::with_mail_on(store);
     unknown_and_empty(&rig, "mail", "op-1", "post_letter");
     rig.set_mode("mail", "close:crash-after");
     let lost = rig.recon(&["snapshot", "op-1", "--close", "--authorized-by", "dana"]);
@@ -191,11 +196,11 @@ fn a_close_whose_answer_was_lost_can_be_repeated() {
     assert_eq!(out.json()["state"], "not_applied");
 }
 
-#[test]
-fn a_match_for_another_operation_is_refused_as_unusable() {
+on_both_stores!(a_match_for_another_operation_is_refused_as_unusable);
+fn a_match_for_another_operation_is_refused_as_unusable(store: Store) {
     // Two operations of one action and payload: op-a's effect is a match
     // that fits op-b in every field but its op_id.
-    let rig = Rig::with_mail();
+    let rig = Rig::with_mail_on(store);
     rig.prepare("op-a", "post_letter", "{}");
     assert_eq!(rig.dispatch("op-a")["outcome"], "receipt");
     unknown_and_empty(&rig, "mail", "op-b", "post_letter");
@@ -223,8 +228,8 @@ fn a_match_for_another_operation_is_refused_as_unusable() {
     );
 }
 
-#[test]
-fn snapshot_suggests_a_closing_snapshot_only_where_one_could_settle_the_read() {
+on_both_stores!(snapshot_suggests_a_closing_snapshot_only_where_one_could_settle_the_read);
+fn snapshot_suggests_a_closing_snapshot_only_where_one_could_settle_the_read(store: Store) {
     // (receiver, its flags, closing read?, whether the text may suggest a
     // close): one that cannot close, one whose reads are never complete
     // (open and closed), and the full contract, open (the one suggestion)
@@ -237,7 +242,7 @@ fn snapshot_suggests_a_closing_snapshot_only_where_one_could_settle_the_read() {
         ("full", super::FULL, true, false),
     ];
     for (name, flags, close, suggests) in cases {
-        let rig = Rig::new();
+        let rig = Rig::on(store);
         rig.register(name, "post_letter", &[], flags);
         unknown_and_empty(&rig, name, "op-none", "post_letter");
         rig.set_mode(name, "");

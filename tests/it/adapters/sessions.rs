@@ -6,6 +6,7 @@
 //! record), and the next request starts a fresh process and succeeds.
 
 use super::{Rig, FULL};
+use crate::stores::{on_both_stores, Store};
 use serde_json::{json, Value};
 
 const OPS: [&str; 3] = ["op-1", "op-2", "op-3"];
@@ -13,8 +14,8 @@ const OPS: [&str; 3] = ["op-1", "op-2", "op-3"];
 /// A rig with `mail` registered with `flags` besides the full contract,
 /// and three letters dispatched through it (each apply a process of its
 /// own, sessions or not).
-fn rig_with(flags: &[&str]) -> Rig {
-    let rig = Rig::new();
+fn rig_with(store: Store, flags: &[&str]) -> Rig {
+    let rig = Rig::on(store);
     let mut all = FULL.to_vec();
     all.extend(flags);
     rig.register("mail", "post_letter", &[], &all);
@@ -54,12 +55,12 @@ fn observe_all(rig: &Rig) -> (Vec<String>, Value) {
 /// The failed call kept with op-2 when its query misbehaves as `mode`,
 /// one-shot or in a session; with the session, op-1 and op-3 are observed
 /// all the same, op-3 by a second process.
-fn failure_in_session(mode: &str) -> (Value, Value) {
-    let one_shot = rig_with(&[]);
+fn failure_in_session(store: Store, mode: &str) -> (Value, Value) {
+    let one_shot = rig_with(store, &[]);
     one_shot.set_mode("mail", &format!("query:{mode}@op-2"));
     let (observed, alone) = observe_all(&one_shot);
     assert_eq!(observed, ["op-1", "op-3"], "one-shot {mode}");
-    let rig = rig_with(&["--session"]);
+    let rig = rig_with(store, &["--session"]);
     rig.set_mode("mail", &format!("query:{mode}@op-2"));
     let (observed, in_session) = observe_all(&rig);
     assert_eq!(
@@ -82,27 +83,38 @@ fn kept(failures: &Value) -> Value {
     json!([failure["verb"], failure["kind"], failure["receiver"]])
 }
 
-#[test]
-fn a_crash_in_a_session_fails_the_request_in_flight_as_a_one_shot_crash_and_the_next_succeeds() {
-    let (alone, in_session) = failure_in_session("crash-now");
+on_both_stores!(
+    a_crash_in_a_session_fails_the_request_in_flight_as_a_one_shot_crash_and_the_next_succeeds
+);
+fn a_crash_in_a_session_fails_the_request_in_flight_as_a_one_shot_crash_and_the_next_succeeds(
+    store: Store,
+) {
+    let (alone, in_session) = failure_in_session(store, "crash-now");
     assert_eq!(kept(&in_session), kept(&alone));
     assert_eq!(in_session[0]["kind"], json!("crash"));
     assert_eq!(in_session[0]["exit_code"], alone[0]["exit_code"]);
     assert_eq!(in_session[0]["detail"], alone[0]["detail"]);
 }
 
-#[test]
-fn garbage_in_a_session_fails_the_request_in_flight_as_one_shot_garbage_and_the_next_succeeds() {
-    let (alone, in_session) = failure_in_session("garbage");
+on_both_stores!(
+    garbage_in_a_session_fails_the_request_in_flight_as_one_shot_garbage_and_the_next_succeeds
+);
+fn garbage_in_a_session_fails_the_request_in_flight_as_one_shot_garbage_and_the_next_succeeds(
+    store: Store,
+) {
+    let (alone, in_session) = failure_in_session(store, "garbage");
     assert_eq!(kept(&in_session), kept(&alone));
     assert_eq!(in_session[0]["kind"], json!("garbage"));
 }
 
-#[test]
-fn a_timeout_in_a_session_fails_the_request_in_flight_as_a_one_shot_timeout_and_the_next_succeeds()
-{
-    let one_shot = rig_with(&[]);
-    let rig = rig_with(&["--session"]);
+on_both_stores!(
+    a_timeout_in_a_session_fails_the_request_in_flight_as_a_one_shot_timeout_and_the_next_succeeds
+);
+fn a_timeout_in_a_session_fails_the_request_in_flight_as_a_one_shot_timeout_and_the_next_succeeds(
+    store: Store,
+) {
+    let one_shot = rig_with(store, &[]);
+    let rig = rig_with(store, &["--session"]);
     for rig in [&one_shot, &rig] {
         rig.ok(&["receivers", "update", "mail", "--timeout-ms", "1500"]);
     }
@@ -128,13 +140,17 @@ fn failure_in_session_of(one_shot: &Rig, rig: &Rig, mode: &str) -> (Value, Value
     (alone, in_session)
 }
 
+on_both_stores!(
+    two_lines_in_a_session_fail_the_request_in_flight_as_extra_output_and_the_next_succeeds
+);
 /// Two lines for op-1's request: in a session the second is read as the
 /// answer to the request after it, op-2's, whose id it does not carry, so
 /// op-2 fails as `extra_output` (as a one-shot call that wrote two lines
 /// does) and op-3 succeeds through a fresh process.
-#[test]
-fn two_lines_in_a_session_fail_the_request_in_flight_as_extra_output_and_the_next_succeeds() {
-    let rig = rig_with(&["--session"]);
+fn two_lines_in_a_session_fail_the_request_in_flight_as_extra_output_and_the_next_succeeds(
+    store: Store,
+) {
+    let rig = rig_with(store, &["--session"]);
     rig.set_mode("mail", "query:two-lines@op-1");
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, ["op-1", "op-3"]);
@@ -142,10 +158,13 @@ fn two_lines_in_a_session_fail_the_request_in_flight_as_extra_output_and_the_nex
     assert_eq!(sessions(&rig), 2);
 }
 
-#[test]
-fn an_answer_with_an_earlier_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds()
-{
-    let rig = rig_with(&["--session"]);
+on_both_stores!(
+    an_answer_with_an_earlier_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds
+);
+fn an_answer_with_an_earlier_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds(
+    store: Store,
+) {
+    let rig = rig_with(store, &["--session"]);
     rig.set_mode("mail", "query:earlier-id@op-2");
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, ["op-1", "op-3"]);
@@ -153,9 +172,13 @@ fn an_answer_with_an_earlier_id_fails_the_request_in_flight_as_extra_output_and_
     assert_eq!(sessions(&rig), 2);
 }
 
-#[test]
-fn an_answer_with_another_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds() {
-    let rig = rig_with(&["--session"]);
+on_both_stores!(
+    an_answer_with_another_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds
+);
+fn an_answer_with_another_id_fails_the_request_in_flight_as_extra_output_and_the_next_succeeds(
+    store: Store,
+) {
+    let rig = rig_with(store, &["--session"]);
     rig.set_mode("mail", "query:wrong-id@op-2");
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, ["op-1", "op-3"]);
@@ -163,11 +186,15 @@ fn an_answer_with_another_id_fails_the_request_in_flight_as_extra_output_and_the
     assert_eq!(sessions(&rig), 2);
 }
 
+on_both_stores!(
+    a_wrong_op_in_a_session_answer_fails_the_request_in_flight_as_one_shot_and_the_next_succeeds
+);
 /// An answer naming another operation's effects is unusable for the
 /// request in flight alone, as it is one-shot; the process answered in
 /// step, so it goes on serving the next request.
-#[test]
-fn a_wrong_op_in_a_session_answer_fails_the_request_in_flight_as_one_shot_and_the_next_succeeds() {
+fn a_wrong_op_in_a_session_answer_fails_the_request_in_flight_as_one_shot_and_the_next_succeeds(
+    store: Store,
+) {
     let unread = |rig: &Rig| {
         rig.set_mode("mail", "query:other-ops@op-2");
         let mut args = vec!["observe"];
@@ -177,17 +204,20 @@ fn a_wrong_op_in_a_session_answer_fails_the_request_in_flight_as_one_shot_and_th
         let report: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
         (report.as_array().map(Vec::len), out.stderr)
     };
-    let (alone, in_session) = (unread(&rig_with(&[])), unread(&rig_with(&["--session"])));
+    let (alone, in_session) = (
+        unread(&rig_with(store, &[])),
+        unread(&rig_with(store, &["--session"])),
+    );
     assert_eq!(in_session, alone);
     assert_eq!(in_session.0, Some(2), "{:?}", in_session.1);
-    let rig = rig_with(&["--session"]);
+    let rig = rig_with(store, &["--session"]);
     unread(&rig);
     assert_eq!(sessions(&rig), 1);
 }
 
-#[test]
-fn one_session_process_serves_every_read_of_a_command_and_ends_with_it() {
-    let rig = rig_with(&["--session"]);
+on_both_stores!(one_session_process_serves_every_read_of_a_command_and_ends_with_it);
+fn one_session_process_serves_every_read_of_a_command_and_ends_with_it(store: Store) {
+    let rig = rig_with(store, &["--session"]);
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, OPS);
     assert_eq!(failures, json!([]));
@@ -209,9 +239,9 @@ fn one_session_process_serves_every_read_of_a_command_and_ends_with_it() {
     assert_eq!(ids, [json!(1), json!(2), json!(3)]);
 }
 
-#[test]
-fn without_session_each_read_is_a_process_of_its_own() {
-    let rig = rig_with(&[]);
+on_both_stores!(without_session_each_read_is_a_process_of_its_own);
+fn without_session_each_read_is_a_process_of_its_own(store: Store) {
+    let rig = rig_with(store, &[]);
     let (observed, _) = observe_all(&rig);
     assert_eq!(observed, OPS);
     assert_eq!(sessions(&rig), 0);
@@ -231,40 +261,40 @@ fn batches(rig: &Rig) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn a_receiver_declaring_batch_is_read_up_to_n_operations_per_query_each_judged_alone() {
-    let rig = rig_with(&["--session", "--batch", "2"]);
+on_both_stores!(a_receiver_declaring_batch_is_read_up_to_n_operations_per_query_each_judged_alone);
+fn a_receiver_declaring_batch_is_read_up_to_n_operations_per_query_each_judged_alone(store: Store) {
+    let rig = rig_with(store, &["--session", "--batch", "2"]);
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, OPS);
     assert_eq!(failures, json!([]));
     assert_eq!(batches(&rig), [json!(["op-1", "op-2"]), json!(["op-3"])]);
     // Each observation rests on its own result, hashed as a single answer.
-    let single = rig_with(&[]);
+    let single = rig_with(store, &[]);
     observe_all(&single);
     let shas = |rig: &Rig| rig.show("op-2")["observations"][0]["response_sha256"].clone();
     assert_eq!(shas(&rig), shas(&single));
 }
 
-#[test]
-fn a_batch_without_sessions_is_one_process_per_batch() {
-    let rig = rig_with(&["--batch", "3"]);
+on_both_stores!(a_batch_without_sessions_is_one_process_per_batch);
+fn a_batch_without_sessions_is_one_process_per_batch(store: Store) {
+    let rig = rig_with(store, &["--batch", "3"]);
     let (observed, _) = observe_all(&rig);
     assert_eq!(observed, OPS);
     assert_eq!(batches(&rig), [json!(OPS)]);
 }
 
-#[test]
-fn a_batch_answer_with_a_wrong_count_fails_every_operation_of_it_as_mismatch() {
-    let rig = rig_with(&["--session", "--batch", "3"]);
+on_both_stores!(a_batch_answer_with_a_wrong_count_fails_every_operation_of_it_as_mismatch);
+fn a_batch_answer_with_a_wrong_count_fails_every_operation_of_it_as_mismatch(store: Store) {
+    let rig = rig_with(store, &["--session", "--batch", "3"]);
     rig.set_mode("mail", "query:batch-short");
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, Vec::<String>::new());
     assert_eq!(failures[0]["kind"], json!("mismatch"), "{failures}");
 }
 
-#[test]
-fn a_batch_answer_out_of_order_fails_every_operation_of_it_as_mismatch() {
-    let rig = rig_with(&["--batch", "3"]);
+on_both_stores!(a_batch_answer_out_of_order_fails_every_operation_of_it_as_mismatch);
+fn a_batch_answer_out_of_order_fails_every_operation_of_it_as_mismatch(store: Store) {
+    let rig = rig_with(store, &["--batch", "3"]);
     rig.set_mode("mail", "query:batch-reversed");
     let (observed, failures) = observe_all(&rig);
     assert_eq!(observed, Vec::<String>::new());
@@ -291,6 +321,7 @@ fn builtin_session(rig: &Rig, requests: &[(&str, Value)]) -> Vec<Value> {
         .collect()
 }
 
+// SQLite only: it drives the built-in ledger's own adapter.
 #[test]
 fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in_order() {
     let rig = Rig::with_ledger();
@@ -336,19 +367,11 @@ fn the_builtin_adapter_serves_a_session_and_answers_a_batch_one_result_per_op_in
     );
 }
 
-#[test]
-fn a_session_process_runs_in_the_root_directory_without_recon_s_environment() {
-    let rig = rig_with(&["--session"]);
-    let ws = rig.ws();
-    let all = [
-        "--workspace",
-        ws.as_str(),
-        "observe",
-        "op-1",
-        "--by",
-        "dana",
-    ];
-    let out = crate::support::run_with_env(&all, None, &[("RECON_SECRET_TOKEN", "s3cret")]);
+on_both_stores!(a_session_process_runs_in_the_root_directory_without_recon_s_environment);
+fn a_session_process_runs_in_the_root_directory_without_recon_s_environment(store: Store) {
+    let rig = rig_with(store, &["--session"]);
+    let observe = ["observe", "op-1", "--by", "dana"];
+    let out = rig.recon_env(&observe, &[("RECON_SECRET_TOKEN", "s3cret")]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let started: Vec<Value> = rig
         .log("mail")

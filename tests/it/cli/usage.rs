@@ -3,7 +3,9 @@
 //! before any database is opened, so nothing is created or written.
 
 use super::Shell;
+use crate::stores::{on_both_stores, Store};
 use crate::support::run;
+use recon::receiver::Fault;
 
 /// Invocations that are wrong in themselves, whatever the workspace holds.
 fn bad_invocations() -> Vec<Vec<&'static str>> {
@@ -261,6 +263,19 @@ fn receivers_invocations() -> Vec<Vec<&'static str>> {
     ]
 }
 
+/// An outbox on `store` in use: an operation confirmed, one lost before
+/// the receiver wrote, one prepared.
+fn in_use(store: Store) -> Shell {
+    let sh = Shell::on(store);
+    for op in ["op-1", "op-2", "op-3"] {
+        sh.ok(&["prepare", "--op", op, "--action", "pay", "--payload", "{}"]);
+    }
+    sh.ok(&["dispatch", "op-1"]);
+    sh.faulted(&["dispatch", "op-2"], Fault::CrashBeforeCommit);
+    sh
+}
+
+// SQLite only: it is about not creating a workspace directory.
 #[test]
 fn usage_errors_exit_2_and_create_no_workspace() {
     let sh = Shell::empty();
@@ -273,9 +288,9 @@ fn usage_errors_exit_2_and_create_no_workspace() {
     }
 }
 
-#[test]
-fn usage_errors_leave_an_existing_workspace_unchanged() {
-    let sh = Shell::demo(0);
+on_both_stores!(usage_errors_leave_an_existing_workspace_unchanged);
+fn usage_errors_leave_an_existing_workspace_unchanged(store: Store) {
+    let sh = in_use(store);
     let before = sh.dump();
     for args in bad_invocations() {
         let out = sh.run(&args);
@@ -284,9 +299,9 @@ fn usage_errors_leave_an_existing_workspace_unchanged() {
     }
 }
 
-#[test]
-fn our_own_usage_errors_are_one_escaped_line() {
-    let sh = Shell::with_ledger();
+on_both_stores!(our_own_usage_errors_are_one_escaped_line);
+fn our_own_usage_errors_are_one_escaped_line(store: Store) {
+    let sh = Shell::on(store);
     let out = sh.run(&[
         "prepare",
         "--op",
@@ -334,9 +349,9 @@ fn a_command_without_a_workspace_is_a_usage_error() {
     }
 }
 
-#[test]
-fn a_malformed_busy_timeout_is_a_usage_error() {
-    let sh = Shell::demo(0);
+on_both_stores!(a_malformed_busy_timeout_is_a_usage_error);
+fn a_malformed_busy_timeout_is_a_usage_error(store: Store) {
+    let sh = in_use(store);
     let out = sh.run_full(&["ops"], None, &[("RECON_BUSY_TIMEOUT_MS", "soon")]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
@@ -346,21 +361,24 @@ fn a_malformed_busy_timeout_is_a_usage_error() {
     );
 }
 
-#[test]
-fn console_flags_with_a_command_are_usage_errors() {
-    let sh = Shell::demo(0);
+on_both_stores!(console_flags_with_a_command_are_usage_errors);
+fn console_flags_with_a_command_are_usage_errors(store: Store) {
+    let sh = in_use(store);
     let before = sh.dump();
-    let ws = sh.ws_arg();
-    for (args, says) in [
-        (
-            vec!["--reviewer", "dana", "--workspace", &ws, "ops"],
-            "console",
-        ),
-        (
-            vec!["--check", "--workspace", &ws, "ops"],
-            "--check runs on its own",
-        ),
+    let place = sh.place();
+    // `--check` makes its own workspace directories, so on a database
+    // the first thing wrong with it is that it takes no URL.
+    let check = match store {
+        Store::Sqlite => "--check runs on its own",
+        Store::Postgres => "--check runs its experiment in workspace directories of its own",
+    };
+    for (flags, says) in [
+        (&["--reviewer", "dana"][..], "console"),
+        (&["--check"], check),
     ] {
+        let mut args = flags.to_vec();
+        args.extend(place.iter().map(String::as_str));
+        args.push("ops");
         let out = run(&args, None);
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
@@ -442,10 +460,10 @@ fn receivers_add_without_the_separator_is_told_where_the_program_goes() {
     assert_eq!(sh.files(), None, "nothing created");
 }
 
-#[test]
-fn a_program_that_is_not_executable_is_named_so_with_chmod() {
+on_both_stores!(a_program_that_is_not_executable_is_named_so_with_chmod);
+fn a_program_that_is_not_executable_is_named_so_with_chmod(store: Store) {
     use std::os::unix::fs::PermissionsExt;
-    let sh = Shell::empty();
+    let sh = Shell::on(store);
     let dir = tempfile::tempdir().expect("temp dir");
     let script = dir.path().join("adapter.sh");
     std::fs::write(&script, "#!/bin/sh\n").expect("write the script");
@@ -548,9 +566,9 @@ const TAKES_AN_OP_ID: &[&[&str]] = &[
     ],
 ];
 
-#[test]
-fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one() {
-    let sh = Shell::with_ledger();
+on_both_stores!(a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one);
+fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one(store: Store) {
+    let sh = Shell::on(store);
     sh.ok(&[
         "prepare",
         "--op",
@@ -563,7 +581,12 @@ fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one() {
     let before = sh.dump();
     let long = "o".repeat(201);
     for bad in ["", "op 1", "op-\u{1b}[2J", "op-\u{202e}1", long.as_str()] {
-        for command in TAKES_AN_OP_ID {
+        // The built-in ledger's own commands work on a directory only: on
+        // a database they are refused for that first.
+        let commands = TAKES_AN_OP_ID
+            .iter()
+            .filter(|command| store == Store::Sqlite || command[0] != "receiver");
+        for command in commands {
             let args: Vec<&str> = command
                 .iter()
                 .map(|a| if *a == "ID" { bad } else { a })

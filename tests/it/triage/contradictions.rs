@@ -3,13 +3,16 @@
 //! to escalation, until a person acknowledges it with a reason.
 
 use crate::cli::{assert_refused, Shell};
+use crate::stores::{on_both_stores, Store};
 use recon::domain::{contradicts, Effect, OpKind, OpState, Operation, Snapshot, Triage};
+use recon::receiver::Fault;
 use serde_json::{json, Value};
 
-/// `op-1` confirmed on existence, then a second effect written at the
-/// ledger behind recon's back (a receiver that applied a retry of its own).
-fn confirmed_then_duplicated() -> Shell {
-    let sh = Shell::with_ledger();
+/// An outbox on `store` with `op-1` confirmed on existence, then a second
+/// effect written at the receiver behind recon's back (a receiver that
+/// applied a retry of its own).
+fn confirmed_then_duplicated(store: Store) -> Shell {
+    let sh = Shell::on(store);
     let payload = r#"{"to":"ada@example.com"}"#;
     sh.ok(&[
         "prepare",
@@ -20,7 +23,7 @@ fn confirmed_then_duplicated() -> Shell {
         "--payload",
         payload,
     ]);
-    sh.ok(&["dispatch", "op-1", "--fault", "crash-after-commit"]);
+    sh.faulted(&["dispatch", "op-1"], Fault::CrashAfterCommit);
     let decide = [
         "reconcile",
         "op-1",
@@ -30,15 +33,7 @@ fn confirmed_then_duplicated() -> Shell {
         "confirmed",
     ];
     sh.ok(&[&decide[..], &["--expected-version", "2"]].concat());
-    let apply = [
-        "receiver",
-        "apply",
-        "--op",
-        "op-1",
-        "--action",
-        "send_email",
-    ];
-    sh.ok(&[&apply[..], &["--payload", payload]].concat());
+    sh.effect_behind("op-1", "send_email", payload);
     sh
 }
 
@@ -63,9 +58,9 @@ fn contradicted_ids(sh: &Shell) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged() {
-    let sh = confirmed_then_duplicated();
+on_both_stores!(a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged);
+fn a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged(store: Store) {
+    let sh = confirmed_then_duplicated(store);
     assert_eq!(operation(&sh)["contradicted"], Value::Null);
     let observed = sh.ok(&["observe", "op-1", "--by", "ann", "--json"]).json();
     assert_eq!(observed[0]["verdict"], "duplicate_matches", "{observed}");
@@ -113,14 +108,11 @@ fn a_read_that_contradicts_a_confirmation_marks_it_until_acknowledged() {
     assert_eq!(verified.code, Some(0), "{}", verified.stdout);
 }
 
-#[test]
-fn an_acknowledgement_or_a_marker_edited_behind_the_journal_is_a_mismatch() {
-    let sh = confirmed_then_duplicated();
+on_both_stores!(an_acknowledgement_or_a_marker_edited_behind_the_journal_is_a_mismatch);
+fn an_acknowledgement_or_a_marker_edited_behind_the_journal_is_a_mismatch(store: Store) {
+    let sh = confirmed_then_duplicated(store);
     sh.ok(&["observe", "op-1", "--by", "ann"]);
-    let conn = rusqlite::Connection::open(sh.ws.join("sender.sqlite")).unwrap();
-    conn.execute_batch("UPDATE operations SET contradiction = NULL WHERE op_id = 'op-1'")
-        .unwrap();
-    drop(conn);
+    sh.tamper("UPDATE operations SET contradiction = NULL WHERE op_id = 'op-1'");
     let out = sh.run(&["verify", "--json"]);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
     assert!(out.stdout.contains("contradiction"), "{}", out.stdout);

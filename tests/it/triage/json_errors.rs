@@ -6,7 +6,10 @@
 //! `honest.rs` and `cli/storage.rs` hold a few such cases; this table holds
 //! one per command and exit.
 
+use crate::cli::refusals::stories;
 use crate::cli::{assert_json_error, Shell};
+use crate::real_receivers::servers;
+use crate::stores::{on_both_stores, Store};
 use crate::support::{dump, run};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -277,6 +280,15 @@ fn command_of(args: &[&str]) -> String {
     }
 }
 
+/// What the outbox holds: [`contents`] of a workspace, or a database's
+/// rows and its adapter's ledger.
+fn held(sh: &Shell) -> String {
+    match sh.store() {
+        Store::Sqlite => contents(&sh.ws),
+        Store::Postgres => sh.dump(),
+    }
+}
+
 /// What a workspace holds: both databases' rows, or, when they cannot be
 /// read as databases, every file's bytes.
 fn contents(dir: &Path) -> String {
@@ -312,7 +324,7 @@ fn check(sh: &Shell, args: &[&str], exit: i32) {
     let mut all = args.to_vec();
     let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
     all.insert(at, "--json");
-    let before = contents(&sh.ws);
+    let before = held(sh);
     let out = sh.run(&all);
     assert_eq!(
         out.code,
@@ -329,11 +341,7 @@ fn check(sh: &Shell, args: &[&str], exit: i32) {
         out.stderr
     );
     assert!(out.stderr.ends_with('\n') && !out.stderr.contains('\u{1b}'));
-    assert_eq!(
-        contents(&sh.ws),
-        before,
-        "recon {all:?} changed the workspace"
-    );
+    assert_eq!(held(sh), before, "recon {all:?} changed the outbox");
 }
 
 /// Which exits each command was seen failing with.
@@ -344,28 +352,29 @@ fn seen(cases: &[Case]) -> BTreeSet<(String, i32)> {
         .collect()
 }
 
-#[test]
-fn under_json_every_failure_of_every_command_is_one_json_error_document() {
-    let sh = Shell::demo(0);
+on_both_stores!(under_json_every_failure_of_every_command_is_one_json_error_document);
+fn under_json_every_failure_of_every_command_is_one_json_error_document(store: Store) {
+    // The demo's stories; on PostgreSQL made through the binary, as the
+    // demo builds only a directory.
+    let sh = match store {
+        Store::Sqlite => Shell::demo(0),
+        Store::Postgres => stories(store),
+    };
     for (args, exit) in usage_cases().into_iter().chain(refusal_cases()) {
         check(&sh, &args, exit);
     }
-    // Storage: a workspace whose sender database is not a database.
-    let broken = Shell::empty();
-    std::fs::create_dir(&broken.ws).unwrap();
-    std::fs::write(
-        broken.ws.join("sender.sqlite"),
-        b"not a database, just text\n",
-    )
-    .unwrap();
-    for (args, exit) in storage_cases() {
-        check(&broken, &args, exit);
-    }
+    let storage = match store {
+        Store::Sqlite => sqlite_storage_failures(),
+        Store::Postgres => postgres_storage_failures(),
+    };
     // Every command, every exit it can produce.
-    let all = [usage_cases(), refusal_cases(), storage_cases()].concat();
+    let all = [usage_cases(), refusal_cases(), storage].concat();
     let covered = seen(&all);
     for command in JSON_COMMANDS {
         for exit in [2, 4] {
+            if exit == 4 && store == Store::Postgres && DIRECTORY_ONLY.contains(command) {
+                continue;
+            }
             assert!(
                 covered.contains(&(command.to_string(), exit)),
                 "{command} exit {exit}"
@@ -378,6 +387,52 @@ fn under_json_every_failure_of_every_command_is_one_json_error_document() {
     assert_eq!(refusing, JSON_COMMANDS.len() - 7);
 }
 
+/// Storage: a workspace whose sender database is not a database; every
+/// opening command against it. The cases it ran.
+fn sqlite_storage_failures() -> Vec<Case> {
+    let broken = Shell::empty();
+    std::fs::create_dir(&broken.ws).unwrap();
+    std::fs::write(
+        broken.ws.join("sender.sqlite"),
+        b"not a database, just text\n",
+    )
+    .unwrap();
+    for (args, exit) in storage_cases() {
+        check(&broken, &args, exit);
+    }
+    storage_cases()
+}
+
+/// The commands that work on a workspace directory only: on a database
+/// they are usage errors, so they have no storage failure there.
+const DIRECTORY_ONLY: [&str; 2] = ["demo", "ledger"];
+
+/// Storage on PostgreSQL: a database the server does not have; every
+/// opening command but [`DIRECTORY_ONLY`] against it. The cases it ran.
+fn postgres_storage_failures() -> Vec<Case> {
+    let pg = servers::postgres()
+        .as_ref()
+        .expect("the PostgreSQL cluster");
+    let url = pg.url("no_such_outbox");
+    let cases: Vec<Case> = storage_cases()
+        .into_iter()
+        .filter(|(args, _)| !DIRECTORY_ONLY.contains(&args[0]))
+        .collect();
+    for (args, exit) in &cases {
+        let mut all = args.clone();
+        let at = all.iter().position(|a| *a == "--").unwrap_or(all.len());
+        all.splice(at..at, ["--database", url.as_str(), "--json"]);
+        let out = run(&all, None);
+        assert_eq!(out.code, Some(*exit), "recon {all:?}: {}", out.stderr);
+        assert_json_error(&out, *exit);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
+    }
+    cases
+}
+
+// SQLite only: it is about a missing workspace directory (a missing
+// database is in the PostgreSQL half of the test above).
 #[test]
 fn under_json_a_missing_workspace_is_one_json_error_document_for_every_command() {
     let dir = tempfile::tempdir().unwrap();
@@ -407,9 +462,9 @@ fn under_json_a_missing_workspace_is_one_json_error_document_for_every_command()
     }
 }
 
-#[test]
-fn under_json_clap_usage_errors_are_one_line_naming_what_is_wrong() {
-    let sh = Shell::demo(0);
+on_both_stores!(under_json_clap_usage_errors_are_one_line_naming_what_is_wrong);
+fn under_json_clap_usage_errors_are_one_line_naming_what_is_wrong(store: Store) {
+    let sh = Shell::on(store);
     let out = sh.run(&["observe", "op-1003-charge-order", "--json"]);
     assert_json_error(&out, 2);
     let message = out.json()["error"]["message"].as_str().unwrap().to_string();

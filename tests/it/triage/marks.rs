@@ -3,7 +3,6 @@
 //! history, the journal (`export`, `verify`) and escaped text.
 
 use super::time_of;
-use crate::audit::tamper;
 use crate::cli::{assert_fails, assert_json_error, assert_keys, assert_refused, Shell};
 use crate::stores::{on_both_stores, Store};
 use recon::receiver::Fault;
@@ -134,9 +133,9 @@ fn the_marker_is_refused_where_its_rules_say_and_nothing_changes(store: Store) {
     }
 }
 
-#[test]
-fn a_control_or_bidi_override_character_in_by_is_a_usage_error() {
-    let sh = fixture(Store::Sqlite, &["a"]);
+on_both_stores!(a_control_or_bidi_override_character_in_by_is_a_usage_error);
+fn a_control_or_bidi_override_character_in_by_is_a_usage_error(store: Store) {
+    let sh = fixture(store, &["a"]);
     let before = sh.dump();
     for by in ["ann\u{7}", "a\u{1b}[2Jb", "ann\u{202e}", "\u{0}x"] {
         for args in [
@@ -164,9 +163,9 @@ fn a_control_or_bidi_override_character_in_by_is_a_usage_error() {
     assert_eq!(sh.dump(), before);
 }
 
-#[test]
-fn a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole() {
-    let sh = fixture(Store::Sqlite, &["a"]);
+on_both_stores!(a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole);
+fn a_note_or_reason_over_4096_bytes_is_refused_and_one_of_4096_is_kept_whole(store: Store) {
+    let sh = fixture(store, &["a"]);
     // Two bytes a character: the bound counts bytes, not characters.
     let most = "\u{e9}".repeat(2048);
     let over = format!("{most}x");
@@ -260,9 +259,9 @@ fn assert_top_keys_in_order(raw: &str) {
     assert!(keys.windows(2).all(|w| at(w[0]) < at(w[1])), "{raw}");
 }
 
-#[test]
-fn show_json_lists_observations_notes_closes_and_escalations_in_order() {
-    let sh = fixture(Store::Sqlite, &["a"]);
+on_both_stores!(show_json_lists_observations_notes_closes_and_escalations_in_order);
+fn show_json_lists_observations_notes_closes_and_escalations_in_order(store: Store) {
+    let sh = fixture(store, &["a"]);
     history(&sh);
     assert_top_keys_in_order(&sh.ok(&["show", "a", "--json"]).stdout);
     let shown = sh.json(&["show", "a"]);
@@ -329,9 +328,9 @@ fn show_json_lists_observations_notes_closes_and_escalations_in_order() {
     }
 }
 
-#[test]
-fn export_carries_the_triage_entries_and_verify_passes_after_them() {
-    let sh = fixture(Store::Sqlite, &["a"]);
+on_both_stores!(export_carries_the_triage_entries_and_verify_passes_after_them);
+fn export_carries_the_triage_entries_and_verify_passes_after_them(store: Store) {
+    let sh = fixture(store, &["a"]);
     history(&sh);
     let export = sh.ok(&["export"]);
     let kinds: Vec<String> = export
@@ -357,8 +356,8 @@ fn export_carries_the_triage_entries_and_verify_passes_after_them() {
     assert_eq!(report["projection_mismatches"], json!([]));
 }
 
-#[test]
-fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch() {
+on_both_stores!(an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch);
+fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch(store: Store) {
     for (sql, table, column) in [
         (
             "UPDATE notes SET text = 'nothing happened' WHERE noted_by = 'bob'",
@@ -392,9 +391,9 @@ fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch()
         ),
         ("DELETE FROM notes WHERE noted_by = 'ann'", "notes", ""),
     ] {
-        let sh = fixture(Store::Sqlite, &["a"]);
+        let sh = fixture(store, &["a"]);
         history(&sh);
-        tamper(&sh.ws, sql);
+        sh.tamper(sql);
         let out = sh.run(&["verify", "--json"]);
         assert_eq!(out.code, Some(1), "{sql}: {}", out.stdout);
         let report = out.json();
@@ -415,9 +414,9 @@ fn an_edit_of_a_notes_escalations_or_observations_row_is_a_projection_mismatch()
     }
 }
 
-#[test]
-fn untrusted_note_text_and_reasons_are_escaped_in_text_output() {
-    let sh = fixture(Store::Sqlite, &["a"]);
+on_both_stores!(untrusted_note_text_and_reasons_are_escaped_in_text_output);
+fn untrusted_note_text_and_reasons_are_escaped_in_text_output(store: Store) {
+    let sh = fixture(store, &["a"]);
     let hostile = "ok \u{1b}[2J\u{1b}]0;pwned\u{7} \u{202e}txt.exe\u{2066}";
     sh.ok(&["note", "a", "--by", "ann", "--text", hostile]);
     let escalated = sh.ok(&["escalate", "a", "--by", "ann", "--reason", hostile]);
@@ -446,6 +445,7 @@ fn untrusted_note_text_and_reasons_are_escaped_in_text_output() {
 /// An escalated operation whose late receipt lands: the receipt decides it,
 /// so the marker goes as it does with a decision, and the journal's replay
 /// agrees.
+// SQLite only: it holds the receipt with the built-in ledger's permit drill.
 #[test]
 fn a_receipt_clears_the_marker_and_the_history_keeps_it() {
     let mut lab = crate::support::Lab::new();

@@ -60,10 +60,23 @@ fn observations(sh: &Shell, op: &str) -> Vec<Value> {
         .clone()
 }
 
-#[test]
-fn observe_with_ids_records_each_named_operation_in_any_state() {
-    let sh = Shell::demo(0);
-    let named = ["op-1003-charge-order", "op-1001-welcome-email"];
+/// An outbox on `store` with `unknown` operations (`lost` ones, then
+/// `charge`, whose receipt was lost after the receiver committed), a
+/// `confirmed` one (`welcome`) and a `prepared` one (`later`).
+fn mixed(store: Store, lost_ops: &[&str]) -> Shell {
+    let sh = lost(store, lost_ops);
+    for op in ["charge", "welcome", "later"] {
+        sh.ok(&["prepare", "--op", op, "--action", "pay", "--payload", "{}"]);
+    }
+    sh.faulted(&["dispatch", "charge"], Fault::CrashAfterCommit);
+    sh.ok(&["dispatch", "welcome"]);
+    sh
+}
+
+on_both_stores!(observe_with_ids_records_each_named_operation_in_any_state);
+fn observe_with_ids_records_each_named_operation_in_any_state(store: Store) {
+    let sh = mixed(store, &[]);
+    let named = ["charge", "welcome"];
     let out = sh.json(&["observe", named[0], named[1], "--by", "dana"]);
     let rows = out.as_array().unwrap();
     assert_eq!(rows.len(), 2, "{out:#}");
@@ -73,7 +86,8 @@ fn observe_with_ids_records_each_named_operation_in_any_state() {
             (row["op_id"].as_str(), row["observed_by"].as_str()),
             (Some(op), Some("dana"))
         );
-        assert_eq!(row["receiver"], "builtin");
+        let receiver = &sh.json(&["show", op])["operation"]["receiver"];
+        assert_eq!(&row["receiver"], receiver);
         time_of(row, "observed_at");
         assert!(row["matches"].is_u64(), "matches is a count: {row}");
         let latest = &sh.json(&["show", op])["operation"]["latest_observation"];
@@ -82,14 +96,14 @@ fn observe_with_ids_records_each_named_operation_in_any_state() {
             assert_eq!(latest[field], row[field], "{field}");
         }
     }
-    // op-1001 is confirmed: a named operation is observed whatever its state.
+    // welcome is confirmed: a named operation is observed whatever its state.
     assert_eq!(rows[1]["matches"], 1);
     assert_eq!(rows[1]["verdict"], "exact_match_existence_only");
 }
 
-#[test]
-fn observe_without_ids_takes_the_state_it_is_given_default_unknown() {
-    let sh = Shell::demo(0);
+on_both_stores!(observe_without_ids_takes_the_state_it_is_given_default_unknown);
+fn observe_without_ids_takes_the_state_it_is_given_default_unknown(store: Store) {
+    let sh = mixed(store, &["u1", "u2", "u3"]);
     let ids = |rows: &Value| -> Vec<String> {
         let mut ids: Vec<String> = rows
             .as_array()
@@ -129,22 +143,23 @@ fn by_ann(op_ids: &[String], older_than: Option<Duration>) -> ObserveRequest<'_>
     }
 }
 
-#[test]
-fn observe_older_than_takes_the_stale_and_the_never_observed() {
-    let mut lab = Clocked::new();
+on_both_stores!(observe_older_than_takes_the_stale_and_the_never_observed);
+fn observe_older_than_takes_the_stale_and_the_never_observed(store: Store) {
+    let mut lab = Clocked::on(store);
     for op in ["stale", "fresh", "never"] {
-        lab.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
+        lab.site.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
         let options = DispatchOptions {
             fault: Some(Fault::CrashBeforeCommit),
             wait_permit: false,
         };
-        lab.ws.dispatch(op, options).unwrap();
+        lab.site.dispatch(op, options).unwrap();
     }
-    lab.ws.snapshot_by("stale", None, Some("ann")).unwrap();
+    lab.site.ws.snapshot_by("stale", None, Some("ann")).unwrap();
     lab.tick(2 * 60 * 60);
-    lab.ws.snapshot_by("fresh", None, Some("ann")).unwrap();
+    lab.site.ws.snapshot_by("fresh", None, Some("ann")).unwrap();
     lab.tick(60);
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&[], Some(Duration::from_secs(60 * 60))))
         .unwrap()
@@ -154,6 +169,7 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     // Named operations go through the same selection.
     let named = ["fresh".to_string(), "stale".to_string()];
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30 * 60))))
         .unwrap()
@@ -161,6 +177,7 @@ fn observe_older_than_takes_the_stale_and_the_never_observed() {
     assert!(due.is_empty(), "both were just observed: {due:?}");
     // A minute on, fresh (observed a minute before stale) is due first.
     let due = lab
+        .site
         .ws
         .observe(&by_ann(&named, Some(Duration::from_secs(30))))
         .unwrap()
@@ -252,9 +269,9 @@ fn snapshot_by_records_an_observation_and_without_it_none(store: Store) {
     assert_eq!(observations(&sh, "a").len(), 1);
 }
 
-#[test]
-fn a_close_and_a_decision_each_record_an_observation() {
-    let sh = lost(Store::Sqlite, &["closed", "decided"]);
+on_both_stores!(a_close_and_a_decision_each_record_an_observation);
+fn a_close_and_a_decision_each_record_an_observation(store: Store) {
+    let sh = lost(store, &["closed", "decided"]);
     sh.ok(&["snapshot", "closed", "--close", "--authorized-by", "rosa"]);
     let seen = observations(&sh, "closed");
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -299,24 +316,15 @@ fn a_close_and_a_decision_each_record_an_observation() {
     assert_eq!(latest["observed_by"], "sam");
 }
 
-#[test]
-fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
-    let sh = lost(Store::Sqlite, &["late"]);
+on_both_stores!(a_decision_follows_a_fresh_read_not_the_stored_observation);
+fn a_decision_follows_a_fresh_read_not_the_stored_observation(store: Store) {
+    let sh = lost(store, &["late"]);
     let stored = sh.json(&["observe", "late", "--by", "dana"]);
     assert_eq!(stored[0]["verdict"], "inconclusive");
     // The original lands late: the receiver changed after the observation.
     let apply = |op| {
         let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
-        sh.ok(&[
-            "receiver",
-            "apply",
-            "--op",
-            op,
-            "--action",
-            "send_email",
-            "--payload",
-            &payload,
-        ]);
+        sh.effect_behind(op, "send_email", &payload);
     };
     apply("late");
     let latest = |op| sh.json(&["show", op])["operation"]["latest_observation"].clone();
@@ -357,7 +365,7 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
         "--payload",
         r#"{"to":"twice@example.com"}"#,
     ]);
-    sh.ok(&["dispatch", "twice", "--fault", "crash-after-commit"]);
+    sh.faulted(&["dispatch", "twice"], Fault::CrashAfterCommit);
     let stored = sh.json(&["observe", "twice", "--by", "dana"]);
     assert_eq!(stored[0]["verdict"], "exact_match_existence_only");
     apply("twice");
@@ -367,9 +375,9 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation() {
     assert_eq!(sh.json(&["show", "twice"])["operation"]["state"], "unknown");
 }
 
-#[test]
-fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
-    let sh = lost(Store::Sqlite, &["a1", "z9"]);
+on_both_stores!(observe_goes_on_past_an_operation_it_cannot_read_and_reports_each);
+fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each(store: Store) {
+    let sh = lost(store, &["a1", "z9"]);
     let mode = sh.ws.with_file_name("flaky.mode");
     let state = sh.ws.with_file_name("flaky.state");
     std::fs::write(&mode, "apply:crash-before").unwrap();
@@ -460,9 +468,9 @@ fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each() {
     assert_eq!(observations(&sh, "z9").len(), 2);
 }
 
-#[test]
-fn observe_reads_an_operation_named_twice_once_in_first_named_order() {
-    let sh = lost(Store::Sqlite, &["op-a", "op-b"]);
+on_both_stores!(observe_reads_an_operation_named_twice_once_in_first_named_order);
+fn observe_reads_an_operation_named_twice_once_in_first_named_order(store: Store) {
+    let sh = lost(store, &["op-a", "op-b"]);
     let out = sh.json(&["observe", "op-b", "op-a", "op-b", "op-b", "--by", "dana"]);
     let ids: Vec<&str> = (out.as_array().unwrap().iter())
         .map(|row| row["op_id"].as_str().unwrap())

@@ -3,12 +3,11 @@
 //! each row's `cursor`, and paging with `--after` under each order.
 
 use crate::cli::{assert_json_error, Shell};
-use crate::support::program;
+use crate::stores::{on_both_stores, Site, Store};
 use recon::clock::{Clock, FixedClock, SystemClock};
 use recon::dispatch::DispatchOptions;
 use recon::domain::Timestamp;
 use recon::receiver::Fault;
-use recon::{OpenOptions, Workspace};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -19,40 +18,35 @@ fn fault(fault: Option<Fault>) -> DispatchOptions {
     }
 }
 
-/// A queue made on a hand-moved clock, then listed by the binary on the
-/// system clock:
+/// A queue on `store` made on a hand-moved clock, then listed by the
+/// binary on the system clock:
 /// - `a1`, `a2`, `a3`: prepared at one instant in 2020 (a tie);
 /// - `b1`, `b2`: unknown since a day later; `b1` closed, which is
 ///   observed (terminal absence), `b2` never observed and escalated;
 /// - `c1`: unknown since now, observed (unique exact match);
 /// - `d1`: confirmed now by its receipt, never observed.
-fn queue() -> Shell {
-    let sh = Shell::empty();
+fn queue(store: Store) -> Shell {
     let at = |text| Timestamp::parse(text).unwrap();
     let clock = Arc::new(FixedClock::at(at("2020-01-01T00:00:00.000Z")));
-    let mut ws = crate::support::with_ledger(
-        Workspace::open(&sh.ws, OpenOptions::default().creating())
-            .unwrap()
-            .with_receiver_program(program())
-            .with_clock(clock.clone()),
-    );
+    let mut site = Site::new(store);
+    site.ws = site.ws.with_clock(clock.clone());
     for op in ["b2", "a3", "c1", "a1", "b1", "a2"] {
-        ws.prepare(op, "pay", &json!({"op": op})).unwrap();
+        site.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
     }
     clock.set(at("2020-01-02T00:00:00.000Z"));
     for op in ["b1", "b2"] {
-        ws.dispatch(op, fault(Some(Fault::CrashBeforeCommit)))
+        site.dispatch(op, fault(Some(Fault::CrashBeforeCommit)))
             .unwrap();
     }
-    ws.snapshot_by("b1", Some("ann"), None).unwrap();
-    ws.escalate("b2", "ann", "two charges?").unwrap();
+    site.ws.snapshot_by("b1", Some("ann"), None).unwrap();
+    site.ws.escalate("b2", "ann", "two charges?").unwrap();
     clock.set(SystemClock.now());
-    ws.dispatch("c1", fault(Some(Fault::CrashAfterCommit)))
+    site.dispatch("c1", fault(Some(Fault::CrashAfterCommit)))
         .unwrap();
-    ws.snapshot_by("c1", None, Some("ann")).unwrap();
-    ws.prepare("d1", "pay", &json!({"op": "d1"})).unwrap();
-    ws.dispatch("d1", fault(None)).unwrap();
-    sh
+    site.ws.snapshot_by("c1", None, Some("ann")).unwrap();
+    site.ws.prepare("d1", "pay", &json!({"op": "d1"})).unwrap();
+    site.dispatch("d1", fault(None)).unwrap();
+    Shell::at(site)
 }
 
 fn ids(rows: &Value) -> Vec<String> {
@@ -70,9 +64,9 @@ fn listed(sh: &Shell, flags: &[&str]) -> Vec<String> {
     ids(&sh.json(&args))
 }
 
-#[test]
-fn ops_filters_on_the_latest_verdict_escalation_and_age() {
-    let sh = queue();
+on_both_stores!(ops_filters_on_the_latest_verdict_escalation_and_age);
+fn ops_filters_on_the_latest_verdict_escalation_and_age(store: Store) {
+    let sh = queue(store);
     for (flags, expected) in [
         (&["--verdict", "terminal_absence"][..], &["b1"][..]),
         (&["--verdict", "exact_match_existence_only"], &["c1"]),
@@ -115,9 +109,9 @@ fn ops_filters_on_the_latest_verdict_escalation_and_age() {
     }
 }
 
-#[test]
-fn sort_age_orders_by_updated_at_oldest_first_then_op_id() {
-    let sh = queue();
+on_both_stores!(sort_age_orders_by_updated_at_oldest_first_then_op_id);
+fn sort_age_orders_by_updated_at_oldest_first_then_op_id(store: Store) {
+    let sh = queue(store);
     let rows = sh.json(&["ops", "--sort", "age"]);
     assert_eq!(ids(&rows), ["a1", "a2", "a3", "b1", "b2", "c1", "d1"]);
     let keys: Vec<(String, String)> = rows
@@ -142,9 +136,9 @@ fn sort_age_orders_by_updated_at_oldest_first_then_op_id() {
     );
 }
 
-#[test]
-fn every_row_of_ops_json_carries_a_cursor() {
-    let sh = queue();
+on_both_stores!(every_row_of_ops_json_carries_a_cursor);
+fn every_row_of_ops_json_carries_a_cursor(store: Store) {
+    let sh = queue(store);
     for sort in ["op_id", "age"] {
         let rows = sh.json(&["ops", "--sort", sort]);
         for row in rows.as_array().unwrap() {
@@ -177,9 +171,9 @@ fn paged(sh: &Shell, sort: &str, flags: &[&str], limit: usize) -> (Vec<String>, 
     }
 }
 
-#[test]
-fn paging_with_after_gives_every_row_once_in_order_under_each_sort() {
-    let sh = queue();
+on_both_stores!(paging_with_after_gives_every_row_once_in_order_under_each_sort);
+fn paging_with_after_gives_every_row_once_in_order_under_each_sort(store: Store) {
+    let sh = queue(store);
     for sort in ["op_id", "age"] {
         for flags in [&[][..], &["--state", "unknown"], &["--verdict", "never"]] {
             let mut args = vec!["ops", "--sort", sort];
@@ -195,9 +189,9 @@ fn paging_with_after_gives_every_row_once_in_order_under_each_sort() {
     }
 }
 
-#[test]
-fn an_op_id_is_a_cursor_of_sort_op_id() {
-    let sh = queue();
+on_both_stores!(an_op_id_is_a_cursor_of_sort_op_id);
+fn an_op_id_is_a_cursor_of_sort_op_id(store: Store) {
+    let sh = queue(store);
     assert_eq!(listed(&sh, &["--after", "a3"]), ["b1", "b2", "c1", "d1"]);
     assert_eq!(listed(&sh, &["--after", "b", "--limit", "2"]), ["b1", "b2"]);
     let cursor = sh.json(&["ops", "--limit", "1"])[0]["cursor"]
@@ -207,9 +201,9 @@ fn an_op_id_is_a_cursor_of_sort_op_id() {
     assert_eq!(listed(&sh, &["--after", &cursor, "--limit", "1"]), ["a2"]);
 }
 
-#[test]
-fn a_malformed_cursor_or_one_of_the_other_sort_is_a_usage_error() {
-    let sh = queue();
+on_both_stores!(a_malformed_cursor_or_one_of_the_other_sort_is_a_usage_error);
+fn a_malformed_cursor_or_one_of_the_other_sort_is_a_usage_error(store: Store) {
+    let sh = queue(store);
     let by_age = sh.json(&["ops", "--sort", "age", "--limit", "1"])[0]["cursor"]
         .as_str()
         .unwrap()
@@ -250,9 +244,9 @@ fn a_malformed_cursor_or_one_of_the_other_sort_is_a_usage_error() {
     assert_eq!(sh.dump(), before);
 }
 
-#[test]
-fn malformed_queue_flags_are_usage_errors() {
-    let sh = queue();
+on_both_stores!(malformed_queue_flags_are_usage_errors);
+fn malformed_queue_flags_are_usage_errors(store: Store) {
+    let sh = queue(store);
     for flags in [
         &["--verdict", "maybe"][..],
         &["--escalated", "perhaps"],
@@ -270,9 +264,9 @@ fn malformed_queue_flags_are_usage_errors() {
     }
 }
 
-#[test]
-fn state_all_lists_every_state_as_no_state_does() {
-    let sh = queue();
+on_both_stores!(state_all_lists_every_state_as_no_state_does);
+fn state_all_lists_every_state_as_no_state_does(store: Store) {
+    let sh = queue(store);
     let every = listed(&sh, &[]);
     assert_eq!(every.len(), 7, "{every:?}");
     assert_eq!(listed(&sh, &["--state", "all"]), every);
@@ -283,10 +277,10 @@ fn state_all_lists_every_state_as_no_state_does() {
     assert_eq!(listed(&sh, &["--state", "prepared"]), ["a1", "a2", "a3"]);
 }
 
-#[test]
-fn ops_text_columns_line_up_on_the_page_as_a_terminal_shows_them() {
+on_both_stores!(ops_text_columns_line_up_on_the_page_as_a_terminal_shows_them);
+fn ops_text_columns_line_up_on_the_page_as_a_terminal_shows_them(store: Store) {
     use unicode_width::UnicodeWidthStr;
-    let sh = Shell::with_ledger();
+    let sh = Shell::on(store);
     // A wide character, an id longer than any fixed column, and action
     // kinds of different lengths.
     for (op, action) in [

@@ -3,6 +3,7 @@
 
 use super::{is_utc_millis, time_of, Clocked};
 use crate::cli::Shell;
+use crate::stores::{on_both_stores, Store};
 use crate::support::experiment_run;
 use recon::dispatch::DispatchOptions;
 use recon::domain::Decision;
@@ -11,12 +12,50 @@ use recon::workspace::ReconcileRequest;
 use recon::Workspace;
 use serde_json::{json, Value};
 
-#[test]
-fn ops_and_show_json_stamp_every_act_in_utc_with_milliseconds() {
-    let sh = Shell::demo(0);
+/// An outbox on `store` with an operation in each state a person meets:
+/// prepared, confirmed by its receipt, unknown, and one decided
+/// not applied with a close, so that every kind of stamp is there.
+fn every_kind_of_act(store: Store) -> Shell {
+    let sh = Shell::on(store);
+    for op in ["prepared", "paid", "lost", "decided"] {
+        let payload = format!(r#"{{"op":"{op}"}}"#);
+        sh.ok(&[
+            "prepare",
+            "--op",
+            op,
+            "--action",
+            "pay",
+            "--payload",
+            &payload,
+        ]);
+    }
+    sh.ok(&["dispatch", "paid"]);
+    for op in ["lost", "decided"] {
+        sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
+    }
+    sh.ok(&["note", "lost", "--by", "ann", "--text", "customer called"]);
+    sh.ok(&[
+        "reconcile",
+        "decided",
+        "--reviewer",
+        "rosa",
+        "--decision",
+        "not_applied",
+        "--expected-version",
+        "2",
+        "--close",
+        "--authorized-by",
+        "rosa",
+    ]);
+    sh
+}
+
+on_both_stores!(ops_and_show_json_stamp_every_act_in_utc_with_milliseconds);
+fn ops_and_show_json_stamp_every_act_in_utc_with_milliseconds(store: Store) {
+    let sh = every_kind_of_act(store);
     let ops = sh.json(&["ops"]);
     let ops = ops.as_array().unwrap();
-    assert_eq!(ops.len(), 12);
+    assert_eq!(ops.len(), 4);
     for op in ops {
         time_of(op, "created_at");
         time_of(op, "updated_at");
@@ -34,11 +73,16 @@ fn ops_and_show_json_stamp_every_act_in_utc_with_milliseconds() {
         for close in shown["closes"].as_array().unwrap() {
             time_of(close, "closed_at");
         }
+        for note in shown["notes"].as_array().unwrap() {
+            time_of(note, "at");
+        }
     }
-    // The demo's stories include decisions and closes: the loops above ran.
-    let decided = sh.json(&["show", "op-1009-password-reset"]);
+    // A decision and a close are among them: the loops above ran.
+    let decided = sh.json(&["show", "decided"]);
     assert_eq!(decided["evidence"].as_array().unwrap().len(), 1);
     assert_eq!(decided["closes"].as_array().unwrap().len(), 1);
+    let lost = sh.json(&["show", "lost"]);
+    assert_eq!(lost["notes"].as_array().unwrap().len(), 1, "{lost}");
 }
 
 /// The operation's `updated_at`, as text.
@@ -46,14 +90,14 @@ fn updated(ws: &Workspace, op_id: &str) -> String {
     ws.require(op_id).unwrap().triage.updated_at.to_string()
 }
 
-#[test]
-fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only() {
-    let mut lab = Clocked::new();
+on_both_stores!(updated_at_moves_on_prepare_dispatch_receipt_and_decision_only);
+fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only(store: Store) {
+    let mut lab = Clocked::on(store);
     let payload = json!({"to": "ada@example.com"});
 
-    let prepared_at = lab.ws.now().to_string();
-    lab.ws.prepare("lost", "send_email", &payload).unwrap();
-    let op = lab.ws.require("lost").unwrap();
+    let prepared_at = lab.site.ws.now().to_string();
+    lab.site.ws.prepare("lost", "send_email", &payload).unwrap();
+    let op = lab.site.ws.require("lost").unwrap();
     assert_eq!(op.triage.created_at.to_string(), prepared_at);
     assert_eq!(op.triage.updated_at.to_string(), prepared_at);
     assert_eq!(
@@ -66,8 +110,8 @@ fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only() {
         fault: Some(Fault::CrashBeforeCommit),
         wait_permit: false,
     };
-    lab.ws.dispatch("lost", options).unwrap();
-    let op = lab.ws.require("lost").unwrap();
+    lab.site.dispatch("lost", options).unwrap();
+    let op = lab.site.ws.require("lost").unwrap();
     assert_eq!(op.triage.updated_at.to_string(), dispatched_at);
     assert_eq!(op.triage.dispatch_count, 1);
     assert_eq!(
@@ -78,19 +122,26 @@ fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only() {
 
     // Triage leaves it alone: a note, an observation, an escalation.
     lab.tick(10);
-    lab.ws.note("lost", "ann", "customer called").unwrap();
+    lab.site.ws.note("lost", "ann", "customer called").unwrap();
     lab.tick(10);
-    lab.ws.snapshot_by("lost", None, Some("ann")).unwrap();
+    lab.site.ws.snapshot_by("lost", None, Some("ann")).unwrap();
     lab.tick(10);
-    lab.ws.escalate("lost", "ann", "needs finance").unwrap();
+    lab.site
+        .ws
+        .escalate("lost", "ann", "needs finance")
+        .unwrap();
     lab.tick(10);
-    lab.ws.deescalate("lost", "ann", "finance is away").unwrap();
+    lab.site
+        .ws
+        .deescalate("lost", "ann", "finance is away")
+        .unwrap();
     lab.tick(10);
-    lab.ws.escalate("lost", "ann", "back again").unwrap();
-    assert_eq!(updated(&lab.ws, "lost"), dispatched_at);
+    lab.site.ws.escalate("lost", "ann", "back again").unwrap();
+    assert_eq!(updated(&lab.site.ws, "lost"), dispatched_at);
 
     let decided_at = lab.tick(10);
-    lab.ws
+    lab.site
+        .ws
         .reconcile(&ReconcileRequest {
             op_id: "lost",
             reviewer: "ann",
@@ -100,11 +151,11 @@ fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only() {
             close_authorized_by: Some("ann"),
         })
         .unwrap();
-    assert_eq!(updated(&lab.ws, "lost"), decided_at);
-    let evidence = lab.ws.evidence("lost").unwrap();
+    assert_eq!(updated(&lab.site.ws, "lost"), decided_at);
+    let evidence = lab.site.ws.evidence("lost").unwrap();
     assert_eq!(evidence[0].recorded_at.to_string(), decided_at);
     // The dispatch's own stamps stay as they were.
-    let op = lab.ws.require("lost").unwrap();
+    let op = lab.site.ws.require("lost").unwrap();
     assert_eq!(op.triage.dispatch_count, 1);
     assert_eq!(
         op.triage.last_dispatched_at.map(|t| t.to_string()),
@@ -112,14 +163,17 @@ fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only() {
     );
 }
 
+// SQLite only: it holds the receipt with the built-in ledger's permit drill.
 #[test]
 fn updated_at_moves_on_the_receipt_after_the_dispatch() {
     let mut lab = Clocked::new();
-    lab.ws
+    lab.site
+        .ws
         .prepare("paid", "pay", &json!({"amount": 10}))
         .unwrap();
     let dispatched_at = lab.tick(5);
     let mut pending = lab
+        .site
         .ws
         .start_dispatch(
             "paid",
@@ -129,12 +183,12 @@ fn updated_at_moves_on_the_receipt_after_the_dispatch() {
             },
         )
         .unwrap();
-    assert_eq!(updated(&lab.ws, "paid"), dispatched_at);
+    assert_eq!(updated(&lab.site.ws, "paid"), dispatched_at);
     let receipt_at = lab.tick(5);
     pending.child.permit().unwrap();
-    let report = lab.ws.finish_dispatch(pending).unwrap();
+    let report = lab.site.ws.finish_dispatch(pending).unwrap();
     assert_eq!(report.outcome, "receipt");
-    let op = lab.ws.require("paid").unwrap();
+    let op = lab.site.ws.require("paid").unwrap();
     assert_eq!(op.state.as_str(), "confirmed");
     assert_eq!(op.triage.updated_at.to_string(), receipt_at);
     assert_eq!(
@@ -144,18 +198,20 @@ fn updated_at_moves_on_the_receipt_after_the_dispatch() {
     assert_eq!(op.triage.dispatch_count, 1);
 }
 
-#[test]
-fn dispatch_count_counts_the_dispatches_of_each_operation() {
-    let mut lab = Clocked::new();
+on_both_stores!(dispatch_count_counts_the_dispatches_of_each_operation);
+fn dispatch_count_counts_the_dispatches_of_each_operation(store: Store) {
+    let mut lab = Clocked::on(store);
     for op in ["one", "two"] {
-        lab.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
+        lab.site.ws.prepare(op, "pay", &json!({"op": op})).unwrap();
     }
-    lab.ws.dispatch("one", DispatchOptions::default()).unwrap();
-    let refused = lab.ws.dispatch("one", DispatchOptions::default());
+    lab.site
+        .dispatch("one", DispatchOptions::default())
+        .unwrap();
+    let refused = lab.site.dispatch("one", DispatchOptions::default());
     assert!(refused.is_err(), "a second dispatch is a blind retry");
-    let count = |op: &str| lab.ws.require(op).unwrap().triage.dispatch_count;
+    let count = |op: &str| lab.site.ws.require(op).unwrap().triage.dispatch_count;
     assert_eq!((count("one"), count("two")), (1, 0));
-    assert_eq!(lab.ws.dispatch_count("one").unwrap(), 1);
+    assert_eq!(lab.site.ws.dispatch_count("one").unwrap(), 1);
 }
 
 /// Every key and string of a JSON document, depth first.
