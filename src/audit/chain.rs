@@ -211,6 +211,27 @@ impl<'a> Walk<'a> {
     }
 }
 
+impl Walked {
+    /// A store that keeps the journal's head in a row of its own (the
+    /// PostgreSQL outbox's `journal_head`, which every write locks and
+    /// the chain trigger moves): that row against the chain walked, as a
+    /// mismatch of the field `journal_head` when they differ. A head that
+    /// does not name the last entry means entries were removed, or the
+    /// head moved, behind the triggers.
+    pub fn head_mismatch(&self, seq: i64, hash: &str) -> Option<super::Mismatch> {
+        let walked = (
+            i64::try_from(self.rows).unwrap_or(i64::MAX),
+            self.head_hash.as_str(),
+        );
+        (walked != (seq, hash)).then(|| super::Mismatch {
+            op_id: None,
+            field: "journal_head".to_string(),
+            journal: serde_json::json!({"seq": walked.0, "hash": walked.1}),
+            table: serde_json::json!({"seq": seq, "hash": hash}),
+        })
+    }
+}
+
 /// Why an entry does not link to the one before it, if it does not.
 fn link_problem(index: u64, prev: &str, entry: &StoredEntry<'_>) -> Option<String> {
     let expected_seq = i64::try_from(index + 1).unwrap_or(i64::MAX);

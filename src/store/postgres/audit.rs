@@ -219,12 +219,20 @@ impl PgSender {
                 None => Ok(()),
             },
         )?;
+        let head = tx
+            .query_one("SELECT seq, hash FROM journal_head WHERE id = 1", &[])
+            .map(|row| (row.get::<_, i64>(0), row.get::<_, String>(1)))
+            .map_err(|e| db_error(url, "reading the journal's head", &e))?;
         let tx = RefCell::new(tx);
-        let projection = project(&tx, url, ledger_id)?;
+        let mut projection = project(&tx, url, ledger_id)?;
         tx.into_inner()
             .commit()
             .map_err(|e| db_error(url, "ending the audit's snapshot", &e))?;
-        Ok(VerifyReport::new(walk.finish(), projection, schema))
+        let walked = walk.finish();
+        projection
+            .mismatches
+            .extend(walked.head_mismatch(head.0, &head.1));
+        Ok(VerifyReport::new(walked, projection, schema))
     }
 }
 

@@ -181,3 +181,27 @@ fn with_the_triggers_off_an_edited_or_deleted_journal_entry_breaks_the_chain_whe
         assert!(found.contains(reason), "{sql}: {found}");
     }
 }
+
+/// The last act removed whole behind the triggers (its entry and the row
+/// it made) leaves every table the projection of what is left: only the
+/// journal's head, which the chain trigger moved, still names the entry.
+#[test]
+fn with_the_triggers_off_the_last_entry_removed_with_its_row_fails_verify_at_the_journal_head() {
+    if !Store::Postgres.available(module_path!()) {
+        return;
+    }
+    let mut site = live();
+    site.ws.note("a", "ann", "paid twice?").expect("a note");
+    let seq = seq_of(&site, "noted", "a");
+    behind_the_triggers(
+        &site,
+        &format!("DELETE FROM notes WHERE seq = {seq}; DELETE FROM journal WHERE seq = {seq}"),
+    );
+    let report = failed_verify(&site);
+    assert_eq!(report["first_broken"], Value::Null, "{report:#}");
+    let mismatches = report["projection_mismatches"].as_array().expect("a list");
+    assert_eq!(mismatches.len(), 1, "{report:#}");
+    assert_eq!(mismatches[0]["field"], "journal_head", "{report:#}");
+    assert_eq!(mismatches[0]["journal"]["seq"], seq - 1, "{report:#}");
+    assert_eq!(mismatches[0]["table"]["seq"], seq, "{report:#}");
+}
