@@ -594,6 +594,9 @@ pub struct OpsArgs {
     /// (yes), or only the others (no).
     #[arg(long, value_enum, value_name = "yes|no")]
     pub contradicted: Option<EscalatedArg>,
+    /// Only operations routed to the receiver NAME.
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+    pub receiver: Option<String>,
     /// Only operations whose updated_at is older than DURATION (90s, 15m,
     /// 2h, 3d).
     #[arg(long, value_name = "DURATION", value_parser = triage::parse_duration)]

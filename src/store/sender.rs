@@ -494,6 +494,11 @@ CREATE TABLE routes (
 ) WITHOUT ROWID;
 CREATE INDEX routes_by_receiver ON routes(receiver);
 CREATE INDEX operations_by_receiver ON operations(receiver, state);
+-- `ops --receiver` (with or without a state) in either order: one range each.
+CREATE INDEX operations_by_receiver_state ON operations(receiver, state, op_id);
+CREATE INDEX operations_by_receiver_state_age ON operations(receiver, state, updated_at, op_id);
+CREATE INDEX operations_by_receiver_op ON operations(receiver, op_id);
+CREATE INDEX operations_by_receiver_age ON operations(receiver, updated_at, op_id);
 "
 );
 
