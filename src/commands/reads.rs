@@ -314,10 +314,16 @@ impl Render for Shown {
             }
         }
         for e in &self.0.evidence {
+            // A policy's decision says so: the policy decided, the reviewer
+            // named is who ran it.
+            let source = match e.policy {
+                Some(policy) => format!("policy {policy}"),
+                None => e.source.to_string(),
+            };
             out.line(format!(
                 "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
                 e.seq,
-                e.source,
+                source,
                 escape(e.reviewer.as_deref().unwrap_or("the receiver")),
                 e.decision,
                 e.verdict.map_or("none", |v| v.as_str()),
