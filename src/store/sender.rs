@@ -1631,7 +1631,7 @@ mod tests {
         let late = review("sam");
         let at = fx.clock.now();
         let verdict = Verdict::TerminalAbsence;
-        let t = super::review_transition(&late, &read, verdict, &snapshot, &provenance, at);
+        let t = super::review_transition(&late, &read, (verdict, None), &snapshot, &provenance, at);
         let tx = fx.store.conn.transaction().unwrap();
         let refused = refusal(super::decide(&mut on(&tx, &fx.store.path), t));
         assert_eq!(

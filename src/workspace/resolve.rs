@@ -178,6 +178,11 @@ impl Workspace {
             let closed = self.close_all(to_close, request, &mut report);
             self.decide_all(closed, request, &mut report)?;
         }
+        // Each operation where the list has it, whatever phase settled it.
+        let at: std::collections::HashMap<&str, usize> = (list.iter().enumerate())
+            .map(|(i, op)| (op.op_id.as_str(), i))
+            .collect();
+        (report.operations).sort_by_key(|r| at.get(r.op_id.as_str()).copied());
         Ok(report)
     }
 
@@ -199,10 +204,12 @@ impl Workspace {
                 }
                 Err(other) => return Err(other),
             };
-            let skip = if op.state != OpState::Unknown {
-                Some(Skip::NotUnknown)
-            } else if op.version != planned.version {
+            // The version first: a listed operation decided since it was
+            // listed has moved past the version the list authorized.
+            let skip = if op.version != planned.version {
                 Some(Skip::VersionChanged)
+            } else if op.state != OpState::Unknown {
+                Some(Skip::NotUnknown)
             } else if op.receiver != planned.receiver {
                 Some(Skip::ReceiverChanged)
             } else if op.triage.escalated.is_some() {

@@ -237,7 +237,7 @@ fn sha(prev: &str, text: &str) -> String {
 /// The attacker who knows the format: edits one entry's content (written
 /// back as canonical JSON: sorted keys, no whitespace), then recomputes
 /// every link in seq order, so the chain is intact again.
-fn rewrite_entry(dir: &Path, seq: i64, edit: impl FnOnce(&mut Map<String, Value>)) {
+pub fn rewrite_entry(dir: &Path, seq: i64, edit: impl FnOnce(&mut Map<String, Value>)) {
     let conn = sender(dir);
     let text: String = conn
         .query_row("SELECT entry FROM journal WHERE seq = ?1", [seq], |r| {

@@ -2,3 +2,4 @@
 //! cases resolved by a named policy (`recon resolve`, SPEC 9).
 
 mod by_receiver;
+mod policy;
