@@ -274,8 +274,9 @@ impl Workspace {
         provable
     }
 
-    /// Closes each operation at its receiver (the close journaled with its
-    /// authorization, as `snapshot --close` journals it) and keeps those
+    /// Closes each operation at its receiver (batched where it batches;
+    /// each close journaled with its authorization, as `snapshot --close`
+    /// journals it) and keeps those
     /// whose closing snapshot the policy decides; the others are left.
     fn close_all(
         &mut self,
@@ -283,10 +284,10 @@ impl Workspace {
         request: &ResolveRequest<'_>,
         report: &mut ResolveReport,
     ) -> Vec<Closed> {
-        let who = request.authorized_by;
+        let reads = self.close_receivers(&ops, request.authorized_by);
         let mut closed = Vec::with_capacity(ops.len());
-        for op in ops {
-            let read = match self.read_receiver(&op, Some(who), Some(who)) {
+        for (op, read) in ops.into_iter().zip(reads) {
+            let read = match read {
                 Ok(read) => read,
                 Err(error) => {
                     report.fail(&op.op_id, None, error);

@@ -371,3 +371,51 @@ fn verify_fails_on_a_policy_decision_that_rests_on_no_closed_snapshot() {
         "{report:#}"
     );
 }
+
+on_both_stores!(a_receiver_that_batches_and_keeps_a_session_is_read_and_closed_in_batches);
+fn a_receiver_that_batches_and_keeps_a_session_is_read_and_closed_in_batches(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = Shell::on(store);
+    let log = dir.path().join("ship.log").display().to_string();
+    let flags = [
+        "--can-close",
+        "--complete",
+        "--authoritative",
+        "--batch",
+        "10",
+        "--session",
+        "--log",
+        &log,
+    ];
+    adapter(&sh, dir.path(), "ship", "ship", &flags);
+    let ops: Vec<String> = (1..=12).map(|n| format!("s{n:02}")).collect();
+    for op in &ops {
+        lost_at_adapter(&sh, dir.path(), "ship", op, "ship");
+    }
+    std::fs::write(&log, "").unwrap();
+    let report = sh.json(&resolve(&["--older-than", "0s", "--receiver", "ship"]));
+    assert_eq!(report["not_applied"], 12, "{report}");
+    let calls: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "call")
+        .collect();
+    let sizes = |verb: &str| -> Vec<usize> {
+        calls
+            .iter()
+            .filter(|c| c["verb"] == verb)
+            .map(|c| c["request"]["op_ids"].as_array().map_or(1, Vec::len))
+            .collect()
+    };
+    // Twelve operations: a read of ten and of two, then a close of ten and
+    // of two, all through one session.
+    assert_eq!(sizes("query"), [10, 2]);
+    assert_eq!(sizes("close"), [10, 2]);
+    let sessions = std::fs::read_to_string(&log)
+        .unwrap()
+        .matches("\"event\": \"session\"")
+        .count();
+    assert_eq!(sessions, 1);
+    assert_eq!(sh.json(&["verify"])["intact"], true);
+}
