@@ -1643,6 +1643,82 @@ mod tests {
         assert_eq!(fx.store.evidence("op").unwrap().len(), 1);
     }
 
+    /// A policy's decisions of one chunk are one transaction, each checked
+    /// on its own: one whose version moved since its read is refused
+    /// `stale_version` alone, one whose snapshot is not closed is refused
+    /// `unsupported_verdict` alone, and the other is recorded as the
+    /// policy's (`source: "policy"`, naming it).
+    #[test]
+    fn a_policy_decision_refused_alone_leaves_the_others_of_its_chunk_recorded() {
+        use crate::domain::{Decision, EvidenceSource, Policy, Provenance, Review, Snapshot};
+        let mut fx = Fixture::new();
+        for op in ["ok", "stale", "open"] {
+            fx.dispatched(op);
+        }
+        let payload = payload();
+        let absent = |op_id: &str, closed| Snapshot {
+            op_id: op_id.into(),
+            matches: Vec::new(),
+            complete: true,
+            authoritative: true,
+            closed,
+        };
+        let snapshots = [
+            absent("ok", true),
+            absent("stale", true),
+            absent("open", false),
+        ];
+        let versions = [2, 1, 2];
+        let provenance = provenance();
+        let reviews: Vec<(Review<'_>, Provenance)> = (snapshots.iter().zip(versions))
+            .map(|(snapshot, expected_version)| {
+                let review = Review {
+                    op_id: &snapshot.op_id,
+                    payload: &payload,
+                    reviewer: "robot",
+                    decision: Decision::NotApplied,
+                    snapshot,
+                    expected_version,
+                };
+                (review, provenance.clone())
+            })
+            .collect();
+        let results = fx
+            .store
+            .record_policy_reviews(Policy::Provable, &reviews, &fx.clock)
+            .unwrap();
+        let codes: Vec<Option<&str>> = results
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .err()
+                    .and_then(|e| e.refusal())
+                    .map(Refusal::code)
+            })
+            .collect();
+        assert_eq!(
+            codes,
+            [None, Some("stale_version"), Some("unsupported_verdict")]
+        );
+        let evidence = fx.store.evidence("ok").unwrap();
+        assert_eq!(
+            (
+                evidence[0].source,
+                evidence[0].policy,
+                evidence[0].reviewer.as_deref()
+            ),
+            (
+                EvidenceSource::Policy,
+                Some(Policy::Provable),
+                Some("robot")
+            )
+        );
+        for op in ["stale", "open"] {
+            assert!(fx.store.evidence(op).unwrap().is_empty(), "{op}");
+            assert_eq!(fx.store.require(op).unwrap().state, OpState::Unknown);
+        }
+    }
+
     /// Two writers that both read an op id as free (side by side under READ
     /// COMMITTED) race to insert it: the loser's key violation is
     /// `duplicate_operation` (exit 3), not a storage failure (exit 4).
