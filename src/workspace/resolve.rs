@@ -22,7 +22,7 @@ use crate::domain::{
     classify, Decision, OpState, Operation, Policy, Provenance, QueueFilter, Review, Snapshot,
     Timestamp, Verdict,
 };
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Committed, Error, Refusal, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -117,6 +117,24 @@ impl ResolveReport {
     }
 }
 
+/// What a run had committed when storage trouble stopped it: the
+/// decisions of the chunks before, and the closes of the chunk in hand,
+/// which are for good (each journaled with its authorization).
+fn committed_before(report: &ResolveReport) -> Committed {
+    Committed {
+        sentence: format!(
+            "before it, {} confirmed and {} not_applied were recorded by the policy; the \
+             operations of the chunk in hand may be closed at their receivers (each close is \
+             journaled) and stay unknown: run resolve again to decide them",
+            report.confirmed, report.not_applied
+        ),
+        json: serde_json::json!({
+            "confirmed": report.confirmed,
+            "not_applied": report.not_applied,
+        }),
+    }
+}
+
 /// A closing snapshot the policy decides on, waiting for its chunk's
 /// transaction.
 struct Closed {
@@ -166,7 +184,8 @@ impl Workspace {
         let mut report = ResolveReport::default();
         let cutoff = self.now().minus(request.older_than);
         for chunk in list.chunks(CHUNK) {
-            let eligible = self.eligible(chunk, cutoff, &mut report)?;
+            let eligible = self.eligible(chunk, cutoff, &mut report);
+            let eligible = eligible.map_err(|e| e.after(committed_before(&report)))?;
             let to_close = if request.planned && !request.dry_run {
                 eligible
             } else {
@@ -176,7 +195,8 @@ impl Workspace {
                 continue;
             }
             let closed = self.close_all(to_close, request, &mut report);
-            self.decide_all(closed, request, &mut report)?;
+            let decided = self.decide_all(closed, request, &mut report);
+            decided.map_err(|e| e.after(committed_before(&report)))?;
         }
         // Each operation where the list has it, whatever phase settled it.
         let at: std::collections::HashMap<&str, usize> = (list.iter().enumerate())

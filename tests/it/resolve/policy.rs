@@ -419,3 +419,52 @@ fn a_receiver_that_batches_and_keeps_a_session_is_read_and_closed_in_batches(sto
     assert_eq!(sessions, 1);
     assert_eq!(sh.json(&["verify"])["intact"], true);
 }
+
+on_both_stores!(the_list_is_printed_before_anything_is_closed_and_json_keeps_stdout_one_document);
+fn the_list_is_printed_before_anything_is_closed_and_json_keeps_stdout_one_document(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(store, dir.path());
+    let out = sh.ok(&resolve(&["--older-than", "0s", "--json", "a", "b"]));
+    let listed: Vec<Value> = out
+        .stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let receiver = sh.json(&["show", "a"])["operation"]["receiver"].clone();
+    assert_eq!(
+        listed,
+        [
+            json!({"op_id": "a", "version": 2, "receiver": receiver}),
+            json!({"op_id": "b", "version": 2, "receiver": receiver}),
+        ]
+    );
+    let report = out.json();
+    assert_eq!(
+        (report["confirmed"].clone(), report["not_applied"].clone()),
+        (json!(1), json!(1))
+    );
+    // In text the list heads stdout, before the outcomes.
+    let text = sh.ok(&resolve(&["--older-than", "0s", "w"])).stdout;
+    assert!(
+        text.starts_with(
+            "resolving 1 listed operation, authorized by ann:\n  w version 2 at weak\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("w: left (inconclusive)"), "{text}");
+}
+
+on_both_stores!(an_unknown_id_is_refused_before_anything_is_read_or_closed);
+fn an_unknown_id_is_refused_before_anything_is_read_or_closed(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(store, dir.path());
+    let before = sh.dump();
+    let out = sh.run(&resolve(&["--older-than", "0s", "--json", "a", "nope"]));
+    assert_json_error(&out, 3);
+    assert!(
+        out.stderr.starts_with("refused: unknown_operation: "),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before, sh.dump());
+}
