@@ -3584,6 +3584,7 @@ fn the_resolve_key_asks_naming_the_counts_and_records_only_the_policys_decisions
     );
     let ws = lab.reopen();
     let (mut confirmed, mut not_applied) = (0, 0);
+    let mut decided_one = None;
     for id in &unknown {
         let detail = ws.show(id).unwrap();
         match detail.operation.state {
@@ -3594,6 +3595,7 @@ fn the_resolve_key_asks_naming_the_counts_and_records_only_the_policys_decisions
             OpState::Confirmed => confirmed += 1,
             _ => not_applied += 1,
         }
+        decided_one.get_or_insert((id.clone(), detail.operation.state));
         let evidence = &detail.evidence[0];
         assert_eq!(
             evidence.source,
@@ -3606,6 +3608,16 @@ fn the_resolve_key_asks_naming_the_counts_and_records_only_the_policys_decisions
     assert!(confirmed + not_applied > 0, "{body}");
     let counted = format!("recorded {confirmed} confirmed and {not_applied} not_applied");
     assert!(body.contains(&counted), "{body}");
+    // The history panel tells the policy's decision from a person's.
+    let (id, state) = decided_one.unwrap();
+    let filter = if state == OpState::Confirmed {
+        "3"
+    } else {
+        "4"
+    };
+    press(&mut app, &format!("<esc>{filter}/{id}<enter>"));
+    let shown = screen(&app);
+    assert!(shown.contains("policy provable, run by ada"), "{shown}");
     let report = recon::workspace::Journal::open(lab.path(), recon::OpenOptions::default())
         .unwrap()
         .verify(Default::default())
