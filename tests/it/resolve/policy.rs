@@ -468,3 +468,61 @@ fn an_unknown_id_is_refused_before_anything_is_read_or_closed(store: Store) {
     );
     assert_eq!(before, sh.dump());
 }
+
+on_both_stores!(a_batched_close_whose_answer_is_garbage_fails_each_of_it_and_a_second_run_finishes);
+fn a_batched_close_whose_answer_is_garbage_fails_each_of_it_and_a_second_run_finishes(
+    store: Store,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = Shell::on(store);
+    let flags = [
+        "--can-close",
+        "--complete",
+        "--authoritative",
+        "--batch",
+        "10",
+        "--session",
+    ];
+    adapter(&sh, dir.path(), "ship", "ship", &flags);
+    for op in ["s1", "s2", "s3"] {
+        lost_at_adapter(&sh, dir.path(), "ship", op, "ship");
+    }
+    std::fs::write(dir.path().join("ship.mode"), "close:garbage").unwrap();
+    let out = sh.ok(&resolve(&[
+        "--older-than",
+        "0s",
+        "--receiver",
+        "ship",
+        "--json",
+    ]));
+    let report = out.json();
+    assert_eq!(
+        (report["failed"].clone(), report["not_applied"].clone()),
+        (json!(3), json!(0))
+    );
+    let failures: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(failures.len(), 3, "{}", out.stderr);
+    assert!(
+        failures.iter().all(|l| l.contains("may now be closed")),
+        "{}",
+        out.stderr
+    );
+    // Each failed close is kept with its operation (after its dispatch's
+    // lost receipt).
+    let shown = sh.json(&["show", "s1"]);
+    let verbs: Vec<&str> = (shown["failures"].as_array().unwrap().iter())
+        .map(|f| f["verb"].as_str().unwrap())
+        .collect();
+    assert_eq!(verbs, ["apply", "close"], "{shown}");
+    std::fs::write(dir.path().join("ship.mode"), "").unwrap();
+    let again = sh.json(&resolve(&["--older-than", "0s", "--receiver", "ship"]));
+    assert_eq!(
+        (again["failed"].clone(), again["not_applied"].clone()),
+        (json!(0), json!(3))
+    );
+    assert_eq!(sh.json(&["verify"])["intact"], true);
+}
