@@ -23,10 +23,12 @@ use std::path::PathBuf;
 
 mod exits;
 mod payload;
+mod resolve;
 mod triage;
 
 pub use exits::{exit_codes_of, COMMAND_PATHS};
 pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use resolve::ResolveArgs;
 pub use triage::{EscalatedArg, MarkArgs, NoteArgs, ObserveArgs, SortArg, VerdictArg};
 
 pub const EXIT_CODES: &str = "\
@@ -190,6 +192,23 @@ pub enum Command {
     /// and recorded, and the exit code is then 4. A decision never rests on
     /// a recorded observation: `reconcile` takes its own fresh snapshot.
     Observe(ObserveArgs),
+    /// Resolve the provable cases by a named policy: close each listed
+    /// unknown operation and record confirmed on unique_exact_match or
+    /// not_applied on terminal_absence, against the version read, with the
+    /// closing snapshot as evidence naming the policy.
+    ///
+    /// A close can cancel an original still in flight, so only an exact,
+    /// authorized list is closed: the IDs, the operations the filters
+    /// select (printed before anything is closed), or a --plan written by
+    /// --dry-run --output, closed only where still at its planned
+    /// version. Operations younger than --older-than, escalated ones, and
+    /// those whose receiver cannot close are skipped; every other verdict
+    /// is left for people. Without a plan, each is read first and closed
+    /// only when the closed snapshot would be decided. Skips and verdicts
+    /// left are counted; an operation that cannot be read, closed or
+    /// decided is counted as failed and named on stderr, and the others go
+    /// on.
+    Resolve(ResolveArgs),
     /// Leave a note on an operation, in any state. The note is a journal
     /// entry; `show` lists the notes.
     Note(NoteArgs),
@@ -267,6 +286,7 @@ impl Command {
             Command::Reconcile(_) => "reconcile",
             Command::ApproveCompensation(_) => "approve-compensation",
             Command::Observe(_) => "observe",
+            Command::Resolve(_) => "resolve",
             Command::Note(_) => "note",
             Command::Escalate(_) => "escalate",
             Command::Acknowledge(_) => "acknowledge",
@@ -295,6 +315,7 @@ impl Command {
             | Command::Reconcile(ReconcileArgs { json, .. })
             | Command::ApproveCompensation(ApproveCompensationArgs { json, .. })
             | Command::Observe(ObserveArgs { json, .. })
+            | Command::Resolve(ResolveArgs { json, .. })
             | Command::Note(NoteArgs { json, .. })
             | Command::Escalate(MarkArgs { json, .. })
             | Command::Deescalate(MarkArgs { json, .. })
@@ -594,6 +615,9 @@ pub struct OpsArgs {
     /// (yes), or only the others (no).
     #[arg(long, value_enum, value_name = "yes|no")]
     pub contradicted: Option<EscalatedArg>,
+    /// Only operations routed to the receiver NAME.
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+    pub receiver: Option<String>,
     /// Only operations whose updated_at is older than DURATION (90s, 15m,
     /// 2h, 3d).
     #[arg(long, value_name = "DURATION", value_parser = triage::parse_duration)]

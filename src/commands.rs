@@ -40,6 +40,7 @@ mod reads;
 mod receiver;
 mod receivers;
 mod render;
+mod resolve;
 mod triage;
 
 pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, EXIT_USAGE};
@@ -174,6 +175,7 @@ enum Request {
     Reconcile(flow::Reconcile),
     ApproveCompensation(flow::ApproveCompensation),
     Observe(triage::Observe),
+    Resolve(resolve::Resolve),
     Note(triage::Note),
     Mark(triage::Mark),
     Screenshot(console::Screenshot),
@@ -229,6 +231,7 @@ impl Request {
                 Request::ApproveCompensation(flow::ApproveCompensation::validate(args, ws)?)
             }
             Command::Observe(args) => Request::Observe(triage::Observe::validate(args, ws)?),
+            Command::Resolve(args) => Request::Resolve(resolve::Resolve::validate(args, ws)?),
             Command::Note(args) => Request::Note(triage::Note::validate(args, ws)?),
             Command::Escalate(args) => Request::Mark(triage::Mark::validate(
                 args,
@@ -300,6 +303,7 @@ impl Request {
             Request::Reconcile(request) => Box::new(request.run()?),
             Request::ApproveCompensation(request) => Box::new(request.run()?),
             Request::Observe(request) => Box::new(request.run()?),
+            Request::Resolve(request) => Box::new(request.run()?),
             Request::Note(request) => Box::new(request.run()?),
             Request::Mark(request) => Box::new(request.run()?),
             Request::Screenshot(request) => Box::new(request.run()?),

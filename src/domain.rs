@@ -12,6 +12,7 @@ pub mod names;
 pub mod policy;
 mod records;
 mod refusal;
+pub mod resolve;
 pub mod sanitize;
 pub mod time;
 mod triage;
@@ -75,6 +76,32 @@ pub enum Decision {
 pub enum EvidenceSource {
     Receipt,
     Review,
+    /// A decision `recon resolve` recorded under a named [`Policy`]: a
+    /// person authorized the list, the policy judged the evidence.
+    Policy,
+}
+
+/// A rule that may decide an `unknown` operation without a person judging
+/// its evidence (SPEC 9, "Resolution by policy"). There is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Only the two provable verdicts, under a closing snapshot:
+    /// `unique_exact_match` proves `confirmed`, `terminal_absence` proves
+    /// `not_applied`. Every other verdict is left for people.
+    Provable,
+}
+
+impl Policy {
+    /// The decision this policy takes on a snapshot with `verdict`, closed
+    /// or not; `None` leaves it for people.
+    pub fn decision(self, verdict: Verdict, closed: bool) -> Option<Decision> {
+        match (self, verdict, closed) {
+            (Policy::Provable, Verdict::UniqueExactMatch, true) => Some(Decision::Confirmed),
+            (Policy::Provable, Verdict::TerminalAbsence, true) => Some(Decision::NotApplied),
+            _ => None,
+        }
+    }
 }
 
 /// The classification of one snapshot against the operation it was taken for.
@@ -121,7 +148,8 @@ string_names!(OpState {
     NotApplied => "not_applied",
 });
 string_names!(Decision { Confirmed => "confirmed", NotApplied => "not_applied" });
-string_names!(EvidenceSource { Receipt => "receipt", Review => "review" });
+string_names!(EvidenceSource { Receipt => "receipt", Review => "review", Policy => "policy" });
+string_names!(Policy { Provable => "provable" });
 string_names!(Verdict {
     DuplicateMatches => "duplicate_matches",
     PayloadMismatch => "payload_mismatch",
@@ -420,6 +448,24 @@ pub fn check_review(
     Ok(verdict)
 }
 
+/// The rule of a decision taken by `policy` on top of a review's
+/// ([`check_review`]): the snapshot must be closed and its verdict the one
+/// the policy takes that decision on, or the decision is refused as a
+/// verdict that does not support it.
+pub fn check_policy_review(
+    policy: Policy,
+    review: &Review<'_>,
+    verdict: Verdict,
+) -> Result<(), Refusal> {
+    if policy.decision(verdict, review.snapshot.closed) == Some(review.decision) {
+        return Ok(());
+    }
+    Err(Refusal::UnsupportedVerdict {
+        decision: review.decision,
+        verdict,
+    })
+}
+
 /// A request to approve a compensation for one confirmed effect.
 #[derive(Debug, Clone)]
 pub struct CompensationRequest<'a> {
@@ -540,6 +586,9 @@ pub struct EvidenceRecord {
     pub receiver_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receiver_version: Option<i64>,
+    /// The policy that took the decision (`source: "policy"` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
     pub recorded_at: Timestamp,
     pub journal_seq: i64,
     pub hash: String,

@@ -70,8 +70,8 @@ use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
     CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
     NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery,
-    PageBound, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review, Timestamp,
-    Verdict,
+    PageBound, Policy, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review,
+    Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use crate::settings::{Durability, OpenOptions};
@@ -127,6 +127,15 @@ pub(crate) trait Outbox {
         clock: &dyn Clock,
         observe: bool,
     ) -> Result<Recorded>;
+    /// Records the decisions a policy took, each on its own closing
+    /// snapshot, in one transaction; each refused alone (its entry a
+    /// refusal), the others recorded.
+    fn record_policy_reviews(
+        &mut self,
+        policy: Policy,
+        reviews: &[(Review<'_>, Provenance)],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Recorded>>>;
     fn approve_compensation(
         &mut self,
         request: &CompensationRequest<'_>,

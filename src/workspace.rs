@@ -27,6 +27,7 @@ use crate::receiver::Builtin;
 mod drills;
 mod generated;
 mod receivers;
+mod resolve;
 mod triage;
 
 use crate::settings::OpenOptions;
@@ -38,6 +39,7 @@ pub use drills::Drills;
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
 pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_MS};
+pub use resolve::{ResolveReport, ResolveRequest, Resolved, Selection};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -98,7 +98,7 @@ impl EntryKind {
     pub fn of_evidence(source: EvidenceSource) -> Self {
         match source {
             EvidenceSource::Receipt => EntryKind::Receipt,
-            EvidenceSource::Review => EntryKind::Decided,
+            EvidenceSource::Review | EvidenceSource::Policy => EntryKind::Decided,
         }
     }
 }
@@ -243,7 +243,7 @@ pub fn dispatched(from_version: i64, to_version: i64, at: Timestamp) -> Map<Stri
 /// `receipt` or `decided`: what the evidence row holds, its own seq
 /// included (as `evidence_seq`).
 pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
-    object(json!({
+    let mut fields = object(json!({
         "evidence_seq": record.seq,
         "source": record.source,
         "reviewer": record.reviewer,
@@ -259,7 +259,12 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
         "receiver_id": record.receiver_id,
         "receiver_version": record.receiver_version,
         "at": record.recorded_at,
-    }))
+    }));
+    // A policy's decision names its policy; no other evidence has one.
+    if let Some(policy) = record.policy {
+        fields.insert("policy".into(), Value::from(policy.as_str()));
+    }
+    fields
 }
 
 /// `observed`: a read of the receiver someone recorded: who, when, what

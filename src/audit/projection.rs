@@ -15,6 +15,7 @@
 use super::chain::BrokenLink;
 use super::entry::{link_hash, EntryKind};
 use super::row::{Column, Row};
+use crate::domain::{classify, parse_json, Decision, EvidenceSource, Policy, Scope, Snapshot};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -159,6 +160,7 @@ pub const EVIDENCE: Table = Table {
         "recorded_at",
         "receiver_id",
         "receiver_version",
+        "policy",
     ],
     key: 1,
 };
@@ -274,6 +276,9 @@ pub const STATE_COUNTS: Table = Table {
 
 // Column positions the replay writes to.
 pub(super) const OP_STATE: usize = 4;
+const OP_ACTION_KIND: usize = 2;
+const OP_PAYLOAD: usize = 3;
+const OP_COMPENSATES: usize = 6;
 const OP_VERSION: usize = 5;
 const OP_CONFIRMED: usize = 8;
 const OP_UPDATED_AT: usize = 11;
@@ -545,6 +550,9 @@ impl<'a> Replay<'a> {
                 self.projected.dispatches.push(dispatch);
             }
             EntryKind::Receipt | EntryKind::Decided => {
+                if e.get("source").as_text() == EvidenceSource::Policy.as_str() {
+                    self.check_policy(e);
+                }
                 // Leaving `unknown` clears the escalation marker.
                 if let Some(op) =
                     self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
@@ -734,6 +742,71 @@ impl<'a> Replay<'a> {
         Some(op)
     }
 
+    /// A decision a policy took must rest on a snapshot on which that
+    /// policy takes exactly that decision: closed, and of its verdict
+    /// (classified again here against the operation as the journal
+    /// prepared it), so `verify` tells a policy decision the evidence
+    /// does not prove, even one whose rows agree with its entry.
+    fn check_policy(&mut self, e: &ParsedEntry<'a>) {
+        let why = match self.policy_decision(e) {
+            Ok(()) => return,
+            Err(why) => why,
+        };
+        self.problems.push(Mismatch {
+            op_id: Some(self.op_id.to_string()),
+            field: "policy".into(),
+            journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
+            table: Value::Null,
+        });
+    }
+
+    /// Whether the entry's policy takes its decision on its snapshot, or
+    /// why not.
+    fn policy_decision(&self, e: &ParsedEntry<'a>) -> Result<(), String> {
+        let policy = Policy::parse(&e.get("policy").as_text()).ok_or_else(|| {
+            format!(
+                "it names no policy recon knows ({})",
+                e.get("policy").text()
+            )
+        })?;
+        let decision = Decision::parse(&e.get("decision").as_text())
+            .ok_or_else(|| "its decision is unreadable".to_string())?;
+        let snapshot: Snapshot = parse_json(&e.text_of("snapshot").as_text())
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| "its snapshot is unreadable".to_string())?;
+        let op = self
+            .projected
+            .operation
+            .first()
+            .ok_or_else(|| "it comes before the operation was prepared".to_string())?;
+        let payload = parse_json(&op[OP_PAYLOAD].as_text())
+            .map_err(|_| "the operation's payload is unreadable".to_string())?;
+        let compensates = match op[OP_COMPENSATES].value() {
+            Value::Null => None,
+            other => Some(cell_text(&other)),
+        };
+        let action_kind = op[OP_ACTION_KIND].as_text();
+        let scope = Scope {
+            action_kind: &action_kind,
+            payload: &payload,
+            compensates_effect_id: compensates.as_deref(),
+        };
+        let verdict = classify(scope, &snapshot);
+        match policy.decision(verdict, snapshot.closed) {
+            Some(taken) if taken == decision => Ok(()),
+            _ => Err(format!(
+                "policy {policy} decided {decision} on a snapshot that is {} with the verdict \
+                 {verdict}",
+                if snapshot.closed {
+                    "closed"
+                } else {
+                    "not closed"
+                }
+            )),
+        }
+    }
+
     fn problem(&mut self, e: &ParsedEntry<'_>, why: String) {
         self.problems.push(Mismatch {
             op_id: Some(self.op_id.to_string()),
@@ -763,6 +836,7 @@ fn evidence_row<'a>(op_id: &'a str, e: &ParsedEntry<'a>) -> Expected<'a> {
         e.at(),
         e.get("receiver_id"),
         e.get("receiver_version"),
+        e.get("policy"),
     ]
 }
 

@@ -156,6 +156,14 @@ const TABLE: &[Exits] = &[
         ..exits(&["observe"])
     },
     Exits {
+        done: "it ran: every listed operation was decided, left, skipped or failed (counted; \
+               each failure named on stderr)",
+        refusals: &["unknown_operation", "empty_reviewer"],
+        output: true,
+        receiver: true,
+        ..exits(&["resolve"])
+    },
+    Exits {
         refusals: &["unknown_operation", "empty_reviewer"],
         ..exits(&["note"])
     },
@@ -269,6 +277,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["reconcile"],
     &["approve-compensation"],
     &["observe"],
+    &["resolve"],
     &["note"],
     &["escalate"],
     &["deescalate"],

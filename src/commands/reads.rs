@@ -9,7 +9,9 @@
 use super::open::{open, Place};
 use super::render::{observation_line, payload_line};
 use super::{Failure, Out, Render};
-use crate::cli::{identifier, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg};
+use crate::cli::{
+    identifier, receiver_name, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg,
+};
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
@@ -37,6 +39,7 @@ struct OwnedFilter {
     escalated: Option<bool>,
     contradicted: Option<bool>,
     older_than: Option<Duration>,
+    receiver: Option<String>,
 }
 
 impl Ops {
@@ -57,6 +60,11 @@ impl Ops {
                 escalated: args.escalated.map(EscalatedArg::wanted),
                 contradicted: args.contradicted.map(EscalatedArg::wanted),
                 older_than: args.older_than,
+                receiver: args
+                    .receiver
+                    .as_deref()
+                    .map(|name| receiver_name(name).map(str::to_string))
+                    .transpose()?,
             },
             sort,
             after,
@@ -74,6 +82,7 @@ impl Ops {
                 escalated: self.filter.escalated,
                 contradicted: self.filter.contradicted,
                 updated_before: self.filter.older_than.map(|age| now.minus(age)),
+                receiver: self.filter.receiver.as_deref(),
                 search: None,
             },
             sort: self.sort,
@@ -305,10 +314,16 @@ impl Render for Shown {
             }
         }
         for e in &self.0.evidence {
+            // A policy's decision says so: the policy decided, the reviewer
+            // named is who ran it.
+            let source = match e.policy {
+                Some(policy) => format!("policy {policy}"),
+                None => e.source.to_string(),
+            };
             out.line(format!(
                 "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
                 e.seq,
-                e.source,
+                source,
                 escape(e.reviewer.as_deref().unwrap_or("the receiver")),
                 e.decision,
                 e.verdict.map_or("none", |v| v.as_str()),

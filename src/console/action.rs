@@ -70,6 +70,7 @@ pub enum Resume {
     Request(Request),
     Read,
     Reread,
+    Resolve,
     Note,
     Escalate,
     Deescalate,
@@ -116,6 +117,9 @@ pub enum Action {
     /// Read the marked operations again (or the rows on screen when none
     /// is marked), each recorded as the reviewer's observation.
     Reread,
+    /// Resolve every operation the filter shows by the policy `provable`
+    /// (`recon resolve`), after a confirmation naming the counts.
+    Resolve,
     /// Leave a note on the selected operation (a form).
     Note,
     /// Raise or lower the selected operation's escalation marker, with a

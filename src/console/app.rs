@@ -297,6 +297,12 @@ pub enum Job {
         /// Which operations they are, in words ("the 3 marked operations").
         scope: String,
     },
+    /// Resolve an exact list by the policy `provable` (`recon resolve`).
+    Resolve {
+        list: Vec<crate::domain::resolve::Planned>,
+        /// The filter it was read under, in words.
+        scope: String,
+    },
     /// Drop every mark (the queue's Esc, asked before it drops them).
     Unmark,
 }
@@ -311,6 +317,7 @@ impl Job {
             }
             Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
             Job::Observe { receivers, .. } => receivers.iter().map(String::as_str).collect(),
+            Job::Resolve { list, .. } => list.iter().map(|op| op.receiver.as_str()).collect(),
             Job::Approve { .. } | Job::Unmark => Vec::new(),
         };
         names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
@@ -340,6 +347,7 @@ impl Job {
             }
             Job::Dispatch { op_id, .. } => vec![op_id.clone()],
             Job::Observe { op_ids, .. } => op_ids.clone(),
+            Job::Resolve { list, .. } => list.iter().map(|op| op.op_id.clone()).collect(),
             Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
             Job::Unmark => Vec::new(),
         }
@@ -360,7 +368,9 @@ impl Job {
                 ..
             } => vec![(original_op_id.as_str(), *expected_version)],
             Job::Dispatch { op_id, version, .. } => vec![(op_id.as_str(), *version)],
-            Job::Observe { .. } | Job::Unmark => Vec::new(),
+            // A resolve checks each listed version itself when it runs
+            // (a moved one is skipped, version_changed).
+            Job::Observe { .. } | Job::Resolve { .. } | Job::Unmark => Vec::new(),
         }
     }
 

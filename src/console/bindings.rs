@@ -296,6 +296,14 @@ pub static BINDINGS: &[Binding] = &[
     ),
     bind(
         Queue,
+        &[k('P')],
+        Action::Resolve,
+        // Help only: the bar is full at 200 columns.
+        "",
+        "resolve by policy provable what the filter shows (asks first)",
+    ),
+    bind(
+        Queue,
         &[k('m')],
         Action::Note,
         "note",

@@ -85,6 +85,8 @@ pub struct QueueFilter<'a> {
     pub contradicted: Option<bool>,
     /// Only operations whose `updated_at` is before this instant.
     pub updated_before: Option<Timestamp>,
+    /// Only operations routed to this receiver (`operations.receiver`).
+    pub receiver: Option<&'a str>,
 }
 
 /// One page of a listing in either order: the rows matching `filter`

@@ -1,5 +1,5 @@
 //! The queue's pages: operations filtered by state, latest verdict,
-//! escalation, age and a search text, in `op_id` order or by age
+//! escalation, receiver, age and a search text, in `op_id` order or by age
 //! (`updated_at`, then `op_id`), from any position and in either
 //! direction. `recon ops` and the console both page through here.
 //!
@@ -10,7 +10,8 @@
 //! outbox holds. The latest verdict and the escalation marker are columns
 //! of the operations row (a projection `verify` checks) precisely so that
 //! filtering on them is such a range. One filter drives the index, the
-//! rarest first (escalated, then verdict, then state); the other terms
+//! rarest first (escalated, then verdict, then receiver, whose indexes
+//! hold its state too, then state); the other terms
 //! are written `+column` so that the planner cannot pick their index
 //! instead and sort (on SQLite; PostgreSQL has no such hint, and every
 //! term is plain there). A search text still looks at rows until it has
@@ -76,6 +77,7 @@ impl Bound {
 enum Driver {
     Escalated,
     Verdict,
+    Receiver,
     State,
     Nothing,
 }
@@ -123,6 +125,9 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         QueueFilter {
             verdict: Some(_), ..
         } => Driver::Verdict,
+        QueueFilter {
+            receiver: Some(_), ..
+        } => Driver::Receiver,
         QueueFilter { state: Some(_), .. } => Driver::State,
         _ => Driver::Nothing,
     };
@@ -131,9 +136,19 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         Dialect::Postgres => "",
     };
     let plus = |d: Driver| if driver == d { "" } else { hint };
+    if let Some(receiver) = filter.receiver {
+        let p = page.bind(receiver);
+        let clause = format!(" AND {}o.receiver = {p}", plus(Driver::Receiver));
+        page.sql.push_str(&clause);
+    }
     if let Some(state) = filter.state {
+        // A receiver's indexes hold its state too: both terms drive them.
         let p = page.bind(state.as_str());
-        let clause = format!(" AND {}o.state = {p}", plus(Driver::State));
+        let plus = match driver {
+            Driver::Receiver => "",
+            _ => plus(Driver::State),
+        };
+        let clause = format!(" AND {plus}o.state = {p}");
         page.sql.push_str(&clause);
     }
     match filter.verdict {
@@ -322,8 +337,9 @@ fn state_and_verdict_only(filter: &QueueFilter<'_>) -> Option<OpState> {
         filter.escalated,
         filter.contradicted,
         filter.updated_before,
+        filter.receiver,
     ) {
-        (Some(state), Some(_), None, None, None) => Some(state),
+        (Some(state), Some(_), None, None, None, None) => Some(state),
         _ => None,
     }
 }
@@ -489,14 +505,17 @@ mod tests {
             for verdict in verdicts {
                 for escalated in [None, Some(true), Some(false)] {
                     for updated_before in [None, Some(Timestamp::from_millis(1_000))] {
-                        filters.push(QueueFilter {
-                            state,
-                            verdict,
-                            escalated,
-                            updated_before,
-                            search: None,
-                            contradicted: None,
-                        });
+                        for receiver in [None, Some("mail")] {
+                            filters.push(QueueFilter {
+                                state,
+                                verdict,
+                                escalated,
+                                updated_before,
+                                receiver,
+                                search: None,
+                                contradicted: None,
+                            });
+                        }
                     }
                 }
             }
@@ -509,6 +528,7 @@ mod tests {
                     let at = format!("{filter:?} {sort:?} {bound:?}: {plan}");
                     assert!(!plan.contains("TEMP B-TREE"), "{at}");
                     let driven = filter.state.is_some()
+                        || filter.receiver.is_some()
                         || filter.verdict.is_some()
                         || filter.escalated == Some(true);
                     // The partial index holds only escalated operations.
@@ -520,6 +540,42 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A receiver's pages walk its own indexes, with its state when one
+    /// is asked for, in either order: `ops --receiver` costs its page.
+    #[test]
+    fn a_receivers_pages_walk_the_receiver_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sender = new_outbox(dir.path());
+        let cases = [
+            (
+                Some(OpState::Unknown),
+                SortOrder::OpId,
+                "operations_by_receiver_state ",
+            ),
+            (
+                Some(OpState::Unknown),
+                SortOrder::Age,
+                "operations_by_receiver_state_age ",
+            ),
+            (None, SortOrder::OpId, "operations_by_receiver_op "),
+            (None, SortOrder::Age, "operations_by_receiver_age "),
+        ];
+        for (state, sort, index) in cases {
+            let filter = QueueFilter {
+                state,
+                receiver: Some("mail"),
+                ..QueueFilter::default()
+            };
+            let page = page_sql(Dialect::Sqlite, &filter, sort, &Bound::Start, 50);
+            let plan = plan(&sender, &page);
+            assert!(
+                plan.starts_with(&format!("SEARCH o USING INDEX {index}")),
+                "{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         }
     }
 
@@ -572,6 +628,7 @@ mod tests {
             updated_before: Some(Timestamp::from_millis(1_000)),
             search: Some("Pay"),
             contradicted: Some(false),
+            receiver: None,
         };
         let bound = Bound::After(Cursor::Age(Timestamp::from_millis(5), "op-1".into()));
         let sqlite = page_sql(Dialect::Sqlite, &filter, SortOrder::OpId, &bound, 50);

@@ -13,7 +13,7 @@ use super::sql::{Db, Dialect, Row, ToValue};
 use crate::domain::{
     Acknowledgement, Approval, CallFailure, CloseEntry, Contradicted, Decision, Escalated,
     EscalationAction, EscalationRecord, EvidenceRecord, EvidenceSource, FailureKind,
-    LatestObservation, Note, Observation, Observed, OpKind, OpState, Operation, Snapshot,
+    LatestObservation, Note, Observation, Observed, OpKind, OpState, Operation, Policy, Snapshot,
     Timestamp, Triage, Verdict,
 };
 use crate::error::{Refusal, Result, StoreError};
@@ -185,14 +185,14 @@ pub(crate) fn require_op(db: &mut dyn Db, op_id: &str) -> Result<Operation> {
 
 pub(crate) const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, \
      snapshot, from_version, to_version, effect_id, receiver, receiver_describe_sha256, \
-     response_sha256, journal_seq, recorded_at, receiver_id, receiver_version";
+     response_sha256, journal_seq, recorded_at, receiver_id, receiver_version, policy";
 
 /// The evidence columns read back, with the hash of each row's journal
 /// entry (empty when the entry is missing, which `verify` reports).
 pub(crate) const EVIDENCE_READ: &str = "SELECT e.seq, e.op_id, e.source, e.reviewer, \
      e.decision, e.verdict, e.snapshot, e.from_version, e.to_version, e.effect_id, e.receiver, \
      e.receiver_describe_sha256, e.response_sha256, e.journal_seq, COALESCE(j.hash, ''), \
-     e.recorded_at, e.receiver_id, e.receiver_version \
+     e.recorded_at, e.receiver_id, e.receiver_version, e.policy \
      FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
 
 /// An evidence row with its enums, snapshot and time still as stored
@@ -204,6 +204,7 @@ pub(crate) struct RawEvidence {
     verdict: Option<String>,
     snapshot: String,
     recorded_at: String,
+    policy: Option<String>,
 }
 
 pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
@@ -224,6 +225,7 @@ pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
             response_sha256: row.get(12)?,
             receiver_id: row.get(16)?,
             receiver_version: row.get(17)?,
+            policy: None,
             recorded_at: Timestamp::default(),
             journal_seq: row.get(13)?,
             hash: row.get(14)?,
@@ -233,6 +235,7 @@ pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
         verdict: row.get(5)?,
         snapshot: row.get(6)?,
         recorded_at: row.get(15)?,
+        policy: row.get(18)?,
     })
 }
 
@@ -244,6 +247,7 @@ pub(crate) fn parse_evidence(raw: RawEvidence) -> Result<EvidenceRecord, StoreEr
         verdict,
         snapshot,
         recorded_at,
+        policy,
     } = raw;
     let of = format!("evidence row {}", record.seq);
     let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of {of}"));
@@ -255,6 +259,10 @@ pub(crate) fn parse_evidence(raw: RawEvidence) -> Result<EvidenceRecord, StoreEr
     };
     record.snapshot = serde_json::from_str(&snapshot).map_err(|_| corrupt("snapshot"))?;
     record.recorded_at = time(&recorded_at, "recorded_at", &of)?;
+    record.policy = match policy {
+        Some(p) => Some(Policy::parse(&p).ok_or_else(|| corrupt("policy"))?),
+        None => None,
+    };
     Ok(record)
 }
 

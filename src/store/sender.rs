@@ -31,9 +31,9 @@ use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::{
-    canonical_json, check_approval, check_compensation_dispatch, check_review, Approval,
-    CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
-    EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation,
+    canonical_json, check_approval, check_compensation_dispatch, check_policy_review, check_review,
+    Approval, CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
+    EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Policy,
     Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{Refusal, Result, StoreError};
@@ -81,8 +81,8 @@ const FROM_FIVE: Steps = Steps {
         },
         Rebuild {
             table: "evidence",
-            added: &["receiver_id", "receiver_version"],
-            copy: "INSERT INTO evidence SELECT *, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+            added: &["receiver_id", "receiver_version", "policy"],
+            copy: "INSERT INTO evidence SELECT *, NULL, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
         },
         JOURNAL_KNOWS_UPDATES,
         RECEIVERS_GAIN_IDENTITY,
@@ -200,7 +200,7 @@ const FROM_FOUR: Steps = Steps {
         },
         Rebuild {
             table: "evidence",
-            added: &["recorded_at", "receiver_id", "receiver_version"],
+            added: &["recorded_at", "receiver_id", "receiver_version", "policy"],
             copy: "INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict,
                 snapshot, from_version, to_version, effect_id, receiver,
                 receiver_describe_sha256, response_sha256, journal_seq, recorded_at)
@@ -302,7 +302,7 @@ END;
 CREATE TABLE evidence (
     seq INTEGER PRIMARY KEY,
     op_id TEXT NOT NULL REFERENCES operations(op_id),
-    source TEXT NOT NULL CHECK (source IN ('receipt', 'review')),
+    source TEXT NOT NULL CHECK (source IN ('receipt', 'review', 'policy')),
     reviewer TEXT,
     decision TEXT NOT NULL CHECK (decision IN ('confirmed', 'not_applied')),
     verdict TEXT,
@@ -316,7 +316,9 @@ CREATE TABLE evidence (
     journal_seq INTEGER NOT NULL UNIQUE REFERENCES journal(seq),
     recorded_at TEXT NOT NULL,
     receiver_id INTEGER,
-    receiver_version INTEGER
+    receiver_version INTEGER,
+    policy TEXT CHECK (policy IN ('provable')),
+    CHECK ((source = 'policy') = (policy IS NOT NULL))
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
 CREATE TRIGGER evidence_append_only_update BEFORE UPDATE ON evidence
@@ -494,6 +496,11 @@ CREATE TABLE routes (
 ) WITHOUT ROWID;
 CREATE INDEX routes_by_receiver ON routes(receiver);
 CREATE INDEX operations_by_receiver ON operations(receiver, state);
+-- `ops --receiver` (with or without a state) in either order: one range each.
+CREATE INDEX operations_by_receiver_state ON operations(receiver, state, op_id);
+CREATE INDEX operations_by_receiver_state_age ON operations(receiver, state, updated_at, op_id);
+CREATE INDEX operations_by_receiver_op ON operations(receiver, op_id);
+CREATE INDEX operations_by_receiver_age ON operations(receiver, updated_at, op_id);
 "
 );
 
@@ -532,6 +539,7 @@ struct Transition<'a> {
     evidence: &'a Value,
     effect_id: Option<&'a str>,
     provenance: &'a Provenance,
+    policy: Option<Policy>,
     at: Timestamp,
 }
 
@@ -558,7 +566,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
     if changed != 1 {
         return Ok(None);
     }
-    if t.source == EvidenceSource::Review {
+    if t.source != EvidenceSource::Receipt {
         crash_point(CrashPoint::ReconcileAfterStateUpdate);
     }
     let evidence_seq: i64 =
@@ -581,6 +589,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         response_sha256: t.provenance.response_sha256.clone(),
         receiver_id: t.provenance.receiver_id,
         receiver_version: t.provenance.receiver_version,
+        policy: t.policy,
         recorded_at: t.at,
         journal_seq: 0,
         hash: String::new(),
@@ -613,11 +622,12 @@ fn decide(db: &mut dyn Db, t: Transition<'_>) -> Result<i64> {
     }
 }
 
-/// The state change a review records.
+/// The state change a review records; a decision taken by `policy` is
+/// evidence of the source `policy`, naming it.
 fn review_transition<'a>(
     review: &'a Review<'a>,
     op: &'a Operation,
-    verdict: Verdict,
+    (verdict, policy): (Verdict, Option<Policy>),
     snapshot: &'a Value,
     provenance: &'a Provenance,
     at: Timestamp,
@@ -636,22 +646,87 @@ fn review_transition<'a>(
     Transition {
         op,
         to,
-        source: EvidenceSource::Review,
+        source: match policy {
+            Some(_) => EvidenceSource::Policy,
+            None => EvidenceSource::Review,
+        },
         reviewer: crate::domain::normalize_name(review.reviewer),
         decision: review.decision,
         verdict: Some(verdict),
         evidence: snapshot,
         effect_id,
         provenance,
+        policy,
         at,
     }
+}
+
+/// How a decision is recorded: by a person (with the read it rests on
+/// recorded as their observation when `observe`), or by a policy.
+#[derive(Clone, Copy)]
+enum Decider {
+    Person { observe: bool },
+    Policy(Policy),
+}
+
+/// The decision script, written once: the rules of [`check_review`] (and
+/// of the policy, for a policy's decision) against the row as it is inside
+/// the caller's transaction, then (for a person, with `observe`) the
+/// snapshot as their observation, with the verdict the rules found, the
+/// conditional update and the evidence append with the full snapshot. A
+/// refusal writes nothing.
+fn review_in(
+    db: &mut dyn Db,
+    review: &Review<'_>,
+    provenance: &Provenance,
+    at: Timestamp,
+    decider: Decider,
+) -> Result<Recorded> {
+    let Some(reviewer) = crate::domain::normalize_name(review.reviewer) else {
+        return Err(Refusal::EmptyReviewer.into());
+    };
+    let op = require_op(db, review.op_id)?;
+    let verdict = check_review(&op, review, || last_changed_by(db, &op.op_id))?;
+    hold_point(HoldPoint::AfterCheck);
+    let policy = match decider {
+        Decider::Policy(policy) => {
+            check_policy_review(policy, review, verdict)?;
+            Some(policy)
+        }
+        Decider::Person { observe: true } => {
+            let observation = NewObservation {
+                op_id: review.op_id,
+                by: reviewer,
+                at,
+                snapshot: review.snapshot,
+                verdict,
+                provenance,
+            };
+            triage::insert_observation(db, &observation)?;
+            None
+        }
+        Decider::Person { observe: false } => None,
+    };
+    let snapshot = serde_json::to_value(review.snapshot)
+        .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
+    let transition_of =
+        review_transition(review, &op, (verdict, policy), &snapshot, provenance, at);
+    let seq = decide(db, transition_of)?;
+    let operation = require_op(db, &op.op_id)?;
+    crash_point(CrashPoint::ReconcileBeforeCommit);
+    Ok(Recorded {
+        operation,
+        verdict,
+        evidence_seq: seq,
+    })
 }
 
 fn insert_evidence(db: &mut dyn Db, record: &EvidenceRecord) -> Result<()> {
     db.execute(
         &format!(
             "INSERT INTO evidence ({EVIDENCE_COLUMNS})
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+                 ?18)"
         ),
         &[
             &record.seq,
@@ -671,6 +746,7 @@ fn insert_evidence(db: &mut dyn Db, record: &EvidenceRecord) -> Result<()> {
             &record.recorded_at.to_string(),
             &record.receiver_id,
             &record.receiver_version,
+            &record.policy.map(Policy::as_str),
         ],
     )?;
     Ok(())
@@ -872,6 +948,7 @@ impl<S: SqlStore> Outbox for S {
                     evidence: &evidence,
                     effect_id: Some(&receipt.effect_id),
                     provenance,
+                    policy: None,
                     at,
                 },
             )?;
@@ -910,35 +987,36 @@ impl<S: SqlStore> Outbox for S {
         clock: &dyn Clock,
         observe: bool,
     ) -> Result<Recorded> {
-        let Some(reviewer) = crate::domain::normalize_name(review.reviewer) else {
+        if crate::domain::normalize_name(review.reviewer).is_none() {
             return Err(Refusal::EmptyReviewer.into());
-        };
+        }
         self.write(clock, |db, at| {
-            let op = require_op(db, review.op_id)?;
-            let verdict = check_review(&op, review, || last_changed_by(db, &op.op_id))?;
-            hold_point(HoldPoint::AfterCheck);
-            if observe {
-                let observation = NewObservation {
-                    op_id: review.op_id,
-                    by: reviewer,
-                    at,
-                    snapshot: review.snapshot,
-                    verdict,
-                    provenance,
-                };
-                triage::insert_observation(db, &observation)?;
+            review_in(db, review, provenance, at, Decider::Person { observe })
+        })
+    }
+
+    /// Records the decisions `policy` took, each on its own snapshot, in
+    /// one transaction: each is checked as a review is (its own version,
+    /// its state, its verdict under the policy) and refused alone, while
+    /// the others are recorded. A storage failure fails them all.
+    fn record_policy_reviews(
+        &mut self,
+        policy: Policy,
+        reviews: &[(Review<'_>, Provenance)],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Recorded>>> {
+        self.write(clock, |db, at| {
+            let mut recorded = Vec::with_capacity(reviews.len());
+            for (review, provenance) in reviews {
+                match review_in(db, review, provenance, at, Decider::Policy(policy)) {
+                    Err(crate::error::Error::Refused(refusal)) => {
+                        recorded.push(Err(refusal.into()))
+                    }
+                    Err(other) => return Err(other),
+                    Ok(done) => recorded.push(Ok(done)),
+                }
             }
-            let snapshot = serde_json::to_value(review.snapshot)
-                .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-            let transition_of = review_transition(review, &op, verdict, &snapshot, provenance, at);
-            let seq = decide(db, transition_of)?;
-            let operation = require_op(db, &op.op_id)?;
-            crash_point(CrashPoint::ReconcileBeforeCommit);
-            Ok(Recorded {
-                operation,
-                verdict,
-                evidence_seq: seq,
-            })
+            Ok(recorded)
         })
     }
 
@@ -1555,7 +1633,7 @@ mod tests {
         let late = review("sam");
         let at = fx.clock.now();
         let verdict = Verdict::TerminalAbsence;
-        let t = super::review_transition(&late, &read, verdict, &snapshot, &provenance, at);
+        let t = super::review_transition(&late, &read, (verdict, None), &snapshot, &provenance, at);
         let tx = fx.store.conn.transaction().unwrap();
         let refused = refusal(super::decide(&mut on(&tx, &fx.store.path), t));
         assert_eq!(
@@ -1565,6 +1643,82 @@ mod tests {
         assert_eq!(refused.code(), "stale_version");
         drop(tx);
         assert_eq!(fx.store.evidence("op").unwrap().len(), 1);
+    }
+
+    /// A policy's decisions of one chunk are one transaction, each checked
+    /// on its own: one whose version moved since its read is refused
+    /// `stale_version` alone, one whose snapshot is not closed is refused
+    /// `unsupported_verdict` alone, and the other is recorded as the
+    /// policy's (`source: "policy"`, naming it).
+    #[test]
+    fn a_policy_decision_refused_alone_leaves_the_others_of_its_chunk_recorded() {
+        use crate::domain::{Decision, EvidenceSource, Policy, Provenance, Review, Snapshot};
+        let mut fx = Fixture::new();
+        for op in ["ok", "stale", "open"] {
+            fx.dispatched(op);
+        }
+        let payload = payload();
+        let absent = |op_id: &str, closed| Snapshot {
+            op_id: op_id.into(),
+            matches: Vec::new(),
+            complete: true,
+            authoritative: true,
+            closed,
+        };
+        let snapshots = [
+            absent("ok", true),
+            absent("stale", true),
+            absent("open", false),
+        ];
+        let versions = [2, 1, 2];
+        let provenance = provenance();
+        let reviews: Vec<(Review<'_>, Provenance)> = (snapshots.iter().zip(versions))
+            .map(|(snapshot, expected_version)| {
+                let review = Review {
+                    op_id: &snapshot.op_id,
+                    payload: &payload,
+                    reviewer: "robot",
+                    decision: Decision::NotApplied,
+                    snapshot,
+                    expected_version,
+                };
+                (review, provenance.clone())
+            })
+            .collect();
+        let results = fx
+            .store
+            .record_policy_reviews(Policy::Provable, &reviews, &fx.clock)
+            .unwrap();
+        let codes: Vec<Option<&str>> = results
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .err()
+                    .and_then(|e| e.refusal())
+                    .map(Refusal::code)
+            })
+            .collect();
+        assert_eq!(
+            codes,
+            [None, Some("stale_version"), Some("unsupported_verdict")]
+        );
+        let evidence = fx.store.evidence("ok").unwrap();
+        assert_eq!(
+            (
+                evidence[0].source,
+                evidence[0].policy,
+                evidence[0].reviewer.as_deref()
+            ),
+            (
+                EvidenceSource::Policy,
+                Some(Policy::Provable),
+                Some("robot")
+            )
+        );
+        for op in ["stale", "open"] {
+            assert!(fx.store.evidence(op).unwrap().is_empty(), "{op}");
+            assert_eq!(fx.store.require(op).unwrap().state, OpState::Unknown);
+        }
     }
 
     /// Two writers that both read an op id as free (side by side under READ

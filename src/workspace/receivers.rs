@@ -504,6 +504,25 @@ impl Workspace {
     /// receiver that declares `"batch": N` is asked about up to N of them
     /// in one request, and each result is judged on its own.
     pub(crate) fn read_receivers(&mut self, ops: &[Operation], by: &str) -> Vec<Result<Read>> {
+        self.ask_receivers(ops, None, by)
+    }
+
+    /// Closes `ops` at their receivers, authorized by `who` (each closing
+    /// read recorded as theirs), each exactly as [`Workspace::read_receiver`]
+    /// would close it, in order; a receiver that declares `"batch": N`
+    /// closes up to N of them in one request.
+    pub(crate) fn close_receivers(&mut self, ops: &[Operation], who: &str) -> Vec<Result<Read>> {
+        self.ask_receivers(ops, Some(who), who)
+    }
+
+    /// Reads, or with `close` closes, the receivers of `ops` in order,
+    /// batched where a receiver batches.
+    fn ask_receivers(
+        &mut self,
+        ops: &[Operation],
+        close: Option<&str>,
+        by: &str,
+    ) -> Vec<Result<Read>> {
         let mut reads = Vec::with_capacity(ops.len());
         let mut batches: std::collections::BTreeMap<(i64, i64), (Registration, Vec<usize>)> =
             Default::default();
@@ -514,14 +533,18 @@ impl Workspace {
                     let entry = batches.entry(key).or_insert((registration, Vec::new()));
                     entry.1.push(i);
                 }
-                Ok(_) => reads.push((i, self.read_receiver(op, None, Some(by)))),
+                Ok(_) => reads.push((i, self.read_receiver(op, close, Some(by)))),
                 Err(error) => reads.push((i, Err(error))),
             }
         }
         for (registration, indices) in batches.into_values() {
+            let indices = match close {
+                Some(who) => self.authorize_closes(&registration, ops, indices, who, &mut reads),
+                None => indices,
+            };
             for chunk in indices.chunks(registration.describe.batch_size()) {
                 let batch: Vec<&Operation> = chunk.iter().map(|&i| &ops[i]).collect();
-                let read = self.read_batch(&registration, &batch, by);
+                let read = self.read_batch(&registration, &batch, (close, by));
                 reads.extend(chunk.iter().copied().zip(read));
             }
         }
@@ -529,43 +552,85 @@ impl Workspace {
         reads.into_iter().map(|(_, read)| read).collect()
     }
 
-    /// One batched query about `ops` (all routed to `registration`), split
-    /// into one result per operation. An answer that is not one result per
-    /// id, in order, fails the whole batch as `mismatch`; a failed call
-    /// fails each operation of it as the call would have failed alone,
-    /// and is kept with each.
+    /// One batched query (or, with `close`, close) about `ops` (all routed
+    /// to `registration`), split into one result per operation. An answer
+    /// that is not one result per id, in order, fails the whole batch as
+    /// `mismatch`; a failed call fails each operation of it as the call
+    /// would have failed alone, and is kept with each. A batched close is
+    /// refused `close_unsupported` by a receiver that cannot close, and
+    /// journals each authorization before the receiver is asked; a close
+    /// whose answer is lost is a commit of unknown outcome for each.
     fn read_batch(
         &mut self,
         registration: &Registration,
         ops: &[&Operation],
-        by: &str,
+        (close, by): (Option<&str>, &str),
     ) -> Vec<Result<Read>> {
+        let verb = if close.is_some() {
+            Verb::Close
+        } else {
+            Verb::Query
+        };
         let ids: Vec<&str> = ops.iter().map(|op| op.op_id.as_str()).collect();
-        let request = protocol::batch_request(Verb::Query, &self.id, &ids, None);
-        let Ok(reply) = self.exchange(registration, Verb::Query, &request) else {
+        let request = protocol::batch_request(verb, &self.id, &ids, close);
+        let Ok(reply) = self.exchange(registration, verb, &request) else {
             // Only the built-in ledger's program can be missing (an outbox
-            // with no directory): each operation is refused as its own read
+            // with no directory), and it is never asked in batches (it is
+            // read in process): each operation is refused as its own read
             // would be.
             return (ops.iter())
-                .map(|op| self.read_receiver(op, None, Some(by)))
+                .map(|op| self.read_receiver(op, close, Some(by)))
                 .collect();
         };
         let results = (reply.answer.clone()).and_then(|answer| split_batch(&answer, &ids));
         match results {
             Ok(results) => (ops.iter().zip(results))
-                .map(|(op, answer)| {
-                    self.judge_read(op, registration, Verb::Query, (None, by), &answer)
-                })
+                .map(|(op, answer)| self.judge_read(op, registration, verb, (close, by), &answer))
                 .collect(),
             Err(f) => (ops.iter())
                 .map(|op| {
-                    let call = (Verb::Query.as_str(), registration.name.as_str());
+                    let call = (verb.as_str(), registration.name.as_str());
                     let call = (call.0, call.1, reply.exit_code, reply.stderr.as_str());
                     self.keep_failure(op, call, &f)?;
-                    Err(call_failed(&registration.name, &f, &reply.stderr))
+                    let failed = call_failed(&registration.name, &f, &reply.stderr);
+                    Err(match (close, f.kind) {
+                        (Some(_), kind) if kind != FailureKind::SpawnFailed => {
+                            failed.after(close_unknown(&op.op_id, &registration.name))
+                        }
+                        _ => failed,
+                    })
                 })
                 .collect(),
         }
+    }
+
+    /// Before a batched close: the receiver must be able to close
+    /// (else each is refused `close_unsupported`), and each close's
+    /// authorization is journaled, as a single close's is. Returns the
+    /// operations (of `indices`) whose authorization was journaled; each
+    /// other one's failure goes to `done`.
+    fn authorize_closes(
+        &mut self,
+        registration: &Registration,
+        ops: &[Operation],
+        indices: Vec<usize>,
+        who: &str,
+        done: &mut Vec<(usize, Result<Read>)>,
+    ) -> Vec<usize> {
+        if let Err(refused) = rules::check_close(registration) {
+            done.extend(indices.iter().map(|&i| (i, Err(refused.clone().into()))));
+            return Vec::new();
+        }
+        let mut authorized = Vec::with_capacity(indices.len());
+        for i in indices {
+            let op_id = &ops[i].op_id;
+            let name = &registration.name;
+            match (self.sender).record_close_request(op_id, name, who, &*self.clock) {
+                Ok(()) => authorized.push(i),
+                Err(error) => done.push((i, Err(error))),
+            }
+        }
+        authorized
     }
 
     /// The receiver's answer to a read or a close, as the answer line it

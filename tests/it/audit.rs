@@ -239,7 +239,7 @@ fn sha(prev: &str, text: &str) -> String {
 /// The attacker who knows the format: edits one entry's content (written
 /// back as canonical JSON: sorted keys, no whitespace), then recomputes
 /// every link in seq order, so the chain is intact again.
-fn rewrite_entry(dir: &Path, seq: i64, edit: impl FnOnce(&mut Map<String, Value>)) {
+pub fn rewrite_entry(dir: &Path, seq: i64, edit: impl FnOnce(&mut Map<String, Value>)) {
     let conn = sender(dir);
     let text: String = conn
         .query_row("SELECT entry FROM journal WHERE seq = ?1", [seq], |r| {
@@ -930,6 +930,8 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
         ("UPDATE evidence SET reviewer = 'Mallory' WHERE op_id = 'b'", Some("b"), "evidence[0].reviewer"),
         ("UPDATE evidence SET effect_id = 'fx-000002' WHERE op_id = 'a'", Some("a"), "evidence[0].effect_id"),
         ("UPDATE evidence SET decision = 'confirmed' WHERE op_id = 'b'", Some("b"), "evidence[0].decision"),
+        // A person's decision passed off as a policy's.
+        ("UPDATE evidence SET source = 'policy', policy = 'provable' WHERE op_id = 'b'", Some("b"), "evidence[0].policy"),
         (r#"UPDATE evidence SET snapshot = '{"authoritative":true,"closed":true,"complete":true,"matches":[],"op_id":"c"}' WHERE op_id = 'c'"#, Some("c"), "evidence[0].snapshot"),
         ("UPDATE evidence SET snapshot = 'not json at all' WHERE op_id = 'comp'", Some("comp"), "evidence[0].snapshot"),
         ("UPDATE evidence SET to_version = 3.5 WHERE op_id = 'a'", Some("a"), "evidence[0].to_version"),
@@ -937,7 +939,7 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
         ("UPDATE evidence SET journal_seq = 99 WHERE op_id = 'c'", Some("c"), "evidence[0].journal_seq"),
         ("INSERT INTO evidence SELECT 9, 'd', source, reviewer, decision, verdict, snapshot, 2, 3,
           effect_id, receiver, receiver_describe_sha256, response_sha256, 99, recorded_at,
-          receiver_id, receiver_version
+          receiver_id, receiver_version, policy
           FROM evidence WHERE op_id = 'c'",
          Some("d"), "evidence[0]"),
     ];

@@ -3541,3 +3541,86 @@ fn the_bottom_bar_keeps_help_quit_and_the_allowed_acts_at_every_width() {
         }
     }
 }
+
+/// `P` asks first, naming how many unknown operations the filter shows and
+/// at which receivers; `n` records nothing; `y` authorizes that exact
+/// list and runs the policy off the key loop, ending in a report of what
+/// was recorded, left and skipped. Each decision it recorded is the
+/// policy's (run by the reviewer), on a closed snapshot, and the journal
+/// verifies.
+#[test]
+fn the_resolve_key_asks_naming_the_counts_and_records_only_the_policys_decisions() {
+    let (lab, clock) = a_later_day();
+    let mut app = console_at(&lab, options(Some("ada")), (120, 40), &clock);
+    let unknown: Vec<String> = lab
+        .reopen()
+        .ops(Some(OpState::Unknown), None, 1_000)
+        .unwrap()
+        .into_iter()
+        .map(|op| op.op_id)
+        .collect();
+    let before = dump(lab.path());
+    press(&mut app, "P");
+    let asked = pending_text(&app);
+    assert!(
+        asked.starts_with(&format!(
+            "Resolve by policy provable the {} unknown operations the filter shows (unknown), at 1 \
+             receiver (builtin), authorized by ada:",
+            unknown.len()
+        )),
+        "{asked}"
+    );
+    press(&mut app, "n");
+    assert_eq!(before, dump(lab.path()), "n records nothing");
+    press(&mut app, "Py");
+    let (title, body) = report(&app);
+    assert!(
+        title.starts_with("bulk resolve by policy provable: "),
+        "{title}"
+    );
+    assert!(
+        body.starts_with("By policy provable, run by ada over unknown: recorded "),
+        "{body}"
+    );
+    let ws = lab.reopen();
+    let (mut confirmed, mut not_applied) = (0, 0);
+    let mut decided_one = None;
+    for id in &unknown {
+        let detail = ws.show(id).unwrap();
+        match detail.operation.state {
+            OpState::Unknown => {
+                assert!(detail.evidence.is_empty(), "{id}");
+                continue;
+            }
+            OpState::Confirmed => confirmed += 1,
+            _ => not_applied += 1,
+        }
+        decided_one.get_or_insert((id.clone(), detail.operation.state));
+        let evidence = &detail.evidence[0];
+        assert_eq!(
+            evidence.source,
+            recon::domain::EvidenceSource::Policy,
+            "{id}"
+        );
+        assert_eq!(evidence.reviewer.as_deref(), Some("ada"), "{id}");
+        assert_eq!(evidence.snapshot["closed"], true, "{id}");
+    }
+    assert!(confirmed + not_applied > 0, "{body}");
+    let counted = format!("recorded {confirmed} confirmed and {not_applied} not_applied");
+    assert!(body.contains(&counted), "{body}");
+    // The history panel tells the policy's decision from a person's.
+    let (id, state) = decided_one.unwrap();
+    let filter = if state == OpState::Confirmed {
+        "3"
+    } else {
+        "4"
+    };
+    press(&mut app, &format!("<esc>{filter}/{id}<enter>"));
+    let shown = screen(&app);
+    assert!(shown.contains("policy provable, run by ada"), "{shown}");
+    let report = recon::workspace::Journal::open(lab.path(), recon::OpenOptions::default())
+        .unwrap()
+        .verify(Default::default())
+        .unwrap();
+    assert!(report.intact, "{report:?}");
+}

@@ -25,6 +25,7 @@ mod races;
 mod random_kill;
 mod readme;
 mod real_receivers;
+mod resolve;
 mod stores;
 mod stress;
 mod support;

@@ -433,6 +433,7 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         response_sha256: String::new(),
         receiver_id: None,
         receiver_version: None,
+        policy: None,
         recorded_at: Default::default(),
         journal_seq: 1,
         hash: String::new(),

@@ -17,6 +17,7 @@ use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone}
 use super::super::field::TextField;
 use super::jobs;
 use super::status::set_status;
+use crate::domain::resolve::Planned;
 use crate::domain::{names, Decision, Operation, Verdict};
 use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
@@ -256,6 +257,47 @@ pub(super) fn reread_pending(
             op_ids,
             receivers,
             scope,
+        },
+    }
+}
+
+/// The resolve key: the exact list it will close and decide by policy,
+/// with its counts, before it does.
+pub(super) fn resolve_pending(reviewer: &str, list: Vec<Planned>, scope: &str) -> Pending {
+    let n = list.len();
+    let mut receivers: Vec<&str> = list.iter().map(|op| op.receiver.as_str()).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    let mut lines = vec![format!(
+        "Resolve by policy provable the {n} unknown operation{} the filter shows ({scope}), at \
+         {} receiver{} ({}), authorized by {reviewer}: each still at the version listed is read, \
+         closed at its receiver only if its closed snapshot would be unique_exact_match \
+         (recorded confirmed) or terminal_absence (recorded not_applied), and recorded as the \
+         policy's decision, run by {reviewer}:",
+        plural(n),
+        receivers.len(),
+        plural(receivers.len()),
+        receivers.join(", ")
+    )];
+    lines.extend(listed(&list, |op| {
+        format!("  {} v{} at {}", op.op_id, op.version, op.receiver)
+    }));
+    lines.push(String::new());
+    lines.push(
+        "A close is for good: no effect can be written afterwards, which can cancel an original \
+         still in flight. Every other verdict is left for people; operations changed in the \
+         last 15 minutes, escalated ones and those whose receiver cannot close are skipped. It \
+         runs in the background: keys keep working, and Esc in the queue cancels it between \
+         chunks."
+            .to_string(),
+    );
+    Pending {
+        title: "resolve by policy provable".to_string(),
+        lines,
+        yes: format!("resolve {n} operation{}", plural(n)),
+        job: Job::Resolve {
+            list,
+            scope: scope.to_string(),
         },
     }
 }

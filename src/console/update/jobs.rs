@@ -26,9 +26,14 @@ use super::queue::{changed_since_refresh, refresh, shown, Own};
 use super::status::set_status;
 use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act, LatestRead};
+use crate::domain::resolve::Planned;
+use crate::domain::Policy;
 use crate::domain::{CompensationRequest, Decision, Operation, Verdict};
 use crate::error::{Committed, Error, Refusal, Result};
-use crate::workspace::{Classified, ObserveReport, ObserveRequest, ReconcileRequest, Workspace};
+use crate::workspace::{
+    Classified, ObserveReport, ObserveRequest, ReconcileRequest, ResolveReport, ResolveRequest,
+    Workspace,
+};
 use std::sync::Arc;
 
 // `Outcome` and `Done` are state (`app.rs`), since a job's result may come
@@ -133,6 +138,10 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
         ),
         Job::Dispatch { op_id, .. } => format!("dispatching {op_id} to {receivers}…"),
         Job::Observe { .. } => format!("re-reading {} at {receivers}…", which(job.op_ids())),
+        Job::Resolve { .. } => format!(
+            "resolving {} by policy provable at {receivers}…",
+            which(job.op_ids())
+        ),
         Job::Approve { .. } => "approving…".to_string(),
         Job::Unmark => "dropping the marks…".to_string(),
     }
@@ -188,6 +197,7 @@ fn carry_out_job(
         Job::Observe { op_ids, scope, .. } => {
             observe_all(ws, (&op_ids, &scope), reviewer, progress)
         }
+        Job::Resolve { list, scope } => resolve_all(ws, (&list, &scope), reviewer, progress),
         // Dropping marks writes nothing; the dialog does it (`confirm`).
         Job::Unmark => Ok(Done::of("drop the marks", Vec::new())),
     }
@@ -275,6 +285,104 @@ fn observe_all(
     done.skipped = skipped;
     done.summary = Some(summary);
     Ok(done)
+}
+
+/// How many listed operations a resolve takes per call, so that a cancel
+/// stops it after the chunk in hand.
+const RESOLVE_CHUNK: usize = 64;
+
+/// Resolves the authorized list by the policy `provable`, a chunk at a
+/// time, with the reviewer as who runs it and who authorized the closes.
+/// Each decision recorded is an outcome; a refused one too (it stays as
+/// it was); what was left, skipped or failed is counted in the summary.
+/// The marks stay.
+fn resolve_all(
+    ws: &mut Workspace,
+    (list, scope): (&[Planned], &str),
+    reviewer: &str,
+    progress: &Progress,
+) -> Result<Done> {
+    let request = ResolveRequest {
+        policy: Policy::Provable,
+        by: reviewer,
+        authorized_by: reviewer,
+        older_than: std::time::Duration::from_secs(15 * 60),
+        dry_run: false,
+        planned: false,
+    };
+    let mut outcomes = Vec::new();
+    let mut skipped = Vec::new();
+    let mut total = ResolveReport::default();
+    for (i, chunk) in list.chunks(RESOLVE_CHUNK).enumerate() {
+        if progress.cancelled() {
+            skipped = (list[i * RESOLVE_CHUNK..].iter())
+                .map(|op| op.op_id.clone())
+                .collect();
+            break;
+        }
+        progress.begin(chunk.len());
+        let report = ws
+            .resolve(chunk, &request)
+            .map_err(|e| e.after(committed_before(&outcomes, list.len())))?;
+        outcomes.extend(resolve_outcomes(&mut total, report));
+        progress.step(chunk.len());
+    }
+    let counts = |map: &std::collections::BTreeMap<String, u64>| -> String {
+        let parts: Vec<String> = map.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let summary = format!(
+        "By policy provable, run by {reviewer} over {scope}: recorded {} confirmed and {} \
+         not_applied, each on its own closing snapshot; left for people: {}; skipped: {}; \
+         failed: {}.",
+        total.confirmed,
+        total.not_applied,
+        counts(&total.left),
+        counts(&total.skipped),
+        total.failed
+    );
+    let mut done = Done::of("resolve by policy provable", outcomes);
+    done.unmark = false;
+    done.skipped = skipped;
+    done.summary = Some(summary);
+    Ok(done)
+}
+
+/// One chunk's decisions as outcomes (a refused decision as a refusal),
+/// its counts added to `total`.
+fn resolve_outcomes(total: &mut ResolveReport, report: ResolveReport) -> Vec<Outcome> {
+    total.confirmed += report.confirmed;
+    total.not_applied += report.not_applied;
+    total.failed += report.failed;
+    for (map, more) in [
+        (&mut total.left, report.left),
+        (&mut total.skipped, report.skipped),
+    ] {
+        for (key, n) in more {
+            *map.entry(key).or_default() += n;
+        }
+    }
+    let mut outcomes: Vec<Outcome> = (report.operations.iter())
+        .filter(|r| r.outcome == "confirmed" || r.outcome == "not_applied")
+        .map(|r| {
+            let verdict = r.verdict.map(|v| v.as_str()).unwrap_or_default();
+            let text = format!(
+                "recorded {} for {} on {verdict}, by policy",
+                r.outcome, r.op_id
+            );
+            Outcome::done(&r.op_id, text)
+        })
+        .collect();
+    for (op_id, error) in report.failures {
+        if let Error::Refused(refusal) = error {
+            outcomes.push(Outcome::refused(&op_id, refusal));
+        }
+    }
+    outcomes
 }
 
 /// What a re-read recorded, one outcome per operation. An operation

@@ -55,6 +55,7 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::MarkAll => mark_all(app),
         Action::ReadSnapshot => triage::start(app, Resume::Read),
         Action::Reread => triage::start(app, Resume::Reread),
+        Action::Resolve => triage::start(app, Resume::Resolve),
         Action::Note => triage::start(app, Resume::Note),
         Action::Escalate => triage::start(app, Resume::Escalate),
         Action::Deescalate => triage::start(app, Resume::Deescalate),

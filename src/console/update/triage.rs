@@ -17,12 +17,14 @@
 use super::super::action::Resume;
 use super::super::app::{AnnotateForm, Annotation, App, Mode, Origin, ReadState, Tone};
 use super::super::field::TextField;
+use super::super::view::filter_words;
 use super::background::announce_read;
 use super::confirm;
 use super::queue;
 use super::status::set_status;
 use crate::domain::EscalationAction;
 use crate::error::{Error, Result};
+use crate::workspace::Selection;
 
 /// Starts an act that records the reviewer's name, asking for the name
 /// first when it is not set; the prompt carries on here afterwards.
@@ -46,6 +48,7 @@ pub(super) fn start(app: &mut App, what: Resume) -> Result<()> {
         Resume::Request(_) => Ok(()),
         Resume::Read => read_snapshot(app),
         Resume::Reread => reread(app),
+        Resume::Resolve => resolve(app),
         Resume::Note => open_form(app, Annotation::Note),
         Resume::Escalate => open_form(app, Annotation::Escalate),
         Resume::Deescalate => open_form(app, Annotation::Deescalate),
@@ -106,6 +109,39 @@ fn reread(app: &mut App) -> Result<()> {
     };
     let reviewer = app.reviewer.clone().unwrap_or_default();
     app.mode = Mode::Confirm(confirm::reread_pending(&reviewer, op_ids, receivers, scope));
+    Ok(())
+}
+
+/// Asks to resolve every unknown operation the filter shows by the
+/// policy `provable`: the exact list (each at its version now) is read
+/// here, and the dialog names its counts; `y` authorizes that list, as
+/// `recon resolve`'s printed list is authorized, with the reviewer as both
+/// the one who runs the policy and the one who authorizes the closes.
+fn resolve(app: &mut App) -> Result<()> {
+    if let Some(working) = &app.working {
+        let text = format!(
+            "resolve is unavailable: wait: {} is still running (Esc cancels it)",
+            working.text
+        );
+        set_status(app, Tone::Warn, text);
+        return Ok(());
+    }
+    let filter = crate::domain::QueueFilter {
+        state: Some(crate::domain::OpState::Unknown),
+        ..app.queue_filter()
+    };
+    let list = app.ws.resolve_selection(Selection::Filter(filter))?;
+    if list.is_empty() {
+        set_status(
+            app,
+            Tone::Warn,
+            "resolve: the filter shows no unknown operation",
+        );
+        return Ok(());
+    }
+    let reviewer = app.reviewer.clone().unwrap_or_default();
+    let scope = filter_words(app);
+    app.mode = Mode::Confirm(confirm::resolve_pending(&reviewer, list, &scope));
     Ok(())
 }
 

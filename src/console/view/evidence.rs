@@ -71,9 +71,10 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
 fn timed_lines(d: &Detail) -> Vec<String> {
     let mut timed: Vec<(Timestamp, i64, String)> = Vec::new();
     for e in &d.evidence {
-        let who = match &e.reviewer {
-            Some(name) => format!("review by {}", clean(name)),
-            None => "receipt from the receiver".to_string(),
+        let who = match (&e.reviewer, e.policy) {
+            (Some(name), Some(policy)) => format!("policy {policy}, run by {}", clean(name)),
+            (Some(name), None) => format!("review by {}", clean(name)),
+            (None, _) => "receipt from the receiver".to_string(),
         };
         let line = format!(
             "{} #{} {who}: {}{} · v{}→v{}{}",

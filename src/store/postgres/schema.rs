@@ -170,7 +170,7 @@ $$;
 CREATE TABLE evidence (
     seq bigint PRIMARY KEY,
     op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),
-    source text COLLATE "C" NOT NULL CHECK (source IN ('receipt', 'review')),
+    source text COLLATE "C" NOT NULL CHECK (source IN ('receipt', 'review', 'policy')),
     reviewer text COLLATE "C",
     decision text COLLATE "C" NOT NULL CHECK (decision IN ('confirmed', 'not_applied')),
     verdict text COLLATE "C",
@@ -184,7 +184,9 @@ CREATE TABLE evidence (
     journal_seq bigint NOT NULL UNIQUE REFERENCES journal(seq),
     recorded_at text COLLATE "C" NOT NULL,
     receiver_id bigint,
-    receiver_version bigint
+    receiver_version bigint,
+    policy text COLLATE "C" CHECK (policy IN ('provable')),
+    CHECK ((source = 'policy') = (policy IS NOT NULL))
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
 
@@ -299,6 +301,11 @@ CREATE TABLE routes (
 );
 CREATE INDEX routes_by_receiver ON routes(receiver);
 CREATE INDEX operations_by_receiver ON operations(receiver, state);
+-- `ops --receiver` (with or without a state) in either order: one range each.
+CREATE INDEX operations_by_receiver_state ON operations(receiver, state, op_id);
+CREATE INDEX operations_by_receiver_state_age ON operations(receiver, state, updated_at, op_id);
+CREATE INDEX operations_by_receiver_op ON operations(receiver, op_id);
+CREATE INDEX operations_by_receiver_age ON operations(receiver, updated_at, op_id);
 "#;
 
 /// The append-only tables (SQLite's, with its messages), and the head.

@@ -24,7 +24,7 @@ INSERT INTO operations (op_id, kind, action_kind, payload, state, version, recei
 SELECT format('op-%s', lpad(i::text, 6, '0')), 'original', 'post_letter',
        format('{\"n\": %s}', i),
        CASE WHEN i % 10 < 7 THEN 'unknown' WHEN i % 10 < 9 THEN 'confirmed' ELSE 'prepared' END,
-       2, 'mail', '2026-01-01T00:00:00Z',
+       2, CASE WHEN i % 4 = 0 THEN 'ledger' ELSE 'mail' END, '2026-01-01T00:00:00Z',
        format('2026-01-01T%s:%s:%sZ', lpad((i / 3600 % 24)::text, 2, '0'),
               lpad((i / 60 % 60)::text, 2, '0'), lpad((i % 60)::text, 2, '0')),
        CASE WHEN i % 3 = 0 THEN i END, CASE WHEN i % 3 = 0 THEN 'inconclusive' END
@@ -47,8 +47,24 @@ fn every_queue_page_shape_on_a_populated_postgres_table_walks_an_index_and_sorts
         verdict: Some(VerdictFilter::Never),
         ..QueueFilter::default()
     };
+    let mail_unknown = QueueFilter {
+        state: Some(OpState::Unknown),
+        receiver: Some("mail"),
+        ..QueueFilter::default()
+    };
+    let ledger = QueueFilter {
+        receiver: Some("ledger"),
+        ..QueueFilter::default()
+    };
     let shapes = [
         ("first page", QueueFilter::default(), PageBound::Start),
+        ("one receiver's unknown", mail_unknown, PageBound::Start),
+        (
+            "one receiver's unknown, after a cursor",
+            mail_unknown,
+            PageBound::After("op-050000"),
+        ),
+        ("one receiver", ledger, PageBound::After("op-050000")),
         (
             "after a cursor",
             QueueFilter::default(),
