@@ -502,9 +502,16 @@ impl Workspace {
     /// Reads the receivers of `ops` to be recorded as `by`'s observations,
     /// each exactly as [`Workspace::read_receiver`] would, in order; a
     /// receiver that declares `"batch": N` is asked about up to N of them
-    /// in one request, and each result is judged on its own.
-    pub(crate) fn read_receivers(&mut self, ops: &[Operation], by: &str) -> Vec<Result<Read>> {
-        let mut reads = Vec::with_capacity(ops.len());
+    /// in one request, and each result is judged on its own. `stop` is
+    /// asked before each request: once it says stop, nothing more is
+    /// asked, and the operations not read are `None`.
+    pub(crate) fn read_receivers(
+        &mut self,
+        ops: &[Operation],
+        by: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Vec<Option<Result<Read>>> {
+        let mut reads: Vec<Option<Result<Read>>> = (0..ops.len()).map(|_| None).collect();
         let mut batches: std::collections::BTreeMap<(i64, i64), (Registration, Vec<usize>)> =
             Default::default();
         for (i, op) in ops.iter().enumerate() {
@@ -514,19 +521,24 @@ impl Workspace {
                     let entry = batches.entry(key).or_insert((registration, Vec::new()));
                     entry.1.push(i);
                 }
-                Ok(_) => reads.push((i, self.read_receiver(op, None, Some(by)))),
-                Err(error) => reads.push((i, Err(error))),
+                Ok(_) if stop() => return reads,
+                Ok(_) => reads[i] = Some(self.read_receiver(op, None, Some(by))),
+                Err(error) => reads[i] = Some(Err(error)),
             }
         }
         for (registration, indices) in batches.into_values() {
             for chunk in indices.chunks(registration.describe.batch_size()) {
+                if stop() {
+                    return reads;
+                }
                 let batch: Vec<&Operation> = chunk.iter().map(|&i| &ops[i]).collect();
                 let read = self.read_batch(&registration, &batch, by);
-                reads.extend(chunk.iter().copied().zip(read));
+                for (&i, read) in chunk.iter().zip(read) {
+                    reads[i] = Some(read);
+                }
             }
         }
-        reads.sort_by_key(|(i, _)| *i);
-        reads.into_iter().map(|(_, read)| read).collect()
+        reads
     }
 
     /// One batched query about `ops` (all routed to `registration`), split
