@@ -172,7 +172,7 @@ pub fn progress_line(done: usize, total: Option<usize>, elapsed: Duration) -> St
             line.push_str(&format!(", about {:.0} s left", left as f64 / rate));
         }
     }
-    line.push_str(" (Ctrl-C stops after the batch in hand)");
+    line.push_str(" (Ctrl-C stops after the request in hand)");
     line
 }
 
@@ -428,5 +428,30 @@ impl Render for Marked {
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
         out.json(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::progress_line;
+    use std::time::Duration;
+
+    #[test]
+    fn progress_says_done_of_total_the_rate_and_the_time_left() {
+        let line = progress_line(3000, Some(10000), Duration::from_secs(2));
+        assert_eq!(
+            line,
+            "observed 3000 of 10000, 1500/s, about 5 s left (Ctrl-C stops after the request in hand)"
+        );
+        let unknown_total = progress_line(500, None, Duration::from_secs(1));
+        assert_eq!(
+            unknown_total,
+            "observed 500, 500/s (Ctrl-C stops after the request in hand)"
+        );
+        let at_once = progress_line(0, Some(10), Duration::ZERO);
+        assert_eq!(
+            at_once,
+            "observed 0 of 10 (Ctrl-C stops after the request in hand)"
+        );
     }
 }

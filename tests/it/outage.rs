@@ -71,3 +71,155 @@ fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(s
     assert!(report.unread.is_empty(), "{report:?}");
     site.assert_sound();
 }
+
+/// A fifo at `path`.
+fn fifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Whether the process `pid` still catches SIGINT: its handler is
+/// installed with `SA_RESETHAND`, so the kernel drops it as it delivers
+/// the first one.
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let caught = (status.lines())
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .expect("SigCgt");
+    let mask = u64::from_str_radix(caught.trim(), 16).expect("a mask");
+    mask & (1 << (libc::SIGINT - 1)) != 0
+}
+
+/// A SQLite workspace whose `fax` operations route to the fixture adapter
+/// in session mode, batches of `batch`, holding its query number
+/// `hold_after + 1` until released through `dir`; `count` of them are
+/// unknown, each with its effect (the receipt lost).
+fn held_outage(count: usize, batch: usize, hold_after: usize) -> (Site, Vec<String>) {
+    let mut site = Site::new(Store::Sqlite);
+    let dir = site.scratch().to_path_buf();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let args: Vec<String> = [
+        "--state",
+        &file("held.json"),
+        "--mode-file",
+        &file("held.mode"),
+        "--complete",
+        "--authoritative",
+        "--session",
+        "--batch",
+        &batch.to_string(),
+        "--hold",
+        &file(""),
+        "--hold-after",
+        &hold_after.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let program = crate::support::adapter_fixture();
+    site.ws
+        .register_receiver(&recon::workspace::NewReceiver {
+            name: "held",
+            actions: &["fax".to_string()],
+            program: &program,
+            args: &args,
+            timeout_ms: None,
+            env: &[],
+        })
+        .expect("register the held adapter");
+    std::fs::write(dir.join("held.mode"), "apply:crash-after").unwrap();
+    let ops: Vec<String> = (1..=count).map(|n| format!("op-{n:03}")).collect();
+    for op in &ops {
+        site.ws.prepare(op, "fax", &json!({ "page": op })).unwrap();
+        site.ws.dispatch(op, Default::default()).unwrap();
+    }
+    std::fs::write(dir.join("held.mode"), "").unwrap();
+    fifo(&dir.join("held"));
+    fifo(&dir.join("release"));
+    (site, ops)
+}
+
+#[test]
+fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
+    // 30 operations, batches of 5: the third request is held.
+    let (site, ops) = held_outage(30, 5, 2);
+    let dir = site.scratch().to_path_buf();
+    let mut args = vec!["observe".to_string()];
+    args.extend(site.args());
+    args.extend(["--by", "ann", "--json"].map(String::from));
+    let child = std::process::Command::new(crate::support::recon_bin())
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start observe");
+    let mut held = String::new();
+    std::io::Read::read_to_string(
+        &mut std::fs::File::open(dir.join("held")).expect("open held"),
+        &mut held,
+    )
+    .unwrap();
+    assert_eq!(held, "held\n");
+    let pid = child.id();
+    // SAFETY: kill with a live child's pid and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    while catches_sigint(pid) {
+        std::thread::yield_now();
+    }
+    std::fs::write(dir.join("release"), "go\n").expect("release the adapter");
+    let out = child.wait_with_output().expect("observe ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the array");
+    let read: Vec<&str> = (rows.as_array().unwrap().iter())
+        .map(|r| r["op_id"].as_str().unwrap())
+        .collect();
+    // The held request (the third batch) was answered and recorded.
+    assert_eq!(
+        read,
+        ops[..15].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // No progress on a stderr that is not a terminal: one line, the stop.
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let last: serde_json::Value =
+        serde_json::from_str(stderr.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(
+        last,
+        json!({"interrupted": {"observed": 15, "unread": 0, "not_attempted": 15}})
+    );
+    // What was read is recorded, and nothing else.
+    let never = site.run(
+        &["ops", "--verdict", "never", "--json", "--limit", "100"],
+        None,
+    );
+    let never: Vec<String> = (never.json().as_array().unwrap().iter())
+        .map(|op| op["op_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(never, ops[15..]);
+    site.assert_sound();
+    // Run again over those never read, it reads the rest (a new session
+    // holds its third request again: released at once).
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut held = String::new();
+            std::io::Read::read_to_string(
+                &mut std::fs::File::open(dir.join("held")).unwrap(),
+                &mut held,
+            )
+            .unwrap();
+            std::fs::write(dir.join("release"), "go\n").unwrap();
+        });
+        let words = ["observe", "--older-than", "1h", "--by", "ann", "--json"];
+        let again = site.run(&words, None);
+        assert_eq!(again.code, Some(0), "{}", again.stderr);
+        let read: Vec<String> = (again.json().as_array().unwrap().iter())
+            .map(|r| r["op_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(read, ops[15..]);
+    });
+    site.assert_sound();
+}
