@@ -5,8 +5,11 @@
 
 use crate::real_receivers::servers;
 use crate::stores::{on_both_stores, Site, Store};
+use recon::demo::generate;
+use recon::domain::Verdict;
 use recon::receiver::Fault;
-use recon::workspace::ObserveRequest;
+use recon::workspace::{GeneratedLoad, ObserveRequest};
+use recon::{OpenOptions, Workspace};
 use serde_json::json;
 
 /// Runs `sqlite` on the site's outbox file, or `postgres` on its database.
@@ -222,4 +225,95 @@ fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
         assert_eq!(read, ops[15..]);
     });
     site.assert_sound();
+}
+
+/// Generated operations `1..=count` (the demo's: lost receipts, each with
+/// what the receiver holds for it), in one chunk.
+struct Outage {
+    count: u64,
+    schedule: generate::Schedule,
+}
+
+impl GeneratedLoad for Outage {
+    fn chunks(&self) -> Vec<std::ops::RangeInclusive<u64>> {
+        vec![1..=self.count]
+    }
+
+    fn operation(&self, n: u64, first_effect_seq: i64) -> recon::domain::BulkOperation {
+        generate::operation(n, &self.schedule, first_effect_seq)
+    }
+
+    fn effects(&self, n: u64) -> Box<dyn Iterator<Item = recon::domain::BulkEffect> + '_> {
+        Box::new(generate::effects(n))
+    }
+
+    fn effect_count(&self, n: u64) -> u64 {
+        generate::effect_count(n)
+    }
+}
+
+/// A workspace whose `count` unknown operations route to recon's own
+/// ledger registered `--no-close`, which is read through its adapter (a
+/// session that answers batches of 500), never in process.
+fn outage_behind_the_ledgers_adapter(count: u64) -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())
+        .expect("create workspace")
+        .with_receiver_program(crate::support::program());
+    ws.register_builtin("builtin", &["*".to_string()], false)
+        .expect("register the ledger --no-close");
+    let schedule = generate::Schedule::new(1, count, ws.now());
+    ws.append_generated(&Outage { count, schedule })
+        .expect("generate the outage");
+    (dir, ws)
+}
+
+#[test]
+fn an_outage_of_thousands_is_read_through_one_session_in_batches() {
+    let count = 3000;
+    let (dir, mut ws) = outage_behind_the_ledgers_adapter(count);
+    let spawned = ws.receiver_program().spawned();
+    let request = ObserveRequest {
+        by: "ann",
+        ..ObserveRequest::default()
+    };
+    let report = ws.observe(&request).expect("observe");
+    assert!(report.unread.is_empty(), "{:?}", report.unread.first());
+    assert_eq!(report.stopped, None);
+    // One adapter process for the whole command.
+    assert_eq!(ws.receiver_program().spawned() - spawned, 1);
+    let observed: Vec<(String, Verdict)> = (report.observed.iter())
+        .map(|o| (o.op_id.clone(), o.verdict))
+        .collect();
+    let expected: Vec<(String, Verdict)> = (1..=count)
+        .map(|n| (generate::op_id(n), generate::Evidence::of(n).open_verdict()))
+        .collect();
+    assert_eq!(observed, expected);
+    for o in &report.observed {
+        assert_eq!((o.receiver.as_str(), o.closed), ("builtin", false), "{o:?}");
+    }
+    // Each operation's latest observation is this read.
+    let page = ws
+        .ops_page(&recon::domain::OpsQuery {
+            limit: usize::try_from(count).unwrap(),
+            ..Default::default()
+        })
+        .expect("ops");
+    assert_eq!(page.len() as u64, count);
+    for op in &page {
+        let latest = op.triage.latest_observation.as_ref().expect("observed");
+        assert_eq!(latest.observed_by, "ann", "{}", op.op_id);
+    }
+    drop(ws);
+    // The journal replays to the tables (the generated load's background
+    // effects are other callers', so the single-host invariants that
+    // count a ledger's rows do not apply).
+    let report = recon::workspace::Journal::open(
+        recon::Location::workspace(dir.path()),
+        OpenOptions::default(),
+    )
+    .expect("open the journal")
+    .verify(recon::audit::VerifyRequest::default())
+    .expect("verify");
+    assert!(report.intact, "{report:?}");
 }
