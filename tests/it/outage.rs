@@ -96,59 +96,90 @@ fn catches_sigint(pid: u32) -> bool {
     mask & (1 << (libc::SIGINT - 1)) != 0
 }
 
-/// A SQLite workspace whose `fax` operations route to the fixture adapter
-/// in session mode, batches of `batch`, holding its query number
-/// `hold_after + 1` until released through `dir`; `count` of them are
-/// unknown, each with its effect (the receipt lost).
-fn held_outage(count: usize, batch: usize, hold_after: usize) -> (Site, Vec<String>) {
-    let mut site = Site::new(Store::Sqlite);
+/// An outbox on `store` whose `fax` operations route to the fixture
+/// adapter in session mode, batches of `batch`, holding its query number
+/// `hold_after + 1` (if given) until released through the fifos `held` and
+/// `release` in the site's scratch directory; `count` of them are unknown,
+/// each with its effect (the receipt lost).
+fn fax_outage(
+    store: Store,
+    count: usize,
+    batch: usize,
+    hold_after: Option<usize>,
+) -> (Site, Vec<String>) {
+    let mut site = Site::new(store);
     let dir = site.scratch().to_path_buf();
     let file = |name: &str| dir.join(name).display().to_string();
-    let args: Vec<String> = [
+    let mut args: Vec<String> = [
         "--state",
-        &file("held.json"),
+        &file("fax.json"),
         "--mode-file",
-        &file("held.mode"),
+        &file("fax.mode"),
         "--complete",
         "--authoritative",
         "--session",
         "--batch",
         &batch.to_string(),
-        "--hold",
-        &file(""),
-        "--hold-after",
-        &hold_after.to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(n) = hold_after {
+        args.extend([
+            "--hold".to_string(),
+            file(""),
+            "--hold-after".to_string(),
+            n.to_string(),
+        ]);
+        fifo(&dir.join("held"));
+        fifo(&dir.join("release"));
+    }
     let program = crate::support::adapter_fixture();
     site.ws
         .register_receiver(&recon::workspace::NewReceiver {
-            name: "held",
+            name: "fax",
             actions: &["fax".to_string()],
             program: &program,
             args: &args,
             timeout_ms: None,
             env: &[],
         })
-        .expect("register the held adapter");
-    std::fs::write(dir.join("held.mode"), "apply:crash-after").unwrap();
+        .expect("register the fax adapter");
+    std::fs::write(dir.join("fax.mode"), "apply:crash-after").unwrap();
     let ops: Vec<String> = (1..=count).map(|n| format!("op-{n:03}")).collect();
     for op in &ops {
         site.ws.prepare(op, "fax", &json!({ "page": op })).unwrap();
         site.ws.dispatch(op, Default::default()).unwrap();
     }
-    std::fs::write(dir.join("held.mode"), "").unwrap();
-    fifo(&dir.join("held"));
-    fifo(&dir.join("release"));
+    std::fs::write(dir.join("fax.mode"), "").unwrap();
     (site, ops)
+}
+
+on_both_stores!(an_outage_is_read_through_one_adapter_session_in_batches_on_either_store);
+fn an_outage_is_read_through_one_adapter_session_in_batches_on_either_store(store: Store) {
+    let (mut site, ops) = fax_outage(store, 120, 25, None);
+    let spawned = site.ws.receiver_program().spawned();
+    let request = ObserveRequest {
+        by: "ann",
+        ..ObserveRequest::default()
+    };
+    let report = site.ws.observe(&request).expect("observe");
+    assert!(report.unread.is_empty(), "{:?}", report.unread.first());
+    assert_eq!(site.ws.receiver_program().spawned() - spawned, 1);
+    let seen: Vec<(&str, Verdict, i64)> = (report.observed.iter())
+        .map(|o| (o.op_id.as_str(), o.verdict, o.matches))
+        .collect();
+    let expected: Vec<(&str, Verdict, i64)> = (ops.iter())
+        .map(|op| (op.as_str(), Verdict::ExactMatchExistenceOnly, 1))
+        .collect();
+    assert_eq!(seen, expected);
+    site.assert_sound();
 }
 
 #[test]
 fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
     // 30 operations, batches of 5: the third request is held.
-    let (site, ops) = held_outage(30, 5, 2);
+    let (site, ops) = fax_outage(Store::Sqlite, 30, 5, Some(2));
     let dir = site.scratch().to_path_buf();
     let mut args = vec!["observe".to_string()];
     args.extend(site.args());
