@@ -34,6 +34,7 @@ mod demo;
 mod experiment;
 mod failure;
 mod flow;
+mod interrupt;
 mod open;
 mod output;
 mod reads;

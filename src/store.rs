@@ -187,7 +187,9 @@ pub(crate) trait QueuePages {
 }
 
 /// Triage: observations, notes and the escalation marker, each act one
-/// transaction (a batch of observations, one for the batch), and their
+/// transaction (a batch of observations, one for the batch, each
+/// observation under its own savepoint: one refused or failed is that
+/// observation's result alone, the others are recorded), and their
 /// history. Each act is stamped with the time `clock` tells once the write
 /// lock is held: the `at` of the record given is replaced by it.
 pub(crate) trait TriageLog {
@@ -195,7 +197,7 @@ pub(crate) trait TriageLog {
         &mut self,
         batch: &[NewObservation<'_>],
         clock: &dyn Clock,
-    ) -> Result<Vec<Observation>>;
+    ) -> Result<Vec<Result<Observation>>>;
     fn note(&mut self, note: &NewNote<'_>, clock: &dyn Clock) -> Result<Note>;
     /// Raises or lowers the escalation marker, or refuses `not_unknown`,
     /// `already_escalated`, `not_escalated`.

@@ -45,7 +45,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-pub use triage::{ObserveReport, ObserveRequest, Unread};
+pub use triage::{ObserveReport, ObserveRequest, ObserveWatch, Unread};
 
 pub struct Workspace {
     location: Location,
@@ -412,7 +412,7 @@ impl Workspace {
                     provenance: &read.provenance,
                 };
                 let recorded = self.sender.record_observations(&[new], &*self.clock)?;
-                recorded.into_iter().next().map(|o| o.seen)
+                recorded.into_iter().next().transpose()?.map(|o| o.seen)
             }
             (None, None) => None,
         };

@@ -153,6 +153,12 @@ const TABLE: &[Exits] = &[
              naming it, its receiver and why (under --json, {\"op_id\", \"receiver\", \
              \"error\": {\"exit\", \"kind\", \"code\", \"message\"}})",
         ),
+        own: &[(
+            130,
+            "stopped by Ctrl-C after the request in hand: what was read is recorded and \
+             printed as on exit 0, and stderr says how many were not attempted (under --json, \
+             {\"interrupted\": {\"observed\", \"unread\", \"not_attempted\"}})",
+        )],
         ..exits(&["observe"])
     },
     Exits {

@@ -113,6 +113,8 @@ pub enum Skip {
     TooYoung,
     /// Its receiver cannot close, so nothing it says is proof.
     CannotClose,
+    /// The run was stopped before its turn: nothing was asked about it.
+    NotAttempted,
 }
 
 impl Skip {
@@ -124,6 +126,7 @@ impl Skip {
             Skip::Escalated => "escalated",
             Skip::TooYoung => "too_young",
             Skip::CannotClose => "cannot_close",
+            Skip::NotAttempted => "not_attempted",
         }
     }
 }

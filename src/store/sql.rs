@@ -249,6 +249,16 @@ pub(crate) trait Db {
     /// store on a server keeps.
     fn journaled(&mut self, _entry: Appended) {}
 
+    /// The last journal entry [`Db::journaled`] was told of, if the store
+    /// keeps it: what a savepoint restores when its item rolls back.
+    fn last_journaled(&self) -> Option<Appended> {
+        None
+    }
+
+    /// Forgets the entries journaled since `last` was the last one: their
+    /// savepoint rolled back, so the commit will not hold them.
+    fn rewind_journaled(&mut self, _last: Option<Appended>) {}
+
     /// Runs a statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError>;
 
@@ -467,6 +477,14 @@ impl Db for Postgres<'_, '_> {
         self.appended = Some(entry);
     }
 
+    fn last_journaled(&self) -> Option<Appended> {
+        self.appended.clone()
+    }
+
+    fn rewind_journaled(&mut self, last: Option<Appended>) {
+        self.appended = last;
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
@@ -546,6 +564,31 @@ pub(crate) trait SqlStore {
         &self,
         act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
     ) -> Result<T, E>;
+}
+
+/// Runs one item of a batch act under a savepoint, so that an item that
+/// is refused or fails rolls back alone (its journal entry too) and the
+/// others go on in the same transaction: the outer error is the store's
+/// own (the savepoint could not be taken or rolled back to, the
+/// transaction is lost), the inner one the item's.
+pub(crate) fn each_alone<T>(
+    db: &mut dyn Db,
+    item: impl FnOnce(&mut dyn Db) -> Result<T>,
+) -> Result<Result<T>> {
+    let last = db.last_journaled();
+    db.execute("SAVEPOINT item", &[])?;
+    match item(db) {
+        Ok(done) => {
+            db.execute("RELEASE SAVEPOINT item", &[])?;
+            Ok(Ok(done))
+        }
+        Err(error) => {
+            db.execute("ROLLBACK TO SAVEPOINT item", &[])?;
+            db.execute("RELEASE SAVEPOINT item", &[])?;
+            db.rewind_journaled(last);
+            Ok(Err(error))
+        }
+    }
 }
 
 fn first_line(sql: &str) -> &str {

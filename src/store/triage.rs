@@ -14,7 +14,7 @@
 //! [`SqlStore`].
 
 use super::rows::{self, query_ops, require_op, OP_SELECT};
-use super::sql::{Db, SqlStore, ToValue};
+use super::sql::{each_alone, Db, SqlStore, ToValue};
 use super::{journal, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
@@ -209,13 +209,15 @@ impl<S: SqlStore> TriageLog for S {
         &mut self,
         batch: &[NewObservation<'_>],
         clock: &dyn Clock,
-    ) -> Result<Vec<Observation>> {
+    ) -> Result<Vec<Result<Observation>>> {
         self.write(clock, |db, at| {
             let mut recorded = Vec::with_capacity(batch.len());
             for observation in batch {
-                require_op(db, observation.op_id)?;
                 let observation = NewObservation { at, ..*observation };
-                recorded.push(insert_observation(db, &observation)?);
+                recorded.push(each_alone(db, |db| {
+                    require_op(db, observation.op_id)?;
+                    insert_observation(db, &observation)
+                })?);
             }
             Ok(recorded)
         })
@@ -515,7 +517,8 @@ mod tests {
         };
         let batch = [seen(Verdict::Inconclusive), seen(Verdict::TerminalAbsence)];
         let recorded = fx.store.record_observations(&batch, &fx.clock).unwrap();
-        let (older, later) = (recorded[0].seq, recorded[1].seq);
+        let seq = |i: usize| recorded[i].as_ref().unwrap().seq;
+        let (older, later) = (seq(0), seq(1));
         super::note_latest(&mut fx.store.db(), "op", older, Verdict::Inconclusive).unwrap();
         let op = fx.store.require("op").unwrap();
         let latest = op.triage.latest_observation.unwrap();
@@ -551,7 +554,9 @@ mod tests {
             provenance: &provenance,
         };
         let clock = &fx.clock;
-        fx.store.record_observations(&[observation], clock).unwrap();
+        fx.store.record_observations(&[observation], clock).unwrap()[0]
+            .as_ref()
+            .unwrap();
         let marker = fx.store.require("op").unwrap().triage.contradicted;
         marker.expect("the read contradicts the receipt").seq
     }

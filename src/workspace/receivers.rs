@@ -502,17 +502,30 @@ impl Workspace {
     /// Reads the receivers of `ops` to be recorded as `by`'s observations,
     /// each exactly as [`Workspace::read_receiver`] would, in order; a
     /// receiver that declares `"batch": N` is asked about up to N of them
-    /// in one request, and each result is judged on its own.
-    pub(crate) fn read_receivers(&mut self, ops: &[Operation], by: &str) -> Vec<Result<Read>> {
-        self.ask_receivers(ops, None, by)
+    /// in one request, and each result is judged on its own. `stop` is
+    /// asked before each request: once it says stop, nothing more is
+    /// asked, and the operations not read are `None`.
+    pub(crate) fn read_receivers(
+        &mut self,
+        ops: &[Operation],
+        by: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Vec<Option<Result<Read>>> {
+        self.ask_receivers(ops, None, by, stop)
     }
 
     /// Closes `ops` at their receivers, authorized by `who` (each closing
     /// read recorded as theirs), each exactly as [`Workspace::read_receiver`]
     /// would close it, in order; a receiver that declares `"batch": N`
-    /// closes up to N of them in one request.
-    pub(crate) fn close_receivers(&mut self, ops: &[Operation], who: &str) -> Vec<Result<Read>> {
-        self.ask_receivers(ops, Some(who), who)
+    /// closes up to N of them in one request. `stop` as for
+    /// [`Workspace::read_receivers`].
+    pub(crate) fn close_receivers(
+        &mut self,
+        ops: &[Operation],
+        who: &str,
+        stop: &dyn Fn() -> bool,
+    ) -> Vec<Option<Result<Read>>> {
+        self.ask_receivers(ops, Some(who), who, stop)
     }
 
     /// Reads, or with `close` closes, the receivers of `ops` in order,
@@ -522,8 +535,9 @@ impl Workspace {
         ops: &[Operation],
         close: Option<&str>,
         by: &str,
-    ) -> Vec<Result<Read>> {
-        let mut reads = Vec::with_capacity(ops.len());
+        stop: &dyn Fn() -> bool,
+    ) -> Vec<Option<Result<Read>>> {
+        let mut reads: Vec<Option<Result<Read>>> = (0..ops.len()).map(|_| None).collect();
         let mut batches: std::collections::BTreeMap<(i64, i64), (Registration, Vec<usize>)> =
             Default::default();
         for (i, op) in ops.iter().enumerate() {
@@ -533,8 +547,9 @@ impl Workspace {
                     let entry = batches.entry(key).or_insert((registration, Vec::new()));
                     entry.1.push(i);
                 }
-                Ok(_) => reads.push((i, self.read_receiver(op, close, Some(by)))),
-                Err(error) => reads.push((i, Err(error))),
+                Ok(_) if stop() => return reads,
+                Ok(_) => reads[i] = Some(self.read_receiver(op, close, Some(by))),
+                Err(error) => reads[i] = Some(Err(error)),
             }
         }
         for (registration, indices) in batches.into_values() {
@@ -543,13 +558,17 @@ impl Workspace {
                 None => indices,
             };
             for chunk in indices.chunks(registration.describe.batch_size()) {
+                if stop() {
+                    return reads;
+                }
                 let batch: Vec<&Operation> = chunk.iter().map(|&i| &ops[i]).collect();
                 let read = self.read_batch(&registration, &batch, (close, by));
-                reads.extend(chunk.iter().copied().zip(read));
+                for (&i, read) in chunk.iter().zip(read) {
+                    reads[i] = Some(read);
+                }
             }
         }
-        reads.sort_by_key(|(i, _)| *i);
-        reads.into_iter().map(|(_, read)| read).collect()
+        reads
     }
 
     /// One batched query (or, with `close`, close) about `ops` (all routed
@@ -615,10 +634,12 @@ impl Workspace {
         ops: &[Operation],
         indices: Vec<usize>,
         who: &str,
-        done: &mut Vec<(usize, Result<Read>)>,
+        done: &mut [Option<Result<Read>>],
     ) -> Vec<usize> {
         if let Err(refused) = rules::check_close(registration) {
-            done.extend(indices.iter().map(|&i| (i, Err(refused.clone().into()))));
+            for &i in &indices {
+                done[i] = Some(Err(refused.clone().into()));
+            }
             return Vec::new();
         }
         let mut authorized = Vec::with_capacity(indices.len());
@@ -627,7 +648,7 @@ impl Workspace {
             let name = &registration.name;
             match (self.sender).record_close_request(op_id, name, who, &*self.clock) {
                 Ok(()) => authorized.push(i),
-                Err(error) => done.push((i, Err(error))),
+                Err(error) => done[i] = Some(Err(error)),
             }
         }
         authorized

@@ -266,16 +266,20 @@ impl Workspace {
     ) -> Vec<Operation> {
         let reads = if request.dry_run {
             (ops.iter())
-                .map(|op| self.read_receiver(op, None, None))
+                .map(|op| Some(self.read_receiver(op, None, None)))
                 .collect()
         } else {
-            self.read_receivers(&ops, request.by)
+            self.read_receivers(&ops, request.by, &|| false)
         };
         let mut provable = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
             let read = match read {
-                Ok(read) => read,
-                Err(error) => {
+                None => {
+                    report.skip(&op.op_id, Skip::NotAttempted);
+                    continue;
+                }
+                Some(Ok(read)) => read,
+                Some(Err(error)) => {
                     report.fail(&op.op_id, None, error);
                     continue;
                 }
@@ -304,12 +308,16 @@ impl Workspace {
         request: &ResolveRequest<'_>,
         report: &mut ResolveReport,
     ) -> Vec<Closed> {
-        let reads = self.close_receivers(&ops, request.authorized_by);
+        let reads = self.close_receivers(&ops, request.authorized_by, &|| false);
         let mut closed = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
             let read = match read {
-                Ok(read) => read,
-                Err(error) => {
+                None => {
+                    report.skip(&op.op_id, Skip::NotAttempted);
+                    continue;
+                }
+                Some(Ok(read)) => read,
+                Some(Err(error)) => {
                     report.fail(&op.op_id, None, error);
                     continue;
                 }

@@ -35,15 +35,20 @@ pub struct ObserveRequest<'a> {
 }
 
 /// What `observe` did: every operation it read and recorded, in the order
-/// it read them, and every one it could not read.
+/// it read them, every one it could not read or record, and, when it was
+/// stopped ([`ObserveWatch::stop`]), how many selected operations it did
+/// not attempt.
 #[derive(Debug, Default)]
 pub struct ObserveReport {
     pub observed: Vec<Observed>,
     pub unread: Vec<Unread>,
+    /// `Some(n)` when the run was stopped: `n` selected operations were
+    /// not read (nothing was recorded for them; a run again reads them).
+    pub stopped: Option<usize>,
 }
 
-/// An operation `observe` could not read, and why; nothing was recorded
-/// for it.
+/// An operation `observe` could not read, or whose observation could not
+/// be recorded, and why; nothing was recorded for it.
 #[derive(Debug)]
 pub struct Unread {
     pub op_id: String,
@@ -51,6 +56,29 @@ pub struct Unread {
     pub receiver: String,
     pub error: Error,
 }
+
+/// Who watches a long `observe`: told of its progress after each batch is
+/// recorded, and asked before each request to a receiver whether to stop.
+/// A stop is honoured between requests: what was read by then is
+/// recorded, and nothing more is read.
+pub trait ObserveWatch {
+    /// How many operations are selected, before any is read: exact for
+    /// named ones and a state alone, unknown (`None`) under `older_than`.
+    fn selected(&mut self, _total: Option<usize>) {}
+
+    /// Whether to stop now.
+    fn stop(&self) -> bool {
+        false
+    }
+
+    /// `done` operations have been read (recorded or not) so far.
+    fn progress(&mut self, _done: usize) {}
+}
+
+/// A watch that never stops and is told nothing.
+struct Unwatched;
+
+impl ObserveWatch for Unwatched {}
 
 /// One read, waiting to be recorded with its batch.
 struct Pending {
@@ -68,6 +96,16 @@ impl Workspace {
     /// refused (`unknown_operation`) before anything is read; one named
     /// more than once is read once.
     pub fn observe(&mut self, request: &ObserveRequest<'_>) -> Result<ObserveReport> {
+        self.observe_watched(request, &mut Unwatched)
+    }
+
+    /// [`Workspace::observe`], telling `watch` of its progress and
+    /// stopping when it asks (the report then counts what was not read).
+    pub fn observe_watched(
+        &mut self,
+        request: &ObserveRequest<'_>,
+        watch: &mut dyn ObserveWatch,
+    ) -> Result<ObserveReport> {
         let by = named(Some(request.by))?.unwrap_or_default();
         self.ensure_present()?;
         let cutoff = request.older_than.map(|age| self.clock.now().minus(age));
@@ -81,10 +119,19 @@ impl Workspace {
                 ops.push(self.sender.require(id)?);
             }
             ops.retain(|op| due(op, request.state, cutoff));
-            self.observe_ops(&ops, by, &mut report)?;
+            watch.selected(Some(ops.len()));
+            self.observe_ops(&ops, by, watch, &mut report)?;
             return Ok(report);
         }
         let state = request.state.unwrap_or(OpState::Unknown);
+        let total = match cutoff {
+            Some(_) => None,
+            None => {
+                let n = self.counts()?.get(&state).copied().unwrap_or(0);
+                Some(usize::try_from(n).unwrap_or(0))
+            }
+        };
+        watch.selected(total);
         let mut after = String::new();
         loop {
             let page = self
@@ -96,47 +143,59 @@ impl Workspace {
             // Past the page by op id, so an operation left unread (and so
             // still due) is not read again.
             after.clone_from(&last.op_id);
-            self.observe_ops(&page, by, &mut report)?;
+            if report.stopped.is_some() {
+                // Stopped: the rest of the selection is only counted.
+                report.stopped = report.stopped.map(|n| n + page.len());
+                continue;
+            }
+            self.observe_ops(&page, by, watch, &mut report)?;
         }
     }
 
-    /// Reads and records `ops` in batches, adding to `report`.
+    /// Reads and records `ops` in batches, adding to `report`; once
+    /// `watch` asks to stop, the operations not read are counted in
+    /// `report.stopped` instead.
     fn observe_ops(
         &mut self,
         ops: &[Operation],
         by: &str,
+        watch: &mut dyn ObserveWatch,
         report: &mut ObserveReport,
     ) -> Result<()> {
         for chunk in ops.chunks(OBSERVE_BATCH) {
             let mut pending = Vec::with_capacity(chunk.len());
-            let reads = self.read_receivers(chunk, by);
+            let reads = self.read_receivers(chunk, by, &|| watch.stop());
             for (op, read) in chunk.iter().zip(reads) {
                 match read {
-                    Ok(read) => pending.push(Pending {
+                    Some(Ok(read)) => pending.push(Pending {
                         op_id: op.op_id.clone(),
                         verdict: classify(op.scope(), &read.snapshot),
                         snapshot: read.snapshot,
                         provenance: read.provenance,
                         at: self.clock.now(),
                     }),
-                    Err(error) => report.unread.push(Unread {
+                    Some(Err(error)) => report.unread.push(Unread {
                         op_id: op.op_id.clone(),
                         receiver: op.receiver.clone(),
                         error,
                     }),
+                    None => report.stopped = Some(report.stopped.unwrap_or(0) + 1),
                 }
             }
-            self.record_pending(&pending, by, &mut report.observed)
+            self.record_pending(&pending, by, report)
                 .map_err(|e| stopped(e, report.observed.len()))?;
+            watch.progress(report.observed.len() + report.unread.len());
         }
         Ok(())
     }
 
+    /// Records a batch's reads in one transaction; an observation the
+    /// store refused or failed alone is listed as not observed.
     fn record_pending(
         &mut self,
         pending: &[Pending],
         by: &str,
-        observed: &mut Vec<Observed>,
+        report: &mut ObserveReport,
     ) -> Result<()> {
         let batch: Vec<NewObservation<'_>> = pending
             .iter()
@@ -153,7 +212,16 @@ impl Workspace {
             return Ok(());
         }
         let recorded = self.sender.record_observations(&batch, &*self.clock)?;
-        observed.extend(recorded.into_iter().map(|o| o.seen));
+        for (p, result) in pending.iter().zip(recorded) {
+            match result {
+                Ok(o) => report.observed.push(o.seen),
+                Err(error) => report.unread.push(Unread {
+                    op_id: p.op_id.clone(),
+                    receiver: p.provenance.receiver.clone(),
+                    error,
+                }),
+            }
+        }
         Ok(())
     }
 

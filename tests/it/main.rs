@@ -19,6 +19,7 @@ mod invariants;
 mod json;
 mod layout;
 mod model;
+mod outage;
 mod pg_store;
 mod policy;
 mod races;

@@ -489,7 +489,11 @@ fn help_of_every_command_explains_it_and_the_exit_codes() {
             &["0", "2", "3", "4"],
             &["already_approved"],
         ),
-        (&["observe"], &["0", "2", "3", "4"], &["unknown_operation"]),
+        (
+            &["observe"],
+            &["0", "2", "3", "4", "130"],
+            &["unknown_operation"],
+        ),
         (&["note"], &["0", "2", "3", "4"], &["empty_reviewer"]),
         (
             &["escalate"],

@@ -1,0 +1,46 @@
+//! Ctrl-C for a long command: the first SIGINT is remembered, not obeyed
+//! at once, so the command can stop between two requests with everything
+//! it read recorded and say what it did not do. The handler only stores a
+//! flag (all a signal handler may safely do), and resets itself: a second
+//! Ctrl-C ends the process as SIGINT always does, and SQLite and
+//! PostgreSQL roll the open transaction back.
+//!
+//! Installed by the commands that can stop early (`observe`), never by the
+//! library: a test or the console drives `Workspace::observe_watched` with
+//! its own [`crate::workspace::ObserveWatch`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// The first Ctrl-C of this process, once [`Interrupt::install`]ed.
+pub struct Interrupt(());
+
+impl Interrupt {
+    /// Installs the handler. `SA_RESTART` keeps the reads of an adapter's
+    /// pipe and of the stores going through the signal; `SA_RESETHAND`
+    /// makes the next SIGINT the default one. Should `sigaction` fail,
+    /// Ctrl-C keeps its default meaning, which loses nothing committed.
+    pub fn install() -> Interrupt {
+        // SAFETY: a zeroed `sigaction` is a valid value of the C struct;
+        // the handler is an `extern "C"` function that only stores to an
+        // atomic, which is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
+        }
+        Interrupt(())
+    }
+
+    /// Whether Ctrl-C was pressed since the handler was installed.
+    pub fn pressed(&self) -> bool {
+        INTERRUPTED.load(Ordering::SeqCst)
+    }
+}

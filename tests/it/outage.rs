@@ -1,0 +1,350 @@
+//! After an outage (issue 21): many unknown operations read in one
+//! `observe`, recorded in few transactions, one observation the store
+//! refuses rolled back alone, and a long run stopped with Ctrl-C keeping
+//! what it recorded.
+
+use crate::real_receivers::servers;
+use crate::stores::{on_both_stores, Site, Store};
+use recon::demo::generate;
+use recon::domain::Verdict;
+use recon::receiver::Fault;
+use recon::workspace::{GeneratedLoad, ObserveRequest};
+use recon::{OpenOptions, Workspace};
+use serde_json::json;
+
+/// Runs `sqlite` on the site's outbox file, or `postgres` on its database.
+fn execute(site: &Site, sqlite: &str, postgres: &str) {
+    match site.store {
+        Store::Sqlite => rusqlite::Connection::open(site.path().join("sender.sqlite"))
+            .and_then(|db| db.execute_batch(sqlite))
+            .expect("run SQL on the outbox"),
+        Store::Postgres => {
+            let url = &site.args()[1];
+            let database = url.rsplit('/').next().expect("a database name");
+            let pg = servers::postgres().as_ref().expect("the cluster");
+            pg.psql(database, postgres);
+        }
+    }
+}
+
+const REFUSE_B: (&str, &str) = (
+    "CREATE TRIGGER refuse_b BEFORE INSERT ON observations WHEN NEW.op_id = 'b'
+     BEGIN SELECT RAISE(ABORT, 'the drill refuses b'); END;",
+    "CREATE FUNCTION refuse_b() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN IF NEW.op_id = 'b' THEN RAISE EXCEPTION 'the drill refuses b'; END IF;
+     RETURN NEW; END $$;
+     CREATE TRIGGER refuse_b BEFORE INSERT ON observations
+     FOR EACH ROW EXECUTE FUNCTION refuse_b();",
+);
+
+const ALLOW_B: (&str, &str) = (
+    "DROP TRIGGER refuse_b;",
+    "DROP TRIGGER refuse_b ON observations; DROP FUNCTION refuse_b();",
+);
+
+on_both_stores!(an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded);
+fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(store: Store) {
+    let mut site = Site::new(store);
+    for op in ["a", "b", "c"] {
+        let payload = json!({ "to": op });
+        site.dispatched(op, "send_email", &payload, Some(Fault::CrashBeforeCommit));
+    }
+    execute(&site, REFUSE_B.0, REFUSE_B.1);
+    let request = ObserveRequest {
+        by: "ann",
+        ..ObserveRequest::default()
+    };
+    let report = site.ws.observe(&request).expect("observe");
+    let observed: Vec<&str> = report.observed.iter().map(|o| o.op_id.as_str()).collect();
+    assert_eq!(observed, ["a", "c"], "{report:?}");
+    assert_eq!(report.unread.len(), 1, "{report:?}");
+    assert_eq!(report.unread[0].op_id, "b");
+    let why = report.unread[0].error.to_string();
+    assert!(why.contains("the drill refuses b"), "{why}");
+    execute(&site, ALLOW_B.0, ALLOW_B.1);
+    for (op, seen) in [("a", true), ("b", false), ("c", true)] {
+        let op = site.ws.operation(op).expect("read").expect("the operation");
+        assert_eq!(op.triage.latest_observation.is_some(), seen, "{op:?}");
+    }
+    // The refused observation left no journal entry: the chain and the
+    // projection verify, and b is read on the next run.
+    site.assert_sound();
+    let report = site.ws.observe(&request).expect("observe again");
+    assert_eq!(report.observed.len(), 3, "{report:?}");
+    assert!(report.unread.is_empty(), "{report:?}");
+    site.assert_sound();
+}
+
+/// A fifo at `path`.
+fn fifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Whether the process `pid` still catches SIGINT: its handler is
+/// installed with `SA_RESETHAND`, so the kernel drops it as it delivers
+/// the first one.
+fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let caught = (status.lines())
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .expect("SigCgt");
+    let mask = u64::from_str_radix(caught.trim(), 16).expect("a mask");
+    mask & (1 << (libc::SIGINT - 1)) != 0
+}
+
+/// An outbox on `store` whose `fax` operations route to the fixture
+/// adapter in session mode, batches of `batch`, holding its query number
+/// `hold_after + 1` (if given) until released through the fifos `held` and
+/// `release` in the site's scratch directory; `count` of them are unknown,
+/// each with its effect (the receipt lost).
+fn fax_outage(
+    store: Store,
+    count: usize,
+    batch: usize,
+    hold_after: Option<usize>,
+) -> (Site, Vec<String>) {
+    let mut site = Site::new(store);
+    let dir = site.scratch().to_path_buf();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let mut args: Vec<String> = [
+        "--state",
+        &file("fax.json"),
+        "--mode-file",
+        &file("fax.mode"),
+        "--complete",
+        "--authoritative",
+        "--session",
+        "--batch",
+        &batch.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(n) = hold_after {
+        args.extend([
+            "--hold".to_string(),
+            file(""),
+            "--hold-after".to_string(),
+            n.to_string(),
+        ]);
+        fifo(&dir.join("held"));
+        fifo(&dir.join("release"));
+    }
+    let program = crate::support::adapter_fixture();
+    site.ws
+        .register_receiver(&recon::workspace::NewReceiver {
+            name: "fax",
+            actions: &["fax".to_string()],
+            program: &program,
+            args: &args,
+            timeout_ms: None,
+            env: &[],
+        })
+        .expect("register the fax adapter");
+    std::fs::write(dir.join("fax.mode"), "apply:crash-after").unwrap();
+    let ops: Vec<String> = (1..=count).map(|n| format!("op-{n:03}")).collect();
+    for op in &ops {
+        site.ws.prepare(op, "fax", &json!({ "page": op })).unwrap();
+        site.ws.dispatch(op, Default::default()).unwrap();
+    }
+    std::fs::write(dir.join("fax.mode"), "").unwrap();
+    (site, ops)
+}
+
+on_both_stores!(an_outage_is_read_through_one_adapter_session_in_batches_on_either_store);
+fn an_outage_is_read_through_one_adapter_session_in_batches_on_either_store(store: Store) {
+    let (mut site, ops) = fax_outage(store, 120, 25, None);
+    let spawned = site.ws.receiver_program().spawned();
+    let request = ObserveRequest {
+        by: "ann",
+        ..ObserveRequest::default()
+    };
+    let report = site.ws.observe(&request).expect("observe");
+    assert!(report.unread.is_empty(), "{:?}", report.unread.first());
+    assert_eq!(site.ws.receiver_program().spawned() - spawned, 1);
+    let seen: Vec<(&str, Verdict, i64)> = (report.observed.iter())
+        .map(|o| (o.op_id.as_str(), o.verdict, o.matches))
+        .collect();
+    let expected: Vec<(&str, Verdict, i64)> = (ops.iter())
+        .map(|op| (op.as_str(), Verdict::ExactMatchExistenceOnly, 1))
+        .collect();
+    assert_eq!(seen, expected);
+    site.assert_sound();
+}
+
+#[test]
+fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
+    // 30 operations, batches of 5: the third request is held.
+    let (site, ops) = fax_outage(Store::Sqlite, 30, 5, Some(2));
+    let dir = site.scratch().to_path_buf();
+    let mut args = vec!["observe".to_string()];
+    args.extend(site.args());
+    args.extend(["--by", "ann", "--json"].map(String::from));
+    let child = std::process::Command::new(crate::support::recon_bin())
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start observe");
+    let mut held = String::new();
+    std::io::Read::read_to_string(
+        &mut std::fs::File::open(dir.join("held")).expect("open held"),
+        &mut held,
+    )
+    .unwrap();
+    assert_eq!(held, "held\n");
+    let pid = child.id();
+    // SAFETY: kill with a live child's pid and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    while catches_sigint(pid) {
+        std::thread::yield_now();
+    }
+    std::fs::write(dir.join("release"), "go\n").expect("release the adapter");
+    let out = child.wait_with_output().expect("observe ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the array");
+    let read: Vec<&str> = (rows.as_array().unwrap().iter())
+        .map(|r| r["op_id"].as_str().unwrap())
+        .collect();
+    // The held request (the third batch) was answered and recorded.
+    assert_eq!(
+        read,
+        ops[..15].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // No progress on a stderr that is not a terminal: one line, the stop.
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let last: serde_json::Value =
+        serde_json::from_str(stderr.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(
+        last,
+        json!({"interrupted": {"observed": 15, "unread": 0, "not_attempted": 15}})
+    );
+    // What was read is recorded, and nothing else.
+    let never = site.run(
+        &["ops", "--verdict", "never", "--json", "--limit", "100"],
+        None,
+    );
+    let never: Vec<String> = (never.json().as_array().unwrap().iter())
+        .map(|op| op["op_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(never, ops[15..]);
+    site.assert_sound();
+    // Run again over those never read, it reads the rest (a new session
+    // holds its third request again: released at once).
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut held = String::new();
+            std::io::Read::read_to_string(
+                &mut std::fs::File::open(dir.join("held")).unwrap(),
+                &mut held,
+            )
+            .unwrap();
+            std::fs::write(dir.join("release"), "go\n").unwrap();
+        });
+        let words = ["observe", "--older-than", "1h", "--by", "ann", "--json"];
+        let again = site.run(&words, None);
+        assert_eq!(again.code, Some(0), "{}", again.stderr);
+        let read: Vec<String> = (again.json().as_array().unwrap().iter())
+            .map(|r| r["op_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(read, ops[15..]);
+    });
+    site.assert_sound();
+}
+
+/// Generated operations `1..=count` (the demo's: lost receipts, each with
+/// what the receiver holds for it), in one chunk.
+struct Outage {
+    count: u64,
+    schedule: generate::Schedule,
+}
+
+impl GeneratedLoad for Outage {
+    fn chunks(&self) -> Vec<std::ops::RangeInclusive<u64>> {
+        vec![1..=self.count]
+    }
+
+    fn operation(&self, n: u64, first_effect_seq: i64) -> recon::domain::BulkOperation {
+        generate::operation(n, &self.schedule, first_effect_seq)
+    }
+
+    fn effects(&self, n: u64) -> Box<dyn Iterator<Item = recon::domain::BulkEffect> + '_> {
+        Box::new(generate::effects(n))
+    }
+
+    fn effect_count(&self, n: u64) -> u64 {
+        generate::effect_count(n)
+    }
+}
+
+/// A workspace whose `count` unknown operations route to recon's own
+/// ledger registered `--no-close`, which is read through its adapter (a
+/// session that answers batches of 500), never in process.
+fn outage_behind_the_ledgers_adapter(count: u64) -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = Workspace::open(dir.path(), OpenOptions::default().creating())
+        .expect("create workspace")
+        .with_receiver_program(crate::support::program());
+    ws.register_builtin("builtin", &["*".to_string()], false)
+        .expect("register the ledger --no-close");
+    let schedule = generate::Schedule::new(1, count, ws.now());
+    ws.append_generated(&Outage { count, schedule })
+        .expect("generate the outage");
+    (dir, ws)
+}
+
+#[test]
+fn an_outage_of_thousands_is_read_through_one_session_in_batches() {
+    let count = 3000;
+    let (dir, mut ws) = outage_behind_the_ledgers_adapter(count);
+    let spawned = ws.receiver_program().spawned();
+    let request = ObserveRequest {
+        by: "ann",
+        ..ObserveRequest::default()
+    };
+    let report = ws.observe(&request).expect("observe");
+    assert!(report.unread.is_empty(), "{:?}", report.unread.first());
+    assert_eq!(report.stopped, None);
+    // One adapter process for the whole command.
+    assert_eq!(ws.receiver_program().spawned() - spawned, 1);
+    let observed: Vec<(String, Verdict)> = (report.observed.iter())
+        .map(|o| (o.op_id.clone(), o.verdict))
+        .collect();
+    let expected: Vec<(String, Verdict)> = (1..=count)
+        .map(|n| (generate::op_id(n), generate::Evidence::of(n).open_verdict()))
+        .collect();
+    assert_eq!(observed, expected);
+    for o in &report.observed {
+        assert_eq!((o.receiver.as_str(), o.closed), ("builtin", false), "{o:?}");
+    }
+    // Each operation's latest observation is this read.
+    let page = ws
+        .ops_page(&recon::domain::OpsQuery {
+            limit: usize::try_from(count).unwrap(),
+            ..Default::default()
+        })
+        .expect("ops");
+    assert_eq!(page.len() as u64, count);
+    for op in &page {
+        let latest = op.triage.latest_observation.as_ref().expect("observed");
+        assert_eq!(latest.observed_by, "ann", "{}", op.op_id);
+    }
+    drop(ws);
+    // The journal replays to the tables (the generated load's background
+    // effects are other callers', so the single-host invariants that
+    // count a ledger's rows do not apply).
+    let report = recon::workspace::Journal::open(
+        recon::Location::workspace(dir.path()),
+        OpenOptions::default(),
+    )
+    .expect("open the journal")
+    .verify(recon::audit::VerifyRequest::default())
+    .expect("verify");
+    assert!(report.intact, "{report:?}");
+}
