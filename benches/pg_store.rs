@@ -11,14 +11,17 @@
 //! - the queue's pages at 100 and at `RECON_BENCH_PG_OPS` operations
 //!   (default 100,000) on PostgreSQL: the first page, a page after a
 //!   cursor, and unknown + never observed; the median of each shape, the
-//!   ratio, and each plan's nodes (`EXPLAIN (FORMAT JSON)`). PostgreSQL
-//!   has no bulk load: the operations are prepared through the library one
-//!   by one (the journal stays whole), on 4 connections at once, and how
-//!   long that took is printed;
+//!   ratio, and each plan's nodes (`EXPLAIN (FORMAT JSON)`). Two outboxes,
+//!   one of 100 and one of the whole count, vacuumed and analyzed (a
+//!   server in its steady state), their samples taken in turn so that
+//!   the machine's drift falls on both. PostgreSQL has no bulk load: the
+//!   operations are prepared through the library one by one (the journal
+//!   stays whole), on 4 connections at once, and how long that took is
+//!   printed;
 //! - writers per second from 8 processes: `recon note` through the binary,
 //!   8 at once, `RECON_BENCH_NOTES` (default 25) each; on both stores.
 //!
-//! `cargo bench --bench pg_store`
+//! `cargo bench --bench pg_store [-- decisions|pages|writers ...]`
 
 #[path = "../tests/it/real_receivers/servers.rs"]
 mod servers;
@@ -193,30 +196,52 @@ fn shapes(middle: &str) -> [(&'static str, QueueFilter<'static>, PageBound<'_>);
     ]
 }
 
-/// The median of each shape, and its plan's nodes.
-fn measure_pages(ws: &Workspace, url: &str, middle: &str) -> Vec<(Duration, String)> {
+/// One outbox whose pages are timed: its handle, URL and the op id the
+/// "after a cursor" page starts after.
+struct Paged<'a> {
+    ws: &'a Workspace,
+    url: &'a str,
+    middle: &'a str,
+}
+
+impl Paged<'_> {
+    /// One page of `shape`, timed.
+    fn time(&self, shape: usize) -> Duration {
+        let (_, filter, bound) = shapes(self.middle)[shape];
+        let start = Instant::now();
+        let page = self.ws.queue_page(filter, bound, PAGE).expect("a page");
+        let elapsed = start.elapsed();
+        assert!(!page.is_empty(), "an empty page measures nothing");
+        elapsed
+    }
+
+    /// The plan of `shape`'s page, its nodes, and whether it follows the
+    /// outbox.
+    fn plan(&self, shape: usize) -> String {
+        let (_, filter, bound) = shapes(self.middle)[shape];
+        let mut client = postgres::Client::connect(self.url, postgres::NoTls).expect("connect");
+        let plan = plan::page_plan(&mut client, &filter, bound, PAGE);
+        let nodes = plan::nodes(&plan).join(" < ");
+        match plan::outbox_sized(&plan) {
+            found if found.is_empty() => format!("an index range, no sort: {nodes}"),
+            found => format!("FOLLOWS THE OUTBOX: {}: {nodes}", found.join(", ")),
+        }
+    }
+}
+
+/// The median of each shape on the small and on the large outbox, their
+/// samples taken in turn (small, large, small, ...) so that the machine's
+/// drift falls on both alike.
+fn measure_pages(small: &Paged<'_>, large: &Paged<'_>) -> Vec<(Duration, Duration)> {
     let samples = count("RECON_BENCH_PAGES", 200);
-    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
-    client.batch_execute("ANALYZE").expect("analyze");
-    shapes(middle)
-        .into_iter()
-        .map(|(_, filter, bound)| {
-            let times = (0..samples)
-                .map(|_| {
-                    let start = Instant::now();
-                    let page = ws.queue_page(filter, bound, PAGE).expect("a page");
-                    let elapsed = start.elapsed();
-                    assert!(!page.is_empty(), "an empty page measures nothing");
-                    elapsed
-                })
-                .collect();
-            let plan = plan::page_plan(&mut client, &filter, bound, PAGE);
-            let nodes = plan::nodes(&plan).join(" < ");
-            let verdict = match plan::outbox_sized(&plan) {
-                found if found.is_empty() => "an index range, no sort".to_string(),
-                found => format!("FOLLOWS THE OUTBOX: {}", found.join(", ")),
-            };
-            (support::median(times), format!("{verdict}: {nodes}"))
+    (0..shapes("").len())
+        .map(|shape| {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..samples {
+                a.push(small.time(shape));
+                b.push(large.time(shape));
+            }
+            (support::median(a), support::median(b))
         })
         .collect()
 }
@@ -245,32 +270,52 @@ fn prepare_up_to(url: &str, total: usize) -> Duration {
 fn pages(pg: &servers::Postgres) {
     let total = count("RECON_BENCH_PG_OPS", 100_000);
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = outbox(pg, "pages");
-    let mut ws = Workspace::open(database(&url), OpenOptions::default()).expect("outbox");
-    register_lossy(&mut ws, dir.path());
-    for i in 0..100 {
-        lost_receipt(&mut ws, &format!("a-{i:06}"));
+    let (small_url, large_url) = (outbox(pg, "pages_small"), outbox(pg, "pages_large"));
+    let open = |url: &str| Workspace::open(database(url), OpenOptions::default()).expect("outbox");
+    let (mut small_ws, mut large_ws) = (open(&small_url), open(&large_url));
+    for (ws, sub) in [(&mut small_ws, "small"), (&mut large_ws, "large")] {
+        let dir = dir.path().join(sub);
+        std::fs::create_dir_all(&dir).expect("the adapter's directory");
+        register_lossy(ws, &dir);
+        for i in 0..100 {
+            lost_receipt(ws, &format!("a-{i:06}"));
+        }
     }
-    let small = measure_pages(&ws, &url, "a-000049");
-    let loaded = prepare_up_to(&url, total);
+    let loaded = prepare_up_to(&large_url, total);
+    // A server in its steady state: what autovacuum would have done.
+    for url in [&small_url, &large_url] {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+        client.batch_execute("VACUUM ANALYZE").expect("vacuum");
+    }
     println!("## Queue pages on PostgreSQL ({PAGE} a page)");
     println!(
         "loaded {} operations by prepare through the library, {LOADERS} connections at once, \
-         in {:.1} s ({:.2} ms each)",
+         in {:.1} s ({:.2} ms each); samples taken in turn, 100 then {total}",
         total - 100,
         loaded.as_secs_f64(),
         ms(loaded) / (total - 100).max(1) as f64
     );
-    let large = measure_pages(&ws, &url, &format!("p-{:06}", total / 2));
-    for (((name, _, _), (a, plan_a)), (b, plan_b)) in shapes("").into_iter().zip(small).zip(large) {
+    let large_middle = format!("p-{:06}", total / 2);
+    let small = Paged {
+        ws: &small_ws,
+        url: &small_url,
+        middle: "a-000049",
+    };
+    let large = Paged {
+        ws: &large_ws,
+        url: &large_url,
+        middle: &large_middle,
+    };
+    let medians = measure_pages(&small, &large);
+    for (shape, ((name, _, _), (a, b))) in shapes("").into_iter().zip(medians).enumerate() {
         println!(
-            "{name:16} 100 ops {:6.2} ms   {total} ops {:6.2} ms   ratio {:.2}",
+            "{name:16} 100 ops {:6.3} ms   {total} ops {:6.3} ms   ratio {:.2}",
             ms(a),
             ms(b),
             b.as_secs_f64() / a.as_secs_f64()
         );
-        println!("    plan at 100:    {plan_a}");
-        println!("    plan at {total}: {plan_b}");
+        println!("    plan at 100:    {}", small.plan(shape));
+        println!("    plan at {total}: {}", large.plan(shape));
     }
 }
 
@@ -327,11 +372,23 @@ fn writers_per_second(pg: &servers::Postgres) {
 }
 
 fn main() {
+    // `cargo bench --bench pg_store -- pages` runs only the parts named.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     servers::durable_postgres();
     let Some(pg) = servers::require("bench pg_store", servers::postgres()) else {
         return;
     };
-    round_trips(pg);
-    pages(pg);
-    writers_per_second(pg);
+    if wanted("decisions") {
+        round_trips(pg);
+    }
+    if wanted("pages") {
+        pages(pg);
+    }
+    if wanted("writers") {
+        writers_per_second(pg);
+    }
 }

@@ -141,9 +141,14 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         let clause = format!(" AND {}o.receiver = {p}", plus(Driver::Receiver));
         page.sql.push_str(&clause);
     }
+    // A state and a verdict are written into the statement (they are
+    // names of a fixed set, never a person's text): each shape of the
+    // queue gets a plan of its own that PostgreSQL keeps, where a bound
+    // state would be planned anew for each page (`unknown` is a few rows,
+    // `prepared` nearly all: no one plan fits both).
     if let Some(state) = filter.state {
         // A receiver's indexes hold its state too: both terms drive them.
-        let p = page.bind(state.as_str());
+        let p = format!("'{}'", state.as_str());
         let plus = match driver {
             Driver::Receiver => "",
             _ => plus(Driver::State),
@@ -153,7 +158,7 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
     }
     match filter.verdict {
         Some(VerdictFilter::Is(verdict)) => {
-            let p = page.bind(verdict.as_str());
+            let p = format!("'{}'", verdict.as_str());
             let clause = format!(" AND {}o.latest_verdict = {p}", plus(Driver::Verdict));
             page.sql.push_str(&clause);
         }
@@ -235,7 +240,11 @@ pub(crate) fn page_sql(
         SortOrder::OpId => format!(" ORDER BY o.op_id{direction}"),
         SortOrder::Age => format!(" ORDER BY o.updated_at{direction}, o.op_id{direction}"),
     });
-    let limit = page.bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    // The limit is written into the statement, not bound: a plan that
+    // knows it reads a page is as cheap as the page, so PostgreSQL keeps
+    // one generic plan per statement rather than planning each page anew
+    // (planning cost more than the page; it grew with the outbox).
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     page.sql.push_str(&format!(" LIMIT {limit}"));
     page.descending = descending;
     page
@@ -315,7 +324,7 @@ fn complement_sql(dialect: Dialect, filter: &QueueFilter<'_>, others: &[OpState]
     let states: Vec<String> = others.iter().map(|s| page.bind(s.as_str())).collect();
     let verdict = match filter.verdict {
         Some(VerdictFilter::Is(verdict)) => {
-            let p = page.bind(verdict.as_str());
+            let p = format!("'{}'", verdict.as_str());
             format!("{hint}o.latest_verdict = {p}")
         }
         _ => format!("{hint}o.latest_verdict IS NULL"),
@@ -638,10 +647,10 @@ mod tests {
             "{}",
             sqlite.sql
         );
-        assert!(sqlite.sql.contains("o.op_id LIKE ?3"), "{}", sqlite.sql);
+        assert!(sqlite.sql.contains("o.op_id LIKE ?2"), "{}", sqlite.sql);
         assert!(!postgres.sql.contains('+'), "{}", postgres.sql);
         assert!(
-            postgres.sql.contains("o.payload ILIKE ?3"),
+            postgres.sql.contains("o.payload ILIKE ?2"),
             "{}",
             postgres.sql
         );
@@ -650,9 +659,12 @@ mod tests {
             postgres.sql
         );
         assert_eq!(sqlite.params, postgres.params);
-        assert!(Dialect::Postgres
-            .statement(&postgres.sql)
-            .ends_with("LIMIT $6"));
+        let statement = Dialect::Postgres.statement(&postgres.sql);
+        assert!(statement.contains("o.op_id) > ($3, $4)"), "{statement}");
+        // The state and the limit are part of the statement: a plan that
+        // knows them (see `page_sql` and `filter_terms`).
+        assert!(statement.contains("o.state = 'unknown'"), "{statement}");
+        assert!(statement.ends_with("LIMIT 50"), "{statement}");
     }
 
     /// A new, empty SQLite outbox in `dir`.
