@@ -68,7 +68,7 @@ use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::clock::Clock;
 use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
-    CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, NewNote,
+    CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, Moved, NewNote,
     NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery,
     PageBound, Policy, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review,
     Timestamp, Verdict,
@@ -171,10 +171,11 @@ pub(crate) trait QueuePages {
     /// index), or `None` in an empty outbox.
     fn newest_update(&self) -> Result<Option<Timestamp>>;
 
-    /// The operations the journal's entries after `seq` name, each once:
-    /// what changed since a reader saw the head at `seq` (one range of the
-    /// journal's key, so it costs what changed, not the outbox).
-    fn changed_since(&self, seq: i64) -> Result<Vec<String>>;
+    /// The operations the journal's entries after `seq` name, each once,
+    /// with their state and version now: what changed since a reader saw
+    /// the head at `seq`, in one query (one range of the journal's key,
+    /// so it costs what changed, not the outbox).
+    fn changed_since(&self, seq: i64) -> Result<Vec<Moved>>;
     /// How many operations match `filter` (its search text aside): one
     /// index range counted, what the queue's position needs under a
     /// verdict or escalation filter.

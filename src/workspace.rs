@@ -16,9 +16,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
 use crate::domain::{
     classify, normalize_name, Approval, CloseEntry, Closure, CompensationRequest, Decision, Effect,
-    EscalationRecord, EvidenceRecord, NewObservation, NewOperation, Note, Observation, Observed,
-    OpState, Operation, PageBound, Provenance, QueueFilter, QueueKey, Recorded, Review, Snapshot,
-    Timestamp, Verdict,
+    EscalationRecord, EvidenceRecord, Moved, NewObservation, NewOperation, Note, Observation,
+    Observed, OpState, Operation, PageBound, Provenance, QueueFilter, QueueKey, Recorded, Review,
+    Snapshot, Timestamp, Verdict,
 };
 use crate::error::{Committed, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
@@ -563,8 +563,9 @@ impl Workspace {
     }
 
     /// The operations changed since the journal's head was at `seq` (each
-    /// once): what a reader who saw that head must look at again.
-    pub fn changed_since(&self, seq: i64) -> Result<Vec<String>> {
+    /// once), with their state and version now: what a reader who saw that
+    /// head must look at again.
+    pub fn changed_since(&self, seq: i64) -> Result<Vec<Moved>> {
         self.sender.changed_since(seq)
     }
 

@@ -68,6 +68,15 @@ pub struct QueueKey {
     pub receiver: String,
 }
 
+/// An operation the journal named after some position, as it is now: what
+/// a reader who saw that position compares its marks and dialogs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    pub op_id: String,
+    pub state: OpState,
+    pub version: i64,
+}
+
 /// Which operations the queue shows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueFilter<'a> {

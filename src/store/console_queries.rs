@@ -28,8 +28,8 @@ use super::rows::{query_ops, OP_SELECT};
 use super::sql::{Db, Dialect, SqlStore, ToValue, Value};
 use super::QueuePages;
 use crate::domain::{
-    Cursor, OpState, Operation, OpsQuery, PageBound, QueueFilter, QueueKey, SortOrder, Timestamp,
-    VerdictFilter,
+    Cursor, Moved, OpState, Operation, OpsQuery, PageBound, QueueFilter, QueueKey, SortOrder,
+    Timestamp, VerdictFilter,
 };
 use crate::error::{Result, StoreError};
 use std::collections::BTreeMap;
@@ -467,14 +467,27 @@ impl<S: SqlStore> QueuePages for S {
             .collect()
     }
 
-    fn changed_since(&self, seq: i64) -> Result<Vec<String>> {
-        self.read(|db| {
-            Ok(db.query(
-                "SELECT DISTINCT op_id FROM journal WHERE seq > ?1 AND op_id IS NOT NULL",
+    fn changed_since(&self, seq: i64) -> Result<Vec<Moved>> {
+        let rows: Vec<(String, String, i64)> = self.read(|db| {
+            db.query(
+                "SELECT o.op_id, o.state, o.version FROM operations o WHERE o.op_id IN \
+                 (SELECT op_id FROM journal WHERE seq > ?1 AND op_id IS NOT NULL)",
                 &[&seq],
-                |r| r.get(0),
-            )?)
-        })
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+        })?;
+        rows.into_iter()
+            .map(|(op_id, state, version)| {
+                let state = OpState::parse(&state).ok_or_else(|| {
+                    StoreError::Corrupt(format!("state of operation {op_id}: {state}"))
+                })?;
+                Ok(Moved {
+                    op_id,
+                    state,
+                    version,
+                })
+            })
+            .collect()
     }
 
     fn newest_update(&self) -> Result<Option<Timestamp>> {

@@ -2442,8 +2442,9 @@ fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
 }
 
 /// What a refresh reads again to keep its marks true is what the journal
-/// names after the head it last saw, each operation once, and nothing
-/// before that head: marks cost what changed, not how many there are.
+/// names after the head it last saw, each operation once with its state
+/// and version now, in one query, and nothing before that head: marks
+/// cost what changed, not how many there are.
 #[test]
 fn the_journal_after_a_seen_head_names_each_changed_operation_once() {
     let lab = demo_lab();
@@ -2452,7 +2453,11 @@ fn the_journal_after_a_seen_head_names_each_changed_operation_once() {
     bob_confirms_the_invoice_email(&lab.path_str());
     assert_eq!(
         lab.ws.changed_since(head).unwrap(),
-        ["op-1002-invoice-email"]
+        [recon::domain::Moved {
+            op_id: "op-1002-invoice-email".into(),
+            state: recon::domain::OpState::Confirmed,
+            version: 3,
+        }]
     );
     let now = lab.ws.change_marker().unwrap().journal.length;
     assert!(now > head);

@@ -17,7 +17,7 @@ use super::super::app::{
 };
 use super::super::view;
 use super::status::set_status;
-use crate::domain::{differing_paths, Operation, PageBound};
+use crate::domain::{differing_paths, Moved, Operation, PageBound};
 use crate::error::{Result, StoreError};
 use crate::workspace::{ChangeMarker, Classified};
 
@@ -469,16 +469,13 @@ pub(super) fn drop_stale_marks(app: &mut App, since: i64) -> Result<()> {
         return Ok(());
     }
     let mut dropped = Vec::new();
-    for op_id in app.ws.changed_since(since)? {
-        let Some(mark) = app.marks.get(&op_id) else {
+    for now in app.ws.changed_since(since)? {
+        let Some(mark) = app.marks.get(&now.op_id) else {
             continue;
         };
-        let now = app.ws.operation(&op_id)?;
-        if now.as_ref().is_none_or(|op| op.version != mark.version) {
-            let found = now.map_or("gone".to_string(), |op| {
-                format!("{} at version {}", op.state, op.version)
-            });
-            dropped.push((op_id.clone(), mark.version, found));
+        if now.version != mark.version {
+            let found = format!("{} at version {}", now.state, now.version);
+            dropped.push((now.op_id, mark.version, found));
         }
     }
     if dropped.is_empty() {
@@ -553,13 +550,17 @@ pub(super) fn poll(app: &mut App) -> Result<()> {
 /// `y` would do, so it closes with a report that says so (and the screen
 /// refreshes behind it); otherwise it stays, and so does the screen.
 fn recheck_dialog(app: &mut App, pending: Pending, now: ChangeMarker) -> Result<()> {
+    // What moved since the screen behind the dialog was read, in one
+    // query, however many operations the dialog names.
+    let moved: std::collections::HashMap<String, Moved> = (app.ws)
+        .changed_since(app.seen.journal.length)?
+        .into_iter()
+        .map(|m| (m.op_id.clone(), m))
+        .collect();
     let mut changed = Vec::new();
     for (op_id, seen) in pending.job.seen_versions() {
-        let found = app.ws.operation(op_id)?;
-        if found.as_ref().is_none_or(|op| op.version != seen) {
-            let is = found.map_or("gone".to_string(), |op| {
-                format!("now {} at version {}", op.state, op.version)
-            });
+        if let Some(found) = moved.get(op_id).filter(|m| m.version != seen) {
+            let is = format!("now {} at version {}", found.state, found.version);
             changed.push(format!("  {op_id}: you saw version {seen}; it is {is}"));
         }
     }
