@@ -219,6 +219,21 @@ impl Shell {
         out
     }
 
+    /// `recon prepare --op OP --action ACTION --payload PAYLOAD`, which must
+    /// succeed.
+    #[track_caller]
+    pub fn prepare(&self, op: &str, action: &str, payload: &str) -> Run {
+        self.ok(&[
+            "prepare",
+            "--op",
+            op,
+            "--action",
+            action,
+            "--payload",
+            payload,
+        ])
+    }
+
     /// Runs a `--json` command that must succeed and parses its output.
     #[track_caller]
     pub fn json(&self, args: &[&str]) -> Value {

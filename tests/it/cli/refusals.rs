@@ -12,15 +12,7 @@ use std::path::PathBuf;
 /// `recon prepare` of `op` with `action` and `payload`.
 fn prepare(sh: &Shell, op: &str, action: &str, payload: &Value) {
     let payload = payload.to_string();
-    sh.ok(&[
-        "prepare",
-        "--op",
-        op,
-        "--action",
-        action,
-        "--payload",
-        &payload,
-    ]);
+    sh.prepare(op, action, &payload);
 }
 
 /// `reconcile OP` with a decision, on version 2, closing as `by`.

@@ -569,15 +569,7 @@ const TAKES_AN_OP_ID: &[&[&str]] = &[
 on_both_stores!(a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one);
 fn a_malformed_op_id_is_a_usage_error_in_every_command_that_takes_one(store: Store) {
     let sh = Shell::on(store);
-    sh.ok(&[
-        "prepare",
-        "--op",
-        "op-1",
-        "--action",
-        "pay",
-        "--payload",
-        "{}",
-    ]);
+    sh.prepare("op-1", "pay", "{}");
     let before = sh.dump();
     let long = "o".repeat(201);
     for bad in ["", "op 1", "op-\u{1b}[2J", "op-\u{202e}1", long.as_str()] {

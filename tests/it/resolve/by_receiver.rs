@@ -33,15 +33,7 @@ pub fn two_receivers(store: Store, dir: &std::path::Path) -> Shell {
         "--authoritative",
     ]);
     for (op, action) in [("m1", "post"), ("m2", "post"), ("p1", "pay")] {
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            action,
-            "--payload",
-            r#"{"n":1}"#,
-        ]);
+        sh.prepare(op, action, r#"{"n":1}"#);
         if action == "post" {
             std::fs::write(&mode, "apply:crash-before").unwrap();
             sh.ok(&["dispatch", op]);
@@ -51,15 +43,7 @@ pub fn two_receivers(store: Store, dir: &std::path::Path) -> Shell {
         }
     }
     for (op, action) in [("m3", "post"), ("p2", "pay")] {
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            action,
-            "--payload",
-            r#"{"n":2}"#,
-        ]);
+        sh.prepare(op, action, r#"{"n":2}"#);
         sh.ok(&["dispatch", op]);
     }
     sh

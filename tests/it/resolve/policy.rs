@@ -37,15 +37,7 @@ fn adapter(sh: &Shell, dir: &Path, name: &str, action: &str, flags: &[&str]) {
 /// Prepares `op` and dispatches it to the adapter `name`, whose receipt is
 /// lost before it writes anything.
 fn lost_at_adapter(sh: &Shell, dir: &Path, name: &str, op: &str, action: &str) {
-    sh.ok(&[
-        "prepare",
-        "--op",
-        op,
-        "--action",
-        action,
-        "--payload",
-        r#"{"n":1}"#,
-    ]);
+    sh.prepare(op, action, r#"{"n":1}"#);
     let mode = dir.join(format!("{name}.mode"));
     std::fs::write(&mode, "apply:crash-before").unwrap();
     sh.ok(&["dispatch", op]);
@@ -74,15 +66,7 @@ fn outage(store: Store, dir: &Path) -> Shell {
         ("b", Fault::CrashBeforeCommit),
         ("e", Fault::CrashBeforeCommit),
     ] {
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            "pay",
-            "--payload",
-            r#"{"n":1}"#,
-        ]);
+        sh.prepare(op, "pay", r#"{"n":1}"#);
         sh.faulted(&["dispatch", op], fault);
     }
     sh.ok(&[

@@ -14,15 +14,7 @@ use serde_json::{json, Value};
 fn confirmed_then_duplicated(store: Store) -> Shell {
     let sh = Shell::on(store);
     let payload = r#"{"to":"ada@example.com"}"#;
-    sh.ok(&[
-        "prepare",
-        "--op",
-        "op-1",
-        "--action",
-        "send_email",
-        "--payload",
-        payload,
-    ]);
+    sh.prepare("op-1", "send_email", payload);
     sh.faulted(&["dispatch", "op-1"], Fault::CrashAfterCommit);
     let decide = [
         "reconcile",

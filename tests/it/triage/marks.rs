@@ -14,26 +14,10 @@ use serde_json::{json, Value};
 fn fixture(store: Store, ops: &[&str]) -> Shell {
     let sh = Shell::on(store);
     for op in ops {
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            "pay",
-            "--payload",
-            r#"{"n":1}"#,
-        ]);
+        sh.prepare(op, "pay", r#"{"n":1}"#);
         sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
-    sh.ok(&[
-        "prepare",
-        "--op",
-        "paid",
-        "--action",
-        "pay",
-        "--payload",
-        r#"{"n":2}"#,
-    ]);
+    sh.prepare("paid", "pay", r#"{"n":2}"#);
     sh.ok(&["dispatch", "paid"]);
     sh
 }

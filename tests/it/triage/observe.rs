@@ -39,15 +39,7 @@ fn lost(store: Store, ops: &[&str]) -> Shell {
     let sh = Shell::on(store);
     for op in ops {
         let payload = format!(r#"{{"to":"{op}@example.com"}}"#);
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            "send_email",
-            "--payload",
-            &payload,
-        ]);
+        sh.prepare(op, "send_email", &payload);
         sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh
@@ -356,15 +348,7 @@ fn a_decision_follows_a_fresh_read_not_the_stored_observation(store: Store) {
     );
 
     // The other way round: one match observed, a duplicate lands after.
-    sh.ok(&[
-        "prepare",
-        "--op",
-        "twice",
-        "--action",
-        "send_email",
-        "--payload",
-        r#"{"to":"twice@example.com"}"#,
-    ]);
+    sh.prepare("twice", "send_email", r#"{"to":"twice@example.com"}"#);
     sh.faulted(&["dispatch", "twice"], Fault::CrashAfterCommit);
     let stored = sh.json(&["observe", "twice", "--by", "dana"]);
     assert_eq!(stored[0]["verdict"], "exact_match_existence_only");
@@ -400,15 +384,7 @@ fn observe_goes_on_past_an_operation_it_cannot_read_and_reports_each(store: Stor
         "--mode-file",
         mode_arg,
     ]);
-    sh.ok(&[
-        "prepare",
-        "--op",
-        "m5",
-        "--action",
-        "fax",
-        "--payload",
-        "{}",
-    ]);
+    sh.prepare("m5", "fax", "{}");
     assert_eq!(sh.json(&["dispatch", "m5"])["outcome"], "unknown");
     // Its receiver now dies on a query, shouting escapes on stderr: m5
     // (between a1 and z9 by op id) is not read, the two others are.

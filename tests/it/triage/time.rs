@@ -19,15 +19,7 @@ fn every_kind_of_act(store: Store) -> Shell {
     let sh = Shell::on(store);
     for op in ["prepared", "paid", "lost", "decided"] {
         let payload = format!(r#"{{"op":"{op}"}}"#);
-        sh.ok(&[
-            "prepare",
-            "--op",
-            op,
-            "--action",
-            "pay",
-            "--payload",
-            &payload,
-        ]);
+        sh.prepare(op, "pay", &payload);
     }
     sh.ok(&["dispatch", "paid"]);
     for op in ["lost", "decided"] {
