@@ -116,6 +116,12 @@ impl PageSql {
 /// SQLite (its planner's "use no index for this term"; PostgreSQL has no
 /// such hint, and its planner chooses by statistics, so there every term
 /// is plain).
+///
+/// A state and a verdict are written into the statement (they are names
+/// of a fixed set, never a person's text): each shape of the queue gets a
+/// plan of its own that PostgreSQL keeps, where a bound state would be
+/// planned anew for each page (`unknown` is a few rows, `prepared` nearly
+/// all: no one plan fits both).
 fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
     let driver = match filter {
         QueueFilter {
@@ -141,11 +147,6 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         let clause = format!(" AND {}o.receiver = {p}", plus(Driver::Receiver));
         page.sql.push_str(&clause);
     }
-    // A state and a verdict are written into the statement (they are
-    // names of a fixed set, never a person's text): each shape of the
-    // queue gets a plan of its own that PostgreSQL keeps, where a bound
-    // state would be planned anew for each page (`unknown` is a few rows,
-    // `prepared` nearly all: no one plan fits both).
     if let Some(state) = filter.state {
         // A receiver's indexes hold its state too: both terms drive them.
         let p = format!("'{}'", state.as_str());
