@@ -50,8 +50,9 @@ Exit codes:
      output that cannot be written); `observe`: also an operation it could
      not read, after reading and recording every other one (stdout as on
      0, stderr one line per operation not read)
-  130  `observe` stopped by Ctrl-C: what it read is recorded and printed as
-     on 0; stderr says how many operations were not attempted
+  130  `observe` or `resolve` stopped by Ctrl-C: what it read or decided is
+     recorded and printed as on 0; stderr says how many operations were
+     not attempted
   Under --json, a failure with 2, 3 or 4 also prints one JSON document:
   {\"error\": {\"exit\", \"kind\", \"code\", \"message\"}} (and \"committed\"
   when something was committed before it failed).

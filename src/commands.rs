@@ -43,6 +43,7 @@ mod receivers;
 mod render;
 mod resolve;
 mod triage;
+mod watch;
 
 pub use failure::{Failure, EXIT_MISMATCH, EXIT_OK, EXIT_REFUSED, EXIT_STORAGE, EXIT_USAGE};
 

@@ -29,6 +29,7 @@ mod generated;
 mod receivers;
 mod resolve;
 mod triage;
+mod watch;
 
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
@@ -39,13 +40,14 @@ pub use drills::Drills;
 pub use generated::GeneratedLoad;
 use receivers::{judge_apply, report_of};
 pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_MS};
-pub use resolve::{ResolveReport, ResolveRequest, Resolved, Selection};
+pub use resolve::{Interrupted, ResolveReport, ResolveRequest, Resolved, Selection};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-pub use triage::{ObserveReport, ObserveRequest, ObserveWatch, Unread};
+pub use triage::{ObserveReport, ObserveRequest, Unread};
+pub use watch::Watch;
 
 pub struct Workspace {
     location: Location,

@@ -167,6 +167,14 @@ const TABLE: &[Exits] = &[
         refusals: &["unknown_operation", "empty_reviewer"],
         output: true,
         receiver: true,
+        own: &[(
+            130,
+            "stopped by Ctrl-C after the request in hand: what was closed by then is decided \
+             and recorded, every operation not asked about is counted under skipped as \
+             not_attempted, the report is printed as on exit 0 (under --json with \
+             {\"interrupted\": {\"not_attempted\"}}), stderr says how many were not \
+             attempted, and a dry run writes no plan; a run again finishes the rest",
+        )],
         ..exits(&["resolve"])
     },
     Exits {

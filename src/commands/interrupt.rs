@@ -5,9 +5,10 @@
 //! Ctrl-C ends the process as SIGINT always does, and SQLite and
 //! PostgreSQL roll the open transaction back.
 //!
-//! Installed by the commands that can stop early (`observe`), never by the
-//! library: a test or the console drives `Workspace::observe_watched` with
-//! its own [`crate::workspace::ObserveWatch`].
+//! Installed by the commands that can stop early (`observe`, `resolve`,
+//! through [`super::watch::TerminalWatch`]), never by the library: a test
+//! or the console drives `Workspace::observe_watched` or
+//! `Workspace::resolve_watched` with its own [`crate::workspace::Watch`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

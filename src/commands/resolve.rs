@@ -12,7 +12,8 @@
 
 use super::open::{open, Place};
 use super::output::{cannot_write, read_bounded};
-use super::{Failure, Out, Render};
+use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
+use super::{Failure, Out, Render, EXIT_OK};
 use crate::cli::{identifier, person, receiver_name, EscalatedArg, ResolveArgs, StateFilterArg};
 use crate::domain::resolve::{Planned, ResolvePlan, MAX_PLAN_BYTES};
 use crate::domain::sanitize::{escape, json_for_terminal};
@@ -142,18 +143,22 @@ impl Resolve {
         if !planned && !self.dry_run {
             self.announce(&list)?;
         }
-        let report = ws.resolve(
-            &list,
-            &ResolveRequest {
-                policy: self.policy,
-                by: &self.by,
-                authorized_by: &self.authorized_by,
-                older_than: self.older_than,
-                dry_run: self.dry_run,
-                planned,
-            },
-        )?;
-        if let Some(path) = &self.output {
+        let request = ResolveRequest {
+            policy: self.policy,
+            by: &self.by,
+            authorized_by: &self.authorized_by,
+            older_than: self.older_than,
+            dry_run: self.dry_run,
+            planned,
+        };
+        let mut watch = TerminalWatch::install(shows_progress(self.json), "resolved");
+        let report = ws.resolve_watched(&list, &request, &mut watch);
+        watch.clear();
+        let report = report?;
+        // A stopped dry run read only part of the list: its plan would
+        // look whole, so none is written.
+        let output = self.output.filter(|_| report.interrupted.is_none());
+        if let Some(path) = &output {
             let plan = ResolvePlan {
                 policy: self.policy,
                 workspace: ws.id().to_string(),
@@ -164,7 +169,7 @@ impl Resolve {
         Ok(Resolution {
             report,
             dry_run: self.dry_run,
-            plan: self.output,
+            plan: output,
         })
     }
 
@@ -279,6 +284,8 @@ impl Resolution {
         }
     }
 
+    /// Each failure on stderr, then, when Ctrl-C stopped the run, what it
+    /// did not do.
     fn failures(&self, out: &mut Out) {
         for (op_id, error) in &self.report.failures {
             out.stderr_line(&format!(
@@ -286,6 +293,9 @@ impl Resolution {
                 escape(op_id),
                 escape(&error.to_string())
             ));
+        }
+        if let Some(stop) = self.report.interrupted {
+            out.stderr_line(&interrupted_line("resolve", stop.not_attempted));
         }
     }
 }
@@ -326,5 +336,12 @@ impl Render for Resolution {
         out.flush()?;
         self.failures(out);
         Ok(())
+    }
+
+    fn exit_code(&self) -> i32 {
+        match self.report.interrupted {
+            Some(_) => EXIT_INTERRUPTED,
+            None => EXIT_OK,
+        }
     }
 }

@@ -3,22 +3,17 @@
 //! within their bound) before the workspace is opened, makes one facade
 //! call, and renders what it recorded.
 
-use super::interrupt::Interrupt;
 use super::open::{open, Place};
 use super::render::observation_line;
+use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
 use super::{Failure, Out, Render, EXIT_OK, EXIT_STORAGE};
 use crate::cli::{identifier, person, MarkArgs, NoteArgs, ObserveArgs};
 use crate::domain::sanitize::{escape, json_for_terminal};
 use crate::domain::{
     free_text, EscalationAction, Note as NoteRecord, Observed, OpState, Operation,
 };
-use crate::workspace::{Location, ObserveRequest, ObserveWatch};
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
-
-/// The exit code of a run stopped by Ctrl-C (128 + SIGINT, as a shell
-/// reports a process SIGINT ended).
-pub const EXIT_INTERRUPTED: i32 = 130;
+use crate::workspace::{Location, ObserveRequest};
+use std::time::Duration;
 
 /// `recon observe`: read the selected operations' receivers and record
 /// what they showed.
@@ -45,16 +40,13 @@ impl Observe {
             state: args.state.map(OpState::from),
             older_than: args.older_than,
             by: args.by,
-            progress: !args.json && std::io::stderr().is_terminal(),
+            progress: shows_progress(args.json),
         })
     }
 
     pub fn run(self) -> Result<ObservedAll, Failure> {
         let mut ws = open(&self.location, false)?;
-        let mut watch = Watch {
-            interrupt: Interrupt::install(),
-            progress: self.progress.then(Progress::new),
-        };
+        let mut watch = TerminalWatch::install(self.progress, "observed");
         let request = ObserveRequest {
             op_ids: &self.op_ids,
             state: self.state,
@@ -86,94 +78,6 @@ pub struct ObservedAll {
     /// How many selected operations were not attempted, when Ctrl-C
     /// stopped the run.
     stopped: Option<usize>,
-}
-
-/// What a long `observe` is watched by: Ctrl-C, and progress on a
-/// terminal.
-struct Watch {
-    interrupt: Interrupt,
-    progress: Option<Progress>,
-}
-
-impl Watch {
-    /// Clears the progress line, if one was shown.
-    fn clear(&self) {
-        if self.progress.as_ref().is_some_and(|p| p.shown.is_some()) {
-            eprint!("\r\x1b[K");
-        }
-    }
-}
-
-impl ObserveWatch for Watch {
-    fn selected(&mut self, total: Option<usize>) {
-        if let Some(progress) = self.progress.as_mut() {
-            progress.total = total;
-        }
-    }
-
-    fn stop(&self) -> bool {
-        self.interrupt.pressed()
-    }
-
-    fn progress(&mut self, done: usize) {
-        if let Some(progress) = self.progress.as_mut() {
-            progress.show(done);
-        }
-    }
-}
-
-/// The progress line on a terminal's stderr, redrawn at most four times
-/// a second.
-struct Progress {
-    started: Instant,
-    shown: Option<Instant>,
-    total: Option<usize>,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        Progress {
-            started: Instant::now(),
-            shown: None,
-            total: None,
-        }
-    }
-
-    fn show(&mut self, done: usize) {
-        let now = Instant::now();
-        if self
-            .shown
-            .is_some_and(|at| now.duration_since(at) < Duration::from_millis(250))
-        {
-            return;
-        }
-        self.shown = Some(now);
-        let line = progress_line(done, self.total, now.duration_since(self.started));
-        eprint!("\r\x1b[K{line}");
-    }
-}
-
-/// One progress line: done (of the total when known), the rate, and the
-/// time left at that rate.
-pub fn progress_line(done: usize, total: Option<usize>, elapsed: Duration) -> String {
-    let seconds = elapsed.as_secs_f64();
-    let rate = if seconds > 0.0 {
-        done as f64 / seconds
-    } else {
-        0.0
-    };
-    let mut line = match total {
-        Some(total) => format!("observed {done} of {total}"),
-        None => format!("observed {done}"),
-    };
-    if rate > 0.0 {
-        line.push_str(&format!(", {rate:.0}/s"));
-        if let Some(left) = total.map(|t| t.saturating_sub(done)) {
-            line.push_str(&format!(", about {:.0} s left", left as f64 / rate));
-        }
-    }
-    line.push_str(" (Ctrl-C stops after the request in hand)");
-    line
 }
 
 impl ObservedAll {
@@ -243,10 +147,7 @@ impl ObservedAll {
 
     /// What a stopped run did not do, for a person.
     fn interrupted(not_attempted: usize) -> String {
-        format!(
-            "interrupted: {not_attempted} not attempted (what was recorded stays \
-             recorded; run observe again to read the rest)"
-        )
+        interrupted_line("observe", not_attempted as u64)
     }
 }
 
@@ -428,30 +329,5 @@ impl Render for Marked {
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
         out.json(&self.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::progress_line;
-    use std::time::Duration;
-
-    #[test]
-    fn progress_says_done_of_total_the_rate_and_the_time_left() {
-        let line = progress_line(3000, Some(10000), Duration::from_secs(2));
-        assert_eq!(
-            line,
-            "observed 3000 of 10000, 1500/s, about 5 s left (Ctrl-C stops after the request in hand)"
-        );
-        let unknown_total = progress_line(500, None, Duration::from_secs(1));
-        assert_eq!(
-            unknown_total,
-            "observed 500, 500/s (Ctrl-C stops after the request in hand)"
-        );
-        let at_once = progress_line(0, Some(10), Duration::ZERO);
-        assert_eq!(
-            at_once,
-            "observed 0 of 10 (Ctrl-C stops after the request in hand)"
-        );
     }
 }

@@ -553,13 +553,21 @@ impl Workspace {
             }
         }
         for (registration, indices) in batches.into_values() {
-            let indices = match close {
-                Some(who) => self.authorize_closes(&registration, ops, indices, who, &mut reads),
-                None => indices,
-            };
             for chunk in indices.chunks(registration.describe.batch_size()) {
                 if stop() {
                     return reads;
+                }
+                // Each batch's closes are authorized just before it is
+                // sent, so a run stopped between batches journals no
+                // authorization for a close it never asked.
+                let chunk = match close {
+                    Some(who) => {
+                        self.authorize_closes(&registration, ops, chunk.to_vec(), who, &mut reads)
+                    }
+                    None => chunk.to_vec(),
+                };
+                if chunk.is_empty() {
+                    continue;
                 }
                 let batch: Vec<&Operation> = chunk.iter().map(|&i| &ops[i]).collect();
                 let read = self.read_batch(&registration, &batch, (close, by));

@@ -14,8 +14,11 @@
 //! `not_applied`, by the store's decision script, against the version
 //! read, naming the policy; the decisions of a chunk are one transaction,
 //! each still version-checked and refused alone. Every other verdict is
-//! left for people. A dry run reads without recording anything.
+//! left for people. A dry run reads without recording anything. A
+//! [`Watch`] may stop a run between two requests to a receiver: what was
+//! closed by then is decided, and the rest is `not_attempted`.
 
+use super::watch::{Unwatched, Watch};
 use super::Workspace;
 use crate::domain::resolve::{Planned, Skip};
 use crate::domain::{
@@ -78,9 +81,22 @@ pub struct ResolveReport {
     pub skipped: BTreeMap<String, u64>,
     pub failed: u64,
     pub operations: Vec<Resolved>,
+    /// Present when the run was stopped ([`Watch::stop`]) before it asked
+    /// about every operation: an addition to SPEC 9's JSON, absent on a
+    /// whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interrupted>,
     /// Why each failed operation failed, for stderr.
     #[serde(skip)]
     pub failures: Vec<(String, Error)>,
+}
+
+/// A stopped run: how many operations of the list nothing was asked
+/// about (counted under `skipped` as `not_attempted` too). What was
+/// decided before the stop stays decided; a run again finishes the rest.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Interrupted {
+    pub not_attempted: u64,
 }
 
 impl ResolveReport {
@@ -181,23 +197,47 @@ impl Workspace {
         list: &[Planned],
         request: &ResolveRequest<'_>,
     ) -> Result<ResolveReport> {
+        self.resolve_watched(list, request, &mut Unwatched)
+    }
+
+    /// [`Workspace::resolve`], telling `watch` of its progress after each
+    /// chunk and stopping when it asks: between two requests to a
+    /// receiver, after the decisions of what was closed by then are
+    /// recorded. Every operation not asked about is `not_attempted`, and
+    /// the report says it was interrupted.
+    pub fn resolve_watched(
+        &mut self,
+        list: &[Planned],
+        request: &ResolveRequest<'_>,
+        watch: &mut dyn Watch,
+    ) -> Result<ResolveReport> {
         let mut report = ResolveReport::default();
         let cutoff = self.now().minus(request.older_than);
+        watch.selected(Some(list.len()));
         for chunk in list.chunks(CHUNK) {
+            if watch.stop() {
+                for planned in chunk {
+                    report.skip(&planned.op_id, Skip::NotAttempted);
+                }
+                continue;
+            }
             let eligible = self.eligible(chunk, cutoff, &mut report);
             let eligible = eligible.map_err(|e| e.after(committed_before(&report)))?;
+            let stop = || watch.stop();
             let to_close = if request.planned && !request.dry_run {
                 eligible
             } else {
-                self.provable_now(eligible, request, &mut report)
+                self.provable_now(eligible, request, &stop, &mut report)
             };
-            if request.dry_run {
-                continue;
+            if !request.dry_run {
+                let closed = self.close_all(to_close, request, &stop, &mut report);
+                let decided = self.decide_all(closed, request, &mut report);
+                decided.map_err(|e| e.after(committed_before(&report)))?;
             }
-            let closed = self.close_all(to_close, request, &mut report);
-            let decided = self.decide_all(closed, request, &mut report);
-            decided.map_err(|e| e.after(committed_before(&report)))?;
+            watch.progress(report.operations.len());
         }
+        let not_attempted = report.skipped.get(Skip::NotAttempted.as_str()).copied();
+        report.interrupted = not_attempted.map(|not_attempted| Interrupted { not_attempted });
         // Each operation where the list has it, whatever phase settled it.
         let at: std::collections::HashMap<&str, usize> = (list.iter().enumerate())
             .map(|(i, op)| (op.op_id.as_str(), i))
@@ -262,14 +302,15 @@ impl Workspace {
         &mut self,
         ops: Vec<Operation>,
         request: &ResolveRequest<'_>,
+        stop: &dyn Fn() -> bool,
         report: &mut ResolveReport,
     ) -> Vec<Operation> {
         let reads = if request.dry_run {
             (ops.iter())
-                .map(|op| Some(self.read_receiver(op, None, None)))
+                .map(|op| (!stop()).then(|| self.read_receiver(op, None, None)))
                 .collect()
         } else {
-            self.read_receivers(&ops, request.by, &|| false)
+            self.read_receivers(&ops, request.by, stop)
         };
         let mut provable = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
@@ -306,9 +347,10 @@ impl Workspace {
         &mut self,
         ops: Vec<Operation>,
         request: &ResolveRequest<'_>,
+        stop: &dyn Fn() -> bool,
         report: &mut ResolveReport,
     ) -> Vec<Closed> {
-        let reads = self.close_receivers(&ops, request.authorized_by, &|| false);
+        let reads = self.close_receivers(&ops, request.authorized_by, stop);
         let mut closed = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
             let read = match read {

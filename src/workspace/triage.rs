@@ -11,6 +11,7 @@
 //! run goes on, and the report lists it with why. Only a failure to record
 //! stops the run, and the error says how many were recorded before it.
 
+use super::watch::{Unwatched, Watch};
 use super::{named, Workspace};
 use crate::domain::Provenance;
 use crate::domain::{
@@ -36,7 +37,7 @@ pub struct ObserveRequest<'a> {
 
 /// What `observe` did: every operation it read and recorded, in the order
 /// it read them, every one it could not read or record, and, when it was
-/// stopped ([`ObserveWatch::stop`]), how many selected operations it did
+/// stopped ([`Watch::stop`]), how many selected operations it did
 /// not attempt.
 #[derive(Debug, Default)]
 pub struct ObserveReport {
@@ -56,29 +57,6 @@ pub struct Unread {
     pub receiver: String,
     pub error: Error,
 }
-
-/// Who watches a long `observe`: told of its progress after each batch is
-/// recorded, and asked before each request to a receiver whether to stop.
-/// A stop is honoured between requests: what was read by then is
-/// recorded, and nothing more is read.
-pub trait ObserveWatch {
-    /// How many operations are selected, before any is read: exact for
-    /// named ones and a state alone, unknown (`None`) under `older_than`.
-    fn selected(&mut self, _total: Option<usize>) {}
-
-    /// Whether to stop now.
-    fn stop(&self) -> bool {
-        false
-    }
-
-    /// `done` operations have been read (recorded or not) so far.
-    fn progress(&mut self, _done: usize) {}
-}
-
-/// A watch that never stops and is told nothing.
-struct Unwatched;
-
-impl ObserveWatch for Unwatched {}
 
 /// One read, waiting to be recorded with its batch.
 struct Pending {
@@ -104,7 +82,7 @@ impl Workspace {
     pub fn observe_watched(
         &mut self,
         request: &ObserveRequest<'_>,
-        watch: &mut dyn ObserveWatch,
+        watch: &mut dyn Watch,
     ) -> Result<ObserveReport> {
         let by = named(Some(request.by))?.unwrap_or_default();
         self.ensure_present()?;
@@ -159,7 +137,7 @@ impl Workspace {
         &mut self,
         ops: &[Operation],
         by: &str,
-        watch: &mut dyn ObserveWatch,
+        watch: &mut dyn Watch,
         report: &mut ObserveReport,
     ) -> Result<()> {
         for chunk in ops.chunks(OBSERVE_BATCH) {

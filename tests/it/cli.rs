@@ -183,6 +183,16 @@ impl Shell {
             .with_receiver_program(program())
     }
 
+    /// Who authorized the receiver's close of `op`, if it is closed.
+    pub fn closed_by(&self, op: &str) -> Option<String> {
+        match &self.site {
+            Some(site) => site.closed_by(op),
+            None => {
+                (self.workspace().closure(op).expect("read the closure")).map(|c| c.authorized_by)
+            }
+        }
+    }
+
     pub fn ws_arg(&self) -> String {
         self.ws.display().to_string()
     }

@@ -311,11 +311,18 @@ impl Site {
 
     /// Whether the receiver has closed `op_id` for good.
     pub fn closed(&self, op_id: &str) -> bool {
+        self.closed_by(op_id).is_some()
+    }
+
+    /// Who authorized the receiver's close of `op_id`, if it is closed:
+    /// the built-in ledger's closure, or the adapter's record of it.
+    pub fn closed_by(&self, op_id: &str) -> Option<String> {
         if self.store == Store::Sqlite {
             let closure = self.ws.closure(op_id).expect("read the closure");
-            return closure.is_some();
+            return closure.map(|c| c.authorized_by);
         }
-        self.adapter_state()["closed"].get(op_id).is_some()
+        let closed = self.adapter_state()["closed"].get(op_id).cloned()?;
+        Some(closed.as_str().expect("the authorizer's name").to_string())
     }
 
     /// The name the site's receiver is registered under.

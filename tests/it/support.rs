@@ -420,3 +420,36 @@ pub fn unknown_provenance() -> recon::domain::Provenance {
         ..Default::default()
     }
 }
+
+/// A fifo at `path` (how a test and a held adapter meet without sleeps).
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The line a held adapter writes to the fifo at `path`, read whole.
+pub fn read_fifo(path: &Path) -> String {
+    std::fs::read_to_string(path).expect("read the fifo")
+}
+
+/// Whether the process `pid` still catches SIGINT: recon installs its
+/// handler with `SA_RESETHAND`, so the kernel drops it as it delivers the
+/// first one.
+pub fn catches_sigint(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let caught = (status.lines())
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .expect("SigCgt");
+    let mask = u64::from_str_radix(caught.trim(), 16).expect("a mask");
+    mask & (1 << (libc::SIGINT - 1)) != 0
+}
+
+/// Sends SIGINT to `pid` and waits until it was delivered (the handler is
+/// gone), so nothing the test does next can race it.
+pub fn interrupt(pid: u32) {
+    // SAFETY: kill with a live child's pid and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+    while catches_sigint(pid) {
+        std::thread::yield_now();
+    }
+}

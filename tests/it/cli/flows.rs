@@ -4,8 +4,9 @@
 //! on SQLite.
 
 use super::{assert_keys, assert_refused, Shell, EFFECT_FIELDS, OPERATION_FIELDS};
-use crate::stores::{on_both_stores, Store};
+use crate::stores::{on_both_stores, Site, Store};
 use crate::support::{check_run, experiment_run, run, tampered_check_run};
+use recon::domain::EffectRequest;
 use recon::receiver::Fault;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
@@ -178,9 +179,10 @@ fn lost_receipt_is_confirmed_and_compensated_from_the_shell(store: Store) {
 }
 
 // SQLite only: calls the built-in ledger as `recon receiver apply`.
-#[test]
-fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close() {
-    let sh = Shell::with_ledger();
+on_both_stores!(request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close);
+fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close(store: Store) {
+    let sh = Shell::on(store);
+    let payload = r#"{"to":"+15550100","text":"hi"}"#;
     sh.ok(&[
         "prepare",
         "--op",
@@ -188,10 +190,11 @@ fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close()
         "--action",
         "send_sms",
         "--payload",
-        r#"{"to":"+15550100","text":"hi"}"#,
+        payload,
     ]);
-    let lost = sh.json(&["dispatch", "op-2", "--fault", "crash-before-commit"]);
-    assert_eq!(lost["receiver_exit_code"], 24);
+    let lost = sh.faulted(&["dispatch", "op-2", "--json"], Fault::CrashBeforeCommit);
+    let lost = lost.json();
+    assert_eq!(lost["receiver_exit_code"], store.never_arrived_exit());
     assert_eq!(lost["outcome"], "unknown");
     assert_eq!(sh.json(&["snapshot", "op-2"])["verdict"], "inconclusive");
     let args = [
@@ -211,24 +214,36 @@ fn request_lost_before_the_receiver_is_recorded_not_applied_only_after_a_close()
     assert_eq!(recorded["verdict"], "terminal_absence");
     assert_eq!(recorded["state"], "not_applied");
     // The close is durable: the receiver refuses the op from now on.
-    let late = sh.run(&[
-        "receiver",
-        "apply",
-        "--op",
-        "op-2",
-        "--action",
-        "send_sms",
-        "--payload",
-        r#"{"to":"+15550100","text":"hi"}"#,
-    ]);
-    assert_refused(&late, "operation_closed");
-    assert_eq!(sh.json(&["ledger"]), json!([]));
+    match sh.postgres() {
+        None => assert_refused(
+            &sh.run(&[
+                "receiver",
+                "apply",
+                "--op",
+                "op-2",
+                "--action",
+                "send_sms",
+                "--payload",
+                payload,
+            ]),
+            "operation_closed",
+        ),
+        Some(site) => {
+            let late = site.direct_apply(&EffectRequest {
+                op_id: "op-2",
+                action_kind: "send_sms",
+                payload: &serde_json::from_str(payload).unwrap(),
+                compensates_effect_id: None,
+            });
+            assert_eq!(late, Err("operation_closed".to_string()));
+        }
+    }
+    assert_eq!(sh.effects(None), json!([]));
 }
 
-// SQLite only: reads the close from the built-in ledger.
-#[test]
-fn snapshot_close_is_recorded_with_its_authorizer() {
-    let sh = Shell::with_ledger();
+on_both_stores!(snapshot_close_is_recorded_with_its_authorizer);
+fn snapshot_close_is_recorded_with_its_authorizer(store: Store) {
+    let sh = Shell::on(store);
     sh.ok(&[
         "prepare",
         "--op",
@@ -238,12 +253,11 @@ fn snapshot_close_is_recorded_with_its_authorizer() {
         "--payload",
         "{}",
     ]);
-    sh.ok(&["dispatch", "op-3", "--fault", "crash-before-commit"]);
+    sh.faulted(&["dispatch", "op-3"], Fault::CrashBeforeCommit);
     let closed = sh.json(&["snapshot", "op-3", "--close", "--authorized-by", " dana "]);
     assert_eq!(closed["verdict"], "terminal_absence");
     assert_eq!(closed["snapshot"]["closed"], true);
-    let closure = sh.workspace().closure("op-3").unwrap().unwrap();
-    assert_eq!(closure.authorized_by, "dana");
+    assert_eq!(sh.closed_by("op-3").as_deref(), Some("dana"));
     // An ordinary read afterwards sees the close too.
     assert_eq!(
         sh.json(&["snapshot", "op-3"])["verdict"],
@@ -330,9 +344,35 @@ fn receiver_apply_waits_for_its_permit_after_ready() {
     assert_eq!(sh.json(&["ledger"]).as_array().unwrap().len(), 1);
 }
 
-#[test]
-fn ops_filters_by_state_and_pages_by_op_id() {
-    let sh = Shell::demo(30);
+on_both_stores!(ops_filters_by_state_and_pages_by_op_id);
+fn ops_filters_by_state_and_pages_by_op_id(store: Store) {
+    // 12 unknown, 2 prepared, 1 confirmed, then 1 not_applied below.
+    let mut site = Site::new(store);
+    for n in 1..=12 {
+        let payload = json!({ "n": n });
+        let fault = Some(Fault::CrashAfterCommit);
+        site.dispatched(&format!("op-u{n:02}"), "send_email", &payload, fault);
+    }
+    for op in ["op-p1", "op-p2"] {
+        site.ws.prepare(op, "send_email", &json!({})).unwrap();
+    }
+    site.dispatched("op-c1", "send_email", &json!({}), None);
+    let fault = Some(Fault::CrashBeforeCommit);
+    site.dispatched("op-n1", "send_email", &json!({}), fault);
+    let sh = Shell::at(site);
+    sh.ok(&[
+        "reconcile",
+        "op-n1",
+        "--reviewer",
+        "rosa",
+        "--decision",
+        "not_applied",
+        "--expected-version",
+        "2",
+        "--close",
+        "--authorized-by",
+        "rosa",
+    ]);
     let page = sh.json(&["ops", "--state", "unknown", "--limit", "5"]);
     let page = page.as_array().unwrap();
     assert_eq!(page.len(), 5);
@@ -345,25 +385,19 @@ fn ops_filters_by_state_and_pages_by_op_id() {
         .iter()
         .map(|op| op["op_id"].as_str().unwrap())
         .collect();
-    let mut sorted = ids.clone();
-    sorted.sort();
-    assert_eq!(ids, sorted);
+    assert_eq!(ids, ["op-u01", "op-u02", "op-u03", "op-u04", "op-u05"]);
     let next = sh.json(&[
         "ops", "--state", "unknown", "--limit", "5", "--after", ids[4],
     ]);
-    assert!(next[0]["op_id"].as_str().unwrap() > ids[4]);
+    assert_eq!(next[0]["op_id"], "op-u06");
     let all_unknown = sh.json(&["ops", "--state", "unknown"]);
-    assert_eq!(all_unknown.as_array().unwrap().len(), 8 + 30);
+    assert_eq!(all_unknown.as_array().unwrap().len(), 12);
     let prepared = sh.json(&["ops", "--state", "prepared"]);
-    assert_eq!(prepared[0]["op_id"], "op-1012-onboarding-call");
-    assert_eq!(
-        sh.json(&["ops", "--state", "not_applied"])
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
-    assert_eq!(sh.json(&["ops"]).as_array().unwrap().len(), 12 + 30);
+    assert_eq!(prepared[0]["op_id"], "op-p1");
+    let not_applied = sh.json(&["ops", "--state", "not_applied"]);
+    assert_eq!(not_applied, json!([not_applied[0].clone()]));
+    assert_eq!(not_applied[0]["op_id"], "op-n1");
+    assert_eq!(sh.json(&["ops"]).as_array().unwrap().len(), 16);
     let text = sh.ok(&["ops", "--limit", "3"]);
     assert_eq!(text.stdout.lines().count(), 3);
 }
@@ -424,12 +458,17 @@ fn human_output_escapes_control_characters(store: Store) {
     );
 }
 
-#[test]
-fn a_closed_pipe_ends_a_long_listing_quietly() {
-    let sh = Shell::demo(1_000);
-    let ws = sh.ws_arg();
+on_both_stores!(a_closed_pipe_ends_a_long_listing_quietly);
+fn a_closed_pipe_ends_a_long_listing_quietly(store: Store) {
+    let mut site = Site::new(store);
+    for n in 1..=1_500 {
+        let op = format!("op-a-long-listing-{n:06}");
+        site.ws.prepare(&op, "send_email", &json!({})).unwrap();
+    }
+    let sh = Shell::at(site);
     let mut child = Command::new(crate::support::recon_bin())
-        .args(["ledger", "--workspace", &ws])
+        .arg("ops")
+        .args(sh.place())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -437,9 +476,9 @@ fn a_closed_pipe_ends_a_long_listing_quietly() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
-    assert!(first.starts_with("fx-000001 "));
-    // Ten thousand lines do not fit the pipe: the writer is blocked on it
-    // when the reader goes away, so its next write fails.
+    assert!(first.starts_with("op-a-long-listing-000001 "), "{first}");
+    // 1,500 lines of about 100 bytes do not fit the pipe: the writer is
+    // blocked on it when the reader goes away, so its next write fails.
     drop(stdout);
     let mut stderr = String::new();
     child
