@@ -250,8 +250,13 @@ pub(crate) trait BulkLoad: Send {
     /// The greatest number of an op id of the series `ids` the outbox
     /// holds: one step down the op id index, whatever the outbox's size.
     fn last_numbered_op(&self, ids: NumberedIds) -> Result<Option<u64>, StoreError>;
-    fn insert_lost_receipts(&mut self, ops: &mut dyn Iterator<Item = BulkOperation>)
-        -> Result<u64>;
+    /// Inserts operations whose receipts were lost, routed to the
+    /// registration named `receiver` (by name, as generated load is).
+    fn insert_lost_receipts(
+        &mut self,
+        receiver: &str,
+        ops: &mut dyn Iterator<Item = BulkOperation>,
+    ) -> Result<u64>;
 }
 
 /// Deliberate damage, for the experiment's refusal scenarios and the
