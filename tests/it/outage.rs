@@ -32,20 +32,36 @@ fn execute(site: &Site, sqlite: &str, postgres: &str) {
     }
 }
 
-const REFUSE_B: (&str, &str) = (
-    "CREATE TRIGGER refuse_b BEFORE INSERT ON observations WHEN NEW.op_id = 'b'
-     BEGIN SELECT RAISE(ABORT, 'the drill refuses b'); END;",
-    "CREATE FUNCTION refuse_b() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN IF NEW.op_id = 'b' THEN RAISE EXCEPTION 'the drill refuses b'; END IF;
-     RETURN NEW; END $$;
-     CREATE TRIGGER refuse_b BEFORE INSERT ON observations
-     FOR EACH ROW EXECUTE FUNCTION refuse_b();",
-);
+/// SQL that makes the outbox refuse each insert into a table for one
+/// operation, and SQL that lets it again: each as (SQLite, PostgreSQL).
+struct StoreRefusal {
+    install: (String, String),
+    remove: (String, String),
+}
 
-const ALLOW_B: (&str, &str) = (
-    "DROP TRIGGER refuse_b;",
-    "DROP TRIGGER refuse_b ON observations; DROP FUNCTION refuse_b();",
-);
+fn refuse_insert(table: &str, op_id: &str) -> StoreRefusal {
+    let name = format!("refuse_{table}");
+    let message = format!("the drill refuses {op_id}");
+    StoreRefusal {
+        install: (
+            format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON {table} WHEN NEW.op_id = '{op_id}'
+                 BEGIN SELECT RAISE(ABORT, '{message}'); END;"
+            ),
+            format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN IF NEW.op_id = '{op_id}' THEN RAISE EXCEPTION '{message}'; END IF;
+                 RETURN NEW; END $$;
+                 CREATE TRIGGER {name} BEFORE INSERT ON {table}
+                 FOR EACH ROW EXECUTE FUNCTION {name}();"
+            ),
+        ),
+        remove: (
+            format!("DROP TRIGGER {name};"),
+            format!("DROP TRIGGER {name} ON {table}; DROP FUNCTION {name}();"),
+        ),
+    }
+}
 
 on_both_stores!(an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded);
 fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(store: Store) {
@@ -54,7 +70,8 @@ fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(s
         let payload = json!({ "to": op });
         site.dispatched(op, "send_email", &payload, Some(Fault::CrashBeforeCommit));
     }
-    execute(&site, REFUSE_B.0, REFUSE_B.1);
+    let refusal = refuse_insert("observations", "b");
+    execute(&site, &refusal.install.0, &refusal.install.1);
     let request = ObserveRequest {
         by: "ann",
         ..ObserveRequest::default()
@@ -66,7 +83,7 @@ fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(s
     assert_eq!(report.unread[0].op_id, "b");
     let why = report.unread[0].error.to_string();
     assert!(why.contains("the drill refuses b"), "{why}");
-    execute(&site, ALLOW_B.0, ALLOW_B.1);
+    execute(&site, &refusal.remove.0, &refusal.remove.1);
     for (op, seen) in [("a", true), ("b", false), ("c", true)] {
         let op = site.ws.operation(op).expect("read").expect("the operation");
         assert_eq!(op.triage.latest_observation.is_some(), seen, "{op:?}");
@@ -122,6 +139,7 @@ fn fax_outage(
         &file("fax.mode"),
         "--complete",
         "--authoritative",
+        "--can-close",
         "--session",
         "--batch",
         &batch.to_string(),
@@ -179,6 +197,58 @@ fn an_outage_is_read_through_one_adapter_session_in_batches_on_either_store(stor
         .collect();
     assert_eq!(seen, expected);
     site.assert_sound();
+}
+
+on_both_stores!(a_close_the_outbox_refuses_in_a_batch_fails_alone_and_the_rest_is_decided);
+fn a_close_the_outbox_refuses_in_a_batch_fails_alone_and_the_rest_is_decided(store: Store) {
+    // Six lost receipts, closed in batches of three: the second one's
+    // close cannot be journaled.
+    let (site, ops) = fax_outage(store, 6, 3, None);
+    let refusal = refuse_insert("closes", &ops[1]);
+    execute(&site, &refusal.install.0, &refusal.install.1);
+    let words = [
+        "resolve",
+        "--policy",
+        "provable",
+        "--by",
+        "robot",
+        "--authorized-by",
+        "cy",
+        "--older-than",
+        "0s",
+        "--json",
+    ];
+    let first = site.run(&words, None);
+    let report = first.json();
+    assert_eq!(
+        (&report["confirmed"], &report["failed"]),
+        (&json!(5), &json!(1)),
+        "{report} {}",
+        first.stderr
+    );
+    let failed: Vec<&serde_json::Value> = (report["operations"].as_array().unwrap().iter())
+        .filter(|o| o["outcome"] == "failed")
+        .map(|o| &o["op_id"])
+        .collect();
+    assert_eq!(failed, [&json!(ops[1])]);
+    // Said once, naming the refusal and that the receiver closed it.
+    let said = format!("the drill refuses {}", ops[1]);
+    assert!(first.stderr.contains(&said), "{}", first.stderr);
+    assert!(first.stderr.contains("now closed"), "{}", first.stderr);
+    let shown = site.run(&["show", &ops[1], "--json"], None).json();
+    assert_eq!(
+        (&shown["operation"]["state"], &shown["closes"]),
+        (&json!("unknown"), &json!([]))
+    );
+    // Allowed again, a second run closes it again (a close is idempotent)
+    // and decides it.
+    execute(&site, &refusal.remove.0, &refusal.remove.1);
+    let second = site.run(&words, None).json();
+    assert_eq!(
+        (&second["confirmed"], &second["failed"]),
+        (&json!(1), &json!(0))
+    );
+    assert_verifies(&site);
 }
 
 #[test]
@@ -543,8 +613,14 @@ fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each
     let mut sorted = decided.clone();
     sorted.sort();
     assert_eq!(sorted, provable);
-    // The journal replays to the tables. (The single-host invariants look
-    // for confirmed effects in recon's own ledger, which holds none here.)
+    assert_verifies(&site);
+}
+
+/// `recon verify` passes: the journal replays to the tables. (The
+/// single-host invariants look for confirmed effects in recon's own
+/// ledger, which holds none when an adapter confirmed them.)
+#[track_caller]
+fn assert_verifies(site: &Site) {
     let verified = site.run(&["verify", "--json"], None);
     let shown = format!("{}{}", verified.stdout, verified.stderr);
     assert_eq!(verified.code, Some(0), "{shown}");
