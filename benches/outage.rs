@@ -271,24 +271,6 @@ fn recon_in(dir: &Path, words: &[&str]) -> (Duration, String) {
     (elapsed, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `binary` behind a script that appends one line to `log` per start.
-fn counting_spawns(binary: &Path, dir: &Path, log: &Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("pg-ledger");
-    let text = format!(
-        "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-        log.display(),
-        binary.display()
-    );
-    std::fs::write(&script, text).expect("write the script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    script
-}
-
-fn spawns(log: &Path) -> usize {
-    std::fs::read_to_string(log).map_or(0, |text| text.lines().count())
-}
-
 /// A workspace at `dir` whose `ops` unknown operations route to
 /// `recon-pg-ledger` (behind the counting script) on a new database, with
 /// the receiver's effects the drill's fates say; how long that took.
@@ -296,7 +278,7 @@ fn drill_outage(pg: &servers::Postgres, binary: &Path, dir: &Path, ops: u64) -> 
     let start = Instant::now();
     let url = pg.new_database("drill");
     let mut ws = open(dir, true);
-    let program = counting_spawns(binary, dir, &dir.join("spawns"));
+    let program = drill::counting_spawns(binary, dir);
     ws.register_receiver(&recon::workspace::NewReceiver {
         name: "ledger",
         actions: &[drill::ACTION.to_string()],
@@ -336,7 +318,6 @@ fn pg_drill(root: &Path, ops: u64) {
          (outbox bulk load, effects through one apply session)",
         made.as_secs_f64()
     );
-    let log = dir.join("spawns");
     let resolve = [
         "resolve",
         "--policy",
@@ -359,9 +340,9 @@ fn pg_drill(root: &Path, ops: u64) {
     );
     let (mut total, mut total_spawns, mut report) = (Duration::ZERO, 0, String::new());
     for (name, words) in phases {
-        let before = spawns(&log);
+        let before = drill::spawned(&dir).len();
         let (time, stdout) = recon_in(&dir, words);
-        let spawned = spawns(&log) - before;
+        let spawned = drill::spawned(&dir).len() - before;
         println!(
             "  {name:<26} {:>9.2} s {:>9.0} ops/s {spawned:>9}",
             time.as_secs_f64(),

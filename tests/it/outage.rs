@@ -424,34 +424,6 @@ fn an_outage_of_thousands_is_read_through_one_session_in_batches() {
     assert!(report.intact, "{report:?}");
 }
 
-/// `binary` behind a script at `dir/pg-ledger` that appends its arguments
-/// to `dir/spawns` before it runs: the processes recon starts, counted by
-/// the receiver's side.
-fn counting_spawns(binary: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("pg-ledger");
-    let log = dir.join("spawns");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            binary.display()
-        ),
-    )
-    .expect("write the script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    script
-}
-
-/// The verbs (or `session`) of the processes logged in `dir/spawns`.
-fn spawned_verbs(dir: &std::path::Path) -> Vec<String> {
-    let log = std::fs::read_to_string(dir.join("spawns")).unwrap_or_default();
-    (log.lines())
-        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// Each policy decision of the export, checked to rest on its own closing
 /// snapshot (closed, of its operation, of the verdict its decision
 /// requires, after a `closed` entry of the same operation); the decided
@@ -509,8 +481,35 @@ fn number(op_id: &str) -> u64 {
         .expect("a drill op id")
 }
 
-#[test]
+/// `count` lost receipts routed to `ledger`: through the outbox's bulk
+/// load, or (PostgreSQL, which has none) prepared and dispatched one by
+/// one to a receiver that dies first.
+fn lost_receipts(site: &mut Site, count: u64) {
+    let at = site.ws.now();
+    let mut ops = drill::operations(count, at);
+    if site.store == Store::Sqlite {
+        let written = site.ws.append_lost_receipts("ledger", &mut ops);
+        assert_eq!(written.expect("the outage"), count);
+        return;
+    }
+    let dies = site.scratch().join(drill::APPLY_DIES);
+    std::fs::write(&dies, "").expect("the apply dies");
+    for op in ops {
+        let payload: serde_json::Value = serde_json::from_str(&op.canonical_payload).unwrap();
+        site.ws
+            .prepare(&op.op_id, &op.action_kind, &payload)
+            .unwrap();
+        let report = site.ws.dispatch(&op.op_id, Default::default()).unwrap();
+        assert_eq!(report.outcome, "unknown", "{report:?}");
+    }
+    std::fs::remove_file(&dies).expect("the apply lives");
+}
+
+on_both_stores!(
+    after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each_decision_rests_on_its_own_closing_snapshot
+);
 fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each_decision_rests_on_its_own_closing_snapshot(
+    store: Store,
 ) {
     let test = "after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches";
     let Some(pg) = servers::require(test, servers::postgres()) else {
@@ -519,10 +518,14 @@ fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each
     let Some(binary) = servers::require(test, servers::pg_ledger_binary()) else {
         return;
     };
-    let count = 400;
+    // Fewer where each is a prepare and a dispatch.
+    let count = match store {
+        Store::Sqlite => 400,
+        Store::Postgres => 200,
+    };
     let url = pg.new_database("drill");
-    let mut site = Site::new(Store::Sqlite);
-    let program = counting_spawns(binary, site.scratch());
+    let mut site = Site::new(store);
+    let program = drill::counting_spawns(binary, site.scratch());
     site.ws
         .register_receiver(&recon::workspace::NewReceiver {
             name: "ledger",
@@ -533,14 +536,9 @@ fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each
             env: &[],
         })
         .expect("register recon-pg-ledger");
-    let at = site.ws.now();
-    let written = site
-        .ws
-        .append_lost_receipts("ledger", &mut drill::operations(count, at))
-        .expect("the outage");
-    assert_eq!(written, count);
+    lost_receipts(&mut site, count);
     drill::apply_fates(binary, &url, site.ws.id(), count);
-    let registered = spawned_verbs(site.scratch()).len();
+    let registered = drill::spawned(site.scratch()).len();
     let observed = site.run(&["observe", "--by", "ann", "--json"], None);
     assert_eq!(observed.code, Some(0), "{}", observed.stderr);
     assert_eq!(
@@ -560,7 +558,7 @@ fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each
     // Each command started the adapter once for its session, and once
     // to check its description before using it.
     assert_eq!(
-        spawned_verbs(site.scratch())[registered..],
+        drill::spawned(site.scratch())[registered..],
         ["describe", "session", "describe", "session"]
     );
     let fates: Vec<Fate> = (1..=count).map(Fate::of).collect();
@@ -624,4 +622,22 @@ fn assert_verifies(site: &Site) {
     let verified = site.run(&["verify", "--json"], None);
     let shown = format!("{}{}", verified.stdout, verified.stderr);
     assert_eq!(verified.code, Some(0), "{shown}");
+}
+
+#[test]
+fn lost_receipts_in_bulk_are_refused_for_a_name_not_registered_and_for_recons_own_ledger() {
+    let mut site = Site::new(Store::Sqlite);
+    let at = site.ws.now();
+    for name in ["nobody", recon::domain::BUILTIN_NAME] {
+        let refused = site
+            .ws
+            .append_lost_receipts(name, &mut drill::operations(3, at))
+            .expect_err("refused");
+        assert!(
+            matches!(&refused, recon::Error::Refused(recon::Refusal::UnknownReceiver(n)) if n == name),
+            "{refused:?}"
+        );
+    }
+    let written = site.ws.operation(&drill::op_id(1)).expect("read");
+    assert_eq!(written, None);
 }

@@ -10,7 +10,14 @@
 //! as after a real lost receipt. The receiver's side is made by the
 //! adapter itself: its `apply` verb, in one session, writes each effect an
 //! operation's fate says the receiver holds (the changed payload is what a
-//! receiver that mangled the request would hold).
+//! receiver that mangled the request would hold). Where the outbox has no
+//! bulk load (PostgreSQL), each operation is prepared and dispatched, and
+//! its dispatch meets a receiver that dies before it does anything
+//! ([`APPLY_DIES`]): `unknown`, as after any lost answer.
+//!
+//! The adapter is registered behind a script ([`counting_spawns`]) that
+//! logs each process recon starts, so spawns are counted on the
+//! receiver's side.
 
 use recon::domain::{BulkOperation, Timestamp};
 use serde_json::{json, Value};
@@ -123,4 +130,33 @@ pub fn apply_fates(binary: &Path, url: &str, workspace: &str, count: u64) -> usi
     let status = child.wait().expect("the session ends");
     assert!(status.success(), "the session ended {status}");
     written
+}
+
+/// While this file is in the script's directory, an `apply` through the
+/// script dies at once (exit 24, before it did anything).
+pub const APPLY_DIES: &str = "apply-dies";
+
+/// `binary` behind a script at `dir/pg-ledger` that appends its arguments
+/// to `dir/spawns` before it runs it (see [`APPLY_DIES`]).
+pub fn counting_spawns(binary: &Path, dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("pg-ledger");
+    let text = format!(
+        "#!/bin/sh\necho \"$*\" >> '{dir}/spawns'\n\
+         case \"$*\" in *' apply') [ -e '{dir}/{APPLY_DIES}' ] && exit 24;; esac\n\
+         exec '{}' \"$@\"\n",
+        binary.display(),
+        dir = dir.display(),
+    );
+    std::fs::write(&script, text).expect("write the script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+/// The verb (or `session`) of each process the script in `dir` started.
+pub fn spawned(dir: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(dir.join("spawns")).unwrap_or_default();
+    (log.lines())
+        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+        .collect()
 }
