@@ -1,28 +1,37 @@
-//! The outage drill (issue 21): `RECON_BENCH_OUTAGE_OPS` unknown
-//! operations (default 100,000; the demo's generated load, written in
-//! bulk: lost receipts, each with what recon's ledger holds for it), read
-//! by one `observe` each run on a fresh copy of the outage:
+//! The outage drill (issue 21), in two parts.
 //!
-//! - **in process**: recon's ledger registered as it is by `demo`, read in
-//!   process; the floor every adapter is measured against;
-//! - **session + batches**: the same ledger registered `--no-close`, so it
-//!   is read through its adapter (`recon receiver adapter`), which declares
-//!   `"session": true` and `"batch": 500`: one process for the command, one
-//!   request per 500 operations;
-//! - **one-shot** and **session, one op per request**: the adapter's
-//!   transport alone, `RECON_BENCH_CALLS` (default 2,000) single-operation
-//!   query calls each (a process per call; one session), added per
-//!   operation to the in-process run: extrapolated, not run whole (the
-//!   built-in adapter always declares its session and batch).
+//! **The drill on `recon-pg-ledger`** (`RECON_BENCH_DRILL_OPS`, default
+//! 100,000): operations routed to the PostgreSQL ledger lost their
+//! receipts; 60 % were applied, 35 % never arrived, 3 % were applied twice
+//! and 2 % were applied with a changed payload (`tests/it/outage/drill.rs`,
+//! shared with the drill's test: the outbox written by its bulk load, the
+//! receiver's effects by the adapter's own `apply` in one session). Then
+//! `recon observe` and `recon resolve --policy provable` run over all of
+//! them through the release binary, as a person would run them, against a
+//! throwaway cluster that flushes its commits as a production server does.
+//! The adapter is registered behind a script that logs each start, so the
+//! process spawns are counted on the receiver's side. Printed: each
+//! phase's wall time, spawns and operations per second, the whole drill's,
+//! and the remaining queue by verdict.
 //!
-//! Each whole phase runs `RECON_BENCH_RUNS` times (default 3); the table
-//! gives medians, operations per second, the receiver processes spawned,
-//! and each phase's ratio to session + batches.
+//! **The adapter's transport** against recon's own ledger
+//! (`RECON_BENCH_CALLS` generated unknown operations, default 2,000, the
+//! demo's load): `observe` in process and through the ledger's adapter (a
+//! session in batches of 500), medians of `RECON_BENCH_RUNS` (default 3),
+//! and single-operation query calls (a process per call; one session):
+//! what an adapter round trip adds over an in-process read.
 //!
 //! `cargo bench --bench outage`
 
+#[path = "../tests/it/real_receivers/servers.rs"]
+mod servers;
+
 #[allow(dead_code)]
 mod support;
+
+#[allow(dead_code)]
+#[path = "../tests/it/outage/drill.rs"]
+mod drill;
 
 use recon::demo::generate;
 use recon::dispatch::adapter::{AdapterProgram, PassEnv, Session};
@@ -113,11 +122,6 @@ fn copy(pristine: &Path, into: &Path) {
     }
 }
 
-/// One phase of the drill, run on a fresh copy of the outage: how many
-/// operations it handled. `resolve` (issue 21, item 3) is added as the
-/// next phase once it exists: the provable operations closed and decided.
-type Phase = fn(&mut Workspace) -> usize;
-
 /// `observe` over every unknown operation, as one command would.
 fn observe(ws: &mut Workspace) -> usize {
     let report = ws
@@ -138,7 +142,7 @@ struct Measured {
     spawned: usize,
 }
 
-fn measure(pristine: &Path, scratch: &Path, phase: Phase, runs: usize) -> Measured {
+fn measure(pristine: &Path, scratch: &Path, runs: usize) -> Measured {
     let mut times = Vec::new();
     let (mut ops, mut spawned) = (0, 0);
     for run in 0..runs {
@@ -146,7 +150,7 @@ fn measure(pristine: &Path, scratch: &Path, phase: Phase, runs: usize) -> Measur
         copy(pristine, &dir);
         let mut ws = open(&dir, false);
         let start = Instant::now();
-        ops = phase(&mut ws);
+        ops = observe(&mut ws);
         times.push(start.elapsed());
         spawned = ws.receiver_program().spawned();
         drop(ws);
@@ -197,73 +201,197 @@ fn transport(dir: &Path, calls: usize) -> (Duration, Duration) {
 
 fn row(name: &str, time: Duration, ops: usize, spawned: &str, against: Duration) {
     println!(
-        "  {name:<34} {:>9.2} s {:>9.0} ops/s {spawned:>9} {:>7.2}x",
+        "  {name:<34} {:>9.3} s {:>9.0} ops/s {spawned:>9} {:>7.2}x",
         time.as_secs_f64(),
         ops as f64 / time.as_secs_f64(),
         time.as_secs_f64() / against.as_secs_f64()
     );
 }
 
-fn main() {
-    let ops = count("RECON_BENCH_OUTAGE_OPS", 100_000) as u64;
-    let runs = count("RECON_BENCH_RUNS", 3);
-    let calls = count("RECON_BENCH_CALLS", 2_000).min(ops as usize);
-    let root = tempfile::tempdir().expect("temp dir");
-    let (in_process, adapter) = (root.path().join("in-process"), root.path().join("adapter"));
-    let generated = outage(&in_process, ops, true);
+/// The adapter's transport against recon's own ledger, over `ops`
+/// generated operations: whole `observe` runs in process and through one
+/// session in batches, and single-operation calls.
+fn transport_rows(root: &Path, ops: u64, runs: usize) {
+    let (in_process, adapter) = (root.join("in-process"), root.join("adapter"));
+    outage(&in_process, ops, true);
     outage(&adapter, ops, false);
+    let floor = measure(&in_process, &root.join("runs"), runs);
+    let batched = measure(&adapter, &root.join("runs"), runs);
+    assert_eq!((floor.ops, batched.ops), (ops as usize, ops as usize));
+    let (one_shot, in_session) = transport(&adapter, ops as usize);
+    let per_op = |call: Duration| floor.time + call * ops as u32;
+    println!("transport: observe of {ops} operations behind recon's ledger, median of {runs}:");
     println!(
-        "{ops} unknown operations generated in {:.1} s",
-        generated.as_secs_f64()
+        "  {:<34} {:>11} {:>15} {:>9} {:>8}",
+        "", "time", "rate", "spawns", "ratio"
     );
-    let phases: [(&str, Phase); 1] = [("observe", observe)];
-    for (name, phase) in phases {
-        let floor = measure(&in_process, &root.path().join("runs"), phase, runs);
-        let batched = measure(&adapter, &root.path().join("runs"), phase, runs);
-        assert_eq!((floor.ops, batched.ops), (ops as usize, ops as usize));
-        let (one_shot, in_session) = transport(&adapter, calls);
-        let per_op = |call: Duration| floor.time + call * ops as u32;
-        println!("{name}, median of {runs} runs ({calls} calls for the transport rows):");
+    let b = batched.time;
+    let n = ops as usize;
+    row("in process", floor.time, n, &floor.spawned.to_string(), b);
+    let spawned = batched.spawned.to_string();
+    row("session + batches of 500", b, n, &spawned, b);
+    row(
+        "session, one op per request (est.)",
+        per_op(in_session),
+        n,
+        "1",
+        b,
+    );
+    row(
+        "one-shot calls (est.)",
+        per_op(one_shot),
+        n,
+        &format!("~{ops}"),
+        b,
+    );
+    println!(
+        "  adapter round trip per op: session + batches {:.3} ms over in process; \
+         one op per session request {:.3} ms; one-shot {:.3} ms",
+        (b.saturating_sub(floor.time)).as_secs_f64() * 1000.0 / ops as f64,
+        in_session.as_secs_f64() * 1000.0,
+        one_shot.as_secs_f64() * 1000.0
+    );
+}
+
+/// `recon WORDS --workspace DIR` through the release binary: its wall
+/// time and what it printed on stdout; panics unless it exits 0.
+fn recon_in(dir: &Path, words: &[&str]) -> (Duration, String) {
+    let start = Instant::now();
+    let out = std::process::Command::new(recon())
+        .args(&words[..1])
+        .arg("--workspace")
+        .arg(dir)
+        .args(&words[1..])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run recon");
+    let elapsed = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "recon {words:?}: {stderr}");
+    (elapsed, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A workspace at `dir` whose `ops` unknown operations route to
+/// `recon-pg-ledger` (behind the counting script) on a new database, with
+/// the receiver's effects the drill's fates say; how long that took.
+fn drill_outage(pg: &servers::Postgres, binary: &Path, dir: &Path, ops: u64) -> Duration {
+    let start = Instant::now();
+    let url = pg.new_database("drill");
+    let mut ws = open(dir, true);
+    let program = drill::counting_spawns(binary, dir);
+    ws.register_receiver(&recon::workspace::NewReceiver {
+        name: "ledger",
+        actions: &[drill::ACTION.to_string()],
+        program: &program,
+        args: &["--database".to_string(), url.clone()],
+        timeout_ms: Some(60_000),
+        env: &[],
+    })
+    .expect("register recon-pg-ledger");
+    let at = ws.now();
+    let mut operations = drill::operations(ops, at);
+    while ws
+        .append_lost_receipts("ledger", &mut operations.by_ref().take(CHUNK as usize))
+        .expect("the outage")
+        > 0
+    {}
+    // Setup is not measured: its applies skip the wait for the flush.
+    let unflushed = format!("{url}?options=-c%20synchronous_commit%3Doff");
+    drill::apply_fates(binary, &unflushed, ws.id(), ops);
+    start.elapsed()
+}
+
+/// The drill on `recon-pg-ledger`: `observe`, then `resolve`, through the
+/// binary; each phase's figures, the whole drill's and the queue left.
+fn pg_drill(root: &Path, ops: u64) {
+    servers::durable_postgres();
+    let Some(pg) = servers::require("bench outage", servers::postgres()) else {
+        return;
+    };
+    let Some(binary) = servers::require("bench outage", servers::pg_ledger_binary()) else {
+        return;
+    };
+    let dir = root.join("drill");
+    let made = drill_outage(pg, binary, &dir, ops);
+    println!(
+        "drill: {ops} unknown operations behind recon-pg-ledger made in {:.1} s \
+         (outbox bulk load, effects through one apply session)",
+        made.as_secs_f64()
+    );
+    let resolve = [
+        "resolve",
+        "--policy",
+        "provable",
+        "--by",
+        "bench",
+        "--authorized-by",
+        "bench",
+        "--older-than",
+        "0s",
+        "--json",
+    ];
+    let phases: [(&str, &[&str]); 2] = [
+        ("observe", &["observe", "--by", "bench", "--json"]),
+        ("resolve --policy provable", &resolve),
+    ];
+    println!(
+        "  {:<26} {:>11} {:>15} {:>9}",
+        "", "wall time", "rate", "spawns"
+    );
+    let (mut total, mut total_spawns, mut report) = (Duration::ZERO, 0, String::new());
+    for (name, words) in phases {
+        let before = drill::spawned(&dir).len();
+        let (time, stdout) = recon_in(&dir, words);
+        let spawned = drill::spawned(&dir).len() - before;
         println!(
-            "  {:<34} {:>11} {:>15} {:>9} {:>8}",
-            "", "time", "rate", "spawns", "ratio"
+            "  {name:<26} {:>9.2} s {:>9.0} ops/s {spawned:>9}",
+            time.as_secs_f64(),
+            ops as f64 / time.as_secs_f64()
         );
-        let b = batched.time;
-        row(
-            "in process",
-            floor.time,
-            ops as usize,
-            &floor.spawned.to_string(),
-            b,
-        );
-        row(
-            "session + batches of 500",
-            b,
-            ops as usize,
-            &batched.spawned.to_string(),
-            b,
-        );
-        let estimate = format!("~{ops}");
-        row(
-            "session, one op per request (est.)",
-            per_op(in_session),
-            ops as usize,
-            "1",
-            b,
-        );
-        row(
-            "one-shot calls (est.)",
-            per_op(one_shot),
-            ops as usize,
-            &estimate,
-            b,
-        );
-        println!(
-            "  adapter round trip per op: session + batches {:.3} ms over in process; \
-             one op per session request {:.3} ms; one-shot {:.3} ms",
-            (b.saturating_sub(floor.time)).as_secs_f64() * 1000.0 / ops as f64,
-            in_session.as_secs_f64() * 1000.0,
-            one_shot.as_secs_f64() * 1000.0
-        );
+        (total, total_spawns, report) = (total + time, total_spawns + spawned, stdout);
     }
+    println!(
+        "  {:<26} {:>9.2} s {:>9.0} ops/s {total_spawns:>9} ({:.3} spawns per 1,000 ops)",
+        "whole drill",
+        total.as_secs_f64(),
+        ops as f64 / total.as_secs_f64(),
+        total_spawns as f64 * 1000.0 / ops as f64
+    );
+    remaining_queue(&dir, &report);
+}
+
+/// The resolve report's counts, and the `unknown` queue left, by the
+/// verdict of each operation's latest read.
+fn remaining_queue(dir: &Path, report: &str) {
+    let report: serde_json::Value = serde_json::from_str(report).expect("resolve --json");
+    println!(
+        "  resolve: confirmed {}, not_applied {}, left {}, skipped {}, failed {}",
+        report["confirmed"],
+        report["not_applied"],
+        report["left"],
+        report["skipped"],
+        report["failed"]
+    );
+    let (_, queue) = recon_in(
+        dir,
+        &["ops", "--state", "unknown", "--json", "--limit", "1000000"],
+    );
+    let queue: serde_json::Value = serde_json::from_str(&queue).expect("ops --json");
+    let mut by_verdict = std::collections::BTreeMap::<String, usize>::new();
+    for op in queue.as_array().expect("the queue") {
+        let verdict = op["latest_observation"]["verdict"]
+            .as_str()
+            .unwrap_or("never read");
+        *by_verdict.entry(verdict.to_string()).or_default() += 1;
+    }
+    println!("  remaining unknown queue by verdict: {by_verdict:?}");
+}
+
+fn main() {
+    let ops = count("RECON_BENCH_DRILL_OPS", 100_000) as u64;
+    let runs = count("RECON_BENCH_RUNS", 3);
+    let calls = count("RECON_BENCH_CALLS", 2_000) as u64;
+    let root = tempfile::tempdir().expect("temp dir");
+    pg_drill(root.path(), ops);
+    transport_rows(root.path(), calls, runs);
 }

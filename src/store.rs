@@ -141,16 +141,16 @@ pub(crate) trait Outbox {
         request: &CompensationRequest<'_>,
         clock: &dyn Clock,
     ) -> Result<Approval>;
-    /// Records a close a receiver committed and the observation of the
-    /// closing read, both stamped with the time of the write; returns the
-    /// observation.
-    fn record_close(
+    /// Records closes receivers committed, each with the observation of
+    /// its closing read (the operation is the observation's), all stamped
+    /// with the time of the write, in one transaction: each one refused or
+    /// failing rolls back alone. Returns each observation; the outer error
+    /// is the store's own (nothing was recorded).
+    fn record_closes(
         &mut self,
-        op_id: &str,
-        close: &CloseRecord,
-        observation: &NewObservation<'_>,
+        closes: &[(CloseRecord, NewObservation<'_>)],
         clock: &dyn Clock,
-    ) -> Result<Observation>;
+    ) -> Result<Vec<Result<Observation>>>;
     fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>>;
     fn evidence_log(&self) -> Result<Vec<EvidenceRecord>>;
     fn approvals(&self, op_id: &str) -> Result<Vec<Approval>>;
@@ -219,14 +219,16 @@ pub(crate) trait TriageLog {
         clock: &dyn Clock,
     ) -> Result<CallFailure>;
     fn call_failures(&self, op_id: &str) -> Result<Vec<CallFailure>>;
-    /// Journals a close's authorization before the receiver is asked.
-    fn record_close_request(
+    /// Journals each close's authorization before the receiver is asked,
+    /// in one transaction, each refused alone; the outer error is the
+    /// store's own (nothing was journaled).
+    fn record_close_requests(
         &mut self,
-        op_id: &str,
+        op_ids: &[&str],
         receiver: &str,
         authorized_by: &str,
         clock: &dyn Clock,
-    ) -> Result<()>;
+    ) -> Result<Vec<Result<()>>>;
     fn observations(&self, op_id: &str) -> Result<Vec<Observation>>;
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;
@@ -251,8 +253,13 @@ pub(crate) trait BulkLoad: Send {
     /// The greatest number of an op id of the series `ids` the outbox
     /// holds: one step down the op id index, whatever the outbox's size.
     fn last_numbered_op(&self, ids: NumberedIds) -> Result<Option<u64>, StoreError>;
-    fn insert_lost_receipts(&mut self, ops: &mut dyn Iterator<Item = BulkOperation>)
-        -> Result<u64>;
+    /// Inserts operations whose receipts were lost, routed to the
+    /// registration named `receiver` (by name, as generated load is).
+    fn insert_lost_receipts(
+        &mut self,
+        receiver: &str,
+        ops: &mut dyn Iterator<Item = BulkOperation>,
+    ) -> Result<u64>;
 }
 
 /// Deliberate damage, for the experiment's refusal scenarios and the

@@ -35,10 +35,6 @@ use crate::store::{BulkLoad, ReceiverStore, SqliteSender};
 use rusqlite::{params, Connection, OptionalExtension, Statement, TransactionBehavior};
 use std::path::Path;
 
-/// Generated evidence is written to the built-in ledger, so generated
-/// operations route there.
-const GENERATED_RECEIVER: &str = "builtin";
-
 /// The page cache a bulk transaction works with (64 MiB), so index pages
 /// stay in memory instead of being spilled and re-read.
 const BULK_CACHE_KIB: i64 = 64 * 1024;
@@ -107,8 +103,8 @@ impl BulkLoad for SqliteSender {
     }
 
     /// Inserts generated operations as dispatched originals whose receipt
-    /// was lost, each with its observation when it has one, in one
-    /// transaction. An op id that already exists rolls the whole batch
+    /// was lost, routed to `receiver`, each with its observation when it
+    /// has one, in one transaction. An op id that already exists rolls the whole batch
     /// back with `duplicate_operation`.
     ///
     /// The per-row trigger that counts operations per state costs about a
@@ -120,6 +116,7 @@ impl BulkLoad for SqliteSender {
     /// [`BulkWriter::write`]), so no check is ever pending.
     fn insert_lost_receipts(
         &mut self,
+        receiver: &str,
         ops: &mut dyn Iterator<Item = BulkOperation>,
     ) -> Result<u64> {
         let path = self.path().to_path_buf();
@@ -129,7 +126,7 @@ impl BulkLoad for SqliteSender {
                 .at(&path)?;
             tx.execute_batch("PRAGMA defer_foreign_keys = ON; DROP TRIGGER state_counts_insert;")
                 .at(&path)?;
-            let mut writer = BulkWriter::new(&tx, &path)?;
+            let mut writer = BulkWriter::new(&tx, &path, receiver)?;
             let mut count = 0u64;
             for op in ops {
                 writer.write(&op)?;
@@ -153,6 +150,8 @@ impl BulkLoad for SqliteSender {
 struct BulkWriter<'c> {
     path: &'c Path,
     conn: &'c Connection,
+    /// The registration every operation of the transaction routes to.
+    receiver: &'c str,
     insert_op: Statement<'c>,
     insert_dispatch: Statement<'c>,
     insert_entry: Statement<'c>,
@@ -162,7 +161,7 @@ struct BulkWriter<'c> {
 }
 
 impl<'c> BulkWriter<'c> {
-    fn new(conn: &'c Connection, path: &'c Path) -> Result<Self> {
+    fn new(conn: &'c Connection, path: &'c Path, receiver: &'c str) -> Result<Self> {
         let next_dispatch: i64 = conn
             .query_row(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM dispatch_log",
@@ -173,6 +172,7 @@ impl<'c> BulkWriter<'c> {
         Ok(BulkWriter {
             path,
             conn,
+            receiver,
             insert_op: conn
                 .prepare(
                     "INSERT INTO operations
@@ -219,7 +219,7 @@ impl<'c> BulkWriter<'c> {
                 op.op_id,
                 op.action_kind,
                 op.canonical_payload,
-                GENERATED_RECEIVER,
+                self.receiver,
                 at
             ])
             .map_err(|e| match e.sqlite_error().map(|f| f.extended_code) {
@@ -233,7 +233,7 @@ impl<'c> BulkWriter<'c> {
             .at(self.path)?;
         self.next_dispatch += 1;
         let kinds = [EntryKind::Prepared, EntryKind::Dispatched];
-        let sealed = seal_generated(&mut self.head, op, GENERATED_RECEIVER);
+        let sealed = seal_generated(&mut self.head, op, self.receiver);
         for (kind, sealed) in kinds.into_iter().zip(sealed) {
             self.entry(kind, &op.op_id, &sealed)?;
         }

@@ -25,7 +25,7 @@ use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, APPROVAL_COLUMNS,
     EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
 };
-use super::sql::{Db, SqlStore, Sqlite, ToValue};
+use super::sql::{each_alone, Db, SqlStore, Sqlite, ToValue};
 use super::upgrade::{Rebuild, Steps};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
@@ -1033,38 +1033,26 @@ impl<S: SqlStore> Outbox for S {
         self.write(clock, |db, at| approve(db, request, approver, at))
     }
 
-    /// Records a close the receiver has committed: a `closed` entry and
-    /// its `closes` row, then the observation of the closing read, in one
-    /// transaction of the outbox (the receiver's was another, already
-    /// committed).
-    fn record_close(
+    /// Records closes the receivers have committed: for each, a `closed`
+    /// entry and its `closes` row, then the observation of the closing
+    /// read, each under its own savepoint, in one transaction of the
+    /// outbox (the receivers' were others, already committed).
+    fn record_closes(
         &mut self,
-        op_id: &str,
-        close: &CloseRecord,
-        observation: &NewObservation<'_>,
+        closes: &[(CloseRecord, NewObservation<'_>)],
         clock: &dyn Clock,
-    ) -> Result<Observation> {
+    ) -> Result<Vec<Result<Observation>>> {
         self.write(clock, |db, at| {
-            let close = &CloseRecord {
-                closed_at: at,
-                ..close.clone()
-            };
-            let observation = &NewObservation { at, ..*observation };
-            require_op(db, op_id)?;
-            let fields = audit::closed(close);
-            let sealed = journal::append(db, EntryKind::Closed, Some(op_id), fields)?;
-            db.execute(
-                "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-                &[
-                    &op_id,
-                    &close.receiver,
-                    &close.authorized_by,
-                    &sealed.seq,
-                    &close.closed_at.to_string(),
-                ],
-            )?;
-            triage::insert_observation(db, observation)
+            let mut recorded = Vec::with_capacity(closes.len());
+            for (close, observation) in closes {
+                let close = &CloseRecord {
+                    closed_at: at,
+                    ..close.clone()
+                };
+                let observation = &NewObservation { at, ..*observation };
+                recorded.push(each_alone(db, |db| record_close(db, close, observation))?);
+            }
+            Ok(recorded)
         })
     }
 
@@ -1846,4 +1834,29 @@ mod tests {
         let kinds: Vec<&str> = EntryKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(listed, kinds);
     }
+}
+
+/// One close the receiver committed: its `closed` entry and `closes` row,
+/// and the observation of its closing read.
+fn record_close(
+    db: &mut dyn Db,
+    close: &CloseRecord,
+    observation: &NewObservation<'_>,
+) -> Result<Observation> {
+    let op_id = observation.op_id;
+    require_op(db, op_id)?;
+    let fields = audit::closed(close);
+    let sealed = journal::append(db, EntryKind::Closed, Some(op_id), fields)?;
+    db.execute(
+        "INSERT INTO closes (op_id, receiver, authorized_by, journal_seq, closed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        &[
+            &op_id,
+            &close.receiver,
+            &close.authorized_by,
+            &sealed.seq,
+            &close.closed_at.to_string(),
+        ],
+    )?;
+    triage::insert_observation(db, observation)
 }

@@ -346,29 +346,36 @@ impl<S: SqlStore> TriageLog for S {
         })
     }
 
-    fn record_close_request(
+    fn record_close_requests(
         &mut self,
-        op_id: &str,
+        op_ids: &[&str],
         receiver: &str,
         authorized_by: &str,
         clock: &dyn Clock,
-    ) -> Result<()> {
+    ) -> Result<Vec<Result<()>>> {
         self.write(clock, |db, at| {
-            let fields = audit::close_requested(receiver, authorized_by, at);
-            let kind = EntryKind::CloseRequested;
-            let sealed = journal::append(db, kind, Some(op_id), fields)?;
-            db.execute(
-                "INSERT INTO close_requests (seq, op_id, receiver, authorized_by, requested_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-                &[
-                    &sealed.seq,
-                    &op_id,
-                    &receiver,
-                    &authorized_by,
-                    &at.to_string(),
-                ],
-            )?;
-            Ok(())
+            let mut recorded = Vec::with_capacity(op_ids.len());
+            for op_id in op_ids {
+                recorded.push(each_alone(db, |db| {
+                    let fields = audit::close_requested(receiver, authorized_by, at);
+                    let kind = EntryKind::CloseRequested;
+                    let sealed = journal::append(db, kind, Some(op_id), fields)?;
+                    db.execute(
+                        "INSERT INTO close_requests
+                             (seq, op_id, receiver, authorized_by, requested_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                        &[
+                            &sealed.seq,
+                            op_id,
+                            &receiver,
+                            &authorized_by,
+                            &at.to_string(),
+                        ],
+                    )?;
+                    Ok(())
+                })?);
+            }
+            Ok(recorded)
         })
     }
 

@@ -42,6 +42,24 @@ impl Workspace {
         self.bulk()?.last_numbered_op(ids)
     }
 
+    /// Writes operations whose receipts were lost, routed to the adapter
+    /// registered as `receiver`, in one transaction of the outbox's bulk
+    /// load: what an outage leaves behind a receiver recon does not hold
+    /// (whose effects, if any, the caller has made there itself). Refused
+    /// `unknown_receiver` for a name not registered, and for recon's own
+    /// ledger, whose generated load is [`Workspace::append_generated`]
+    /// (it writes the ledger's effects with the operations).
+    pub fn append_lost_receipts(
+        &mut self,
+        receiver: &str,
+        ops: &mut dyn Iterator<Item = BulkOperation>,
+    ) -> Result<u64> {
+        let registration = self.sender.registration(receiver)?.filter(|r| !r.builtin);
+        let registration = registration
+            .ok_or_else(|| crate::error::Refusal::UnknownReceiver(receiver.to_string()))?;
+        self.bulk()?.insert_lost_receipts(&registration.name, ops)
+    }
+
     /// The outbox's bulk load, or `Unsupported` for a store without one.
     fn bulk(&mut self) -> Result<&mut dyn BulkLoad, StoreError> {
         self.sender
@@ -69,6 +87,7 @@ impl Workspace {
             .sender
             .bulk()
             .ok_or(StoreError::Unsupported("generated load"))?;
+        let registration = &registration;
         std::thread::scope(|scope| {
             // Rendezvous channels: the ledger says where each chunk starts,
             // the outbox says when it has committed it.
@@ -94,7 +113,7 @@ impl Workspace {
                         }
                         op
                     });
-                    let result = sender.insert_lost_receipts(&mut ops);
+                    let result = sender.insert_lost_receipts(&registration.name, &mut ops);
                     let failed = result.is_err();
                     if committed.send(result).is_err() || failed {
                         break;

@@ -444,8 +444,13 @@ impl Workspace {
             rules::check_close(&registration)?;
             // Journaled before the receiver is asked: a close whose answer
             // is lost keeps its authorization all the same.
-            self.sender
-                .record_close_request(&op.op_id, &registration.name, who, &*self.clock)?;
+            let ids = [op.op_id.as_str()];
+            only((self.sender).record_close_requests(
+                &ids,
+                &registration.name,
+                who,
+                &*self.clock,
+            )?)?;
         }
         let verb = if close.is_some() {
             Verb::Close
@@ -467,36 +472,58 @@ impl Workspace {
         op: &Operation,
         registration: &Registration,
         verb: Verb,
-        (close, observer): (Option<&str>, &str),
+        who: (Option<&str>, &str),
         answer: &Value,
     ) -> Result<Read> {
-        let sha = protocol::sha256_of(answer);
-        let parsed = protocol::parse_answer(verb, &op.op_id, answer).map_err(|detail| {
-            call_failed(
-                &registration.name,
-                &failure(FailureKind::Garbage, detail),
-                "",
-            )
-        })?;
-        let snapshot = rules::judge_snapshot(registration, &op.op_id, parsed)?;
-        let provenance = provenance(registration, sha);
-        let observation = match (close, snapshot.closed) {
-            (Some(who), true) => {
-                let close = Closing {
-                    authorized_by: who,
-                    observed_by: observer,
-                    snapshot: &snapshot,
-                    provenance: &provenance,
-                };
-                Some(self.journal_close(op, &close)?)
+        let judged = judge_answer(op, registration, verb, answer);
+        only(self.journal_reads(&[op], vec![judged], who))
+    }
+
+    /// Judged reads of `ops`, each with the journal of its close when it
+    /// is a close the receiver committed (`who`: who authorized the close,
+    /// if these are closes, and who observed them): the closes of the
+    /// batch in one outbox transaction, each refused alone.
+    fn journal_reads(
+        &mut self,
+        ops: &[&Operation],
+        judged: Vec<Result<(Snapshot, Provenance)>>,
+        (close, observer): (Option<&str>, &str),
+    ) -> Vec<Result<Read>> {
+        let mut journaled: Vec<Option<Result<Observation>>> =
+            (0..judged.len()).map(|_| None).collect();
+        if let Some(who) = close {
+            let (closed, closing): (Vec<usize>, Vec<(&Operation, Closing<'_>)>) =
+                (ops.iter().zip(&judged).enumerate())
+                    .filter_map(|(i, (op, judged))| match judged {
+                        Ok((snapshot, provenance)) if snapshot.closed => Some((
+                            i,
+                            (
+                                *op,
+                                Closing {
+                                    authorized_by: who,
+                                    observed_by: observer,
+                                    snapshot,
+                                    provenance,
+                                },
+                            ),
+                        )),
+                        _ => None,
+                    })
+                    .unzip();
+            for (i, observation) in closed.into_iter().zip(self.journal_closes(&closing)) {
+                journaled[i] = Some(observation);
             }
-            _ => None,
-        };
-        Ok(Read {
-            snapshot,
-            provenance,
-            observation,
-        })
+        }
+        (judged.into_iter().zip(journaled))
+            .map(|(judged, observation)| {
+                let (snapshot, provenance) = judged?;
+                Ok(Read {
+                    snapshot,
+                    provenance,
+                    observation: observation.transpose()?,
+                })
+            })
+            .collect()
     }
 
     /// Reads the receivers of `ops` to be recorded as `by`'s observations,
@@ -611,9 +638,12 @@ impl Workspace {
         };
         let results = (reply.answer.clone()).and_then(|answer| split_batch(&answer, &ids));
         match results {
-            Ok(results) => (ops.iter().zip(results))
-                .map(|(op, answer)| self.judge_read(op, registration, verb, (close, by), &answer))
-                .collect(),
+            Ok(results) => {
+                let judged = (ops.iter().zip(results))
+                    .map(|(op, answer)| judge_answer(op, registration, verb, &answer))
+                    .collect();
+                self.journal_reads(ops, judged, (close, by))
+            }
             Err(f) => (ops.iter())
                 .map(|op| {
                     let call = (verb.as_str(), registration.name.as_str());
@@ -650,11 +680,12 @@ impl Workspace {
             }
             return Vec::new();
         }
+        let ids: Vec<&str> = indices.iter().map(|&i| ops[i].op_id.as_str()).collect();
+        let name = &registration.name;
+        let requested = (self.sender).record_close_requests(&ids, name, who, &*self.clock);
         let mut authorized = Vec::with_capacity(indices.len());
-        for i in indices {
-            let op_id = &ops[i].op_id;
-            let name = &registration.name;
-            match (self.sender).record_close_request(op_id, name, who, &*self.clock) {
+        for (i, requested) in indices.into_iter().zip(spread(requested, ids.len())) {
+            match requested {
                 Ok(()) => authorized.push(i),
                 Err(error) => done[i] = Some(Err(error)),
             }
@@ -726,36 +757,47 @@ impl Workspace {
             .request(&self.program, verb, request))
     }
 
-    /// Journals a close the receiver committed (the `closed` entry and its
-    /// `closes` row, and the closing read as an observation: one outbox
-    /// transaction). The receiver's commit came first, in its own store, so
-    /// a failure here says the operation is closed there all the same.
-    fn journal_close(&mut self, op: &Operation, closing: &Closing<'_>) -> Result<Observation> {
+    /// Journals closes the receivers committed (for each, the `closed`
+    /// entry and its `closes` row, and the closing read as an observation:
+    /// one outbox transaction for them all, each refused alone). The
+    /// receivers' commits came first, in their own stores, so a failure
+    /// here says the operation is closed there all the same.
+    fn journal_closes(
+        &mut self,
+        closing: &[(&Operation, Closing<'_>)],
+    ) -> Vec<Result<Observation>> {
         let at = self.clock.now();
-        let close = CloseRecord {
-            receiver: closing.provenance.receiver.clone(),
-            authorized_by: closing.authorized_by.to_string(),
-            response_sha256: closing.provenance.response_sha256.clone(),
-            matches: closing
-                .snapshot
-                .matches
-                .iter()
-                .map(|m| m.effect_id.clone())
-                .collect(),
-            closed_at: at,
-        };
-        let observation = NewObservation {
-            op_id: &op.op_id,
-            by: closing.observed_by,
-            at,
-            snapshot: closing.snapshot,
-            verdict: classify(op.scope(), closing.snapshot),
-            provenance: closing.provenance,
-        };
-        let committed = |e: Error| e.after(super::committed_close(op, closing.authorized_by));
-        self.sender
-            .record_close(&op.op_id, &close, &observation, &*self.clock)
-            .map_err(committed)
+        let records: Vec<(CloseRecord, NewObservation<'_>)> = (closing.iter())
+            .map(|(op, closing)| {
+                let close = CloseRecord {
+                    receiver: closing.provenance.receiver.clone(),
+                    authorized_by: closing.authorized_by.to_string(),
+                    response_sha256: closing.provenance.response_sha256.clone(),
+                    matches: (closing.snapshot.matches.iter())
+                        .map(|m| m.effect_id.clone())
+                        .collect(),
+                    closed_at: at,
+                };
+                let observation = NewObservation {
+                    op_id: &op.op_id,
+                    by: closing.observed_by,
+                    at,
+                    snapshot: closing.snapshot,
+                    verdict: classify(op.scope(), closing.snapshot),
+                    provenance: closing.provenance,
+                };
+                (close, observation)
+            })
+            .collect();
+        let recorded = spread(
+            self.sender.record_closes(&records, &*self.clock),
+            records.len(),
+        );
+        (closing.iter().zip(recorded))
+            .map(|((op, closing), recorded)| {
+                recorded.map_err(|e| e.after(super::committed_close(op, closing.authorized_by)))
+            })
+            .collect()
     }
 
     /// Starts the receiver call of a dispatch whose `unknown` state is
@@ -926,5 +968,46 @@ fn absolute_program(program: &Path) -> Result<PathBuf> {
             crate::domain::sanitize::escape(&program.display().to_string())
         ))
         .into()),
+    }
+}
+
+/// A read's answer judged (SPEC 8 rules 2 and 4): its snapshot, and the
+/// provenance it is recorded with.
+fn judge_answer(
+    op: &Operation,
+    registration: &Registration,
+    verb: Verb,
+    answer: &Value,
+) -> Result<(Snapshot, Provenance)> {
+    let sha = protocol::sha256_of(answer);
+    let parsed = protocol::parse_answer(verb, &op.op_id, answer).map_err(|detail| {
+        call_failed(
+            &registration.name,
+            &failure(FailureKind::Garbage, detail),
+            "",
+        )
+    })?;
+    let snapshot = rules::judge_snapshot(registration, &op.op_id, parsed)?;
+    Ok((snapshot, provenance(registration, sha)))
+}
+
+/// The one result of a batch of one.
+fn only<T>(results: Vec<Result<T>>) -> Result<T> {
+    (results.into_iter().next())
+        .unwrap_or_else(|| Err(StoreError::Corrupt("a batch of one gave no result".into()).into()))
+}
+
+/// Each item's result of a batch act of `count` items: the act's own, or,
+/// when its transaction failed as a whole, that failure for every item
+/// (the first keeps the error itself, the others its text).
+fn spread<T>(batch: Result<Vec<Result<T>>>, count: usize) -> Vec<Result<T>> {
+    match batch {
+        Ok(results) => results,
+        Err(error) => {
+            let text = error.to_string();
+            std::iter::once(Err(error))
+                .chain((1..count).map(|_| Err(StoreError::Unavailable(text.clone()).into())))
+                .collect()
+        }
     }
 }

@@ -55,6 +55,7 @@ use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::workspace::postgres_error_detail;
 use recon::{Error, Refusal, Result, StoreError};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// The SQLSTATE the trigger raises for an insert into a closed (or
@@ -266,6 +267,41 @@ impl PgLedger {
     }
 }
 
+/// Every effect of each of `op_ids`, by op id, in the order they were
+/// written, read by one statement of `tx` (so with one snapshot).
+fn effects_of_many(
+    tx: &mut Transaction<'_>,
+    workspace: &str,
+    op_ids: &[String],
+) -> Result<HashMap<String, Vec<Effect>>> {
+    let rows = tx
+        .query(
+            "SELECT seq, action_kind, payload, compensates_effect_id, op_id \
+             FROM recon_effects WHERE workspace = $1 AND op_id = ANY($2) ORDER BY seq",
+            &[&workspace, &op_ids],
+        )
+        .map_err(|e| failed("reading effects", e))?;
+    let mut matches: HashMap<String, Vec<Effect>> = HashMap::new();
+    for row in &rows {
+        let op_id: String = row.get(4);
+        let effect = effect_of(&op_id, row)?;
+        matches.entry(op_id).or_default().push(effect);
+    }
+    Ok(matches)
+}
+
+/// One snapshot per id of `op_ids`, in order, from the effects read.
+fn snapshots(
+    op_ids: &[String],
+    mut matches: HashMap<String, Vec<Effect>>,
+    closed: impl Fn(&str) -> bool,
+) -> Vec<Snapshot> {
+    op_ids
+        .iter()
+        .map(|id| snapshot(id, matches.remove(id).unwrap_or_default(), closed(id)))
+        .collect()
+}
+
 impl PgLedger {
     fn read_many(&mut self, workspace: &str, op_ids: &[String]) -> Result<Vec<Snapshot>> {
         let mut tx = self
@@ -275,7 +311,7 @@ impl PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed: std::collections::HashSet<String> = tx
+        let closed: HashSet<String> = tx
             .query(
                 "SELECT op_id FROM recon_gate \
                  WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
@@ -285,36 +321,56 @@ impl PgLedger {
             .iter()
             .map(|row| row.get(0))
             .collect();
-        let mut matches: std::collections::HashMap<String, Vec<Effect>> = Default::default();
-        let rows = tx
-            .query(
-                "SELECT seq, action_kind, payload, compensates_effect_id, op_id \
-                 FROM recon_effects WHERE workspace = $1 AND op_id = ANY($2) ORDER BY seq",
-                &[&workspace, &op_ids],
-            )
-            .map_err(|e| failed("reading effects", e))?;
-        for row in &rows {
-            let op_id: String = row.get(4);
-            let effect = effect_of(&op_id, row)?;
-            matches.entry(op_id).or_default().push(effect);
-        }
+        let matches = effects_of_many(&mut tx, workspace, op_ids)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(op_ids
-            .iter()
-            .map(|id| {
-                snapshot(
-                    id,
-                    matches.remove(id).unwrap_or_default(),
-                    closed.contains(id),
-                )
-            })
-            .collect())
+        Ok(snapshots(op_ids, matches, |id| closed.contains(id)))
+    }
+
+    /// [`Receiver::close`] for many operations in one transaction, by the
+    /// same argument (see the module's comment): the gate rows are created
+    /// in a short transaction of their own, then locked `FOR UPDATE` in op
+    /// id order (so two batches that share operations never deadlock),
+    /// marked closed where they were open (a closed one keeps its first
+    /// closer), and their effects read by a later statement, whose fresh
+    /// snapshot sees every apply that held a share lock.
+    fn close_many(
+        &mut self,
+        workspace: &str,
+        op_ids: &[String],
+        authorized_by: &str,
+    ) -> Result<Vec<Snapshot>> {
+        let mut sorted = op_ids.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        self.client()?
+            .execute(
+                "INSERT INTO recon_gate (workspace, op_id) \
+                 SELECT $1, id FROM unnest($2::text[]) AS id ORDER BY id \
+                 ON CONFLICT (workspace, op_id) DO NOTHING",
+                &[&workspace, &sorted],
+            )
+            .map_err(|e| failed("creating the gate rows", e))?;
+        let mut tx = self.read_committed()?;
+        tx.query(
+            "SELECT op_id FROM recon_gate WHERE workspace = $1 AND op_id = ANY($2) \
+             ORDER BY op_id FOR UPDATE",
+            &[&workspace, &sorted],
+        )
+        .map_err(|e| failed("locking the gate rows", e))?;
+        drill::hold(HoldPoint::CloseAfterGateLock);
+        tx.execute(
+            "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
+             WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NULL",
+            &[&workspace, &sorted, &authorized_by],
+        )
+        .map_err(|e| failed("closing", e))?;
+        let matches = effects_of_many(&mut tx, workspace, &sorted)?;
+        tx.commit().map_err(|e| failed("committing the close", e))?;
+        drill::after_commit(Commit::Close);
+        Ok(snapshots(op_ids, matches, |_| true))
     }
 }
 
-/// Creates the tables unless they are there. The check is one cheap
-/// statement; the creation runs once, under an advisory lock, because two
-/// first calls racing on `CREATE TABLE IF NOT EXISTS` can still collide.
 fn ensure_schema(client: &mut Client) -> Result<()> {
     let row = client
         .query_one(
@@ -428,6 +484,23 @@ impl Receiver for PgLedger {
         match self.read_many(workspace, op_ids) {
             Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
             Err(_) => op_ids.iter().map(|id| self.query(workspace, id)).collect(),
+        }
+    }
+
+    /// One transaction for the batch; should it fail, each operation is
+    /// closed on its own (a close is idempotent, so one the batch did
+    /// commit answers its snapshot again).
+    fn close_batch(
+        &mut self,
+        workspace: &str,
+        op_ids: &[String],
+        authorized_by: &str,
+    ) -> Vec<Result<Snapshot>> {
+        match self.close_many(workspace, op_ids, authorized_by) {
+            Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
+            Err(_) => (op_ids.iter())
+                .map(|id| self.close(workspace, id, authorized_by))
+                .collect(),
         }
     }
 

@@ -825,3 +825,61 @@ fn a_session_of_recon_pg_ledger_answers_each_request_and_a_batch_one_result_per_
     );
     assert_eq!(results[0]["matches"][0]["op_id"], json!("b-2"));
 }
+
+#[test]
+fn a_batched_close_of_recon_pg_ledger_closes_each_with_its_effects_and_keeps_an_earlier_closer() {
+    let test =
+        "a_batched_close_of_recon_pg_ledger_closes_each_with_its_effects_and_keeps_an_earlier_closer";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("batch_close");
+    let apply = |op: &str| {
+        let request = apply_request(op, "ledger_write", &json!({"op": op}));
+        ("apply", request)
+    };
+    let close = |ids: &[&str], who: &str| {
+        let mut request = close_request("unused", who);
+        if let Some(fields) = request.as_object_mut() {
+            fields.remove("op_id");
+        }
+        request["op_ids"] = json!(ids);
+        ("close", request)
+    };
+    let requests = [
+        apply("c-1"),
+        apply("c-2"),
+        apply("c-2"),
+        close(&["c-3"], "ann"),
+        close(&["c-2", "c-1", "c-3", "c-4"], "bob"),
+        apply("c-1"),
+    ];
+    let answers = session_answers(&binary, &url, &requests);
+    let results = answers[4]["results"].as_array().expect("results");
+    // In the order asked, each closed with exactly its own effects.
+    let seen: Vec<(Vec<&str>, &Value)> = (results.iter())
+        .map(|r| {
+            let matches = r["matches"].as_array().expect("matches");
+            let ops = matches.iter().map(|m| m["op_id"].as_str().unwrap_or("?"));
+            (ops.collect(), &r["closed"])
+        })
+        .collect();
+    let closed = json!(true);
+    let expected: [(Vec<&str>, &Value); 4] = [
+        (vec!["c-2", "c-2"], &closed),
+        (vec!["c-1"], &closed),
+        (vec![], &closed),
+        (vec![], &closed),
+    ];
+    assert_eq!(seen, expected, "{results:?}");
+    // The earlier close keeps its closer; the batch closed the others.
+    let database = database_of(&url);
+    let closers = pg.psql(
+        database,
+        "SELECT op_id || ' ' || closed_by FROM recon_gate ORDER BY op_id",
+    );
+    let closers: Vec<&str> = closers.lines().map(str::trim).collect();
+    assert_eq!(closers, ["c-1 bob", "c-2 bob", "c-3 ann", "c-4 bob"]);
+    // Nothing is written for an operation the batch closed.
+    assert_eq!(error_code(&answers[5]), Some("operation_closed"));
+}
