@@ -33,15 +33,13 @@ mod support;
 #[path = "../tests/it/outage/drill.rs"]
 mod drill;
 
-use recon::demo::generate;
+use recon::demo::{generate, Load};
 use recon::dispatch::adapter::{AdapterProgram, PassEnv, Session};
 use recon::dispatch::ReceiverProgram;
-use recon::domain::{BulkEffect, BulkOperation};
 use recon::receiver::protocol::Verb;
-use recon::workspace::{GeneratedLoad, ObserveRequest};
+use recon::workspace::ObserveRequest;
 use recon::{OpenOptions, Workspace};
 use serde_json::json;
-use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{median, recon};
@@ -54,33 +52,6 @@ fn count(variable: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Generated operations `1..=count`.
-struct Outage {
-    count: u64,
-    schedule: generate::Schedule,
-}
-
-impl GeneratedLoad for Outage {
-    fn chunks(&self) -> Vec<RangeInclusive<u64>> {
-        (1..=self.count)
-            .step_by(CHUNK as usize)
-            .map(|start| start..=self.count.min(start + CHUNK - 1))
-            .collect()
-    }
-
-    fn operation(&self, n: u64, first_effect_seq: i64) -> BulkOperation {
-        generate::operation(n, &self.schedule, first_effect_seq)
-    }
-
-    fn effects(&self, n: u64) -> Box<dyn Iterator<Item = BulkEffect> + '_> {
-        Box::new(generate::effects(n))
-    }
-
-    fn effect_count(&self, n: u64) -> u64 {
-        generate::effect_count(n)
-    }
 }
 
 fn program() -> ReceiverProgram {
@@ -105,11 +76,8 @@ fn outage(dir: &Path, ops: u64, can_close: bool) -> Duration {
         .expect("register the ledger");
     let schedule = generate::Schedule::new(1, ops, ws.now());
     let start = Instant::now();
-    ws.append_generated(&Outage {
-        count: ops,
-        schedule,
-    })
-    .expect("generate the outage");
+    ws.append_generated(&Load::new(1, ops, schedule))
+        .expect("generate the outage");
     start.elapsed()
 }
 

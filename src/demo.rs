@@ -158,19 +158,26 @@ const CHUNK_OPS: u64 = 10_000;
 /// Writes generated ops `first..=end` in chunks of [`CHUNK_OPS`].
 /// Returns the operations and ledger rows written.
 fn write_generated(ws: &mut Workspace, first: u64, end: u64) -> Result<(u64, u64)> {
-    let load = Load {
-        first,
-        end,
-        schedule: generate::Schedule::new(first, end, ws.now()),
-    };
+    let load = Load::new(first, end, generate::Schedule::new(first, end, ws.now()));
     ws.append_generated(&load)
 }
 
-/// Generated ops `first..=end`, sent on `schedule`.
-struct Load {
+/// Generated ops `first..=end`, sent on `schedule`, written in chunks of
+/// [`CHUNK_OPS`]: the demo's load, and the outage tests' and bench's.
+pub struct Load {
     first: u64,
     end: u64,
     schedule: generate::Schedule,
+}
+
+impl Load {
+    pub fn new(first: u64, end: u64, schedule: generate::Schedule) -> Load {
+        Load {
+            first,
+            end,
+            schedule,
+        }
+    }
 }
 
 impl GeneratedLoad for Load {

@@ -18,6 +18,7 @@
 //! [`Watch`] may stop a run between two requests to a receiver: what was
 //! closed by then is decided, and the rest is `not_attempted`.
 
+use super::receivers::Read;
 use super::watch::{Unwatched, Watch};
 use super::Workspace;
 use crate::domain::resolve::{Planned, Skip};
@@ -130,6 +131,22 @@ impl ResolveReport {
         self.failed += 1;
         self.outcome(op_id, "failed", verdict);
         self.failures.push((op_id.to_string(), error));
+    }
+
+    /// The read of `op_id`, or `None` with the operation counted: not
+    /// attempted (the run stopped before its turn) or failed.
+    fn read_of(&mut self, op_id: &str, read: Option<Result<Read>>) -> Option<Read> {
+        match read {
+            None => {
+                self.skip(op_id, Skip::NotAttempted);
+                None
+            }
+            Some(Ok(read)) => Some(read),
+            Some(Err(error)) => {
+                self.fail(op_id, None, error);
+                None
+            }
+        }
     }
 }
 
@@ -314,16 +331,8 @@ impl Workspace {
         };
         let mut provable = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
-            let read = match read {
-                None => {
-                    report.skip(&op.op_id, Skip::NotAttempted);
-                    continue;
-                }
-                Some(Ok(read)) => read,
-                Some(Err(error)) => {
-                    report.fail(&op.op_id, None, error);
-                    continue;
-                }
+            let Some(read) = report.read_of(&op.op_id, read) else {
+                continue;
             };
             let as_closed = Snapshot {
                 closed: true,
@@ -353,16 +362,8 @@ impl Workspace {
         let reads = self.close_receivers(&ops, request.authorized_by, stop);
         let mut closed = Vec::with_capacity(ops.len());
         for (op, read) in ops.into_iter().zip(reads) {
-            let read = match read {
-                None => {
-                    report.skip(&op.op_id, Skip::NotAttempted);
-                    continue;
-                }
-                Some(Ok(read)) => read,
-                Some(Err(error)) => {
-                    report.fail(&op.op_id, None, error);
-                    continue;
-                }
+            let Some(read) = report.read_of(&op.op_id, read) else {
+                continue;
             };
             let verdict = classify(op.scope(), &read.snapshot);
             match request.policy.decision(verdict, read.snapshot.closed) {

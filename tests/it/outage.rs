@@ -9,11 +9,12 @@ mod drill;
 
 use crate::real_receivers::servers;
 use crate::stores::{on_both_stores, Site, Store};
+use crate::support::{catches_sigint, mkfifo};
 use drill::Fate;
-use recon::demo::generate;
+use recon::demo::{generate, Load};
 use recon::domain::Verdict;
 use recon::receiver::Fault;
-use recon::workspace::{GeneratedLoad, ObserveRequest};
+use recon::workspace::ObserveRequest;
 use recon::{OpenOptions, Workspace};
 use serde_json::json;
 
@@ -97,37 +98,16 @@ fn an_observation_the_store_refuses_rolls_back_alone_and_its_batch_is_recorded(s
     site.assert_sound();
 }
 
-/// A fifo at `path`.
-fn fifo(path: &std::path::Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("mkfifo");
-    assert!(status.success(), "mkfifo {}", path.display());
-}
-
-/// Whether the process `pid` still catches SIGINT: its handler is
-/// installed with `SA_RESETHAND`, so the kernel drops it as it delivers
-/// the first one.
-fn catches_sigint(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let caught = (status.lines())
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .expect("SigCgt");
-    let mask = u64::from_str_radix(caught.trim(), 16).expect("a mask");
-    mask & (1 << (libc::SIGINT - 1)) != 0
-}
-
 /// An outbox on `store` whose `fax` operations route to the fixture
-/// adapter in session mode, batches of `batch`, holding its query number
-/// `hold_after + 1` (if given) until released through the fifos `held` and
-/// `release` in the site's scratch directory; `count` of them are unknown,
-/// each with its effect (the receipt lost).
-fn fax_outage(
+/// adapter in session mode, batches of `batch`, holding (if `hold` says
+/// `(n, verb)`) its `verb` request number `n + 1` until released through
+/// the fifos `held` and `release` in the site's scratch directory; `count`
+/// of them are unknown, each with its effect (the receipt lost).
+pub(crate) fn fax_outage(
     store: Store,
     count: usize,
     batch: usize,
-    hold_after: Option<usize>,
+    hold: Option<(usize, &str)>,
 ) -> (Site, Vec<String>) {
     let mut site = Site::new(store);
     let dir = site.scratch().to_path_buf();
@@ -147,15 +127,17 @@ fn fax_outage(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    if let Some(n) = hold_after {
+    if let Some((n, verb)) = hold {
         args.extend([
             "--hold".to_string(),
             file(""),
             "--hold-after".to_string(),
             n.to_string(),
+            "--hold-verb".to_string(),
+            verb.to_string(),
         ]);
-        fifo(&dir.join("held"));
-        fifo(&dir.join("release"));
+        mkfifo(&dir.join("held"));
+        mkfifo(&dir.join("release"));
     }
     let program = crate::support::adapter_fixture();
     site.ws
@@ -254,7 +236,7 @@ fn a_close_the_outbox_refuses_in_a_batch_fails_alone_and_the_rest_is_decided(sto
 #[test]
 fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
     // 30 operations, batches of 5: the third request is held.
-    let (site, ops) = fax_outage(Store::Sqlite, 30, 5, Some(2));
+    let (site, ops) = fax_outage(Store::Sqlite, 30, 5, Some((2, "query")));
     let dir = site.scratch().to_path_buf();
     let mut args = vec!["observe".to_string()];
     args.extend(site.args());
@@ -333,31 +315,6 @@ fn ctrl_c_stops_observe_after_the_request_in_hand_and_keeps_what_it_read() {
     site.assert_sound();
 }
 
-/// Generated operations `1..=count` (the demo's: lost receipts, each with
-/// what the receiver holds for it), in one chunk.
-struct Outage {
-    count: u64,
-    schedule: generate::Schedule,
-}
-
-impl GeneratedLoad for Outage {
-    fn chunks(&self) -> Vec<std::ops::RangeInclusive<u64>> {
-        vec![1..=self.count]
-    }
-
-    fn operation(&self, n: u64, first_effect_seq: i64) -> recon::domain::BulkOperation {
-        generate::operation(n, &self.schedule, first_effect_seq)
-    }
-
-    fn effects(&self, n: u64) -> Box<dyn Iterator<Item = recon::domain::BulkEffect> + '_> {
-        Box::new(generate::effects(n))
-    }
-
-    fn effect_count(&self, n: u64) -> u64 {
-        generate::effect_count(n)
-    }
-}
-
 /// A workspace whose `count` unknown operations route to recon's own
 /// ledger registered `--no-close`, which is read through its adapter (a
 /// session that answers batches of 500), never in process.
@@ -369,7 +326,7 @@ fn outage_behind_the_ledgers_adapter(count: u64) -> (tempfile::TempDir, Workspac
     ws.register_builtin("builtin", &["*".to_string()], false)
         .expect("register the ledger --no-close");
     let schedule = generate::Schedule::new(1, count, ws.now());
-    ws.append_generated(&Outage { count, schedule })
+    ws.append_generated(&Load::new(1, count, schedule))
         .expect("generate the outage");
     (dir, ws)
 }

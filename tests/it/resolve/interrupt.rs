@@ -5,10 +5,10 @@
 //! by a [`Watch`] of the test's own.
 
 use crate::stores::{on_both_stores, Site, Store};
-use crate::support::{adapter_fixture, interrupt, mkfifo, read_fifo, recon_bin};
+use crate::support::{interrupt, read_fifo, recon_bin};
 use recon::domain::{OpState, Policy};
 use recon::receiver::Fault;
-use recon::workspace::{NewReceiver, ResolveRequest, Selection, Watch};
+use recon::workspace::{ResolveRequest, Selection, Watch};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::process::{Command, Stdio};
@@ -104,54 +104,12 @@ fn a_stopped_resolve_decides_what_it_closed_and_asks_nothing_more(store: Store) 
 }
 
 /// An outbox whose `fax` operations route to the fixture adapter in a
-/// session, closing in batches of 5 and holding its third close until
-/// released through the fifos `held` and `release` in the site's scratch
-/// directory (its third query instead, with `hold_verb` query); `count` operations are unknown, each applied at the
-/// receiver (the receipt lost).
+/// session, closing in batches of 5 and holding its third `hold_verb`
+/// request until released through the fifos `held` and `release` in the
+/// site's scratch directory; `count` operations are unknown, each applied
+/// at the receiver (the receipt lost).
 fn held_fax(count: usize, hold_verb: &str) -> (Site, Vec<String>) {
-    let mut site = Site::new(Store::Sqlite);
-    let dir = site.scratch().to_path_buf();
-    let file = |name: &str| dir.join(name).display().to_string();
-    let args: Vec<String> = [
-        "--state",
-        &file("fax.json"),
-        "--mode-file",
-        &file("fax.mode"),
-        "--complete",
-        "--authoritative",
-        "--can-close",
-        "--session",
-        "--batch",
-        "5",
-        "--hold",
-        &file(""),
-        "--hold-after",
-        "2",
-        "--hold-verb",
-        hold_verb,
-    ]
-    .map(String::from)
-    .to_vec();
-    mkfifo(&dir.join("held"));
-    mkfifo(&dir.join("release"));
-    site.ws
-        .register_receiver(&NewReceiver {
-            name: "fax",
-            actions: &["fax".to_string()],
-            program: &adapter_fixture(),
-            args: &args,
-            timeout_ms: None,
-            env: &[],
-        })
-        .expect("register the fax adapter");
-    std::fs::write(dir.join("fax.mode"), "apply:crash-after").unwrap();
-    let ops: Vec<String> = (1..=count).map(|n| format!("op-{n:03}")).collect();
-    for op in &ops {
-        site.ws.prepare(op, "fax", &json!({ "page": op })).unwrap();
-        site.ws.dispatch(op, Default::default()).unwrap();
-    }
-    std::fs::write(dir.join("fax.mode"), "").unwrap();
-    (site, ops)
+    crate::outage::fax_outage(Store::Sqlite, count, 5, Some((2, hold_verb)))
 }
 
 /// Starts `recon resolve` on `site` (see [`resolve_words`]), its output
