@@ -290,7 +290,7 @@ impl Site {
     fn adapter_state(&self) -> Value {
         assert_eq!(self.store, Store::Postgres, "the adapter is PostgreSQL's");
         // No file, or an empty one: the adapter has committed nothing.
-        let text = std::fs::read_to_string(self.dir.path().join(STATE_FILE)).unwrap_or_default();
+        let text = read_locked(&self.dir.path().join(STATE_FILE));
         if text.is_empty() {
             return Value::Null;
         }
@@ -542,4 +542,24 @@ fn adapter_args(dir: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
+}
+
+/// The adapter's state file, read under a shared `flock`: the adapter
+/// holds an exclusive one for a whole call and rewrites the file in place,
+/// and one whose `recon` was killed may still be running, so an unlocked
+/// read could see it half written. Empty when there is no file.
+fn read_locked(path: &Path) -> String {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    // SAFETY: flock on the descriptor of a file this function holds open;
+    // the lock goes with the descriptor when `file` is dropped.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) };
+    assert_eq!(locked, 0, "flock {}", path.display());
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .expect("read the adapter's ledger");
+    text
 }
