@@ -247,15 +247,7 @@ fn drill_outage(pg: &servers::Postgres, binary: &Path, dir: &Path, ops: u64) -> 
     let url = pg.new_database("drill");
     let mut ws = open(dir, true);
     let program = drill::counting_spawns(binary, dir);
-    ws.register_receiver(&recon::workspace::NewReceiver {
-        name: "ledger",
-        actions: &[drill::ACTION.to_string()],
-        program: &program,
-        args: &["--database".to_string(), url.clone()],
-        timeout_ms: Some(60_000),
-        env: &[],
-    })
-    .expect("register recon-pg-ledger");
+    drill::register_ledger(&mut ws, &program, &url);
     let at = ws.now();
     let mut operations = drill::operations(ops, at);
     while ws

@@ -112,18 +112,10 @@ impl PageSql {
     }
 }
 
-/// The filter's terms: the driving one plain, the others `+column` on
-/// SQLite (its planner's "use no index for this term"; PostgreSQL has no
-/// such hint, and its planner chooses by statistics, so there every term
-/// is plain).
-///
-/// A state and a verdict are written into the statement (they are names
-/// of a fixed set, never a person's text): each shape of the queue gets a
-/// plan of its own that PostgreSQL keeps, where a bound state would be
-/// planned anew for each page (`unknown` is a few rows, `prepared` nearly
-/// all: no one plan fits both).
-fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
-    let driver = match filter {
+/// The term whose index drives a page of `filter`: escalation, then the
+/// verdict, the receiver or the state: the first of these it names.
+fn driver_of(filter: &QueueFilter<'_>) -> Driver {
+    match filter {
         QueueFilter {
             escalated: Some(true),
             ..
@@ -136,7 +128,21 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         } => Driver::Receiver,
         QueueFilter { state: Some(_), .. } => Driver::State,
         _ => Driver::Nothing,
-    };
+    }
+}
+
+/// The filter's terms: the driving one plain, the others `+column` on
+/// SQLite (its planner's "use no index for this term"; PostgreSQL has no
+/// such hint, and its planner chooses by statistics, so there every term
+/// is plain).
+///
+/// A state and a verdict are written into the statement (they are names
+/// of a fixed set, never a person's text): each shape of the queue gets a
+/// plan of its own that PostgreSQL keeps, where a bound state would be
+/// planned anew for each page (`unknown` is a few rows, `prepared` nearly
+/// all: no one plan fits both).
+fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
+    let driver = driver_of(filter);
     let hint = match page.dialect {
         Dialect::Sqlite => "+",
         Dialect::Postgres => "",

@@ -229,6 +229,25 @@ impl Shell {
         out
     }
 
+    /// `recon reconcile OP` by `who`, `not_applied` at `version`, with a
+    /// closing snapshot `who` authorizes; it must succeed.
+    #[track_caller]
+    pub fn closed_not_applied(&self, op: &str, version: &str, who: &str) -> Run {
+        self.ok(&[
+            "reconcile",
+            op,
+            "--reviewer",
+            who,
+            "--decision",
+            "not_applied",
+            "--expected-version",
+            version,
+            "--close",
+            "--authorized-by",
+            who,
+        ])
+    }
+
     /// `recon prepare --op OP --action ACTION --payload PAYLOAD`, which must
     /// succeed.
     #[track_caller]

@@ -483,16 +483,7 @@ fn after_an_outage_resolve_leaves_exactly_the_duplicates_and_mismatches_and_each
     let url = pg.new_database("drill");
     let mut site = Site::new(store);
     let program = drill::counting_spawns(binary, site.scratch());
-    site.ws
-        .register_receiver(&recon::workspace::NewReceiver {
-            name: "ledger",
-            actions: &[drill::ACTION.to_string()],
-            program: &program,
-            args: &["--database".to_string(), url.clone()],
-            timeout_ms: Some(60_000),
-            env: &[],
-        })
-        .expect("register recon-pg-ledger");
+    drill::register_ledger(&mut site.ws, &program, &url);
     lost_receipts(&mut site, count);
     drill::apply_fates(binary, &url, site.ws.id(), count);
     let registered = drill::spawned(site.scratch()).len();

@@ -360,19 +360,7 @@ fn ops_filters_by_state_and_pages_by_op_id(store: Store) {
     let fault = Some(Fault::CrashBeforeCommit);
     site.dispatched("op-n1", "send_email", &json!({}), fault);
     let sh = Shell::at(site);
-    sh.ok(&[
-        "reconcile",
-        "op-n1",
-        "--reviewer",
-        "rosa",
-        "--decision",
-        "not_applied",
-        "--expected-version",
-        "2",
-        "--close",
-        "--authorized-by",
-        "rosa",
-    ]);
+    sh.closed_not_applied("op-n1", "2", "rosa");
     let page = sh.json(&["ops", "--state", "unknown", "--limit", "5"]);
     let page = page.as_array().unwrap();
     assert_eq!(page.len(), 5);

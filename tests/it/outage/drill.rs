@@ -160,3 +160,17 @@ pub fn spawned(dir: &Path) -> Vec<String> {
         .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
         .collect()
 }
+
+/// Registers `program` (recon-pg-ledger, or a wrapper of it) as the
+/// receiver `ledger` for [`ACTION`], its effects in the database `url`.
+pub fn register_ledger(ws: &mut recon::Workspace, program: &Path, url: &str) {
+    ws.register_receiver(&recon::workspace::NewReceiver {
+        name: "ledger",
+        actions: &[ACTION.to_string()],
+        program,
+        args: &["--database".to_string(), url.to_string()],
+        timeout_ms: Some(60_000),
+        env: &[],
+    })
+    .expect("register recon-pg-ledger");
+}

@@ -207,19 +207,7 @@ fn a_plan_closes_only_the_operations_still_at_their_planned_version(store: Store
         &plan,
     ]));
     // A person decides `b` meanwhile: its version moves past the plan's.
-    sh.ok(&[
-        "reconcile",
-        "b",
-        "--reviewer",
-        "cy",
-        "--decision",
-        "not_applied",
-        "--expected-version",
-        "2",
-        "--close",
-        "--authorized-by",
-        "cy",
-    ]);
+    sh.closed_not_applied("b", "2", "cy");
     let report = sh.json(&resolve(&["--older-than", "0s", "--plan", &plan]));
     assert_eq!(report["confirmed"], 1, "{report}");
     assert_eq!(report["skipped"], json!({"version_changed": 1}), "{report}");

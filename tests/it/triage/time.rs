@@ -26,19 +26,7 @@ fn every_kind_of_act(store: Store) -> Shell {
         sh.faulted(&["dispatch", op], Fault::CrashBeforeCommit);
     }
     sh.ok(&["note", "lost", "--by", "ann", "--text", "customer called"]);
-    sh.ok(&[
-        "reconcile",
-        "decided",
-        "--reviewer",
-        "rosa",
-        "--decision",
-        "not_applied",
-        "--expected-version",
-        "2",
-        "--close",
-        "--authorized-by",
-        "rosa",
-    ]);
+    sh.closed_not_applied("decided", "2", "rosa");
     sh
 }
 
