@@ -423,7 +423,12 @@ pub enum DbCommand {
 
 #[derive(Debug, Args)]
 pub struct DbInitArgs {
-    /// Print {database, schema_version, created, workspace_id} as JSON.
+    /// Refuse the approval of a compensation by the role that recorded the
+    /// original's confirmation (four eyes); once set, it stays set.
+    #[arg(long)]
+    pub four_eyes: bool,
+    /// Print {database, schema_version, created, workspace_id, owner,
+    /// four_eyes} as JSON.
     #[arg(long)]
     pub json: bool,
 }

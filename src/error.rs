@@ -111,6 +111,22 @@ pub enum DatabaseProblem {
         during: &'static str,
         detail: String,
     },
+    /// The database refused a privilege (SQLSTATE 42501): `role` is the
+    /// role that would allow it, when the refusal names one.
+    #[error("{during}: permission denied: {detail}")]
+    Denied {
+        during: &'static str,
+        role: Option<String>,
+        detail: String,
+    },
+    /// Four eyes: `role` recorded the original's confirmation and is
+    /// approving its compensation.
+    #[error("{during}: {detail}")]
+    SamePerson {
+        during: &'static str,
+        role: String,
+        detail: String,
+    },
     /// Another session held a lock past the busy timeout (`lock_timeout`).
     #[error(
         "{during}: another session held a lock past the busy timeout \

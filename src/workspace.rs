@@ -141,8 +141,9 @@ impl Workspace {
     pub fn init_database(
         database: &DatabaseUrl,
         options: OpenOptions,
+        four_eyes: bool,
     ) -> Result<DatabaseInit, StoreError> {
-        store::init_database(database, options)
+        store::init_database(database, options, four_eyes)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:

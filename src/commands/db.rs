@@ -13,10 +13,11 @@ use crate::workspace::{DatabaseInit, DatabaseUrl, Workspace};
 
 pub struct Init {
     database: DatabaseUrl,
+    four_eyes: bool,
 }
 
 impl Init {
-    pub fn validate(_args: DbInitArgs, place: Place) -> Result<Self, Failure> {
+    pub fn validate(args: DbInitArgs, place: Place) -> Result<Self, Failure> {
         if place.workspace.is_some() {
             return Err(Failure::Usage(
                 "db init takes --database URL, not --workspace: it creates a database's schema"
@@ -24,6 +25,7 @@ impl Init {
             ));
         }
         Ok(Init {
+            four_eyes: args.four_eyes,
             database: place.database_url()?.ok_or_else(|| {
                 Failure::Usage(format!(
                     "db init needs the database: --database URL, or {DATABASE_VARIABLE}"
@@ -36,6 +38,7 @@ impl Init {
         Ok(Initialized(Workspace::init_database(
             &self.database,
             open_options()?,
+            self.four_eyes,
         )?))
     }
 }
@@ -55,6 +58,13 @@ impl Render for Initialized {
             init.schema_version,
             escape(&init.database),
             escape(&init.workspace_id),
+        ))?;
+        out.line(format!(
+            "roles: recon_reader, recon_sender, recon_reviewer, recon_closer, recon_approver \
+             (grant them to login roles); receivers are registered by the owner, {}; four \
+             eyes {}",
+            escape(&init.owner),
+            if init.four_eyes { "on" } else { "off" },
         ))
     }
 

@@ -113,6 +113,23 @@ pub enum Refusal {
     ReceiverChanged { receiver: String, what: String },
     #[error("operation {0} is not contradicted; there is nothing to acknowledge")]
     NotContradicted(String),
+    /// The database refused the act: the login role lacks a role the act
+    /// needs (SPEC 10). Nothing was written.
+    #[error(
+        "{login} may not {act}: it needs the role {role}, which an operator grants \
+         (GRANT {role} TO {login}); nothing was written"
+    )]
+    PermissionDenied {
+        act: String,
+        role: String,
+        login: String,
+    },
+    /// Four eyes: the approving role recorded the original's confirmation.
+    #[error(
+        "four eyes: {role} recorded the confirmation of {op_id}, so another role must approve \
+         its compensation; nothing was written"
+    )]
+    SamePerson { op_id: String, role: String },
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -171,6 +188,8 @@ impl Refusal {
             Refusal::ReceiverGone { .. } => "receiver_gone",
             Refusal::ReceiverChanged { .. } => "receiver_changed",
             Refusal::NotContradicted(_) => "not_contradicted",
+            Refusal::PermissionDenied { .. } => "permission_denied",
+            Refusal::SamePerson { .. } => "same_person",
         }
     }
 }

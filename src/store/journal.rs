@@ -58,13 +58,21 @@ pub(crate) fn insert(
     Ok(())
 }
 
-/// Appends one entry after the current head; returns it as written.
+/// The field of an entry that names the authenticated role that wrote it
+/// (team mode): the database checks it is the session's own.
+pub(crate) const ROLE: &str = "role";
+
+/// Appends one entry after the current head, naming the role that writes
+/// it when the store knows one; returns it as written.
 pub(crate) fn append(
     db: &mut dyn Db,
     kind: EntryKind,
     op_id: Option<&str>,
-    fields: Map<String, Value>,
+    mut fields: Map<String, Value>,
 ) -> Result<Sealed, StoreError> {
+    if let Some(role) = db.role() {
+        fields.insert(ROLE.into(), Value::String(role.to_string()));
+    }
     let sealed = head(db)?.seal(kind, op_id, fields);
     insert(db, kind, op_id, &sealed)?;
     Ok(sealed)

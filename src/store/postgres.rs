@@ -38,6 +38,7 @@
 mod audit;
 mod commit;
 mod credentials;
+mod roles;
 mod schema;
 mod sender;
 mod shape;
@@ -47,6 +48,7 @@ pub(crate) use sender::PgSender;
 
 pub use url::{DatabaseUrl, UrlError};
 
+pub use roles::{RULE_REFUSED, SAME_PERSON};
 pub(crate) use schema::init;
 pub use schema::{DatabaseInit, APPEND_ONLY, CHAIN_REFUSED};
 
@@ -91,7 +93,24 @@ pub(crate) fn db_error(url: &DatabaseUrl, during: &'static str, e: &postgres::Er
                 .to_string(),
             detail: url.scrub(&detail(e)),
         },
-        Some(code) if [CHAIN_REFUSED, APPEND_ONLY].contains(&code.code()) => {
+        Some(code) if *code == SqlState::INSUFFICIENT_PRIVILEGE => DatabaseProblem::Denied {
+            during,
+            role: e
+                .as_db_error()
+                .and_then(|db| db.detail())
+                .map(str::to_string),
+            detail: url.scrub(&detail(e)),
+        },
+        Some(code) if code.code() == SAME_PERSON => DatabaseProblem::SamePerson {
+            during,
+            role: e
+                .as_db_error()
+                .and_then(|db| db.detail())
+                .unwrap_or_default()
+                .to_string(),
+            detail: url.scrub(&detail(e)),
+        },
+        Some(code) if [CHAIN_REFUSED, APPEND_ONLY, RULE_REFUSED].contains(&code.code()) => {
             DatabaseProblem::Guarded {
                 during,
                 detail: url.scrub(&detail(e)),

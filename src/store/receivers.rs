@@ -12,6 +12,7 @@ use super::sql::{Db, Row, SqlStore, ToValue};
 use super::{journal, ReceiverRegistry};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
+use crate::domain::team::Act;
 use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
 
@@ -232,7 +233,7 @@ fn refuse_in_use(db: &mut dyn Db, name: &str) -> Result<()> {
 /// The registry, written once for every store whose outbox is SQL.
 impl<S: SqlStore> ReceiverRegistry for S {
     fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Receivers, |db, at| {
             if receiver_exists(db, &registration.name)? {
                 return Err(Refusal::ReceiverExists(registration.name.clone()).into());
             }
@@ -278,7 +279,7 @@ impl<S: SqlStore> ReceiverRegistry for S {
         changed: &Registration,
         clock: &dyn Clock,
     ) -> Result<Registration> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Receivers, |db, at| {
             still_current(db, changed)?;
             write_update(db, changed)?;
             let fields = audit::receiver_updated(changed, at);
@@ -288,7 +289,7 @@ impl<S: SqlStore> ReceiverRegistry for S {
     }
 
     fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Receivers, |db, at| {
             if !receiver_exists(db, name)? {
                 return Err(Refusal::UnknownReceiver(name.to_string()).into());
             }

@@ -30,13 +30,14 @@ use super::upgrade::{Rebuild, Steps};
 use super::{journal, open_database, triage, Outbox, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
+use crate::domain::team::Act;
 use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_policy_review, check_review,
     Approval, CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
     EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Policy,
     Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
 };
-use crate::error::{Refusal, Result, StoreError};
+use crate::error::{DatabaseProblem, Error, Refusal, Result, StoreError};
 use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
 use crate::settings::OpenOptions;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -790,6 +791,7 @@ impl SqlStore for SqliteSender {
     fn write<T>(
         &mut self,
         clock: &dyn Clock,
+        _what: Act,
         act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
@@ -836,7 +838,7 @@ fn evidence_query(
 impl<S: SqlStore> Outbox for S {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Prepare, |db, at| {
             if get_op(db, new.op_id)?.is_some() {
                 return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
             }
@@ -906,7 +908,7 @@ impl<S: SqlStore> Outbox for S {
     /// not `prepared` is refused as a blind retry; a compensation is refused
     /// unless its approval still holds.
     fn begin_dispatch(&mut self, op_id: &str, clock: &dyn Clock) -> Result<Operation> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Dispatch, |db, at| {
             let op = require_op(db, op_id)?;
             check_dispatch(db, &op)?;
             hold_point(HoldPoint::AfterCheck);
@@ -934,7 +936,7 @@ impl<S: SqlStore> Outbox for S {
         provenance: &Provenance,
         clock: &dyn Clock,
     ) -> Result<Option<(Operation, i64)>> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Receipt, |db, at| {
             let evidence = serde_json::json!({ "receipt": receipt });
             let seq = transition(
                 db,
@@ -990,7 +992,7 @@ impl<S: SqlStore> Outbox for S {
         if crate::domain::normalize_name(review.reviewer).is_none() {
             return Err(Refusal::EmptyReviewer.into());
         }
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Decide, |db, at| {
             review_in(db, review, provenance, at, Decider::Person { observe })
         })
     }
@@ -1005,7 +1007,7 @@ impl<S: SqlStore> Outbox for S {
         reviews: &[(Review<'_>, Provenance)],
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Recorded>>> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Resolve, |db, at| {
             let mut recorded = Vec::with_capacity(reviews.len());
             for (review, provenance) in reviews {
                 match review_in(db, review, provenance, at, Decider::Policy(policy)) {
@@ -1030,7 +1032,9 @@ impl<S: SqlStore> Outbox for S {
         let Some(approver) = crate::domain::normalize_name(request.approver) else {
             return Err(Refusal::EmptyReviewer.into());
         };
-        self.write(clock, |db, at| approve(db, request, approver, at))
+        self.write(clock, Act::Approve, |db, at| {
+            approve(db, request, approver, at)
+        })
     }
 
     /// Records closes the receivers have committed: for each, a `closed`
@@ -1042,7 +1046,7 @@ impl<S: SqlStore> Outbox for S {
         closes: &[(CloseRecord, NewObservation<'_>)],
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Observation>>> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Close, |db, at| {
             let mut recorded = Vec::with_capacity(closes.len());
             for (close, observation) in closes {
                 let close = &CloseRecord {
@@ -1089,6 +1093,22 @@ impl<S: SqlStore> Outbox for S {
     }
 }
 
+/// The database's four-eyes refusal of an approval (team mode) as the
+/// refusal `same_person`, naming the original and the role.
+fn four_eyes(error: Error, original_op_id: &str) -> Error {
+    match error {
+        Error::Store(StoreError::Database {
+            problem: DatabaseProblem::SamePerson { role, .. },
+            ..
+        }) => Refusal::SamePerson {
+            op_id: original_op_id.to_string(),
+            role,
+        }
+        .into(),
+        other => other,
+    }
+}
+
 /// The approval of a compensation and its operation, in the caller's
 /// transaction: the rules of [`check_approval`] against the rows as read,
 /// then the approval's row, the compensation's, and the `approved` entry.
@@ -1108,7 +1128,7 @@ fn approve(
     if get_op(db, request.compensation_op_id)?.is_some() {
         return Err(Refusal::DuplicateOperation(request.compensation_op_id.to_string()).into());
     }
-    insert_approval(db, request, approver)?;
+    insert_approval(db, request, approver).map_err(|e| four_eyes(e, request.original_op_id))?;
     crash_point(CrashPoint::ApprovalAfterApprovalInsert);
     insert_op(
         db,
@@ -1805,14 +1825,21 @@ mod tests {
             let fields = serde_json::Map::new();
             journal::append(db, EntryKind::Noted, None, fields)
         };
-        let failed: crate::error::Result<()> = fx.store.write(&fx.clock, |db, _| {
-            append(db)?;
-            Err(Refusal::EmptyReviewer.into())
-        });
+        let failed: crate::error::Result<()> =
+            fx.store
+                .write(&fx.clock, crate::domain::team::Act::Note, |db, _| {
+                    append(db)?;
+                    Err(Refusal::EmptyReviewer.into())
+                });
         assert_eq!(refusal(failed), Refusal::EmptyReviewer);
         let head = fx.store.read(|db| journal::head(db)).unwrap();
         assert_eq!(head, before);
-        let sealed = fx.store.write(&fx.clock, |db, _| Ok(append(db)?)).unwrap();
+        let sealed = fx
+            .store
+            .write(&fx.clock, crate::domain::team::Act::Note, |db, _| {
+                Ok(append(db)?)
+            })
+            .unwrap();
         let head = fx.store.read(|db| journal::head(db)).unwrap();
         assert_eq!((head.length, head.head_hash), (sealed.seq, sealed.hash));
         assert_eq!(sealed.seq, before.length + 1);

@@ -14,6 +14,7 @@ use super::journal::Appended;
 use super::postgres::DatabaseUrl;
 use super::{conflict, SqlContext};
 use crate::clock::Clock;
+use crate::domain::team::Act;
 use crate::domain::Timestamp;
 use crate::error::{Result, StoreError};
 use postgres::types as pg;
@@ -259,6 +260,13 @@ pub(crate) trait Db {
     /// savepoint rolled back, so the commit will not hold them.
     fn rewind_journaled(&mut self, _last: Option<Appended>) {}
 
+    /// The authenticated role the act runs as, on a store whose server
+    /// knows one (PostgreSQL's `session_user`): each journal entry records
+    /// it beside the name typed.
+    fn role(&self) -> Option<&str> {
+        None
+    }
+
     /// Runs a statement; the number of rows it changed.
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError>;
 
@@ -404,6 +412,8 @@ pub(crate) struct Postgres<'a, 'c> {
     pub(crate) url: &'a DatabaseUrl,
     /// The last journal entry written in this transaction.
     pub(crate) appended: Option<Appended>,
+    /// The session's authenticated role (`session_user`).
+    pub(crate) role: &'a str,
 }
 
 impl Postgres<'_, '_> {
@@ -489,6 +499,10 @@ impl Db for Postgres<'_, '_> {
         Dialect::Postgres
     }
 
+    fn role(&self) -> Option<&str> {
+        Some(self.role)
+    }
+
     /// SQLSTATE 23505 (`unique_violation`) with the name of the constraint
     /// the schema gives each key (`conflict::pg_violated`). A failed
     /// statement aborts a PostgreSQL transaction, so the one lookup a
@@ -549,9 +563,12 @@ pub(crate) trait SqlStore {
     /// (so `at` never goes backwards in journal order, whichever writer
     /// looked at its clock first), runs `act`, and commits when it returns
     /// `Ok`; an `Err`, or a panic, rolls everything back.
+    /// `act` says what the transaction is, for a store whose server
+    /// authorizes acts (team mode); SQLite's outbox ignores it.
     fn write<T>(
         &mut self,
         clock: &dyn Clock,
+        what: Act,
         act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
     ) -> Result<T>;
 

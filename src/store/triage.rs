@@ -18,6 +18,7 @@ use super::sql::{each_alone, Db, SqlStore, ToValue};
 use super::{journal, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
+use crate::domain::team::Act;
 use crate::domain::{
     check_acknowledgement, check_escalation, contradicts, Acknowledgement, CallFailure, CloseEntry,
     EscalationAction, EscalationRecord, Marking, NewNote, NewObservation, Note, Observation,
@@ -210,7 +211,7 @@ impl<S: SqlStore> TriageLog for S {
         batch: &[NewObservation<'_>],
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Observation>>> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Observe, |db, at| {
             let mut recorded = Vec::with_capacity(batch.len());
             for observation in batch {
                 let observation = NewObservation { at, ..*observation };
@@ -224,7 +225,7 @@ impl<S: SqlStore> TriageLog for S {
     }
 
     fn note(&mut self, note: &NewNote<'_>, clock: &dyn Clock) -> Result<Note> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Note, |db, at| {
             let note = &NewNote { at, ..*note };
             require_op(db, note.op_id)?;
             let fields = audit::noted(note);
@@ -251,7 +252,7 @@ impl<S: SqlStore> TriageLog for S {
     /// Raises or lowers the marker under [`check_escalation`], against the
     /// row as it is in this transaction.
     fn mark(&mut self, marking: &Marking<'_>, clock: &dyn Clock) -> Result<Operation> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Escalate, |db, at| {
             let marking = &Marking { at, ..*marking };
             let op = require_op(db, marking.op_id)?;
             check_escalation(&op, marking.action)?;
@@ -283,7 +284,7 @@ impl<S: SqlStore> TriageLog for S {
         acknowledgement: &NewNote<'_>,
         clock: &dyn Clock,
     ) -> Result<Operation> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Acknowledge, |db, at| {
             let acknowledgement = &NewNote {
                 at,
                 ..*acknowledgement
@@ -315,7 +316,7 @@ impl<S: SqlStore> TriageLog for S {
         failure: &CallFailure,
         clock: &dyn Clock,
     ) -> Result<CallFailure> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::of_failed_call(&failure.verb), |db, at| {
             let failure = &CallFailure {
                 at,
                 ..failure.clone()
@@ -353,7 +354,7 @@ impl<S: SqlStore> TriageLog for S {
         authorized_by: &str,
         clock: &dyn Clock,
     ) -> Result<Vec<Result<()>>> {
-        self.write(clock, |db, at| {
+        self.write(clock, Act::Close, |db, at| {
             let mut recorded = Vec::with_capacity(op_ids.len());
             for op_id in op_ids {
                 recorded.push(each_alone(db, |db| {

@@ -28,7 +28,7 @@
 //! The refusals carry SQLSTATEs of their own: [`CHAIN_REFUSED`] and
 //! [`APPEND_ONLY`].
 
-use super::{connect, db_error, problem_at, DatabaseUrl};
+use super::{connect, db_error, problem_at, roles, DatabaseUrl};
 use crate::audit::meta::{CREATION_COMPLETE, WORKSPACE_ID};
 use crate::audit::GENESIS_HASH;
 use crate::error::{DatabaseProblem, StoreError};
@@ -89,18 +89,20 @@ CREATE INDEX operations_escalated_by_age ON operations(updated_at, op_id)
 CREATE TABLE state_counts (state text COLLATE "C" PRIMARY KEY, n bigint NOT NULL);
 INSERT INTO state_counts (state, n)
 VALUES ('prepared', 0), ('unknown', 0), ('confirmed', 0), ('not_applied', 0);
-CREATE FUNCTION recon_state_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION recon_state_counts_insert() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
+    UPDATE @.state_counts SET n = n + 1 WHERE state = NEW.state;
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER state_counts_insert AFTER INSERT ON operations
     FOR EACH ROW EXECUTE FUNCTION recon_state_counts_insert();
-CREATE FUNCTION recon_state_counts_update() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION recon_state_counts_update() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
-    UPDATE state_counts SET n = n + 1 WHERE state = NEW.state;
+    UPDATE @.state_counts SET n = n - 1 WHERE state = OLD.state;
+    UPDATE @.state_counts SET n = n + 1 WHERE state = NEW.state;
     RETURN NULL;
 END
 $$;
@@ -124,12 +126,16 @@ CREATE TABLE journal_head (
     seq bigint NOT NULL CHECK (seq >= 0),
     hash text COLLATE "C" NOT NULL
 );
-CREATE FUNCTION recon_journal_follows_head() RETURNS trigger LANGUAGE plpgsql AS $$
+@WRITERS@
+CREATE FUNCTION recon_journal_follows_head() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     head_seq bigint;
     head_hash text;
+    w @.recon_writers;
 BEGIN
-    SELECT seq, hash INTO head_seq, head_hash FROM journal_head WHERE id = 1 FOR UPDATE;
+@JOURNAL_CHECK@
+    SELECT seq, hash INTO head_seq, head_hash FROM @.journal_head WHERE id = 1 FOR UPDATE;
     IF NEW.seq IS DISTINCT FROM head_seq + 1 THEN
         RAISE EXCEPTION 'journal entry % does not follow the head: the next seq is %',
             NEW.seq, head_seq + 1 USING ERRCODE = 'RCJ01';
@@ -143,13 +149,14 @@ BEGIN
         RAISE EXCEPTION 'journal entry %: its hash is not SHA-256(prev_hash || entry)',
             NEW.seq USING ERRCODE = 'RCJ01';
     END IF;
-    UPDATE journal_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
+    UPDATE @.journal_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
     RETURN NEW;
 END
 $$;
 CREATE TRIGGER journal_follows_head BEFORE INSERT ON journal
     FOR EACH ROW EXECUTE FUNCTION recon_journal_follows_head();
-CREATE FUNCTION recon_journal_head_moves() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION recon_journal_head_moves() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- Depth 2: the update comes from the journal's own trigger above.
     IF pg_trigger_depth() < 2 OR NEW.id <> OLD.id OR NEW.seq <> OLD.seq + 1 THEN
@@ -161,7 +168,8 @@ END
 $$;
 CREATE TRIGGER journal_head_moves BEFORE UPDATE ON journal_head
     FOR EACH ROW EXECUTE FUNCTION recon_journal_head_moves();
-CREATE FUNCTION recon_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION recon_refuse_change() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'RCA01';
 END
@@ -325,7 +333,7 @@ const APPEND_ONLY_TABLES: [(&str, &str); 10] = [
 /// The whole schema: [`TABLES`], then the append-only triggers, named as
 /// SQLite's are (`journal_head` refuses updates through its own trigger,
 /// so only its deletes are here).
-fn ddl() -> String {
+fn ddl(schema: &str) -> String {
     let mut ddl = TABLES.to_string();
     for (table, message) in APPEND_ONLY_TABLES {
         let changes: &[&str] = match table {
@@ -347,7 +355,10 @@ fn ddl() -> String {
     ddl.push_str(&format!(
         "INSERT INTO journal_head (id, seq, hash) VALUES (1, 0, '{GENESIS_HASH}');\n"
     ));
-    ddl
+    ddl.push_str(&roles::ddl());
+    ddl.replace("@WRITERS@", &roles::writers())
+        .replace("@JOURNAL_CHECK@", roles::JOURNAL_CHECK)
+        .replace(roles::SCHEMA, &format!("{schema}."))
 }
 
 /// The names the schema creates (tables, indexes, functions), in the
@@ -360,7 +371,7 @@ pub(crate) fn object_names() -> Vec<String> {
 /// The names the schema creates of the kinds given (`TABLE`, `INDEX`,
 /// `FUNCTION`), in the order it creates them.
 fn names_created(kinds: &[&str]) -> Vec<String> {
-    let ddl = ddl();
+    let ddl = ddl("pg_temp");
     let words: Vec<&str> = ddl.split_whitespace().collect();
     words
         .windows(3)
@@ -377,7 +388,7 @@ pub(crate) fn schema_differences(
     url: &DatabaseUrl,
 ) -> Result<Vec<crate::audit::SchemaDifference>, StoreError> {
     let ours = super::shape::Ours {
-        ddl: ddl(),
+        ddl: ddl("pg_temp"),
         tables: names_created(&["TABLE"]),
         functions: names_created(&["FUNCTION"]),
     };
@@ -393,15 +404,30 @@ pub struct DatabaseInit {
     /// Whether this run created the schema (false: it was there already).
     pub created: bool,
     pub workspace_id: String,
+    /// The role that created the outbox: it alone registers receivers.
+    pub owner: String,
+    /// Whether a compensation's approver must be another role than the one
+    /// that recorded the original's confirmation; once set, it stays set.
+    pub four_eyes: bool,
 }
+
+/// The keys of `meta` for the owner and four eyes.
+const OWNER_KEY: &str = "owner";
+const FOUR_EYES_KEY: &str = "four_eyes";
 
 /// Creates the outbox's schema, unless the database holds it already; in
 /// one transaction, under a transaction-level advisory lock so that two
 /// runs at once create it once (the second, after the lock, sees the
 /// first's commit). A database at another schema version, holding a
 /// partial outbox, or holding objects of recon's names that are not a
-/// recon outbox is refused, and nothing is written.
-pub(crate) fn init(url: &DatabaseUrl, options: OpenOptions) -> Result<DatabaseInit, StoreError> {
+/// recon outbox is refused, and nothing is written. Every run (re)creates
+/// the roles and grants their privileges (`roles`), and `four_eyes` sets
+/// four eyes, which no run unsets.
+pub(crate) fn init(
+    url: &DatabaseUrl,
+    options: OpenOptions,
+    four_eyes: bool,
+) -> Result<DatabaseInit, StoreError> {
     let mut client = connect(url, options)?;
     let mut tx = client
         .transaction()
@@ -423,12 +449,32 @@ pub(crate) fn init(url: &DatabaseUrl, options: OpenOptions) -> Result<DatabaseIn
             DatabaseProblem::Foreign(present.join(", ")),
         ));
     };
+    let grants = roles::grants(&names_created(&["TABLE"]));
+    tx.batch_execute(&grants)
+        .map_err(|e| db_error(url, "creating the roles and granting them", &e))?;
+    if four_eyes {
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ($1, '1') ON CONFLICT (key) DO NOTHING",
+            &[&FOUR_EYES_KEY],
+        )
+        .map_err(|e| db_error(url, "setting four eyes", &e))?;
+    }
+    let row = tx
+        .query_one(
+            "SELECT (SELECT value::text FROM meta WHERE key = $1),
+                    EXISTS (SELECT 1 FROM meta WHERE key = $2 AND value = '1')",
+            &[&OWNER_KEY, &FOUR_EYES_KEY],
+        )
+        .map_err(|e| db_error(url, "reading meta", &e))?;
+    let (owner, four_eyes): (Option<String>, bool) = (row.get(0), row.get(1));
     tx.commit().map_err(|e| db_error(url, "committing", &e))?;
     Ok(DatabaseInit {
         database: url.to_string(),
         schema_version: SCHEMA_VERSION,
         created,
         workspace_id,
+        owner: owner.unwrap_or_default(),
+        four_eyes,
     })
 }
 
@@ -472,9 +518,14 @@ fn present_objects(
         .collect())
 }
 
-/// Creates every object and writes `meta`; returns the new workspace id.
+/// Creates every object and writes `meta` (its owner is the role that
+/// runs this); returns the new workspace id.
 fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreError> {
-    tx.batch_execute(&ddl())
+    let schema: String = tx
+        .query_one("SELECT quote_ident(current_schema())", &[])
+        .map(|row| row.get(0))
+        .map_err(|e| db_error(url, "reading the schema's name", &e))?;
+    tx.batch_execute(&ddl(&schema))
         .map_err(|e| db_error(url, "creating the schema", &e))?;
     let workspace_id = identity::new_workspace_id()?;
     let rows = [
@@ -490,6 +541,11 @@ fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreEr
         )
         .map_err(|e| db_error(url, "writing meta", &e))?;
     }
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ($1, session_user)",
+        &[&OWNER_KEY],
+    )
+    .map_err(|e| db_error(url, "writing meta", &e))?;
     Ok(workspace_id)
 }
 

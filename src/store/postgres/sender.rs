@@ -9,8 +9,10 @@
 
 use super::{connect, db_error, problem_at, schema, DatabaseUrl};
 use crate::clock::Clock;
+use crate::domain::team::Act;
+use crate::domain::Refusal;
 use crate::domain::Timestamp;
-use crate::error::{DatabaseProblem, Result, StoreError};
+use crate::error::{DatabaseProblem, Error, Result, StoreError};
 use crate::faults::{hold_point, HoldPoint};
 use crate::settings::OpenOptions;
 use crate::store::sql::{Db, Postgres, SqlStore};
@@ -18,8 +20,13 @@ use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 
-/// The statement every write transaction runs first.
-pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
+/// The statement every write transaction runs first: the database checks
+/// that the session may do the act (`roles`), and takes the journal
+/// head's lock.
+const BEGIN_WRITE: &str = "SELECT seq, hash FROM recon_begin_write(?1)";
+
+/// The journal head's lock alone, for a writer settling a lost commit.
+pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM recon_head_locked()";
 
 /// A connection and the statements prepared on it (a prepared statement
 /// belongs to its connection).
@@ -30,11 +37,13 @@ pub(super) struct Connection {
 }
 
 /// Which server session a connection is: its backend's pid and start
-/// time (a pid alone can be reused by another session).
+/// time (a pid alone can be reused by another session), and the role it
+/// authenticated as (`session_user`), which every act records.
 #[derive(Debug, Clone)]
 pub(super) struct Session {
     pub(super) pid: i32,
     pub(super) started: String,
+    pub(super) role: String,
 }
 
 impl Connection {
@@ -44,7 +53,7 @@ impl Connection {
         let failed = |e: postgres::Error| db_error(url, "reading its session", &e);
         let row = client
             .query_one(
-                "SELECT pid, backend_start::text FROM pg_stat_activity \
+                "SELECT pid, backend_start::text, session_user::text FROM pg_stat_activity \
                  WHERE pid = pg_backend_pid()",
                 &[],
             )
@@ -52,6 +61,7 @@ impl Connection {
         let session = Session {
             pid: row.try_get(0).map_err(failed)?,
             started: row.try_get(1).map_err(failed)?,
+            role: row.try_get(2).map_err(failed)?,
         };
         Ok(Connection {
             client,
@@ -115,20 +125,71 @@ impl PgSender {
 }
 
 impl SqlStore for PgSender {
-    /// `BEGIN` (READ COMMITTED), the journal head `FOR UPDATE` first, then
-    /// the time of the act, the act (the executor keeps the last journal
-    /// entry it writes), and COMMIT; an error (or a panic) drops the transaction, which rolls it
-    /// back. A COMMIT that loses its connection is settled by that entry
-    /// ([`PgSender::settle`]).
+    /// The act as one write transaction ([`PgSender::write_as`]); a
+    /// privilege the database refused is the refusal `permission_denied`
+    /// (nothing was written: the transaction rolled back).
     fn write<T>(
         &mut self,
         clock: &dyn Clock,
+        what: Act,
+        act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let login = self.conn.get_mut().session.role.clone();
+        self.write_as(clock, what, act)
+            .map_err(|e| authorization(e, what, &login))
+    }
+
+    /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
+    /// SQLite store's reads see each statement's own snapshot).
+    fn read<T, E: From<StoreError>>(
+        &self,
+        act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let url = &self.url;
+        let mut conn = self.connection()?;
+        let Connection {
+            client,
+            statements,
+            session,
+        } = &mut *conn;
+        let mut tx = client
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .map_err(|e| db_error(url, "beginning a read", &e))?;
+        let done = act(&mut Postgres {
+            tx: &mut tx,
+            statements,
+            url,
+            appended: None,
+            role: &session.role,
+        })?;
+        tx.commit()
+            .map_err(|e| db_error(url, "ending a read", &e))?;
+        Ok(done)
+    }
+}
+
+impl PgSender {
+    /// The write itself: `BEGIN` (READ COMMITTED), the act begun with the
+    /// database (which checks the session's roles and takes the journal
+    /// head `FOR UPDATE`), the time of the act, the act (the executor keeps
+    /// the last journal entry it writes), and COMMIT; an error (or a
+    /// panic) drops the transaction, which rolls it back. A COMMIT that
+    /// loses its connection is settled by that entry
+    /// ([`PgSender::settle`]).
+    fn write_as<T>(
+        &mut self,
+        clock: &dyn Clock,
+        what: Act,
         act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let url = &self.url;
         let Connection {
-            client, statements, ..
+            client,
+            statements,
+            session,
         } = self.conn.get_mut();
         let mut tx = client
             .build_transaction()
@@ -140,8 +201,9 @@ impl SqlStore for PgSender {
             statements,
             url,
             appended: None,
+            role: &session.role,
         };
-        db.execute(TAKE_HEAD, &[])?;
+        db.execute(BEGIN_WRITE, &[&what.as_str()])?;
         let at = clock.now();
         let done = act(&mut db, at)?;
         let appended = db.appended.take();
@@ -156,32 +218,23 @@ impl SqlStore for PgSender {
             (Err(e), _) => Err(db_error(&self.url, "committing", &e).into()),
         }
     }
+}
 
-    /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
-    /// SQLite store's reads see each statement's own snapshot).
-    fn read<T, E: From<StoreError>>(
-        &self,
-        act: impl FnOnce(&mut dyn Db) -> Result<T, E>,
-    ) -> Result<T, E> {
-        let url = &self.url;
-        let mut conn = self.connection()?;
-        let Connection {
-            client, statements, ..
-        } = &mut *conn;
-        let mut tx = client
-            .build_transaction()
-            .read_only(true)
-            .start()
-            .map_err(|e| db_error(url, "beginning a read", &e))?;
-        let done = act(&mut Postgres {
-            tx: &mut tx,
-            statements,
-            url,
-            appended: None,
-        })?;
-        tx.commit()
-            .map_err(|e| db_error(url, "ending a read", &e))?;
-        Ok(done)
+/// An act's error in recon's terms: the database's refusal of a privilege
+/// is `permission_denied`, naming the role the database named (else the
+/// act's first), and `login`, the session's role.
+fn authorization(error: Error, what: Act, login: &str) -> Error {
+    match error {
+        Error::Store(StoreError::Database {
+            problem: DatabaseProblem::Denied { role, .. },
+            ..
+        }) => Refusal::PermissionDenied {
+            act: what.as_str().to_string(),
+            role: role.unwrap_or_else(|| what.roles()[0].as_str().to_string()),
+            login: login.to_string(),
+        }
+        .into(),
+        other => other,
     }
 }
 

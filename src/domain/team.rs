@@ -1,0 +1,196 @@
+//! Who may do what in team mode (SPEC 10): the roles an operator grants,
+//! and each act's roles and the journal entries it may write.
+//!
+//! The table is the rule; the PostgreSQL outbox's `db init` renders it
+//! into the functions and triggers that enforce it (`store::postgres::
+//! roles`), so what the database refuses and what recon says it needs are
+//! one table. On a workspace directory nobody is authenticated, and the
+//! acts carry no role.
+
+use std::fmt;
+
+/// A role `recon db init` creates (`NOLOGIN`), granted to login roles by
+/// the operator; or the owner, the role that ran `db init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TeamRole {
+    /// Reads everything, changes nothing.
+    Reader,
+    /// Prepares and dispatches, and records what the receiver answered.
+    Sender,
+    /// Decides, notes, escalates, acknowledges and observes.
+    Reviewer,
+    /// Closes operations at their receivers and records the closing reads.
+    Closer,
+    /// Approves compensations.
+    Approver,
+    /// The role that ran `db init`: registers, updates and removes
+    /// receivers (a registered program runs on every reviewer's host).
+    Owner,
+}
+
+impl TeamRole {
+    /// The roles `db init` creates, in the order it creates them.
+    pub const CREATED: [TeamRole; 5] = [
+        TeamRole::Reader,
+        TeamRole::Sender,
+        TeamRole::Reviewer,
+        TeamRole::Closer,
+        TeamRole::Approver,
+    ];
+
+    /// The role's name in the database; the owner has none of its own
+    /// (it is whichever role ran `db init`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TeamRole::Reader => "recon_reader",
+            TeamRole::Sender => "recon_sender",
+            TeamRole::Reviewer => "recon_reviewer",
+            TeamRole::Closer => "recon_closer",
+            TeamRole::Approver => "recon_approver",
+            TeamRole::Owner => "owner",
+        }
+    }
+}
+
+impl fmt::Display for TeamRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One write transaction of the outbox, as authorization sees it: which
+/// roles it needs (all of them) and which journal entries it may append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Act {
+    Prepare,
+    Dispatch,
+    /// A receipt the receiver printed for a dispatch.
+    Receipt,
+    Decide,
+    Observe,
+    Note,
+    Escalate,
+    Acknowledge,
+    /// A failed call of an adapter's `query`: part of a reviewer's read.
+    QueryFailed,
+    Close,
+    Approve,
+    /// A decision by a named policy (`recon resolve`).
+    Resolve,
+    Receivers,
+}
+
+impl Act {
+    pub const ALL: [Act; 13] = [
+        Act::Prepare,
+        Act::Dispatch,
+        Act::Receipt,
+        Act::Decide,
+        Act::Observe,
+        Act::Note,
+        Act::Escalate,
+        Act::Acknowledge,
+        Act::QueryFailed,
+        Act::Close,
+        Act::Approve,
+        Act::Resolve,
+        Act::Receivers,
+    ];
+
+    /// Its name, as the database's `recon_begin_write` is told it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Act::Prepare => "prepare",
+            Act::Dispatch => "dispatch",
+            Act::Receipt => "receipt",
+            Act::Decide => "decide",
+            Act::Observe => "observe",
+            Act::Note => "note",
+            Act::Escalate => "escalate",
+            Act::Acknowledge => "acknowledge",
+            Act::QueryFailed => "query_failed",
+            Act::Close => "close",
+            Act::Approve => "approve",
+            Act::Resolve => "resolve",
+            Act::Receivers => "receivers",
+        }
+    }
+
+    /// The roles the act needs, every one of them.
+    pub fn roles(self) -> &'static [TeamRole] {
+        match self {
+            Act::Prepare | Act::Dispatch | Act::Receipt => &[TeamRole::Sender],
+            Act::Decide
+            | Act::Observe
+            | Act::Note
+            | Act::Escalate
+            | Act::Acknowledge
+            | Act::QueryFailed => &[TeamRole::Reviewer],
+            Act::Close => &[TeamRole::Closer],
+            Act::Approve => &[TeamRole::Approver],
+            Act::Resolve => &[TeamRole::Closer, TeamRole::Reviewer],
+            Act::Receivers => &[TeamRole::Owner],
+        }
+    }
+
+    /// The kinds of journal entry the act may append.
+    pub fn entries(self) -> &'static [&'static str] {
+        match self {
+            Act::Prepare => &["prepared"],
+            Act::Dispatch => &["dispatched", "call_failed"],
+            Act::Receipt => &["receipt"],
+            Act::Decide => &["observed", "decided"],
+            Act::Observe => &["observed"],
+            Act::Note => &["noted"],
+            Act::Escalate => &["escalated", "deescalated"],
+            Act::Acknowledge => &["acknowledged"],
+            Act::QueryFailed => &["call_failed"],
+            Act::Close => &["closed", "close_requested", "observed", "call_failed"],
+            Act::Approve => &["approved"],
+            Act::Resolve => &["decided"],
+            Act::Receivers => &[
+                "receiver_registered",
+                "receiver_updated",
+                "receiver_removed",
+            ],
+        }
+    }
+
+    /// The act that records a failed call of an adapter's verb (`apply`,
+    /// `query`, `close`): the act the call was part of.
+    pub fn of_failed_call(verb: &str) -> Act {
+        match verb {
+            "apply" => Act::Dispatch,
+            "close" => Act::Close,
+            _ => Act::QueryFailed,
+        }
+    }
+}
+
+impl fmt::Display for Act {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_act_needs_a_role_and_a_reader_is_needed_by_none() {
+        for act in Act::ALL {
+            assert!(!act.roles().is_empty(), "{act}");
+            assert!(!act.entries().is_empty(), "{act}");
+            assert!(!act.roles().contains(&TeamRole::Reader), "{act}");
+        }
+    }
+
+    #[test]
+    fn resolve_needs_the_closer_and_the_reviewer() {
+        assert_eq!(
+            Act::Resolve.roles(),
+            &[TeamRole::Closer, TeamRole::Reviewer]
+        );
+    }
+}

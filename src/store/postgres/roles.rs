@@ -1,0 +1,449 @@
+//! Authorization by the database (SPEC 10): the roles `db init` creates,
+//! what they are granted, and the functions and triggers through which
+//! every write of the outbox must pass, rendered from the one table of
+//! who may do what (`domain::team`).
+//!
+//! Login roles hold no table privileges of their own; the operator grants
+//! them `recon_reader`, `recon_sender`, `recon_reviewer`, `recon_closer`,
+//! `recon_approver`. Recon's transaction scripts run unchanged on the
+//! database (one place for each rule, shared with SQLite), so the writer
+//! roles hold `INSERT` on the tables their acts append to and `UPDATE` on
+//! `operations`; what keeps a person with `psql` to the same acts is that
+//! every row is checked by functions the owner defines:
+//! - an act begins with `recon_begin_write(act)` (`SECURITY DEFINER`): it
+//!   refuses a session whose login lacks a role the act needs (SQLSTATE
+//!   42501, naming the role), takes the journal head's lock, and records
+//!   the act and the head it started from in `recon_writers`, which only
+//!   the owner's functions write;
+//! - a journal entry is refused unless this transaction began an act, the
+//!   entry is of a kind the act may write, and its `role` is the session's
+//!   `session_user`;
+//! - each row of the append-only tables must name an entry this act wrote,
+//!   of its table's kinds, for the same operation; a new or changed
+//!   operation, a dispatch, an approval or a receiver must have one such
+//!   entry by the commit (deferred triggers);
+//! - `operations` changes only as the rules allow (state, version, what
+//!   never changes), evidence only at the version its decision produced,
+//!   an approval only for the confirmed effect at the version approved,
+//!   and with four eyes not by the role that confirmed the original.
+//!
+//! Every function runs with `search_path = pg_catalog, pg_temp` and names
+//! recon's tables with their schema, so a temporary table of a session
+//! cannot stand in for one of them.
+
+use crate::domain::team::{Act, TeamRole};
+
+/// What the schema's functions say for a table: `@.` is replaced with the
+/// schema (`schema::ddl`).
+pub(super) const SCHEMA: &str = "@.";
+
+/// The SQLSTATE of the four-eyes refusal (`same_person`).
+pub const SAME_PERSON: &str = "RCF01";
+
+/// The SQLSTATE of a row the rules refuse (state, version, scope).
+pub const RULE_REFUSED: &str = "RCR01";
+
+/// The tables the writer roles' acts append to, each with the column that
+/// names its journal entry and the kinds of entry that may write it.
+const ENTRY_ROWS: [(&str, &str, &[&str]); 8] = [
+    ("evidence", "journal_seq", &["receipt", "decided"]),
+    ("closes", "journal_seq", &["closed"]),
+    ("observations", "seq", &["observed"]),
+    ("notes", "seq", &["noted"]),
+    ("escalations", "seq", &["escalated", "deescalated"]),
+    ("acknowledgements", "seq", &["acknowledged"]),
+    ("call_failures", "seq", &["call_failed"]),
+    ("close_requests", "seq", &["close_requested"]),
+];
+
+/// The rows that must have an entry of this act by the commit: the table,
+/// the column naming the operation (`-` for none), the kinds, and the
+/// events.
+const ACT_ROWS: [(&str, &str, &[&str], &str); 6] = [
+    ("operations", "op_id", &["prepared", "approved"], "INSERT"),
+    (
+        "operations",
+        "op_id",
+        &[
+            "dispatched",
+            "receipt",
+            "observed",
+            "decided",
+            "escalated",
+            "deescalated",
+            "acknowledged",
+            "closed",
+        ],
+        "UPDATE",
+    ),
+    ("dispatch_log", "op_id", &["dispatched"], "INSERT"),
+    (
+        "compensation_approvals",
+        "compensation_op_id",
+        &["approved"],
+        "INSERT",
+    ),
+    (
+        "receivers",
+        "-",
+        &[
+            "receiver_registered",
+            "receiver_updated",
+            "receiver_removed",
+        ],
+        "INSERT OR UPDATE OR DELETE",
+    ),
+    (
+        "routes",
+        "-",
+        &[
+            "receiver_registered",
+            "receiver_updated",
+            "receiver_removed",
+        ],
+        "INSERT OR UPDATE OR DELETE",
+    ),
+];
+
+/// The tables each writer role may append to (and `UPDATE` on
+/// `operations` for every one of them but the approver).
+fn tables_of(role: TeamRole) -> &'static [&'static str] {
+    match role {
+        TeamRole::Sender => &[
+            "journal",
+            "operations",
+            "dispatch_log",
+            "evidence",
+            "call_failures",
+        ],
+        TeamRole::Reviewer => &[
+            "journal",
+            "evidence",
+            "observations",
+            "notes",
+            "escalations",
+            "acknowledgements",
+            "call_failures",
+        ],
+        TeamRole::Closer => &[
+            "journal",
+            "closes",
+            "close_requests",
+            "observations",
+            "call_failures",
+        ],
+        TeamRole::Approver => &["journal", "compensation_approvals", "operations"],
+        TeamRole::Reader | TeamRole::Owner => &[],
+    }
+}
+
+/// A SQL array of text literals.
+fn array(items: &[&str]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("'{i}'")).collect();
+    format!("ARRAY[{}]::text[]", quoted.join(", "))
+}
+
+/// `CASE act WHEN ... END` over every act, giving `of(act)`.
+fn case_of_act(of: impl Fn(Act) -> String) -> String {
+    let arms: String = Act::ALL
+        .iter()
+        .map(|act| format!("        WHEN '{}' THEN {}\n", act.as_str(), of(*act)))
+        .collect();
+    format!("CASE act\n{arms}    END")
+}
+
+/// The table of the acts under way and the functions that begin one:
+/// created after `meta` and `journal_head`, before the journal's trigger,
+/// which reads them (`@.` for the schema).
+pub(super) fn writers() -> String {
+    let roles =
+        case_of_act(|act| array(&act.roles().iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+    let entries = case_of_act(|act| array(act.entries()));
+    format!(
+        r#"
+CREATE TABLE recon_writers (
+    pid integer PRIMARY KEY,
+    xact xid8 NOT NULL,
+    start_seq bigint NOT NULL,
+    act text COLLATE "C" NOT NULL
+);
+CREATE FUNCTION recon_has_role(wanted text) RETURNS boolean LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN wanted = 'owner'
+        THEN pg_has_role(session_user,
+            (SELECT value FROM @.meta WHERE key = 'owner'), 'MEMBER')
+        ELSE pg_has_role(session_user, wanted, 'MEMBER') END
+$$;
+CREATE FUNCTION recon_act_roles(act text) RETURNS text[] LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT {roles}
+$$;
+CREATE FUNCTION recon_act_entries(act text) RETURNS text[] LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT {entries}
+$$;
+CREATE FUNCTION recon_begin_write(act text) RETURNS TABLE (seq bigint, hash text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    needed text[] := @.recon_act_roles(act);
+    needed_role text;
+    head_seq bigint;
+    head_hash text;
+BEGIN
+    IF needed IS NULL THEN
+        RAISE EXCEPTION 'recon knows no act %', act USING ERRCODE = '22023';
+    END IF;
+    FOREACH needed_role IN ARRAY needed LOOP
+        IF NOT coalesce(@.recon_has_role(needed_role), false) THEN
+            RAISE EXCEPTION 'permission denied: % may not %: it needs the role %',
+                session_user, act, needed_role USING ERRCODE = '42501', DETAIL = needed_role;
+        END IF;
+    END LOOP;
+    SELECT h.seq, h.hash INTO head_seq, head_hash FROM @.journal_head h WHERE h.id = 1
+        FOR UPDATE;
+    INSERT INTO @.recon_writers (pid, xact, start_seq, act)
+        VALUES (pg_backend_pid(), pg_current_xact_id(), head_seq, act)
+        ON CONFLICT (pid) DO UPDATE
+        SET xact = EXCLUDED.xact, start_seq = EXCLUDED.start_seq, act = EXCLUDED.act;
+    RETURN QUERY SELECT head_seq, head_hash;
+END
+$$;
+CREATE FUNCTION recon_head_locked() RETURNS TABLE (seq bigint, hash text)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT h.seq, h.hash FROM @.journal_head h WHERE h.id = 1 FOR UPDATE
+$$;
+CREATE FUNCTION recon_writer() RETURNS @.recon_writers LANGUAGE plpgsql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w @.recon_writers;
+BEGIN
+    SELECT * INTO w FROM @.recon_writers
+        WHERE pid = pg_backend_pid() AND xact = pg_current_xact_id_if_assigned();
+    IF NOT FOUND AND (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+        -- A superuser bypasses privileges, as everywhere in PostgreSQL:
+        -- outside an act its writes are checked by the chain and the rules
+        -- alone (no act, no role).
+        RETURN NULL;
+    ELSIF NOT FOUND THEN
+        RAISE EXCEPTION 'permission denied: the outbox is written only inside an act begun with recon_begin_write'
+            USING ERRCODE = '42501';
+    END IF;
+    RETURN w;
+END
+$$;
+"#
+    )
+}
+
+/// The triggers of authorization, appended to the schema's DDL (`@.` for
+/// the schema).
+pub(super) fn ddl() -> String {
+    let mut ddl = format!(
+        r#"
+CREATE FUNCTION recon_guard_entry() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w @.recon_writers := @.recon_writer();
+    entry_seq bigint := (to_jsonb(NEW) ->> TG_ARGV[0])::bigint;
+    j record;
+BEGIN
+    IF w.pid IS NULL THEN
+        RETURN NEW;
+    END IF;
+    SELECT e.kind, e.op_id INTO j FROM @.journal e
+        WHERE e.seq = entry_seq AND e.seq > w.start_seq;
+    IF NOT FOUND OR NOT (j.kind = ANY(TG_ARGV[1]::text[]))
+            OR j.op_id IS DISTINCT FROM (to_jsonb(NEW) ->> 'op_id') THEN
+        RAISE EXCEPTION 'permission denied: a row of % names journal entry %, which this act (%) did not write for it',
+            TG_TABLE_NAME, entry_seq, w.act USING ERRCODE = '42501';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE FUNCTION recon_guard_act() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w @.recon_writers := @.recon_writer();
+    item jsonb := CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END;
+BEGIN
+    IF w.pid IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM @.journal j WHERE j.seq > w.start_seq
+            AND j.kind = ANY(TG_ARGV[1]::text[])
+            AND (TG_ARGV[0] = '-' OR j.op_id = item ->> TG_ARGV[0])) THEN
+        RAISE EXCEPTION 'permission denied: a % of % without a journal entry of this act (%) for it',
+            lower(TG_OP), TG_TABLE_NAME, w.act USING ERRCODE = '42501';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE FUNCTION recon_operation_rules() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (NEW.op_id, NEW.kind, NEW.action_kind, NEW.payload, NEW.compensates_effect_id,
+            NEW.compensates_op_id, NEW.created_at) IS DISTINCT FROM
+        (OLD.op_id, OLD.kind, OLD.action_kind, OLD.payload, OLD.compensates_effect_id,
+            OLD.compensates_op_id, OLD.created_at) THEN
+        RAISE EXCEPTION 'operation %: what it is never changes', OLD.op_id
+            USING ERRCODE = '{RULE_REFUSED}';
+    END IF;
+    IF NEW.state <> OLD.state AND (NEW.version <> OLD.version + 1
+            OR (OLD.state, NEW.state) NOT IN (('prepared', 'unknown'),
+                ('unknown', 'confirmed'), ('unknown', 'not_applied'))) THEN
+        RAISE EXCEPTION 'operation %: % at version % cannot become % at version %',
+            OLD.op_id, OLD.state, OLD.version, NEW.state, NEW.version
+            USING ERRCODE = '{RULE_REFUSED}';
+    END IF;
+    IF NEW.version < OLD.version OR NEW.dispatch_count < OLD.dispatch_count
+            OR (OLD.confirmed_effect_id IS NOT NULL
+                AND NEW.confirmed_effect_id IS DISTINCT FROM OLD.confirmed_effect_id)
+            OR (NEW.confirmed_effect_id IS NOT NULL AND NEW.state <> 'confirmed') THEN
+        RAISE EXCEPTION 'operation %: its version, dispatches and confirmed effect only go forward',
+            OLD.op_id USING ERRCODE = '{RULE_REFUSED}';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER operation_rules BEFORE UPDATE ON operations
+    FOR EACH ROW EXECUTE FUNCTION recon_operation_rules();
+CREATE FUNCTION recon_evidence_rules() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    op record;
+BEGIN
+    SELECT state, version, confirmed_effect_id INTO op FROM @.operations
+        WHERE op_id = NEW.op_id;
+    IF NOT FOUND OR op.state <> NEW.decision OR op.version <> NEW.to_version
+            OR NEW.from_version <> NEW.to_version - 1
+            OR (NEW.decision = 'confirmed'
+                AND op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id) THEN
+        RAISE EXCEPTION 'evidence for %: its decision % at version % is not the operation''s change',
+            NEW.op_id, NEW.decision, NEW.to_version USING ERRCODE = '{RULE_REFUSED}';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER evidence_rules BEFORE INSERT ON evidence
+    FOR EACH ROW EXECUTE FUNCTION recon_evidence_rules();
+CREATE FUNCTION recon_approval_rules() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    op record;
+    confirmed_by text;
+BEGIN
+    SELECT state, version, confirmed_effect_id INTO op FROM @.operations
+        WHERE op_id = NEW.original_op_id;
+    IF NOT FOUND OR op.state <> 'confirmed' OR op.version <> NEW.approved_version
+            OR op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id THEN
+        RAISE EXCEPTION 'approval for %: not its confirmed effect at the version approved',
+            NEW.original_op_id USING ERRCODE = '{RULE_REFUSED}';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @.meta WHERE key = 'four_eyes' AND value = '1') THEN
+        SELECT j.entry::jsonb ->> 'role' INTO confirmed_by
+            FROM @.evidence e JOIN @.journal j ON j.seq = e.journal_seq
+            WHERE e.op_id = NEW.original_op_id AND e.decision = 'confirmed'
+            ORDER BY e.seq DESC LIMIT 1;
+        IF confirmed_by = session_user THEN
+            RAISE EXCEPTION 'four eyes: % recorded the confirmation of %, so another role must approve its compensation',
+                confirmed_by, NEW.original_op_id
+                USING ERRCODE = '{SAME_PERSON}', DETAIL = confirmed_by;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
+    FOR EACH ROW EXECUTE FUNCTION recon_approval_rules();
+"#
+    );
+    for (table, column, kinds) in ENTRY_ROWS {
+        ddl.push_str(&format!(
+            "CREATE TRIGGER {table}_guard BEFORE INSERT ON {table}\n    \
+             FOR EACH ROW EXECUTE FUNCTION recon_guard_entry('{column}', '{{{}}}');\n",
+            kinds.join(",")
+        ));
+    }
+    for (index, (table, column, kinds, events)) in ACT_ROWS.iter().enumerate() {
+        ddl.push_str(&format!(
+            "CREATE CONSTRAINT TRIGGER {table}_act_{index} AFTER {events} ON {table}\n    \
+             DEFERRABLE INITIALLY DEFERRED\n    \
+             FOR EACH ROW EXECUTE FUNCTION recon_guard_act('{column}', '{{{}}}');\n",
+            kinds.join(",")
+        ));
+    }
+    ddl
+}
+
+/// The journal trigger's check of an entry against the act that writes
+/// it: inserted into `recon_journal_follows_head` (`schema.rs`).
+pub(super) const JOURNAL_CHECK: &str = r#"
+    w := @.recon_writer();
+    IF w.pid IS NOT NULL AND NOT (NEW.kind = ANY(@.recon_act_entries(w.act))) THEN
+        RAISE EXCEPTION 'permission denied: the act % does not write % entries', w.act, NEW.kind
+            USING ERRCODE = '42501';
+    END IF;
+    IF w.pid IS NOT NULL AND (NEW.entry::jsonb ->> 'role') IS DISTINCT FROM session_user THEN
+        RAISE EXCEPTION 'permission denied: journal entry % names the role %, and the session is %',
+            NEW.seq, NEW.entry::jsonb ->> 'role', session_user USING ERRCODE = '42501';
+    END IF;
+"#;
+
+/// The roles, created once per cluster (they are the cluster's, not the
+/// database's): a concurrent `db init` on another database may create one
+/// first, which is as good.
+fn create_roles() -> String {
+    let mut sql = String::from("DO $$\nBEGIN\n");
+    for role in TeamRole::CREATED {
+        sql.push_str(&format!(
+            "    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN\n        \
+             BEGIN\n            CREATE ROLE {role} NOLOGIN;\n        \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;\n        \
+             END;\n    END IF;\n"
+        ));
+    }
+    for role in &TeamRole::CREATED[1..] {
+        sql.push_str(&format!(
+            "    IF NOT pg_has_role('{role}', 'recon_reader', 'MEMBER') THEN\n        \
+             BEGIN\n            GRANT recon_reader TO {role};\n        \
+             EXCEPTION WHEN OTHERS THEN\n            \
+             IF NOT pg_has_role('{role}', 'recon_reader', 'MEMBER') THEN RAISE; END IF;\n        \
+             END;\n    END IF;\n"
+        ));
+    }
+    sql.push_str("END\n$$;\n");
+    sql
+}
+
+/// What `db init` runs on every run (idempotent): the roles, and the
+/// privileges on recon's `tables` in the schema.
+pub(super) fn grants(tables: &[String]) -> String {
+    let mut sql = create_roles();
+    let readable: Vec<&str> = tables
+        .iter()
+        .map(String::as_str)
+        .filter(|t| *t != "recon_writers")
+        .collect();
+    sql.push_str(&format!(
+        "REVOKE ALL ON {} FROM PUBLIC;\n",
+        tables.join(", ")
+    ));
+    sql.push_str(&format!(
+        "GRANT SELECT ON {} TO recon_reader;\n",
+        readable.join(", ")
+    ));
+    for role in &TeamRole::CREATED[1..] {
+        sql.push_str(&format!(
+            "GRANT INSERT ON {} TO {role};\n",
+            tables_of(*role).join(", ")
+        ));
+        if *role != TeamRole::Approver {
+            sql.push_str(&format!("GRANT UPDATE ON operations TO {role};\n"));
+        }
+        sql.push_str(&format!(
+            "GRANT EXECUTE ON FUNCTION recon_head_locked() TO {role};\n"
+        ));
+    }
+    sql.push_str("REVOKE ALL ON FUNCTION recon_head_locked() FROM PUBLIC;\n");
+    sql
+}

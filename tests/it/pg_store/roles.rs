@@ -1,0 +1,405 @@
+//! Who may do what is the database's answer (SPEC 10): for each role `db
+//! init` creates, the acts it may and may not do, through recon and
+//! through a plain SQL connection as a login granted that role; the role
+//! each entry records; four eyes.
+//!
+//! Login roles are the cluster's, so each test names its own after its
+//! database. The cluster trusts local connections (`servers`), so a URL
+//! with another user name logs in as that role.
+
+use super::outbox::{client, confirm, location, outbox, refusal, register_mail, unknown_op};
+use super::{database_of, db_init};
+use crate::real_receivers::servers::Postgres;
+use recon::domain::CompensationRequest;
+use recon::{OpenOptions, Refusal, Workspace};
+use serde_json::{json, Value};
+
+const ACTION: &str = "post_letter";
+
+/// A login role `name` granted `roles`; its URL for `url`'s database.
+fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
+    let database = database_of(url);
+    pg.psql(database, &format!("CREATE ROLE {name} LOGIN"));
+    for role in roles {
+        pg.psql(database, &format!("GRANT {role} TO {name}"));
+    }
+    url.replacen("postgres@", &format!("{name}@"), 1)
+}
+
+fn open(url: &str) -> Workspace {
+    Workspace::open(location(url), OpenOptions::default()).expect("open the outbox")
+}
+
+fn journal_length(pg: &Postgres, url: &str) -> String {
+    pg.psql(database_of(url), "SELECT count(*) FROM journal")
+        .trim()
+        .to_string()
+}
+
+/// `result` is `permission_denied` naming `role` and `login`, and the
+/// journal did not move.
+#[track_caller]
+fn denied<T: std::fmt::Debug>(
+    pg: &Postgres,
+    url: &str,
+    (result, before): (recon::Result<T>, String),
+    role: &str,
+    who: &str,
+) {
+    let refused = refusal(result.map(drop));
+    match &refused {
+        Refusal::PermissionDenied {
+            role: named, login, ..
+        } => {
+            assert_eq!(named, role, "{refused}");
+            assert_eq!(login, who, "{refused}");
+        }
+        other => panic!("expected permission_denied, got {other:?}"),
+    }
+    assert_eq!(journal_length(pg, url), before, "nothing was written");
+}
+
+/// An outbox with `op-1` unknown at the receiver, dispatched by the
+/// owner; the test's name prefix for its login roles.
+fn team(test: &str, prefix: &str) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
+    let (pg, url) = outbox(test, prefix)?;
+    let dir = tempfile::tempdir().expect("temp dir");
+    unknown_op(&mut open(&url), dir.path(), "op-1");
+    Some((pg, url, dir))
+}
+
+fn compensation<'a>(effect: &'a str, version: i64, payload: &'a Value) -> CompensationRequest<'a> {
+    CompensationRequest {
+        original_op_id: "op-1",
+        effect_id: effect,
+        approver: "carol",
+        expected_version: version,
+        compensation_op_id: "undo-1",
+        action_kind: ACTION,
+        payload,
+    }
+}
+
+#[test]
+fn db_init_creates_the_five_roles_without_login_and_records_its_owner() {
+    let test = "db_init_creates_the_five_roles_without_login_and_records_its_owner";
+    let Some((pg, url)) = outbox(test, "rolesmade") else {
+        return;
+    };
+    let roles = pg.psql(
+        database_of(&url),
+        "SELECT string_agg(rolname || ':' || rolcanlogin, ',' ORDER BY rolname) FROM pg_roles
+         WHERE rolname LIKE 'recon\\_%'",
+    );
+    assert_eq!(
+        roles.trim(),
+        "recon_approver:false,recon_closer:false,recon_reader:false,recon_reviewer:false,\
+         recon_sender:false"
+    );
+    let out = db_init(&url, true, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let answer = out.json();
+    assert_eq!(answer["owner"], json!("postgres"));
+    assert_eq!(answer["four_eyes"], json!(false));
+}
+
+#[test]
+fn a_reader_may_read_and_is_refused_every_act_naming_the_role_that_would_allow_it() {
+    let test = "a_reader_may_read_and_is_refused_every_act_naming_the_role_that_would_allow_it";
+    let Some((pg, url, dir)) = team(test, "reader") else {
+        return;
+    };
+    let reader = login(pg, &url, "reader_r1", &["recon_reader"]);
+    let mut ws = open(&reader);
+    let op = ws.operation("op-1").expect("read").expect("op-1");
+    let before = || journal_length(pg, &url);
+    let payload = json!({"to": "ann"});
+    let cases: Vec<(recon::Result<()>, &str)> = vec![
+        (
+            ws.prepare("op-2", ACTION, &payload).map(drop),
+            "recon_sender",
+        ),
+        (confirm(&mut ws, "op-1", op.version), "recon_reviewer"),
+        (
+            ws.note("op-1", "rita", "looked").map(drop),
+            "recon_reviewer",
+        ),
+        (
+            ws.escalate("op-1", "rita", "odd").map(drop),
+            "recon_reviewer",
+        ),
+    ];
+    for (result, role) in cases {
+        denied(pg, &url, (result, before()), role, "reader_r1");
+    }
+    let registered = ws.remove_receiver("mail");
+    denied(pg, &url, (registered, before()), "owner", "reader_r1");
+    register_mail_refused(pg, &url, &mut ws, dir.path());
+}
+
+/// Registering a receiver needs the owner (a registered program runs on
+/// every reviewer's host).
+fn register_mail_refused(pg: &Postgres, url: &str, ws: &mut Workspace, dir: &std::path::Path) {
+    let before = journal_length(pg, url);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        register_mail(ws, dir, "normal");
+    }));
+    assert!(result.is_err(), "a non-owner registered a receiver");
+    assert_eq!(journal_length(pg, url), before);
+}
+
+#[test]
+fn each_writer_role_does_its_own_acts_and_is_refused_the_others() {
+    let test = "each_writer_role_does_its_own_acts_and_is_refused_the_others";
+    let Some((pg, url, _dir)) = team(test, "writers") else {
+        return;
+    };
+    let before = || journal_length(pg, &url);
+    let payload = json!({"to": "ann", "text": "sorry"});
+    // The sender prepares; it may not decide.
+    let mut sender = open(&login(pg, &url, "writers_s", &["recon_sender"]));
+    sender
+        .prepare("op-2", ACTION, &payload)
+        .expect("the sender prepares");
+    let version = sender
+        .operation("op-1")
+        .expect("read")
+        .expect("op-1")
+        .version;
+    let decided = confirm(&mut sender, "op-1", version);
+    denied(pg, &url, (decided, before()), "recon_reviewer", "writers_s");
+    // The reviewer decides, notes and escalates; it may not prepare or
+    // approve.
+    let mut reviewer = open(&login(pg, &url, "writers_v", &["recon_reviewer"]));
+    let prepared = reviewer.prepare("op-3", ACTION, &payload).map(drop);
+    denied(pg, &url, (prepared, before()), "recon_sender", "writers_v");
+    reviewer
+        .note("op-2", "vic", "waiting")
+        .expect("the reviewer notes");
+    reviewer
+        .escalate("op-1", "vic", "slow")
+        .expect("the reviewer escalates");
+    confirm(&mut reviewer, "op-1", version).expect("the reviewer decides");
+    let op = reviewer.operation("op-1").expect("read").expect("op-1");
+    let effect = op.confirmed_effect_id.clone().expect("the effect");
+    let approved = reviewer
+        .approve_compensation(&compensation(&effect, op.version, &payload))
+        .map(drop);
+    denied(
+        pg,
+        &url,
+        (approved, before()),
+        "recon_approver",
+        "writers_v",
+    );
+    // The approver approves; it may not decide.
+    let mut approver = open(&login(pg, &url, "writers_a", &["recon_approver"]));
+    approver
+        .approve_compensation(&compensation(&effect, op.version, &payload))
+        .expect("the approver approves");
+    let noted = approver.note("op-1", "amy", "done").map(drop);
+    denied(pg, &url, (noted, before()), "recon_reviewer", "writers_a");
+    // A closer alone may not record a note either; what it may begin, the
+    // database says (the plain-SQL test below).
+    let mut closer = open(&login(pg, &url, "writers_c", &["recon_closer"]));
+    let noted = closer.note("op-1", "cal", "closing").map(drop);
+    denied(pg, &url, (noted, before()), "recon_reviewer", "writers_c");
+    assert!(super::outbox::verify(&url).intact);
+}
+
+#[test]
+fn every_entry_records_the_session_role_beside_the_name_typed() {
+    let test = "every_entry_records_the_session_role_beside_the_name_typed";
+    let Some((pg, url, _dir)) = team(test, "identity") else {
+        return;
+    };
+    let mut reviewer = open(&login(pg, &url, "identity_v", &["recon_reviewer"]));
+    let version = reviewer
+        .operation("op-1")
+        .expect("read")
+        .expect("op-1")
+        .version;
+    confirm(&mut reviewer, "op-1", version).expect("decide");
+    let entry = pg.psql(
+        database_of(&url),
+        "SELECT entry::jsonb ->> 'role', entry::jsonb ->> 'reviewer' FROM journal
+         WHERE kind = 'decided'",
+    );
+    assert_eq!(entry.trim(), "identity_v|ann");
+    let roles = pg.psql(
+        database_of(&url),
+        "SELECT string_agg(DISTINCT entry::jsonb ->> 'role', ',') FROM journal
+         WHERE kind IN ('receiver_registered', 'prepared', 'dispatched')",
+    );
+    assert_eq!(roles.trim(), "postgres", "the owner's acts name the owner");
+}
+
+/// What a plain SQL connection as `url`'s login gets for `sql`, in a
+/// transaction of its own: `Ok` or the SQLSTATE and message.
+fn try_sql(url: &str, sql: &str) -> Result<(), (String, String)> {
+    let mut client = client(url);
+    let mut tx = client.transaction().expect("begin");
+    let ran = tx.batch_execute(sql).and_then(|()| tx.commit());
+    ran.map_err(|e| {
+        let db = e.as_db_error().expect("the server's refusal");
+        (db.code().code().to_string(), db.message().to_string())
+    })
+}
+
+#[track_caller]
+fn refused_42501(url: &str, sql: &str) -> String {
+    match try_sql(url, sql) {
+        Err((code, message)) => {
+            assert_eq!(code, "42501", "{sql}: {message}");
+            message
+        }
+        Ok(()) => panic!("{sql}: allowed"),
+    }
+}
+
+#[test]
+fn a_reader_through_plain_sql_changes_nothing_and_the_function_names_the_role() {
+    let test = "a_reader_through_plain_sql_changes_nothing_and_the_function_names_the_role";
+    let Some((pg, url, _dir)) = team(test, "sqlreader") else {
+        return;
+    };
+    let reader = login(pg, &url, "sqlreader_r", &["recon_reader"]);
+    let before = journal_length(pg, &url);
+    try_sql(&reader, "SELECT * FROM operations; SELECT * FROM journal").expect("reads");
+    for sql in [
+        "UPDATE operations SET state = 'confirmed', version = version + 1 WHERE op_id = 'op-1'",
+        "INSERT INTO notes (seq, op_id, noted_by, noted_at, text) VALUES (99, 'op-1', 'x', 'x', 'x')",
+        "DELETE FROM receivers",
+        "SELECT * FROM recon_head_locked()",
+        "SELECT * FROM recon_writers",
+    ] {
+        refused_42501(&reader, sql);
+    }
+    let message = refused_42501(&reader, "SELECT * FROM recon_begin_write('decide')");
+    assert!(message.contains("recon_reviewer"), "{message}");
+    let nobody = login(pg, &url, "sqlreader_n", &[]);
+    refused_42501(&nobody, "SELECT * FROM operations");
+    assert_eq!(journal_length(pg, &url), before);
+}
+
+#[test]
+fn a_reviewer_through_plain_sql_writes_only_inside_an_act_of_its_own_and_as_itself() {
+    let test = "a_reviewer_through_plain_sql_writes_only_inside_an_act_of_its_own_and_as_itself";
+    let Some((pg, url, _dir)) = team(test, "sqlreviewer") else {
+        return;
+    };
+    let reviewer = login(pg, &url, "sqlreviewer_v", &["recon_reviewer"]);
+    let before = journal_length(pg, &url);
+    // A state change with no act: refused at the commit.
+    refused_42501(
+        &reviewer,
+        "UPDATE operations SET state = 'confirmed', version = version + 1 WHERE op_id = 'op-1'",
+    );
+    // An act of another role: refused, naming it.
+    let message = refused_42501(&reviewer, "SELECT * FROM recon_begin_write('prepare')");
+    assert!(message.contains("recon_sender"), "{message}");
+    // Its own act, but an entry of a kind the act does not write.
+    let head = pg.psql(
+        database_of(&url),
+        "SELECT seq || '|' || hash FROM journal_head",
+    );
+    let (seq, hash) = head.trim().split_once('|').expect("the head");
+    let next = seq.parse::<i64>().expect("a seq") + 1;
+    let entry = |kind: &str, role: &str| {
+        let content = format!(
+            r#"{{"at":"2026-12-04T00:00:00.000Z","kind":"{kind}","op_id":"op-1","role":"{role}","seq":{next}}}"#
+        );
+        let link = recon::audit::link_hash(hash, &content);
+        format!(
+            "SELECT * FROM recon_begin_write('note');
+             INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
+             VALUES ({next}, '{kind}', 'op-1', '{content}', '{hash}', '{link}')"
+        )
+    };
+    refused_42501(&reviewer, &entry("decided", "sqlreviewer_v"));
+    // Its own act and kind, but in another role's name.
+    refused_42501(&reviewer, &entry("noted", "postgres"));
+    // A receiver: the owner's.
+    refused_42501(&reviewer, "DELETE FROM routes");
+    assert_eq!(journal_length(pg, &url), before);
+    // The same entry, as itself, in its own act: the database takes it.
+    try_sql(&reviewer, &entry("noted", "sqlreviewer_v")).expect("a note entry as itself");
+}
+
+#[test]
+fn a_closer_and_an_approver_through_plain_sql_begin_only_their_own_acts() {
+    let test = "a_closer_and_an_approver_through_plain_sql_begin_only_their_own_acts";
+    let Some((pg, url, _dir)) = team(test, "sqlothers") else {
+        return;
+    };
+    let closer = login(pg, &url, "sqlothers_c", &["recon_closer"]);
+    try_sql(&closer, "SELECT * FROM recon_begin_write('close')").expect("a close begins");
+    let message = refused_42501(&closer, "SELECT * FROM recon_begin_write('resolve')");
+    assert!(message.contains("recon_reviewer"), "{message}");
+    let message = refused_42501(&closer, "SELECT * FROM recon_begin_write('decide')");
+    assert!(message.contains("recon_reviewer"), "{message}");
+    let both = login(
+        pg,
+        &url,
+        "sqlothers_cv",
+        &["recon_closer", "recon_reviewer"],
+    );
+    try_sql(&both, "SELECT * FROM recon_begin_write('resolve')").expect("resolve begins");
+    let approver = login(pg, &url, "sqlothers_a", &["recon_approver"]);
+    try_sql(&approver, "SELECT * FROM recon_begin_write('approve')").expect("approve begins");
+    let message = refused_42501(&approver, "SELECT * FROM recon_begin_write('receivers')");
+    assert!(message.contains("owner"), "{message}");
+    let sender = login(pg, &url, "sqlothers_s", &["recon_sender"]);
+    refused_42501(
+        &sender,
+        "INSERT INTO compensation_approvals SELECT * FROM compensation_approvals",
+    );
+}
+
+#[test]
+fn with_four_eyes_the_role_that_confirmed_the_original_may_not_approve_its_compensation() {
+    let test =
+        "with_four_eyes_the_role_that_confirmed_the_original_may_not_approve_its_compensation";
+    let Some((pg, url, _dir)) = team(test, "foureyes") else {
+        return;
+    };
+    let out = db_init(&url, true, &[]);
+    assert_eq!(out.json()["four_eyes"], json!(false));
+    let mut args = vec!["db", "init", "--four-eyes", "--json", "--database"];
+    args.push(&url);
+    let out = crate::support::run_with_env(&args, None, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["four_eyes"], json!(true));
+    // Once set, it stays set.
+    assert_eq!(db_init(&url, true, &[]).json()["four_eyes"], json!(true));
+    let both = login(
+        pg,
+        &url,
+        "foureyes_x",
+        &["recon_reviewer", "recon_approver"],
+    );
+    let mut ws = open(&both);
+    let version = ws.operation("op-1").expect("read").expect("op-1").version;
+    confirm(&mut ws, "op-1", version).expect("decide");
+    let op = ws.operation("op-1").expect("read").expect("op-1");
+    let effect = op.confirmed_effect_id.clone().expect("the effect");
+    let payload = json!({"to": "ann", "text": "sorry"});
+    let before = journal_length(pg, &url);
+    let refused = refusal(
+        ws.approve_compensation(&compensation(&effect, op.version, &payload))
+            .map(drop),
+    );
+    assert_eq!(
+        refused,
+        Refusal::SamePerson {
+            op_id: "op-1".into(),
+            role: "foureyes_x".into()
+        }
+    );
+    assert_eq!(refused.code(), "same_person");
+    assert_eq!(journal_length(pg, &url), before);
+    let other = login(pg, &url, "foureyes_y", &["recon_approver"]);
+    open(&other)
+        .approve_compensation(&compensation(&effect, op.version, &payload))
+        .expect("another role approves");
+}
