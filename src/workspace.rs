@@ -368,9 +368,12 @@ impl Workspace {
             stderr: crate::domain::CallFailure::tail(stderr),
             at: self.clock.now(),
         };
-        self.sender
-            .record_call_failure(&call_failure, &*self.clock)?;
-        Ok(())
+        match self.sender.record_call_failure(&call_failure, &*self.clock) {
+            // A reader's snapshot is a read: the failure is reported to
+            // them, and a role that may record it keeps it next time.
+            Err(crate::Error::Refused(Refusal::PermissionDenied { .. })) => Ok(()),
+            other => other.map(drop),
+        }
     }
 
     /// Takes a snapshot of the operation's receiver effects and classifies

@@ -7,7 +7,8 @@
 
 use crate::cli::UsageError;
 use crate::domain::sanitize::escape;
-use crate::error::{Error, StoreError};
+use crate::domain::team::TeamRole;
+use crate::error::{DatabaseProblem, Error, StoreError};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_MISMATCH: i32 = 1;
@@ -114,13 +115,37 @@ impl From<UsageError> for Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        Failure::Engine(e)
+        Failure::Engine(denied_read(e))
     }
 }
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        Failure::Engine(e.into())
+        Failure::Engine(denied_read(e.into()))
+    }
+}
+
+/// A privilege the database refused outside an act (acts are refused
+/// `permission_denied` by the store itself): reading the outbox, which
+/// needs `recon_reader`. The login is the URL's user, as the server saw it.
+fn denied_read(e: Error) -> Error {
+    match e {
+        Error::Store(StoreError::Database {
+            url,
+            problem: DatabaseProblem::Denied { role, .. },
+        }) => {
+            let user = url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split_once('@'))
+                .map(|(user, _)| user.split(':').next().unwrap_or(user).to_string());
+            crate::domain::Refusal::PermissionDenied {
+                act: "read the outbox".into(),
+                role: role.unwrap_or_else(|| TeamRole::Reader.as_str().to_string()),
+                login: user.unwrap_or_else(|| "this login".into()),
+            }
+            .into()
+        }
+        other => other,
     }
 }
 

@@ -558,10 +558,16 @@ fn existing(
     present: &[String],
 ) -> Result<String, StoreError> {
     let foreign = || problem_at(url, DatabaseProblem::Foreign(present.join(", ")));
-    // A `meta` without recon's columns fails this read: not recon's.
+    // A `meta` without recon's columns fails this read: not recon's; a
+    // login that may not read it is told so.
     let rows = tx
         .query("SELECT key::text, value::text FROM meta", &[])
-        .map_err(|_| foreign())?;
+        .map_err(|e| match e.code() {
+            Some(code) if *code == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => {
+                db_error(url, "reading meta", &e)
+            }
+            _ => foreign(),
+        })?;
     let value = |key: &str| {
         rows.iter()
             .find(|row| row.get::<_, String>(0) == key)

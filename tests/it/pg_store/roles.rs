@@ -10,7 +10,9 @@
 use super::outbox::{client, confirm, location, outbox, refusal, register_mail, unknown_op};
 use super::{database_of, db_init};
 use crate::real_receivers::servers::Postgres;
+use crate::support::adapter_fixture;
 use recon::domain::CompensationRequest;
+use recon::workspace::NewReceiver;
 use recon::{OpenOptions, Refusal, Workspace};
 use serde_json::{json, Value};
 
@@ -140,12 +142,23 @@ fn a_reader_may_read_and_is_refused_every_act_naming_the_role_that_would_allow_i
 /// Registering a receiver needs the owner (a registered program runs on
 /// every reviewer's host).
 fn register_mail_refused(pg: &Postgres, url: &str, ws: &mut Workspace, dir: &std::path::Path) {
-    let before = journal_length(pg, url);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        register_mail(ws, dir, "normal");
-    }));
-    assert!(result.is_err(), "a non-owner registered a receiver");
-    assert_eq!(journal_length(pg, url), before);
+    let state = dir.join("other.json").display().to_string();
+    let args = ["--state".to_string(), state];
+    let registered = ws.register_receiver(&NewReceiver {
+        name: "other",
+        actions: &["other_action".to_string()],
+        program: &adapter_fixture(),
+        args: &args,
+        timeout_ms: None,
+        env: &[],
+    });
+    denied(
+        pg,
+        url,
+        (registered, journal_length(pg, url)),
+        "owner",
+        "reader_r1",
+    );
 }
 
 #[test]
@@ -402,4 +415,52 @@ fn with_four_eyes_the_role_that_confirmed_the_original_may_not_approve_its_compe
     open(&other)
         .approve_compensation(&compensation(&effect, op.version, &payload))
         .expect("another role approves");
+}
+
+#[test]
+fn a_confirmation_by_receipt_is_the_dispatching_roles_for_four_eyes() {
+    let test = "a_confirmation_by_receipt_is_the_dispatching_roles_for_four_eyes";
+    let Some((pg, url)) = outbox(test, "receipt4") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    register_mail(&mut open(&url), dir.path(), "");
+    let mut args = vec!["db", "init", "--four-eyes", "--database"];
+    args.push(&url);
+    assert_eq!(crate::support::run_with_env(&args, None, &[]).code, Some(0));
+    let both = login(pg, &url, "receipt4_s", &["recon_sender", "recon_approver"]);
+    let mut ws = open(&both);
+    let payload = json!({"to": "ann", "text": "hello"});
+    ws.prepare("op-1", ACTION, &payload).expect("prepare");
+    let report = ws
+        .dispatch("op-1", recon::dispatch::DispatchOptions::default())
+        .expect("dispatch");
+    assert_eq!(report.outcome, "receipt", "{report:?}");
+    let op = ws.operation("op-1").expect("read").expect("op-1");
+    let effect = op.confirmed_effect_id.clone().expect("the effect");
+    let refused = refusal(
+        ws.approve_compensation(&compensation(&effect, op.version, &payload))
+            .map(drop),
+    );
+    assert_eq!(refused.code(), "same_person", "{refused}");
+}
+
+#[test]
+fn a_login_without_recon_reader_is_refused_permission_denied_exit_3_by_the_cli() {
+    let test = "a_login_without_recon_reader_is_refused_permission_denied_exit_3_by_the_cli";
+    let Some((pg, url)) = outbox(test, "noread") else {
+        return;
+    };
+    let nobody = login(pg, &url, "noread_n", &[]);
+    let out = crate::support::run_with_env(&["ops", "--json", "--database", &nobody], None, &[]);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    let error = &out.json()["error"];
+    assert_eq!(error["code"], json!("permission_denied"), "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("recon_reader"),
+        "{error}"
+    );
 }
