@@ -775,21 +775,18 @@ impl<'a> Replay<'a> {
                 }
             },
             Some(EvidenceSource::Review) => None,
-            _ => return,
+            // A receipt (the only source left: an unreadable one is not
+            // the entry's kind's) is not judged.
+            Some(EvidenceSource::Receipt) | None => return,
+        };
+        let refused = if policy.is_some() {
+            "policy"
+        } else {
+            "decision"
         };
         let (verdict, effect) = match self.judge(e, policy) {
             Ok(judged) => judged,
-            Err(why) => {
-                return self.rule(
-                    e,
-                    if policy.is_some() {
-                        "policy"
-                    } else {
-                        "decision"
-                    },
-                    why,
-                )
-            }
+            Err(why) => return self.rule(e, refused, why),
         };
         let recorded = e.get("verdict");
         if !recorded.same(&Want::Null) && recorded.as_text() != verdict.as_str() {
