@@ -10,7 +10,10 @@
 //! the flow reads (operations, approvals, evidence, dispatches, closes,
 //! receivers, routes) are replayed from the journal and compared field by
 //! field ([`projection`]), which makes an edit of any of them a mismatch.
-//! What neither can see from inside the database, a journal rewritten
+//! A decision is also held to the rules that recorded it (its snapshot,
+//! classified again, must support it), which no comparison of rows can
+//! do: a forger who edits an entry and every row to agree is still found.
+//! What none of these can see from inside the database, a journal rewritten
 //! whole with fresh hashes or cut short together with its tables, a
 //! checkpoint (`LEN:HASH`) or an export kept elsewhere can.
 //!

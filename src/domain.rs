@@ -398,6 +398,17 @@ pub struct Review<'a> {
     pub expected_version: i64,
 }
 
+impl Review<'_> {
+    /// The receiver effect the decision confirms: the snapshot's one match
+    /// for `confirmed`, none for `not_applied`.
+    pub fn confirmed_effect(&self) -> Option<&str> {
+        match self.decision {
+            Decision::Confirmed => self.snapshot.matches.first().map(|m| m.effect_id.as_str()),
+            Decision::NotApplied => None,
+        }
+    }
+}
+
 /// The rules for recording a review against the stored operation. The
 /// stored row is checked first: its version (so a stale second reviewer
 /// always hears `stale_version` and what changed), then its state; then the
@@ -427,19 +438,31 @@ pub fn check_review(
             state: op.state,
         });
     }
-    if review.snapshot.op_id != op.op_id {
+    check_evidence(&op.op_id, op.scope(), review)
+}
+
+/// The half of [`check_review`] that judges the evidence, not the row: the
+/// snapshot and the decided scope are the operation's (`op_id`, `scope`),
+/// and the snapshot's verdict supports the decision. Returns that verdict.
+/// `verify` holds every recorded decision to it, against the operation as
+/// the journal prepared it, since the database cannot judge a snapshot.
+pub fn check_evidence(
+    op_id: &str,
+    scope: Scope<'_>,
+    review: &Review<'_>,
+) -> Result<Verdict, Refusal> {
+    if review.snapshot.op_id != op_id {
         return Err(Refusal::ScopeMismatch(format!(
-            "the snapshot is for {}, not {}",
-            review.snapshot.op_id, op.op_id
+            "the snapshot is for {}, not {op_id}",
+            review.snapshot.op_id
         )));
     }
-    if review.op_id != op.op_id || !same_json(review.payload, &op.payload) {
+    if review.op_id != op_id || !same_json(review.payload, scope.payload) {
         return Err(Refusal::ScopeMismatch(format!(
-            "the decision's payload scope differs from the stored payload of {}",
-            op.op_id
+            "the decision's payload scope differs from the stored payload of {op_id}"
         )));
     }
-    let verdict = classify(op.scope(), review.snapshot);
+    let verdict = classify(scope, review.snapshot);
     if !verdict.supports(review.decision) {
         return Err(Refusal::UnsupportedVerdict {
             decision: review.decision,

@@ -15,7 +15,10 @@
 use super::chain::BrokenLink;
 use super::entry::{link_hash, EntryKind};
 use super::row::{Column, Row};
-use crate::domain::{classify, parse_json, Decision, EvidenceSource, Policy, Scope, Snapshot};
+use crate::domain::{
+    check_evidence, check_policy_review, parse_json, Decision, EvidenceSource, Policy, Review,
+    Scope, Snapshot, Verdict,
+};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -550,9 +553,7 @@ impl<'a> Replay<'a> {
                 self.projected.dispatches.push(dispatch);
             }
             EntryKind::Receipt | EntryKind::Decided => {
-                if e.get("source").as_text() == EvidenceSource::Policy.as_str() {
-                    self.check_policy(e);
-                }
+                self.check_decision(e);
                 // Leaving `unknown` clears the escalation marker.
                 if let Some(op) =
                     self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
@@ -742,33 +743,77 @@ impl<'a> Replay<'a> {
         Some(op)
     }
 
-    /// A decision a policy took must rest on a snapshot on which that
-    /// policy takes exactly that decision: closed, and of its verdict
-    /// (classified again here against the operation as the journal
-    /// prepared it), so `verify` tells a policy decision the evidence
-    /// does not prove, even one whose rows agree with its entry.
-    fn check_policy(&mut self, e: &ParsedEntry<'a>) {
-        let why = match self.policy_decision(e) {
-            Ok(()) => return,
-            Err(why) => why,
+    /// A decision must rest on evidence that supports it, which no row can
+    /// show. A `decided` entry (a person's or a policy's; a receipt is the
+    /// receiver's word, not a classified snapshot) is held to the rules the
+    /// store applied when it recorded it: its snapshot, classified again
+    /// against the operation as the journal prepared it, must support its
+    /// decision ([`check_evidence`]), and a policy's decision must be the
+    /// one that policy takes on it ([`check_policy_review`]); the verdict
+    /// and the effect it records must be the ones the rules give. So
+    /// `verify` finds a decision its snapshot does not support even when
+    /// every row agrees with its entry.
+    fn check_decision(&mut self, e: &ParsedEntry<'a>) {
+        let source = EvidenceSource::parse(&e.get("source").as_text());
+        if source.map(EntryKind::of_evidence) != Some(e.kind) {
+            let why = format!(
+                "its source {} is not a {} entry's",
+                e.get("source").text(),
+                e.kind
+            );
+            return self.rule(e, "source", why);
+        }
+        let policy = match source {
+            Some(EvidenceSource::Policy) => match Policy::parse(&e.get("policy").as_text()) {
+                Some(policy) => Some(policy),
+                None => {
+                    let why = format!(
+                        "it names no policy recon knows ({})",
+                        e.get("policy").text()
+                    );
+                    return self.rule(e, "policy", why);
+                }
+            },
+            Some(EvidenceSource::Review) => None,
+            // A receipt (the only source left: an unreadable one is not
+            // the entry's kind's) is not judged.
+            Some(EvidenceSource::Receipt) | None => return,
         };
-        self.problems.push(Mismatch {
-            op_id: Some(self.op_id.to_string()),
-            field: "policy".into(),
-            journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
-            table: Value::Null,
-        });
+        let refused = if policy.is_some() {
+            "policy"
+        } else {
+            "decision"
+        };
+        let (verdict, effect) = match self.judge(e, policy) {
+            Ok(judged) => judged,
+            Err(why) => return self.rule(e, refused, why),
+        };
+        let recorded = e.get("verdict");
+        if !recorded.same(&Want::Null) && recorded.as_text() != verdict.as_str() {
+            let why = format!(
+                "it records the verdict {}, but its snapshot's verdict is {verdict}",
+                recorded.text()
+            );
+            self.rule(e, "verdict", why);
+        }
+        let named = e.get("effect_id");
+        if !named.same(&effect.as_deref().map_or(Want::Null, Want::Text)) {
+            let why = format!(
+                "it names the effect {}, but its decision on its snapshot confirms {}",
+                named.text(),
+                effect.as_deref().unwrap_or("none")
+            );
+            self.rule(e, "effect_id", why);
+        }
     }
 
-    /// Whether the entry's policy takes its decision on its snapshot, or
-    /// why not.
-    fn policy_decision(&self, e: &ParsedEntry<'a>) -> Result<(), String> {
-        let policy = Policy::parse(&e.get("policy").as_text()).ok_or_else(|| {
-            format!(
-                "it names no policy recon knows ({})",
-                e.get("policy").text()
-            )
-        })?;
+    /// The verdict the rules give the entry's snapshot and the effect its
+    /// decision confirms, or why the rules refuse its decision.
+    fn judge(
+        &self,
+        e: &ParsedEntry<'a>,
+        policy: Option<Policy>,
+    ) -> Result<(Verdict, Option<String>), String> {
         let decision = Decision::parse(&e.get("decision").as_text())
             .ok_or_else(|| "its decision is unreadable".to_string())?;
         let snapshot: Snapshot = parse_json(&e.text_of("snapshot").as_text())
@@ -792,25 +837,43 @@ impl<'a> Replay<'a> {
             payload: &payload,
             compensates_effect_id: compensates.as_deref(),
         };
-        let verdict = classify(scope, &snapshot);
-        match policy.decision(verdict, snapshot.closed) {
-            Some(taken) if taken == decision => Ok(()),
-            _ => Err(format!(
-                "policy {policy} decided {decision} on a snapshot that is {} with the verdict \
-                 {verdict}",
-                if snapshot.closed {
+        let reviewer = e.get("reviewer").as_text().into_owned();
+        let review = Review {
+            op_id: self.op_id,
+            payload: &payload,
+            reviewer: &reviewer,
+            decision,
+            snapshot: &snapshot,
+            // Not judged here: the transition holds the entry to the
+            // operation's version.
+            expected_version: e.get("from_version").value().as_i64().unwrap_or(0),
+        };
+        let verdict = check_evidence(self.op_id, scope, &review).map_err(|r| r.to_string())?;
+        if let Some(policy) = policy {
+            check_policy_review(policy, &review, verdict).map_err(|_| {
+                let closed = if snapshot.closed {
                     "closed"
                 } else {
                     "not closed"
-                }
-            )),
+                };
+                format!(
+                    "policy {policy} does not decide {decision} on a snapshot that is {closed} \
+                     with the verdict {verdict}"
+                )
+            })?;
         }
+        Ok((verdict, review.confirmed_effect().map(str::to_string)))
     }
 
     fn problem(&mut self, e: &ParsedEntry<'_>, why: String) {
+        self.rule(e, "journal", why);
+    }
+
+    /// An entry the rules refuse, as a mismatch of `field` that names it.
+    fn rule(&mut self, e: &ParsedEntry<'_>, field: &str, why: String) {
         self.problems.push(Mismatch {
             op_id: Some(self.op_id.to_string()),
-            field: "journal".into(),
+            field: field.into(),
             journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
             table: Value::Null,
         });

@@ -633,16 +633,9 @@ fn review_transition<'a>(
     provenance: &'a Provenance,
     at: Timestamp,
 ) -> Transition<'a> {
-    let (to, effect_id) = match review.decision {
-        Decision::Confirmed => (
-            OpState::Confirmed,
-            review
-                .snapshot
-                .matches
-                .first()
-                .map(|m| m.effect_id.as_str()),
-        ),
-        Decision::NotApplied => (OpState::NotApplied, None),
+    let to = match review.decision {
+        Decision::Confirmed => OpState::Confirmed,
+        Decision::NotApplied => OpState::NotApplied,
     };
     Transition {
         op,
@@ -655,7 +648,7 @@ fn review_transition<'a>(
         decision: review.decision,
         verdict: Some(verdict),
         evidence: snapshot,
-        effect_id,
+        effect_id: review.confirmed_effect(),
         provenance,
         policy,
         at,

@@ -9,6 +9,7 @@
 //! exported lines are rehashed here with plain `sha2`, so the format is
 //! reproducible without recon.
 
+mod decisions;
 mod postgres;
 
 use crate::support::{program, run, Lab, Run};

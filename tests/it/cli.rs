@@ -13,7 +13,7 @@ use crate::support::{copy_demo, dump, program, run_with_env, Run};
 use recon::receiver::Fault;
 use recon::OpenOptions;
 use recon::Workspace;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 
 /// A workspace path in a fresh temp dir, and the binary pointed at it.
@@ -140,6 +140,45 @@ impl Shell {
             }
             None => crate::audit::tamper(&self.ws, sql),
         }
+    }
+
+    /// The attacker who knows the format, on either store: edits the
+    /// content of the journal entry `seq` (written back as canonical JSON)
+    /// and recomputes every link from it on, so the chain is intact again:
+    /// [`crate::audit::rewrite_entry`] on the SQLite file; on PostgreSQL
+    /// as the superuser with triggers off, the links (and the journal
+    /// head) recomputed by the server's own `sha256`.
+    #[track_caller]
+    pub fn rewrite_entry(&self, seq: i64, edit: impl FnOnce(&mut Map<String, Value>)) {
+        let Some(site) = self.postgres() else {
+            return crate::audit::rewrite_entry(&self.ws, seq, edit);
+        };
+        let read = format!("SELECT entry FROM journal WHERE seq = {seq}");
+        let text = site
+            .try_psql(&read)
+            .unwrap_or_else(|e| panic!("{read}: {e}"));
+        let mut content: Map<String, Value> = serde_json::from_str(text.trim_end()).unwrap();
+        edit(&mut content);
+        let entry = Value::Object(content).to_string();
+        assert!(!entry.contains("$forged$"), "{entry}");
+        self.tamper(&format!(
+            "UPDATE journal SET entry = $forged${entry}$forged$ WHERE seq = {seq};
+             DO $$
+             DECLARE
+                 r record;
+                 prev text;
+             BEGIN
+                 SELECT prev_hash INTO prev FROM journal WHERE seq = {seq};
+                 FOR r IN SELECT seq, entry FROM journal WHERE seq >= {seq} ORDER BY seq LOOP
+                     UPDATE journal
+                     SET prev_hash = prev,
+                         hash = encode(sha256(convert_to(prev || r.entry, 'UTF8')), 'hex')
+                     WHERE seq = r.seq
+                     RETURNING hash INTO prev;
+                 END LOOP;
+                 UPDATE journal_head SET hash = prev WHERE id = 1;
+             END $$;"
+        ));
     }
 
     /// A new workspace with recon's own ledger registered for every action
