@@ -285,6 +285,14 @@ pub(crate) trait Drills {
 pub(crate) trait Capabilities {
     fn bulk(&mut self) -> Option<&mut dyn BulkLoad>;
     fn drills(&self) -> Option<&dyn Drills>;
+
+    /// Whether the database would let this session do `act`, asked before
+    /// an act that starts at a receiver (`resolve` closes there before it
+    /// records): refused `permission_denied` as the act itself would be.
+    /// A store that authorizes nobody (a workspace directory) allows all.
+    fn may(&self, _act: crate::domain::team::Act) -> crate::error::Result<()> {
+        Ok(())
+    }
 }
 
 /// The journal and the tables read exactly as stored, for `verify`,

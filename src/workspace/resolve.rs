@@ -228,6 +228,11 @@ impl Workspace {
         request: &ResolveRequest<'_>,
         watch: &mut dyn Watch,
     ) -> Result<ResolveReport> {
+        if !request.dry_run {
+            // It closes at receivers before it records: asked first, so a
+            // login without both roles changes nothing anywhere.
+            self.sender.may(crate::domain::team::Act::Resolve)?;
+        }
         let mut report = ResolveReport::default();
         let cutoff = self.now().minus(request.older_than);
         watch.selected(Some(list.len()));

@@ -249,4 +249,28 @@ impl crate::store::Capabilities for PgSender {
     fn drills(&self) -> Option<&dyn crate::store::Drills> {
         None
     }
+
+    /// Asks the database, role by role, with the function its acts are
+    /// checked by (`recon_has_role`).
+    fn may(&self, what: Act) -> Result<()> {
+        for role in what.roles() {
+            let granted: bool = self.read(|db| {
+                db.query_one(
+                    "SELECT coalesce(recon_has_role(?1), false)",
+                    &[&role.as_str()],
+                    |r| r.get(0),
+                )
+            })?;
+            if !granted {
+                let login = self.connection()?.session.role.clone();
+                return Err(Refusal::PermissionDenied {
+                    act: what.as_str().to_string(),
+                    role: role.as_str().to_string(),
+                    login,
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
 }

@@ -498,3 +498,51 @@ fn a_batched_close_whose_answer_is_garbage_fails_each_of_it_and_a_second_run_fin
     );
     assert_eq!(sh.json(&["verify"])["intact"], true);
 }
+
+/// `resolve` closes at receivers before it records its decisions, so the
+/// database is asked first: a login without both `recon_closer` and
+/// `recon_reviewer` changes nothing, at the receiver or in the outbox.
+#[test]
+fn resolve_needs_the_closer_and_the_reviewer_and_without_both_changes_nothing() {
+    let test = "resolve_needs_the_closer_and_the_reviewer_and_without_both_changes_nothing";
+    if !Store::Postgres.available(test) {
+        return;
+    }
+    let pg = crate::real_receivers::servers::postgres()
+        .as_ref()
+        .expect("the cluster");
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(Store::Postgres, dir.path());
+    let url = sh.place()[1].clone();
+    let before = sh.dump();
+    let adapter_before = std::fs::read(dir.path().join("weak.json")).ok();
+    for (login, roles, missing) in [
+        ("resolve_v", &["recon_reviewer"][..], "recon_closer"),
+        ("resolve_c", &["recon_closer"][..], "recon_reviewer"),
+    ] {
+        let as_login = crate::pg_store::roles::login(pg, &url, login, roles);
+        let mut args = resolve(&["--older-than", "0s", "--json", "--database"]);
+        args.push(&as_login);
+        let out = crate::support::run_with_env(&args, None, &[]);
+        assert_eq!(out.code, Some(3), "{}", out.stderr);
+        let error = out.json()["error"].clone();
+        assert_eq!(error["code"], json!("permission_denied"), "{error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(missing),
+            "{error}"
+        );
+        assert_eq!(sh.dump(), before, "nothing was written");
+        let adapter = std::fs::read(dir.path().join("weak.json")).ok();
+        assert_eq!(adapter, adapter_before, "nothing was closed");
+    }
+    let both =
+        crate::pg_store::roles::login(pg, &url, "resolve_cv", &["recon_closer", "recon_reviewer"]);
+    let mut args = resolve(&["--older-than", "0s", "--json", "--database"]);
+    args.push(&both);
+    let out = crate::support::run_with_env(&args, None, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["confirmed"], json!(1));
+}
