@@ -450,8 +450,21 @@ pub(crate) fn init(
         ));
     };
     let grants = roles::grants(&names_created(&["TABLE"]));
-    tx.batch_execute(&grants)
-        .map_err(|e| db_error(url, "creating the roles and granting them", &e))?;
+    tx.batch_execute(&grants).map_err(|e| match e.code() {
+        // Not a refused act: what the login running db init lacks.
+        Some(code) if *code == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => problem_at(
+            url,
+            DatabaseProblem::Failed {
+                during: "creating the roles and granting them",
+                detail: format!(
+                    "{}; db init creates recon's roles once per cluster, which needs \
+                     CREATEROLE (or an administrator who runs db init once first)",
+                    url.scrub(&super::detail(&e))
+                ),
+            },
+        ),
+        _ => db_error(url, "creating the roles and granting them", &e),
+    })?;
     if four_eyes {
         tx.execute(
             "INSERT INTO meta (key, value) VALUES ($1, '1') ON CONFLICT (key) DO NOTHING",

@@ -464,3 +464,57 @@ fn a_login_without_recon_reader_is_refused_permission_denied_exit_3_by_the_cli()
         "{error}"
     );
 }
+
+#[test]
+fn a_closer_closes_and_a_reviewer_observes_and_lowers_an_escalation_through_recon() {
+    let test = "a_closer_closes_and_a_reviewer_observes_and_lowers_an_escalation_through_recon";
+    let Some((pg, url, _dir)) = team(test, "closing") else {
+        return;
+    };
+    let before = || journal_length(pg, &url);
+    let mut reviewer = open(&login(pg, &url, "closing_v", &["recon_reviewer"]));
+    reviewer
+        .snapshot_by("op-1", None, Some("vic"))
+        .expect("the reviewer records an observation");
+    reviewer.escalate("op-1", "vic", "odd").expect("escalate");
+    reviewer
+        .deescalate("op-1", "vic", "fine")
+        .expect("deescalate");
+    let closed = reviewer.snapshot("op-1", Some("vic")).map(drop);
+    denied(pg, &url, (closed, before()), "recon_closer", "closing_v");
+    let mut closer = open(&login(pg, &url, "closing_c", &["recon_closer"]));
+    let snapshot = closer
+        .snapshot("op-1", Some("cal"))
+        .expect("the closer closes");
+    assert!(snapshot.snapshot.closed, "{snapshot:?}");
+    let by = pg.psql(
+        database_of(&url),
+        "SELECT string_agg(kind || ':' || (entry::jsonb ->> 'role'), ',' ORDER BY seq)
+         FROM journal WHERE kind IN ('close_requested', 'closed')",
+    );
+    assert_eq!(by.trim(), "close_requested:closing_c,closed:closing_c");
+    assert!(super::outbox::verify(&url).intact);
+}
+
+#[test]
+fn an_owner_who_is_not_a_superuser_initializes_its_database_and_alone_registers_receivers() {
+    let test =
+        "an_owner_who_is_not_a_superuser_initializes_its_database_and_alone_registers_receivers";
+    // The roles exist in the cluster once any outbox does.
+    let Some((pg, _)) = outbox(test, "ownerfirst") else {
+        return;
+    };
+    pg.psql("postgres", "CREATE ROLE owner_o LOGIN");
+    pg.psql("postgres", "CREATE DATABASE owned_by_o OWNER owner_o");
+    let url = pg.url("owned_by_o").replacen("postgres@", "owner_o@", 1);
+    let out = db_init(&url, true, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["owner"], json!("owner_o"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    register_mail(&mut open(&url), dir.path(), "");
+    let other = login(pg, &pg.url("owned_by_o"), "owner_p", &["recon_reviewer"]);
+    let mut ws = open(&other);
+    let before = journal_length(pg, &url);
+    let removed = ws.remove_receiver("mail");
+    denied(pg, &url, (removed, before), "owner", "owner_p");
+}
