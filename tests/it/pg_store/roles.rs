@@ -518,3 +518,57 @@ fn an_owner_who_is_not_a_superuser_initializes_its_database_and_alone_registers_
     let removed = ws.remove_receiver("mail");
     denied(pg, &url, (removed, before), "owner", "owner_p");
 }
+
+#[track_caller]
+fn refused_by_the_rules(url: &str, sql: &str) {
+    match try_sql(url, sql) {
+        Err((code, message)) => assert_eq!(code, "RCR01", "{sql}: {message}"),
+        Ok(()) => panic!("{sql}: allowed"),
+    }
+}
+
+#[test]
+fn inside_an_act_of_its_own_the_database_still_refuses_what_the_rules_forbid() {
+    let test = "inside_an_act_of_its_own_the_database_still_refuses_what_the_rules_forbid";
+    let Some((pg, url, _dir)) = team(test, "rules") else {
+        return;
+    };
+    let reviewer = login(pg, &url, "rules_v", &["recon_reviewer"]);
+    let decide = "SELECT * FROM recon_begin_write('decide');";
+    for change in [
+        // Two versions at once.
+        "state = 'confirmed', version = version + 2",
+        // Back to prepared.
+        "state = 'prepared', version = version + 1",
+        // What the operation is.
+        "payload = '{\"to\":\"eve\"}'",
+        // A confirmed effect on an operation that is not confirmed.
+        "confirmed_effect_id = 'fx-9'",
+    ] {
+        refused_by_the_rules(
+            &reviewer,
+            &format!("{decide} UPDATE operations SET {change} WHERE op_id = 'op-1'"),
+        );
+    }
+    // Evidence resting on no entry of this act (refused before its rules
+    // are looked at: the guard triggers fire first).
+    refused_42501(
+        &reviewer,
+        &format!(
+            "{decide} INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict,
+                 snapshot, from_version, to_version, effect_id, receiver,
+                 receiver_describe_sha256, response_sha256, journal_seq, recorded_at)
+             VALUES (1, 'op-1', 'review', 'x', 'confirmed', NULL, '{{}}', 7, 8, NULL, 'mail',
+                 'x', 'x', 1, 'x')"
+        ),
+    );
+    // An approval for an effect that is not the original's confirmed one.
+    let approver = login(pg, &url, "rules_a", &["recon_approver"]);
+    refused_by_the_rules(
+        &approver,
+        "SELECT * FROM recon_begin_write('approve');
+         INSERT INTO compensation_approvals (original_op_id, effect_id, approved_version,
+             approver, compensation_op_id, action_kind, payload)
+         VALUES ('op-1', 'fx-9', 2, 'amy', 'undo-9', 'post_letter', '{}')",
+    );
+}
