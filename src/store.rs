@@ -233,6 +233,9 @@ pub(crate) trait TriageLog {
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;
     fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>>;
+    /// The authenticated role each journal entry naming `op_id` records
+    /// (team mode), by the entry's seq; none on a workspace directory.
+    fn entry_roles(&self, op_id: &str) -> Result<std::collections::BTreeMap<i64, String>>;
     /// Operations to observe, in `op_id` order after `after`: of one state
     /// (or any), last observed before `observed_before` or never.
     fn observation_due(
@@ -285,6 +288,12 @@ pub(crate) trait Drills {
 pub(crate) trait Capabilities {
     fn bulk(&mut self) -> Option<&mut dyn BulkLoad>;
     fn drills(&self) -> Option<&dyn Drills>;
+    /// The role the store's server authenticated this session as
+    /// (PostgreSQL's `session_user`), which every act records; `None` for
+    /// a store without one (a workspace directory).
+    fn session_role(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The journal and the tables read exactly as stored, for `verify`,

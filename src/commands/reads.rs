@@ -14,6 +14,7 @@ use crate::cli::{
 };
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
+use crate::error::StoreError;
 use crate::domain::{
     Cursor, Effect, OpState, Operation, OpsQuery, QueueFilter, SortOrder, Timestamp, VerdictFilter,
 };
@@ -210,7 +211,43 @@ impl Show {
 
 pub struct Shown(OpDetail);
 
+/// A name as typed, with the authenticated role the entry records beside
+/// it (team mode) when it has one: `ann (role ann_ops)`. Both escaped.
+fn named(name: &str, role: Option<&String>) -> String {
+    match role {
+        Some(role) => format!("{} (role {})", escape(name), escape(role)),
+        None => escape(name).into_owned(),
+    }
+}
+
+/// Sets `"role"` on each item of the list `doc[key]`: the role its
+/// journal entry records (`roles`, in the list's order), or null.
+fn tag_roles(
+    doc: &mut serde_json::Value,
+    key: &str,
+    roles: impl IntoIterator<Item = Option<String>>,
+) {
+    let Some(items) = doc.get_mut(key).and_then(serde_json::Value::as_array_mut) else {
+        return;
+    };
+    for (item, role) in items.iter_mut().zip(roles) {
+        if let Some(fields) = item.as_object_mut() {
+            fields.insert("role".into(), role.into());
+        }
+    }
+}
+
 impl Shown {
+    /// The role the entry `seq` records, if any.
+    fn role(&self, seq: i64) -> Option<&String> {
+        self.0.roles.get(&seq)
+    }
+
+    /// Each list's roles by the seq of its journal entry.
+    fn roles_of<T>(&self, items: &[T], seq: impl Fn(&T) -> i64) -> Vec<Option<String>> {
+        items.iter().map(|i| self.role(seq(i)).cloned()).collect()
+    }
+
     fn operation_lines(&self, out: &mut Out) -> Result<(), Failure> {
         let op = &self.0.operation;
         out.line(format!(
@@ -259,7 +296,7 @@ impl Shown {
                 "observation #{} at {} by {}: {}",
                 o.seq,
                 o.seen.observed_at,
-                escape(&o.seen.observed_by),
+                named(&o.seen.observed_by, self.role(o.seq)),
                 observation_line(&o.seen)
             ))?;
         }
@@ -276,7 +313,7 @@ impl Shown {
                 "note #{} at {} by {}: {}",
                 n.seq,
                 n.at,
-                escape(&n.by),
+                named(&n.by, self.role(n.seq)),
                 escape(&n.text)
             ))?;
         }
@@ -286,7 +323,7 @@ impl Shown {
                 e.action.as_str(),
                 e.seq,
                 e.at,
-                escape(&e.by),
+                named(&e.by, self.role(e.seq)),
                 escape(&e.reason)
             ))?;
         }
@@ -324,28 +361,61 @@ impl Render for Shown {
                 "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
                 e.seq,
                 source,
-                escape(e.reviewer.as_deref().unwrap_or("the receiver")),
+                named(
+                    e.reviewer.as_deref().unwrap_or("the receiver"),
+                    self.role(e.journal_seq)
+                ),
                 e.decision,
                 e.verdict.map_or("none", |v| v.as_str()),
                 e.from_version,
                 e.to_version
             ))?;
         }
-        for a in &self.0.approvals {
+        let approval_roles = (self.0.approval_roles.iter()).chain(std::iter::repeat(&None));
+        for (a, role) in self.0.approvals.iter().zip(approval_roles) {
             out.line(format!(
                 "approval: {} compensates {} of {} (approved by {} at v{})",
                 escape(&a.compensation_op_id),
                 escape(&a.effect_id),
                 escape(&a.original_op_id),
-                escape(&a.approver),
+                named(&a.approver, role.as_ref()),
                 a.approved_version
             ))?;
         }
         self.triage_lines(out)
     }
 
+    /// The detail as stored, each act of a person with `"role"` beside
+    /// its name: the authenticated role its entry records (team mode), or
+    /// null.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        let detail = &self.0;
+        let mut doc = serde_json::to_value(detail)
+            .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
+        tag_roles(
+            &mut doc,
+            "evidence",
+            self.roles_of(&detail.evidence, |e| e.journal_seq),
+        );
+        tag_roles(
+            &mut doc,
+            "observations",
+            self.roles_of(&detail.observations, |o| o.seq),
+        );
+        tag_roles(&mut doc, "notes", self.roles_of(&detail.notes, |n| n.seq));
+        tag_roles(
+            &mut doc,
+            "escalations",
+            self.roles_of(&detail.escalations, |e| e.seq),
+        );
+        tag_roles(
+            &mut doc,
+            "acknowledgements",
+            self.roles_of(&detail.acknowledgements, |a| a.seq),
+        );
+        let approvals = (detail.approval_roles.iter().cloned()).chain(std::iter::repeat(None));
+        tag_roles(&mut doc, "approvals", approvals);
+        out.json(&doc)
     }
 }
 

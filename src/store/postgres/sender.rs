@@ -82,6 +82,9 @@ pub(crate) struct PgSender {
     /// What it was opened with: a lost commit reconnects with the same.
     pub(super) options: OpenOptions,
     workspace_id: String,
+    /// The role the first connection authenticated as: a connection made
+    /// again after a lost commit logs in with the same URL and options.
+    login: String,
 }
 
 impl PgSender {
@@ -96,7 +99,9 @@ impl PgSender {
             .map_err(|e| db_error(url, "beginning", &e))?;
         let workspace_id = schema::outbox_id(&mut tx, url)?;
         tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
+        let login = conn.session.role.clone();
         Ok(PgSender {
+            login,
             conn: RefCell::new(conn),
             url: url.clone(),
             options,
@@ -248,5 +253,9 @@ impl crate::store::Capabilities for PgSender {
 
     fn drills(&self) -> Option<&dyn crate::store::Drills> {
         None
+    }
+
+    fn session_role(&self) -> Option<&str> {
+        Some(&self.login)
     }
 }
