@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 const ACTION: &str = "post_letter";
 
 /// A login role `name` granted `roles`; its URL for `url`'s database.
-fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
+pub(super) fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
     let database = database_of(url);
     pg.psql(database, &format!("CREATE ROLE {name} LOGIN"));
     for role in roles {
@@ -26,7 +26,7 @@ fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
     url.replacen("postgres@", &format!("{name}@"), 1)
 }
 
-fn open(url: &str) -> Workspace {
+pub(super) fn open(url: &str) -> Workspace {
     Workspace::open(location(url), OpenOptions::default()).expect("open the outbox")
 }
 
@@ -61,7 +61,7 @@ fn denied<T: std::fmt::Debug>(
 
 /// An outbox with `op-1` unknown at the receiver, dispatched by the
 /// owner; the test's name prefix for its login roles.
-fn team(test: &str, prefix: &str) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
+pub(super) fn team(test: &str, prefix: &str) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
     let (pg, url) = outbox(test, prefix)?;
     let dir = tempfile::tempdir().expect("temp dir");
     unknown_op(&mut open(&url), dir.path(), "op-1");
