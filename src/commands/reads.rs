@@ -14,9 +14,10 @@ use crate::cli::{
 };
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
-use crate::error::StoreError;
 use crate::domain::{
-    Cursor, Effect, OpState, Operation, OpsQuery, QueueFilter, SortOrder, Timestamp, VerdictFilter,
+    Acknowledgement, Approval, CallFailure, CloseEntry, Cursor, Effect, EscalationRecord,
+    EvidenceRecord, Note, Observation, OpState, Operation, OpsQuery, QueueFilter, SortOrder,
+    Timestamp, VerdictFilter,
 };
 use crate::workspace::{Location, OpDetail};
 use serde::Serialize;
@@ -220,21 +221,28 @@ fn named(name: &str, role: Option<&String>) -> String {
     }
 }
 
-/// Sets `"role"` on each item of the list `doc[key]`: the role its
-/// journal entry records (`roles`, in the list's order), or null.
-fn tag_roles(
-    doc: &mut serde_json::Value,
-    key: &str,
-    roles: impl IntoIterator<Item = Option<String>>,
-) {
-    let Some(items) = doc.get_mut(key).and_then(serde_json::Value::as_array_mut) else {
-        return;
-    };
-    for (item, role) in items.iter_mut().zip(roles) {
-        if let Some(fields) = item.as_object_mut() {
-            fields.insert("role".into(), role.into());
-        }
-    }
+/// A record of `show --json` with `"role"` after its own fields: the
+/// authenticated role its journal entry records (team mode), or null.
+#[derive(Serialize)]
+struct WithRole<'a, T> {
+    #[serde(flatten)]
+    record: &'a T,
+    role: Option<&'a String>,
+}
+
+/// `show --json`: the detail's lists in its order, each act of a person
+/// with its role.
+#[derive(Serialize)]
+struct ShownJson<'a> {
+    operation: &'a Operation,
+    evidence: Vec<WithRole<'a, EvidenceRecord>>,
+    approvals: Vec<WithRole<'a, Approval>>,
+    observations: Vec<WithRole<'a, Observation>>,
+    notes: Vec<WithRole<'a, Note>>,
+    closes: &'a [CloseEntry],
+    escalations: Vec<WithRole<'a, EscalationRecord>>,
+    acknowledgements: Vec<WithRole<'a, Acknowledgement>>,
+    failures: &'a [CallFailure],
 }
 
 impl Shown {
@@ -243,9 +251,18 @@ impl Shown {
         self.0.roles.get(&seq)
     }
 
-    /// Each list's roles by the seq of its journal entry.
-    fn roles_of<T>(&self, items: &[T], seq: impl Fn(&T) -> i64) -> Vec<Option<String>> {
-        items.iter().map(|i| self.role(seq(i)).cloned()).collect()
+    /// A list's records, each with the role of its journal entry `seq`.
+    fn with_roles<'a, T>(
+        &'a self,
+        records: &'a [T],
+        seq: impl Fn(&T) -> i64,
+    ) -> Vec<WithRole<'a, T>> {
+        (records.iter())
+            .map(|record| WithRole {
+                record,
+                role: self.role(seq(record)),
+            })
+            .collect()
     }
 
     fn operation_lines(&self, out: &mut Out) -> Result<(), Failure> {
@@ -386,36 +403,36 @@ impl Render for Shown {
     }
 
     /// The detail as stored, each act of a person with `"role"` beside
-    /// its name: the authenticated role its entry records (team mode), or
-    /// null.
+    /// its name. Every field is named, so a field the detail gains is a
+    /// compile error here until it is shown.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        let detail = &self.0;
-        let mut doc = serde_json::to_value(detail)
-            .map_err(|e| Failure::Engine(StoreError::Corrupt(e.to_string()).into()))?;
-        tag_roles(
-            &mut doc,
-            "evidence",
-            self.roles_of(&detail.evidence, |e| e.journal_seq),
-        );
-        tag_roles(
-            &mut doc,
-            "observations",
-            self.roles_of(&detail.observations, |o| o.seq),
-        );
-        tag_roles(&mut doc, "notes", self.roles_of(&detail.notes, |n| n.seq));
-        tag_roles(
-            &mut doc,
-            "escalations",
-            self.roles_of(&detail.escalations, |e| e.seq),
-        );
-        tag_roles(
-            &mut doc,
-            "acknowledgements",
-            self.roles_of(&detail.acknowledgements, |a| a.seq),
-        );
-        let approvals = (detail.approval_roles.iter().cloned()).chain(std::iter::repeat(None));
-        tag_roles(&mut doc, "approvals", approvals);
-        out.json(&doc)
+        let OpDetail {
+            operation,
+            evidence,
+            approvals,
+            observations,
+            notes,
+            closes,
+            escalations,
+            acknowledgements,
+            failures,
+            roles: _,
+            approval_roles,
+        } = &self.0;
+        let approval_roles = (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
+        out.json(&ShownJson {
+            operation,
+            evidence: self.with_roles(evidence, |e| e.journal_seq),
+            approvals: (approvals.iter().zip(approval_roles))
+                .map(|(record, role)| WithRole { record, role })
+                .collect(),
+            observations: self.with_roles(observations, |o| o.seq),
+            notes: self.with_roles(notes, |n| n.seq),
+            closes,
+            escalations: self.with_roles(escalations, |e| e.seq),
+            acknowledgements: self.with_roles(acknowledgements, |a| a.seq),
+            failures,
+        })
     }
 }
 
