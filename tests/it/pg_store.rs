@@ -16,7 +16,7 @@ mod outbox;
 mod page_plans;
 pub(crate) mod plan;
 mod proxy;
-mod roles;
+pub(crate) mod roles;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

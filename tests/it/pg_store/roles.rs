@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 const ACTION: &str = "post_letter";
 
 /// A login role `name` granted `roles`; its URL for `url`'s database.
-pub(super) fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
+pub(crate) fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
     let database = database_of(url);
     pg.psql(database, &format!("CREATE ROLE {name} LOGIN"));
     for role in roles {
