@@ -545,3 +545,15 @@ impl Effects {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::named;
+
+    #[test]
+    fn a_role_beside_a_name_is_escaped_as_the_name_is() {
+        let role = "rita\u{1b}[2J".to_string();
+        assert_eq!(named("Rita Q", Some(&role)), "Rita Q (role rita\\x1b[2J)");
+        assert_eq!(named("Rita\u{7}", None), "Rita\\x07");
+    }
+}

@@ -207,3 +207,30 @@ fn export_lines_carry_the_role_of_each_entry_in_team_mode() {
     let path = copy.path().display().to_string();
     recon(&rita, &["verify", "--against", &path], 0);
 }
+
+#[test]
+fn in_team_mode_the_close_authorizer_defaults_to_the_database_login() {
+    let test = "in_team_mode_the_close_authorizer_defaults_to_the_database_login";
+    let Some((pg, url, _dir)) = team(test, "idclose") else {
+        return;
+    };
+    let cleo = login(pg, &url, "idclose_cleo", &["recon_closer"]);
+    let closed = recon(&cleo, &["snapshot", "op-1", "--close", "--json"], 0).json();
+    assert_eq!(closed["snapshot"]["closed"], json!(true), "{closed}");
+    let shown = recon(&cleo, &["show", "op-1", "--json"], 0).json();
+    assert_eq!(
+        shown["closes"][0]["authorized_by"],
+        json!("idclose_cleo"),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["observations"][0]["observed_by"],
+        json!("idclose_cleo"),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["observations"][0]["role"],
+        json!("idclose_cleo"),
+        "{shown}"
+    );
+}
