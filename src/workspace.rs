@@ -98,7 +98,7 @@ pub struct OpDetail {
     pub failures: Vec<crate::domain::CallFailure>,
     /// The authenticated role (team mode) each journal entry about the
     /// operation records, by the entry's seq: the evidence's
-    /// `journal_seq`, an observation's, note's, escalation's or
+    /// `journal_seq`, a close's, observation's, note's, escalation's or
     /// acknowledgement's `seq`. Empty on a workspace directory.
     #[serde(skip)]
     pub roles: BTreeMap<i64, String>,

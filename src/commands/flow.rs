@@ -216,7 +216,8 @@ impl Snapshot {
     pub fn run(self) -> Result<Snapshotted, Failure> {
         let mut ws = open(&self.location, false)?;
         let authorized_by = names_of(self.authorized_by.as_ref(), &ws)?;
-        let classified = ws.snapshot_by(&self.op_id, authorized_by.as_deref(), self.by.as_deref())?;
+        let classified =
+            ws.snapshot_by(&self.op_id, authorized_by.as_deref(), self.by.as_deref())?;
         let receiver = ws
             .registration_of(&classified.operation)
             .ok()

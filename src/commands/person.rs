@@ -45,16 +45,13 @@ impl Person {
     pub fn name(&self, ws: &Workspace) -> Result<String, Failure> {
         match self {
             Person::Named(name) => Ok(name.clone()),
-            Person::Login => ws
-                .session_role()
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    Failure::Usage(
-                        "a name was left out, and this store has no database login to stand \
+            Person::Login => ws.session_role().map(str::to_string).ok_or_else(|| {
+                Failure::Usage(
+                    "a name was left out, and this store has no database login to stand \
                          in for it"
-                            .into(),
-                    )
-                }),
+                        .into(),
+                )
+            }),
         }
     }
 }

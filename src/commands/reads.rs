@@ -239,7 +239,7 @@ struct ShownJson<'a> {
     approvals: Vec<WithRole<'a, Approval>>,
     observations: Vec<WithRole<'a, Observation>>,
     notes: Vec<WithRole<'a, Note>>,
-    closes: &'a [CloseEntry],
+    closes: Vec<WithRole<'a, CloseEntry>>,
     escalations: Vec<WithRole<'a, EscalationRecord>>,
     acknowledgements: Vec<WithRole<'a, Acknowledgement>>,
     failures: &'a [CallFailure],
@@ -322,7 +322,7 @@ impl Shown {
                 "closed at {} at receiver {}, authorized by {}",
                 c.closed_at,
                 escape(&c.receiver),
-                escape(&c.authorized_by)
+                named(&c.authorized_by, self.role(c.seq))
             ))?;
         }
         for n in &detail.notes {
@@ -419,7 +419,8 @@ impl Render for Shown {
             roles: _,
             approval_roles,
         } = &self.0;
-        let approval_roles = (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
+        let approval_roles =
+            (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
         out.json(&ShownJson {
             operation,
             evidence: self.with_roles(evidence, |e| e.journal_seq),
@@ -428,7 +429,7 @@ impl Render for Shown {
                 .collect(),
             observations: self.with_roles(observations, |o| o.seq),
             notes: self.with_roles(notes, |n| n.seq),
-            closes,
+            closes: self.with_roles(closes, |c| c.seq),
             escalations: self.with_roles(escalations, |e| e.seq),
             acknowledgements: self.with_roles(acknowledgements, |a| a.seq),
             failures,

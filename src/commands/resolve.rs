@@ -11,8 +11,8 @@
 //! it is never changed under them.
 
 use super::open::{open, Place};
-use super::person::Person;
 use super::output::{cannot_write, read_bounded};
+use super::person::Person;
 use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
 use super::{Failure, Out, Render, EXIT_OK};
 use crate::cli::{identifier, receiver_name, EscalatedArg, ResolveArgs, StateFilterArg};

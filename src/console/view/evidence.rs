@@ -55,7 +55,8 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
     }
     out.extend(timed);
     // An approval whose compensation operation is not there has no time.
-    for (a, role) in approvals(d).filter(|(a, _)| !d.approved_at.contains_key(&a.compensation_op_id))
+    for (a, role) in
+        approvals(d).filter(|(a, _)| !d.approved_at.contains_key(&a.compensation_op_id))
     {
         out.push(approval_text(a, role));
     }
@@ -107,7 +108,7 @@ fn timed_lines(d: &Detail) -> Vec<String> {
             "{} closed at receiver {}, authorized by {}",
             when(c.closed_at),
             clean(&c.receiver),
-            clean(&c.authorized_by)
+            named(&c.authorized_by, d.roles.get(&c.seq))
         );
         timed.push((c.closed_at, -1, line));
     }

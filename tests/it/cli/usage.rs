@@ -288,7 +288,14 @@ fn nameless_invocations() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
         (
             "--reviewer",
-            vec!["reconcile", op, "--decision", "confirmed", "--expected-version", "2"],
+            vec![
+                "reconcile",
+                op,
+                "--decision",
+                "confirmed",
+                "--expected-version",
+                "2",
+            ],
         ),
         ("--approver", approve_unnamed),
         ("--by", vec!["note", op, "--text", "a note"]),
@@ -325,12 +332,19 @@ fn on_a_workspace_the_reviewer_is_still_required() {
             "recon {args:?}: {}",
             out.stderr
         );
-        assert!(missing.files().is_none(), "recon {args:?} created the workspace");
+        assert!(
+            missing.files().is_none(),
+            "recon {args:?} created the workspace"
+        );
         let mut json = args.clone();
         json.push("--json");
         let out = existing.run(&json);
         crate::cli::assert_fails(&out, 2);
-        assert_eq!(existing.dump(), before, "recon {args:?} changed the databases");
+        assert_eq!(
+            existing.dump(),
+            before,
+            "recon {args:?} changed the databases"
+        );
     }
 }
 

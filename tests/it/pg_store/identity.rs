@@ -75,7 +75,10 @@ fn in_team_mode_the_reviewer_defaults_to_the_database_login() {
     let decided = confirm(&rita, &[]);
     assert_eq!(decided["state"], json!("confirmed"), "{decided}");
     let shown = recon(&rita, &["show", "op-1", "--json"], 0).json();
-    let evidence = shown["evidence"].as_array().and_then(|e| e.last()).expect("the decision");
+    let evidence = shown["evidence"]
+        .as_array()
+        .and_then(|e| e.last())
+        .expect("the decision");
     assert_eq!(evidence["reviewer"], json!("iddefault_rita"), "{shown}");
     assert_eq!(evidence["role"], json!("iddefault_rita"), "{shown}");
     assert_eq!(
@@ -89,7 +92,11 @@ fn in_team_mode_the_reviewer_defaults_to_the_database_login() {
         "iddefault_rita/iddefault_rita"
     );
     // A name typed is recorded as typed, beside the login's role.
-    recon(&rita, &["note", "op-1", "--by", "Rita Q", "--text", "again"], 0);
+    recon(
+        &rita,
+        &["note", "op-1", "--by", "Rita Q", "--text", "again"],
+        0,
+    );
     assert_eq!(
         entry_fields(pg, &url, "noted"),
         "iddefault_rita/iddefault_rita,Rita Q/iddefault_rita"
@@ -150,14 +157,21 @@ fn show_prints_the_role_beside_the_reviewer_in_team_mode() {
         return;
     };
     let rita = login(pg, &url, "idshow_rita", &["recon_reviewer"]);
-    recon(&rita, &["note", "op-1", "--by", "Rita N", "--text", "seen"], 0);
+    recon(
+        &rita,
+        &["note", "op-1", "--by", "Rita N", "--text", "seen"],
+        0,
+    );
     confirm(&rita, &["--reviewer", "Rita Q"]);
     let text = recon(&rita, &["show", "op-1"], 0).stdout;
     assert!(
         text.contains("review by Rita Q (role idshow_rita) -> confirmed"),
         "{text}"
     );
-    assert!(text.contains("by Rita N (role idshow_rita): seen"), "{text}");
+    assert!(
+        text.contains("by Rita N (role idshow_rita): seen"),
+        "{text}"
+    );
     let shown = recon(&rita, &["show", "op-1", "--json"], 0).json();
     // The receipt was lost: the owner's dispatch recorded no evidence, so
     // the decision is the one evidence row.
@@ -222,6 +236,12 @@ fn in_team_mode_the_close_authorizer_defaults_to_the_database_login() {
         shown["closes"][0]["authorized_by"],
         json!("idclose_cleo"),
         "{shown}"
+    );
+    assert_eq!(shown["closes"][0]["role"], json!("idclose_cleo"), "{shown}");
+    let text = recon(&cleo, &["show", "op-1"], 0).stdout;
+    assert!(
+        text.contains("authorized by idclose_cleo (role idclose_cleo)"),
+        "{text}"
     );
     assert_eq!(
         shown["observations"][0]["observed_by"],

@@ -61,7 +61,10 @@ fn denied<T: std::fmt::Debug>(
 
 /// An outbox with `op-1` unknown at the receiver, dispatched by the
 /// owner; the test's name prefix for its login roles.
-pub(super) fn team(test: &str, prefix: &str) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
+pub(super) fn team(
+    test: &str,
+    prefix: &str,
+) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
     let (pg, url) = outbox(test, prefix)?;
     let dir = tempfile::tempdir().expect("temp dir");
     unknown_op(&mut open(&url), dir.path(), "op-1");
