@@ -7,8 +7,10 @@
 //! result. The checks it validates with live here ([`read_payload`],
 //! [`identifier`], [`person`]): anything wrong with the input itself (a
 //! payload that is not JSON, an id with control characters, `--close`
-//! without `--authorized-by`) is a usage error, exit 2, before any database
-//! is opened.
+//! without `--authorized-by` on a workspace directory) is a usage error,
+//! exit 2, before any database is opened. In team mode the names of
+//! `--reviewer`, `--by`, `--approver` and `--authorized-by` default to the
+//! database login (SPEC 10), which `commands` reads once it is open.
 //!
 //! Every flag whose value is data (an op id, an action kind, an effect id,
 //! a payload) takes a value that begins with `-` as well: `--op -x` and
@@ -96,7 +98,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub database: Option<String>,
 
-    /// Console: the reviewer's name (asked before the first mutation if absent).
+    /// Console: the reviewer's name (default in team mode: the database
+    /// login; on a workspace directory asked before the first mutation if
+    /// absent).
     #[arg(long, value_name = "NAME")]
     pub reviewer: Option<String>,
 
@@ -697,9 +701,10 @@ pub struct ReconcileArgs {
     /// The op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// Who decides; recorded in the evidence log.
+    /// Who decides; recorded in the evidence log (default in team mode:
+    /// the database login; required on a workspace directory).
     #[arg(long, value_name = "NAME")]
-    pub reviewer: String,
+    pub reviewer: Option<String>,
     #[arg(long, value_enum)]
     pub decision: DecisionArg,
     /// The version the reviewer saw; a different current version is
@@ -728,9 +733,10 @@ pub struct ApproveCompensationArgs {
     /// `recon show ID` prints it as the confirmed effect.
     #[arg(long, value_name = "EFFECT", allow_hyphen_values = true)]
     pub effect: String,
-    /// Who approves; recorded with the approval.
+    /// Who approves; recorded with the approval (default in team mode:
+    /// the database login; required on a workspace directory).
     #[arg(long, value_name = "NAME")]
-    pub approver: String,
+    pub approver: Option<String>,
     /// The original's version the approver saw.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub expected_version: i64,
@@ -763,7 +769,8 @@ pub struct ScreenshotArgs {
     pub keys: String,
     #[arg(long, value_enum, default_value_t = ScreenshotFormat::Txt)]
     pub format: ScreenshotFormat,
-    /// The reviewer's name (otherwise the keys can type it at the prompt).
+    /// The reviewer's name (default in team mode: the database login;
+    /// otherwise the keys can type it at the prompt).
     #[arg(long, value_name = "NAME")]
     pub reviewer: Option<String>,
 }
@@ -825,10 +832,12 @@ pub struct ReceiverApplyArgs {
 
 #[derive(Debug, Args)]
 pub struct CloseArgs {
-    /// Take a closing snapshot (a receiver mutation).
-    #[arg(long, requires = "authorized_by")]
+    /// Take a closing snapshot (a receiver mutation); it needs
+    /// --authorized-by on a workspace directory.
+    #[arg(long)]
     pub close: bool,
-    /// Who authorized the close; recorded in the receiver's tombstone.
+    /// Who authorized the close; recorded in the receiver's tombstone
+    /// (default in team mode: the database login).
     #[arg(long, value_name = "NAME", requires = "close")]
     pub authorized_by: Option<String>,
 }

@@ -37,6 +37,7 @@ mod flow;
 mod interrupt;
 mod open;
 mod output;
+mod person;
 mod reads;
 mod receiver;
 mod receivers;

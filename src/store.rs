@@ -233,6 +233,9 @@ pub(crate) trait TriageLog {
     fn notes(&self, op_id: &str) -> Result<Vec<Note>>;
     fn escalations(&self, op_id: &str) -> Result<Vec<EscalationRecord>>;
     fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>>;
+    /// The authenticated role each journal entry naming `op_id` records
+    /// (team mode), by the entry's seq; none on a workspace directory.
+    fn entry_roles(&self, op_id: &str) -> Result<std::collections::BTreeMap<i64, String>>;
     /// Operations to observe, in `op_id` order after `after`: of one state
     /// (or any), last observed before `observed_before` or never.
     fn observation_due(
@@ -292,6 +295,13 @@ pub(crate) trait Capabilities {
     /// A store that authorizes nobody (a workspace directory) allows all.
     fn may(&self, _act: crate::domain::team::Act) -> crate::error::Result<()> {
         Ok(())
+    }
+
+    /// The role the store's server authenticated this session as
+    /// (PostgreSQL's `session_user`), which every act records; `None` for
+    /// a store without one (a workspace directory).
+    fn session_role(&self) -> Option<&str> {
+        None
     }
 }
 

@@ -96,6 +96,15 @@ pub struct OpDetail {
     pub acknowledgements: Vec<crate::domain::Acknowledgement>,
     /// The receiver calls that gave no usable answer (why it is unknown).
     pub failures: Vec<crate::domain::CallFailure>,
+    /// The authenticated role (team mode) each journal entry about the
+    /// operation records, by the entry's seq: the evidence's
+    /// `journal_seq`, a close's, observation's, note's, escalation's or
+    /// acknowledgement's `seq`. Empty on a workspace directory.
+    #[serde(skip)]
+    pub roles: BTreeMap<i64, String>,
+    /// The role that approved each of `approvals`, in the same order.
+    #[serde(skip)]
+    pub approval_roles: Vec<Option<String>>,
 }
 
 impl Workspace {
@@ -514,10 +523,21 @@ impl Workspace {
     /// The operation with its whole history: evidence, approvals, recorded
     /// observations, notes, closes and escalations.
     pub fn show(&self, op_id: &str) -> Result<OpDetail> {
+        let approvals = self.sender.approvals(op_id)?;
+        // An approval's entry is the first of its compensation's: the
+        // approval prepares the compensation in the same act.
+        let approval_roles = (approvals.iter())
+            .map(|a| {
+                let roles = self.sender.entry_roles(&a.compensation_op_id)?;
+                Ok(roles.into_values().next())
+            })
+            .collect::<Result<_>>()?;
         Ok(OpDetail {
             operation: self.sender.require(op_id)?,
             evidence: self.sender.evidence(op_id)?,
-            approvals: self.sender.approvals(op_id)?,
+            approvals,
+            approval_roles,
+            roles: self.sender.entry_roles(op_id)?,
             observations: self.sender.observations(op_id)?,
             notes: self.sender.notes(op_id)?,
             closes: self.sender.closes(op_id)?,
@@ -525,6 +545,14 @@ impl Workspace {
             acknowledgements: self.sender.acknowledgements(op_id)?,
             failures: self.sender.call_failures(op_id)?,
         })
+    }
+
+    /// The role the database authenticated this session as (team mode:
+    /// PostgreSQL's `session_user`), which every act records beside the
+    /// name typed and which names default to; `None` on a workspace
+    /// directory.
+    pub fn session_role(&self) -> Option<&str> {
+        self.sender.session_role()
     }
 
     /// The closes the outbox journaled for an operation, oldest first.

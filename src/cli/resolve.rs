@@ -40,10 +40,12 @@ pub struct ResolveArgs {
     /// closing snapshot is confirmed, terminal_absence not_applied).
     #[arg(long, value_name = "POLICY", allow_hyphen_values = true)]
     pub policy: Option<String>,
-    /// Who records the decisions (each evidence row's reviewer).
+    /// Who records the decisions (each evidence row's reviewer; default
+    /// in team mode: the database login).
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
-    /// Who authorized closing the listed operations at their receivers.
+    /// Who authorized closing the listed operations at their receivers
+    /// (default in team mode: the database login).
     #[arg(long, value_name = "NAME")]
     pub authorized_by: Option<String>,
     /// Skip operations whose updated_at is more recent than DURATION (90s,

@@ -26,9 +26,10 @@ pub struct ObserveArgs {
     /// (90s, 15m, 2h, 3d), or that were never observed.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub older_than: Option<Duration>,
-    /// Who is looking; recorded with each observation.
+    /// Who is looking; recorded with each observation (default in team
+    /// mode: the database login; required on a workspace directory).
     #[arg(long, value_name = "NAME")]
-    pub by: String,
+    pub by: Option<String>,
     /// Print an array of {op_id, receiver, verdict, observed_at,
     /// observed_by, complete, authoritative, closed, matches} as JSON; each
     /// operation not read is a JSON line on stderr: {op_id, receiver,
@@ -42,9 +43,10 @@ pub struct NoteArgs {
     /// The op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// Who leaves the note.
+    /// Who leaves the note (default in team mode: the database login;
+    /// required on a workspace directory).
     #[arg(long, value_name = "NAME")]
-    pub by: String,
+    pub by: Option<String>,
     /// The note: at most 4096 bytes, with a visible character.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub text: String,
@@ -59,9 +61,10 @@ pub struct MarkArgs {
     /// The op id.
     #[arg(value_name = "ID", allow_hyphen_values = true)]
     pub op_id: String,
-    /// Who raises or lowers the marker.
+    /// Who raises or lowers the marker (default in team mode: the
+    /// database login; required on a workspace directory).
     #[arg(long, value_name = "NAME")]
-    pub by: String,
+    pub by: Option<String>,
     /// Why: at most 4096 bytes, with a visible character.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub reason: String,

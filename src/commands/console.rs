@@ -12,7 +12,7 @@ use super::render::Silent;
 use super::{Failure, Out, Render};
 use crate::cli::{person, ScreenshotArgs, ScreenshotFormat};
 use crate::console;
-use crate::workspace::Location;
+use crate::workspace::{Location, Workspace};
 use ratatui::crossterm::event::KeyEvent;
 
 /// The console's options from the command line and the environment
@@ -33,6 +33,17 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
         reviewer,
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     })
+}
+
+/// The options with, in team mode, the database login as the reviewer
+/// when `--reviewer` was not given (SPEC 10): the console does not ask
+/// for a name it knows. On a workspace directory it asks before the
+/// first act that records one.
+fn with_login(mut options: console::Options, ws: &Workspace) -> console::Options {
+    if options.reviewer.is_none() {
+        options.reviewer = ws.session_role().map(str::to_string);
+    }
+    options
 }
 
 /// `recon [--workspace DIR | --database URL] [--reviewer NAME]`: the
@@ -81,7 +92,7 @@ impl Console {
     }
 
     /// The workspace with the frozen clock, when one was given.
-    fn clocked(&self, ws: crate::workspace::Workspace) -> crate::workspace::Workspace {
+    fn clocked(&self, ws: Workspace) -> Workspace {
         match self.frozen {
             Some(at) => ws.with_clock(std::sync::Arc::new(crate::clock::FixedClock::at(at))),
             None => ws,
@@ -97,7 +108,8 @@ impl Console {
                     location,
                     temporary_demo: false,
                 };
-                console::App::open(ws, source, self.options, size)?
+                let options = with_login(self.options, &ws);
+                console::App::open(ws, source, options, size)?
             }
             None => {
                 let (ws, dir) = console::demo_workspace(open_options()?)?;
@@ -147,7 +159,8 @@ impl Screenshot {
         // newest change, so the same workspace renders the same screen.
         let at = ws.newest_update()?.unwrap_or_else(|| ws.now());
         let ws = ws.with_clock(std::sync::Arc::new(crate::clock::FixedClock::at(at)));
-        let mut app = console::App::open(ws, source, self.options, self.size)?;
+        let options = with_login(self.options, &ws);
+        let mut app = console::App::open(ws, source, options, self.size)?;
         console::run_headless(&mut app, &self.keys);
         let buffer = console::render(&app);
         Ok(Screen(match self.format {

@@ -8,6 +8,7 @@
 //! document. Nothing here prints directly or picks an exit code.
 
 use super::open::{open, Place};
+use super::person::Person;
 use super::render::payload_line;
 use super::{Failure, Out, Render};
 use crate::cli::{
@@ -169,12 +170,19 @@ fn stderr_tail(stderr: &str) -> impl Iterator<Item = &str> {
     lines.into_iter().skip(skip)
 }
 
-/// `--authorized-by`, checked as a person's name when given.
-fn authorized_by(close: CloseArgs) -> Result<Option<String>, Failure> {
-    if let Some(name) = &close.authorized_by {
-        person("--authorized-by", name)?;
+/// Who authorized a `--close`: `--authorized-by`, checked as a person's
+/// name, or in team mode the database login; none without `--close`
+/// (clap refuses `--authorized-by` without it).
+fn authorized_by(close: CloseArgs, place: &Place) -> Result<Option<Person>, Failure> {
+    if !close.close {
+        return Ok(None);
     }
-    Ok(close.authorized_by)
+    Person::of("--authorized-by", close.authorized_by, place).map(Some)
+}
+
+/// The name each optional person stands for, once the workspace is open.
+fn names_of(person: Option<&Person>, ws: &Workspace) -> Result<Option<String>, Failure> {
+    person.map(|p| p.name(ws)).transpose()
 }
 
 /// `recon snapshot`: read (or, with `--close`, close) and classify; with
@@ -182,14 +190,14 @@ fn authorized_by(close: CloseArgs) -> Result<Option<String>, Failure> {
 pub struct Snapshot {
     location: Location,
     op_id: String,
-    authorized_by: Option<String>,
+    authorized_by: Option<Person>,
     by: Option<String>,
 }
 
 impl Snapshot {
     pub fn validate(args: SnapshotArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
-        let authorized_by = authorized_by(args.close)?;
+        let authorized_by = authorized_by(args.close, &place)?;
         if let Some(by) = &args.by {
             person("--by", by)?;
         }
@@ -207,11 +215,9 @@ impl Snapshot {
     /// that read fails (the explanation is then left out).
     pub fn run(self) -> Result<Snapshotted, Failure> {
         let mut ws = open(&self.location, false)?;
-        let classified = ws.snapshot_by(
-            &self.op_id,
-            self.authorized_by.as_deref(),
-            self.by.as_deref(),
-        )?;
+        let authorized_by = names_of(self.authorized_by.as_ref(), &ws)?;
+        let classified =
+            ws.snapshot_by(&self.op_id, authorized_by.as_deref(), self.by.as_deref())?;
         let receiver = ws
             .registration_of(&classified.operation)
             .ok()
@@ -276,23 +282,23 @@ impl Render for Snapshotted {
 pub struct Reconcile {
     location: Location,
     op_id: String,
-    reviewer: String,
+    reviewer: Person,
     decision: Decision,
     expected_version: i64,
     payload: Option<Value>,
-    authorized_by: Option<String>,
+    authorized_by: Option<Person>,
 }
 
 impl Reconcile {
     pub fn validate(args: ReconcileArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
-        person("--reviewer", &args.reviewer)?;
-        let authorized_by = authorized_by(args.close)?;
+        let reviewer = Person::of("--reviewer", args.reviewer, &place)?;
+        let authorized_by = authorized_by(args.close, &place)?;
         let payload = args.payload.as_deref().map(read_payload).transpose()?;
         Ok(Reconcile {
             location: place.required()?,
             op_id: args.op_id,
-            reviewer: args.reviewer,
+            reviewer,
             decision: args.decision.into(),
             expected_version: args.expected_version,
             payload,
@@ -302,13 +308,15 @@ impl Reconcile {
 
     pub fn run(self) -> Result<Reconciled, Failure> {
         let mut ws = open(&self.location, false)?;
+        let reviewer = self.reviewer.name(&ws)?;
+        let authorized_by = names_of(self.authorized_by.as_ref(), &ws)?;
         let recorded = ws.reconcile(&ReconcileRequest {
             op_id: &self.op_id,
-            reviewer: &self.reviewer,
+            reviewer: &reviewer,
             decision: self.decision,
             expected_version: self.expected_version,
             payload: self.payload.as_ref(),
-            close_authorized_by: self.authorized_by.as_deref(),
+            close_authorized_by: authorized_by.as_deref(),
         })?;
         Ok(Reconciled {
             recorded,
@@ -363,7 +371,7 @@ pub struct ApproveCompensation {
     location: Location,
     original_op_id: String,
     effect_id: String,
-    approver: String,
+    approver: Person,
     expected_version: i64,
     compensation_op_id: String,
     action_kind: String,
@@ -372,7 +380,7 @@ pub struct ApproveCompensation {
 
 impl ApproveCompensation {
     pub fn validate(args: ApproveCompensationArgs, place: Place) -> Result<Self, Failure> {
-        person("--approver", &args.approver)?;
+        let approver = Person::of("--approver", args.approver, &place)?;
         identifier("op id", &args.op_id)?;
         identifier("effect id", &args.effect)?;
         identifier("compensation op id", &args.compensation_op)?;
@@ -382,7 +390,7 @@ impl ApproveCompensation {
             location: place.required()?,
             original_op_id: args.op_id,
             effect_id: args.effect,
-            approver: args.approver,
+            approver,
             expected_version: args.expected_version,
             compensation_op_id: args.compensation_op,
             action_kind: args.action_kind,
@@ -392,10 +400,11 @@ impl ApproveCompensation {
 
     pub fn run(self) -> Result<Approved, Failure> {
         let mut ws = open(&self.location, false)?;
+        let approver = self.approver.name(&ws)?;
         Ok(Approved(ws.approve_compensation(&CompensationRequest {
             original_op_id: &self.original_op_id,
             effect_id: &self.effect_id,
-            approver: &self.approver,
+            approver: &approver,
             expected_version: self.expected_version,
             compensation_op_id: &self.compensation_op_id,
             action_kind: &self.action_kind,

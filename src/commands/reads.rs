@@ -15,7 +15,9 @@ use crate::cli::{
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
-    Cursor, Effect, OpState, Operation, OpsQuery, QueueFilter, SortOrder, Timestamp, VerdictFilter,
+    Acknowledgement, Approval, CallFailure, CloseEntry, Cursor, Effect, EscalationRecord,
+    EvidenceRecord, Note, Observation, OpState, Operation, OpsQuery, QueueFilter, SortOrder,
+    Timestamp, VerdictFilter,
 };
 use crate::workspace::{Location, OpDetail};
 use serde::Serialize;
@@ -210,7 +212,59 @@ impl Show {
 
 pub struct Shown(OpDetail);
 
+/// A name as typed, with the authenticated role the entry records beside
+/// it (team mode) when it has one: `ann (role ann_ops)`. Both escaped.
+fn named(name: &str, role: Option<&String>) -> String {
+    match role {
+        Some(role) => format!("{} (role {})", escape(name), escape(role)),
+        None => escape(name).into_owned(),
+    }
+}
+
+/// A record of `show --json` with `"role"` after its own fields: the
+/// authenticated role its journal entry records (team mode), or null.
+#[derive(Serialize)]
+struct WithRole<'a, T> {
+    #[serde(flatten)]
+    record: &'a T,
+    role: Option<&'a String>,
+}
+
+/// `show --json`: the detail's lists in its order, each act of a person
+/// with its role.
+#[derive(Serialize)]
+struct ShownJson<'a> {
+    operation: &'a Operation,
+    evidence: Vec<WithRole<'a, EvidenceRecord>>,
+    approvals: Vec<WithRole<'a, Approval>>,
+    observations: Vec<WithRole<'a, Observation>>,
+    notes: Vec<WithRole<'a, Note>>,
+    closes: Vec<WithRole<'a, CloseEntry>>,
+    escalations: Vec<WithRole<'a, EscalationRecord>>,
+    acknowledgements: Vec<WithRole<'a, Acknowledgement>>,
+    failures: &'a [CallFailure],
+}
+
 impl Shown {
+    /// The role the entry `seq` records, if any.
+    fn role(&self, seq: i64) -> Option<&String> {
+        self.0.roles.get(&seq)
+    }
+
+    /// A list's records, each with the role of its journal entry `seq`.
+    fn with_roles<'a, T>(
+        &'a self,
+        records: &'a [T],
+        seq: impl Fn(&T) -> i64,
+    ) -> Vec<WithRole<'a, T>> {
+        (records.iter())
+            .map(|record| WithRole {
+                record,
+                role: self.role(seq(record)),
+            })
+            .collect()
+    }
+
     fn operation_lines(&self, out: &mut Out) -> Result<(), Failure> {
         let op = &self.0.operation;
         out.line(format!(
@@ -259,7 +313,7 @@ impl Shown {
                 "observation #{} at {} by {}: {}",
                 o.seq,
                 o.seen.observed_at,
-                escape(&o.seen.observed_by),
+                named(&o.seen.observed_by, self.role(o.seq)),
                 observation_line(&o.seen)
             ))?;
         }
@@ -268,7 +322,7 @@ impl Shown {
                 "closed at {} at receiver {}, authorized by {}",
                 c.closed_at,
                 escape(&c.receiver),
-                escape(&c.authorized_by)
+                named(&c.authorized_by, self.role(c.seq))
             ))?;
         }
         for n in &detail.notes {
@@ -276,7 +330,7 @@ impl Shown {
                 "note #{} at {} by {}: {}",
                 n.seq,
                 n.at,
-                escape(&n.by),
+                named(&n.by, self.role(n.seq)),
                 escape(&n.text)
             ))?;
         }
@@ -286,7 +340,7 @@ impl Shown {
                 e.action.as_str(),
                 e.seq,
                 e.at,
-                escape(&e.by),
+                named(&e.by, self.role(e.seq)),
                 escape(&e.reason)
             ))?;
         }
@@ -324,28 +378,62 @@ impl Render for Shown {
                 "evidence #{}: {} by {} -> {} (verdict {}), v{} -> v{}",
                 e.seq,
                 source,
-                escape(e.reviewer.as_deref().unwrap_or("the receiver")),
+                named(
+                    e.reviewer.as_deref().unwrap_or("the receiver"),
+                    self.role(e.journal_seq)
+                ),
                 e.decision,
                 e.verdict.map_or("none", |v| v.as_str()),
                 e.from_version,
                 e.to_version
             ))?;
         }
-        for a in &self.0.approvals {
+        let approval_roles = (self.0.approval_roles.iter()).chain(std::iter::repeat(&None));
+        for (a, role) in self.0.approvals.iter().zip(approval_roles) {
             out.line(format!(
                 "approval: {} compensates {} of {} (approved by {} at v{})",
                 escape(&a.compensation_op_id),
                 escape(&a.effect_id),
                 escape(&a.original_op_id),
-                escape(&a.approver),
+                named(&a.approver, role.as_ref()),
                 a.approved_version
             ))?;
         }
         self.triage_lines(out)
     }
 
+    /// The detail as stored, each act of a person with `"role"` beside
+    /// its name. Every field is named, so a field the detail gains is a
+    /// compile error here until it is shown.
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
-        out.json(&self.0)
+        let OpDetail {
+            operation,
+            evidence,
+            approvals,
+            observations,
+            notes,
+            closes,
+            escalations,
+            acknowledgements,
+            failures,
+            roles: _,
+            approval_roles,
+        } = &self.0;
+        let approval_roles =
+            (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
+        out.json(&ShownJson {
+            operation,
+            evidence: self.with_roles(evidence, |e| e.journal_seq),
+            approvals: (approvals.iter().zip(approval_roles))
+                .map(|(record, role)| WithRole { record, role })
+                .collect(),
+            observations: self.with_roles(observations, |o| o.seq),
+            notes: self.with_roles(notes, |n| n.seq),
+            closes: self.with_roles(closes, |c| c.seq),
+            escalations: self.with_roles(escalations, |e| e.seq),
+            acknowledgements: self.with_roles(acknowledgements, |a| a.seq),
+            failures,
+        })
     }
 }
 
@@ -456,5 +544,17 @@ impl Effects {
             out.stderr_line(&format!("note: {note}"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::named;
+
+    #[test]
+    fn a_role_beside_a_name_is_escaped_as_the_name_is() {
+        let role = "rita\u{1b}[2J".to_string();
+        assert_eq!(named("Rita Q", Some(&role)), "Rita Q (role rita\\x1b[2J)");
+        assert_eq!(named("Rita\u{7}", None), "Rita\\x07");
     }
 }

@@ -12,9 +12,10 @@
 
 use super::open::{open, Place};
 use super::output::{cannot_write, read_bounded};
+use super::person::Person;
 use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
 use super::{Failure, Out, Render, EXIT_OK};
-use crate::cli::{identifier, person, receiver_name, EscalatedArg, ResolveArgs, StateFilterArg};
+use crate::cli::{identifier, receiver_name, EscalatedArg, ResolveArgs, StateFilterArg};
 use crate::domain::resolve::{Planned, ResolvePlan, MAX_PLAN_BYTES};
 use crate::domain::sanitize::{escape, json_for_terminal};
 use crate::domain::{OpState, Policy, QueueFilter, VerdictFilter};
@@ -43,8 +44,8 @@ pub struct Resolve {
     location: Location,
     source: Source,
     policy: Policy,
-    by: String,
-    authorized_by: String,
+    by: Person,
+    authorized_by: Person,
     older_than: Duration,
     dry_run: bool,
     output: Option<PathBuf>,
@@ -62,13 +63,8 @@ impl Resolve {
             })?,
             None => return Err(Failure::Usage("--policy provable is required".into())),
         };
-        let required = |flag: &str, value: Option<String>| -> Result<String, Failure> {
-            let value = value.ok_or_else(|| Failure::Usage(format!("{flag} NAME is required")))?;
-            person(flag, &value)?;
-            Ok(value)
-        };
-        let by = required("--by", args.by)?;
-        let authorized_by = required("--authorized-by", args.authorized_by)?;
+        let by = Person::of("--by", args.by, &place)?;
+        let authorized_by = Person::of("--authorized-by", args.authorized_by, &place)?;
         let filtered = args.state.is_some()
             || args.verdict.is_some()
             || args.escalated.is_some()
@@ -127,6 +123,8 @@ impl Resolve {
 
     pub fn run(self) -> Result<Resolution, Failure> {
         let mut ws = open(&self.location, false)?;
+        let by = self.by.name(&ws)?;
+        let authorized_by = self.authorized_by.name(&ws)?;
         let list = match &self.source {
             Source::Ids(ids) => ws.resolve_selection(Selection::Ids(ids))?,
             Source::Filter(f) => ws.resolve_selection(Selection::Filter(QueueFilter {
@@ -141,12 +139,12 @@ impl Resolve {
         };
         let planned = matches!(self.source, Source::Plan(_));
         if !planned && !self.dry_run {
-            self.announce(&list)?;
+            self.announce(&list, &authorized_by)?;
         }
         let request = ResolveRequest {
             policy: self.policy,
-            by: &self.by,
-            authorized_by: &self.authorized_by,
+            by: &by,
+            authorized_by: &authorized_by,
             older_than: self.older_than,
             dry_run: self.dry_run,
             planned,
@@ -175,7 +173,7 @@ impl Resolve {
 
     /// The list about to be closed, before anything is: on stdout in
     /// text, on stderr (one JSON line each) under `--json`.
-    fn announce(&self, list: &[Planned]) -> Result<(), Failure> {
+    fn announce(&self, list: &[Planned], authorized_by: &str) -> Result<(), Failure> {
         if self.json {
             let mut err = std::io::stderr().lock();
             for op in list {
@@ -190,7 +188,7 @@ impl Resolve {
             "resolving {} listed operation{}, authorized by {}:",
             list.len(),
             if list.len() == 1 { "" } else { "s" },
-            escape(&self.authorized_by)
+            escape(authorized_by)
         )
         .map_err(Failure::io)?;
         for op in list {

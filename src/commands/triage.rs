@@ -4,10 +4,11 @@
 //! call, and renders what it recorded.
 
 use super::open::{open, Place};
+use super::person::Person;
 use super::render::observation_line;
 use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
 use super::{Failure, Out, Render, EXIT_OK, EXIT_STORAGE};
-use crate::cli::{identifier, person, MarkArgs, NoteArgs, ObserveArgs};
+use crate::cli::{identifier, MarkArgs, NoteArgs, ObserveArgs};
 use crate::domain::sanitize::{escape, json_for_terminal};
 use crate::domain::{
     free_text, EscalationAction, Note as NoteRecord, Observed, OpState, Operation,
@@ -22,7 +23,7 @@ pub struct Observe {
     op_ids: Vec<String>,
     state: Option<OpState>,
     older_than: Option<Duration>,
-    by: String,
+    by: Person,
     /// Whether to show progress: stderr is a terminal and stdout is not
     /// JSON for a script.
     progress: bool,
@@ -33,25 +34,26 @@ impl Observe {
         for id in &args.op_ids {
             identifier("op id", id)?;
         }
-        person("--by", &args.by)?;
+        let by = Person::of("--by", args.by, &place)?;
         Ok(Observe {
             location: place.required()?,
             op_ids: args.op_ids,
             state: args.state.map(OpState::from),
             older_than: args.older_than,
-            by: args.by,
+            by,
             progress: shows_progress(args.json),
         })
     }
 
     pub fn run(self) -> Result<ObservedAll, Failure> {
         let mut ws = open(&self.location, false)?;
+        let by = self.by.name(&ws)?;
         let mut watch = TerminalWatch::install(self.progress, "observed");
         let request = ObserveRequest {
             op_ids: &self.op_ids,
             state: self.state,
             older_than: self.older_than,
-            by: &self.by,
+            by: &by,
         };
         let report = ws.observe_watched(&request, &mut watch);
         watch.clear();
@@ -204,26 +206,27 @@ fn text_arg(what: &str, text: &str) -> Result<(), Failure> {
 pub struct Note {
     location: Location,
     op_id: String,
-    by: String,
+    by: Person,
     text: String,
 }
 
 impl Note {
     pub fn validate(args: NoteArgs, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
-        person("--by", &args.by)?;
+        let by = Person::of("--by", args.by, &place)?;
         text_arg("--text", &args.text)?;
         Ok(Note {
             location: place.required()?,
             op_id: args.op_id,
-            by: args.by,
+            by,
             text: args.text,
         })
     }
 
     pub fn run(self) -> Result<Noted, Failure> {
         let mut ws = open(&self.location, false)?;
-        let note = ws.note(&self.op_id, &self.by, &self.text)?;
+        let by = self.by.name(&ws)?;
+        let note = ws.note(&self.op_id, &by, &self.text)?;
         Ok(Noted {
             op_id: self.op_id,
             note,
@@ -266,27 +269,28 @@ pub struct Mark {
     location: Location,
     action: MarkAct,
     op_id: String,
-    by: String,
+    by: Person,
     reason: String,
 }
 
 impl Mark {
     pub fn validate(args: MarkArgs, action: MarkAct, place: Place) -> Result<Self, Failure> {
         identifier("op id", &args.op_id)?;
-        person("--by", &args.by)?;
+        let by = Person::of("--by", args.by, &place)?;
         text_arg("--reason", &args.reason)?;
         Ok(Mark {
             location: place.required()?,
             action,
             op_id: args.op_id,
-            by: args.by,
+            by,
             reason: args.reason,
         })
     }
 
     pub fn run(self) -> Result<Marked, Failure> {
         let mut ws = open(&self.location, false)?;
-        let (op_id, by, reason) = (&self.op_id, &self.by, &self.reason);
+        let by = &self.by.name(&ws)?;
+        let (op_id, reason) = (&self.op_id, &self.reason);
         let op = match self.action {
             MarkAct::Escalation(EscalationAction::Escalate) => ws.escalate(op_id, by, reason)?,
             MarkAct::Escalation(EscalationAction::Deescalate) => {

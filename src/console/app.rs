@@ -215,6 +215,10 @@ pub struct Detail {
     /// When each compensation approval was made (its compensation
     /// operation's creation, in the same transaction), by compensation op id.
     pub approved_at: std::collections::BTreeMap<String, crate::domain::Timestamp>,
+    /// The authenticated role each journal entry records (team mode), by
+    /// seq, and each approval's: shown beside the names typed.
+    pub roles: std::collections::BTreeMap<i64, String>,
+    pub approval_roles: Vec<Option<String>>,
 }
 
 impl Detail {

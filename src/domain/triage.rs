@@ -176,6 +176,9 @@ pub struct EscalationRecord {
 /// A close of the operation at its receiver, as the outbox journaled it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CloseEntry {
+    /// The journal entry of the close (`closed`).
+    #[serde(skip)]
+    pub seq: i64,
     pub closed_at: Timestamp,
     pub authorized_by: String,
     pub receiver: String,

@@ -62,6 +62,33 @@ pub(crate) fn insert(
 /// (team mode): the database checks it is the session's own.
 pub(crate) const ROLE: &str = "role";
 
+/// The roles recorded by the entries that name the operation `op_id` (an
+/// entry names the operation it is about: a compensation's approval
+/// names the compensation), by seq; entries without a role (a workspace
+/// directory's) are left out. The entries of one operation are few, so
+/// each is read whole and its role picked out here, the same on every
+/// store.
+pub(crate) fn roles_of(
+    db: &mut dyn Db,
+    op_id: &str,
+) -> Result<std::collections::BTreeMap<i64, String>, StoreError> {
+    let entries = db.query(
+        "SELECT seq, entry FROM journal WHERE op_id = ?1 ORDER BY seq",
+        &[&op_id],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+    )?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|(seq, entry)| {
+            let fields: Map<String, Value> = serde_json::from_str(&entry).ok()?;
+            match fields.get(ROLE) {
+                Some(Value::String(role)) => Some((seq, role.clone())),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
 /// Appends one entry after the current head, naming the role that writes
 /// it when the store knows one; returns it as written.
 pub(crate) fn append(

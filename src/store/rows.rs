@@ -493,6 +493,7 @@ pub(crate) fn closes(db: &mut dyn Db, op_id: &str) -> Result<Vec<CloseEntry>> {
     };
     let parse = |(seq, at, authorized_by, receiver): (i64, String, String, String)| {
         Ok(CloseEntry {
+            seq,
             closed_at: time(&at, "closed_at", &format!("close {seq}"))?,
             authorized_by,
             receiver,

@@ -404,6 +404,10 @@ impl<S: SqlStore> TriageLog for S {
         self.read(|db| rows::closes(db, op_id))
     }
 
+    fn entry_roles(&self, op_id: &str) -> Result<std::collections::BTreeMap<i64, String>> {
+        self.read(|db| Ok(journal::roles_of(db, op_id)?))
+    }
+
     /// Operations in `op_id` order after `after`, optionally of one state,
     /// whose latest observation is older than `observed_before` or absent
     /// (all of them without `observed_before`).

@@ -10,6 +10,7 @@
 
 mod commands;
 mod faults;
+mod identity;
 mod lost_commit;
 mod outbox;
 mod page_plans;

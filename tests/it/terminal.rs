@@ -678,19 +678,17 @@ fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation(
     });
 }
 
-#[test]
-fn the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits() {
-    use crate::real_receivers::servers;
-    let test =
-        "the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits";
-    let Some(pg) = servers::require(test, servers::postgres()) else {
-        return;
-    };
-    let url = crate::pg_store::initialized(pg, "console");
-    let state = tempfile::tempdir().expect("temp dir");
-    let state = state.path().join("mail.json").display().to_string();
+/// An outbox on the test cluster, prefixed `prefix`, holding `op-db-1`
+/// whose receipt was lost, made through the command line as its owner;
+/// its URL, and the directory of the adapter's state.
+fn lost_on_a_database(
+    pg: &crate::real_receivers::servers::Postgres,
+    prefix: &str,
+) -> (String, tempfile::TempDir) {
+    let url = crate::pg_store::initialized(pg, prefix);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("mail.json").display().to_string();
     let adapter = crate::support::adapter_fixture().display().to_string();
-    // An operation whose receipt was lost, through the command line.
     for args in [
         &[
             "receivers",
@@ -726,6 +724,18 @@ fn the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless
         let out = run(args, None);
         assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
     }
+    (url, dir)
+}
+
+#[test]
+fn the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits() {
+    use crate::real_receivers::servers;
+    let test =
+        "the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless_and_quits";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let (url, _state) = lost_on_a_database(pg, "console");
     // Headless, the same console on the same database.
     let screenshot = run(&["screenshot", "--database", &url], None);
     assert_eq!(screenshot.code, Some(0), "{}", screenshot.stderr);
@@ -743,4 +753,32 @@ fn the_console_on_a_database_shows_its_operation_in_a_real_terminal_and_headless
     tmux.keys(&["q"]);
     let after = tmux.wait_for_exit();
     assert!(after.contains("recon exited with 0"), "{after}");
+}
+
+/// In team mode the console knows who is reviewing (SPEC 10): the
+/// database login, shown from the start; a note goes straight to its form
+/// without asking a name, is recorded as the login's, and the history
+/// shows the role beside the name.
+#[test]
+fn the_console_in_team_mode_does_not_ask_the_name_it_knows() {
+    use crate::real_receivers::servers;
+    let test = "the_console_in_team_mode_does_not_ask_the_name_it_knows";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let (url, _state) = lost_on_a_database(pg, "console_login");
+    let rita = crate::pg_store::roles::login(pg, &url, "console_rita", &["recon_reviewer"]);
+    let Some(tmux) = Tmux::start(&["--database", &rita], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: console_rita");
+    tmux.press_until_shown(&["m"], "Note op-db-1");
+    assert!(!tmux.screen().contains("Who is reviewing?"));
+    tmux.type_text("called the customer");
+    tmux.press_until_shown(&["Enter"], "left on op-db-1 by console_rita");
+    // The history wraps after "the".
+    tmux.shows("note by console_rita (role console_rita): called the");
+    let show = run(&["show", "--database", &rita, "op-db-1", "--json"], None).json();
+    assert_eq!(show["notes"][0]["by"], "console_rita", "{show}");
+    assert_eq!(show["notes"][0]["role"], "console_rita", "{show}");
 }

@@ -350,6 +350,8 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         acknowledgements: shown_detail.acknowledgements,
         observations: shown_detail.observations,
         approved_at,
+        roles: shown_detail.roles,
+        approval_roles: shown_detail.approval_roles,
     });
     if recorded {
         reload_row(app, &op_id)?;

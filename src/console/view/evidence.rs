@@ -3,7 +3,9 @@
 //! decision, verdict and versions), its closes, notes, escalations, the
 //! receiver calls that gave no usable answer, a contradiction and its
 //! acknowledgements in the order they happened, its compensation
-//! approvals, and how many observations were recorded.
+//! approvals, and how many observations were recorded. In team mode each
+//! name a person typed is shown with the authenticated role its journal
+//! entry records beside it.
 
 use super::super::app::{App, Detail};
 use super::super::text::{clean, wrap_hanging};
@@ -21,6 +23,15 @@ fn when(at: Timestamp) -> String {
     match (text.get(5..10), text.get(11..16)) {
         (Some(day), Some(minute)) => format!("{day} {minute}Z"),
         _ => text,
+    }
+}
+
+/// A name as typed, with the authenticated role its journal entry
+/// records beside it (team mode), both cleaned: `ann (role ann_ops)`.
+fn named(name: &str, role: Option<&String>) -> String {
+    match role {
+        Some(role) => format!("{} (role {})", clean(name), clean(role)),
+        None => clean(name),
     }
 }
 
@@ -44,12 +55,10 @@ pub(super) fn history_lines(d: &Detail) -> Vec<String> {
     }
     out.extend(timed);
     // An approval whose compensation operation is not there has no time.
-    for a in d
-        .approvals
-        .iter()
-        .filter(|a| !d.approved_at.contains_key(&a.compensation_op_id))
+    for (a, role) in
+        approvals(d).filter(|(a, _)| !d.approved_at.contains_key(&a.compensation_op_id))
     {
-        out.push(approval_text(a));
+        out.push(approval_text(a, role));
     }
     if let (Some(c), true) = (&d.closure, d.closes.is_empty()) {
         out.push(format!(
@@ -72,8 +81,11 @@ fn timed_lines(d: &Detail) -> Vec<String> {
     let mut timed: Vec<(Timestamp, i64, String)> = Vec::new();
     for e in &d.evidence {
         let who = match (&e.reviewer, e.policy) {
-            (Some(name), Some(policy)) => format!("policy {policy}, run by {}", clean(name)),
-            (Some(name), None) => format!("review by {}", clean(name)),
+            (Some(name), Some(policy)) => format!(
+                "policy {policy}, run by {}",
+                named(name, d.roles.get(&e.journal_seq))
+            ),
+            (Some(name), None) => format!("review by {}", named(name, d.roles.get(&e.journal_seq))),
             (None, _) => "receipt from the receiver".to_string(),
         };
         let line = format!(
@@ -96,7 +108,7 @@ fn timed_lines(d: &Detail) -> Vec<String> {
             "{} closed at receiver {}, authorized by {}",
             when(c.closed_at),
             clean(&c.receiver),
-            clean(&c.authorized_by)
+            named(&c.authorized_by, d.roles.get(&c.seq))
         );
         timed.push((c.closed_at, -1, line));
     }
@@ -104,7 +116,7 @@ fn timed_lines(d: &Detail) -> Vec<String> {
         let line = format!(
             "{} note by {}: {}",
             when(n.at),
-            clean(&n.by),
+            named(&n.by, d.roles.get(&n.seq)),
             clean(&n.text)
         );
         timed.push((n.at, n.seq, line));
@@ -117,7 +129,7 @@ fn timed_lines(d: &Detail) -> Vec<String> {
         let line = format!(
             "{} {verb} by {}: {}",
             when(e.at),
-            clean(&e.by),
+            named(&e.by, d.roles.get(&e.seq)),
             clean(&e.reason)
         );
         timed.push((e.at, e.seq, line));
@@ -128,10 +140,16 @@ fn timed_lines(d: &Detail) -> Vec<String> {
     timed.into_iter().map(|(_, _, line)| line).collect()
 }
 
-fn approval_text(a: &Approval) -> String {
+/// Each approval with the role that approved it, when known.
+fn approvals(d: &Detail) -> impl Iterator<Item = (&Approval, Option<&String>)> {
+    let roles = (d.approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
+    d.approvals.iter().zip(roles)
+}
+
+fn approval_text(a: &Approval, role: Option<&String>) -> String {
     format!(
         "approval by {}: {} compensates {} of {} · action {} · at v{}",
-        clean(&a.approver),
+        named(&a.approver, role),
         clean(&a.compensation_op_id),
         clean(&a.effect_id),
         clean(&a.original_op_id),
@@ -143,11 +161,11 @@ fn approval_text(a: &Approval) -> String {
 /// The compensation approvals, each at the time it was made (its
 /// compensation operation was prepared in the same transaction).
 fn approval_lines(d: &Detail, timed: &mut Vec<(Timestamp, i64, String)>) {
-    for a in &d.approvals {
+    for (a, role) in approvals(d) {
         let Some(at) = d.approved_at.get(&a.compensation_op_id) else {
             continue;
         };
-        let line = format!("{} {}", when(*at), approval_text(a));
+        let line = format!("{} {}", when(*at), approval_text(a, role));
         timed.push((*at, i64::MAX, line));
     }
 }
@@ -167,7 +185,7 @@ pub(super) fn observation_lines(d: &Detail) -> Vec<String> {
                 "{} #{} by {} from {}: {} · {} · {} · {} · {} match{}",
                 when(seen.observed_at),
                 o.seq,
-                clean(&seen.observed_by),
+                named(&seen.observed_by, d.roles.get(&o.seq)),
                 clean(&seen.receiver),
                 seen.verdict,
                 flag("complete", seen.complete),
@@ -207,7 +225,7 @@ fn calls_and_contradictions(d: &Detail, timed: &mut Vec<(Timestamp, i64, String)
         let line = format!(
             "{} contradiction acknowledged by {}: {}",
             when(a.at),
-            clean(&a.by),
+            named(&a.by, d.roles.get(&a.seq)),
             clean(&a.reason)
         );
         timed.push((a.at, a.seq, line));

@@ -82,6 +82,9 @@ pub(crate) struct PgSender {
     /// What it was opened with: a lost commit reconnects with the same.
     pub(super) options: OpenOptions,
     workspace_id: String,
+    /// The role the first connection authenticated as: a connection made
+    /// again after a lost commit logs in with the same URL and options.
+    login: String,
 }
 
 impl PgSender {
@@ -96,7 +99,9 @@ impl PgSender {
             .map_err(|e| db_error(url, "beginning", &e))?;
         let workspace_id = schema::outbox_id(&mut tx, url)?;
         tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
+        let login = conn.session.role.clone();
         Ok(PgSender {
+            login,
             conn: RefCell::new(conn),
             url: url.clone(),
             options,
@@ -262,7 +267,7 @@ impl crate::store::Capabilities for PgSender {
                 )
             })?;
             if !granted {
-                let login = self.connection()?.session.role.clone();
+                let login = self.login.clone();
                 return Err(Refusal::PermissionDenied {
                     act: what.as_str().to_string(),
                     role: role.as_str().to_string(),
@@ -272,5 +277,9 @@ impl crate::store::Capabilities for PgSender {
             }
         }
         Ok(())
+    }
+
+    fn session_role(&self) -> Option<&str> {
+        Some(&self.login)
     }
 }

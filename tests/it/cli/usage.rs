@@ -161,9 +161,8 @@ fn number_invocations() -> Vec<Vec<&'static str>> {
         reconcile(&[]),
         approve("-3", "{}"),
         approve("three", "{}"),
-        // A close needs its authorizer, and an authorizer needs a close.
-        reconcile(&["--expected-version", "2", "--close"]),
-        vec!["snapshot", "op-1004-support-ticket", "--close"],
+        // An authorizer needs a close (a close needs its authorizer on a
+        // workspace directory: `nameless_invocations`).
         vec![
             "snapshot",
             "op-1004-support-ticket",
@@ -273,6 +272,80 @@ fn in_use(store: Store) -> Shell {
     sh.ok(&["dispatch", "op-1"]);
     sh.faulted(&["dispatch", "op-2"], Fault::CrashBeforeCommit);
     sh
+}
+
+/// Invocations that leave out a person's name, each with the flag left
+/// out: usage errors on a workspace directory, where no database login
+/// stands in for the name (in team mode one does: `pg_store::identity`).
+fn nameless_invocations() -> Vec<(&'static str, Vec<&'static str>)> {
+    let op = "op-1003-charge-order";
+    let mut approve_unnamed = approve("3", "{}");
+    let at = approve_unnamed
+        .iter()
+        .position(|a| *a == "--approver")
+        .expect("--approver");
+    approve_unnamed.drain(at..at + 2);
+    vec![
+        (
+            "--reviewer",
+            vec![
+                "reconcile",
+                op,
+                "--decision",
+                "confirmed",
+                "--expected-version",
+                "2",
+            ],
+        ),
+        ("--approver", approve_unnamed),
+        ("--by", vec!["note", op, "--text", "a note"]),
+        ("--by", vec!["escalate", op, "--reason", "why"]),
+        ("--by", vec!["deescalate", op, "--reason", "why"]),
+        ("--by", vec!["acknowledge", op, "--reason", "why"]),
+        ("--by", vec!["observe", op]),
+        (
+            "--by",
+            vec!["resolve", "--policy", "provable", "--authorized-by", "dana"],
+        ),
+        (
+            "--authorized-by",
+            vec!["resolve", "--policy", "provable", "--by", "dana"],
+        ),
+        ("--authorized-by", vec!["snapshot", op, "--close"]),
+        (
+            "--authorized-by",
+            reconcile(&["--expected-version", "2", "--close"]),
+        ),
+    ]
+}
+
+#[test]
+fn on_a_workspace_the_reviewer_is_still_required() {
+    let missing = Shell::empty();
+    let existing = in_use(Store::Sqlite);
+    let before = existing.dump();
+    for (flag, args) in nameless_invocations() {
+        let out = missing.run(&args);
+        assert_eq!(out.code, Some(2), "recon {args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{flag} NAME is required")),
+            "recon {args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            missing.files().is_none(),
+            "recon {args:?} created the workspace"
+        );
+        let mut json = args.clone();
+        json.push("--json");
+        let out = existing.run(&json);
+        crate::cli::assert_fails(&out, 2);
+        assert_eq!(
+            existing.dump(),
+            before,
+            "recon {args:?} changed the databases"
+        );
+    }
 }
 
 // SQLite only: it is about not creating a workspace directory.

@@ -28,7 +28,7 @@ pub(crate) fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> Str
     url.replacen("postgres@", &format!("{name}@"), 1)
 }
 
-fn open(url: &str) -> Workspace {
+pub(super) fn open(url: &str) -> Workspace {
     Workspace::open(location(url), OpenOptions::default()).expect("open the outbox")
 }
 
@@ -63,7 +63,10 @@ fn denied<T: std::fmt::Debug>(
 
 /// An outbox with `op-1` unknown at the receiver, dispatched by the
 /// owner; the test's name prefix for its login roles.
-fn team(test: &str, prefix: &str) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
+pub(super) fn team(
+    test: &str,
+    prefix: &str,
+) -> Option<(&'static Postgres, String, tempfile::TempDir)> {
     let (pg, url) = outbox(test, prefix)?;
     let dir = tempfile::tempdir().expect("temp dir");
     unknown_op(&mut open(&url), dir.path(), "op-1");

@@ -84,7 +84,15 @@ fn usage_cases() -> Vec<Case> {
         vec!["ops", "--verdict", "maybe"],
         vec!["show", "op-1003-charge-order", "extra"],
         vec!["ledger", "--bogus"],
-        vec!["snapshot", "op-1003-charge-order", "--close"],
+        // (`--close` without `--authorized-by` is one only on a workspace
+        // directory: `cli::usage`.)
+        vec![
+            "snapshot",
+            "op-1003-charge-order",
+            "--close",
+            "--authorized-by",
+            "a\u{7}",
+        ],
         vec!["snapshot", "op-1003-charge-order", "--by", "a\u{7}"],
         vec![
             "reconcile",
@@ -105,7 +113,7 @@ fn usage_cases() -> Vec<Case> {
 /// Usage errors of the triage, audit and receivers commands.
 fn triage_usage_cases() -> Vec<Vec<&'static str>> {
     vec![
-        vec!["observe", "op-1003-charge-order"],
+        vec!["observe", "op-1003-charge-order", "--state", "lost"],
         vec!["observe", "--by", "dana", "--older-than", "soon"],
         vec!["note", "op-1003-charge-order", "--by", "dana", "--text", ""],
         vec!["note", "op-1003-charge-order", "--by", "dana"],
@@ -465,13 +473,13 @@ fn under_json_a_missing_workspace_is_one_json_error_document_for_every_command()
 on_both_stores!(under_json_clap_usage_errors_are_one_line_naming_what_is_wrong);
 fn under_json_clap_usage_errors_are_one_line_naming_what_is_wrong(store: Store) {
     let sh = Shell::on(store);
-    let out = sh.run(&["observe", "op-1003-charge-order", "--json"]);
+    let out = sh.run(&["note", "op-1003-charge-order", "--by", "dana", "--json"]);
     assert_json_error(&out, 2);
     let message = out.json()["error"]["message"].as_str().unwrap().to_string();
-    assert!(message.contains("--by <NAME>"), "{message}");
+    assert!(message.contains("--text <TEXT>"), "{message}");
     assert_eq!(out.stderr.trim_end(), format!("error: {message}"));
     // Without --json clap keeps its own message, usage and all.
-    let out = sh.run(&["observe", "op-1003-charge-order"]);
+    let out = sh.run(&["note", "op-1003-charge-order", "--by", "dana"]);
     assert_eq!(out.code, Some(2));
     assert!(
         out.stdout.is_empty() && out.stderr.contains("Usage:"),

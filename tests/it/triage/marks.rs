@@ -264,8 +264,15 @@ fn show_json_lists_observations_notes_closes_and_escalations_in_order(store: Sto
     let notes = shown["notes"].as_array().unwrap();
     let texts: Vec<&str> = notes.iter().map(|n| n["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["first", "second"]);
+    // Beside the name, the role the entry records: the login in team
+    // mode, none on a workspace directory.
+    let role = match store {
+        Store::Sqlite => Value::Null,
+        Store::Postgres => json!("postgres"),
+    };
     for note in notes {
-        assert_eq!(note.as_object().unwrap().len(), 4, "{note}");
+        assert_eq!(note.as_object().unwrap().len(), 5, "{note}");
+        assert_eq!(note["role"], role, "{note}");
         time_of(note, "at");
     }
     let marks = shown["escalations"].as_array().unwrap();

@@ -202,9 +202,14 @@ fn observe_refuses_an_unknown_id_before_reading_any(store: Store) {
     assert_eq!(sh.dump(), before);
 }
 
-on_both_stores!(observe_without_by_is_a_usage_error);
-fn observe_without_by_is_a_usage_error(store: Store) {
+on_both_stores!(observe_without_by_is_a_usage_error_on_a_workspace_and_the_login_in_team_mode);
+fn observe_without_by_is_a_usage_error_on_a_workspace_and_the_login_in_team_mode(store: Store) {
     let sh = lost(store, &["a"]);
+    if store == Store::Postgres {
+        let observed = sh.json(&["observe", "a"]);
+        assert_eq!(observed[0]["observed_by"], "postgres", "{observed}");
+        return;
+    }
     let before = sh.dump();
     for args in [
         &["observe"][..],
