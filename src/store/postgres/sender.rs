@@ -17,6 +17,7 @@ use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The statement every write transaction runs first.
 pub(super) const TAKE_HEAD: &str = "SELECT seq, hash FROM journal_head WHERE id = 1 FOR UPDATE";
@@ -27,6 +28,8 @@ pub(super) struct Connection {
     pub(super) client: Client,
     pub(super) statements: HashMap<String, Statement>,
     pub(super) session: Session,
+    /// When a transaction last began on it ([`revive`]).
+    pub(super) used: Instant,
 }
 
 /// Which server session a connection is: its backend's pid and start
@@ -57,6 +60,7 @@ impl Connection {
             client,
             statements: HashMap::new(),
             session,
+            used: Instant::now(),
         })
     }
 }
@@ -127,6 +131,7 @@ impl SqlStore for PgSender {
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let url = &self.url;
+        revive(self.conn.get_mut(), url, self.options)?;
         let Connection {
             client, statements, ..
         } = self.conn.get_mut();
@@ -165,6 +170,7 @@ impl SqlStore for PgSender {
     ) -> Result<T, E> {
         let url = &self.url;
         let mut conn = self.connection()?;
+        revive(&mut conn, url, self.options)?;
         let Connection {
             client, statements, ..
         } = &mut *conn;
@@ -184,6 +190,32 @@ impl SqlStore for PgSender {
         Ok(done)
     }
 }
+
+/// Connects again when the connection has broken (the server restarted
+/// since its last use), before a transaction begins, so nothing of the
+/// act was sent: a long-lived handle (the console's) goes on after a
+/// restart. A connection that broke unnoticed fails its next statement
+/// instead; the one after that finds it closed.
+/// A connection idle for [`IDLE_PROBE`] is probed first (one empty query);
+/// one in steady use (a command's reads, a bench) is not, so the probe
+/// costs nothing there.
+fn revive(
+    conn: &mut Connection,
+    url: &DatabaseUrl,
+    options: OpenOptions,
+) -> Result<(), StoreError> {
+    let idle = conn.used.elapsed() >= IDLE_PROBE;
+    if conn.client.is_closed() || (idle && conn.client.is_valid(PROBE_WAIT).is_err()) {
+        *conn = Connection::open(url, options)?;
+    }
+    conn.used = Instant::now();
+    Ok(())
+}
+
+/// How long a connection may sit unused before [`revive`] probes it, and
+/// how long the probe waits for the server.
+const IDLE_PROBE: Duration = Duration::from_secs(1);
+const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// A shared server offers neither optional capability: no bulk load (the
 /// SQLite one drops a trigger, which would lock out every other host) and
