@@ -7,12 +7,13 @@
 //! later checked against.
 
 use super::super::action::{Action, Resume};
+use super::super::app::Anchor;
 use super::super::app::{App, Filter, MarkErrand, Mode, Origin, Progress, Report, Tone, Working};
 use super::super::field::TextField;
 use super::super::view::{self, filter_words};
 use super::background::{mark_of, MAX_MARKS};
 use super::confirm;
-use super::queue::{self, Anchor};
+use super::queue;
 use super::status::{fail, set_status};
 use super::triage;
 use crate::error::Result;
