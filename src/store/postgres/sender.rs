@@ -171,24 +171,48 @@ impl SqlStore for PgSender {
         let url = &self.url;
         let mut conn = self.connection()?;
         revive(&mut conn, url, self.options)?;
-        let Connection {
-            client, statements, ..
-        } = &mut *conn;
-        let mut tx = client
-            .build_transaction()
-            .read_only(true)
-            .start()
-            .map_err(|e| db_error(url, "beginning a read", &e))?;
-        let done = act(&mut Postgres {
-            tx: &mut tx,
-            statements,
-            url,
-            appended: None,
-        })?;
-        tx.commit()
-            .map_err(|e| db_error(url, "ending a read", &e))?;
-        Ok(done)
+        let mut act = Some(act);
+        match read_once(&mut conn, url, &mut act)? {
+            Ok(done) => Ok(done),
+            // Broken under the probe's eyes (the server went within the
+            // last second): nothing of the read was sent; once more on a
+            // new connection.
+            Err(_) => {
+                *conn = Connection::open(url, self.options)?;
+                read_once(&mut conn, url, &mut act)?
+                    .map_err(|e| db_error(url, "beginning a read", &e).into())
+            }
+        }
     }
+}
+
+/// One read transaction: `Ok(Err(_))` when BEGIN found the connection
+/// broken, before `act` was taken.
+fn read_once<T, E: From<StoreError>>(
+    conn: &mut Connection,
+    url: &DatabaseUrl,
+    act: &mut Option<impl FnOnce(&mut dyn Db) -> Result<T, E>>,
+) -> Result<Result<T, postgres::Error>, E> {
+    let Connection {
+        client, statements, ..
+    } = conn;
+    let mut tx = match client.build_transaction().read_only(true).start() {
+        Ok(tx) => tx,
+        Err(e) if e.as_db_error().is_none() => return Ok(Err(e)),
+        Err(e) => return Err(db_error(url, "beginning a read", &e).into()),
+    };
+    let Some(act) = act.take() else {
+        return Err(StoreError::Io(std::io::Error::other("a read was run twice")).into());
+    };
+    let done = act(&mut Postgres {
+        tx: &mut tx,
+        statements,
+        url,
+        appended: None,
+    })?;
+    tx.commit()
+        .map_err(|e| db_error(url, "ending a read", &e))?;
+    Ok(Ok(done))
 }
 
 /// Connects again when the connection has broken (the server restarted
