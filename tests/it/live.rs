@@ -219,3 +219,92 @@ fn keys_move_the_selection_while_the_server_is_down_and_the_watcher_waits() {
     ann.keys(&["k"]);
     ann.wait_until("op-live-1 selected again", on("op-live-1"));
 }
+
+/// An outbox in a fresh database with the fixture adapter registered for
+/// `post_letter` (nothing prepared), opened through the library.
+fn outbox(test: &str, prefix: &str) -> Option<(String, tempfile::TempDir)> {
+    let pg = servers::require(test, servers::postgres())?;
+    let url = crate::pg_store::initialized(pg, prefix);
+    let dir = tempfile::tempdir().expect("temp dir");
+    lost_receipts(&url, dir.path(), 0);
+    Some((url, dir))
+}
+
+fn open(url: &str) -> recon::Workspace {
+    let location = recon::Location::from(recon::DatabaseUrl::parse(url).expect("a URL"));
+    recon::Workspace::open(location, recon::OpenOptions::default()).expect("open the outbox")
+}
+
+/// The marks' recheck is one call whatever their number: what moved since
+/// the head the screen was read at, every operation once with its state
+/// and version, from one query (`changed_since`), never one read per mark.
+#[test]
+fn the_marks_recheck_reads_every_moved_operation_in_one_call_on_postgres() {
+    let test = "the_marks_recheck_reads_every_moved_operation_in_one_call_on_postgres";
+    let Some((url, _dir)) = outbox(test, "live_moved") else {
+        return;
+    };
+    let mut ws = open(&url);
+    let prepare = |ws: &mut recon::Workspace, i: usize| {
+        ws.prepare(
+            &format!("op-m-{i:03}"),
+            "post_letter",
+            &serde_json::json!({"n": i}),
+        )
+        .expect("prepare");
+    };
+    for i in 0..10 {
+        prepare(&mut ws, i);
+    }
+    let head = ws.change_marker().expect("marker").journal.length;
+    assert!(ws.changed_since(head).expect("moved").is_empty());
+    let mut other = open(&url);
+    for i in 10..30 {
+        prepare(&mut other, i);
+    }
+    let moved = ws.changed_since(head).expect("moved");
+    let ids: Vec<String> = moved.iter().map(|m| m.op_id.clone()).collect();
+    let expected: Vec<String> = (10..30).map(|i| format!("op-m-{i:03}")).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected, "each moved operation once");
+    assert!(moved
+        .iter()
+        .all(|m| m.version == 1 && m.state == recon::domain::OpState::Prepared));
+}
+
+/// The watcher of a database tells its head at once, then each head
+/// another host's entry makes; it stops when told to.
+#[test]
+fn the_watcher_of_a_database_tells_each_head_another_host_makes() {
+    let test = "the_watcher_of_a_database_tells_each_head_another_host_makes";
+    let Some((url, _dir)) = outbox(test, "live_watch") else {
+        return;
+    };
+    let ws = open(&url);
+    let watch = ws.watch_head();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (send, heads) = std::sync::mpsc::channel();
+    let flag = std::sync::Arc::clone(&stop);
+    let watcher = std::thread::spawn(move || watch.run(&flag, |m| send.send(m).is_ok()));
+    let next = || {
+        heads
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the watcher told nothing")
+            .expect("the watcher failed")
+            .journal
+            .length
+    };
+    let first = next();
+    assert_eq!(first, ws.change_marker().expect("marker").journal.length);
+    let mut other = open(&url);
+    other
+        .prepare("op-w-1", "post_letter", &serde_json::json!({}))
+        .expect("prepare");
+    assert_eq!(next(), first + 1);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    other
+        .prepare("op-w-2", "post_letter", &serde_json::json!({}))
+        .expect("prepare");
+    watcher.join().expect("the watcher ends");
+}
