@@ -16,7 +16,9 @@
 //! or failed; a confirmed job that asks an adapter runs off the loop too,
 //! and [`App::working`] says what it is doing meanwhile. The threads and
 //! the channel those errands come back on are state as well (`Background`,
-//! at the end of this file), with what a job did (`Done`), so that the
+//! at the end of this file: with the watcher of other hosts' changes and
+//! the refresher that reads the screen again on a handle of its own), with
+//! what a job did (`Done`), so that the
 //! state is a bottom layer: this file names no console module but the
 //! actions, the text field, the key table (a reason can name its key) and
 //! the theme, and everything else in the console is built on it.
@@ -701,11 +703,9 @@ impl App {
 
     /// The search the queue shows, as an errand to run off the key loop.
     pub(crate) fn search_errand(&self) -> Option<SearchErrand> {
+        self.search.as_ref()?;
         Some(SearchErrand {
-            state: self.filter.state(),
-            verdict: self.verdict_filter,
-            escalated: self.escalated_filter,
-            text: self.search.clone()?,
+            filters: self.filters(),
             limit: self.queue.height.max(1),
         })
     }
@@ -790,33 +790,23 @@ pub(crate) struct ReadErrand {
 /// the queue still asks for is shown).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SearchErrand {
-    pub state: Option<OpState>,
-    pub verdict: Option<VerdictFilter>,
-    pub escalated: Option<bool>,
-    pub text: String,
+    /// The filters, the search text among them (never `None` here).
+    pub filters: Filters,
     /// The page size: one screenful from the first match.
     pub limit: usize,
 }
 
 impl SearchErrand {
-    pub(crate) fn filter(&self) -> crate::domain::QueueFilter<'_> {
-        crate::domain::QueueFilter {
-            state: self.state,
-            search: Some(&self.text),
-            verdict: self.verdict,
-            escalated: self.escalated,
-            ..Default::default()
-        }
+    /// The text searched for.
+    pub(crate) fn text(&self) -> &str {
+        self.filters.search.as_deref().unwrap_or_default()
     }
 }
 
 /// `v` as asked: the filters it marks under, owned, for a thread of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct MarkErrand {
-    pub state: Option<OpState>,
-    pub verdict: Option<VerdictFilter>,
-    pub escalated: Option<bool>,
-    pub search: Option<String>,
+    pub filters: Filters,
     /// The most it marks: past this, nothing.
     pub limit: usize,
     /// The filters in words, for the status line.
@@ -834,14 +824,7 @@ impl MarkErrand {
     /// the limit. With them, what moved since `v` was asked (one query),
     /// for the marks to be checked against when they land.
     fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Found>> {
-        let filter = crate::domain::QueueFilter {
-            state: self.state,
-            search: self.search.as_deref(),
-            verdict: self.verdict,
-            escalated: self.escalated,
-            ..Default::default()
-        };
-        let found = ws.queue_keys(filter, self.limit + 1)?;
+        let found = ws.queue_keys(self.filters.queue_filter(), self.limit + 1)?;
         progress.step(found.len());
         let kept = !progress.cancelled() && found.len() <= self.limit;
         if !kept {
@@ -964,14 +947,21 @@ impl ScreenErrand {
     /// Whether `other` asks for the same screen (the same filters and
     /// place), whatever it knows of the journal.
     pub(crate) fn same_place(&self, other: &ScreenErrand) -> bool {
-        let place = |e: &ScreenErrand| match &e.anchor {
-            Anchor::At { top, selected, .. } => Some((top.clone(), selected.clone())),
+        let selected = |e: &ScreenErrand| match &e.anchor {
+            Anchor::At { selected, .. } => Some(selected.clone()),
             Anchor::Start | Anchor::End => None,
         };
-        self.filters == other.filters
-            && self.height == other.height
-            && self.cursor == other.cursor
-            && place(self) == place(other)
+        self.same_page(other) && self.cursor == other.cursor && selected(self) == selected(other)
+    }
+
+    /// Whether `other` asks for the same page (the same filters, size and
+    /// first row), wherever its cursor is.
+    pub(crate) fn same_page(&self, other: &ScreenErrand) -> bool {
+        let top = |e: &ScreenErrand| match &e.anchor {
+            Anchor::At { top, .. } => Some(top.clone()),
+            Anchor::Start | Anchor::End => None,
+        };
+        self.filters == other.filters && self.height == other.height && top(self) == top(other)
     }
 }
 
@@ -1203,8 +1193,13 @@ impl Background {
             return Ok(());
         }
         self.spawn("recon-search", move |ws| {
-            let result =
-                ws.and_then(|ws| ws.queue_page(errand.filter(), PageBound::Start, errand.limit));
+            let result = ws.and_then(|ws| {
+                ws.queue_page(
+                    errand.filters.queue_filter(),
+                    PageBound::Start,
+                    errand.limit,
+                )
+            });
             Landed::Search { errand, result }
         })?;
         self.searching = true;

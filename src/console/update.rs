@@ -16,7 +16,10 @@
 //! modules of its own, layered so that each uses only those before it and
 //! one can be read without the ones after: `status` (the status line, and
 //! a failure becoming a report), `queue` (what is on screen, how it is
-//! reloaded, and the start of each read), `jobs` (a confirmed mutation
+//! reloaded, and the start of each read), `live` (other hosts' changes:
+//! the poll, which runs no query, the screen read off the key loop and
+//! applied where it still belongs, the marks and an open dialog checked
+//! against what moved), `jobs` (a confirmed mutation
 //! carried out, on one operation or on every mark, and its report),
 //! `background` (the reads and jobs that asked an adapter off the key
 //! loop, applied when they land, on the next poll), `confirm` (a request

@@ -3025,6 +3025,44 @@ fn keys_typed_while_a_job_runs_are_never_applied_to_its_report() {
     );
 }
 
+/// Another process's change is read off the key loop; when the reviewer
+/// moves within the page while that read is out, it still lands: the
+/// counts and rows are the new ones, the cursor stays on the operation the
+/// reviewer moved to, and the console has seen the change (a refresh is
+/// not thrown away, and asked for again, on every key).
+#[test]
+fn a_refresh_that_lands_after_a_move_within_the_page_keeps_the_reviewers_cursor() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    catch_up(&mut app, &lab);
+    assert_eq!(app.selected().unwrap().op_id, "op-1002-invoice-email");
+    bob_confirms_the_invoice_email(&lab.path_str());
+    let head = lab.reopen().change_marker().unwrap().journal.length;
+    // The watcher's news lands, and the poll that applies it starts the
+    // read of the screen off the key loop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !app.awaiting_receivers() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero() && app.wait_for_receivers(left), "no news");
+        console::update(&mut app, Action::Poll);
+    }
+    // The reviewer moves before that read is applied.
+    console::update(&mut app, Action::Down);
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+    assert!(app.live_through() < head);
+    // The one read out lands, and the next poll applies it.
+    assert!(app.wait_for_receivers(std::time::Duration::from_secs(30)));
+    console::update(&mut app, Action::Poll);
+    assert!(app.live_through() >= head, "{}", screen(&app));
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 7);
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+    assert!(app
+        .queue
+        .rows
+        .iter()
+        .all(|r| r.op_id != "op-1002-invoice-email"));
+}
+
 /// A confirmation names an operation at a version; when another process
 /// changes it, the dialog says so and closes, and nothing is written.
 #[test]

@@ -20,7 +20,7 @@
 //! dialog is open the screen behind it stays on its operation; the dialog
 //! is checked against what moved instead.
 
-use super::super::app::{App, Mode, Origin, Pending, Report, Screen, ScreenErrand, Tone};
+use super::super::app::{App, Mode, Origin, Pending, Report, Rows, Screen, ScreenErrand, Tone};
 use super::queue::{
     current_anchor, place_rows, read_detail, read_rows, screen_errand, show_detail,
 };
@@ -81,6 +81,36 @@ fn apply_screen(app: &mut App, screen: Screen, origin: Origin) -> Result<()> {
     }
     app.seen = screen.marker;
     Ok(())
+}
+
+/// A screen read for this page while the reviewer moved the cursor within
+/// it: the rows and counts are newer than what is shown, and the detail on
+/// screen was read by that move, after the refresh was asked. So the
+/// screen applies with the reviewer's cursor and detail, unless the change
+/// names the operation they moved to (or moved the ledger, which the
+/// journal does not name), whose detail may then be older than it; false
+/// when it did not apply.
+fn apply_in_page(app: &mut App, screen: Screen) -> bool {
+    let Some(selected) = app.selected().map(|o| o.op_id.clone()) else {
+        return false;
+    };
+    let touched =
+        screen.moved.iter().any(|m| m.op_id == selected) || screen.marker.ledger != app.seen.ledger;
+    let cursor = screen.rows.rows.iter().position(|r| r.op_id == selected);
+    let (false, Some(cursor)) = (touched, cursor) else {
+        return false;
+    };
+    app.counts = screen.counts;
+    drop_stale_marks(app, &screen.moved);
+    place_rows(
+        app,
+        Rows {
+            cursor,
+            ..screen.rows
+        },
+    );
+    app.seen = screen.marker;
+    true
 }
 
 /// Reloads counts, the page on screen and the selected detail, after an
@@ -186,15 +216,20 @@ pub(super) fn land_screen(
 ) -> Result<()> {
     let screen = screen?;
     let here = screen_errand(app, current_anchor(app, false));
-    let stale = !errand.same_place(&here) || errand.since != app.seen.journal.length;
-    if stale || app.working.is_some() {
-        // The next poll asks again, for where the reviewer is now.
+    if errand.since != app.seen.journal.length || app.working.is_some() {
+        // The console's own act refreshed since (or runs): this is older.
         return Ok(());
     }
     if let Mode::Confirm(pending) = &app.mode {
         return recheck_dialog(app, pending.clone(), screen);
     }
-    apply_screen(app, screen, Origin::Refreshed)?;
+    if errand.same_place(&here) {
+        apply_screen(app, screen, Origin::Refreshed)?;
+    } else if !(errand.same_page(&here) && apply_in_page(app, screen)) {
+        // The reviewer left for another page, or the change touched what
+        // they moved to: the next poll asks again, for where they are now.
+        return Ok(());
+    }
     if app.status.as_ref().is_none_or(|s| s.tone == Tone::Plain) {
         set_status(
             app,

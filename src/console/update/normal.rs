@@ -190,10 +190,7 @@ fn mark_all(app: &mut App) -> Result<()> {
         return Ok(());
     }
     let errand = MarkErrand {
-        state: app.filter.state(),
-        verdict: app.verdict_filter,
-        escalated: app.escalated_filter,
-        search: app.search.clone(),
+        filters: app.filters(),
         limit: MAX_MARKS,
         words: filter_words(app),
         since: app.seen.journal.length,

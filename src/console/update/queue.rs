@@ -246,7 +246,7 @@ pub(super) fn start_search(app: &mut App) -> Result<()> {
         app.searching = None;
         return load_queue(app, Anchor::Start);
     };
-    app.searching = Some(errand.text.clone());
+    app.searching = Some(errand.text().to_string());
     app.background.search(errand).map_err(StoreError::from)?;
     Ok(())
 }
