@@ -861,7 +861,7 @@ pub(crate) enum Landed {
     /// A refresh read off the key loop, for the screen it was asked for.
     Screen {
         errand: ScreenErrand,
-        result: Result<Screen>,
+        result: Result<Box<Screen>>,
     },
 }
 
@@ -1164,7 +1164,7 @@ impl Background {
                 let open = || open_handle(&location, &program, &clock);
                 let mut handle = None;
                 for errand in inbox {
-                    let result = read_on(&mut handle, &open, read, &errand);
+                    let result = read_on(&mut handle, &open, read, &errand).map(Box::new);
                     if send.send(Landed::Screen { errand, result }).is_err() {
                         return;
                     }

@@ -41,7 +41,7 @@ enum Source {
     Listen(Box<dyn HeadListener>),
     /// A workspace directory: a handle of the watch's own, opened on first
     /// use and again after a failure.
-    Poll(Option<Workspace>),
+    Poll(Option<Box<Workspace>>),
 }
 
 impl HeadWatch {
@@ -110,7 +110,7 @@ impl Source {
                         std::thread::sleep(POLL_EVERY);
                         ws
                     }
-                    None => handle.insert(Workspace::open(location.clone(), options)?),
+                    None => handle.insert(Box::new(Workspace::open(location.clone(), options)?)),
                 };
                 let read = ws.change_marker();
                 if read.is_err() {

@@ -212,9 +212,9 @@ pub(super) fn poll(app: &mut App) -> Result<()> {
 pub(super) fn land_screen(
     app: &mut App,
     errand: ScreenErrand,
-    screen: Result<Screen>,
+    screen: Result<Box<Screen>>,
 ) -> Result<()> {
-    let screen = screen?;
+    let screen = *screen?;
     let here = screen_errand(app, current_anchor(app, false));
     if errand.since != app.seen.journal.length || app.working.is_some() {
         // The console's own act refreshed since (or runs): this is older.
