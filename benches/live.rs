@@ -258,17 +258,17 @@ fn settle(app: &mut App) {
     }
 }
 
-fn keys(pg: &servers::Postgres) {
-    let total = count("RECON_BENCH_LIVE_MARKS", 50_000);
-    let url = outbox(pg, "live_keys");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut ws = Workspace::open(location(&url), OpenOptions::default()).expect("outbox");
-    register_lossy(&mut ws, dir.path());
-    let loaded = prepare_all(&url, total);
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+/// A live console on an outbox of `total` prepared operations (their
+/// adapter's state in `dir`), every one of them marked; how long preparing
+/// them took.
+fn marked_console(url: &str, dir: &Path, total: usize) -> (App, Duration) {
+    let mut ws = Workspace::open(location(url), OpenOptions::default()).expect("outbox");
+    register_lossy(&mut ws, dir);
+    let loaded = prepare_all(url, total);
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
     client.batch_execute("VACUUM ANALYZE").expect("vacuum");
     let source = Source {
-        location: location(&url),
+        location: location(url),
         temporary_demo: false,
     };
     let options = Options {
@@ -281,6 +281,14 @@ fn keys(pg: &servers::Postgres) {
     settle(&mut app);
     assert_eq!(app.marks.len(), total, "every prepared operation marked");
     app.go_live().expect("start the watcher");
+    (app, loaded)
+}
+
+fn keys(pg: &servers::Postgres) {
+    let total = count("RECON_BENCH_LIVE_MARKS", 50_000);
+    let url = outbox(pg, "live_keys");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut app, loaded) = marked_console(&url, dir.path(), total);
     // Another host writes: notes on marked operations, one command after
     // another, until the keys are done.
     let done = AtomicBool::new(false);
