@@ -7,9 +7,11 @@
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
 //! drives a real terminal (raw mode, alternate screen, restored on quit, on
-//! error and on panic) and polls the workspace's change marker (the outbox
-//! journal's head, and the built-in ledger file's version) so that commits
-//! by other processes appear without a key press; [`run_headless`] applies a
+//! error and on panic) and is live: a watcher thread tells it when the
+//! workspace's change marker moves (the outbox journal's head, woken by
+//! the server on a database; and the built-in ledger's mark), and the
+//! screen is read again off the key loop, so commits by other processes
+//! and hosts appear without a key press; [`run_headless`] applies a
 //! key sequence and renders into ratatui's `TestBackend`, which is what
 //! `recon screenshot` and the golden tests use.
 //!
@@ -41,9 +43,12 @@ use ratatui::crossterm::event::{self, Event, KeyEvent};
 use ratatui::{DefaultTerminal, Terminal};
 use std::time::{Duration, Instant};
 
-/// How often the terminal loop checks for changes made by other processes.
-/// Changes appear within this interval plus one refresh.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// How often the terminal loop applies what came back off it: the
+/// watcher's news of other processes' changes, and the refresh it starts.
+/// A poll runs no query, so it can be frequent: a change appears within
+/// the watcher's wake, this interval, one refresh off the loop and one
+/// [`LANDING_INTERVAL`].
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often the terminal loop polls while a read or a job that asks an
 /// adapter is out, so its answer shows soon after it comes back.
@@ -77,6 +82,7 @@ pub fn run(app: &mut App) -> std::io::Result<()> {
 fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<()> {
     let size = terminal.size()?;
     update(app, Action::Resize(size.width, size.height));
+    app.go_live()?;
     let mut last_poll = Instant::now();
     while !app.should_quit {
         terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;

@@ -82,7 +82,8 @@ use std::path::Path;
 pub(crate) use directory::open_receiver;
 pub use location::Location;
 pub(crate) use location::{
-    copy_closed, is_absent, ledger_workspace_id, open, open_journal, undo_creation, Presence,
+    copy_closed, head_listener, is_absent, ledger_workspace_id, open, open_journal, undo_creation,
+    Presence,
 };
 pub(crate) use postgres::init as init_database;
 pub use postgres::{detail as postgres_error_detail, DatabaseInit, DatabaseUrl, UrlError};
@@ -303,6 +304,17 @@ pub(crate) trait Capabilities {
     fn session_role(&self) -> Option<&str> {
         None
     }
+}
+
+/// Waits for an outbox's journal head to move, on a connection of its own
+/// that nothing else uses (a store whose server can wake its readers:
+/// PostgreSQL's `LISTEN`; see `location::head_listener`).
+pub(crate) trait HeadListener: Send {
+    /// Blocks until the head may have moved, or `fallback` has passed
+    /// without a sign, and returns the head as stored then. The first call,
+    /// and the first after an error, connects and returns the head at
+    /// once.
+    fn next(&mut self, fallback: std::time::Duration) -> Result<Checkpoint, StoreError>;
 }
 
 /// The journal and the tables read exactly as stored, for `verify`,

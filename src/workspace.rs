@@ -26,6 +26,7 @@ use crate::receiver::Builtin;
 
 mod drills;
 mod generated;
+mod live;
 mod receivers;
 mod resolve;
 mod triage;
@@ -38,6 +39,7 @@ pub use crate::store::{
 };
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
+pub use live::HeadWatch;
 use receivers::{judge_apply, report_of};
 pub use receivers::{NewReceiver, ReceiverChange, ReceiverCheck, DEFAULT_TIMEOUT_MS};
 pub use resolve::{Interrupted, ResolveReport, ResolveRequest, Resolved, Selection};
@@ -655,20 +657,23 @@ impl Workspace {
         }
     }
 
-    /// A value that changes whenever anyone commits to the outbox (its
+    /// A value that moves whenever anyone commits to the outbox (its
     /// journal's head: every change to the outbox appends to the journal,
-    /// whatever the store) or another connection commits to the built-in
-    /// ledger's file, when there is one: what the console polls to stay
-    /// live.
+    /// whatever the store) or to the built-in ledger, when there is one
+    /// (its effects and closes, [`Builtin::mark`]): what the console's
+    /// watcher reads ([`Workspace::watch_head`]) to stay live. It reads the
+    /// same on every connection.
     pub fn change_marker(&self) -> Result<ChangeMarker, StoreError> {
         Ok(ChangeMarker {
             journal: self.sender.journal_head()?,
-            ledger: self
-                .ledger
-                .as_ref()
-                .map(Builtin::data_version)
-                .transpose()?,
+            ledger: self.ledger.as_ref().map(Builtin::mark).transpose()?,
         })
+    }
+
+    /// A watcher of this workspace's change marker, to run on a thread of
+    /// its own ([`HeadWatch::run`]) with connections of its own.
+    pub fn watch_head(&self) -> HeadWatch {
+        HeadWatch::new(self.location.clone())
     }
 }
 
@@ -726,13 +731,28 @@ impl Journal {
 }
 
 /// Where the workspace stood when [`Workspace::change_marker`] was read:
-/// the outbox journal's head, and the built-in ledger file's SQLite
-/// `data_version` (which the ledger's own connection's commits leave
-/// alone), `None` where there is no built-in ledger (a database).
+/// the outbox journal's head, and the built-in ledger's mark (a number
+/// that grows with its effects and closes), `None` where there is no
+/// built-in ledger (a database).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeMarker {
     pub journal: Checkpoint,
     pub ledger: Option<i64>,
+}
+
+impl ChangeMarker {
+    /// Whether this marker shows something `seen` did not: a longer
+    /// journal, a ledger mark grown, or (which no append does) the same
+    /// length with another head. An older marker (a watcher that read the
+    /// head before the reader's own act landed) is not news.
+    pub fn is_newer_than(&self, seen: &ChangeMarker) -> bool {
+        let journal = match self.journal.length.cmp(&seen.journal.length) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => self.journal.head_hash != seen.journal.head_hash,
+            std::cmp::Ordering::Less => false,
+        };
+        journal || self.ledger > seen.ledger
+    }
 }
 
 /// What [`StoreError::Unsupported`] names behind a database.

@@ -16,7 +16,9 @@
 //! or failed; a confirmed job that asks an adapter runs off the loop too,
 //! and [`App::working`] says what it is doing meanwhile. The threads and
 //! the channel those errands come back on are state as well (`Background`,
-//! at the end of this file), with what a job did (`Done`), so that the
+//! at the end of this file: with the watcher of other hosts' changes and
+//! the refresher that reads the screen again on a handle of its own), with
+//! what a job did (`Done`), so that the
 //! state is a bottom layer: this file names no console module but the
 //! actions, the text field, the key table (a reason can name its key) and
 //! the theme, and everything else in the console is built on it.
@@ -34,7 +36,7 @@ use crate::domain::{
 };
 use crate::error::{Refusal, Result, StoreError};
 use crate::settings::OpenOptions;
-use crate::workspace::{Classified, Location, Workspace};
+use crate::workspace::{ChangeMarker, Classified, Location, Workspace};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -690,22 +692,24 @@ impl App {
     /// How many operations the queue's filters select, when known: not
     /// under a search (its matches are found by reading, not counted).
     pub fn shown_count(&self) -> Option<i64> {
-        if self.search.is_some() {
-            return None;
+        self.filters().shown_count(&self.counts, self.filter_count)
+    }
+
+    /// The queue's filters, owned, for a read off the key loop.
+    pub(crate) fn filters(&self) -> Filters {
+        Filters {
+            state: self.filter.state(),
+            verdict: self.verdict_filter,
+            escalated: self.escalated_filter,
+            search: self.search.clone(),
         }
-        if self.triage_filtered() {
-            return self.filter_count;
-        }
-        Some(self.count(self.filter))
     }
 
     /// The search the queue shows, as an errand to run off the key loop.
     pub(crate) fn search_errand(&self) -> Option<SearchErrand> {
+        self.search.as_ref()?;
         Some(SearchErrand {
-            state: self.filter.state(),
-            verdict: self.verdict_filter,
-            escalated: self.escalated_filter,
-            text: self.search.clone()?,
+            filters: self.filters(),
             limit: self.queue.height.max(1),
         })
     }
@@ -790,33 +794,23 @@ pub(crate) struct ReadErrand {
 /// the queue still asks for is shown).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SearchErrand {
-    pub state: Option<OpState>,
-    pub verdict: Option<VerdictFilter>,
-    pub escalated: Option<bool>,
-    pub text: String,
+    /// The filters, the search text among them (never `None` here).
+    pub filters: Filters,
     /// The page size: one screenful from the first match.
     pub limit: usize,
 }
 
 impl SearchErrand {
-    pub(crate) fn filter(&self) -> crate::domain::QueueFilter<'_> {
-        crate::domain::QueueFilter {
-            state: self.state,
-            search: Some(&self.text),
-            verdict: self.verdict,
-            escalated: self.escalated,
-            ..Default::default()
-        }
+    /// The text searched for.
+    pub(crate) fn text(&self) -> &str {
+        self.filters.search.as_deref().unwrap_or_default()
     }
 }
 
 /// `v` as asked: the filters it marks under, owned, for a thread of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct MarkErrand {
-    pub state: Option<OpState>,
-    pub verdict: Option<VerdictFilter>,
-    pub escalated: Option<bool>,
-    pub search: Option<String>,
+    pub filters: Filters,
     /// The most it marks: past this, nothing.
     pub limit: usize,
     /// The filters in words, for the status line.
@@ -831,21 +825,22 @@ impl MarkErrand {
     /// Reads the keys of every operation the filter shows in one walk of
     /// the filter's index (`Workspace::queue_keys`, at most one past the
     /// limit), counted on `progress`; `None` if cancelled meanwhile or past
-    /// the limit.
-    fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Vec<QueueKey>>> {
-        let filter = crate::domain::QueueFilter {
-            state: self.state,
-            search: self.search.as_deref(),
-            verdict: self.verdict,
-            escalated: self.escalated,
-            ..Default::default()
-        };
-        let found = ws.queue_keys(filter, self.limit + 1)?;
+    /// the limit. With them, what moved since `v` was asked (one query),
+    /// for the marks to be checked against when they land.
+    fn find(&self, ws: &Workspace, progress: &Progress) -> Result<Option<Found>> {
+        let found = ws.queue_keys(self.filters.queue_filter(), self.limit + 1)?;
         progress.step(found.len());
         let kept = !progress.cancelled() && found.len() <= self.limit;
-        Ok(kept.then_some(found))
+        if !kept {
+            return Ok(None);
+        }
+        let moved = ws.changed_since(self.since)?;
+        Ok(Some((found, moved)))
     }
 }
+
+/// `v`'s operations, and what moved since it was asked.
+pub(crate) type Found = (Vec<QueueKey>, Vec<crate::domain::Moved>);
 
 /// An errand that came back.
 pub(crate) enum Landed {
@@ -858,13 +853,158 @@ pub(crate) enum Landed {
     /// reviewer cancelled it, or when it shows more than `limit`.
     Marks {
         errand: MarkErrand,
-        result: Result<Option<Vec<QueueKey>>>,
+        result: Result<Option<Found>>,
     },
     Search {
         errand: SearchErrand,
         result: Result<Vec<Operation>>,
     },
+    /// The watcher saw the workspace's change marker move (or failed to
+    /// read it, and tries again).
+    Head(Result<ChangeMarker>),
+    /// A refresh read off the key loop, for the screen it was asked for.
+    Screen {
+        errand: ScreenErrand,
+        result: Result<Box<Screen>>,
+    },
 }
+
+/// The queue's filters, owned: what a read off the key loop needs of them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Filters {
+    pub state: Option<OpState>,
+    pub verdict: Option<VerdictFilter>,
+    pub escalated: Option<bool>,
+    pub search: Option<String>,
+}
+
+impl Filters {
+    pub(crate) fn queue_filter(&self) -> crate::domain::QueueFilter<'_> {
+        crate::domain::QueueFilter {
+            state: self.state,
+            search: self.search.as_deref(),
+            verdict: self.verdict,
+            escalated: self.escalated,
+            ..Default::default()
+        }
+    }
+
+    /// Whether a verdict or an escalation filter is on (then the state
+    /// counts do not say how many the queue shows).
+    pub(crate) fn triage_filtered(&self) -> bool {
+        self.verdict.is_some() || self.escalated.is_some()
+    }
+
+    /// How many operations the filters select, when known: not under a
+    /// search (its matches are found by reading, not counted); under a
+    /// verdict or escalation filter, its own count; else the state counts.
+    pub(crate) fn shown_count(
+        &self,
+        counts: &BTreeMap<OpState, i64>,
+        filter_count: Option<i64>,
+    ) -> Option<i64> {
+        if self.search.is_some() {
+            return None;
+        }
+        if self.triage_filtered() {
+            return filter_count;
+        }
+        Some(match self.state {
+            Some(state) => counts.get(&state).copied().unwrap_or(0),
+            None => counts.values().sum(),
+        })
+    }
+}
+
+/// Where to (re)load the queue from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Anchor {
+    Start,
+    End,
+    /// Keep the rows from this op id on, and the cursor on `selected` if it
+    /// is still listed; `offset` is how many of the filter's operations
+    /// come before `top`, if that is still known.
+    At {
+        top: String,
+        selected: String,
+        offset: Option<usize>,
+    },
+}
+
+/// A screenful to read: the queue's filters and place, and how far the
+/// journal was when the screen was last read (what moved since is read
+/// too, for the marks and an open dialog).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ScreenErrand {
+    pub filters: Filters,
+    /// The page size.
+    pub height: usize,
+    pub anchor: Anchor,
+    /// The cursor's row in the page, kept when the anchor's selected
+    /// operation is gone.
+    pub cursor: usize,
+    /// The journal's length the screen was read at.
+    pub since: i64,
+}
+
+impl ScreenErrand {
+    /// Whether `other` asks for the same screen (the same filters and
+    /// place), whatever it knows of the journal.
+    pub(crate) fn same_place(&self, other: &ScreenErrand) -> bool {
+        let selected = |e: &ScreenErrand| match &e.anchor {
+            Anchor::At { selected, .. } => Some(selected.clone()),
+            Anchor::Start | Anchor::End => None,
+        };
+        self.same_page(other) && self.cursor == other.cursor && selected(self) == selected(other)
+    }
+
+    /// Whether `other` asks for the same page (the same filters, size and
+    /// first row), wherever its cursor is.
+    pub(crate) fn same_page(&self, other: &ScreenErrand) -> bool {
+        let top = |e: &ScreenErrand| match &e.anchor {
+            Anchor::At { top, .. } => Some(top.clone()),
+            Anchor::Start | Anchor::End => None,
+        };
+        self.filters == other.filters && self.height == other.height && top(self) == top(other)
+    }
+}
+
+/// One page of the queue as read: its rows, the cursor among them, the
+/// offset when known, and the count of a verdict or escalation filter.
+pub(crate) struct Rows {
+    pub rows: Vec<Operation>,
+    pub cursor: usize,
+    pub offset: Option<usize>,
+    pub filter_count: Option<i64>,
+}
+
+/// Everything the detail panel shows of one operation, as read (the read
+/// of an adapter aside, which runs on its own).
+pub(crate) struct DetailRead {
+    pub shown: crate::workspace::OpDetail,
+    pub receiver: Registration,
+    /// The built-in ledger's read, taken in the same errand; `None` for an
+    /// adapter.
+    pub builtin_read: Option<Classified>,
+    pub closure: Option<Closure>,
+    pub dispatches: i64,
+    pub approved_at: BTreeMap<String, crate::domain::Timestamp>,
+}
+
+/// A whole screen as a refresh reads it: the marker first (a change that
+/// lands while the rest is read is looked at again), then the counts,
+/// what moved since the errand's head, the page and the selected detail.
+pub(crate) struct Screen {
+    pub marker: ChangeMarker,
+    pub counts: BTreeMap<OpState, i64>,
+    pub moved: Vec<crate::domain::Moved>,
+    pub rows: Rows,
+    pub detail: Option<DetailRead>,
+}
+
+/// How a screen is read, handed to the refresher by `update` (which owns
+/// the reading code; this file only runs it).
+pub(crate) type ReadScreen = fn(&mut Workspace, &ScreenErrand) -> Result<Screen>;
 
 /// The errands running off the key loop, and the channel they come back
 /// on: the reads and the confirmed jobs that ask a registered adapter,
@@ -893,6 +1033,63 @@ pub(crate) struct Background {
     /// Whether a search is running; the newest one typed meanwhile waits.
     searching: bool,
     queued_search: Option<SearchErrand>,
+    /// The newest change marker the watcher told, once it runs.
+    pub(crate) watched: Option<ChangeMarker>,
+    /// Whether the watcher's last word was a failure (it tries again).
+    pub(crate) watch_failing: bool,
+    /// Set when the console goes: the watcher stops at its next wake.
+    watch_stop: Option<Arc<AtomicBool>>,
+    /// Where refreshes are sent, once the refresher runs, and whether one
+    /// is out.
+    refresher: Option<Sender<ScreenErrand>>,
+    refreshing: bool,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.watch_stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A handle of an errand's own on the console's workspace, with the
+/// console's receiver program and clock.
+fn open_handle(
+    location: &Location,
+    program: &ReceiverProgram,
+    clock: &Arc<dyn Clock>,
+) -> Result<Workspace> {
+    Ok(Workspace::open(location.clone(), OpenOptions::default())?
+        .with_receiver_program(program.clone())
+        .with_clock(Arc::clone(clock)))
+}
+
+/// Reads a screen on the refresher's handle, opening it first if needed;
+/// a handle that fails (a server restarted under it) is dropped and the
+/// read tried once more on a fresh one.
+fn read_on(
+    handle: &mut Option<Workspace>,
+    open: &dyn Fn() -> Result<Workspace>,
+    read: ReadScreen,
+    errand: &ScreenErrand,
+) -> Result<Screen> {
+    let fresh = handle.is_none();
+    let ws = match handle {
+        Some(ws) => ws,
+        None => handle.insert(open()?),
+    };
+    match read(ws, errand) {
+        Err(_) if !fresh => {
+            *handle = None;
+            read_on(handle, open, read, errand)
+        }
+        Err(e) => {
+            *handle = None;
+            Err(e)
+        }
+        done => done,
+    }
 }
 
 impl Background {
@@ -911,7 +1108,74 @@ impl Background {
             job_running: false,
             searching: false,
             queued_search: None,
+            watched: None,
+            watch_failing: false,
+            watch_stop: None,
+            refresher: None,
+            refreshing: false,
         }
+    }
+
+    /// Starts the watcher on a thread of its own: it tells the change
+    /// marker each time it moves, on the errands' channel. Once only.
+    pub(crate) fn watch(&mut self, watch: crate::workspace::HeadWatch) -> std::io::Result<()> {
+        if self.watch_stop.is_some() {
+            return Ok(());
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, send) = (Arc::clone(&stop), self.send.clone());
+        std::thread::Builder::new()
+            .name("recon-watch".to_string())
+            .spawn(move || {
+                watch.run(&flag, |marker| {
+                    send.send(Landed::Head(marker.map_err(Into::into))).is_ok()
+                })
+            })?;
+        self.watch_stop = Some(stop);
+        Ok(())
+    }
+
+    /// Whether a refresh is out.
+    pub(crate) fn refreshing(&self) -> bool {
+        self.refreshing
+    }
+
+    /// Reads a screen off the key loop, on the refresher: a thread of its
+    /// own that keeps one handle on the workspace (one connection, not one
+    /// per refresh), started on first use.
+    pub(crate) fn refresh(&mut self, errand: ScreenErrand, read: ReadScreen) -> Result<()> {
+        let refresher = match &self.refresher {
+            Some(refresher) => refresher.clone(),
+            None => self.start_refresher(read).map_err(StoreError::from)?,
+        };
+        if refresher.send(errand).is_err() {
+            // The refresher ended (it never does while the console runs);
+            // the next refresh starts another.
+            self.refresher = None;
+            return Err(StoreError::Io(std::io::Error::other("the refresher stopped")).into());
+        }
+        self.refreshing = true;
+        Ok(())
+    }
+
+    fn start_refresher(&mut self, read: ReadScreen) -> std::io::Result<Sender<ScreenErrand>> {
+        let (errands, inbox) = mpsc::channel::<ScreenErrand>();
+        let (location, program) = (self.location.clone(), self.program.clone());
+        let (send, clock) = (self.send.clone(), Arc::clone(&self.clock));
+        std::thread::Builder::new()
+            .name("recon-refresh".to_string())
+            .spawn(move || {
+                let open = || open_handle(&location, &program, &clock);
+                let mut handle = None;
+                for errand in inbox {
+                    let result = read_on(&mut handle, &open, read, &errand).map(Box::new);
+                    if send.send(Landed::Screen { errand, result }).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        self.refresher = Some(errands.clone());
+        Ok(errands)
     }
 
     /// Whether anything is running or waiting to run.
@@ -921,6 +1185,7 @@ impl Background {
             || self.job_running
             || self.searching
             || self.queued_search.is_some()
+            || self.refreshing
     }
 
     /// Starts a search off the key loop; while one runs, the newest one
@@ -932,8 +1197,13 @@ impl Background {
             return Ok(());
         }
         self.spawn("recon-search", move |ws| {
-            let result =
-                ws.and_then(|ws| ws.queue_page(errand.filter(), PageBound::Start, errand.limit));
+            let result = ws.and_then(|ws| {
+                ws.queue_page(
+                    errand.filters.queue_filter(),
+                    PageBound::Start,
+                    errand.limit,
+                )
+            });
             Landed::Search { errand, result }
         })?;
         self.searching = true;
@@ -977,9 +1247,7 @@ impl Background {
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                let ws = Workspace::open(location, OpenOptions::default())
-                    .map(|ws| ws.with_receiver_program(program).with_clock(clock))
-                    .map_err(Into::into);
+                let ws = open_handle(&location, &program, &clock);
                 // The console may have quit; then nobody waits for this.
                 let _ = send.send(work(ws));
             })
@@ -1046,6 +1314,8 @@ impl Background {
                 }
                 Landed::Job(_) | Landed::Marks { .. } => self.job_running = false,
                 Landed::Search { .. } => self.searching = false,
+                Landed::Screen { .. } => self.refreshing = false,
+                Landed::Head(_) => {}
             }
         }
         landed

@@ -16,7 +16,10 @@
 //! modules of its own, layered so that each uses only those before it and
 //! one can be read without the ones after: `status` (the status line, and
 //! a failure becoming a report), `queue` (what is on screen, how it is
-//! reloaded, and the start of each read), `jobs` (a confirmed mutation
+//! reloaded, and the start of each read), `live` (other hosts' changes:
+//! the poll, which runs no query, the screen read off the key loop and
+//! applied where it still belongs, the marks and an open dialog checked
+//! against what moved), `jobs` (a confirmed mutation
 //! carried out, on one operation or on every mark, and its report),
 //! `background` (the reads and jobs that asked an adapter off the key
 //! loop, applied when they land, on the next poll), `confirm` (a request
@@ -31,6 +34,7 @@ mod background;
 mod confirm;
 mod forms;
 mod jobs;
+mod live;
 mod normal;
 mod queue;
 mod status;
@@ -63,7 +67,7 @@ fn apply(app: &mut App, action: Action) -> Result<()> {
         Action::Resize(width, height) => queue::resize(app, width, height),
         Action::Poll => {
             let landed = background::land(app);
-            queue::poll(app)?;
+            live::poll(app)?;
             landed
         }
         other => match app.mode.clone() {
@@ -132,7 +136,7 @@ impl App {
             should_quit: false,
             _demo_dir: None,
         };
-        queue::load_queue(&mut app, queue::Anchor::Start)?;
+        queue::load_queue(&mut app, super::app::Anchor::Start)?;
         Ok(app)
     }
 
@@ -148,6 +152,26 @@ impl App {
     /// `update`.
     pub fn wait_for_receivers(&mut self, timeout: std::time::Duration) -> bool {
         self.background.wait(timeout)
+    }
+
+    /// Makes the console live: a watcher on a thread of its own tells it
+    /// when the workspace changes, and the next polls refresh the screen
+    /// off the key loop (`live`). The terminal console is always live; a
+    /// headless run is not, so that what it renders follows only its keys.
+    pub fn go_live(&mut self) -> std::io::Result<()> {
+        let watch = self.ws.watch_head();
+        self.background.watch(watch)
+    }
+
+    /// How far into the journal the console has looked: the length of the
+    /// journal the screen was read at, or, while a dialog is open, that the
+    /// dialog was checked against, whichever is further.
+    pub fn live_through(&self) -> i64 {
+        let dialog = match self.mode {
+            Mode::Confirm(_) => self.dialog_seen.as_ref().map(|m| m.journal.length),
+            _ => None,
+        };
+        dialog.unwrap_or(0).max(self.seen.journal.length)
     }
 
     /// Keeps a temporary workspace directory until the console is dropped.

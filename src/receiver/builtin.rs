@@ -75,8 +75,9 @@ impl Builtin {
         self.store.is_unused()
     }
 
-    pub fn data_version(&self) -> Result<i64, StoreError> {
-        self.store.data_version()
+    /// What the ledger holds, as one growing number (`ReceiverStore::mark`).
+    pub fn mark(&self) -> Result<i64, StoreError> {
+        self.store.mark()
     }
 
     /// Appends generated effects in one transaction, told where they start

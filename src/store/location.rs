@@ -115,6 +115,21 @@ pub(crate) fn open(
     }
 }
 
+/// A listener that the store's server wakes when the journal head moves,
+/// where there is one (a database); a workspace directory has none, and
+/// its head is read again on a timer instead (`workspace::HeadWatch`).
+pub(crate) fn head_listener(
+    location: &Location,
+    options: OpenOptions,
+) -> Option<Box<dyn super::HeadListener>> {
+    match location {
+        Location::Workspace(_) => None,
+        Location::Database(url) => {
+            Some(Box::new(super::postgres::PgHeadListener::new(url, options)))
+        }
+    }
+}
+
 /// Opens only the outbox of an existing workspace: verifying and exporting
 /// the journal need nothing else, and must work when the ledger is gone.
 /// Returns the workspace id the outbox holds too (`None` only for one

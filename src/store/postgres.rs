@@ -38,12 +38,14 @@
 mod audit;
 mod commit;
 mod credentials;
+mod listen;
 mod roles;
 mod schema;
 mod sender;
 mod shape;
 mod url;
 
+pub(crate) use listen::PgHeadListener;
 pub(crate) use sender::PgSender;
 
 pub use url::{DatabaseUrl, UrlError};

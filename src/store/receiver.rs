@@ -330,10 +330,19 @@ impl ReceiverStore {
             .at(&self.path)
     }
 
-    /// SQLite's `data_version`: changes when another connection commits.
-    pub fn data_version(&self) -> Result<i64, StoreError> {
+    /// A number that grows with every effect and every close the ledger
+    /// holds (both tables are append-only, so the largest seq and rowid
+    /// only grow), the same whichever connection reads it: a console's
+    /// watcher compares it with what its screen was read at. Two index
+    /// lookups, whatever the ledger's size.
+    pub fn mark(&self) -> Result<i64, StoreError> {
         self.conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .query_row(
+                "SELECT coalesce((SELECT max(seq) FROM effects), 0) \
+                 + coalesce((SELECT max(rowid) FROM closed_ops), 0)",
+                [],
+                |r| r.get(0),
+            )
             .at(&self.path)
     }
 }

@@ -732,7 +732,7 @@ fn the_queue_title_shows_the_position_while_it_is_known() {
     lab.reopen()
         .prepare("op-0000-first", "send_email", &json!({}))
         .unwrap();
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     assert_eq!(app.count(Filter::All), all + 1);
     assert_eq!(app.queue.position(), None);
     assert!(screen(&app).contains(&format!("Queue: all ({}) ", all + 1)));
@@ -1243,7 +1243,7 @@ fn changes_by_another_process_appear_on_the_next_poll() {
         })
         .unwrap();
     assert_eq!(app.count(Filter::State(OpState::Unknown)), 8);
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     assert_eq!(app.count(Filter::State(OpState::Unknown)), 7);
     assert!(app
         .queue
@@ -1271,7 +1271,7 @@ fn changes_by_another_process_appear_on_the_next_poll() {
         None,
     );
     assert_eq!(cli.code, Some(0), "{}", cli.stderr);
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     let detail = app.selected_detail().unwrap();
     assert_eq!(detail.operation.op_id, "op-1002-invoice-email");
     assert_eq!(detail.shown().unwrap().origin, Origin::Refreshed);
@@ -1878,6 +1878,31 @@ fn until(app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
     }
 }
 
+/// Makes the console live (as the terminal console is) and applies what
+/// its watcher and refresher bring until it has looked at the workspace's
+/// journal as it is now: its screen read there, or its open dialog checked
+/// there. Bounded, like [`until`].
+#[track_caller]
+fn catch_up(app: &mut App, lab: &Lab) {
+    app.go_live().expect("start the watcher");
+    let head = lab.reopen().change_marker().unwrap().journal.length;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // A poll first, as the terminal loop polls on its own: the
+        // watcher's news may have come already, and nothing more will.
+        console::update(app, Action::Poll);
+        if app.live_through() >= head {
+            return;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(
+            !left.is_zero() && app.wait_for_receivers(left),
+            "the console did not catch up with the workspace in time; the screen:\n{}",
+            screen(app)
+        );
+    }
+}
+
 fn status(app: &App) -> String {
     app.status
         .as_ref()
@@ -2427,7 +2452,7 @@ fn a_mark_is_dropped_when_its_operation_changes_and_the_reviewer_is_told() {
     press(&mut app, "v");
     assert_eq!(app.marks.len(), 8);
     bob_confirms_the_invoice_email(&lab.path_str());
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     assert_eq!(app.marks.len(), 7);
     assert!(!app.marks.contains_key("op-1002-invoice-email"));
     assert_eq!(app.status.as_ref().unwrap().tone, Tone::Warn);
@@ -3000,6 +3025,44 @@ fn keys_typed_while_a_job_runs_are_never_applied_to_its_report() {
     );
 }
 
+/// Another process's change is read off the key loop; when the reviewer
+/// moves within the page while that read is out, it still lands: the
+/// counts and rows are the new ones, the cursor stays on the operation the
+/// reviewer moved to, and the console has seen the change (a refresh is
+/// not thrown away, and asked for again, on every key).
+#[test]
+fn a_refresh_that_lands_after_a_move_within_the_page_keeps_the_reviewers_cursor() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    catch_up(&mut app, &lab);
+    assert_eq!(app.selected().unwrap().op_id, "op-1002-invoice-email");
+    bob_confirms_the_invoice_email(&lab.path_str());
+    let head = lab.reopen().change_marker().unwrap().journal.length;
+    // The watcher's news lands, and the poll that applies it starts the
+    // read of the screen off the key loop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !app.awaiting_receivers() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero() && app.wait_for_receivers(left), "no news");
+        console::update(&mut app, Action::Poll);
+    }
+    // The reviewer moves before that read is applied.
+    console::update(&mut app, Action::Down);
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+    assert!(app.live_through() < head);
+    // The one read out lands, and the next poll applies it.
+    assert!(app.wait_for_receivers(std::time::Duration::from_secs(30)));
+    console::update(&mut app, Action::Poll);
+    assert!(app.live_through() >= head, "{}", screen(&app));
+    assert_eq!(app.count(Filter::State(OpState::Unknown)), 7);
+    assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
+    assert!(app
+        .queue
+        .rows
+        .iter()
+        .all(|r| r.op_id != "op-1002-invoice-email"));
+}
+
 /// A confirmation names an operation at a version; when another process
 /// changes it, the dialog says so and closes, and nothing is written.
 #[test]
@@ -3010,7 +3073,7 @@ fn a_dialog_closes_and_says_so_when_another_process_changes_its_operation() {
     press(&mut app, "c");
     assert!(matches!(app.mode, Mode::Confirm(_)));
     bob_confirms_the_invoice_email(&lab.path_str());
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     let (title, body) = report(&app);
     assert_eq!(title, "record confirmed: closed, its operation changed");
     assert!(
@@ -3039,13 +3102,13 @@ fn the_screen_behind_a_dialog_stays_on_its_operation() {
     let rows: Vec<String> = app.queue.rows.iter().map(|r| r.op_id.clone()).collect();
     // Bob decides the row before it: the queue would lose a row above.
     bob_confirms_the_invoice_email(&lab.path_str());
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     assert!(matches!(app.mode, Mode::Confirm(_)), "{:?}", app.mode);
     assert_eq!(app.selected().unwrap().op_id, "op-1003-charge-order");
     let now: Vec<String> = app.queue.rows.iter().map(|r| r.op_id.clone()).collect();
     assert_eq!(now, rows);
     press(&mut app, "n");
-    console::update(&mut app, Action::Poll);
+    catch_up(&mut app, &lab);
     assert!(!app
         .queue
         .rows

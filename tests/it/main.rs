@@ -18,6 +18,7 @@ mod honest;
 mod invariants;
 mod json;
 mod layout;
+mod live;
 mod model;
 mod outage;
 mod pg_store;

@@ -594,8 +594,9 @@ fn the_postgres_schema_mirrors_the_sqlite_outbox_table_by_table() {
     assert!(sqlite.triggers.contains("notes_append_only_delete"));
     assert!(sqlite.checks["observations"] == 4, "{sqlite:?}");
     let mut postgres = postgres_shape(pg, database);
-    // What PostgreSQL has besides: the head, its triggers and the
-    // refusals of TRUNCATE (SQLite has no TRUNCATE).
+    // What PostgreSQL has besides: the head, its triggers, the refusals
+    // of TRUNCATE (SQLite has no TRUNCATE) and the notification that
+    // wakes live consoles on other hosts.
     assert_eq!(
         postgres.columns.remove("journal_head"),
         Some(vec!["id".into(), "seq".into(), "hash".into()])
@@ -617,7 +618,8 @@ fn the_postgres_schema_mirrors_the_sqlite_outbox_table_by_table() {
                 || trigger == "journal_follows_head"
                 || trigger.ends_with("_guard")
                 || trigger.contains("_act_")
-                || trigger.ends_with("_rules"),
+                || trigger.ends_with("_rules")
+                || trigger == "journal_notify",
             "{trigger}"
         );
     }

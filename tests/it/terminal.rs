@@ -26,7 +26,7 @@ const EXITED: &str = "recon-exited";
 
 /// One tmux server on a private socket, with one session running `recon`.
 /// Dropping it kills the server and so the console.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -40,7 +40,11 @@ impl Tmux {
     }
 
     /// [`Tmux::start`] with extra environment variables for recon.
-    fn start_with_env(env: &[&str], args: &[&str], (width, height): (u16, u16)) -> Option<Tmux> {
+    pub(crate) fn start_with_env(
+        env: &[&str],
+        args: &[&str],
+        (width, height): (u16, u16),
+    ) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -139,30 +143,30 @@ impl Tmux {
     }
 
     /// Presses keys by tmux's names (`j`, `Enter`, `Escape`, `Space`).
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "recon"];
         args.extend_from_slice(keys);
         self.ok(&args);
     }
 
     /// Types text literally.
-    fn type_text(&self, text: &str) {
+    pub(crate) fn type_text(&self, text: &str) {
         self.ok(&["send-keys", "-t", "recon", "-l", text]);
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.ok(&["capture-pane", "-p", "-t", "recon"])
     }
 
     /// Waits until the screen shows `text`, and returns the screen.
     #[track_caller]
-    fn shows(&self, text: &str) -> String {
+    pub(crate) fn shows(&self, text: &str) -> String {
         self.wait_until(&format!("\"{text}\""), |screen| screen.contains(text))
     }
 
     /// Presses keys, then waits until the screen shows `text`.
     #[track_caller]
-    fn press_until_shown(&self, keys: &[&str], text: &str) {
+    pub(crate) fn press_until_shown(&self, keys: &[&str], text: &str) {
         self.keys(keys);
         self.shows(text);
     }
@@ -170,7 +174,7 @@ impl Tmux {
     /// Reads the pane until `accept` holds for it; fails after the deadline
     /// with the last screen.
     #[track_caller]
-    fn wait_until(&self, what: &str, accept: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_until(&self, what: &str, accept: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -550,7 +554,7 @@ fn number_before(screen: &str, marker: &str) -> Option<usize> {
 }
 
 /// The op id on the cursor's row (the one marked `>`).
-fn cursor_row(screen: &str) -> Option<String> {
+pub(crate) fn cursor_row(screen: &str) -> Option<String> {
     screen.lines().find_map(|line| {
         let row = line.split('│').nth(1)?;
         let rest = row.strip_prefix('>')?;

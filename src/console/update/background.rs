@@ -16,11 +16,14 @@
 //! `MAX_READS` run at once; past that, the newest request waits and starts
 //! when a read ends, if its operation is still the selected one.
 
-use super::super::app::{App, Landed, Mark, MarkErrand, Mode, Origin, ReadErrand, ReadState, Tone};
+use super::super::app::{
+    App, Found, Landed, Mark, MarkErrand, Mode, Origin, ReadErrand, ReadState, Tone,
+};
 use super::jobs;
-use super::queue::{drop_stale_marks, land_search, reload_row, shown, start_read};
+use super::live::{drop_stale_marks, land_head, land_screen};
+use super::queue::{land_search, reload_row, shown, start_read};
 use super::status::set_status;
-use crate::domain::{Operation, QueueKey};
+use crate::domain::Operation;
 use crate::error::Result;
 use crate::workspace::Classified;
 
@@ -48,6 +51,11 @@ pub(super) fn land(app: &mut App) -> Result<()> {
                 result.and_then(|found| land_marks(app, &errand, found, cancelled))
             }
             Landed::Search { errand, result } => land_search(app, errand, result),
+            Landed::Head(marker) => {
+                land_head(app, marker);
+                Ok(())
+            }
+            Landed::Screen { errand, result } => land_screen(app, errand, result),
         };
         if trouble.is_ok() {
             trouble = applied;
@@ -183,10 +191,10 @@ pub(super) fn mark_of(op: &Operation) -> Mark {
 fn land_marks(
     app: &mut App,
     errand: &MarkErrand,
-    found: Option<Vec<QueueKey>>,
+    found: Option<Found>,
     cancelled: bool,
 ) -> Result<()> {
-    let Some(found) = found else {
+    let Some((found, moved)) = found else {
         let text = if cancelled {
             "v cancelled: nothing was marked".to_string()
         } else {
@@ -219,5 +227,6 @@ fn land_marks(
     );
     set_status(app, Tone::Plain, text);
     // A key read before a change that landed meanwhile is not kept.
-    drop_stale_marks(app, errand.since)
+    drop_stale_marks(app, &moved);
+    Ok(())
 }

@@ -22,7 +22,8 @@
 use super::super::app::{
     App, Done, Job, Mode, Origin, Outcome, Progress, ReadState, Report, Target, Tone, Working,
 };
-use super::queue::{changed_since_refresh, refresh, shown, Own};
+use super::live::{changed_since_refresh, refresh, Own};
+use super::queue::shown;
 use super::status::set_status;
 use crate::dispatch::DispatchReport;
 use crate::domain::policy::{self, Act, LatestRead};

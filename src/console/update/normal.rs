@@ -7,12 +7,13 @@
 //! later checked against.
 
 use super::super::action::{Action, Resume};
+use super::super::app::Anchor;
 use super::super::app::{App, Filter, MarkErrand, Mode, Origin, Progress, Report, Tone, Working};
 use super::super::field::TextField;
 use super::super::view::{self, filter_words};
 use super::background::{mark_of, MAX_MARKS};
 use super::confirm;
-use super::queue::{self, Anchor};
+use super::queue;
 use super::status::{fail, set_status};
 use super::triage;
 use crate::error::Result;
@@ -189,10 +190,7 @@ fn mark_all(app: &mut App) -> Result<()> {
         return Ok(());
     }
     let errand = MarkErrand {
-        state: app.filter.state(),
-        verdict: app.verdict_filter,
-        escalated: app.escalated_filter,
-        search: app.search.clone(),
+        filters: app.filters(),
         limit: MAX_MARKS,
         words: filter_words(app),
         since: app.seen.journal.length,

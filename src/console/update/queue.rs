@@ -12,47 +12,27 @@
 //! verdict shows when the read lands; a read that cannot start says why.
 
 use super::super::app::{
-    App, Detail, Filter, Mode, Origin, Pending, ReadErrand, ReadState, Report, SearchErrand, Shown,
-    Tone,
+    Anchor, App, Detail, DetailRead, Filter, Filters, Origin, ReadErrand, ReadState, Rows,
+    ScreenErrand, SearchErrand, Shown,
 };
 use super::super::view;
-use super::status::set_status;
-use crate::domain::{differing_paths, Moved, Operation, PageBound};
+use crate::domain::{differing_paths, OpState, Operation, PageBound};
 use crate::error::{Result, StoreError};
-use crate::workspace::{ChangeMarker, Classified};
+use crate::workspace::{Classified, Workspace};
+use std::collections::BTreeMap;
 
-/// Where to (re)load the queue from.
-pub(super) enum Anchor {
-    Start,
-    End,
-    /// Keep the rows from this op id on, and the cursor on `selected` if it
-    /// is still listed; `offset` is how many of the filter's operations
-    /// come before `top`, if that is still known.
-    At {
-        top: String,
-        selected: String,
-        offset: Option<usize>,
-    },
-}
-
-fn page(app: &App, bound: PageBound<'_>, limit: usize) -> Result<Vec<Operation>> {
-    app.ws.queue_page(app.queue_filter(), bound, limit)
-}
-
-/// Counts what a verdict or escalation filter selects (one index range),
-/// so the title keeps the position under every filter.
-fn count_filter(app: &mut App) -> Result<()> {
-    app.filter_count = if app.triage_filtered() {
-        Some(app.ws.queue_count(app.queue_filter())?)
-    } else {
-        None
-    };
-    Ok(())
+fn page(
+    ws: &Workspace,
+    filters: &Filters,
+    bound: PageBound<'_>,
+    limit: usize,
+) -> Result<Vec<Operation>> {
+    ws.queue_page(filters.queue_filter(), bound, limit)
 }
 
 /// The page on screen as an anchor; `kept` says whether the operations
 /// before it are still the ones counted (nothing changed them since).
-fn current_anchor(app: &App, kept: bool) -> Anchor {
+pub(super) fn current_anchor(app: &App, kept: bool) -> Anchor {
     match (app.queue.rows.first(), app.selected()) {
         (Some(top), Some(selected)) => Anchor::At {
             top: top.op_id.clone(),
@@ -63,29 +43,55 @@ fn current_anchor(app: &App, kept: bool) -> Anchor {
     }
 }
 
-pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
-    load_queue_as(app, anchor, Origin::Selected)
+/// The screen at `anchor`, as a read (here or off the key loop) takes it.
+pub(super) fn screen_errand(app: &App, anchor: Anchor) -> ScreenErrand {
+    ScreenErrand {
+        filters: app.filters(),
+        height: app.queue.height.max(1),
+        anchor,
+        cursor: app.queue.cursor,
+        since: app.seen.journal.length,
+    }
 }
 
-/// Loads one screenful at the anchor, filling it from above near the end of
-/// the list, and reloads the selected operation's detail.
-fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
-    count_filter(app)?;
-    let height = app.queue.height.max(1);
-    let (mut rows, mut cursor, mut offset) = match &anchor {
-        Anchor::Start => (page(app, PageBound::Start, height)?, 0, Some(0)),
-        Anchor::End => (page(app, PageBound::End, height)?, usize::MAX, None),
+pub(super) fn load_queue(app: &mut App, anchor: Anchor) -> Result<()> {
+    let errand = screen_errand(app, anchor);
+    let rows = read_rows(&app.ws, &errand, &app.counts)?;
+    place_rows(app, rows);
+    selection_changed(app, Origin::Selected)
+}
+
+/// Reads one screenful at the anchor, filling it from above near the end of
+/// the list, and counts what a verdict or escalation filter selects (one
+/// index range), so the title keeps the position under every filter.
+/// `counts` are the state counts the page is shown with.
+pub(super) fn read_rows(
+    ws: &Workspace,
+    errand: &ScreenErrand,
+    counts: &BTreeMap<OpState, i64>,
+) -> Result<Rows> {
+    let filters = &errand.filters;
+    let filter_count = if filters.triage_filtered() {
+        Some(ws.queue_count(filters.queue_filter())?)
+    } else {
+        None
+    };
+    let shown = filters.shown_count(counts, filter_count);
+    let height = errand.height;
+    let (mut rows, mut cursor, mut offset) = match &errand.anchor {
+        Anchor::Start => (page(ws, filters, PageBound::Start, height)?, 0, Some(0)),
+        Anchor::End => (page(ws, filters, PageBound::End, height)?, usize::MAX, None),
         Anchor::At { top, offset, .. } => (
-            page(app, PageBound::From(top), height)?,
-            app.queue.cursor,
+            page(ws, filters, PageBound::From(top), height)?,
+            errand.cursor,
             *offset,
         ),
     };
     if rows.len() < height {
         let missing = height - rows.len();
-        let before = match (rows.first(), &anchor) {
-            (Some(first), _) => page(app, PageBound::Before(&first.op_id), missing)?,
-            (None, Anchor::At { top, .. }) => page(app, PageBound::Before(top), missing)?,
+        let before = match (rows.first(), &errand.anchor) {
+            (Some(first), _) => page(ws, filters, PageBound::Before(&first.op_id), missing)?,
+            (None, Anchor::At { top, .. }) => page(ws, filters, PageBound::Before(top), missing)?,
             (None, _) => Vec::new(),
         };
         if cursor != usize::MAX {
@@ -99,45 +105,58 @@ fn load_queue_as(app: &mut App, anchor: Anchor, origin: Origin) -> Result<()> {
         };
         rows.splice(0..0, before);
     }
-    if let Anchor::At { selected, .. } = &anchor {
+    if let Anchor::At { selected, .. } = &errand.anchor {
         if let Some(i) = rows.iter().position(|r| &r.op_id == selected) {
             cursor = i;
         }
     }
-    app.queue.cursor = cursor.min(rows.len().saturating_sub(1));
-    app.queue.rows = rows;
-    app.queue.offset = match (offset, &anchor) {
-        (None, Anchor::End) => offset_at_end(app),
-        (None, _) => find_offset(app)?,
+    let offset = match (offset, &errand.anchor) {
+        (None, Anchor::End) => offset_at_end(shown, rows.len()),
+        (None, _) => find_offset(ws, filters, &rows, shown)?,
         (known, _) => known,
     };
-    selection_changed(app, origin)
+    Ok(Rows {
+        cursor: cursor.min(rows.len().saturating_sub(1)),
+        rows,
+        offset,
+        filter_count,
+    })
 }
 
-/// The offset of a page that ends at the filter's last row, from the
-/// filter's count; a search has no count.
-fn offset_at_end(app: &App) -> Option<usize> {
-    let count = usize::try_from(app.shown_count()?).ok()?;
-    count.checked_sub(app.queue.rows.len())
+/// Puts a page read on screen.
+pub(super) fn place_rows(app: &mut App, rows: Rows) {
+    app.filter_count = rows.filter_count;
+    app.queue.cursor = rows.cursor;
+    app.queue.rows = rows.rows;
+    app.queue.offset = rows.offset;
+}
+
+/// The offset of a page of `len` rows that ends at the filter's last row,
+/// from the filter's count (`shown`); a search has no count.
+fn offset_at_end(shown: Option<i64>, len: usize) -> Option<usize> {
+    let count = usize::try_from(shown?).ok()?;
+    count.checked_sub(len)
 }
 
 /// The offset of a page whose offset was lost, when the page is at either
 /// end of the filter: one indexed row on each side tells. A search is not
 /// probed, since its rows are found by reading past those that do not
 /// match, which is not cheap in a large outbox.
-fn find_offset(app: &App) -> Result<Option<usize>> {
-    let (Some(first), Some(last), None) = (
-        app.queue.rows.first(),
-        app.queue.rows.last(),
-        app.search.as_ref(),
-    ) else {
+fn find_offset(
+    ws: &Workspace,
+    filters: &Filters,
+    rows: &[Operation],
+    shown: Option<i64>,
+) -> Result<Option<usize>> {
+    let (Some(first), Some(last), None) = (rows.first(), rows.last(), filters.search.as_ref())
+    else {
         return Ok(None);
     };
-    if page(app, PageBound::Before(&first.op_id), 1)?.is_empty() {
+    if page(ws, filters, PageBound::Before(&first.op_id), 1)?.is_empty() {
         return Ok(Some(0));
     }
-    if page(app, PageBound::After(&last.op_id), 1)?.is_empty() {
-        return Ok(offset_at_end(app));
+    if page(ws, filters, PageBound::After(&last.op_id), 1)?.is_empty() {
+        return Ok(offset_at_end(shown, rows.len()));
     }
     Ok(None)
 }
@@ -152,7 +171,9 @@ pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
         app.queue.cursor += by;
         return selection_changed(app, Origin::Selected);
     }
-    let fetched = page(app, PageBound::After(&last), by)?;
+    let fetched = app
+        .ws
+        .queue_page(app.queue_filter(), PageBound::After(&last), by)?;
     if fetched.is_empty() && app.queue.cursor + 1 == len {
         return Ok(());
     }
@@ -167,7 +188,7 @@ pub(super) fn move_down(app: &mut App, by: usize) -> Result<()> {
     app.queue.cursor = target - start;
     app.queue.offset = match app.queue.offset {
         Some(offset) => Some(offset + start),
-        None if at_end => offset_at_end(app),
+        None if at_end => offset_at_end(app.shown_count(), app.queue.rows.len()),
         None => None,
     };
     selection_changed(app, Origin::Selected)
@@ -182,7 +203,9 @@ pub(super) fn move_up(app: &mut App, by: usize) -> Result<()> {
         app.queue.cursor -= by;
         return selection_changed(app, Origin::Selected);
     }
-    let fetched = page(app, PageBound::Before(&first), by)?;
+    let fetched = app
+        .ws
+        .queue_page(app.queue_filter(), PageBound::Before(&first), by)?;
     if fetched.is_empty() && app.queue.cursor == 0 {
         return Ok(());
     }
@@ -223,7 +246,7 @@ pub(super) fn start_search(app: &mut App) -> Result<()> {
         app.searching = None;
         return load_queue(app, Anchor::Start);
     };
-    app.searching = Some(errand.text.clone());
+    app.searching = Some(errand.text().to_string());
     app.background.search(errand).map_err(StoreError::from)?;
     Ok(())
 }
@@ -283,73 +306,105 @@ pub(super) fn resize(app: &mut App, width: u16, height: u16) -> Result<()> {
 /// After the cursor moved: a new operation starts at the top of its
 /// snapshot panel, and every selection gets a fresh read.
 pub(super) fn selection_changed(app: &mut App, origin: Origin) -> Result<()> {
-    let same = matches!(
-        (app.selected(), &app.detail),
-        (Some(s), Some(d)) if s.op_id == d.operation.op_id
-    );
-    if !same {
-        app.snapshot_scroll = 0;
-    }
-    load_detail(app, origin)
-}
-
-/// Loads the selected operation's record, evidence, approvals, closure,
-/// triage history and receiver, and a fresh non-closing read of it: in
-/// process from the built-in ledger, off the key loop from an adapter. An
-/// adapter's read costs a process, so a reload that finds the same
-/// operation at the same version keeps the read it has (or is waiting
-/// for); a selection of another operation, a new version, or the read key
-/// reads again. The read key's read is recorded as the reviewer's
-/// observation; every other read is shown only.
-pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
     let Some(op_id) = app.selected().map(|o| o.op_id.clone()) else {
         app.detail = None;
         return Ok(());
     };
     let record_as = app.reviewer.clone().filter(|_| origin == Origin::Read);
-    let shown_detail = app.ws.show(&op_id)?;
-    let receiver = app.ws.registration_of(&shown_detail.operation)?;
-    let mut recorded = false;
-    let (operation, read) = if receiver.builtin && receiver.can_close() {
-        let classified = app.ws.snapshot_by(&op_id, None, record_as.as_deref())?;
-        recorded = classified.observation.is_some();
-        let read = ReadState::Shown(shown(
-            &classified.operation,
-            classified.clone(),
-            origin.clone(),
-        ));
-        (classified.operation, read)
+    let read = read_detail(&mut app.ws, &op_id, record_as.as_deref())?;
+    show_detail(app, read, origin, record_as)
+}
+
+/// Reads the detail of `op_id`: its record, evidence, approvals, closure,
+/// triage history and receiver, and a fresh non-closing read of the
+/// built-in ledger, recorded as `record_as`'s observation when named (an
+/// adapter is read off the key loop, when the detail is shown). On the
+/// key loop, or on the refresher's own handle.
+pub(super) fn read_detail(
+    ws: &mut Workspace,
+    op_id: &str,
+    record_as: Option<&str>,
+) -> Result<DetailRead> {
+    let shown = ws.show(op_id)?;
+    let receiver = ws.registration_of(&shown.operation)?;
+    let builtin_read = if receiver.builtin && receiver.can_close() {
+        Some(ws.snapshot_by(op_id, None, record_as)?)
     } else {
-        let read = match kept_read(app, &shown_detail.operation, &origin) {
-            Some(read) => read,
-            None => ReadState::Reading {
-                origin: origin.clone(),
-            },
-        };
-        (shown_detail.operation, read)
+        None
     };
-    let reading = matches!(read, ReadState::Reading { .. });
-    let mut approved_at = std::collections::BTreeMap::new();
-    for a in &shown_detail.approvals {
-        if let Some(compensation) = app.ws.operation(&a.compensation_op_id)? {
+    let mut approved_at = BTreeMap::new();
+    for a in &shown.approvals {
+        if let Some(compensation) = ws.operation(&a.compensation_op_id)? {
             approved_at.insert(a.compensation_op_id.clone(), compensation.triage.created_at);
         }
     }
-    app.detail = Some(Detail {
-        closure: app.ws.closure(&op_id)?,
-        dispatches: app.ws.dispatch_count(&op_id)?,
-        operation,
+    Ok(DetailRead {
+        closure: ws.closure(op_id)?,
+        dispatches: ws.dispatch_count(op_id)?,
+        shown,
         receiver,
+        builtin_read,
+        approved_at,
+    })
+}
+
+/// Shows a detail read of the selected operation. An adapter's read costs
+/// a process, so a reload that finds the same operation at the same
+/// version keeps the read it has (or is waiting for); a selection of
+/// another operation, a new version, or the read key reads again. The read
+/// key's read is recorded as the reviewer's observation (`record_as`);
+/// every other read is shown only.
+pub(super) fn show_detail(
+    app: &mut App,
+    read: DetailRead,
+    origin: Origin,
+    record_as: Option<String>,
+) -> Result<()> {
+    let op_id = read.shown.operation.op_id.clone();
+    let same = app
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.operation.op_id == op_id);
+    if !same {
+        app.snapshot_scroll = 0;
+    }
+    let shown_detail = read.shown;
+    let mut recorded = false;
+    let (operation, state) = match read.builtin_read {
+        Some(classified) => {
+            recorded = classified.observation.is_some();
+            let state = ReadState::Shown(shown(
+                &classified.operation,
+                classified.clone(),
+                origin.clone(),
+            ));
+            (classified.operation, state)
+        }
+        None => {
+            let state =
+                kept_read(app, &shown_detail.operation, &origin).unwrap_or(ReadState::Reading {
+                    origin: origin.clone(),
+                });
+            (shown_detail.operation, state)
+        }
+    };
+    let reading = matches!(state, ReadState::Reading { .. });
+    let receiver = read.receiver.name.clone();
+    app.detail = Some(Detail {
+        closure: read.closure,
+        dispatches: read.dispatches,
+        operation,
+        receiver: read.receiver,
         evidence: shown_detail.evidence,
         approvals: shown_detail.approvals,
-        read,
+        read: state,
         notes: shown_detail.notes,
         closes: shown_detail.closes,
         escalations: shown_detail.escalations,
         failures: shown_detail.failures,
         acknowledgements: shown_detail.acknowledgements,
         observations: shown_detail.observations,
-        approved_at,
+        approved_at: read.approved_at,
         roles: shown_detail.roles,
         approval_roles: shown_detail.approval_roles,
     });
@@ -357,12 +412,11 @@ pub(super) fn load_detail(app: &mut App, origin: Origin) -> Result<()> {
         reload_row(app, &op_id)?;
     }
     if reading {
-        let receiver = app.detail.as_ref().map(|d| d.receiver.name.clone());
         start_read(
             app,
             ReadErrand {
                 op_id,
-                receiver: receiver.unwrap_or_default(),
+                receiver,
                 origin,
                 record_as,
             },
@@ -422,182 +476,6 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
         .as_ref()
         .filter(|d| d.operation.op_id == op.op_id && d.operation.version == op.version)
         .map(|d| d.read.clone())
-}
-
-/// What the console itself just changed, for [`refresh`]: the operations,
-/// and whether anyone else had changed the outbox since the last refresh,
-/// judged before the console's act (whose own entries move the journal's
-/// head too).
-pub(super) struct Own<'a> {
-    pub touched: &'a [String],
-    pub outside: bool,
-}
-
-/// Whether the outbox's journal moved since the last refresh: asked just
-/// before an act of the console's own, whose entries move it too.
-pub(super) fn changed_since_refresh(app: &App) -> Result<bool> {
-    Ok(app.ws.change_marker()?.journal != app.seen.journal)
-}
-
-/// Reloads counts, the page on screen and the selected detail. `own` says
-/// what the console itself just changed; the position in the queue is kept
-/// when no other process changed the outbox since the last refresh and
-/// none of those operations comes before the page, since then the
-/// operations before it are the same.
-pub(super) fn refresh(app: &mut App, origin: Origin, own: Option<Own<'_>>) -> Result<()> {
-    // The marker is taken before anything is read, so a change that lands
-    // while this refresh reads is looked at again by the next one.
-    let marker = app.ws.change_marker()?;
-    app.counts = app.ws.counts()?;
-    drop_stale_marks(app, app.seen.journal.length)?;
-    let top = app.queue.rows.first().map(|r| r.op_id.as_str());
-    let kept = match (own, top) {
-        (Some(own), Some(top)) => !own.outside && own.touched.iter().all(|id| id.as_str() >= top),
-        _ => false,
-    };
-    let anchor = current_anchor(app, kept);
-    load_queue_as(app, anchor, origin)?;
-    app.seen = marker;
-    Ok(())
-}
-
-/// A mark never outlives a change: a marked operation whose version is no
-/// longer the marked one (or that is gone) loses its mark, and the status
-/// line says which. Only the marked operations the journal names after
-/// `since` (the head the last refresh saw) are read again, so a refresh
-/// costs what changed, not what is marked.
-pub(super) fn drop_stale_marks(app: &mut App, since: i64) -> Result<()> {
-    if app.marks.is_empty() {
-        return Ok(());
-    }
-    let mut dropped = Vec::new();
-    for now in app.ws.changed_since(since)? {
-        let Some(mark) = app.marks.get(&now.op_id) else {
-            continue;
-        };
-        if now.version != mark.version {
-            let found = format!("{} at version {}", now.state, now.version);
-            dropped.push((now.op_id, mark.version, found));
-        }
-    }
-    if dropped.is_empty() {
-        return Ok(());
-    }
-    for (op_id, ..) in &dropped {
-        app.marks.remove(op_id);
-    }
-    let named: Vec<String> = dropped
-        .iter()
-        .take(3)
-        .map(|(id, was, now)| format!("{id} (marked at version {was}, now {now})"))
-        .collect();
-    let more = dropped.len().saturating_sub(3);
-    let text = format!(
-        "{} mark{} dropped, changed since marked: {}{}; {} still marked",
-        dropped.len(),
-        if dropped.len() == 1 { "" } else { "s" },
-        named.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        },
-        app.marks.len()
-    );
-    set_status(app, Tone::Warn, text);
-    Ok(())
-}
-
-/// Live updates: any commit to the outbox moves its journal's head, and
-/// another connection's commit to the built-in ledger its file's version
-/// (the change marker). The console's own commits move the journal too:
-/// every act refreshes where it happens and remembers the marker then, so
-/// only a change since is refreshed here. While a job of the console's own
-/// runs off the key loop, its commits move the marker all the time: the
-/// screen refreshes when it lands, not on each. While a dialog is open the
-/// screen behind it stays on its operation; the dialog is checked instead.
-pub(super) fn poll(app: &mut App) -> Result<()> {
-    // A workspace deleted, moved or replaced under the console: every
-    // mutation is refused by the library; the screen says so at once.
-    if let Err(gone) = app.ws.ensure_present() {
-        set_status(app, Tone::Bad, format!("error: {gone}"));
-        return Ok(());
-    }
-    if app.working.is_some() {
-        return Ok(());
-    }
-    let now = app.ws.change_marker()?;
-    if now == app.seen {
-        return Ok(());
-    }
-    if let Mode::Confirm(pending) = &app.mode {
-        if app.dialog_seen.as_ref() == Some(&now) {
-            return Ok(());
-        }
-        return recheck_dialog(app, pending.clone(), now);
-    }
-    refresh(app, Origin::Refreshed, None)?;
-    if app.status.as_ref().is_none_or(|s| s.tone == Tone::Plain) {
-        set_status(
-            app,
-            Tone::Plain,
-            "updated: another process changed the workspace",
-        );
-    }
-    Ok(())
-}
-
-/// Another process changed the workspace while a dialog is open: if it
-/// changed an operation the dialog names, the dialog no longer says what
-/// `y` would do, so it closes with a report that says so (and the screen
-/// refreshes behind it); otherwise it stays, and so does the screen.
-fn recheck_dialog(app: &mut App, pending: Pending, now: ChangeMarker) -> Result<()> {
-    // What moved since the screen behind the dialog was read, in one
-    // query, however many operations the dialog names.
-    let moved: std::collections::HashMap<String, Moved> = (app.ws)
-        .changed_since(app.seen.journal.length)?
-        .into_iter()
-        .map(|m| (m.op_id.clone(), m))
-        .collect();
-    let mut changed = Vec::new();
-    for (op_id, seen) in pending.job.seen_versions() {
-        if let Some(found) = moved.get(op_id).filter(|m| m.version != seen) {
-            let is = format!("now {} at version {}", found.state, found.version);
-            changed.push(format!("  {op_id}: you saw version {seen}; it is {is}"));
-        }
-    }
-    if changed.is_empty() {
-        // Nothing it names moved: the screen refreshes after the dialog.
-        app.dialog_seen = Some(now);
-        return Ok(());
-    }
-    let n = changed.len();
-    let mut lines = vec![(
-        Tone::Bad,
-        format!(
-            "While this dialog was open, another process changed {n} of the operations it \
-             named, so it no longer said what y would do. It was closed; nothing was written."
-        ),
-    )];
-    lines.extend(changed.into_iter().take(12).map(|l| (Tone::Plain, l)));
-    if n > 12 {
-        lines.push((Tone::Plain, format!("  … and {} more", n - 12)));
-    }
-    lines.push((Tone::Plain, String::new()));
-    lines.push((
-        Tone::Plain,
-        "The screen now shows the workspace as it is; look again and ask again.".to_string(),
-    ));
-    app.mode = Mode::Normal;
-    refresh(app, Origin::Refreshed, None)?;
-    let title = format!("{}: closed, its operation changed", pending.title);
-    set_status(app, Tone::Warn, title.clone());
-    app.mode = Mode::Report(Report {
-        title,
-        lines,
-        scroll: 0,
-    });
-    Ok(())
 }
 
 /// A classified read as the snapshot panel shows it, with the payload

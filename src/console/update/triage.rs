@@ -20,8 +20,8 @@ use super::super::field::TextField;
 use super::super::view::filter_words;
 use super::background::announce_read;
 use super::confirm;
-use super::queue;
 use super::status::set_status;
+use super::{live, queue};
 use crate::domain::EscalationAction;
 use crate::error::{Error, Result};
 use crate::workspace::Selection;
@@ -60,7 +60,7 @@ pub(super) fn start(app: &mut App, what: Resume) -> Result<()> {
 /// runs off the key loop: the status says so now, and announces the
 /// verdict when it lands.
 fn read_snapshot(app: &mut App) -> Result<()> {
-    queue::load_detail(app, Origin::Read)?;
+    queue::selection_changed(app, Origin::Read)?;
     if let Some(d) = &app.detail {
         if let ReadState::Reading { .. } = d.read {
             let text = format!(
@@ -187,7 +187,7 @@ pub(super) fn submit(app: &mut App, form: AnnotateForm) -> Result<()> {
     let reviewer = app.reviewer.clone().unwrap_or_default();
     let text = form.input.text().to_string();
     let op_id = form.op_id.clone();
-    let outside = queue::changed_since_refresh(app)?;
+    let outside = live::changed_since_refresh(app)?;
     let done = match form.kind {
         Annotation::Note => app
             .ws
@@ -204,11 +204,11 @@ pub(super) fn submit(app: &mut App, form: AnnotateForm) -> Result<()> {
     match done {
         Ok(status) => {
             app.mode = Mode::Normal;
-            let own = queue::Own {
+            let own = live::Own {
                 touched: &[op_id],
                 outside,
             };
-            queue::refresh(app, Origin::Selected, Some(own))?;
+            live::refresh(app, Origin::Selected, Some(own))?;
             set_status(app, Tone::Good, status);
             Ok(())
         }

@@ -314,6 +314,19 @@ CREATE INDEX operations_by_receiver_state ON operations(receiver, state, op_id);
 CREATE INDEX operations_by_receiver_state_age ON operations(receiver, state, updated_at, op_id);
 CREATE INDEX operations_by_receiver_op ON operations(receiver, op_id);
 CREATE INDEX operations_by_receiver_age ON operations(receiver, updated_at, op_id);
+
+-- Live consoles (SPEC 10): each entry wakes every session that LISTENs on
+-- recon_journal (the console's head watcher), with the entry's seq. A
+-- notification lost (a listener reconnecting) costs only the watcher's
+-- fallback poll; nothing depends on it.
+CREATE FUNCTION recon_journal_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('recon_journal', NEW.seq::text);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER journal_notify AFTER INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION recon_journal_notify();
 "#;
 
 /// The append-only tables (SQLite's, with its messages), and the head.
@@ -636,6 +649,7 @@ mod tests {
             "operations_by_receiver",
             "recon_journal_follows_head",
             "recon_refuse_change",
+            "recon_journal_notify",
         ] {
             assert_eq!(names.iter().filter(|n| *n == name).count(), 1, "{name}");
         }

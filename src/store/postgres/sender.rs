@@ -19,6 +19,7 @@ use crate::store::sql::{Db, Postgres, SqlStore};
 use postgres::{Client, IsolationLevel, Statement};
 use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The statement every write transaction runs first: the database checks
 /// that the session may do the act (`roles`), and takes the journal
@@ -34,6 +35,8 @@ pub(super) struct Connection {
     pub(super) client: Client,
     pub(super) statements: HashMap<String, Statement>,
     pub(super) session: Session,
+    /// When a transaction last began on it ([`revive`]).
+    pub(super) used: Instant,
 }
 
 /// Which server session a connection is: its backend's pid and start
@@ -67,6 +70,7 @@ impl Connection {
             client,
             statements: HashMap::new(),
             session,
+            used: Instant::now(),
         })
     }
 }
@@ -152,26 +156,19 @@ impl SqlStore for PgSender {
     ) -> Result<T, E> {
         let url = &self.url;
         let mut conn = self.connection()?;
-        let Connection {
-            client,
-            statements,
-            session,
-        } = &mut *conn;
-        let mut tx = client
-            .build_transaction()
-            .read_only(true)
-            .start()
-            .map_err(|e| db_error(url, "beginning a read", &e))?;
-        let done = act(&mut Postgres {
-            tx: &mut tx,
-            statements,
-            url,
-            appended: None,
-            role: &session.role,
-        })?;
-        tx.commit()
-            .map_err(|e| db_error(url, "ending a read", &e))?;
-        Ok(done)
+        revive(&mut conn, url, self.options)?;
+        let mut act = Some(act);
+        match read_once(&mut conn, url, &mut act)? {
+            Ok(done) => Ok(done),
+            // Broken under the probe's eyes (the server went within the
+            // last second): nothing of the read was sent; once more on a
+            // new connection.
+            Err(_) => {
+                *conn = Connection::open(url, self.options)?;
+                read_once(&mut conn, url, &mut act)?
+                    .map_err(|e| db_error(url, "beginning a read", &e).into())
+            }
+        }
     }
 }
 
@@ -191,10 +188,12 @@ impl PgSender {
     ) -> Result<T> {
         hold_point(HoldPoint::BeforeWriteLock);
         let url = &self.url;
+        revive(self.conn.get_mut(), url, self.options)?;
         let Connection {
             client,
             statements,
             session,
+            ..
         } = self.conn.get_mut();
         let mut tx = client
             .build_transaction()
@@ -242,6 +241,65 @@ fn authorization(error: Error, what: Act, login: &str) -> Error {
         other => other,
     }
 }
+
+/// One read transaction: `Ok(Err(_))` when BEGIN found the connection
+/// broken, before `act` was taken.
+fn read_once<T, E: From<StoreError>>(
+    conn: &mut Connection,
+    url: &DatabaseUrl,
+    act: &mut Option<impl FnOnce(&mut dyn Db) -> Result<T, E>>,
+) -> Result<Result<T, postgres::Error>, E> {
+    let Connection {
+        client,
+        statements,
+        session,
+        ..
+    } = conn;
+    let mut tx = match client.build_transaction().read_only(true).start() {
+        Ok(tx) => tx,
+        Err(e) if e.as_db_error().is_none() => return Ok(Err(e)),
+        Err(e) => return Err(db_error(url, "beginning a read", &e).into()),
+    };
+    let Some(act) = act.take() else {
+        return Err(StoreError::Io(std::io::Error::other("a read was run twice")).into());
+    };
+    let done = act(&mut Postgres {
+        tx: &mut tx,
+        statements,
+        url,
+        appended: None,
+        role: &session.role,
+    })?;
+    tx.commit()
+        .map_err(|e| db_error(url, "ending a read", &e))?;
+    Ok(Ok(done))
+}
+
+/// Connects again when the connection has broken (the server restarted
+/// since its last use), before a transaction begins, so nothing of the
+/// act was sent: a long-lived handle (the console's) goes on after a
+/// restart. A connection that broke unnoticed fails its next statement
+/// instead; the one after that finds it closed.
+/// A connection idle for [`IDLE_PROBE`] is probed first (one empty query);
+/// one in steady use (a command's reads, a bench) is not, so the probe
+/// costs nothing there.
+fn revive(
+    conn: &mut Connection,
+    url: &DatabaseUrl,
+    options: OpenOptions,
+) -> Result<(), StoreError> {
+    let idle = conn.used.elapsed() >= IDLE_PROBE;
+    if conn.client.is_closed() || (idle && conn.client.is_valid(PROBE_WAIT).is_err()) {
+        *conn = Connection::open(url, options)?;
+    }
+    conn.used = Instant::now();
+    Ok(())
+}
+
+/// How long a connection may sit unused before [`revive`] probes it, and
+/// how long the probe waits for the server.
+const IDLE_PROBE: Duration = Duration::from_secs(1);
+const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// A shared server offers neither optional capability: no bulk load (the
 /// SQLite one drops a trigger, which would lock out every other host) and
