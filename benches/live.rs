@@ -72,6 +72,7 @@ fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
     recon::Workspace::init_database(
         &DatabaseUrl::parse(&url).expect("a database URL"),
         OpenOptions::default(),
+        false,
     )
     .expect("db init");
     url
