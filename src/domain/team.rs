@@ -167,12 +167,6 @@ impl Act {
     }
 }
 
-impl fmt::Display for Act {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,9 +174,9 @@ mod tests {
     #[test]
     fn every_act_needs_a_role_and_a_reader_is_needed_by_none() {
         for act in Act::ALL {
-            assert!(!act.roles().is_empty(), "{act}");
-            assert!(!act.entries().is_empty(), "{act}");
-            assert!(!act.roles().contains(&TeamRole::Reader), "{act}");
+            assert!(!act.roles().is_empty(), "{act:?}");
+            assert!(!act.entries().is_empty(), "{act:?}");
+            assert!(!act.roles().contains(&TeamRole::Reader), "{act:?}");
         }
     }
 

@@ -427,35 +427,66 @@ fn two_openers_at_once_upgrade_the_workspace_once() {
     assert_intact(dir.path(), ENTRIES);
 }
 
-#[test]
-fn a_schema4_file_whose_journal_trigger_was_made_a_no_op_is_refused_untouched() {
-    // Same name, same table, same event: only what it does differs, so
-    // nothing but the comparison with a fresh file's schema can tell.
+/// Runs `sql` on a copy of the schema-4 fixture's outbox and opens it: the
+/// open is refused (exit 4) saying the file is not schema 4's, with
+/// `says`, and leaves both files as they were, at schema 4.
+#[track_caller]
+fn assert_refused_untouched(sql: &str, says: &str) {
     let dir = copy_of_fixture();
     Connection::open(dir.path().join("sender.sqlite"))
         .unwrap()
-        .execute_batch(
-            "DROP TRIGGER journal_append_only_update;
-             CREATE TRIGGER journal_append_only_update BEFORE UPDATE ON journal
-             BEGIN
-                 SELECT 1;
-             END;",
-        )
+        .execute_batch(sql)
         .unwrap();
     let before = dump(dir.path());
     let r = run(
         &["ops", "--workspace", dir.path().to_str().unwrap(), "--json"],
         None,
     );
-    assert_eq!(r.code, Some(4), "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, Some(4), "{says}: {}{}", r.stdout, r.stderr);
     let message = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(
         message.contains("has schema version 4, but not that version's tables")
-            && message.contains("its trigger journal_append_only_update differs"),
+            && message.contains(says),
         "{message}"
     );
-    assert_eq!(dump(dir.path()), before, "the file was upgraded");
+    assert_eq!(dump(dir.path()), before, "{says}: the file was upgraded");
     assert_eq!(user_version(&dir.path().join("sender.sqlite")), 4);
+}
+
+#[test]
+fn a_schema4_file_whose_journal_trigger_was_made_a_no_op_is_refused_untouched() {
+    // Same name, same table, same event: only what it does differs. The
+    // journal is rebuilt, and the rebuild holds the triggers it drops to a
+    // fresh file's text.
+    assert_refused_untouched(
+        "DROP TRIGGER journal_append_only_update;
+         CREATE TRIGGER journal_append_only_update BEFORE UPDATE ON journal
+         BEGIN
+             SELECT 1;
+         END;",
+        "its trigger journal_append_only_update differs",
+    );
+}
+
+#[test]
+fn a_schema4_file_with_an_index_or_trigger_changed_on_a_table_the_upgrade_keeps_is_refused_untouched(
+) {
+    // dispatch_log is not rebuilt from schema 4: only the comparison of the
+    // whole file with a fresh one's schema, before the commit, sees an
+    // index of it changed or a trigger added to it (here, one that would
+    // erase the record of every dispatch).
+    assert_refused_untouched(
+        "DROP INDEX dispatch_log_by_op;
+         CREATE INDEX dispatch_log_by_op ON dispatch_log(op_id);",
+        "its index dispatch_log_by_op differs",
+    );
+    assert_refused_untouched(
+        "CREATE TRIGGER dispatch_log_forgets AFTER INSERT ON dispatch_log
+         BEGIN
+             DELETE FROM dispatch_log WHERE op_id = NEW.op_id;
+         END;",
+        "it has an unknown trigger dispatch_log_forgets",
+    );
 }
 
 /// A real schema-5 workspace (`tests/fixtures/schema5/`), copied.

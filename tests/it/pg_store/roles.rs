@@ -575,3 +575,33 @@ fn inside_an_act_of_its_own_the_database_still_refuses_what_the_rules_forbid() {
          VALUES ('op-1', 'fx-9', 2, 'amy', 'undo-9', 'post_letter', '{}')",
     );
 }
+
+#[test]
+fn a_failed_apply_or_close_is_recorded_by_the_sender_or_closer_whose_act_it_was() {
+    // A failed call belongs to the act it was part of: a sender records
+    // its own failed apply, a closer its own failed close, and neither
+    // needs recon_reviewer, whose act is a failed read.
+    let test = "a_failed_apply_or_close_is_recorded_by_the_sender_or_closer_whose_act_it_was";
+    let Some((pg, url)) = outbox(test, "failedcall") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    register_mail(&mut open(&url), dir.path(), "crash-now");
+    let mut sender = open(&login(pg, &url, "failedcall_s", &["recon_sender"]));
+    let payload = json!({"to": "ann", "text": "hello"});
+    sender.prepare("op-1", ACTION, &payload).expect("prepare");
+    let report = sender
+        .dispatch("op-1", recon::dispatch::DispatchOptions::default())
+        .expect("the sender's dispatch, its failure recorded");
+    assert_eq!(report.outcome, "unknown", "{report:?}");
+    let mut closer = open(&login(pg, &url, "failedcall_c", &["recon_closer"]));
+    let closed = closer.snapshot("op-1", Some("cal"));
+    assert!(closed.is_err(), "the close crashed: {closed:?}");
+    let recorded = pg.psql(
+        database_of(&url),
+        "SELECT string_agg(c.verb || ':' || (j.entry::jsonb ->> 'role'), ',' ORDER BY c.seq)
+         FROM call_failures c JOIN journal j ON j.seq = c.seq WHERE c.op_id = 'op-1'",
+    );
+    assert_eq!(recorded.trim(), "apply:failedcall_s,close:failedcall_c");
+    assert!(super::outbox::verify(&url).intact);
+}
