@@ -154,13 +154,9 @@ fn case_of_act(of: impl Fn(Act) -> String) -> String {
 
 /// The table of the acts under way and the functions that begin one:
 /// created after `meta` and `journal_head`, before the journal's trigger,
-/// which reads them (`@.` for the schema).
-pub(super) fn writers() -> String {
-    let roles =
-        case_of_act(|act| array(&act.roles().iter().map(|r| r.as_str()).collect::<Vec<_>>()));
-    let entries = case_of_act(|act| array(act.entries()));
-    format!(
-        r#"
+/// which reads them (`@.` for the schema; `@ROLES@` and `@ENTRIES@` for
+/// the act table's two columns, [`writers`]).
+const WRITERS: &str = r#"
 CREATE TABLE recon_writers (
     pid integer PRIMARY KEY,
     xact xid8 NOT NULL,
@@ -176,11 +172,11 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 CREATE FUNCTION recon_act_roles(act text) RETURNS text[] LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT {roles}
+    SELECT @ROLES@
 $$;
 CREATE FUNCTION recon_act_entries(act text) RETURNS text[] LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $$
-    SELECT {entries}
+    SELECT @ENTRIES@
 $$;
 CREATE FUNCTION recon_begin_write(act text) RETURNS TABLE (seq bigint, hash text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -231,15 +227,12 @@ BEGIN
     RETURN w;
 END
 $$;
-"#
-    )
-}
+"#;
 
-/// The triggers of authorization, appended to the schema's DDL (`@.` for
-/// the schema).
-pub(super) fn ddl() -> String {
-    let mut ddl = format!(
-        r#"
+/// The guards of the tables and the rules of `operations`, `evidence` and
+/// `compensation_approvals` (`@.` for the schema, `@RULE_REFUSED@` and
+/// `@SAME_PERSON@` for the SQLSTATEs).
+const GUARDS: &str = r#"
 CREATE FUNCTION recon_guard_entry() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -286,21 +279,21 @@ BEGIN
         (OLD.op_id, OLD.kind, OLD.action_kind, OLD.payload, OLD.compensates_effect_id,
             OLD.compensates_op_id, OLD.created_at) THEN
         RAISE EXCEPTION 'operation %: what it is never changes', OLD.op_id
-            USING ERRCODE = '{RULE_REFUSED}';
+            USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     IF NEW.state <> OLD.state AND (NEW.version <> OLD.version + 1
             OR (OLD.state, NEW.state) NOT IN (('prepared', 'unknown'),
                 ('unknown', 'confirmed'), ('unknown', 'not_applied'))) THEN
         RAISE EXCEPTION 'operation %: % at version % cannot become % at version %',
             OLD.op_id, OLD.state, OLD.version, NEW.state, NEW.version
-            USING ERRCODE = '{RULE_REFUSED}';
+            USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     IF NEW.version < OLD.version OR NEW.dispatch_count < OLD.dispatch_count
             OR (OLD.confirmed_effect_id IS NOT NULL
                 AND NEW.confirmed_effect_id IS DISTINCT FROM OLD.confirmed_effect_id)
             OR (NEW.confirmed_effect_id IS NOT NULL AND NEW.state <> 'confirmed') THEN
         RAISE EXCEPTION 'operation %: its version, dispatches and confirmed effect only go forward',
-            OLD.op_id USING ERRCODE = '{RULE_REFUSED}';
+            OLD.op_id USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     RETURN NEW;
 END
@@ -319,7 +312,7 @@ BEGIN
             OR (NEW.decision = 'confirmed'
                 AND op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id) THEN
         RAISE EXCEPTION 'evidence for %: its decision % at version % is not the operation''s change',
-            NEW.op_id, NEW.decision, NEW.to_version USING ERRCODE = '{RULE_REFUSED}';
+            NEW.op_id, NEW.decision, NEW.to_version USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     RETURN NEW;
 END
@@ -337,7 +330,7 @@ BEGIN
     IF NOT FOUND OR op.state <> 'confirmed' OR op.version <> NEW.approved_version
             OR op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id THEN
         RAISE EXCEPTION 'approval for %: not its confirmed effect at the version approved',
-            NEW.original_op_id USING ERRCODE = '{RULE_REFUSED}';
+            NEW.original_op_id USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     IF EXISTS (SELECT 1 FROM @.meta WHERE key = 'four_eyes' AND value = '1') THEN
         SELECT j.entry::jsonb ->> 'role' INTO confirmed_by
@@ -347,7 +340,7 @@ BEGIN
         IF confirmed_by = session_user THEN
             RAISE EXCEPTION 'four eyes: % recorded the confirmation of %, so another role must approve its compensation',
                 confirmed_by, NEW.original_op_id
-                USING ERRCODE = '{SAME_PERSON}', DETAIL = confirmed_by;
+                USING ERRCODE = '@SAME_PERSON@', DETAIL = confirmed_by;
         END IF;
     END IF;
     RETURN NEW;
@@ -355,8 +348,23 @@ END
 $$;
 CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
     FOR EACH ROW EXECUTE FUNCTION recon_approval_rules();
-"#
-    );
+"#;
+
+/// [`WRITERS`] with the act table in it.
+pub(super) fn writers() -> String {
+    let roles =
+        case_of_act(|act| array(&act.roles().iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+    WRITERS
+        .replace("@ROLES@", &roles)
+        .replace("@ENTRIES@", &case_of_act(|act| array(act.entries())))
+}
+
+/// The triggers of authorization, appended to the schema's DDL (`@.` for
+/// the schema): [`GUARDS`], then a guard trigger per table.
+pub(super) fn ddl() -> String {
+    let mut ddl = GUARDS
+        .replace("@RULE_REFUSED@", RULE_REFUSED)
+        .replace("@SAME_PERSON@", SAME_PERSON);
     for (table, column, kinds) in ENTRY_ROWS {
         ddl.push_str(&format!(
             "CREATE TRIGGER {table}_guard BEFORE INSERT ON {table}\n    \
