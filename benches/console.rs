@@ -93,6 +93,35 @@ fn sweep(
     times
 }
 
+/// The key loop's share of a live refresh after another handle commits
+/// (outside the timing): the watcher sees the new journal head, the
+/// refresher reads the counts, the page and the detail off the key loop,
+/// and the polls apply them; what is timed is the polls and their renders
+/// until it shows. The median of 31.
+fn live_refresh(app: &mut App, ws: &Path) -> Duration {
+    let mut other = Workspace::open(ws, OpenOptions::default()).expect("second handle");
+    app.go_live().expect("start the watcher");
+    median(
+        (0..31)
+            .map(|i| {
+                other
+                    .prepare(&format!("op-bench-live-{i:03}"), "notify", &json!({"n": i}))
+                    .expect("prepare from another handle");
+                let head = other.change_marker().expect("head").journal.length;
+                let mut on_loop = Duration::ZERO;
+                while app.live_through() < head {
+                    app.wait_for_receivers(Duration::from_secs(60));
+                    let start = Instant::now();
+                    console::update(app, Action::Poll);
+                    std::hint::black_box(console::render(app));
+                    on_loop += start.elapsed();
+                }
+                on_loop
+            })
+            .collect(),
+    )
+}
+
 fn measure_size(n: u64) -> Vec<Measured> {
     let root = tempfile::Builder::new()
         .prefix("recon-bench-console-")
@@ -149,27 +178,7 @@ fn measure_size(n: u64) -> Vec<Measured> {
     // new journal head, the refresher reads the counts, the page and the
     // detail off the key loop, and the polls apply them: what is timed is
     // the key loop's share, the polls and their renders until it shows.
-    let mut other = Workspace::open(&ws, OpenOptions::default()).expect("second handle");
-    app.go_live().expect("start the watcher");
-    let refresh = median(
-        (0..31)
-            .map(|i| {
-                other
-                    .prepare(&format!("op-bench-live-{i:03}"), "notify", &json!({"n": i}))
-                    .expect("prepare from another handle");
-                let head = other.change_marker().expect("head").journal.length;
-                let mut on_loop = Duration::ZERO;
-                while app.live_through() < head {
-                    app.wait_for_receivers(Duration::from_secs(60));
-                    let start = Instant::now();
-                    console::update(&mut app, Action::Poll);
-                    std::hint::black_box(console::render(&app));
-                    on_loop += start.elapsed();
-                }
-                on_loop
-            })
-            .collect(),
-    );
+    let refresh = live_refresh(&mut app, &ws);
 
     vec![
         (
