@@ -27,6 +27,8 @@ mod servers;
 #[allow(dead_code)]
 mod support;
 
+use support::{count, summary};
+
 use recon::console::{self, Action, App, Options, Source};
 use recon::workspace::NewReceiver;
 use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
@@ -38,29 +40,6 @@ use std::time::{Duration, Instant};
 
 const ACTION: &str = "post_letter";
 const LOADERS: usize = 4;
-
-fn count(variable: &str, default: usize) -> usize {
-    std::env::var(variable)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Median and 99th percentile.
-fn summary(mut samples: Vec<Duration>) -> String {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "median {:7.2} ms   p99 {:7.2} ms   ({} samples)",
-        ms(at(0.5)),
-        ms(at(0.99)),
-        samples.len()
-    )
-}
 
 fn location(url: &str) -> Location {
     Location::from(DatabaseUrl::parse(url).expect("a database URL"))

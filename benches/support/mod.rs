@@ -88,6 +88,34 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// A count from the environment variable `variable`, else `default`.
+#[allow(dead_code)] // the benches against a server use it; the others do not
+pub fn count(variable: &str, default: usize) -> usize {
+    std::env::var(variable)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Milliseconds, as a number.
+#[allow(dead_code)] // the benches against a server use it; the others do not
+pub fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Median and 99th percentile of `samples`, in milliseconds.
+#[allow(dead_code)] // the benches against a server use it; the others do not
+pub fn summary(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "median {:7.2} ms   p99 {:7.2} ms   ({} samples)",
+        millis(at(0.5)),
+        millis(at(0.99)),
+        samples.len()
+    )
+}
+
 struct Row {
     name: &'static str,
     medians: Vec<Duration>,
