@@ -139,6 +139,7 @@ const TABLE: &[Exits] = &[
             "unknown_operation",
             "duplicate_operation",
             "receiver_gone",
+            "same_person",
         ],
         ..exits(&["approve-compensation"])
     },
@@ -325,6 +326,18 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
             exits.refusals.join(", ")
         ));
     }
+    let team = exits.workspace && !exits.directory_only;
+    if team {
+        text.push_str(&format!(
+            "  {}in team mode, permission_denied: the database login lacks the role the act \
+             needs (named in the message)\n",
+            if exits.refusals.is_empty() {
+                "3  "
+            } else {
+                "   "
+            }
+        ));
+    }
     text.push_str(&storage_line(exits));
     if let Some(partial) = exits.partial {
         text.push_str(&format!("     and when {partial}\n"));
@@ -333,7 +346,7 @@ pub fn exit_codes_of(path: &[&str]) -> Option<String> {
         text.push_str(&format!("  {code}  {meaning}\n"));
     }
     if exits.json {
-        let failures = if exits.refusals.is_empty() {
+        let failures = if exits.refusals.is_empty() && !team {
             "2 or 4"
         } else {
             "2, 3 or 4"

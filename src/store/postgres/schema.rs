@@ -441,6 +441,28 @@ pub(crate) fn init(
     options: OpenOptions,
     four_eyes: bool,
 ) -> Result<DatabaseInit, StoreError> {
+    init_as_owner(url, options, four_eyes).map_err(|e| match e {
+        // What the login running db init lacks is a storage failure of
+        // db init's (exit 4), not a refused act.
+        StoreError::Database {
+            url,
+            problem: DatabaseProblem::Denied { during, detail, .. },
+        } => StoreError::Database {
+            url,
+            problem: DatabaseProblem::Failed {
+                during,
+                detail: format!("permission denied: {detail}"),
+            },
+        },
+        other => other,
+    })
+}
+
+fn init_as_owner(
+    url: &DatabaseUrl,
+    options: OpenOptions,
+    four_eyes: bool,
+) -> Result<DatabaseInit, StoreError> {
     let mut client = connect(url, options)?;
     let mut tx = client
         .transaction()

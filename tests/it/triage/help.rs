@@ -64,7 +64,7 @@ fn cases() -> Vec<HelpCase> {
                 "--after <CURSOR>",
                 "--json",
             ],
-            &["0", "2", "4"],
+            &["0", "2", "3", "4"],
         ),
         (
             &["snapshot"],
@@ -74,7 +74,7 @@ fn cases() -> Vec<HelpCase> {
         (
             &["export"],
             &["--output <PATH>", "--json"],
-            &["0", "1", "2", "4"],
+            &["0", "1", "2", "3", "4"],
         ),
     ]
 }
