@@ -70,12 +70,13 @@ fn apply(binary: &Path, url: &str, op_id: &str, n: usize, hold: Option<&Path>) -
 /// before its hold point fails the test at once, with what it printed.
 #[track_caller]
 fn held_gate(fifo: &Path, adapter: &mut Child) -> File {
+    let started = Instant::now();
     let (tx, rx) = mpsc::channel();
     let path = fifo.to_path_buf();
     std::thread::spawn(move || {
         let _ = tx.send(File::options().write(true).open(path));
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = started + Duration::from_secs(60);
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(opened) => return opened.expect("open the fifo"),
@@ -84,13 +85,16 @@ fn held_gate(fifo: &Path, adapter: &mut Child) -> File {
         }
         if let Some(status) = adapter.try_wait().expect("wait for the adapter") {
             panic!(
-                "the adapter ended ({status}) before its hold point: {}",
+                "the adapter held at {} ended ({status}) before its hold point, after {:?}: {}",
+                fifo.display(),
+                started.elapsed(),
                 printed_by(adapter)
             );
         }
         assert!(
             Instant::now() < deadline,
-            "the adapter took no gate lock in 60 s and is still running"
+            "the adapter held at {} took no gate lock in 60 s and is still running",
+            fifo.display()
         );
     }
 }
