@@ -27,10 +27,9 @@ mod servers;
 #[allow(dead_code)]
 mod support;
 
-use support::{count, summary};
+use support::{count, register_lossy, summary};
 
 use recon::console::{self, Action, App, Options, Source};
-use recon::workspace::NewReceiver;
 use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -55,31 +54,6 @@ fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
     )
     .expect("db init");
     url
-}
-
-/// Registers the fixture adapter as `mail` for [`ACTION`], its ledger in
-/// `dir`, committing each effect and dying before it answers.
-fn register_lossy(ws: &mut Workspace, dir: &Path) {
-    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/adapter.py");
-    let state = dir.join("mail.json").display().to_string();
-    let args = support::strings(&[
-        "--state",
-        &state,
-        "--mode",
-        "apply:crash-after",
-        "--can-close",
-        "--complete",
-        "--authoritative",
-    ]);
-    ws.register_receiver(&NewReceiver {
-        name: "mail",
-        actions: &[ACTION.to_string()],
-        program: &adapter,
-        args: &args,
-        timeout_ms: None,
-        env: &[],
-    })
-    .expect("register the adapter");
 }
 
 /// One tmux server on a private socket running one console.
@@ -175,7 +149,7 @@ fn decisions(pg: &servers::Postgres) {
     let url = outbox(pg, "live_decisions");
     let dir = tempfile::tempdir().expect("temp dir");
     let mut ws = Workspace::open(location(&url), OpenOptions::default()).expect("outbox");
-    register_lossy(&mut ws, dir.path());
+    register_lossy(&mut ws, dir.path(), ACTION);
     let ops: Vec<String> = (1..=n).map(|i| format!("op-live-{i:03}")).collect();
     for op in &ops {
         ws.prepare(op, ACTION, &json!({"to": "ann", "text": op}))
@@ -243,7 +217,7 @@ fn settle(app: &mut App) {
 /// them took.
 fn marked_console(url: &str, dir: &Path, total: usize) -> (App, Duration) {
     let mut ws = Workspace::open(location(url), OpenOptions::default()).expect("outbox");
-    register_lossy(&mut ws, dir);
+    register_lossy(&mut ws, dir, ACTION);
     let loaded = prepare_all(url, total);
     let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
     client.batch_execute("VACUUM ANALYZE").expect("vacuum");

@@ -29,14 +29,14 @@ mod servers;
 #[allow(dead_code)]
 mod support;
 
-use support::{count, millis as ms, summary};
+use support::{count, millis as ms, register_lossy, summary};
 
 #[path = "../tests/it/pg_store/plan.rs"]
 mod plan;
 
 use recon::dispatch::DispatchOptions;
 use recon::domain::{Decision, OpState, PageBound, QueueFilter, Review, VerdictFilter};
-use recon::workspace::{NewReceiver, ReconcileRequest};
+use recon::workspace::ReconcileRequest;
 use recon::{DatabaseUrl, Location, OpenOptions, Workspace};
 use serde_json::json;
 use std::path::Path;
@@ -59,31 +59,6 @@ fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
     url
 }
 
-/// Registers the fixture adapter as `mail` for [`ACTION`], its ledger in
-/// `dir`, committing each effect and dying before it answers.
-fn register_lossy(ws: &mut Workspace, dir: &Path) {
-    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/adapter.py");
-    let state = dir.join("mail.json").display().to_string();
-    let args = support::strings(&[
-        "--state",
-        &state,
-        "--mode",
-        "apply:crash-after",
-        "--can-close",
-        "--complete",
-        "--authoritative",
-    ]);
-    ws.register_receiver(&NewReceiver {
-        name: "mail",
-        actions: &[ACTION.to_string()],
-        program: &adapter,
-        args: &args,
-        timeout_ms: None,
-        env: &[],
-    })
-    .expect("register the adapter");
-}
-
 /// Prepares and dispatches `op`, its receipt lost: `unknown`.
 fn lost_receipt(ws: &mut Workspace, op: &str) {
     ws.prepare(op, ACTION, &json!({"to": "ann", "text": op}))
@@ -100,7 +75,7 @@ fn version(ws: &Workspace, op: &str) -> i64 {
 
 /// `reconcile` and `record_review` timed on `n` unknown operations each.
 fn decisions(ws: &mut Workspace, dir: &Path, n: usize) -> (Vec<Duration>, Vec<Duration>) {
-    register_lossy(ws, dir);
+    register_lossy(ws, dir, ACTION);
     let ops: Vec<String> = (0..2 * n).map(|i| format!("d-{i:05}")).collect();
     for op in &ops {
         lost_receipt(ws, op);
@@ -255,7 +230,7 @@ fn pages(pg: &servers::Postgres) {
     for (ws, sub) in [(&mut small_ws, "small"), (&mut large_ws, "large")] {
         let dir = dir.path().join(sub);
         std::fs::create_dir_all(&dir).expect("the adapter's directory");
-        register_lossy(ws, &dir);
+        register_lossy(ws, &dir, ACTION);
         for i in 0..100 {
             lost_receipt(ws, &format!("a-{i:06}"));
         }
@@ -325,7 +300,7 @@ fn writers(location: &[&str], op: &str, notes: usize) -> f64 {
 /// A workspace at `location` with the operation `w-1` to note on.
 fn noted_on(location: Location, options: OpenOptions, dir: &Path) {
     let mut ws = Workspace::open(location, options).expect("a workspace");
-    register_lossy(&mut ws, dir);
+    register_lossy(&mut ws, dir, ACTION);
     ws.prepare("w-1", ACTION, &json!({})).expect("prepare");
 }
 

@@ -1,5 +1,6 @@
 //! What the benchmarks share: running the release binary as a script would,
-//! its peak memory, medians, and the table that compares workspace sizes.
+//! its peak memory, medians, the table that compares workspace sizes, and
+//! the fixture adapter registered as a receiver that loses its receipts.
 //!
 //! `RECON_BENCH_SIZES=100,10000` changes the sizes every benchmark measures
 //! (the first is the baseline of the ratio).
@@ -172,4 +173,30 @@ pub fn bench_sizes(measure: impl Fn(u64) -> Vec<Measured>) {
             rss.join(" / ")
         );
     }
+}
+
+/// Registers the fixture adapter as `mail` for `action`, its ledger in
+/// `dir`, committing each effect and dying before it answers.
+#[allow(dead_code)] // the benches against a server use it; the others do not
+pub fn register_lossy(ws: &mut recon::Workspace, dir: &Path, action: &str) {
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/adapter.py");
+    let state = dir.join("mail.json").display().to_string();
+    let args = strings(&[
+        "--state",
+        &state,
+        "--mode",
+        "apply:crash-after",
+        "--can-close",
+        "--complete",
+        "--authoritative",
+    ]);
+    ws.register_receiver(&recon::workspace::NewReceiver {
+        name: "mail",
+        actions: &[action.to_string()],
+        program: &adapter,
+        args: &args,
+        timeout_ms: None,
+        env: &[],
+    })
+    .expect("register the adapter");
 }
