@@ -331,11 +331,7 @@ fn catch_up(app: &mut App, watching: &Workspace) -> Duration {
 }
 
 fn main() {
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    let wanted = support::parts_wanted();
     servers::durable_postgres();
     let Some(pg) = servers::require("bench live", servers::postgres()) else {
         return;

@@ -326,12 +326,7 @@ fn writers_per_second(pg: &servers::Postgres) {
 }
 
 fn main() {
-    // `cargo bench --bench pg_store -- pages` runs only the parts named.
-    let only: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
+    let wanted = support::parts_wanted();
     servers::durable_postgres();
     let Some(pg) = servers::require("bench pg_store", servers::postgres()) else {
         return;

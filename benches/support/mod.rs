@@ -200,3 +200,15 @@ pub fn register_lossy(ws: &mut recon::Workspace, dir: &Path, action: &str) {
     })
     .expect("register the adapter");
 }
+
+/// Whether a part of a benchmark is wanted: every part when the command
+/// line names none (`cargo bench --bench pg_store`), else only those named
+/// (`cargo bench --bench pg_store -- pages writers`).
+#[allow(dead_code)] // the benches in parts use it; the others do not
+pub fn parts_wanted() -> impl Fn(&str) -> bool {
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    move |part| only.is_empty() || only.iter().any(|o| o == part)
+}
