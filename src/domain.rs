@@ -30,7 +30,7 @@ pub use records::{
     NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey, Recorded,
     Registration, ANY_ACTION, BUILTIN_NAME,
 };
-pub use refusal::Refusal;
+pub use refusal::{Refusal, RouteAdvice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;

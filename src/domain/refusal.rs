@@ -9,6 +9,39 @@
 use super::{Decision, OpState, Verdict};
 use thiserror::Error;
 
+/// What a `no_receiver` refusal advises, so that it never tells a person
+/// to register a receiver for a typo or for a path that holds no
+/// workspace at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteAdvice {
+    /// Nothing routed is near the kind: register a receiver for it.
+    Register,
+    /// The kind is probably a typo of this routed kind.
+    Nearest(String),
+    /// There is no workspace at this path (probably a mistyped one).
+    NoWorkspace(String),
+}
+
+impl RouteAdvice {
+    fn text(&self, kind: &str) -> String {
+        let register = format!(
+            "`recon receivers add --workspace DIR NAME --actions {kind} -- PROGRAM [ARG...]` \
+             (or `--builtin` for recon's own ledger, `--actions '*'` for every kind)"
+        );
+        match self {
+            RouteAdvice::Register => format!("register one first, for example {register}"),
+            RouteAdvice::Nearest(near) => {
+                format!("did you mean {near}? (it is routed; check the spelling)")
+            }
+            RouteAdvice::NoWorkspace(path) => format!(
+                "there is no workspace at {}: check the path (or set RECON_WORKSPACE), or make \
+                 one there by registering a receiver, for example {register}",
+                super::sanitize::escape(path)
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
     #[error("the name has no visible character")]
@@ -89,12 +122,8 @@ pub enum Refusal {
     AlreadyEscalated { op_id: String, by: String },
     #[error("operation {0} is not escalated")]
     NotEscalated(String),
-    #[error(
-        "no receiver takes action kind {0}; register one first, for example \
-         `recon receivers add --workspace DIR NAME --actions {0} -- PROGRAM [ARG...]` \
-         (or `--builtin` for recon's own ledger, `--actions '*'` for every kind)"
-    )]
-    NoReceiver(String),
+    #[error("no receiver takes action kind {kind}; {}", advice.text(kind))]
+    NoReceiver { kind: String, advice: RouteAdvice },
     #[error(
         "{0}; pass a credential through the adapter's environment instead \
          (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
@@ -183,7 +212,7 @@ impl Refusal {
             Refusal::UnknownReceiver(_) => "unknown_receiver",
             Refusal::AlreadyEscalated { .. } => "already_escalated",
             Refusal::NotEscalated(_) => "not_escalated",
-            Refusal::NoReceiver(_) => "no_receiver",
+            Refusal::NoReceiver { .. } => "no_receiver",
             Refusal::SecretInArguments(_) => "secret_in_arguments",
             Refusal::ReceiverGone { .. } => "receiver_gone",
             Refusal::ReceiverChanged { .. } => "receiver_changed",

@@ -1,0 +1,159 @@
+//! The messages a newcomer meets first (SPEC 12, "Messages a newcomer
+//! meets"): the workspace named once in `RECON_WORKSPACE`, a mistyped
+//! workspace path or action kind named for what it probably is, and help
+//! that says what a command does.
+
+use super::Shell;
+use crate::support::{dump, run_with_env};
+
+const PREPARE: [&str; 7] = [
+    "prepare",
+    "--op",
+    "op-1",
+    "--action",
+    "send_email",
+    "--payload",
+    "{}",
+];
+
+/// `RECON_WORKSPACE` stands in for `--workspace` (the console's bare
+/// `recon` too); a `--workspace` flag or a database URL wins over it.
+#[test]
+fn recon_workspace_is_the_default_workspace_and_a_flag_or_a_database_url_wins_over_it() {
+    let sh = Shell::with_ledger();
+    let ws = sh.ws.to_str().expect("a UTF-8 path");
+    let by_variable = [("RECON_WORKSPACE", ws)];
+    let out = run_with_env(&PREPARE, None, &by_variable);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let ops = run_with_env(&["ops", "--json"], None, &by_variable);
+    assert_eq!(ops.code, Some(0), "{}", ops.stderr);
+    assert!(ops.stdout.contains("\"op-1\""), "{}", ops.stdout);
+
+    // The flag wins: an empty workspace of its own lists nothing.
+    let other = Shell::with_ledger();
+    let flagged = run_with_env(
+        &[
+            "ops",
+            "--json",
+            "--workspace",
+            other.ws.to_str().expect("UTF-8"),
+        ],
+        None,
+        &by_variable,
+    );
+    assert_eq!(flagged.code, Some(0), "{}", flagged.stderr);
+    assert!(!flagged.stdout.contains("op-1"), "{}", flagged.stdout);
+
+    // A database named by RECON_DATABASE_URL wins too: this one cannot be
+    // reached, so the command fails on it (exit 4) rather than reading the
+    // workspace.
+    let database = run_with_env(
+        &["ops", "--json"],
+        None,
+        &[
+            ("RECON_WORKSPACE", ws),
+            ("RECON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none"),
+        ],
+    );
+    assert_eq!(database.code, Some(4), "{}", database.stderr);
+    assert!(!database.stdout.contains("op-1"), "{}", database.stdout);
+
+    // Unset, a command that needs a place says which ways there are.
+    let none = run_with_env(&["ops"], None, &[]);
+    assert_eq!(none.code, Some(2), "{}", none.stderr);
+    assert!(none.stderr.contains("RECON_WORKSPACE"), "{}", none.stderr);
+}
+
+/// A prepare in a directory that holds no workspace is still refused
+/// `no_receiver` (SPEC 8: nothing routes there, and nothing is created),
+/// but the message names the path and says to check it, since a mistyped
+/// path is likelier than a new workspace.
+#[test]
+fn a_prepare_in_a_mistyped_workspace_path_is_refused_naming_the_path_and_creates_nothing() {
+    let sh = Shell::empty();
+    let out = sh.run(&PREPARE);
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    let path = sh.ws.display().to_string();
+    assert!(
+        out.stderr
+            .contains(&format!("there is no workspace at {path}: check the path")),
+        "{}",
+        out.stderr
+    );
+    assert!(!sh.ws.exists(), "a refused prepare created the workspace");
+    let json = sh.run(&[&PREPARE[..], &["--json"]].concat()).json();
+    assert_eq!(json["error"]["code"], "no_receiver", "{json}");
+}
+
+/// A kind one typo away from a routed kind is refused with that kind
+/// offered, never with advice to register a receiver for the typo; a kind
+/// far from every route still gets the registration hint.
+#[test]
+fn a_misspelled_action_kind_is_offered_the_nearest_routed_kind_not_a_registration() {
+    let sh = Shell::empty();
+    sh.ok(&[
+        "receivers",
+        "add",
+        "ledger",
+        "--builtin",
+        "--actions",
+        "send_email,charge_card",
+    ]);
+    let before = dump(&sh.ws);
+    let typo = sh.run(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "send_emial",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(typo.code, Some(3), "{}", typo.stderr);
+    assert!(
+        typo.stderr.contains("did you mean send_email?"),
+        "{}",
+        typo.stderr
+    );
+    assert!(
+        !typo.stderr.contains("receivers add"),
+        "advised registering a typo: {}",
+        typo.stderr
+    );
+    let far = sh.run(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "refund",
+        "--payload",
+        "{}",
+    ]);
+    assert_eq!(far.code, Some(3), "{}", far.stderr);
+    assert!(
+        far.stderr
+            .contains("recon receivers add --workspace DIR NAME --actions refund"),
+        "{}",
+        far.stderr
+    );
+    assert_eq!(dump(&sh.ws), before, "a refused prepare wrote something");
+}
+
+/// `prepare --help` says what prepare does: it routes, and it creates no
+/// workspace (it once claimed to create one, and never did).
+#[test]
+fn prepare_help_says_it_creates_no_workspace() {
+    let help = run_with_env(&["prepare", "--help"], None, &[]);
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    assert!(
+        !help.stdout.contains("Creates the workspace"),
+        "{}",
+        help.stdout
+    );
+    assert!(
+        help.stdout.contains("creates no workspace"),
+        "{}",
+        help.stdout
+    );
+    assert!(help.stdout.contains("RECON_WORKSPACE"), "{}", help.stdout);
+}
