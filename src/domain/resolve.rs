@@ -55,7 +55,7 @@ impl ResolvePlan {
             return Err(format!("the plan is larger than {MAX_PLAN_BYTES} bytes"));
         }
         let value = parse_json_slice(bytes).map_err(|e| format!("the plan is not JSON: {e}"))?;
-        if value["recon_resolve_plan"].as_i64() != Some(PLAN_FORMAT) {
+        if super::json::whole(&value["recon_resolve_plan"]) != Some(PLAN_FORMAT) {
             return Err("the plan is not a recon resolve plan of format 1".into());
         }
         let policy = value["policy"]
@@ -84,8 +84,7 @@ impl ResolvePlan {
 fn planned(op: &Value) -> Result<Planned, String> {
     let op_id = op["op_id"].as_str().ok_or("no op_id")?;
     names::identifier("op id", op_id)?;
-    let version = op["version"]
-        .as_i64()
+    let version = super::json::whole(&op["version"])
         .filter(|v| *v >= 1)
         .ok_or("no version of at least 1")?;
     let receiver = op["receiver"].as_str().ok_or("no receiver")?;
@@ -183,5 +182,18 @@ mod tests {
         }
         let twice = br#"{"recon_resolve_plan": 1, "recon_resolve_plan": 1}"#;
         assert!(ResolvePlan::parse(twice).is_err());
+    }
+
+    /// `2.0` is the number `2` wherever recon reads a whole number (SPEC 8
+    /// rule 7), in a plan as in a payload; `2.5` is not a version.
+    #[test]
+    fn a_plan_version_written_2_0_is_the_version_2() {
+        let text = br#"{"recon_resolve_plan": 1.0, "policy": "provable", "workspace": "w",
+                        "operations": [{"op_id": "a", "version": 2.0, "receiver": "m"}]}"#;
+        let plan = ResolvePlan::parse(text).expect("a plan");
+        assert_eq!(plan.operations[0].version, 2);
+        let half = br#"{"recon_resolve_plan": 1, "policy": "provable", "workspace": "w",
+                        "operations": [{"op_id": "a", "version": 2.5, "receiver": "m"}]}"#;
+        assert!(ResolvePlan::parse(half).is_err());
     }
 }
