@@ -35,6 +35,10 @@ pub struct Planned {
 pub struct ResolvePlan {
     pub policy: Policy,
     pub workspace: String,
+    /// The age limit (`--older-than`) the dry run selected with, in
+    /// milliseconds: the run keeps it, so it closes what the dry run said
+    /// it would. `None` in a plan made before it was recorded.
+    pub older_than_ms: Option<u64>,
     pub operations: Vec<Planned>,
 }
 
@@ -45,6 +49,7 @@ impl ResolvePlan {
             "recon_resolve_plan": PLAN_FORMAT,
             "policy": self.policy.as_str(),
             "workspace": self.workspace,
+            "older_than_ms": self.older_than_ms,
             "operations": self.operations,
         })
     }
@@ -73,9 +78,18 @@ impl ResolvePlan {
             .enumerate()
             .map(|(i, op)| planned(op).map_err(|e| format!("operation {i} of the plan: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let older_than_ms = match &value["older_than_ms"] {
+            Value::Null => None,
+            limit => Some(
+                super::json::whole(limit)
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .ok_or("older_than_ms must be a whole number of milliseconds")?,
+            ),
+        };
         Ok(ResolvePlan {
             policy,
             workspace,
+            older_than_ms,
             operations,
         })
     }
@@ -138,6 +152,7 @@ mod tests {
         ResolvePlan {
             policy: Policy::Provable,
             workspace: "ws-1".into(),
+            older_than_ms: Some(90_000),
             operations: vec![Planned {
                 op_id: "op-1".into(),
                 version: 2,
