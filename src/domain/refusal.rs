@@ -9,6 +9,22 @@
 use super::{Decision, OpState, Verdict};
 use thiserror::Error;
 
+/// What a `permission_denied` refusal advises: the role that allows the
+/// act, granted to the login; never the owner's, whose grant would hand
+/// over the whole outbox (every registration runs a program on every
+/// reviewer's host), so an owner's act is done as the owner.
+fn grant_advice(role: &str, login: &str) -> String {
+    if role == super::team::TeamRole::Owner.as_str() {
+        "only the outbox's owner (the role that ran `recon db init`) may, so run it as the \
+         owner; granting the owner's role would hand over the whole outbox"
+            .to_string()
+    } else {
+        format!(
+            "it needs the role {role}, which the outbox's owner grants (GRANT {role} TO {login})"
+        )
+    }
+}
+
 /// What a `no_receiver` refusal advises, so that it never tells a person
 /// to register a receiver for a typo or for a path that holds no
 /// workspace at all.
@@ -145,8 +161,8 @@ pub enum Refusal {
     /// The database refused the act: the login role lacks a role the act
     /// needs (SPEC 10). Nothing was written.
     #[error(
-        "{login} may not {act}: it needs the role {role}, which an operator grants \
-         (GRANT {role} TO {login}); nothing was written"
+        "{login} may not {act}: {}; nothing was written",
+        grant_advice(role, login)
     )]
     PermissionDenied {
         act: String,
@@ -220,5 +236,35 @@ impl Refusal {
             Refusal::PermissionDenied { .. } => "permission_denied",
             Refusal::SamePerson { .. } => "same_person",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    fn denied(role: &str) -> String {
+        Refusal::PermissionDenied {
+            act: "receivers".into(),
+            role: role.into(),
+            login: "rita".into(),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn refusal_advice_names_the_role_that_allows_the_act_never_the_owner() {
+        let reviewer = denied("recon_reviewer");
+        assert!(
+            reviewer.contains("needs the role recon_reviewer")
+                && reviewer.contains("GRANT recon_reviewer TO rita"),
+            "{reviewer}"
+        );
+        let owner = denied("owner");
+        assert!(!owner.contains("GRANT"), "{owner}");
+        assert!(
+            owner.contains("only the outbox's owner") && owner.contains("run it as the owner"),
+            "{owner}"
+        );
     }
 }
