@@ -157,3 +157,59 @@ fn prepare_help_says_it_creates_no_workspace() {
     );
     assert!(help.stdout.contains("RECON_WORKSPACE"), "{}", help.stdout);
 }
+
+/// `receivers add` and `update` warn, on stderr and beside the result, of
+/// each `--env` variable not set where recon runs (the adapter would be
+/// started without it); a variable that is set draws no warning.
+#[test]
+fn registering_with_an_unset_env_variable_warns_and_a_set_one_does_not() {
+    let sh = Shell::empty();
+    let state = sh.ws.with_file_name("mail.json").display().to_string();
+    let program = crate::support::adapter_fixture().display().to_string();
+    let unset = "RECON_TEST_SURELY_UNSET_VARIABLE";
+    let add = sh.run_full(
+        &[
+            "receivers",
+            "add",
+            "mail",
+            "--actions",
+            "post",
+            "--env",
+            unset,
+            "--env",
+            "HOME",
+            "--",
+            &program,
+            "--state",
+            &state,
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    let warnings: Vec<&str> = add.stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{}", add.stderr);
+    assert!(
+        warnings[0].starts_with(&format!("warning: --env {unset} is not set here")),
+        "{}",
+        add.stderr
+    );
+    let update = sh.run_full(
+        &["receivers", "update", "mail", "--env", unset, "--json"],
+        None,
+        &[(unset, "set now")],
+    );
+    assert_eq!(update.code, Some(0), "{}", update.stderr);
+    assert_eq!(update.stderr, "", "a set variable draws no warning");
+    let again = sh.run(&[
+        "receivers",
+        "update",
+        "mail",
+        "--timeout-ms",
+        "5000",
+        "--json",
+    ]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert!(again.stderr.contains(unset), "{}", again.stderr);
+    assert!(again.json()["name"] == "mail", "{}", again.stdout);
+}
