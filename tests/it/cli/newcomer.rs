@@ -213,3 +213,122 @@ fn registering_with_an_unset_env_variable_warns_and_a_set_one_does_not() {
     assert!(again.stderr.contains(unset), "{}", again.stderr);
     assert!(again.json()["name"] == "mail", "{}", again.stdout);
 }
+
+/// Text `show` prints every kept line of a failed call's stderr (a
+/// traceback's cause is rarely its last line), each escaped; it once
+/// printed only the last.
+#[test]
+fn show_prints_every_kept_stderr_line_of_a_failed_call() {
+    let sh = Shell::empty();
+    let program = sh.ws.with_file_name("traceback.sh");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\n\
+         if [ \"$1\" = describe ]; then\n\
+         echo '{\"recon_adapter\":1,\"name\":\"tb\",\"version\":\"1\",\"can_close\":false,\
+         \"query\":{\"complete\":false,\"authoritative\":false}}'\n\
+         exit 0\nfi\n\
+         echo 'Traceback (most recent call last):' >&2\n\
+         printf '  File \"ledger.py\", line 3, in apply \\033[31m\\n' >&2\n\
+         echo 'PermissionError: the ledger is read-only' >&2\n\
+         exit 3\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let program = program.display().to_string();
+    sh.ok(&[
+        "receivers",
+        "add",
+        "tb",
+        "--actions",
+        "post",
+        "--",
+        &program,
+    ]);
+    sh.ok(&[
+        "prepare",
+        "--op",
+        "op-1",
+        "--action",
+        "post",
+        "--payload",
+        "{}",
+    ]);
+    sh.ok(&["dispatch", "op-1"]);
+    let text = sh.ok(&["show", "op-1"]).stdout;
+    let at = text
+        .find("  stderr: Traceback (most recent call last):")
+        .expect(&text);
+    let lines: Vec<&str> = text[at..].lines().take(3).collect();
+    assert_eq!(
+        lines,
+        [
+            "  stderr: Traceback (most recent call last):",
+            r#"            File "ledger.py", line 3, in apply \x1b[31m"#,
+            "          PermissionError: the ledger is read-only",
+        ],
+        "{text}"
+    );
+}
+
+/// `docs/drills.md` names every crash point recon has, and its two main
+/// drills do what it says behind a registered adapter (not only the
+/// built-in ledger): after `dispatch.after_receipt_read` the operation is
+/// unknown and the receiver holds the effect; after
+/// `dispatch.after_unknown_commit` it is unknown and holds none.
+#[test]
+fn the_drills_doc_names_every_crash_point_and_its_drills_work_behind_an_adapter() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/drills.md"),
+    )
+    .expect("docs/drills.md");
+    for point in recon::faults::CrashPoint::ALL {
+        assert!(
+            doc.contains(&format!("`{}`", point.name())),
+            "docs/drills.md does not name {}",
+            point.name()
+        );
+    }
+    let sh = Shell::empty();
+    let state = sh.ws.with_file_name("mail.json").display().to_string();
+    let program = crate::support::adapter_fixture().display().to_string();
+    sh.ok(&[
+        "receivers",
+        "add",
+        "mail",
+        "--actions",
+        "post",
+        "--",
+        &program,
+        "--state",
+        &state,
+    ]);
+    for (op, point, matches) in [
+        ("op-1", "dispatch.after_receipt_read", 1),
+        ("op-2", "dispatch.after_unknown_commit", 0),
+    ] {
+        sh.ok(&[
+            "prepare",
+            "--op",
+            op,
+            "--action",
+            "post",
+            "--payload",
+            "{\"n\":1}",
+        ]);
+        let out = sh.run_full(&["dispatch", op], None, &[("RECON_CRASH_POINT", point)]);
+        assert_eq!(out.code, Some(86), "{point}: {}", out.stderr);
+        let shown = sh.json(&["show", op]);
+        assert_eq!(shown["operation"]["state"], "unknown", "{point}: {shown}");
+        let read = sh.json(&["snapshot", op]);
+        assert_eq!(
+            read["snapshot"]["matches"].as_array().map(Vec::len),
+            Some(matches),
+            "{point}: {read}"
+        );
+        let again = sh.run(&["dispatch", op]);
+        assert_eq!(again.code, Some(3), "{point}: {}", again.stderr);
+        assert!(again.stderr.contains("blind_retry"), "{}", again.stderr);
+    }
+}
