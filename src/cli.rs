@@ -65,6 +65,8 @@ Environment:
   RECON_DATABASE_URL     the database when neither --workspace nor --database
                          is given (not for demo, ledger, receiver, experiment,
                          --check, which work on a workspace directory only)
+  RECON_WORKSPACE        the workspace directory when neither --workspace nor
+                         --database is given and RECON_DATABASE_URL is unset
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 
@@ -81,11 +83,13 @@ pub const MAX_DEMO_OPS: u64 = 1_000_000;
                   query the receiver for evidence, classify it conservatively, and let a \
                   named human reviewer record confirmed or not_applied against the version \
                   they saw.\n\nWith no command, opens the review console (on a fresh \
-                  temporary demo workspace when --workspace is not given).",
+                  temporary demo workspace when no workspace or database is given, \
+                  by flag or by RECON_WORKSPACE or RECON_DATABASE_URL).",
     after_help = EXIT_CODES
 )]
 pub struct Cli {
-    /// The workspace directory (holding sender.sqlite and receiver.sqlite).
+    /// The workspace directory (holding sender.sqlite and receiver.sqlite;
+    /// default: RECON_WORKSPACE, when no database is named).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
@@ -137,8 +141,10 @@ pub enum Command {
     /// the generated operations, numbered after the last ones.
     Demo(DemoArgs),
     /// Put a new original operation in the outbox, state prepared at
-    /// version 1. Creates the workspace if needed. An existing op id is
-    /// refused (duplicate_operation).
+    /// version 1, routed to the receiver registered for its action kind.
+    /// It creates no workspace: in a directory without one it is refused
+    /// no_receiver, naming the path. An existing op id is refused
+    /// (duplicate_operation).
     Prepare(PrepareArgs),
     /// Dispatch a prepared operation: commit unknown (version +1, one
     /// dispatch_log row), then invoke the receiver as a child process.

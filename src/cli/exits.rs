@@ -405,6 +405,10 @@ fn environment(exits: &Exits) -> String {
                  --database is given (team mode)",
             );
         }
+        text.push_str(
+            "\n  RECON_WORKSPACE        the workspace directory when --workspace is not given \
+             (and no database is named)",
+        );
     }
     text
 }

@@ -18,7 +18,9 @@ use crate::cli::{
 use crate::dispatch::{DispatchOptions, DispatchReport};
 use crate::domain::policy::{self, LatestRead};
 use crate::domain::sanitize::escape;
-use crate::domain::{Approval, CompensationRequest, Decision, Description, Operation, Recorded};
+use crate::domain::{
+    Approval, CompensationRequest, Decision, Description, Operation, Recorded, RouteAdvice,
+};
 use crate::error::Refusal;
 use crate::receiver::Fault;
 use crate::workspace::{Classified, Location, ReconcileRequest, Workspace};
@@ -48,10 +50,19 @@ impl Prepare {
     pub fn run(self) -> Result<Prepared, Failure> {
         // Where there is no workspace there is no receiver, so nothing could
         // route there: the refusal is the one a workspace without a route
-        // gives, and no workspace is created for it. (A workspace that lost
+        // gives (SPEC 8), naming the path, which is more often mistyped than
+        // new, and no workspace is created for it. (A workspace that lost
         // one of its files is damage, and opening it says so.)
         if Workspace::is_absent(&self.location) {
-            return Err(Refusal::NoReceiver(self.action_kind).into());
+            let advice = match &self.location {
+                Location::Workspace(dir) => RouteAdvice::NoWorkspace(dir.display().to_string()),
+                Location::Database(_) => RouteAdvice::Register,
+            };
+            return Err(Refusal::NoReceiver {
+                kind: self.action_kind,
+                advice,
+            }
+            .into());
         }
         let mut ws = open(&self.location, false)?;
         Ok(Prepared(ws.prepare(

@@ -120,10 +120,39 @@ pub fn write_file_with<T>(
 /// that is not UTF-8, or one that cannot be read is a usage error naming
 /// it. No input is read without a bound (`/dev/zero` included).
 pub fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
-    use std::io::Read;
     let shown = crate::domain::sanitize::escape(&path.display().to_string()).into_owned();
     let file = std::fs::File::open(path)
         .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    read_text(file, &shown, max)
+}
+
+/// [`read_bounded`] for what must be a regular file (a plan a person
+/// authorized): a FIFO, a device or a directory is a usage error, said at
+/// once (opened without blocking, so a FIFO with no writer cannot hang it).
+pub fn read_regular_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = crate::domain::sanitize::escape(&path.display().to_string()).into_owned();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    let regular = file
+        .metadata()
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?
+        .is_file();
+    if !regular {
+        return Err(Failure::Usage(format!(
+            "{shown} is not a regular file (a FIFO, a device or a directory); it is read from a \
+             file only"
+        )));
+    }
+    read_text(file, &shown, max)
+}
+
+/// Reads `file` whole as UTF-8 text of at most `max` bytes.
+fn read_text(file: std::fs::File, shown: &str, max: u64) -> Result<String, Failure> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)

@@ -35,7 +35,7 @@ use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_policy_review, check_review,
     Approval, CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
     EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Policy,
-    Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
+    Provenance, Recorded, Registration, Review, RouteAdvice, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{DatabaseProblem, Error, Refusal, Result, StoreError};
 use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
@@ -1293,10 +1293,19 @@ fn require_route(db: &mut dyn Db, action_kind: &str) -> Result<()> {
         &[&action_kind],
         |r| r.get(0),
     )?;
-    match routed {
-        Some(_) => Ok(()),
-        None => Err(Refusal::NoReceiver(action_kind.to_string()).into()),
+    if routed.is_some() {
+        return Ok(());
     }
+    let kinds = db.query("SELECT action_kind FROM routes", &[], |r| r.get(0))?;
+    let advice = match crate::domain::names::nearest_kind(action_kind, &kinds) {
+        Some(near) => RouteAdvice::Nearest(near.to_string()),
+        None => RouteAdvice::Register,
+    };
+    Err(Refusal::NoReceiver {
+        kind: action_kind.to_string(),
+        advice,
+    }
+    .into())
 }
 
 /// Writes an approval's row: refused `already_approved` when the effect

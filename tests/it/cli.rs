@@ -4,6 +4,7 @@
 //! compared with a dump taken before it.
 
 mod flows;
+mod newcomer;
 pub(crate) mod refusals;
 mod storage;
 mod usage;
