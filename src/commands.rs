@@ -18,6 +18,7 @@
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
 //! - `db`: `db init`, the PostgreSQL outbox's schema;
+//! - `metrics`: the Prometheus text exposition of SPEC 15;
 //! - `console`: the review console and `screenshot`.
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
@@ -35,6 +36,7 @@ mod experiment;
 mod failure;
 mod flow;
 mod interrupt;
+mod metrics;
 mod open;
 mod output;
 mod person;
@@ -193,6 +195,7 @@ enum Request {
     ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
+    Metrics(metrics::Metrics),
 }
 
 impl Request {
@@ -267,6 +270,7 @@ impl Request {
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
         })
     }
 
@@ -321,6 +325,7 @@ impl Request {
             Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
+            Request::Metrics(request) => Box::new(request.run()?),
         })
     }
 }

@@ -216,6 +216,11 @@ const TABLE: &[Exits] = &[
     },
     exits(&["checkpoint"]),
     Exits {
+        done: "the metrics were printed or written",
+        output: true,
+        ..exits(&["metrics"])
+    },
+    Exits {
         done: "the receipt was printed",
         refusals: &["operation_closed"],
         own: &[
@@ -308,6 +313,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receivers", "check"],
     &["receivers", "remove"],
     &["db", "init"],
+    &["metrics"],
 ];
 
 /// The exit codes (and environment) section of one command's `--help`.
