@@ -21,7 +21,8 @@
 //! - `metrics`: the Prometheus text exposition of SPEC 15;
 //! - `console`: the review console and `screenshot`.
 //!
-//! The plumbing they share: `failure` (exit codes), `output` (stdout,
+//! The plumbing they share: `log` (`RECON_LOG`, where the log of acts
+//! goes), `failure` (exit codes), `output` (stdout,
 //! stderr, files), `open` (where the stores are: `--workspace`,
 //! `--database` or `RECON_DATABASE_URL`; and the environment), `render`
 //! (the `Render` trait and `finish`, the one place that prints results
@@ -36,6 +37,7 @@ mod experiment;
 mod failure;
 mod flow;
 mod interrupt;
+mod log;
 mod metrics;
 mod open;
 mod output;
@@ -161,7 +163,10 @@ fn clap_message(text: &str) -> String {
 /// it prints, results and failures alike, goes through `render::finish`.
 pub fn run(cli: Cli) -> i32 {
     let format = Format::of(&cli);
-    let result = Request::from_cli(cli).and_then(Request::execute);
+    let result = Request::from_cli(cli).and_then(|request| {
+        log::configure(matches!(request, Request::Console(_)))?;
+        request.execute()
+    });
     render::finish(result, format, Out::default())
 }
 

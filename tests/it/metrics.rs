@@ -424,3 +424,121 @@ fn metrics_into_a_directory_that_does_not_exist_is_one_line_and_exit_4() {
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert_eq!(out.json()["error"]["kind"], json!("storage"));
 }
+
+/// The JSON lines a run wrote on stderr.
+fn log_lines(out: &Run) -> Vec<Value> {
+    (out.stderr.lines())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+        .collect()
+}
+
+fn json_log_lines_parse_and_carry_each_act_with_its_seq_and_login(store: Store) {
+    let mut site = Site::new(store);
+    let payload = json!({"to": "ann"});
+    site.ws.prepare("l-1", ACTION, &payload).expect("prepare");
+    let lost = Some(Fault::CrashBeforeCommit);
+    site.dispatched("l-2", ACTION, &json!({"to": "bob"}), lost);
+    let head = |site: &Site| site.run(&["checkpoint", "--json"], None).json()["length"].clone();
+    let start = head(&site).as_i64().expect("a length");
+    let log = [("RECON_LOG", "json")];
+    let acts: [(&[&str], &[&str]); 3] = [
+        (
+            &["note", "l-1", "--by", "ann", "--text", "a note"],
+            &["noted"],
+        ),
+        (
+            &["escalate", "l-2", "--by", "bob", "--reason", "odd"],
+            &["escalated"],
+        ),
+        (
+            &[
+                "prepare",
+                "--op",
+                "l-3",
+                "--action",
+                ACTION,
+                "--payload",
+                "{}",
+            ],
+            &["prepared"],
+        ),
+    ];
+    let mut seq = start;
+    for (words, kinds) in acts {
+        let out = site.run_with_env(words, None, &log);
+        assert_eq!(out.code, Some(0), "{words:?}: {}", out.stderr);
+        let lines = log_lines(&out);
+        assert_eq!(lines.len(), kinds.len(), "{}", out.stderr);
+        for (line, kind) in lines.iter().zip(kinds) {
+            seq += 1;
+            let fields: Vec<&String> = line.as_object().expect("an object").keys().collect();
+            assert_eq!(fields, ["act", "login", "op_id", "outcome", "seq", "ts"]);
+            let typed = words
+                .iter()
+                .position(|w| w.starts_with("--by"))
+                .map(|i| words[i + 1]);
+            let login = match store {
+                Store::Sqlite => typed.map(|name| json!(name)).unwrap_or(Value::Null),
+                Store::Postgres => json!("postgres"),
+            };
+            let op = if words[0] == "prepare" {
+                words[2]
+            } else {
+                words[1]
+            };
+            let ts = line["ts"].as_str().expect("ts");
+            assert!(Timestamp::parse(ts).is_some(), "{ts}");
+            let wanted = json!({"act": kind, "login": login, "op_id": op, "outcome": "committed",
+                "seq": seq, "ts": ts});
+            assert_eq!(line, &wanted);
+        }
+    }
+    assert_eq!(head(&site), json!(seq));
+    // A refused act commits nothing, and logs nothing.
+    let refused = site.run_with_env(
+        &["escalate", "l-2", "--by", "bob", "--reason", "x"],
+        None,
+        &log,
+    );
+    assert_eq!(
+        (refused.code, refused.stderr.lines().count()),
+        (Some(3), 1),
+        "{}",
+        refused.stderr
+    );
+}
+on_both_stores!(json_log_lines_parse_and_carry_each_act_with_its_seq_and_login);
+
+#[test]
+fn without_recon_log_no_json_line_is_written_and_an_unknown_value_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_demo(0, dir.path());
+    let ws = dir.path().display().to_string();
+    let note = [
+        "note",
+        "--workspace",
+        &ws,
+        "op-1002-invoice-email",
+        "--by",
+        "ann",
+        "--text",
+        "t",
+    ];
+    for quiet in ["", "text"] {
+        let out = run_with_env(&note, None, &[("RECON_LOG", quiet)]);
+        assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{quiet:?}");
+    }
+    let ops = ["ops", "--workspace", &ws, "--json"];
+    let out = run_with_env(&ops, None, &[("RECON_LOG", "yaml")]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    let error = &out.json()["error"];
+    assert_eq!(error["kind"], json!("usage"));
+    assert!(
+        error["message"]
+            .as_str()
+            .expect("a message")
+            .contains("RECON_LOG"),
+        "{error}"
+    );
+}
