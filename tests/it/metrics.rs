@@ -542,3 +542,36 @@ fn without_recon_log_no_json_line_is_written_and_an_unknown_value_is_a_usage_err
         "{error}"
     );
 }
+
+/// The console owns its terminal: with `RECON_LOG=json` its acts go only
+/// to `RECON_LOG_FILE`, one line each, and never to the screen.
+#[test]
+fn the_console_writes_its_acts_only_to_recon_log_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_demo(0, dir.path());
+    let ws = dir.path().display().to_string();
+    let log = dir.path().join("acts.jsonl");
+    let env = [
+        "RECON_LOG=json".to_string(),
+        format!("RECON_LOG_FILE={}", log.display()),
+    ];
+    let env: Vec<&str> = env.iter().map(String::as_str).collect();
+    let args = ["--workspace", ws.as_str(), "--reviewer", "ada"];
+    let Some(tmux) = crate::terminal::Tmux::start_with_env(&env, &args, (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["m"], "Note op-1002-invoice-email");
+    tmux.type_text("called the customer");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.shows("left on op-1002-invoice-email by ada");
+    assert!(!screen.contains("\"act\""), "{screen}");
+    let text = std::fs::read_to_string(&log).expect("the log file");
+    let lines: Vec<Value> = (text.lines())
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let seq = lines.first().map(|line| line["seq"].clone());
+    let wanted = json!({"act": "noted", "login": "ada", "op_id": "op-1002-invoice-email",
+        "outcome": "committed", "seq": seq, "ts": crate::support::DEMO_TIME});
+    assert_eq!(lines, [wanted]);
+}
