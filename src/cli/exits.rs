@@ -411,6 +411,10 @@ fn environment(exits: &Exits) -> String {
                  --database is given (team mode)",
             );
         }
+        text.push_str(
+            "\n  RECON_LOG              json: also one JSON line per act committed, on stderr \
+             ({ts, act, op_id, seq, login, outcome}); text (the default): none",
+        );
     }
     text
 }
