@@ -372,3 +372,88 @@ fn number(value: f64) -> String {
         format!("{value:.3}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::metrics::{StateCount, UnknownGroup};
+    use crate::domain::Verdict;
+
+    fn at(millis: i64) -> Timestamp {
+        Timestamp::from_millis(millis)
+    }
+
+    /// A sample's line for `name` in the exposition of `tally` at `now`.
+    fn lines_of(tally: &OutboxTally, now: Timestamp, name: &str) -> Vec<String> {
+        (exposition(&families(tally, now)).lines())
+            .filter(|line| {
+                line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn label_values_escape_backslash_quote_and_line_feed_and_hide_other_controls() {
+        assert_eq!(label_value("a\\b\"c\nd\u{1b}e"), "a\\\\b\\\"c\\nd\u{FFFD}e");
+        assert_eq!(help_text("a\\b\nc"), "a\\\\b\\nc");
+    }
+
+    #[test]
+    fn a_count_is_printed_whole_and_an_age_to_the_millisecond() {
+        assert_eq!(
+            (number(3.0), number(0.0), number(1.5), number(0.0015)),
+            ("3".into(), "0".into(), "1.500".into(), "0.002".into())
+        );
+    }
+
+    #[test]
+    fn every_state_of_every_receiver_is_a_series_and_the_oldest_unknown_is_the_minimum() {
+        let tally = OutboxTally {
+            receivers: vec!["mail".into()],
+            operations: vec![StateCount {
+                receiver: "gone".into(),
+                state: OpState::Unknown,
+                count: 3,
+            }],
+            unknown: vec![
+                UnknownGroup {
+                    receiver: "gone".into(),
+                    verdict: None,
+                    escalated: false,
+                    count: 2,
+                    oldest: at(5_000),
+                },
+                UnknownGroup {
+                    receiver: "gone".into(),
+                    verdict: Some(Verdict::Inconclusive),
+                    escalated: true,
+                    count: 1,
+                    oldest: at(2_000),
+                },
+            ],
+            ..OutboxTally::default()
+        };
+        let operations = lines_of(&tally, at(10_500), "recon_operations");
+        assert_eq!(operations.len(), 8, "{operations:?}");
+        assert!(operations
+            .contains(&"recon_operations{state=\"unknown\",receiver=\"gone\"} 3".to_string()));
+        assert!(operations
+            .contains(&"recon_operations{state=\"unknown\",receiver=\"mail\"} 0".to_string()));
+        assert_eq!(
+            lines_of(&tally, at(10_500), "recon_oldest_unknown_age_seconds"),
+            [
+                "recon_oldest_unknown_age_seconds{receiver=\"gone\"} 8.500",
+                "recon_oldest_unknown_age_seconds{receiver=\"mail\"} 0",
+            ]
+        );
+        assert_eq!(
+            lines_of(&tally, at(10_500), "recon_unknown_operations"),
+            [
+                "recon_unknown_operations{verdict=\"never\",receiver=\"gone\",escalated=\"false\"} 2",
+                "recon_unknown_operations{verdict=\"inconclusive\",receiver=\"gone\",escalated=\"true\"} 1",
+            ]
+        );
+        assert_eq!(lines_of(&tally, at(0), "recon_decisions_total").len(), 6);
+    }
+}
