@@ -282,6 +282,14 @@ pub enum Command {
     /// RECON_DATABASE_URL) in place of --workspace.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Print the outbox's metrics in the Prometheus text exposition
+    /// format (SPEC 15): operations by state and receiver, unknown ones by
+    /// verdict and escalation, the oldest unknown one's age, contradicted
+    /// operations, failed receiver calls, decisions by source, the
+    /// journal's length. It only reads (in team mode the reader role is
+    /// enough). With --output, the file is replaced whole (written beside
+    /// it, synced, renamed), for a node exporter's textfile collector.
+    Metrics(MetricsArgs),
 }
 
 impl Command {
@@ -311,6 +319,7 @@ impl Command {
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
             Command::Db(_) => "db",
+            Command::Metrics(_) => "metrics",
         }
     }
 
@@ -342,7 +351,8 @@ impl Command {
                 | ReceiversCommand::List(ReceiversListArgs { json })
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
             )
-            | Command::Db(DbCommand::Init(DbInitArgs { json, .. })) => *json,
+            | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
+            | Command::Metrics(MetricsArgs { json, .. }) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -799,6 +809,18 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckpointArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to FILE (replaced whole, never left half written) instead of
+    /// stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The same families as one JSON document (and a failure as a JSON
+    /// error document).
     #[arg(long)]
     pub json: bool,
 }

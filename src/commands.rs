@@ -18,9 +18,11 @@
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
 //! - `db`: `db init`, the PostgreSQL outbox's schema;
+//! - `metrics`: the Prometheus text exposition of SPEC 15;
 //! - `console`: the review console and `screenshot`.
 //!
-//! The plumbing they share: `failure` (exit codes), `output` (stdout,
+//! The plumbing they share: `log` (`RECON_LOG`, where the log of acts
+//! goes), `failure` (exit codes), `output` (stdout,
 //! stderr, files), `open` (where the stores are: `--workspace`,
 //! `--database` or `RECON_DATABASE_URL`; and the environment), `render`
 //! (the `Render` trait and `finish`, the one place that prints results
@@ -35,6 +37,8 @@ mod experiment;
 mod failure;
 mod flow;
 mod interrupt;
+mod log;
+mod metrics;
 mod open;
 mod output;
 mod person;
@@ -159,7 +163,10 @@ fn clap_message(text: &str) -> String {
 /// it prints, results and failures alike, goes through `render::finish`.
 pub fn run(cli: Cli) -> i32 {
     let format = Format::of(&cli);
-    let result = Request::from_cli(cli).and_then(Request::execute);
+    let result = Request::from_cli(cli).and_then(|request| {
+        log::configure(matches!(request, Request::Console(_)))?;
+        request.execute()
+    });
     render::finish(result, format, Out::default())
 }
 
@@ -193,6 +200,7 @@ enum Request {
     ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
+    Metrics(metrics::Metrics),
 }
 
 impl Request {
@@ -267,6 +275,7 @@ impl Request {
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
         })
     }
 
@@ -321,6 +330,7 @@ impl Request {
             Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
+            Request::Metrics(request) => Box::new(request.run()?),
         })
     }
 }

@@ -8,6 +8,7 @@
 pub mod bounds;
 mod canonical;
 mod json;
+pub mod metrics;
 pub mod names;
 pub mod policy;
 mod records;

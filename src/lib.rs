@@ -6,6 +6,7 @@
 //! arguments, calls it, and maps errors to exit codes. `ARCHITECTURE.md` has
 //! the map.
 
+pub mod actlog;
 pub mod audit;
 pub mod cli;
 pub mod clock;

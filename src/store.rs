@@ -55,6 +55,7 @@ mod drill;
 mod identity;
 mod journal;
 mod location;
+mod metrics;
 mod postgres;
 mod receiver;
 mod receivers;
@@ -377,15 +378,35 @@ impl Capabilities for SqliteSender {
     }
 }
 
+/// The counts `recon metrics` exposes (SPEC 15), read in one snapshot
+/// (`store::metrics`).
+pub(crate) trait OutboxMetrics {
+    fn tally(&self) -> Result<crate::domain::metrics::OutboxTally>;
+}
+
 /// Everything the facade needs of a sender store: the core every store
 /// implements, and the optional capabilities it may offer.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
+    Outbox
+    + QueuePages
+    + TriageLog
+    + JournalAudit
+    + ReceiverRegistry
+    + OutboxMetrics
+    + Capabilities
+    + Send
 {
 }
 
 impl<T> SenderStore for T where
-    T: Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
+    T: Outbox
+        + QueuePages
+        + TriageLog
+        + JournalAudit
+        + ReceiverRegistry
+        + OutboxMetrics
+        + Capabilities
+        + Send
 {
 }
 

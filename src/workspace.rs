@@ -728,6 +728,16 @@ impl Journal {
     pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
         self.sender.journal_head()
     }
+
+    /// The system clock's time: what ages are measured against.
+    pub fn now(&self) -> Timestamp {
+        SystemClock.now()
+    }
+
+    /// What `recon metrics` counts, read in one snapshot of the outbox.
+    pub fn tally(&self) -> Result<crate::domain::metrics::OutboxTally> {
+        self.sender.tally()
+    }
 }
 
 /// Where the workspace stood when [`Workspace::change_marker`] was read:

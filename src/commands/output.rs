@@ -94,9 +94,11 @@ pub fn cannot_write(path: &Path, e: &dyn std::fmt::Display) -> Failure {
     )))
 }
 
-/// Writes a file beside its target through `body`, buffered, and renames
-/// it into place only when `body` succeeded, so a failure leaves no half
-/// file (the temporary one is removed when dropped).
+/// Writes a file beside its target through `body`, buffered, syncs it and
+/// renames it into place only when `body` succeeded, so a failure leaves
+/// no half file (the temporary one, a hidden `.tmp…` name no glob of the
+/// target's extension matches, is removed when dropped; a process killed
+/// outright leaves it beside the target, which stays as it was).
 pub fn write_file_with<T>(
     path: &Path,
     body: impl FnOnce(&mut (dyn Write + Send)) -> Result<T, Failure>,
@@ -111,6 +113,11 @@ pub fn write_file_with<T>(
     let tmp = writer
         .into_inner()
         .map_err(|e| cannot_write(path, e.error()))?;
+    // On disk before it takes the target's name: a power loss after the
+    // rename finds the whole file, never an empty one.
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| cannot_write(path, &e))?;
     tmp.persist(path)
         .map_err(|e| cannot_write(path, &e.error))?;
     Ok(result)

@@ -792,6 +792,7 @@ impl SqlStore for SqliteSender {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&self.path)?;
+        crate::actlog::begin();
         let at = clock.now();
         let done = act(
             &mut Sqlite {
@@ -801,6 +802,7 @@ impl SqlStore for SqliteSender {
             at,
         )?;
         tx.commit().at(&self.path)?;
+        crate::actlog::ended("committed");
         Ok(done)
     }
 
