@@ -336,7 +336,8 @@ impl Command {
                 | ReceiversCommand::List(ReceiversListArgs { json })
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
             )
-            | Command::Db(DbCommand::Init(DbInitArgs { json, .. })) => *json,
+            | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
+            | Command::Db(DbCommand::Status(DbStatusArgs { json })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -423,6 +424,20 @@ pub enum DbCommand {
     /// Then every command (but those for a workspace directory only) takes
     /// --database URL, or RECON_DATABASE_URL, in place of --workspace.
     Init(DbInitArgs),
+    /// What the outbox is and who may act on it: its schema version, the
+    /// roles' prefix, four eyes, whether this connection uses TLS, each
+    /// login holding the outbox's roles (granted by its owner), and every
+    /// grant of them by another role (which counts for nothing). Any login
+    /// that can read the outbox may run it.
+    Status(DbStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbStatusArgs {
+    /// Print {database, schema, roles_prefix, four_eyes, tls, owner,
+    /// logins: [{login, roles}], foreign_grants: [{login, role, grantor}]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

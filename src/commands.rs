@@ -17,7 +17,7 @@
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
-//! - `db`: `db init`, the PostgreSQL outbox's schema;
+//! - `db`: `db init`, the PostgreSQL outbox's schema, and `db status`;
 //! - `console`: the review console and `screenshot`.
 //!
 //! The plumbing they share: `failure` (exit codes), `output` (stdout,
@@ -193,6 +193,7 @@ enum Request {
     ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
+    DbStatus(db::Status),
 }
 
 impl Request {
@@ -267,6 +268,9 @@ impl Request {
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            Command::Db(DbCommand::Status(args)) => {
+                Request::DbStatus(db::Status::validate(args, ws)?)
+            }
         })
     }
 
@@ -321,6 +325,7 @@ impl Request {
             Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
+            Request::DbStatus(request) => Box::new(request.run()?),
         })
     }
 }

@@ -86,7 +86,11 @@ pub(crate) use location::{
     Presence,
 };
 pub(crate) use postgres::init as init_database;
-pub use postgres::{detail as postgres_error_detail, DatabaseInit, DatabaseUrl, UrlError};
+pub(crate) use postgres::status as database_status;
+pub use postgres::{
+    detail as postgres_error_detail, ConnectError, DatabaseInit, DatabaseStatus, DatabaseUrl,
+    UrlError,
+};
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 

@@ -35,7 +35,8 @@ mod watch;
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
 pub use crate::store::{
-    postgres_error_detail, postgres_queue_page, DatabaseInit, DatabaseUrl, Location, UrlError,
+    postgres_error_detail, postgres_queue_page, ConnectError, DatabaseInit, DatabaseStatus,
+    DatabaseUrl, Location, UrlError,
 };
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
@@ -155,6 +156,15 @@ impl Workspace {
         four_eyes: bool,
     ) -> Result<DatabaseInit, StoreError> {
         store::init_database(database, options, four_eyes)
+    }
+
+    /// What the outbox in `database` is and who may act on it (`recon db
+    /// status`): read only.
+    pub fn database_status(
+        database: &DatabaseUrl,
+        options: OpenOptions,
+    ) -> Result<DatabaseStatus, StoreError> {
+        store::database_status(database, options)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:
