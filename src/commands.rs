@@ -17,6 +17,7 @@
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
+//! - `batch`: `prepare --batch FILE`, many operations from JSON lines;
 //! - `db`: `db init`, the PostgreSQL outbox's schema, and `db status`;
 //! - `console`: the review console and `screenshot`.
 //!
@@ -28,6 +29,7 @@
 //! `cli` and the console, which do not import each other.
 
 mod audit;
+mod batch;
 mod console;
 mod db;
 mod demo;
@@ -194,6 +196,7 @@ enum Request {
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
     DbStatus(db::Status),
+    PrepareBatch(batch::PrepareBatch),
 }
 
 impl Request {
@@ -224,6 +227,9 @@ impl Request {
                 Request::Experiment(experiment::Experiment::validate(args))
             }
             Command::Demo(args) => Request::Demo(demo::Demo::validate(args, ws)?),
+            Command::Prepare(args) if args.batch.is_some() => {
+                Request::PrepareBatch(batch::PrepareBatch::validate(args, ws)?)
+            }
             Command::Prepare(args) => Request::Prepare(flow::Prepare::validate(args, ws)?),
             Command::Dispatch(args) => Request::Dispatch(flow::Dispatch::validate(args, ws)?),
             Command::Ops(args) => Request::Ops(reads::Ops::validate(args, ws)?),
@@ -326,6 +332,7 @@ impl Request {
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
             Request::DbStatus(request) => Box::new(request.run()?),
+            Request::PrepareBatch(request) => Box::new(request.run()?),
         })
     }
 }

@@ -100,6 +100,14 @@ pub(crate) use sender::SqliteSender;
 /// held, so times never go backwards in journal order.
 pub(crate) trait Outbox {
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation>;
+    /// Prepares each of `news` in one transaction, each alone (`prepare`'s
+    /// rules, under a savepoint): one result per item, a refusal rolling
+    /// back only its own. The outer error is the transaction's own.
+    fn prepare_each(
+        &mut self,
+        news: &[NewOperation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Operation>>>;
     fn get(&self, op_id: &str) -> Result<Option<Operation>>;
     fn require(&self, op_id: &str) -> Result<Operation>;
     /// Operations in `op_id` order after `after`, optionally of one state.

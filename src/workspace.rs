@@ -20,7 +20,7 @@ use crate::domain::{
     Observed, OpState, Operation, PageBound, Provenance, QueueFilter, QueueKey, Recorded, Review,
     Snapshot, Timestamp, Verdict,
 };
-use crate::error::{Committed, Refusal, Result, StoreError};
+use crate::error::{Committed, Error, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
@@ -51,6 +51,10 @@ use std::path::Path;
 use std::sync::Arc;
 pub use triage::{ObserveReport, ObserveRequest, Unread};
 pub use watch::Watch;
+
+/// The most operations `prepare --batch` prepares in one transaction
+/// (SPEC 10).
+pub const BATCH_TRANSACTION: usize = 500;
 
 pub struct Workspace {
     location: Location,
@@ -290,6 +294,20 @@ impl Workspace {
             payload,
         };
         self.sender.prepare(&new, &*self.clock)
+    }
+
+    /// Prepares each of `news` (at most [`BATCH_TRANSACTION`]) in one
+    /// transaction, each alone: one result per item, in order, a refused
+    /// item rolling back only its own writes. The outer error is the
+    /// transaction's: nothing of it was committed.
+    pub fn prepare_each(&mut self, news: &[NewOperation<'_>]) -> Result<Vec<Result<Operation>>> {
+        self.ensure_present()?;
+        if news.len() > BATCH_TRANSACTION {
+            return Err(Error::Invalid(format!(
+                "at most {BATCH_TRANSACTION} operations are prepared in one transaction"
+            )));
+        }
+        self.sender.prepare_each(news, &*self.clock)
     }
 
     pub fn dispatch(&mut self, op_id: &str, options: DispatchOptions) -> Result<DispatchReport> {
