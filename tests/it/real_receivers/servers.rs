@@ -274,6 +274,12 @@ impl Postgres {
                 ""
             }
         );
+        // More server settings for a person investigating a run, e.g.
+        // RECON_PG_SERVER_OPTIONS='-c log_lock_waits=on -c deadlock_timeout=20ms'.
+        let options = match std::env::var("RECON_PG_SERVER_OPTIONS") {
+            Ok(more) => format!("{options} {more}"),
+            Err(_) => options,
+        };
         run(self
             .command("pg_ctl")
             .args(["-w", "-t", "60", "-D"])
@@ -325,6 +331,11 @@ impl Postgres {
             .args(["-w", "-m", "fast", "-D"])
             .arg(self.dir.join("data"))
             .arg("stop"));
+        // For a person investigating a run (say with PGOPTIONS='-c
+        // log_lock_waits=on'): the server's log, kept where this names.
+        if let Some(keep) = std::env::var_os("RECON_PG_KEEP_LOG") {
+            let _ = std::fs::copy(self.dir.join("log"), keep);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 
