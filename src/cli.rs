@@ -352,7 +352,8 @@ impl Command {
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
             )
             | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
-            | Command::Metrics(MetricsArgs { json, .. }) => *json,
+            | Command::Metrics(MetricsArgs { json, .. })
+            | Command::Db(DbCommand::Status(DbStatusArgs { json })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -439,6 +440,20 @@ pub enum DbCommand {
     /// Then every command (but those for a workspace directory only) takes
     /// --database URL, or RECON_DATABASE_URL, in place of --workspace.
     Init(DbInitArgs),
+    /// What the outbox is and who may act on it: its schema version, the
+    /// roles' prefix, four eyes, whether this connection uses TLS, each
+    /// login holding the outbox's roles (granted by its owner), and every
+    /// grant of them by another role (which counts for nothing). Any login
+    /// that can read the outbox may run it.
+    Status(DbStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbStatusArgs {
+    /// Print {database, schema, roles_prefix, four_eyes, tls, owner,
+    /// logins: [{login, roles}], foreign_grants: [{login, role, grantor}]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -596,15 +611,41 @@ pub struct DemoArgs {
 pub struct PrepareArgs {
     /// The new op id: 1 to 200 characters, no whitespace or control
     /// characters.
-    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
-    pub op_id: String,
+    #[arg(
+        long = "op",
+        value_name = "ID",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub op_id: Option<String>,
     /// The action the receiver performs (send_email, charge_card, ...).
-    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
-    pub action_kind: String,
+    #[arg(
+        long = "action",
+        value_name = "KIND",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub action_kind: Option<String>,
     /// JSON text, or @PATH to read it from a file (@- for stdin). It is
     /// stored as canonical JSON (sorted keys).
-    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
-    pub payload: String,
+    #[arg(
+        long,
+        value_name = "JSON",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub payload: Option<String>,
+    /// Prepare many: FILE (- for stdin) holds JSON lines {"op", "action",
+    /// "payload"}, each bounded as a payload, prepared in transactions of
+    /// up to 500, each line refused alone. Prints {prepared, refused:
+    /// [{line, code, message}]} (lines counted from 1); exit 3 when any
+    /// line was refused.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["op_id", "action_kind", "payload"]
+    )]
+    pub batch: Option<std::path::PathBuf>,
     /// Print the new operation as JSON.
     #[arg(long)]
     pub json: bool,

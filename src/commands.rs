@@ -17,7 +17,8 @@
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
-//! - `db`: `db init`, the PostgreSQL outbox's schema;
+//! - `batch`: `prepare --batch FILE`, many operations from JSON lines;
+//! - `db`: `db init`, the PostgreSQL outbox's schema, and `db status`;
 //! - `metrics`: the Prometheus text exposition of SPEC 15;
 //! - `console`: the review console and `screenshot`.
 //!
@@ -30,6 +31,7 @@
 //! `cli` and the console, which do not import each other.
 
 mod audit;
+mod batch;
 mod console;
 mod db;
 mod demo;
@@ -201,6 +203,8 @@ enum Request {
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
     Metrics(metrics::Metrics),
+    DbStatus(db::Status),
+    PrepareBatch(batch::PrepareBatch),
 }
 
 impl Request {
@@ -231,6 +235,9 @@ impl Request {
                 Request::Experiment(experiment::Experiment::validate(args))
             }
             Command::Demo(args) => Request::Demo(demo::Demo::validate(args, ws)?),
+            Command::Prepare(args) if args.batch.is_some() => {
+                Request::PrepareBatch(batch::PrepareBatch::validate(args, ws)?)
+            }
             Command::Prepare(args) => Request::Prepare(flow::Prepare::validate(args, ws)?),
             Command::Dispatch(args) => Request::Dispatch(flow::Dispatch::validate(args, ws)?),
             Command::Ops(args) => Request::Ops(reads::Ops::validate(args, ws)?),
@@ -276,6 +283,9 @@ impl Request {
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
             Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
+            Command::Db(DbCommand::Status(args)) => {
+                Request::DbStatus(db::Status::validate(args, ws)?)
+            }
         })
     }
 
@@ -331,6 +341,8 @@ impl Request {
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
             Request::Metrics(request) => Box::new(request.run()?),
+            Request::DbStatus(request) => Box::new(request.run()?),
+            Request::PrepareBatch(request) => Box::new(request.run()?),
         })
     }
 }

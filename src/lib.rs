@@ -27,4 +27,4 @@ pub use domain::sanitize;
 
 pub use error::{Error, Refusal, Result, StoreError};
 pub use settings::OpenOptions;
-pub use workspace::{DatabaseUrl, Location, Workspace};
+pub use workspace::{ConnectError, DatabaseUrl, Location, Workspace};

@@ -36,13 +36,19 @@ pub struct Prepare {
 
 impl Prepare {
     pub fn validate(args: PrepareArgs, place: Place) -> Result<Self, Failure> {
-        identifier("op id", &args.op_id)?;
-        identifier("action kind", &args.action_kind)?;
-        let payload = read_payload(&args.payload)?;
+        let given = |flag: &str, value: Option<String>| {
+            value.ok_or_else(|| Failure::Usage(format!("prepare needs {flag} (or --batch FILE)")))
+        };
+        let op_id = given("--op", args.op_id)?;
+        let action_kind = given("--action", args.action_kind)?;
+        let payload = given("--payload", args.payload)?;
+        identifier("op id", &op_id)?;
+        identifier("action kind", &action_kind)?;
+        let payload = read_payload(&payload)?;
         Ok(Prepare {
             location: place.required()?,
-            op_id: args.op_id,
-            action_kind: args.action_kind,
+            op_id,
+            action_kind,
             payload,
         })
     }

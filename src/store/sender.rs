@@ -829,20 +829,36 @@ fn evidence_query(
         .collect::<Result<Vec<_>, _>>()?)
 }
 
+/// A new original operation, `prepared` at version 1, and its journal
+/// entry; refused when its id is taken or its action kind routes nowhere.
+fn prepare_one(db: &mut dyn Db, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation> {
+    if get_op(db, new.op_id)?.is_some() {
+        return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
+    }
+    require_route(db, new.action_kind)?;
+    insert_op(db, new, OpKind::Original, None, None, at)?;
+    let op = require_op(db, new.op_id)?;
+    let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
+    journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
+    Ok(op)
+}
+
 /// The outbox's flow, written once for every store whose outbox is SQL.
 impl<S: SqlStore> Outbox for S {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation> {
+        self.write(clock, Act::Prepare, |db, at| prepare_one(db, new, at))
+    }
+
+    fn prepare_each(
+        &mut self,
+        news: &[NewOperation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Operation>>> {
         self.write(clock, Act::Prepare, |db, at| {
-            if get_op(db, new.op_id)?.is_some() {
-                return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
-            }
-            require_route(db, new.action_kind)?;
-            insert_op(db, new, OpKind::Original, None, None, at)?;
-            let op = require_op(db, new.op_id)?;
-            let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
-            journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
-            Ok(op)
+            news.iter()
+                .map(|new| each_alone(db, |db| prepare_one(db, new, at)))
+                .collect()
         })
     }
 
