@@ -517,7 +517,8 @@ pub struct ReceiversUpdateArgs {
 #[derive(Debug, Args)]
 pub struct ReceiversListArgs {
     /// Print an array of {name, actions, program, args, timeout_ms,
-    /// can_close, complete, authoritative, describe_sha256}.
+    /// can_close, complete, authoritative, describe_sha256, env, version,
+    /// instance, registration_version}.
     #[arg(long)]
     pub json: bool,
 }

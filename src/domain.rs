@@ -14,6 +14,7 @@ mod records;
 mod refusal;
 pub mod resolve;
 pub mod sanitize;
+pub mod secrets;
 pub mod team;
 pub mod time;
 mod triage;

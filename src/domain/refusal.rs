@@ -96,8 +96,8 @@ pub enum Refusal {
     )]
     NoReceiver(String),
     #[error(
-        "{0}; pass a credential through the adapter's environment instead \
-         (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
+        "{0}; pass the value with `--env NAME` instead, through the adapter's environment \
+         (for example PGPASSWORD, or a libpq .pgpass or service file)"
     )]
     SecretInArguments(String),
     #[error(
