@@ -29,7 +29,7 @@ mod resolve;
 mod triage;
 
 pub use exits::{exit_codes_of, COMMAND_PATHS};
-pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use payload::{read_payload, PayloadError, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 pub use resolve::ResolveArgs;
 pub use triage::{EscalatedArg, MarkArgs, NoteArgs, ObserveArgs, SortArg, VerdictArg};
 

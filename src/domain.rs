@@ -20,9 +20,10 @@ pub mod time;
 mod triage;
 
 pub use bounds::MAX_PAYLOAD_BYTES;
-pub use canonical::{canonical_json, check_i_json};
+pub use canonical::{canonical_json, check_i_json, check_magnitudes};
 pub use json::{
-    parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
+    parse_json, parse_json_input, parse_json_slice, parse_payload, same_json, BadPayload,
+    JsonError, MAX_PAYLOAD_DEPTH,
 };
 pub use names::NumberedIds;
 pub use records::{
