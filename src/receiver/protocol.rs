@@ -583,6 +583,11 @@ pub fn parse_answer(verb: Verb, op_id: &str, value: &Value) -> Result<Answer, St
         None => return Err("recon_adapter is missing".into()),
     }
     if verb == Verb::Describe {
+        // A describe that failed says so as any call does (a ledger that
+        // reads its instance from a server that is down).
+        if object.get("ok").and_then(Value::as_bool) == Some(false) {
+            return parse_failed(object).map(Answer::Failed);
+        }
         return parse_description(object).map(Answer::Described);
     }
     match object.get("ok").and_then(Value::as_bool) {
