@@ -274,6 +274,11 @@ impl Workspace {
             next.timeout_ms = timeout_ms;
         }
         let (current, sha) = self.describe_program(&self.adapter_program(&next)?)?;
+        // A missing instance is refused as such, before any comparison: a
+        // different one stays `receiver_changed`.
+        if !stored.builtin {
+            rules::check_instance(&stored.name, &current)?;
+        }
         if !change.accept_claims {
             if let Some(what) = rules::identity_change(&stored.describe, &current) {
                 return Err(Refusal::ReceiverChanged {
@@ -348,6 +353,15 @@ impl Workspace {
         };
         let description = match protocol::parse_answer(Verb::Describe, "", &answer) {
             Ok(Answer::Described(description)) => description,
+            // A failed call, not a malformed answer: exit 4, its reason.
+            Ok(Answer::Failed(failed)) => {
+                return Err(StoreError::Receiver(format!(
+                    "the adapter's describe failed: {}: {}{said}",
+                    failed.code.as_str(),
+                    failed.message
+                ))
+                .into())
+            }
             Ok(_) => return Err(malformed("not a describe answer".into()).into()),
             Err(detail) => return Err(malformed(detail).into()),
         };

@@ -1,6 +1,8 @@
 //! The PostgreSQL ledger as a `recon::receiver::Receiver`.
 //!
-//! Two tables, created on first use in the database the user names:
+//! Three tables, created on first use in the database the user names:
+//! `recon_ledger` (one row: the id made once with the ledger, part of its
+//! `instance`),
 //! `recon_gate` (one row per operation: open, or closed by whom and when)
 //! and `recon_effects` (one row per effect; `op_id` is not unique, because
 //! a receiver is genuinely non-idempotent). An effect's id is its row's
@@ -87,6 +89,25 @@ CREATE TABLE IF NOT EXISTS recon_effects (
     FOREIGN KEY (workspace, op_id) REFERENCES recon_gate (workspace, op_id)
 );
 CREATE INDEX IF NOT EXISTS recon_effects_op ON recon_effects (workspace, op_id);
+"#;
+
+/// The ledger's own id, made once with its schema (a random value, never
+/// changed): with the database's and the schema's OIDs it is the
+/// `instance` the ledger declares. A copy restored elsewhere keeps the row
+/// but lives in another database (another OID), so it is another instance.
+const LEDGER_ID: &str = r#"
+CREATE TABLE IF NOT EXISTS recon_ledger (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO recon_ledger (id)
+    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text))
+    ON CONFLICT (one) DO NOTHING;
+"#;
+
+/// The trigger that refuses a write for a closed operation.
+const GATE_TRIGGER: &str = r#"
 CREATE OR REPLACE FUNCTION recon_effects_gate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -115,27 +136,11 @@ pub const BATCH: u32 = 500;
 
 /// What this receiver declares: it can close, and a read of its table is
 /// complete and authoritative (the table is where its effects live). Its
-/// `instance` names the database it keeps them in (hosts, ports and
-/// database name, hashed), so recon can tell when the same name comes to
-/// mean another ledger; it needs no server.
-pub fn description(config: &postgres::Config) -> Description {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|host| match host {
-            postgres::config::Host::Tcp(name) => name.to_ascii_lowercase(),
-            postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    let store = format!(
-        "{}|{:?}|{}",
-        hosts.join(","),
-        config.get_ports(),
-        config.get_dbname().unwrap_or_default()
-    );
-    let digest = recon::audit::sha256_hex(store.as_bytes());
+/// `instance` ([`PgLedger::instance`]) names the ledger itself: the id
+/// made once inside its schema, with the database's and the schema's OIDs.
+pub fn description(instance: String) -> Description {
     Description {
-        instance: Some(format!("recon-pg-ledger:{}", &digest[..32])),
+        instance: Some(instance),
         name: "recon-pg-ledger".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         can_close: true,
@@ -147,6 +152,15 @@ pub fn description(config: &postgres::Config) -> Description {
         session: true,
         batch: Some(BATCH),
     }
+}
+
+/// The instance of a ledger: its id, its database's OID and its schema's
+/// OID, hashed, so another database or schema, or a restored copy (the
+/// same id in a database with another OID), is another instance.
+pub fn instance_of(ledger_id: &str, database_oid: i64, schema_oid: i64) -> String {
+    let store = format!("{ledger_id}|{database_oid}|{schema_oid}");
+    let digest = recon::audit::sha256_hex(store.as_bytes());
+    format!("recon-pg-ledger:{}", &digest[..32])
 }
 
 /// A PostgreSQL error in recon's terms: `unavailable` when the server
@@ -256,6 +270,25 @@ impl PgLedger {
             )
             .map_err(|e| failed("creating the gate row", e))?;
         Ok(())
+    }
+
+    /// The ledger's instance, read from the server: its id row, the
+    /// database's OID and the OID of the schema its tables are in.
+    fn instance(&mut self) -> Result<String> {
+        let row = self
+            .client()?
+            .query_one(
+                "SELECT l.id, d.oid::bigint, c.relnamespace::bigint \
+                 FROM recon_ledger l, pg_database d, pg_class c \
+                 WHERE d.datname = current_database() AND c.oid = to_regclass('recon_ledger')",
+                &[],
+            )
+            .map_err(|e| failed("reading the ledger's id", e))?;
+        Ok(instance_of(
+            &row.get::<_, String>(0),
+            row.get(1),
+            row.get(2),
+        ))
     }
 
     fn read_committed(&mut self) -> Result<Transaction<'_>> {
@@ -378,7 +411,8 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
              AND to_regclass('recon_gate') IS NOT NULL, \
              EXISTS (SELECT 1 FROM information_schema.columns \
                      WHERE table_schema = current_schema() \
-                       AND table_name = 'recon_gate' AND column_name = 'workspace')",
+                       AND table_name = 'recon_gate' AND column_name = 'workspace'), \
+             to_regclass('recon_ledger') IS NOT NULL",
             &[],
         )
         .map_err(|e| failed("checking the tables", e))?;
@@ -392,7 +426,8 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         )
         .into());
     }
-    if present {
+    let identified = row.get::<_, bool>(2);
+    if present && identified {
         return Ok(());
     }
     let mut tx = client.transaction().map_err(|e| failed("beginning", e))?;
@@ -401,14 +436,22 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         &[],
     )
     .map_err(|e| failed("locking the schema", e))?;
-    tx.batch_execute(SCHEMA)
+    // A ledger made before it had an id gets one now (its first describe).
+    let script = if present {
+        LEDGER_ID.to_string()
+    } else {
+        format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}")
+    };
+    tx.batch_execute(&script)
         .map_err(|e| failed("creating the tables", e))?;
     tx.commit().map_err(|e| failed("creating the tables", e))
 }
 
 impl Receiver for PgLedger {
+    /// Connects: the instance is the ledger's own, read from the server
+    /// (its id, created with the tables on first use).
     fn describe(&mut self) -> Result<Description> {
-        Ok(description(&self.config))
+        Ok(description(self.instance()?))
     }
 
     fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
