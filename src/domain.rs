@@ -204,6 +204,11 @@ pub struct Snapshot {
     pub complete: bool,
     pub authoritative: bool,
     pub closed: bool,
+    /// The login that closed the operation at the receiver, as its
+    /// tombstone records it, when the receiver gives one (SPEC 12); only
+    /// beside `closed: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
 }
 
 impl Snapshot {
@@ -213,6 +218,9 @@ impl Snapshot {
         self.complete &= complete;
         self.authoritative &= authoritative;
         self.closed &= closed;
+        if !self.closed {
+            self.closed_by = None;
+        }
         self
     }
 

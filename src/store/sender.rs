@@ -1615,6 +1615,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed: true,
+            closed_by: None,
         };
         let review = |reviewer| Review {
             op_id: "op",
@@ -1665,6 +1666,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed,
+            closed_by: None,
         };
         let snapshots = [
             absent("ok", true),

@@ -57,7 +57,7 @@ use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::workspace::postgres_error_detail;
 use recon::{Error, Refusal, Result, StoreError};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The SQLSTATE the trigger raises for an insert into a closed (or
@@ -95,12 +95,15 @@ CREATE INDEX IF NOT EXISTS recon_effects_op ON recon_effects (workspace, op_id);
 /// changed): with the database's and the schema's OIDs it is the
 /// `instance` the ledger declares. A copy restored elsewhere keeps the row
 /// but lives in another database (another OID), so it is another instance.
+/// With it comes the tombstone's `closed_login`: the login that closed
+/// (`session_user`), answered as `closed_by`.
 const LEDGER_ID: &str = r#"
 CREATE TABLE IF NOT EXISTS recon_ledger (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     id text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE recon_gate ADD COLUMN IF NOT EXISTS closed_login text;
 INSERT INTO recon_ledger (id)
     VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text))
     ON CONFLICT (one) DO NOTHING;
@@ -219,13 +222,14 @@ fn effects(tx: &mut Transaction<'_>, workspace: &str, op_id: &str) -> Result<Vec
     .collect()
 }
 
-fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
+fn snapshot(op_id: &str, matches: Vec<Effect>, closed: Option<Option<String>>) -> Snapshot {
     Snapshot {
         op_id: op_id.to_string(),
         matches,
         complete: true,
         authoritative: true,
-        closed,
+        closed: closed.is_some(),
+        closed_by: closed.flatten(),
     }
 }
 
@@ -323,15 +327,40 @@ fn effects_of_many(
     Ok(matches)
 }
 
+/// The closed operations among `op_ids`, each with the login that closed
+/// it where the tombstone records one, read by one statement of `tx`.
+fn closed_of_many(
+    tx: &mut Transaction<'_>,
+    workspace: &str,
+    op_ids: &[String],
+) -> Result<HashMap<String, Option<String>>> {
+    Ok(tx
+        .query(
+            "SELECT op_id, closed_login FROM recon_gate \
+             WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
+            &[&workspace, &op_ids],
+        )
+        .map_err(|e| failed("reading the gate rows", e))?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect())
+}
+
 /// One snapshot per id of `op_ids`, in order, from the effects read.
 fn snapshots(
     op_ids: &[String],
     mut matches: HashMap<String, Vec<Effect>>,
-    closed: impl Fn(&str) -> bool,
+    closed: &HashMap<String, Option<String>>,
 ) -> Vec<Snapshot> {
     op_ids
         .iter()
-        .map(|id| snapshot(id, matches.remove(id).unwrap_or_default(), closed(id)))
+        .map(|id| {
+            snapshot(
+                id,
+                matches.remove(id).unwrap_or_default(),
+                closed.get(id).cloned(),
+            )
+        })
         .collect()
 }
 
@@ -344,19 +373,10 @@ impl PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed: HashSet<String> = tx
-            .query(
-                "SELECT op_id FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
-                &[&workspace, &op_ids],
-            )
-            .map_err(|e| failed("reading the gate rows", e))?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let closed = closed_of_many(&mut tx, workspace, op_ids)?;
         let matches = effects_of_many(&mut tx, workspace, op_ids)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshots(op_ids, matches, |id| closed.contains(id)))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 
     /// [`Receiver::close`] for many operations in one transaction, by the
@@ -392,15 +412,16 @@ impl PgLedger {
         .map_err(|e| failed("locking the gate rows", e))?;
         drill::hold(HoldPoint::CloseAfterGateLock);
         tx.execute(
-            "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
+            "UPDATE recon_gate SET closed_at = now(), closed_by = $3, closed_login = session_user \
              WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NULL",
             &[&workspace, &sorted, &authorized_by],
         )
         .map_err(|e| failed("closing", e))?;
         let matches = effects_of_many(&mut tx, workspace, &sorted)?;
+        let closed = closed_of_many(&mut tx, workspace, &sorted)?;
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshots(op_ids, matches, |_| true))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 }
 
@@ -506,17 +527,11 @@ impl Receiver for PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed = tx
-            .query_opt(
-                "SELECT closed_at IS NOT NULL FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = $2",
-                &[&workspace, &op_id],
-            )
-            .map_err(|e| failed("reading the gate row", e))?
-            .is_some_and(|row| row.get(0));
+        let ids = [op_id.to_string()];
+        let mut closed = closed_of_many(&mut tx, workspace, &ids)?;
         let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshot(op_id, matches, closed))
+        Ok(snapshot(op_id, matches, closed.remove(op_id)))
     }
 
     /// A batch read in one snapshot and two statements: the gate rows and
@@ -562,8 +577,8 @@ impl Receiver for PgLedger {
         drill::hold(HoldPoint::CloseAfterGateLock);
         if !already {
             tx.execute(
-                "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
-                 WHERE workspace = $1 AND op_id = $2",
+                "UPDATE recon_gate SET closed_at = now(), closed_by = $3, \
+                 closed_login = session_user WHERE workspace = $1 AND op_id = $2",
                 &[&workspace, &op_id, &authorized_by],
             )
             .map_err(|e| failed("closing", e))?;
@@ -571,8 +586,10 @@ impl Receiver for PgLedger {
         // A later statement, so a fresh snapshot: every apply that held the
         // share lock has committed or rolled back by now.
         let matches = effects(&mut tx, workspace, op_id)?;
+        let ids = [op_id.to_string()];
+        let closed = closed_of_many(&mut tx, workspace, &ids)?.remove(op_id);
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshot(op_id, matches, true))
+        Ok(snapshot(op_id, matches, Some(closed.flatten())))
     }
 }

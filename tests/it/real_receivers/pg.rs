@@ -984,3 +984,50 @@ fn a_pg_ledger_pointed_at_another_schema_is_refused_before_any_close_or_decision
     assert_eq!(shown["operation"]["state"], json!("unknown"), "{shown}");
     assert_eq!(shown["closes"], json!([]), "{shown}");
 }
+
+#[test]
+fn every_tombstone_names_the_closing_login_in_close_and_query_answers_and_recon_keeps_it() {
+    let test =
+        "every_tombstone_names_the_closing_login_in_close_and_query_answers_and_recon_keeps_it";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("closed_by");
+    let lab = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(w, "pg-7", "ledger_write", &json!({"n": 7}));
+    let report = dispatch(w, "pg-7", &[(CRASH_ENV, "after-apply-commit")]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    let closed = ok_json(&snapshot(w, "pg-7", Some("ann"), &[]), "closing snapshot");
+    // The login the test cluster is reached with closed it (ann only
+    // authorized the close).
+    assert_eq!(
+        closed["snapshot"]["closed_by"],
+        json!("postgres"),
+        "{closed}"
+    );
+    let args = ["--database", url.as_str()];
+    let mut query = query_request("pg-7");
+    query["workspace"] = json!(lab.ws.id());
+    let (read, _) = call_adapter(&binary, &args, "query", &query, &[]);
+    assert_eq!(read.expect("a read")["closed_by"], json!("postgres"));
+    let mut open = query_request("pg-open");
+    open["workspace"] = json!(lab.ws.id());
+    let (read, _) = call_adapter(&binary, &args, "query", &open, &[]);
+    let read = read.expect("a read");
+    assert!(read.get("closed_by").is_none(), "an open operation: {read}");
+    let shown = ok_json(
+        &run(&["show", "--workspace", w, "pg-7", "--json"], None),
+        "show",
+    );
+    // The closing read is kept as the operation's observation.
+    let kept = shown["observations"]
+        .as_array()
+        .and_then(|rows| {
+            rows.iter()
+                .find(|row| row["snapshot"]["closed"] == json!(true))
+        })
+        .map(|row| row["snapshot"]["closed_by"].clone());
+    assert_eq!(kept, Some(json!("postgres")), "{shown}");
+}
