@@ -128,7 +128,8 @@ CREATE TRIGGER recon_effects_gate BEFORE INSERT ON recon_effects
     FOR EACH ROW EXECUTE FUNCTION recon_effects_gate();
 "#;
 
-/// The ledger, connected on first use: `describe` needs no server.
+/// The ledger, connected on first use (by `describe` too: its instance is
+/// read from the server).
 pub struct PgLedger {
     config: postgres::Config,
     client: Option<Client>,
