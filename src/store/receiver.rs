@@ -261,7 +261,6 @@ impl ReceiverStore {
             complete: true,
             authoritative: true,
             closed,
-            closed_by: None,
         })
     }
 

@@ -517,7 +517,6 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
-            closed_by: None,
         };
         let provenance = provenance();
         let seen = |verdict| NewObservation {
@@ -556,7 +555,6 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
-            closed_by: None,
         };
         let provenance = provenance();
         let observation = NewObservation {

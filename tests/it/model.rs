@@ -1106,7 +1106,6 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
             complete,
             authoritative,
             closed,
-            closed_by: None,
         })
 }
 
