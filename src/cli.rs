@@ -29,7 +29,7 @@ mod resolve;
 mod triage;
 
 pub use exits::{exit_codes_of, COMMAND_PATHS};
-pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use payload::{read_payload, PayloadError, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 pub use resolve::ResolveArgs;
 pub use triage::{EscalatedArg, MarkArgs, NoteArgs, ObserveArgs, SortArg, VerdictArg};
 
@@ -548,7 +548,8 @@ pub struct ReceiversUpdateArgs {
 #[derive(Debug, Args)]
 pub struct ReceiversListArgs {
     /// Print an array of {name, actions, program, args, timeout_ms,
-    /// can_close, complete, authoritative, describe_sha256}.
+    /// can_close, complete, authoritative, describe_sha256, env, version,
+    /// instance, registration_version}.
     #[arg(long)]
     pub json: bool,
 }

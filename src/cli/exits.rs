@@ -247,6 +247,7 @@ const TABLE: &[Exits] = &[
             "action_routed",
             "secret_in_arguments",
             "builtin_single_host",
+            "instance_required",
         ],
         receiver: true,
         ..exits(&["receivers", "add"])
@@ -259,6 +260,7 @@ const TABLE: &[Exits] = &[
             "adapter_malformed",
             "adapter_unknown_capability",
             "secret_in_arguments",
+            "instance_required",
         ],
         receiver: true,
         ..exits(&["receivers", "update"])
@@ -267,7 +269,7 @@ const TABLE: &[Exits] = &[
     Exits {
         done: "the describe answer is unchanged",
         finding: Some("the describe answer differs from the stored one"),
-        refusals: &["unknown_receiver", "receiver_changed"],
+        refusals: &["unknown_receiver", "receiver_changed", "instance_required"],
         receiver: true,
         ..exits(&["receivers", "check"])
     },

@@ -116,31 +116,6 @@ pub fn env_var(text: &str) -> Result<&str, String> {
     }
 }
 
-/// Why an adapter argument carries a credential, if it does: a password in
-/// a URL's user information (`scheme://user:secret@host`), or a
-/// `password=` setting (a libpq keyword string or a URL query). Arguments
-/// are stored, journaled and printed, so a secret must travel in the
-/// adapter's environment instead. The reason never repeats the secret.
-pub fn secret_in_argument(position: usize, arg: &str) -> Option<String> {
-    let at = |why: &str| Some(format!("argument {position} of the adapter carries {why}"));
-    if let Some((_, rest)) = arg.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if userinfo.contains(':') {
-                return at("a password in a URL");
-            }
-        }
-    }
-    let lower = arg.to_ascii_lowercase();
-    let setting = lower
-        .match_indices("password")
-        .any(|(i, _)| lower[i + "password".len()..].trim_start().starts_with('='));
-    if setting {
-        return at("a password= setting");
-    }
-    None
-}
-
 /// A series of op ids that are one prefix followed by a fixed number of
 /// decimal digits (`op-bulk-0000042`): fixed width, so the ids' text order
 /// (byte order) is their numbers' order, and the last one of a series is
@@ -228,8 +203,9 @@ fn edits(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::nearest_kind;
+    use super::receiver;
     use super::NumberedIds;
-    use super::{nearest_kind, receiver, secret_in_argument};
 
     #[test]
     fn numbered_ids_round_trip_and_their_bounds_hold_the_series_only_in_byte_order() {
@@ -248,29 +224,6 @@ mod tests {
         // Ids between the bounds need not be of the series.
         assert!(low.as_str() < "op-bulk-5a" && "op-bulk-5a" < high.as_str());
         assert_eq!(ids.number("op-bulk-5a"), None);
-    }
-
-    #[test]
-    fn a_password_in_an_adapter_argument_is_found_without_repeating_it() {
-        for arg in [
-            "postgres://ann:hunter2@db/ledger",
-            "postgresql://ann:@db",
-            "host=db password=hunter2",
-            "postgres://db/ledger?user=ann&password=hunter2",
-            "--url=https://u:p@x",
-        ] {
-            let why = secret_in_argument(2, arg).unwrap_or_default();
-            assert!(why.starts_with("argument 2 "), "{arg}: {why}");
-            assert!(!why.contains("hunter2"), "{why}");
-        }
-        for arg in [
-            "postgres://ann@db/ledger",
-            "--database",
-            "/var/mail/box",
-            "https://x/path@y:z",
-        ] {
-            assert_eq!(secret_in_argument(1, arg), None, "{arg}");
-        }
     }
 
     #[track_caller]

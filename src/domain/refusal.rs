@@ -141,8 +141,8 @@ pub enum Refusal {
     #[error("no receiver takes action kind {kind}; {}", advice.text(kind))]
     NoReceiver { kind: String, advice: RouteAdvice },
     #[error(
-        "{0}; pass a credential through the adapter's environment instead \
-         (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
+        "{0}; pass the value with `--env NAME` instead, through the adapter's environment \
+         (for example PGPASSWORD, or a libpq .pgpass or service file)"
     )]
     SecretInArguments(String),
     #[error(
@@ -175,6 +175,16 @@ pub enum Refusal {
          its compensation; nothing was written"
     )]
     SamePerson { op_id: String, role: String },
+    /// SPEC 12: a receiver that claims `complete`, `authoritative` or
+    /// `can_close` names the store behind it, so that another store is
+    /// another receiver.
+    #[error(
+        "receiver {receiver} claims {claims} but its describe declares no \"instance\": a \
+         receiver whose evidence can settle a decision must name the store behind it (a \
+         stable id of its database or mailbox), so that pointing it at another store is \
+         another receiver; nothing was stored"
+    )]
+    InstanceRequired { receiver: String, claims: String },
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -235,6 +245,7 @@ impl Refusal {
             Refusal::NotContradicted(_) => "not_contradicted",
             Refusal::PermissionDenied { .. } => "permission_denied",
             Refusal::SamePerson { .. } => "same_person",
+            Refusal::InstanceRequired { .. } => "instance_required",
         }
     }
 }

@@ -27,6 +27,28 @@ pub struct Planned {
     pub op_id: String,
     pub version: i64,
     pub receiver: String,
+    /// The registration (its id and version) the receiver had when the
+    /// plan was made: a run skips the operation as `receiver_changed` when
+    /// the registration was updated since (SPEC 12). A plan written before
+    /// these fields existed has neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_version: Option<i64>,
+}
+
+impl Planned {
+    /// Whether the registration `(id, version)` is another than the one
+    /// the plan was made against (never, for a plan that names none).
+    pub fn registration_changed(&self, id: i64, version: i64) -> bool {
+        match (self.receiver_id, self.receiver_version) {
+            (Some(planned_id), Some(planned_version)) => {
+                (planned_id, planned_version) != (id, version)
+            }
+            (None, None) => false,
+            _ => true,
+        }
+    }
 }
 
 /// An exact list of operations a policy may close and decide, made for
@@ -103,10 +125,19 @@ fn planned(op: &Value) -> Result<Planned, String> {
         .ok_or("no version of at least 1")?;
     let receiver = op["receiver"].as_str().ok_or("no receiver")?;
     names::receiver(receiver)?;
+    let number = |field: &str| match &op[field] {
+        Value::Null => Ok(None),
+        value => (value.as_i64())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or(format!("{field} is not a number of at least 1")),
+    };
     Ok(Planned {
         op_id: op_id.to_string(),
         version,
         receiver: receiver.to_string(),
+        receiver_id: number("receiver_id")?,
+        receiver_version: number("receiver_version")?,
     })
 }
 
@@ -118,7 +149,8 @@ pub enum Skip {
     NotUnknown,
     /// Its version is not the one planned (or read when selected).
     VersionChanged,
-    /// It routes to another receiver than the plan says.
+    /// It routes to another receiver than the plan says, or its receiver's
+    /// registration was updated since the plan was made.
     ReceiverChanged,
     /// It is escalated: people asked to decide it.
     Escalated,
@@ -157,6 +189,8 @@ mod tests {
                 op_id: "op-1".into(),
                 version: 2,
                 receiver: "mail".into(),
+                receiver_id: Some(7),
+                receiver_version: Some(3),
             }],
         }
     }

@@ -261,6 +261,7 @@ impl ReceiverStore {
             complete: true,
             authoritative: true,
             closed,
+            closed_by: None,
         })
     }
 

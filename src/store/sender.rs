@@ -1642,6 +1642,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed: true,
+            closed_by: None,
         };
         let review = |reviewer| Review {
             op_id: "op",
@@ -1692,6 +1693,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed,
+            closed_by: None,
         };
         let snapshots = [
             absent("ok", true),

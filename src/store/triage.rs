@@ -517,6 +517,7 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
+            closed_by: None,
         };
         let provenance = provenance();
         let seen = |verdict| NewObservation {
@@ -555,6 +556,7 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
+            closed_by: None,
         };
         let provenance = provenance();
         let observation = NewObservation {

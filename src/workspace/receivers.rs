@@ -261,9 +261,7 @@ impl Workspace {
         }
         let mut next = stored.clone();
         if let Some((program, args)) = change.command {
-            if let Some(why) = (args.iter().enumerate())
-                .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
-            {
+            if let Some(why) = crate::domain::secrets::secret_in_arguments(args) {
                 return Err(Refusal::SecretInArguments(why).into());
             }
             next.program = absolute_program(program)?.display().to_string();
@@ -276,6 +274,11 @@ impl Workspace {
             next.timeout_ms = timeout_ms;
         }
         let (current, sha) = self.describe_program(&self.adapter_program(&next)?)?;
+        // A missing instance is refused as such, before any comparison: a
+        // different one stays `receiver_changed`.
+        if !stored.builtin {
+            rules::check_instance(&stored.name, &current)?;
+        }
         if !change.accept_claims {
             if let Some(what) = rules::identity_change(&stored.describe, &current) {
                 return Err(Refusal::ReceiverChanged {
@@ -366,9 +369,7 @@ impl Workspace {
         if new.name == BUILTIN_NAME {
             return Err(Refusal::ReservedName(new.name.to_string()).into());
         }
-        if let Some(why) = (new.args.iter().enumerate())
-            .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
-        {
+        if let Some(why) = crate::domain::secrets::secret_in_arguments(new.args) {
             return Err(Refusal::SecretInArguments(why).into());
         }
         self.ensure_present()?;

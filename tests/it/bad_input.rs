@@ -781,6 +781,7 @@ fn library_cases() -> Vec<LibraryCase> {
                     complete: true,
                     authoritative: true,
                     closed: true,
+                    closed_by: None,
                 };
                 let payload = json!({"amount": 10});
                 ws.record_review(

@@ -1106,6 +1106,7 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
             complete,
             authoritative,
             closed,
+            closed_by: None,
         })
 }
 

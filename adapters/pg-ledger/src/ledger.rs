@@ -1,6 +1,8 @@
 //! The PostgreSQL ledger as a `recon::receiver::Receiver`.
 //!
-//! Two tables, created on first use in the database the user names:
+//! Three tables, created on first use in the database the user names:
+//! `recon_ledger` (one row: the id made once with the ledger, part of its
+//! `instance`),
 //! `recon_gate` (one row per operation: open, or closed by whom and when)
 //! and `recon_effects` (one row per effect; `op_id` is not unique, because
 //! a receiver is genuinely non-idempotent). An effect's id is its row's
@@ -55,7 +57,7 @@ use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::workspace::postgres_error_detail;
 use recon::{ConnectError, DatabaseUrl, Error, Refusal, Result, StoreError};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The SQLSTATE the trigger raises for an insert into a closed (or
@@ -87,6 +89,28 @@ CREATE TABLE IF NOT EXISTS recon_effects (
     FOREIGN KEY (workspace, op_id) REFERENCES recon_gate (workspace, op_id)
 );
 CREATE INDEX IF NOT EXISTS recon_effects_op ON recon_effects (workspace, op_id);
+"#;
+
+/// The ledger's own id, made once with its schema (a random value, never
+/// changed): with the database's and the schema's OIDs it is the
+/// `instance` the ledger declares. A copy restored elsewhere keeps the row
+/// but lives in another database (another OID), so it is another instance.
+/// With it comes the tombstone's `closed_login`: the login that closed
+/// (`session_user`), answered as `closed_by`.
+const LEDGER_ID: &str = r#"
+CREATE TABLE IF NOT EXISTS recon_ledger (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE recon_gate ADD COLUMN IF NOT EXISTS closed_login text;
+INSERT INTO recon_ledger (id)
+    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text))
+    ON CONFLICT (one) DO NOTHING;
+"#;
+
+/// The trigger that refuses a write for a closed operation.
+const GATE_TRIGGER: &str = r#"
 CREATE OR REPLACE FUNCTION recon_effects_gate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -104,7 +128,8 @@ CREATE TRIGGER recon_effects_gate BEFORE INSERT ON recon_effects
     FOR EACH ROW EXECUTE FUNCTION recon_effects_gate();
 "#;
 
-/// The ledger, connected on first use: `describe` needs no server.
+/// The ledger, connected on first use (by `describe` too: its instance is
+/// read from the server).
 pub struct PgLedger {
     /// Where the ledger is and how to reach it (its `sslmode` and files).
     url: DatabaseUrl,
@@ -118,27 +143,11 @@ pub const BATCH: u32 = 500;
 
 /// What this receiver declares: it can close, and a read of its table is
 /// complete and authoritative (the table is where its effects live). Its
-/// `instance` names the database it keeps them in (hosts, ports and
-/// database name, hashed), so recon can tell when the same name comes to
-/// mean another ledger; it needs no server.
-pub fn description(config: &postgres::Config) -> Description {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|host| match host {
-            postgres::config::Host::Tcp(name) => name.to_ascii_lowercase(),
-            postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    let store = format!(
-        "{}|{:?}|{}",
-        hosts.join(","),
-        config.get_ports(),
-        config.get_dbname().unwrap_or_default()
-    );
-    let digest = recon::audit::sha256_hex(store.as_bytes());
+/// `instance` ([`PgLedger::instance`]) names the ledger itself: the id
+/// made once inside its schema, with the database's and the schema's OIDs.
+pub fn description(instance: String) -> Description {
     Description {
-        instance: Some(format!("recon-pg-ledger:{}", &digest[..32])),
+        instance: Some(instance),
         name: "recon-pg-ledger".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         can_close: true,
@@ -150,6 +159,15 @@ pub fn description(config: &postgres::Config) -> Description {
         session: true,
         batch: Some(BATCH),
     }
+}
+
+/// The instance of a ledger: its id, its database's OID and its schema's
+/// OID, hashed, so another database or schema, or a restored copy (the
+/// same id in a database with another OID), is another instance.
+pub fn instance_of(ledger_id: &str, database_oid: i64, schema_oid: i64) -> String {
+    let store = format!("{ledger_id}|{database_oid}|{schema_oid}");
+    let digest = recon::audit::sha256_hex(store.as_bytes());
+    format!("recon-pg-ledger:{}", &digest[..32])
 }
 
 /// A PostgreSQL error in recon's terms: `unavailable` when the server
@@ -208,13 +226,14 @@ fn effects(tx: &mut Transaction<'_>, workspace: &str, op_id: &str) -> Result<Vec
     .collect()
 }
 
-fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
+fn snapshot(op_id: &str, matches: Vec<Effect>, closed: Option<Option<String>>) -> Snapshot {
     Snapshot {
         op_id: op_id.to_string(),
         matches,
         complete: true,
         authoritative: true,
-        closed,
+        closed: closed.is_some(),
+        closed_by: closed.flatten(),
     }
 }
 
@@ -267,6 +286,25 @@ impl PgLedger {
         Ok(())
     }
 
+    /// The ledger's instance, read from the server: its id row, the
+    /// database's OID and the OID of the schema its tables are in.
+    fn instance(&mut self) -> Result<String> {
+        let row = self
+            .client()?
+            .query_one(
+                "SELECT l.id, d.oid::bigint, c.relnamespace::bigint \
+                 FROM recon_ledger l, pg_database d, pg_class c \
+                 WHERE d.datname = current_database() AND c.oid = to_regclass('recon_ledger')",
+                &[],
+            )
+            .map_err(|e| failed("reading the ledger's id", e))?;
+        Ok(instance_of(
+            &row.get::<_, String>(0),
+            row.get(1),
+            row.get(2),
+        ))
+    }
+
     fn read_committed(&mut self) -> Result<Transaction<'_>> {
         self.client()?
             .build_transaction()
@@ -299,15 +337,40 @@ fn effects_of_many(
     Ok(matches)
 }
 
+/// The closed operations among `op_ids`, each with the login that closed
+/// it where the tombstone records one, read by one statement of `tx`.
+fn closed_of_many(
+    tx: &mut Transaction<'_>,
+    workspace: &str,
+    op_ids: &[String],
+) -> Result<HashMap<String, Option<String>>> {
+    Ok(tx
+        .query(
+            "SELECT op_id, closed_login FROM recon_gate \
+             WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
+            &[&workspace, &op_ids],
+        )
+        .map_err(|e| failed("reading the gate rows", e))?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect())
+}
+
 /// One snapshot per id of `op_ids`, in order, from the effects read.
 fn snapshots(
     op_ids: &[String],
     mut matches: HashMap<String, Vec<Effect>>,
-    closed: impl Fn(&str) -> bool,
+    closed: &HashMap<String, Option<String>>,
 ) -> Vec<Snapshot> {
     op_ids
         .iter()
-        .map(|id| snapshot(id, matches.remove(id).unwrap_or_default(), closed(id)))
+        .map(|id| {
+            snapshot(
+                id,
+                matches.remove(id).unwrap_or_default(),
+                closed.get(id).cloned(),
+            )
+        })
         .collect()
 }
 
@@ -320,19 +383,10 @@ impl PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed: HashSet<String> = tx
-            .query(
-                "SELECT op_id FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
-                &[&workspace, &op_ids],
-            )
-            .map_err(|e| failed("reading the gate rows", e))?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let closed = closed_of_many(&mut tx, workspace, op_ids)?;
         let matches = effects_of_many(&mut tx, workspace, op_ids)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshots(op_ids, matches, |id| closed.contains(id)))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 
     /// [`Receiver::close`] for many operations in one transaction, by the
@@ -368,15 +422,16 @@ impl PgLedger {
         .map_err(|e| failed("locking the gate rows", e))?;
         drill::hold(HoldPoint::CloseAfterGateLock);
         tx.execute(
-            "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
+            "UPDATE recon_gate SET closed_at = now(), closed_by = $3, closed_login = session_user \
              WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NULL",
             &[&workspace, &sorted, &authorized_by],
         )
         .map_err(|e| failed("closing", e))?;
         let matches = effects_of_many(&mut tx, workspace, &sorted)?;
+        let closed = closed_of_many(&mut tx, workspace, &sorted)?;
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshots(op_ids, matches, |_| true))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 }
 
@@ -387,7 +442,8 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
              AND to_regclass('recon_gate') IS NOT NULL, \
              EXISTS (SELECT 1 FROM information_schema.columns \
                      WHERE table_schema = current_schema() \
-                       AND table_name = 'recon_gate' AND column_name = 'workspace')",
+                       AND table_name = 'recon_gate' AND column_name = 'workspace'), \
+             to_regclass('recon_ledger') IS NOT NULL",
             &[],
         )
         .map_err(|e| failed("checking the tables", e))?;
@@ -401,7 +457,8 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         )
         .into());
     }
-    if present {
+    let identified = row.get::<_, bool>(2);
+    if present && identified {
         return Ok(());
     }
     let mut tx = client.transaction().map_err(|e| failed("beginning", e))?;
@@ -410,14 +467,22 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         &[],
     )
     .map_err(|e| failed("locking the schema", e))?;
-    tx.batch_execute(SCHEMA)
+    // A ledger made before it had an id gets one now (its first describe).
+    let script = if present {
+        LEDGER_ID.to_string()
+    } else {
+        format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}")
+    };
+    tx.batch_execute(&script)
         .map_err(|e| failed("creating the tables", e))?;
     tx.commit().map_err(|e| failed("creating the tables", e))
 }
 
 impl Receiver for PgLedger {
+    /// Connects: the instance is the ledger's own, read from the server
+    /// (its id, created with the tables on first use).
     fn describe(&mut self) -> Result<Description> {
-        Ok(description(&self.config))
+        Ok(description(self.instance()?))
     }
 
     fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
@@ -472,17 +537,11 @@ impl Receiver for PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed = tx
-            .query_opt(
-                "SELECT closed_at IS NOT NULL FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = $2",
-                &[&workspace, &op_id],
-            )
-            .map_err(|e| failed("reading the gate row", e))?
-            .is_some_and(|row| row.get(0));
+        let ids = [op_id.to_string()];
+        let mut closed = closed_of_many(&mut tx, workspace, &ids)?;
         let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshot(op_id, matches, closed))
+        Ok(snapshot(op_id, matches, closed.remove(op_id)))
     }
 
     /// A batch read in one snapshot and two statements: the gate rows and
@@ -528,8 +587,8 @@ impl Receiver for PgLedger {
         drill::hold(HoldPoint::CloseAfterGateLock);
         if !already {
             tx.execute(
-                "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
-                 WHERE workspace = $1 AND op_id = $2",
+                "UPDATE recon_gate SET closed_at = now(), closed_by = $3, \
+                 closed_login = session_user WHERE workspace = $1 AND op_id = $2",
                 &[&workspace, &op_id, &authorized_by],
             )
             .map_err(|e| failed("closing", e))?;
@@ -537,8 +596,10 @@ impl Receiver for PgLedger {
         // A later statement, so a fresh snapshot: every apply that held the
         // share lock has committed or rolled back by now.
         let matches = effects(&mut tx, workspace, op_id)?;
+        let ids = [op_id.to_string()];
+        let closed = closed_of_many(&mut tx, workspace, &ids)?.remove(op_id);
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshot(op_id, matches, true))
+        Ok(snapshot(op_id, matches, Some(closed.flatten())))
     }
 }

@@ -10,10 +10,10 @@
 //! `recon::receiver::Receiver` ([`ledger::PgLedger`]) and this `main` hands
 //! it to `recon::receiver::protocol::serve`, which reads the one request
 //! line, answers it and writes the one answer line. The protocol's parsing
-//! and answer shapes are recon's own, so the two cannot drift. `describe`
-//! needs no server (registration works while the database is down); every
-//! other verb connects, creates the tables on first use, and answers
-//! `unavailable` when the server cannot be reached.
+//! and answer shapes are recon's own, so the two cannot drift. Every verb
+//! connects (`describe` too: the instance it declares is read from the
+//! ledger), creates the tables on first use, and answers `unavailable` when
+//! the server cannot be reached.
 //!
 //! recon's own code stays synchronous; the `postgres` crate runs a small
 //! runtime of its own inside this process, which is none of recon's
@@ -110,7 +110,8 @@ mod tests {
     fn session_is_started_by_its_word_and_declared_with_a_batch_in_describe() {
         let (url, invocation) = parse_args(&args("session")).expect("session is a last word");
         assert_eq!(invocation, Invocation::Session);
-        let description = ledger::description(url.config());
+        assert!(url.config().get_dbname().is_some());
+        let description = ledger::description(ledger::instance_of("id", 1, 2));
         assert!(description.session);
         assert_eq!(description.batch, Some(ledger::BATCH));
         assert!(parse_args(&args("sessions")).is_err());

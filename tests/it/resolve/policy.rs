@@ -224,6 +224,48 @@ fn a_plan_closes_only_the_operations_still_at_their_planned_version(store: Store
     }
 }
 
+on_both_stores!(a_plan_made_before_its_receivers_update_skips_its_operations_as_receiver_changed);
+/// Issue 29, reproduction 8 (SPEC 12): a plan names the registration (id
+/// and version) each operation's receiver had when it was made; after a
+/// `receivers update` the run passes those operations over as
+/// `receiver_changed` and asks the receiver nothing.
+fn a_plan_made_before_its_receivers_update_skips_its_operations_as_receiver_changed(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = Shell::on(store);
+    adapter(
+        &sh,
+        dir.path(),
+        "mail",
+        "post",
+        &["--can-close", "--complete", "--authoritative"],
+    );
+    for op in ["m1", "m2"] {
+        lost_at_adapter(&sh, dir.path(), "mail", op, "post");
+    }
+    let plan = dir.path().join("plan.json").display().to_string();
+    sh.ok(&resolve(&[
+        "--older-than",
+        "0s",
+        "--dry-run",
+        "--output",
+        &plan,
+    ]));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(written["operations"][0]["receiver_version"], 1, "{written}");
+    sh.ok(&["receivers", "update", "mail", "--timeout-ms", "9000"]);
+    let report = sh.json(&resolve(&["--older-than", "0s", "--plan", &plan]));
+    assert_eq!(
+        report["skipped"],
+        json!({"receiver_changed": 2}),
+        "{report}"
+    );
+    for op in ["m1", "m2"] {
+        let shown = sh.json(&["show", op]);
+        assert_eq!(shown["closes"], json!([]), "{op}: {shown}");
+        assert_eq!(shown["operation"]["state"], "unknown", "{op}");
+    }
+}
+
 on_both_stores!(show_and_export_name_the_policy_and_its_runner);
 fn show_and_export_name_the_policy_and_its_runner(store: Store) {
     let dir = tempfile::tempdir().unwrap();
