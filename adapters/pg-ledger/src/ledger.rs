@@ -51,7 +51,7 @@
 
 use crate::drill::{self, Commit, HoldPoint};
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, Row, Transaction};
+use postgres::{Client, GenericClient, IsolationLevel, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
 use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
@@ -435,7 +435,15 @@ impl PgLedger {
     }
 }
 
-fn ensure_schema(client: &mut Client) -> Result<()> {
+/// What the schema holds: the two tables, whether they are scoped by
+/// workspace, and whether the ledger has its id.
+struct Tables {
+    present: bool,
+    scoped: bool,
+    identified: bool,
+}
+
+fn tables(client: &mut impl GenericClient) -> Result<Tables> {
     let row = client
         .query_one(
             "SELECT to_regclass('recon_effects') IS NOT NULL \
@@ -447,8 +455,20 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
             &[],
         )
         .map_err(|e| failed("checking the tables", e))?;
-    let (present, scoped): (bool, bool) = (row.get(0), row.get(1));
-    if present && !scoped {
+    Ok(Tables {
+        present: row.get(0),
+        scoped: row.get(1),
+        identified: row.get(2),
+    })
+}
+
+/// Creates what is missing, once: under an advisory lock, after looking
+/// again, so a ledger that another process made meanwhile is left alone
+/// (its DDL would wait on every writer's lock, and a writer held at a
+/// drill point would never let it through).
+fn ensure_schema(client: &mut Client) -> Result<()> {
+    let found = tables(client)?;
+    if found.present && !found.scoped {
         return Err(StoreError::Receiver(
             "recon_gate and recon_effects predate workspace scoping (recon-pg-ledger 0.1): \
              their rows name no workspace, so no read of them proves anything; \
@@ -457,8 +477,7 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         )
         .into());
     }
-    let identified = row.get::<_, bool>(2);
-    if present && identified {
+    if found.present && found.identified {
         return Ok(());
     }
     let mut tx = client.transaction().map_err(|e| failed("beginning", e))?;
@@ -467,11 +486,12 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         &[],
     )
     .map_err(|e| failed("locking the schema", e))?;
+    let found = tables(&mut tx)?;
     // A ledger made before it had an id gets one now (its first describe).
-    let script = if present {
-        LEDGER_ID.to_string()
-    } else {
-        format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}")
+    let script = match (found.present, found.identified) {
+        (true, true) => String::new(),
+        (true, false) => LEDGER_ID.to_string(),
+        (false, _) => format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}"),
     };
     tx.batch_execute(&script)
         .map_err(|e| failed("creating the tables", e))?;

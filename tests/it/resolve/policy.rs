@@ -454,11 +454,15 @@ fn the_list_is_printed_before_anything_is_closed_and_json_keeps_stdout_one_docum
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let receiver = sh.json(&["show", "a"])["operation"]["receiver"].clone();
+    // Each line names the registration the plan was read through: the
+    // outage's one receiver, registered once (id 1, version 1).
     assert_eq!(
         listed,
         [
-            json!({"op_id": "a", "version": 2, "receiver": receiver}),
-            json!({"op_id": "b", "version": 2, "receiver": receiver}),
+            json!({"op_id": "a", "version": 2, "receiver": receiver,
+                   "receiver_id": 1, "receiver_version": 1}),
+            json!({"op_id": "b", "version": 2, "receiver": receiver,
+                   "receiver_id": 1, "receiver_version": 1}),
         ]
     );
     let report = out.json();
