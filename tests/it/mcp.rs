@@ -487,13 +487,35 @@ fn an_operation_through_mcp_shows_its_key_and_client_in_show_export_and_the_cons
             (key, Some(client))
         );
     }
+    // The console's detail of the selected (the only unknown) operation.
+    let dir = tempfile::tempdir().expect("temp dir");
+    flaky_receiver(&site, dir.path());
+    let steps = json!([do_call("shown-3", "flaky_call", &json!({"n": 3}))]);
+    client(&python, &plan(&site.args(), json!({}), &[], steps));
+    let screen = site.run(&["screenshot", "--size", "160x40"], None);
+    assert_eq!(screen.code, Some(0), "{}", screen.stderr);
+    assert!(
+        screen
+            .stdout
+            .contains("via mcp · key shown-3 · client test-agent"),
+        "{}",
+        screen.stdout
+    );
     let export = site.run(&["export"], None);
     assert_eq!(export.code, Some(0), "{}", export.stderr);
-    let prepared: Vec<Value> = (export.stdout.lines())
+    let origins: Vec<Value> = (export.stdout.lines())
         .map(|l| serde_json::from_str::<Value>(l).expect("an export line"))
-        .filter(|e| e.to_string().contains("\"origin\""))
+        .filter(|e| e["kind"] == "prepared" && e.get("origin").is_some())
+        .map(|e| e["origin"].clone())
         .collect();
-    assert_eq!(prepared.len(), 2, "{}", export.stdout);
+    for (key, client) in [
+        ("shown-1", "test-agent"),
+        ("shown-2", "modern-agent"),
+        ("shown-3", "test-agent"),
+    ] {
+        let origin = json!({"door": "mcp", "key": key, "client": client});
+        assert!(origins.contains(&origin), "{origin} in {origins:?}");
+    }
     let verify = site.run(&["verify"], None);
     assert_eq!(
         verify.code,
