@@ -45,11 +45,11 @@ fn workspace(dir: &Path) -> Workspace {
 }
 
 /// The floor: a prepare, and a prepare's dispatch, medians in process.
-fn floor(ws: &mut Workspace, n: usize) -> (Duration, Duration) {
+fn floor(ws: &mut Workspace, n: usize, tag: &str) -> (Duration, Duration) {
     let mut prepares = Vec::new();
     let mut dispatches = Vec::new();
     for i in 0..n {
-        let op = format!("floor-{i}");
+        let op = format!("{tag}-{i}");
         let start = Instant::now();
         ws.prepare(&op, ACTION, &payload(i)).expect("prepare");
         prepares.push(start.elapsed());
@@ -170,8 +170,8 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut ws = workspace(dir.path());
     // Warm the page cache and the ledger's file.
-    floor(&mut ws, 5);
-    let (prepare, dispatch) = floor(&mut ws, n);
+    floor(&mut ws, 5, "warm");
+    let (prepare, dispatch) = floor(&mut ws, n, "floor");
     drop(ws);
     let floor_time = prepare + dispatch;
 

@@ -73,7 +73,9 @@ impl Engine {
                     }
                 };
                 while let Ok(Some(job)) = queue.recv() {
-                    job(&mut ws);
+                    // A call that panics answers nothing (its caller is told
+                    // the engine failed); the calls after it still run.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut ws)));
                 }
             })
             .map_err(|e| ServeError::Runtime(e.to_string()))?;
@@ -95,7 +97,7 @@ impl Engine {
         let job: Job = Box::new(move |ws| {
             let _ = answer.send(work(ws));
         });
-        let gone = || McpError::internal_error("the recon engine stopped", None);
+        let gone = || McpError::internal_error("the recon engine failed on this call", None);
         self.jobs.send(Some(job)).map_err(|_| gone())?;
         answered.await.map_err(|_| gone())
     }

@@ -98,7 +98,14 @@ pub fn recon_do(ws: &mut Workspace, request: &DoRequest) -> Result<Value, ToolEr
             // Another call with this key dispatched it first: its outcome
             // (or `unknown`) is what this call answers.
             Err(Error::Refused(Refusal::BlindRetry { .. })) => {}
-            Err(other) => return Err(other.into()),
+            // A failure after `unknown` was committed leaves an unknown
+            // outcome, which is a result with its advice, not a tool
+            // error; before it, nothing was sent and the error is told.
+            Err(other) => {
+                if ws.require(&op_id)?.state == OpState::Prepared {
+                    return Err(other.into());
+                }
+            }
         }
     }
     status(ws, &op_id)
