@@ -529,8 +529,8 @@ fn an_operation_through_mcp_shows_its_key_and_client_in_show_export_and_the_cons
 }
 
 #[test]
-fn team_mode_with_a_sender_only_login_serves_recon_do() {
-    let test = "mcp::team_mode_with_a_sender_only_login_serves_recon_do";
+fn team_mode_with_a_sender_only_login_serves_recon_do_on_one_connection() {
+    let test = "mcp::team_mode_with_a_sender_only_login_serves_recon_do_on_one_connection";
     let Some(python) = python(test) else { return };
     if !Store::Postgres.available(test) {
         return;
@@ -545,8 +545,25 @@ fn team_mode_with_a_sender_only_login_serves_recon_do() {
         do_call("team-1", "send_email", &payload()),
         call("recon_status", json!({"key": "team-1"})),
         call("recon_unknown", json!({})),
+        do_call("team-2", "send_email", &payload()),
+        {"wait": true},
     ]);
-    let (_, lines) = client(&python, &plan(&args, json!({}), &[], steps));
+    let mut agent_client = spawn(&python, &plan(&args, json!({}), &[], steps));
+    let mut out = BufReader::new(agent_client.stdout.take().unwrap());
+    assert!(line(&mut out)["protocol"].is_string());
+    let lines: Vec<Value> = (0..5).map(|_| line(&mut out)).collect();
+    // Five calls, one long-lived server, one connection.
+    let database = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    let sessions = pg.psql(
+        database,
+        "SELECT count(*) FROM pg_stat_activity WHERE usename = 'mcp_agent_sender'",
+    );
+    assert_eq!(sessions.trim(), "1", "the server's connections");
+    let mut input = agent_client.stdin.take().unwrap();
+    input.write_all(b"done\n").expect("end the client");
+    drop(input);
+    assert_eq!(line(&mut out), json!({"waited": true}));
+    assert!(agent_client.wait().expect("the client").success());
     let names: Vec<&Value> = (lines[0]["tools"].as_array().unwrap().iter())
         .map(|t| &t["name"])
         .collect();
@@ -562,6 +579,7 @@ fn team_mode_with_a_sender_only_login_serves_recon_do() {
         assert_eq!(line["isError"], false, "{line}");
     }
     assert_eq!(lines[1]["structured"]["state"], "confirmed", "{}", lines[1]);
+    assert_eq!(lines[4]["structured"]["state"], "confirmed", "{}", lines[4]);
     let detail = shown(&site, &op_id_of_key("team-1"));
     assert_eq!(detail["operation"]["dispatch_count"], 1);
 }
