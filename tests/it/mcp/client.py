@@ -12,7 +12,8 @@ step prints one JSON line on stdout when it is done:
   holds), prints {"waited": true};
 - {"cancel": NAME, "args": {...}}: starts the call, prints {"started":
   true}, waits for a line on stdin, cancels it (the SDK sends
-  `notifications/cancelled`), prints {"cancelled": true}.
+  `notifications/cancelled`), lists the tools (so the server has read the
+  cancellation), prints {"cancelled": true}.
 """
 
 import json
@@ -45,6 +46,10 @@ async def cancelled_call(client, step):
         say({"started": True})
         await anyio.to_thread.run_sync(sys.stdin.readline)
         group.cancel_scope.cancel()
+    # The server reads its stdin in order: once a later request is
+    # answered, it has read the cancellation (tools/list does not wait for
+    # the engine, which may be held).
+    await client.list_tools(cache_mode="bypass")
     say({"cancelled": True})
 
 
