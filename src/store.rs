@@ -237,6 +237,9 @@ pub(crate) trait TriageLog {
     /// The authenticated role each journal entry naming `op_id` records
     /// (team mode), by the entry's seq; none on a workspace directory.
     fn entry_roles(&self, op_id: &str) -> Result<std::collections::BTreeMap<i64, String>>;
+    /// The newest journal entry naming `op_id`, if any: how far its
+    /// history goes, and what changed it last and who.
+    fn latest_entry(&self, op_id: &str) -> Result<Option<crate::domain::LatestEntry>>;
     /// Operations to observe, in `op_id` order after `after`: of one state
     /// (or any), last observed before `observed_before` or never.
     fn observation_due(
