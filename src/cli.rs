@@ -276,6 +276,24 @@ pub enum Command {
     /// RECON_DATABASE_URL) in place of --workspace.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Open the review console: the same as `recon` with no command, with
+    /// the same flags (--workspace, --database, --reviewer; on a fresh
+    /// temporary demo workspace when neither place is given). It needs a
+    /// terminal; `recon screenshot` renders it without one.
+    Console(ConsoleArgs),
+}
+
+/// `recon console`: the console's own flags, as the bare `recon` takes
+/// them before any command.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The reviewer's name (default in team mode: the database login; on a
+    /// workspace directory asked before the first mutation if absent).
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Hidden: a clock stopped at this UTC time, as the bare `recon` takes it.
+    #[arg(long, value_name = "TIME", hide = true)]
+    pub frozen_clock: Option<String>,
 }
 
 impl Command {
@@ -305,6 +323,7 @@ impl Command {
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
             Command::Db(_) => "db",
+            Command::Console(_) => "console",
         }
     }
 
@@ -340,7 +359,8 @@ impl Command {
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
-            | Command::Receiver(_) => false,
+            | Command::Receiver(_)
+            | Command::Console(_) => false,
         }
     }
 }

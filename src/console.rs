@@ -6,8 +6,8 @@
 //! table that also generates the help and the key bar), [`update()`] as the
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
-//! drives a real terminal (raw mode, alternate screen, restored on quit, on
-//! error and on panic) and is live: a watcher thread tells it when the
+//! drives a real terminal (raw mode, alternate screen and bracketed paste,
+//! restored on quit, on error and on panic) and is live: a watcher thread tells it when the
 //! workspace's change marker moves (the outbox journal's head, woken by
 //! the server on a database; and the built-in ledger's mark), and the
 //! screen is read again off the key loop, so commits by other processes
@@ -66,7 +66,13 @@ pub const HEADLESS_WAIT: Duration = Duration::from_secs(90);
 /// installs a panic hook that restores the terminal before the binary's own
 /// hook prints its one line; every other exit path, errors included, goes
 /// through `ratatui::restore` here.
-pub fn run(app: &mut App) -> std::io::Result<()> {
+///
+/// `stopped` says whether a signal (SIGTERM, SIGHUP) asked the console to
+/// end: a running job then stops between chunks and the console quits when
+/// it lands, without drawing or reading keys any more (after a SIGHUP the
+/// terminal is gone); its report is [`App::exit_report`], for the caller to
+/// print once the terminal is restored ([`exit_text`]).
+pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<()> {
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(e) => {
@@ -74,17 +80,59 @@ pub fn run(app: &mut App) -> std::io::Result<()> {
             return Err(e);
         }
     };
-    let result = event_loop(&mut terminal, app);
-    ratatui::restore();
+    let result = bracketed_paste(true).and_then(|()| event_loop(&mut terminal, app, stopped));
+    leave_terminal();
     result
 }
 
-fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<()> {
+/// Turns the terminal's bracketed paste on or off: on, a paste arrives as
+/// one [`Event::Paste`] instead of keys, so pasted text can never press
+/// `c` then `y`. The panic hook turns it off again before ratatui's
+/// restores the rest, so no exit path leaves it on.
+fn bracketed_paste(on: bool) -> std::io::Result<()> {
+    use ratatui::crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
+    use ratatui::crossterm::execute;
+    let mut out = std::io::stdout();
+    if !on {
+        return execute!(out, DisableBracketedPaste);
+    }
+    let restore = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+        restore(info);
+    }));
+    execute!(out, EnableBracketedPaste)
+}
+
+/// Leaves the terminal as the console found it: bracketed paste off, then
+/// raw mode and the alternate screen (`ratatui::restore`).
+fn leave_terminal() {
+    let _ = bracketed_paste(false);
+    ratatui::restore();
+}
+
+fn event_loop(
+    terminal: &mut DefaultTerminal,
+    app: &mut App,
+    stopped: &dyn Fn() -> bool,
+) -> std::io::Result<()> {
     let size = terminal.size()?;
     update(app, Action::Resize(size.width, size.height));
     app.go_live()?;
     let mut last_poll = Instant::now();
+    let mut signalled = false;
     while !app.should_quit {
+        if signalled {
+            // Only the job's landing matters now; the terminal may be gone.
+            app.wait_for_receivers(POLL_INTERVAL);
+            update(app, Action::Poll);
+            continue;
+        }
+        if stopped() {
+            signalled = true;
+            update(app, Action::Stop);
+            continue;
+        }
         terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;
         let interval = if app.awaiting_receivers() {
             LANDING_INTERVAL
@@ -92,17 +140,8 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
             POLL_INTERVAL
         };
         let wait = interval.saturating_sub(last_poll.elapsed());
-        if event::poll(wait)? {
-            match event::read()? {
-                Event::Key(key) => {
-                    crate::faults::console_panic_drill();
-                    if let Some(action) = map_key(key, app) {
-                        update(app, action);
-                    }
-                }
-                Event::Resize(width, height) => update(app, Action::Resize(width, height)),
-                _ => {}
-            }
+        if let Some(event) = next_event(wait, stopped)? {
+            handle(app, event);
         }
         if last_poll.elapsed() >= interval {
             update(app, Action::Poll);
@@ -110,6 +149,49 @@ fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<
         }
     }
     Ok(())
+}
+
+/// The terminal's next event within `wait`, if any. A signal interrupts
+/// the wait: that is no error, and the loop's next turn obeys it.
+fn next_event(wait: Duration, stopped: &dyn Fn() -> bool) -> std::io::Result<Option<Event>> {
+    let ready = match event::poll(wait) {
+        Err(_) if stopped() => false,
+        other => other?,
+    };
+    if !ready {
+        return Ok(None);
+    }
+    match event::read() {
+        Err(_) if stopped() => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+/// A terminal event applied: a key through the key table, a resize, and a
+/// paste as text (never keys: [`update::paste`]).
+fn handle(app: &mut App, event: Event) {
+    match event {
+        Event::Key(key) => {
+            crate::faults::console_panic_drill();
+            update::key(app, key);
+        }
+        Event::Resize(width, height) => update(app, Action::Resize(width, height)),
+        Event::Paste(text) => update::paste(app, &text),
+        _ => {}
+    }
+}
+
+/// What the console says on the normal screen after it has quit, if
+/// anything: the report of the job a quit or a signal stopped, its title
+/// then its lines, each made safe for the terminal.
+pub fn exit_text(app: &App) -> Option<String> {
+    let report = app.exit_report.as_ref()?;
+    let mut text = format!("recon console: {}\n", text::clean(&report.title));
+    for (_, line) in &report.lines {
+        text.push_str(&text::clean(line));
+        text.push('\n');
+    }
+    Some(text)
 }
 
 /// The headless entry point: the same key map and `update` as [`run`],
@@ -122,9 +204,7 @@ pub fn run_headless(app: &mut App, keys: &[KeyEvent]) {
         if app.should_quit {
             break;
         }
-        if let Some(action) = map_key(*key, app) {
-            update(app, action);
-        }
+        update::key(app, *key);
         settle(app);
     }
 }

@@ -8,7 +8,6 @@
 //! screenshot's result is the rendered screen, text or SVG.
 
 use super::open::{open, open_options, Place};
-use super::render::Silent;
 use super::{Failure, Out, Render};
 use crate::cli::{person, ScreenshotArgs, ScreenshotFormat};
 use crate::console;
@@ -99,7 +98,7 @@ impl Console {
         }
     }
 
-    pub fn run(self) -> Result<Silent, Failure> {
+    pub fn run(self) -> Result<Exited, Failure> {
         let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
         let mut app = match self.location.clone() {
             Some(location) => {
@@ -121,8 +120,22 @@ impl Console {
                 console::App::open(ws, source, self.options, size)?.keep_dir(dir)
             }
         };
-        console::run(&mut app).map_err(Failure::io)?;
-        Ok(Silent)
+        let ended = super::interrupt::Ended::install();
+        console::run(&mut app, &|| ended.received()).map_err(Failure::io)?;
+        Ok(Exited(console::exit_text(&app)))
+    }
+}
+
+/// What the console leaves on the normal screen once it has quit: nothing,
+/// or the report of the job a quit or a signal stopped.
+pub struct Exited(Option<String>);
+
+impl Render for Exited {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        match &self.0 {
+            Some(text) => out.direct(text),
+            None => Ok(()),
+        }
     }
 }
 

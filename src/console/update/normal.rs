@@ -153,7 +153,8 @@ fn back_out(app: &mut App) -> Result<()> {
         return Ok(());
     }
     if !app.marks.is_empty() {
-        app.mode = Mode::Confirm(confirm::unmark_pending(app.marks.len()));
+        let pending = confirm::unmark_pending(app.marks.len());
+        confirm::open_dialog(app, pending);
     }
     Ok(())
 }

@@ -193,9 +193,28 @@ fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<
 }
 
 fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
-    let theme = &app.theme;
-    let width = box_width(area).min(90);
-    let inner = usize::from(width.saturating_sub(2));
+    let width = confirm_width(area);
+    let lines = confirm_lines(&app.theme, pending, usize::from(width.saturating_sub(2)));
+    let block = frame(&app.theme, format!(" Confirm: {} ", clean(&pending.title)));
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn confirm_width(area: Rect) -> u16 {
+    box_width(area).min(90)
+}
+
+/// Whether the whole confirmation, down to the line that names its keys,
+/// fits on a screen of `area`: a dialog is never scrolled, so one that does
+/// not fit hides what `y` would do.
+pub fn confirm_fits(pending: &Pending, area: Rect) -> bool {
+    let inner = usize::from(confirm_width(area).saturating_sub(2));
+    let lines = confirm_lines(&Theme::new(true), pending, inner).len();
+    !super::too_small(area) && lines + 2 <= usize::from(area.height.saturating_sub(2))
+}
+
+/// The confirmation's lines at `inner` columns: what will happen, then
+/// which key does it and which cancels.
+fn confirm_lines(theme: &Theme, pending: &Pending, inner: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line<'static>> = Vec::new();
     for text in &pending.lines {
         if text.is_empty() {
@@ -220,8 +239,7 @@ fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
         Span::styled(no_keys, theme.key()),
         Span::raw(": cancel, nothing is written"),
     ]));
-    let block = frame(theme, format!(" Confirm: {} ", clean(&pending.title)));
-    render_box(area, buf, block, lines, width, 0);
+    lines
 }
 
 fn render_reviewer(
