@@ -123,7 +123,9 @@ fn event_loop(
     let mut signalled = false;
     while !app.should_quit {
         if signalled {
-            // Only the job's landing matters now; the terminal may be gone.
+            // Only the job's landing matters now. The terminal may be gone
+            // (a hangup), so drawing what is happening is best effort.
+            let _ = terminal.draw(|frame| frame.render_widget(&*app, frame.area()));
             app.wait_for_receivers(POLL_INTERVAL);
             update(app, Action::Poll);
             continue;

@@ -990,6 +990,70 @@ fn held_at(fifo: &Path) -> std::fs::File {
     }
 }
 
+/// The pid of the `recon` the pane's shell runs (its one child).
+fn recon_pid(tmux: &Tmux) -> String {
+    let shell = tmux.ok(&["display-message", "-p", "-t", "recon", "#{pane_pid}"]);
+    let shell = shell.trim();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .expect("the pane shell's children");
+    children
+        .split_whitespace()
+        .next()
+        .expect("recon")
+        .to_string()
+}
+
+/// A SIGTERM while a bulk decision runs does what a confirmed quit does,
+/// without asking: the job stops after the decision in hand, and the
+/// report printed after the console has left the terminal agrees with
+/// `recon ops --json`.
+#[test]
+fn sigterm_during_a_bulk_stops_it_and_prints_the_report_after_exit() {
+    let (dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let fifo = dir.path().join("hold");
+    crate::support::mkfifo(&fifo);
+    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
+    let Some(tmux) = Tmux::start_with_env(
+        &["RECON_HOLD_POINT=store.after_check", &hold],
+        &["--workspace", ws_arg, "--reviewer", "ada"],
+        (120, 40),
+    ) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["Space", "Space", "Space", "c"],
+        "Record confirmed for each of these 3 marked operations",
+    );
+    tmux.keys(&["y"]);
+    let mut release = held_at(&fifo);
+    let killed = Command::new("kill")
+        .args(["-TERM", &recon_pid(&tmux)])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    tmux.shows("cancelling after the operation in hand");
+    std::io::Write::write_all(&mut release, b"go\n").expect("release the hold");
+    drop(release);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
+    let line = after
+        .lines()
+        .find(|l| l.contains("recon console: bulk record confirmed: "))
+        .unwrap_or_else(|| panic!("no report was printed:\n{after}"));
+    let recorded = number_before(line, " recorded").expect("recorded");
+    let skipped = number_before(line, " not attempted").expect("not attempted");
+    assert!(recorded >= 1 && skipped >= 1, "{line}");
+    let now = states_by_cli(ws_arg);
+    assert_eq!(
+        now["confirmed"],
+        before["confirmed"] + recorded,
+        "{line}: {now:?}"
+    );
+}
+
 /// `q` while a bulk decision runs asks first; on yes the job stops after
 /// the decision in hand (held under the write lock by the documented hold
 /// drill), and the report printed after the console has left the terminal
