@@ -66,7 +66,8 @@ Environment:
                          is given (not for demo, ledger, receiver, experiment,
                          --check, which work on a workspace directory only)
   NO_COLOR               when set and not empty, the review console and
-                         `recon screenshot` use no colours";
+                         `recon screenshot` use no colours (and the console
+                         none under a TERM without them: vt100, xterm-mono)";
 
 /// The most generated operations one `recon demo --ops` adds.
 pub const MAX_DEMO_OPS: u64 = 1_000_000;

@@ -14,6 +14,16 @@ use crate::console;
 use crate::workspace::{Location, Workspace};
 use ratatui::crossterm::event::KeyEvent;
 
+/// Whether `TERM` names a terminal without colours: the monochrome VT
+/// terminals, `dumb`, and the `-mono` variants (`xterm-mono`). Such a
+/// terminal is honoured as `NO_COLOR` is.
+fn term_without_colours(term: &str) -> bool {
+    matches!(
+        term,
+        "vt52" | "vt100" | "vt102" | "vt220" | "vt320" | "dumb"
+    ) || term.ends_with("-mono")
+}
+
 /// The console's options from the command line and the environment
 /// (`NO_COLOR`, when set and not empty, turns colours off).
 fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> {
@@ -67,9 +77,13 @@ impl Console {
                     .to_string(),
             ));
         }
+        let mut options = console_options(reviewer)?;
+        // The terminal it draws on: one without colours gets none. (A
+        // screenshot draws on no terminal, so only `NO_COLOR` applies there.)
+        options.no_color |= std::env::var("TERM").is_ok_and(|term| term_without_colours(&term));
         Ok(Console {
             location: place.location()?,
-            options: console_options(reviewer)?,
+            options,
             frozen: None,
         })
     }

@@ -1114,3 +1114,36 @@ fn q_during_a_bulk_asks_and_the_report_printed_after_exit_agrees_with_ops() {
         "the alternate screen was left:\n{after}"
     );
 }
+
+/// A terminal without colours is honoured as `NO_COLOR` is: under
+/// `TERM=vt100` or `xterm-mono` the console sends no colour at all, where
+/// the same console under a colour TERM does.
+#[test]
+fn a_term_without_colours_is_honoured_like_no_color() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    // Whether any SGR sequence sets a colour (39 and 49 reset to the
+    // terminal's own).
+    let coloured = |screen: &str| {
+        screen.split("\x1b[").skip(1).any(|seq| {
+            let params = seq.split('m').next().unwrap_or_default();
+            params.split(';').any(|p| {
+                p.parse::<u16>()
+                    .is_ok_and(|n| matches!(n, 30..=38 | 40..=48 | 90..=97 | 100..=107))
+            })
+        })
+    };
+    for (term, colours) in [
+        ("xterm-256color", true),
+        ("vt100", false),
+        ("xterm-mono", false),
+    ] {
+        let env = format!("TERM={term}");
+        let Some(tmux) = Tmux::start_with_env(&[&env], &["--workspace", ws_arg], (120, 40)) else {
+            return;
+        };
+        tmux.shows("op-1002-invoice-email");
+        let screen = tmux.ok(&["capture-pane", "-e", "-p", "-t", "recon"]);
+        assert_eq!(coloured(&screen), colours, "TERM={term}:\n{screen:?}");
+    }
+}
