@@ -8,6 +8,7 @@
 pub mod bounds;
 mod canonical;
 mod json;
+pub mod metrics;
 pub mod names;
 pub mod policy;
 mod records;
@@ -21,7 +22,7 @@ mod triage;
 pub use bounds::MAX_PAYLOAD_BYTES;
 pub use canonical::{canonical_json, check_i_json};
 pub use json::{
-    parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
+    parse_json, parse_json_slice, parse_payload, same_json, whole, JsonError, MAX_PAYLOAD_DEPTH,
 };
 pub use names::NumberedIds;
 pub use records::{
@@ -30,7 +31,7 @@ pub use records::{
     Moved, NewNote, NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey,
     Recorded, Registration, ANY_ACTION, BUILTIN_NAME,
 };
-pub use refusal::Refusal;
+pub use refusal::{Refusal, RouteAdvice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;

@@ -216,6 +216,11 @@ const TABLE: &[Exits] = &[
     },
     exits(&["checkpoint"]),
     Exits {
+        done: "the metrics were printed or written",
+        output: true,
+        ..exits(&["metrics"])
+    },
+    Exits {
         done: "the receipt was printed",
         refusals: &["operation_closed"],
         own: &[
@@ -308,6 +313,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receivers", "check"],
     &["receivers", "remove"],
     &["db", "init"],
+    &["metrics"],
 ];
 
 /// The exit codes (and environment) section of one command's `--help`.
@@ -405,6 +411,12 @@ fn environment(exits: &Exits) -> String {
                  --database is given (team mode)",
             );
         }
+        text.push_str(
+            "\n  RECON_WORKSPACE        the workspace directory when --workspace is not given \
+             (and no database is named)\n  \
+             RECON_LOG              json: also one JSON line per act committed, on stderr \
+             ({ts, act, op_id, seq, login, outcome}); text (the default): none",
+        );
     }
     text
 }

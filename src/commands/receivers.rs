@@ -184,11 +184,31 @@ pub struct Registered(Registration);
 
 impl Render for Registered {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.line(format!("registered {}", Row::of(&self.0).line()))
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.json(&Row::of(&self.0))
+    }
+}
+
+/// A warning on stderr for each `--env` variable of a registration that is
+/// not set where recon runs now: the adapter is started with only the
+/// variables set in each command's own environment, so one unset here
+/// (a password, a host) is missing from every call made from here, and a
+/// failed call later is all that would show it.
+fn warn_unset_env(registration: &Registration, out: &mut Out) {
+    for name in &registration.env {
+        if std::env::var_os(name).is_none() {
+            out.stderr_line(&format!(
+                "warning: --env {} is not set here, so {} gets no such variable when recon \
+                 runs it from this environment; set it where recon runs",
+                escape(name),
+                escape(&registration.name)
+            ));
+        }
     }
 }
 
@@ -252,6 +272,7 @@ pub struct Updated(Registration);
 
 impl Render for Updated {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.line(format!(
             "updated {} (registration {}, version {})",
             Row::of(&self.0).line(),
@@ -261,6 +282,7 @@ impl Render for Updated {
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.json(&Row::of(&self.0))
     }
 }

@@ -23,6 +23,26 @@ use serde_json::{Map, Number, Value};
 use std::cell::RefCell;
 use std::fmt;
 
+/// A JSON number read where a whole number is expected: `10`, and also
+/// `10.0` or `1e1`, which are the same number in every reader (SPEC 8
+/// rule 7), within ±(2^53−1); `None` for anything else (a fraction, a
+/// string, a number past the bound).
+pub fn whole(value: &Value) -> Option<i64> {
+    const MAX_SAFE: i64 = (1 << 53) - 1;
+    let n = match value.as_i64() {
+        Some(n) => n,
+        None => {
+            let x = value.as_f64().filter(|x| x.fract() == 0.0)?;
+            if x.abs() > MAX_SAFE as f64 {
+                return None;
+            }
+            // Exact: a whole double within 2^53 is an integer.
+            x as i64
+        }
+    };
+    (-MAX_SAFE..=MAX_SAFE).contains(&n).then_some(n)
+}
+
 /// The deepest nesting of arrays and objects accepted in a payload. The
 /// engine wraps a payload in up to four more levels (a receipt line, a
 /// snapshot in an evidence row, an exported evidence line), and serde_json
@@ -270,6 +290,27 @@ impl<'de> Visitor<'de> for Strict<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_whole_number_may_be_written_with_a_zero_fraction_within_i_json_bounds() {
+        for (text, expected) in [
+            ("10", Some(10)),
+            ("10.0", Some(10)),
+            ("1e1", Some(10)),
+            ("-3.0", Some(-3)),
+            ("9007199254740991", Some(9_007_199_254_740_991)),
+            ("9007199254740991.0", Some(9_007_199_254_740_991)),
+            ("9007199254740992", None),
+            ("9007199254740992.0", None),
+            ("1e20", None),
+            ("2.5", None),
+            ("\"2\"", None),
+            ("null", None),
+        ] {
+            let value: Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(whole(&value), expected, "{text}");
+        }
+    }
 
     #[track_caller]
     fn duplicate(text: &str, key: &str, object: &str) {

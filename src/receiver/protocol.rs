@@ -12,7 +12,8 @@
 
 use super::Receiver;
 use crate::domain::{
-    canonical_json, names, parse_json_slice, Ceiling, Description, Effect, EffectRequest, Snapshot,
+    canonical_json, names, parse_json_slice, whole, Ceiling, Description, Effect, EffectRequest,
+    Snapshot,
 };
 use crate::error::{Error, Refusal, StoreError};
 use serde_json::{json, Map, Value};
@@ -577,12 +578,16 @@ fn effect_of(value: &Value) -> Result<Effect, String> {
 /// as a malformed description at registration).
 pub fn parse_answer(verb: Verb, op_id: &str, value: &Value) -> Result<Answer, String> {
     let object = value.as_object().ok_or("the answer is not a JSON object")?;
-    match object.get("recon_adapter").and_then(Value::as_u64) {
-        Some(PROTOCOL) => {}
-        Some(other) => return Err(format!("protocol {other}, not {PROTOCOL}")),
+    match object.get("recon_adapter").map(whole) {
+        Some(Some(n)) if n == PROTOCOL as i64 => {}
+        Some(Some(other)) => return Err(format!("protocol {other}, not {PROTOCOL}")),
+        Some(None) => return Err("recon_adapter must be a whole number".into()),
         None => return Err("recon_adapter is missing".into()),
     }
-    if verb == Verb::Describe {
+    // A describe that answers `ok: false` (a server that wants a password)
+    // is a failure with the adapter's own words, not a malformed
+    // description.
+    if verb == Verb::Describe && object.get("ok") != Some(&Value::Bool(false)) {
         return parse_description(object).map(Answer::Described);
     }
     match object.get("ok").and_then(Value::as_bool) {
@@ -666,7 +671,7 @@ fn parse_description(object: &Map<String, Value>) -> Result<Description, String>
     let batch = match object.get("batch") {
         None | Some(Value::Null) => None,
         Some(n) => Some(
-            n.as_u64()
+            whole(n)
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n >= 1)
                 .ok_or("batch must be a whole number from 1")?,

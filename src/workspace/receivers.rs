@@ -327,29 +327,32 @@ impl Workspace {
             ),
         );
         // What the adapter said on stderr is often the reason (a missing
-        // module, a bad flag): said with the refusal, escaped.
-        let said = reply
-            .stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| {
-                format!(
-                    " (its stderr: {})",
-                    crate::domain::sanitize::escape(l.trim())
-                )
-            })
-            .unwrap_or_default();
+        // module, a bad flag, a server asking for a password): said with the
+        // failure, escaped.
+        let said = stderr_tail(&reply.stderr);
+        // A program that ran and gave no usable answer (a crash, a timeout,
+        // `ok: false`) is a failed call, exit 4, as any verb's is (SPEC 12);
+        // `adapter_malformed` is for an answer that is not a valid describe.
+        let failed = |detail: String| {
+            StoreError::Receiver(format!("the adapter's describe failed: {detail}{said}"))
+        };
         let malformed = |detail: String| Refusal::AdapterMalformed(format!("{detail}{said}"));
         let answer = match reply.answer {
             Ok(answer) => answer,
             Err(f) if f.kind == FailureKind::SpawnFailed => {
                 return Err(StoreError::Receiver(f.detail).into())
             }
+            Err(f) if matches!(f.kind, FailureKind::Crash | FailureKind::Timeout) => {
+                return Err(failed(f.detail).into())
+            }
             Err(f) => return Err(malformed(f.detail).into()),
         };
         let description = match protocol::parse_answer(Verb::Describe, "", &answer) {
             Ok(Answer::Described(description)) => description,
+            Ok(Answer::Failed(f)) => {
+                let message = crate::domain::sanitize::escape(&f.message);
+                return Err(failed(format!("it answered {}: {message}", f.code.as_str())).into());
+            }
             Ok(_) => return Err(malformed("not a describe answer".into()).into()),
             Err(detail) => return Err(malformed(detail).into()),
         };
@@ -1010,4 +1013,27 @@ fn spread<T>(batch: Result<Vec<Result<T>>>, count: usize) -> Vec<Result<T>> {
                 .collect()
         }
     }
+}
+
+/// The most lines of an adapter's stderr a failed `describe` repeats.
+const STDERR_TAIL_LINES: usize = 4;
+
+/// The last non-empty lines of an adapter's stderr (at most
+/// [`STDERR_TAIL_LINES`]), escaped and joined with ` | `, as the tail of a
+/// message: ` (its stderr: ...)`, or nothing when it wrote none.
+fn stderr_tail(stderr: &str) -> String {
+    let mut lines: Vec<&str> = (stderr.lines().rev())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(STDERR_TAIL_LINES)
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.reverse();
+    let text: Vec<String> = lines
+        .iter()
+        .map(|l| crate::domain::sanitize::escape(l).into_owned())
+        .collect();
+    format!(" (its stderr: {})", text.join(" | "))
 }

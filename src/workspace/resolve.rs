@@ -127,7 +127,19 @@ impl ResolveReport {
         self.outcome(op_id, decision.as_str(), Some(verdict));
     }
 
+    /// Counts an operation whose act failed; one that lost a race (another
+    /// run or a person moved it first: `stale_version`, `not_unknown`) is
+    /// not a failure but the skip a later selection would have made, so
+    /// the loser of two resolves at once reports each as passed over.
     fn fail(&mut self, op_id: &str, verdict: Option<Verdict>, error: Error) {
+        let raced = match error.refusal() {
+            Some(Refusal::StaleVersion { .. }) => Some(Skip::VersionChanged),
+            Some(Refusal::NotUnknown { .. }) => Some(Skip::NotUnknown),
+            _ => None,
+        };
+        if let Some(why) = raced {
+            return self.skip(op_id, why);
+        }
         self.failed += 1;
         self.outcome(op_id, "failed", verdict);
         self.failures.push((op_id.to_string(), error));

@@ -17,6 +17,7 @@ mod page_plans;
 pub(crate) mod plan;
 mod proxy;
 pub(crate) mod roles;
+mod tls;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

@@ -49,12 +49,12 @@
 
 use crate::drill::{self, Commit, HoldPoint};
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
+use postgres::{Client, IsolationLevel, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
 use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::workspace::postgres_error_detail;
-use recon::{Error, Refusal, Result, StoreError};
+use recon::{ConnectError, DatabaseUrl, Error, Refusal, Result, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -106,6 +106,9 @@ CREATE TRIGGER recon_effects_gate BEFORE INSERT ON recon_effects
 
 /// The ledger, connected on first use: `describe` needs no server.
 pub struct PgLedger {
+    /// Where the ledger is and how to reach it (its `sslmode` and files).
+    url: DatabaseUrl,
+    /// The URL's settings with this process's name added.
     config: postgres::Config,
     client: Option<Client>,
 }
@@ -216,7 +219,8 @@ fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
 }
 
 impl PgLedger {
-    pub fn new(mut config: postgres::Config, invocation: Invocation) -> Self {
+    pub fn new(url: DatabaseUrl, invocation: Invocation) -> Self {
+        let mut config = url.config().clone();
         let word = match invocation {
             Invocation::Call(verb) => verb.as_str(),
             Invocation::Session => "session",
@@ -225,6 +229,7 @@ impl PgLedger {
             .application_name(&format!("recon-pg-ledger {word}"))
             .connect_timeout(CONNECT_TIMEOUT);
         PgLedger {
+            url,
             config,
             client: None,
         }
@@ -233,10 +238,14 @@ impl PgLedger {
     /// The connection, opened (and the schema created) on first use.
     fn client(&mut self) -> Result<&mut Client> {
         if self.client.is_none() {
-            let mut client = self
-                .config
-                .connect(NoTls)
-                .map_err(|e| failed("connecting", e))?;
+            let mut client = self.url.connect(&self.config).map_err(|e| match e {
+                ConnectError::Postgres(e) => failed("connecting", e),
+                // TLS settings that cannot be used: this host cannot reach
+                // the ledger until they are mended.
+                ConnectError::Settings(why) => {
+                    StoreError::Unavailable(format!("PostgreSQL, connecting: {why}")).into()
+                }
+            })?;
             ensure_schema(&mut client)?;
             self.client = Some(client);
         }

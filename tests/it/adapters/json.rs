@@ -96,3 +96,23 @@ fn an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage(store: St
     assert!(!out.stderr.contains('\u{202e}'), "{}", out.stderr);
     assert_eq!(rig.show("op-1")["evidence"], json!([]));
 }
+
+/// `"recon_adapter": 1.0` is protocol 1 (rule 7: `1.0` is the number 1),
+/// not a missing field; `1.5` is no protocol and says so, and `2.0` is
+/// protocol 2.
+#[test]
+fn a_protocol_number_written_1_0_is_protocol_1() {
+    use recon::receiver::protocol::{parse_answer, Answer, Verb};
+    let describe = |protocol: serde_json::Value| {
+        json!({"recon_adapter": protocol, "name": "n", "version": "1", "can_close": false,
+               "query": {"complete": false, "authoritative": false}})
+    };
+    assert!(matches!(
+        parse_answer(Verb::Describe, "", &describe(json!(1.0))),
+        Ok(Answer::Described(_))
+    ));
+    let half = parse_answer(Verb::Describe, "", &describe(json!(1.5))).unwrap_err();
+    assert!(half.contains("whole number"), "{half}");
+    let two = parse_answer(Verb::Describe, "", &describe(json!(2.0))).unwrap_err();
+    assert!(two.contains("protocol 2"), "{two}");
+}

@@ -13,7 +13,6 @@ fn registration_refusals_store_nothing(store: Store) {
     let (dump, list) = (rig.dump(), rig.list());
     for (name, actions, mode, code) in [
         ("bad", "x", "describe:garbage", "adapter_malformed"),
-        ("bad", "x", "describe:crash-now", "adapter_malformed"),
         ("bad", "x", "protocol-2", "adapter_malformed"),
         ("bad", "x", "missing-field", "adapter_malformed"),
         (
@@ -587,6 +586,41 @@ fn ledger_of_an_operation_at_an_adapter_says_what_reads_its_effects() {
     assert_eq!(rig.ok(&["ledger", "--op", "op-2"]).stderr, "");
 }
 
+on_both_stores!(a_describe_that_fails_is_a_failed_call_exit_4_and_stores_nothing);
+/// A `describe` whose program ran and gave no usable answer (a crash,
+/// `ok: false` as a server that wants a password answers) is the failed
+/// call it is (SPEC 12): exit 4, the adapter's own words and stderr in the
+/// message, nothing stored; `adapter_malformed` is kept for an answer
+/// that is not a valid describe.
+fn a_describe_that_fails_is_a_failed_call_exit_4_and_stores_nothing(store: Store) {
+    let rig = Rig::with_mail_on(store);
+    let (dump, list) = (rig.dump(), rig.list());
+    for (mode, said) in [
+        ("describe:crash-now", "exited with code 7 and no answer"),
+        (
+            "describe:error-unavailable",
+            "it answered unavailable: the fixture was told to fail",
+        ),
+        (
+            "describe:stderr-escape",
+            r"its stderr: \x1b[2J\x1b]0;owned\x07 the adapter's last words",
+        ),
+    ] {
+        let out = rig.add("bad", "x", &[], &["--mode", mode]);
+        assert_eq!(out.code, Some(4), "{mode}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .starts_with("error: the adapter's describe failed: ")
+                && out.stderr.contains(said),
+            "{mode}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
+        assert_eq!(rig.dump(), dump, "{mode}: something was stored");
+    }
+    assert_eq!(rig.list(), list);
+}
+
 on_both_stores!(a_registration_whose_describe_fails_shows_the_adapters_stderr);
 /// A registration whose `describe` fails says what the adapter wrote on
 /// stderr (escaped), which is usually the reason.
@@ -601,7 +635,7 @@ fn a_registration_whose_describe_fails_shows_the_adapters_stderr(store: Store) {
     .unwrap();
     let probe = probe.display().to_string();
     let out = rig.recon(&["receivers", "add", "probe", "--actions", "p", "--", &probe]);
-    assert_refused(&out, "adapter_malformed");
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
     assert!(
         out.stderr
             .contains(r#"its stderr: ModuleNotFoundError: no module named "\x1b[31mledger""#),

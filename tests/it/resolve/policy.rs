@@ -555,3 +555,54 @@ fn resolve_needs_the_closer_and_the_reviewer_and_without_both_changes_nothing() 
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.json()["confirmed"], json!(1));
 }
+
+on_both_stores!(a_plan_run_keeps_the_age_limit_its_dry_run_selected_with);
+/// A dry run made with `--older-than 0s` said it would close `a` and `b`;
+/// the run of its plan, given no `--older-than`, closes them too (it once
+/// applied the default 15 minutes again and skipped all as too young).
+/// The plan file records the limit.
+fn a_plan_run_keeps_the_age_limit_its_dry_run_selected_with(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(store, dir.path());
+    let plan = dir.path().join("plan.json");
+    let plan_arg = plan.display().to_string();
+    sh.ok(&resolve(&[
+        "--older-than",
+        "0s",
+        "--dry-run",
+        "--output",
+        &plan_arg,
+    ]));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(written["older_than_ms"], 0, "{written}");
+    let report = sh.json(&resolve(&["--plan", &plan_arg]));
+    assert_eq!(
+        (report["confirmed"].clone(), report["not_applied"].clone()),
+        (json!(1), json!(1)),
+        "{report}"
+    );
+    assert_eq!(report["skipped"], json!({}), "{report}");
+}
+
+/// A plan is a file a person authorized: a FIFO (which would block with
+/// no writer) or a directory is refused at once as a usage error,
+/// nothing read or written.
+#[test]
+fn a_plan_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(Store::Sqlite, dir.path());
+    let fifo = dir.path().join("plan.fifo");
+    crate::support::mkfifo(&fifo);
+    let before = sh.dump();
+    for path in [fifo.as_path(), dir.path()] {
+        let shown = path.display().to_string();
+        let out = sh.run(&resolve(&["--plan", &shown, "--json"]));
+        assert_json_error(&out, 2);
+        assert!(
+            out.stderr.contains("is not a regular file"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(before, sh.dump());
+}
