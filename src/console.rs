@@ -7,7 +7,9 @@
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
 //! drives a real terminal (raw mode, alternate screen and bracketed paste,
-//! restored on quit, on error and on panic) and is live: a watcher thread tells it when the
+//! restored on quit, on error and on panic; a terminal that hangs up ends
+//! it as SIGHUP does, [`terminal_gone`]) and is live: a watcher thread
+//! tells it when the
 //! workspace's change marker moves (the outbox journal's head, woken by
 //! the server on a database; and the built-in ledger's mark), and the
 //! screen is read again off the key loop, so commits by other processes
@@ -69,10 +71,15 @@ pub const HEADLESS_WAIT: Duration = Duration::from_secs(90);
 ///
 /// `stopped` says whether a signal (SIGTERM, SIGHUP) asked the console to
 /// end: a running job then stops between chunks and the console quits when
-/// it lands, without drawing or reading keys any more (after a SIGHUP the
-/// terminal is gone); its report is [`App::exit_report`], for the caller to
+/// it lands, without reading keys any more and drawing only while the
+/// terminal is there; its report is [`App::exit_report`], for the caller to
 /// print once the terminal is restored ([`exit_text`]).
-pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<()> {
+///
+/// A terminal that goes away (its pane or window closed: a hangup, a read
+/// or a draw that fails) ends the console as a signal does, and the
+/// answer says so ([`Ending::TerminalLost`]): the report has nowhere sure
+/// to go then, and the restore is attempted with its errors ignored.
+pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<Ending> {
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(e) => {
@@ -111,50 +118,98 @@ fn leave_terminal() {
     ratatui::restore();
 }
 
+/// How the terminal loop ended: the reviewer quit (or a signal ended it)
+/// with the terminal there, or the terminal itself went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Quit, or stopped by SIGTERM or SIGHUP: the report can be printed.
+    Quit,
+    /// The terminal hung up or could no longer be read or drawn on: the
+    /// console stopped as a signal stops it, and has nowhere sure to print.
+    TerminalLost,
+}
+
 fn event_loop(
     terminal: &mut DefaultTerminal,
     app: &mut App,
     stopped: &dyn Fn() -> bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<Ending> {
     let size = terminal.size()?;
     update(app, Action::Resize(size.width, size.height));
     app.go_live()?;
     let mut last_poll = Instant::now();
-    let mut signalled = false;
+    let mut ending = None;
     while !app.should_quit {
-        if signalled {
-            // Only the job's landing matters now. The terminal may be gone
-            // (a hangup), so drawing what is happening is best effort.
-            let _ = terminal.draw(|frame| frame.render_widget(&*app, frame.area()));
-            app.wait_for_receivers(POLL_INTERVAL);
-            update(app, Action::Poll);
+        if let Some(ending) = ending {
+            wind_down(terminal, app, ending);
             continue;
         }
-        if stopped() {
-            signalled = true;
-            update(app, Action::Stop);
-            continue;
-        }
-        terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;
-        let interval = if app.awaiting_receivers() {
-            LANDING_INTERVAL
+        ending = if stopped() {
+            Some(Ending::Quit)
+        } else if terminal_gone() {
+            Some(Ending::TerminalLost)
         } else {
-            POLL_INTERVAL
+            turn(terminal, app, stopped, &mut last_poll)
         };
-        let wait = interval.saturating_sub(last_poll.elapsed());
-        if let Some(event) = next_event(wait, stopped)? {
-            handle(app, event);
-        }
-        if last_poll.elapsed() >= interval {
-            update(app, Action::Poll);
-            last_poll = Instant::now();
+        if ending.is_some() {
+            update(app, Action::Stop);
         }
     }
-    Ok(())
+    Ok(ending.unwrap_or(Ending::Quit))
+}
+
+/// One turn with the terminal there: draw, apply what the terminal sent
+/// within the interval, and poll when the interval is up. A draw or a read
+/// that fails means the terminal has gone: the answer says so.
+fn turn(
+    terminal: &mut DefaultTerminal,
+    app: &mut App,
+    stopped: &dyn Fn() -> bool,
+    last_poll: &mut Instant,
+) -> Option<Ending> {
+    if terminal
+        .draw(|frame| frame.render_widget(&*app, frame.area()))
+        .is_err()
+    {
+        return Some(Ending::TerminalLost);
+    }
+    let interval = if app.awaiting_receivers() {
+        LANDING_INTERVAL
+    } else {
+        POLL_INTERVAL
+    };
+    let wait = interval.saturating_sub(last_poll.elapsed());
+    match next_event(wait, stopped) {
+        Ok(Some(event)) => handle(app, event),
+        Ok(None) => {}
+        Err(_) => return Some(Ending::TerminalLost),
+    }
+    if last_poll.elapsed() >= interval {
+        update(app, Action::Poll);
+        *last_poll = Instant::now();
+    }
+    None
+}
+
+/// A turn once the console is ending: only the job's landing matters now.
+/// The terminal is drawn on (best effort) only while it is there: after a
+/// signal, not once it has gone (a draw asks crossterm for the size, which
+/// runs `tput` when the ioctl fails, as it does on a hung-up terminal).
+fn wind_down(terminal: &mut DefaultTerminal, app: &mut App, ending: Ending) {
+    if ending == Ending::Quit && !terminal_gone() {
+        let _ = terminal.draw(|frame| frame.render_widget(&*app, frame.area()));
+    }
+    app.wait_for_receivers(POLL_INTERVAL);
+    update(app, Action::Poll);
 }
 
 /// The terminal's next event within `wait`, if any. A signal interrupts
 /// the wait: that is no error, and the loop's next turn obeys it.
+///
+/// crossterm reads through its poll(2) source (the `use-dev-tty` feature,
+/// Cargo.toml): on a hung-up terminal it returns at `wait`'s end, or fails
+/// with `EIO`, where its default source would read 0 bytes for ever
+/// without returning.
 fn next_event(wait: Duration, stopped: &dyn Fn() -> bool) -> std::io::Result<Option<Event>> {
     let ready = match event::poll(wait) {
         Err(_) if stopped() => false,
@@ -167,6 +222,23 @@ fn next_event(wait: Duration, stopped: &dyn Fn() -> bool) -> std::io::Result<Opt
         Err(_) if stopped() => Ok(None),
         other => other.map(Some),
     }
+}
+
+/// Whether the console's terminal has gone: its standard input or output
+/// has hung up (its pane, window or connection was closed) or is no longer
+/// open. poll(2) is asked for no event at all, so it reads nothing and
+/// returns at once; a hangup and an error are told regardless.
+pub fn terminal_gone() -> bool {
+    [libc::STDIN_FILENO, libc::STDOUT_FILENO].iter().any(|&fd| {
+        let mut poll = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid `pollfd` for the length given.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+    })
 }
 
 /// A terminal event applied: a key through the key table, a resize, and a

@@ -135,19 +135,32 @@ impl Console {
             }
         };
         let ended = super::interrupt::Ended::install();
-        console::run(&mut app, &|| ended.received()).map_err(Failure::io)?;
-        Ok(Exited(console::exit_text(&app)))
+        let ending = console::run(&mut app, &|| ended.received()).map_err(Failure::io)?;
+        Ok(Exited {
+            report: console::exit_text(&app),
+            terminal_lost: ending == console::Ending::TerminalLost,
+        })
     }
 }
 
 /// What the console leaves on the normal screen once it has quit: nothing,
-/// or the report of the job a quit or a signal stopped.
-pub struct Exited(Option<String>);
+/// or the report of the job a quit, a signal or the terminal's loss
+/// stopped. After the loss the report is still offered to standard output
+/// (which may be another terminal than the one that went), and a failure
+/// to write it there is no error: the terminal that would show one is
+/// gone.
+pub struct Exited {
+    report: Option<String>,
+    terminal_lost: bool,
+}
 
 impl Render for Exited {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        match &self.0 {
-            Some(text) => out.direct(text),
+        match &self.report {
+            Some(text) => match out.direct(text) {
+                Err(_) if self.terminal_lost => Ok(()),
+                printed => printed,
+            },
             None => Ok(()),
         }
     }

@@ -24,8 +24,18 @@ extern "C" fn on_interrupt(_signal: libc::c_int) {
 
 static ENDED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_end(_signal: libc::c_int) {
-    ENDED.store(true, Ordering::SeqCst);
+/// The first SIGTERM or SIGHUP is remembered; the next one, of either
+/// kind, ends the process as the signal always does (`SA_RESETHAND` alone
+/// would let a SIGTERM after a SIGHUP be only remembered again).
+extern "C" fn on_end(signal: libc::c_int) {
+    if ENDED.swap(true, Ordering::SeqCst) {
+        // SAFETY: `signal` and `raise` are async-signal-safe; the default
+        // action of SIGTERM and SIGHUP ends the process.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
 }
 
 /// The first SIGTERM or SIGHUP of this process, once [`Ended::install`]ed.
@@ -33,8 +43,9 @@ pub struct Ended(());
 
 impl Ended {
     /// Installs the handler for both signals, with the flags of
-    /// [`Interrupt::install`]: a second one ends the process as it always
-    /// does. Should `sigaction` fail, the signal keeps its default meaning.
+    /// [`Interrupt::install`]: a second one, of either kind, ends the
+    /// process as it always does. Should `sigaction` fail, the signal
+    /// keeps its default meaning.
     pub fn install() -> Ended {
         for signal in [libc::SIGTERM, libc::SIGHUP] {
             // SAFETY: as in `Interrupt::install`; the handler only stores

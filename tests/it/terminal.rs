@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod lost;
+
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The tmux channel the pane's shell signals when recon has exited.
@@ -40,10 +42,18 @@ impl Tmux {
     }
 
     /// [`Tmux::start`] with extra environment variables for recon.
-    pub(crate) fn start_with_env(
+    pub(crate) fn start_with_env(env: &[&str], args: &[&str], size: (u16, u16)) -> Option<Tmux> {
+        Tmux::launch(env, args, size, true)
+    }
+
+    /// Starts recon under a shell that reports its exit (`under_shell`),
+    /// or as the pane's own process, the leader of the pane's session
+    /// (which the kernel sends SIGHUP when the pane's terminal hangs up).
+    fn launch(
         env: &[&str],
         args: &[&str],
         (width, height): (u16, u16),
+        under_shell: bool,
     ) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
@@ -70,12 +80,11 @@ impl Tmux {
         let script = format!(
             r#""$0" "$@"; echo "recon exited with $?"; tmux wait-for -S {EXITED}; exec tmux wait-for {EXITED}-never"#
         );
-        let mut command = vec![
-            "sh".to_string(),
-            "-c".to_string(),
-            script,
-            "env".to_string(),
-        ];
+        let mut command = match under_shell {
+            true => vec!["sh".to_string(), "-c".to_string(), script],
+            false => Vec::new(),
+        };
+        command.push("env".to_string());
         command.extend(env.iter().map(|e| e.to_string()));
         command.push(recon_bin().display().to_string());
         command.extend(args.iter().map(|a| a.to_string()));
