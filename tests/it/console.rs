@@ -3762,3 +3762,45 @@ fn keys_below_the_minimum_size_are_ignored_headless_too() {
     let status = app.status.as_ref().expect("a status line");
     assert_eq!(status.text, "6 keys ignored below 80x24");
 }
+
+/// The help pages: PgDn moves it a page (the rows its box shows), End
+/// shows its last line and no further, so one `k` from there moves it at
+/// once however many `j`s were pressed past the end, and Home goes back to
+/// its first line.
+#[test]
+fn the_help_pages_to_its_end_and_never_scrolls_past_it() {
+    let lab = demo_lab();
+    let mut app = console(&lab, Some("ada"));
+    let scroll_of = |app: &App| match app.mode {
+        Mode::Help { scroll } => scroll,
+        ref other => panic!("the help is not open: {other:?}"),
+    };
+    let area = Rect::new(0, 0, app.width, app.height);
+    press(&mut app, "?");
+    let console::view::Scroll { last, page } =
+        console::view::overlay_scroll(&app, area).expect("the help scrolls");
+    assert!(
+        last > page,
+        "the help is longer than two pages: {last} {page}"
+    );
+    let first = "Queue and selected operation";
+    assert!(screen(&app).contains(first), "{}", screen(&app));
+    press(&mut app, "<pgdn>");
+    assert_eq!(scroll_of(&app), page);
+    press(&mut app, "<pgup>");
+    assert_eq!(scroll_of(&app), 0);
+    press(&mut app, "<end>");
+    assert_eq!(scroll_of(&app), last);
+    let end = screen(&app);
+    // The help's last words, on the box's last row at this width.
+    assert!(end.contains("│changed.  "), "{end}");
+    assert!(!end.contains(first), "{end}");
+    press(&mut app, "jjjjj<pgdn><pgdn>");
+    assert_eq!(scroll_of(&app), last);
+    assert_eq!(screen(&app), end);
+    press(&mut app, "k");
+    assert_eq!(scroll_of(&app), last - 1);
+    press(&mut app, "<home>");
+    assert_eq!(scroll_of(&app), 0);
+    assert!(screen(&app).contains(first), "{}", screen(&app));
+}

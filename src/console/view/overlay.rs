@@ -89,10 +89,62 @@ fn box_width(area: Rect) -> u16 {
     area.width.saturating_sub(8).min(100)
 }
 
+/// How far the open help or report can scroll in `area`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scroll {
+    /// The furthest its first shown line can go: its lines less the rows
+    /// its box shows.
+    pub last: u16,
+    /// A page: the rows its box shows (at least one).
+    pub page: u16,
+}
+
+/// How the open help or report scrolls in `area` (the box it is drawn in
+/// there, as the render sizes it); `None` in any other mode.
+pub fn overlay_scroll(app: &App, area: Rect) -> Option<Scroll> {
+    let (width, lines) = match &app.mode {
+        Mode::Help { .. } => {
+            let width = help_width(area);
+            (width, help_lines(app, inner_of(width)).len())
+        }
+        Mode::Report(report) => {
+            let width = box_width(area);
+            (width, report_lines(app, report, inner_of(width)).len())
+        }
+        _ => return None,
+    };
+    let height = u16::try_from(lines + 2).unwrap_or(u16::MAX);
+    let visible = popup(area, width, height).height.saturating_sub(2);
+    Some(Scroll {
+        last: u16::try_from(lines)
+            .unwrap_or(u16::MAX)
+            .saturating_sub(visible),
+        page: visible.max(1),
+    })
+}
+
+fn inner_of(width: u16) -> usize {
+    usize::from(width.saturating_sub(2))
+}
+
+fn help_width(area: Rect) -> u16 {
+    box_width(area).max(20)
+}
+
 fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
+    let width = help_width(area);
+    let lines = help_lines(app, inner_of(width));
+    let block = frame(
+        &app.theme,
+        " Help: every key (↑/↓ scroll, PgDn/PgUp page, Esc closes) ".to_string(),
+    );
+    render_box(area, buf, block, lines, width, scroll);
+}
+
+/// The help's lines at `inner` columns: every context's keys from the key
+/// table, then the notes.
+fn help_lines(app: &App, inner: usize) -> Vec<Line<'static>> {
     let theme = &app.theme;
-    let width = box_width(area).max(20);
-    let inner = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line<'static>> = Vec::new();
     for context in [
         Context::Queue,
@@ -139,11 +191,7 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
     ] {
         wrapped(note, inner, theme.label(), &mut lines);
     }
-    let block = frame(
-        theme,
-        " Help: every key (↑/↓ scroll, Esc closes) ".to_string(),
-    );
-    render_box(area, buf, block, lines, width, scroll);
+    lines
 }
 
 /// A run of filter keys, as one line naming every filter they show.
@@ -380,9 +428,15 @@ fn capitalized(word: &str) -> String {
 }
 
 fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
-    let theme = &app.theme;
     let width = box_width(area);
-    let inner = usize::from(width.saturating_sub(2));
+    let lines = report_lines(app, report, inner_of(width));
+    let block = frame(&app.theme, format!(" {} ", clean(&report.title)));
+    render_box(area, buf, block, lines, width, report.scroll);
+}
+
+/// A report's lines at `inner` columns, its key hints last.
+fn report_lines(app: &App, report: &Report, inner: usize) -> Vec<Line<'static>> {
+    let theme = &app.theme;
     let mut lines: Vec<Line<'static>> = Vec::new();
     for (tone, text) in &report.lines {
         let style = match tone {
@@ -399,6 +453,5 @@ fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled(hints(Context::Overlay, false), theme.note()));
-    let block = frame(theme, format!(" {} ", clean(&report.title)));
-    render_box(area, buf, block, lines, width, report.scroll);
+    lines
 }
