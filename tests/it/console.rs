@@ -2750,7 +2750,14 @@ fn recon_screenshot_prints_the_golden_screen() {
     assert_eq!(shot.code, Some(0), "{}", shot.stderr);
     let masked = shot.stdout.replacen(ws, "<workspace>", 1);
     let expected = std::fs::read_to_string(screenshots_dir().join("payload_mismatch.txt")).unwrap();
-    let trim = |s: &str| s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    // The demo was built now, the golden's at DEMO_TIME: the history's
+    // times (MM-DD HH:MMZ) differ, and only they may.
+    let trim = |s: &str| {
+        s.lines()
+            .map(|l| mask_history_times(l.trim_end()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert_eq!(trim(&masked), trim(&expected));
 
     let svg = run(
@@ -3803,4 +3810,71 @@ fn the_help_pages_to_its_end_and_never_scrolls_past_it() {
     press(&mut app, "<home>");
     assert_eq!(scroll_of(&app), 0);
     assert!(screen(&app).contains(first), "{}", screen(&app));
+}
+
+/// `line` with every history time in it (`12-03 08:00Z`) replaced by
+/// `MM-DD HH:MMZ`.
+fn mask_history_times(line: &str) -> String {
+    const SHAPE: &[u8] = b"00-00 00:00Z";
+    let chars: Vec<char> = line.chars().collect();
+    let fits = |at: usize| {
+        chars.len() >= at + SHAPE.len()
+            && SHAPE
+                .iter()
+                .zip(&chars[at..])
+                .all(|(&shape, &c)| match shape {
+                    b'0' => c.is_ascii_digit(),
+                    other => c == char::from(other),
+                })
+    };
+    let mut out = String::new();
+    let mut at = 0;
+    while at < chars.len() {
+        if fits(at) {
+            out.push_str("MM-DD HH:MMZ");
+            at += SHAPE.len();
+        } else {
+            out.push(chars[at]);
+            at += 1;
+        }
+    }
+    out
+}
+
+/// The history panel shows whole entries: at every size and on every
+/// operation of the demo's queue, its first row begins an entry, never
+/// the wrapped tail (the lines that hang two columns in) of one whose
+/// start is cut off.
+#[test]
+fn the_history_shows_whole_entries_never_the_tail_of_one() {
+    let lab = demo_lab();
+    let mut checked = 0;
+    for size in [(80, 24), (100, 32), (120, 40), (200, 50)] {
+        let mut app = console_on(&lab, options(Some("ada")), size);
+        press(&mut app, "5");
+        for _ in 0..12 {
+            let shown = screen(&app);
+            let rows: Vec<Vec<char>> = shown.lines().map(|l| l.chars().collect()).collect();
+            let title = rows.iter().enumerate().find_map(|(i, row)| {
+                let text: String = row.iter().collect();
+                let col = text.find(" History ")?;
+                Some((i, text[..col].chars().count()))
+            });
+            if let Some((row, col)) = title {
+                let first: String = rows
+                    .get(row + 1)
+                    .map(|r| r.iter().skip(col).take(13).collect())
+                    .unwrap_or_default();
+                // An entry's later lines hang two columns in.
+                let starts_entry = !first.starts_with("  ");
+                assert!(
+                    starts_entry || first.trim().is_empty(),
+                    "{size:?}: the history's first row is {first:?}:\n{shown}"
+                );
+                checked += 1;
+            }
+            press(&mut app, "j");
+        }
+    }
+    assert!(checked > 0, "no history panel was seen");
 }
