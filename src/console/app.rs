@@ -427,6 +427,17 @@ impl Progress {
         }
     }
 
+    /// About how long the rest will take at the rate so far: `None` until
+    /// an operation is done (there is no rate yet) and once none is left.
+    pub fn left(&self) -> Option<std::time::Duration> {
+        let (done, total) = self.counts();
+        let rate = self.rate();
+        if done == 0 || done >= total || rate <= 0.0 {
+            return None;
+        }
+        std::time::Duration::try_from_secs_f64((total - done) as f64 / rate).ok()
+    }
+
     /// `by` more operations taken in hand.
     pub fn begin(&self, by: usize) {
         self.begun.fetch_add(by, Ordering::Relaxed);

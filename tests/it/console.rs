@@ -3878,3 +3878,18 @@ fn the_history_shows_whole_entries_never_the_tail_of_one() {
     }
     assert!(checked > 0, "no history panel was seen");
 }
+
+/// A job's progress says about how long is left at its rate so far:
+/// nothing before an operation is done or once all are, and halfway
+/// through no more than the time the first half took.
+#[test]
+fn a_jobs_progress_says_about_how_long_is_left_at_its_rate() {
+    let before = std::time::Instant::now();
+    let progress = recon::console::app::Progress::new(10);
+    assert_eq!(progress.left(), None);
+    progress.step(5);
+    let left = progress.left().expect("a rate once half is done");
+    assert!(left <= before.elapsed(), "{left:?}");
+    progress.step(5);
+    assert_eq!(progress.left(), None);
+}

@@ -646,6 +646,9 @@ fn the_real_terminal_moves_and_cancels_while_a_bulk_of_twenty_thousand_runs() {
         number_before(screen, &progress).is_some_and(|now| now > done)
     });
     assert!(moved.contains("Esc cancels"), "{moved}");
+    // Some operations are done and most are not: it says about how long
+    // the rest will take.
+    assert!(moved.contains(" left) · Esc cancels"), "{moved}");
     tmux.keys(&["Escape"]);
     let title = "bulk record confirmed: ";
     let report = tmux.shows("not attempted (cancelled)");
