@@ -3893,3 +3893,24 @@ fn a_jobs_progress_says_about_how_long_is_left_at_its_rate() {
     progress.step(5);
     assert_eq!(progress.left(), None);
 }
+
+/// The filter bar never cuts the mark count (the scope of a bulk act): at
+/// 80 columns, with the verdict filter on and a search applied, the tabs
+/// and the search's text give way and "N marked" is shown whole.
+#[test]
+fn the_mark_count_is_never_cut_at_80_columns() {
+    let lab = demo_lab();
+    let mut app = console_on(&lab, options(Some("ada")), (80, 24));
+    press(&mut app, "5<space><space><space>");
+    press(&mut app, "/op-10<enter>");
+    let bar = |app: &App| screen(app).lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(app.marks.len(), 3, "{}", screen(&app));
+    assert!(bar(&app).contains("3 marked"), "{}", bar(&app));
+    press(
+        &mut app,
+        "/op-1002-invoice-email-and-more-words-than-fit<enter>",
+    );
+    assert!(bar(&app).trim_end().ends_with("3 marked"), "{}", bar(&app));
+    press(&mut app, "f");
+    assert!(bar(&app).trim_end().ends_with("3 marked"), "{}", bar(&app));
+}
