@@ -36,7 +36,7 @@ pub use chain::{
 };
 pub use entry::{
     acknowledged, approved, call_failed, close_requested, closed, content, dispatched, evidence,
-    link_hash, marked, noted, observed, prepared, receiver_registered, receiver_removed,
+    link_hash, marked, noted, observed, person_of, prepared, receiver_registered, receiver_removed,
     receiver_updated, seal_generated, sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
 };
 pub use projection::{

@@ -68,7 +68,8 @@ Environment:
   RECON_WORKSPACE        the workspace directory when neither --workspace nor
                          --database is given and RECON_DATABASE_URL is unset
   NO_COLOR               when set and not empty, the review console and
-                         `recon screenshot` use no colours";
+                         `recon screenshot` use no colours (and the console
+                         none under a TERM without them: vt100, xterm-mono)";
 
 /// The most generated operations one `recon demo --ops` adds.
 pub const MAX_DEMO_OPS: u64 = 1_000_000;
@@ -282,6 +283,11 @@ pub enum Command {
     /// RECON_DATABASE_URL) in place of --workspace.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Open the review console: the same as `recon` with no command, with
+    /// the same flags (--workspace, --database, --reviewer; on a fresh
+    /// temporary demo workspace when neither place is given). It needs a
+    /// terminal; `recon screenshot` renders it without one.
+    Console(ConsoleArgs),
     /// Print the outbox's metrics in the Prometheus text exposition
     /// format (SPEC 15): operations by state and receiver, unknown ones by
     /// verdict and escalation, the oldest unknown one's age, contradicted
@@ -295,6 +301,19 @@ pub enum Command {
     /// each action at most once per key; an unknown outcome is left to a
     /// person. No reviewer act is reachable through it.
     Mcp(McpArgs),
+}
+
+/// `recon console`: the console's own flags, as the bare `recon` takes
+/// them before any command.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The reviewer's name (default in team mode: the database login; on a
+    /// workspace directory asked before the first mutation if absent).
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
+    /// Hidden: a clock stopped at this UTC time, as the bare `recon` takes it.
+    #[arg(long, value_name = "TIME", hide = true)]
+    pub frozen_clock: Option<String>,
 }
 
 impl Command {
@@ -324,6 +343,7 @@ impl Command {
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
             Command::Db(_) => "db",
+            Command::Console(_) => "console",
             Command::Metrics(_) => "metrics",
             Command::Mcp(_) => "mcp",
         }
@@ -364,7 +384,8 @@ impl Command {
             | Command::Experiment(_)
             | Command::Screenshot(_)
             | Command::Receiver(_)
-            | Command::Mcp(_) => false,
+            | Command::Mcp(_)
+            | Command::Console(_) => false,
         }
     }
 }

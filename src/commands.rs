@@ -225,10 +225,7 @@ impl Request {
             database: cli.database,
         };
         let Some(command) = cli.command else {
-            return Ok(Request::Console(
-                console::Console::validate(place, cli.reviewer.as_deref())?
-                    .frozen_at(cli.frozen_clock.as_deref())?,
-            ));
+            return console_request(place, cli.reviewer, cli.frozen_clock);
         };
         let ws = place;
         Ok(match command {
@@ -284,6 +281,8 @@ impl Request {
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            // `recon console` is the bare `recon`, its flags after the word.
+            Command::Console(args) => console_request(ws, args.reviewer, args.frozen_clock)?,
             Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
             Command::Db(DbCommand::Status(args)) => {
                 Request::DbStatus(db::Status::validate(args, ws)?)
@@ -351,6 +350,17 @@ impl Request {
     }
 }
 
+/// The console, from the bare `recon` or `recon console`.
+fn console_request(
+    place: open::Place,
+    reviewer: Option<String>,
+    frozen: Option<String>,
+) -> Result<Request, Failure> {
+    Ok(Request::Console(
+        console::Console::validate(place, reviewer.as_deref())?.frozen_at(frozen.as_deref())?,
+    ))
+}
+
 /// `--workspace` may stand before or after the command, but `--check`,
 /// `--output` and the console's `--reviewer` make no sense with one; nor
 /// does `--check`, which makes workspace directories of its own, with
@@ -371,6 +381,11 @@ fn reject_stray_flags(cli: &Cli) -> Result<(), Failure> {
             "--check runs on its own, not with the {} command",
             command.name()
         )));
+    }
+    if cli.reviewer.is_some() && matches!(command, Command::Console(_)) {
+        return Err(Failure::Usage(
+            "give --reviewer after the word: recon console --reviewer NAME".into(),
+        ));
     }
     if cli.reviewer.is_some() {
         return Err(Failure::Usage(format!(

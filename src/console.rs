@@ -6,8 +6,10 @@
 //! table that also generates the help and the key bar), [`update()`] as the
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
-//! drives a real terminal (raw mode, alternate screen, restored on quit, on
-//! error and on panic) and is live: a watcher thread tells it when the
+//! drives a real terminal (raw mode, alternate screen and bracketed paste,
+//! restored on quit, on error and on panic; a terminal that hangs up ends
+//! it as SIGHUP does, [`terminal_gone`]) and is live: a watcher thread
+//! tells it when the
 //! workspace's change marker moves (the outbox journal's head, woken by
 //! the server on a database; and the built-in ledger's mark), and the
 //! screen is read again off the key loop, so commits by other processes
@@ -66,7 +68,18 @@ pub const HEADLESS_WAIT: Duration = Duration::from_secs(90);
 /// installs a panic hook that restores the terminal before the binary's own
 /// hook prints its one line; every other exit path, errors included, goes
 /// through `ratatui::restore` here.
-pub fn run(app: &mut App) -> std::io::Result<()> {
+///
+/// `stopped` says whether a signal (SIGTERM, SIGHUP) asked the console to
+/// end: a running job then stops between chunks and the console quits when
+/// it lands, without reading keys any more and drawing only while the
+/// terminal is there; its report is [`App::exit_report`], for the caller to
+/// print once the terminal is restored ([`exit_text`]).
+///
+/// A terminal that goes away (its pane or window closed: a hangup, a read
+/// or a draw that fails) ends the console as a signal does, and the
+/// answer says so ([`Ending::TerminalLost`]): the report has nowhere sure
+/// to go then, and the restore is attempted with its errors ignored.
+pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<Ending> {
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(e) => {
@@ -74,42 +87,185 @@ pub fn run(app: &mut App) -> std::io::Result<()> {
             return Err(e);
         }
     };
-    let result = event_loop(&mut terminal, app);
-    ratatui::restore();
+    let result = bracketed_paste(true).and_then(|()| event_loop(&mut terminal, app, stopped));
+    leave_terminal();
     result
 }
 
-fn event_loop(terminal: &mut DefaultTerminal, app: &mut App) -> std::io::Result<()> {
+/// Turns the terminal's bracketed paste on or off: on, a paste arrives as
+/// one [`Event::Paste`] instead of keys, so pasted text can never press
+/// `c` then `y`. The panic hook turns it off again before ratatui's
+/// restores the rest, so no exit path leaves it on.
+fn bracketed_paste(on: bool) -> std::io::Result<()> {
+    use ratatui::crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
+    use ratatui::crossterm::execute;
+    let mut out = std::io::stdout();
+    if !on {
+        return execute!(out, DisableBracketedPaste);
+    }
+    let restore = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+        restore(info);
+    }));
+    execute!(out, EnableBracketedPaste)
+}
+
+/// Leaves the terminal as the console found it: bracketed paste off, then
+/// raw mode and the alternate screen (`ratatui::restore`).
+fn leave_terminal() {
+    let _ = bracketed_paste(false);
+    ratatui::restore();
+}
+
+/// How the terminal loop ended: the reviewer quit (or a signal ended it)
+/// with the terminal there, or the terminal itself went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Quit, or stopped by SIGTERM or SIGHUP: the report can be printed.
+    Quit,
+    /// The terminal hung up or could no longer be read or drawn on: the
+    /// console stopped as a signal stops it, and has nowhere sure to print.
+    TerminalLost,
+}
+
+fn event_loop(
+    terminal: &mut DefaultTerminal,
+    app: &mut App,
+    stopped: &dyn Fn() -> bool,
+) -> std::io::Result<Ending> {
     let size = terminal.size()?;
     update(app, Action::Resize(size.width, size.height));
     app.go_live()?;
     let mut last_poll = Instant::now();
+    let mut ending = None;
     while !app.should_quit {
-        terminal.draw(|frame| frame.render_widget(&*app, frame.area()))?;
-        let interval = if app.awaiting_receivers() {
-            LANDING_INTERVAL
-        } else {
-            POLL_INTERVAL
-        };
-        let wait = interval.saturating_sub(last_poll.elapsed());
-        if event::poll(wait)? {
-            match event::read()? {
-                Event::Key(key) => {
-                    crate::faults::console_panic_drill();
-                    if let Some(action) = map_key(key, app) {
-                        update(app, action);
-                    }
-                }
-                Event::Resize(width, height) => update(app, Action::Resize(width, height)),
-                _ => {}
-            }
+        if let Some(ending) = ending {
+            wind_down(terminal, app, ending);
+            continue;
         }
-        if last_poll.elapsed() >= interval {
-            update(app, Action::Poll);
-            last_poll = Instant::now();
+        ending = if stopped() {
+            Some(Ending::Quit)
+        } else if terminal_gone() {
+            Some(Ending::TerminalLost)
+        } else {
+            turn(terminal, app, stopped, &mut last_poll)
+        };
+        if ending.is_some() {
+            update(app, Action::Stop);
         }
     }
-    Ok(())
+    Ok(ending.unwrap_or(Ending::Quit))
+}
+
+/// One turn with the terminal there: draw, apply what the terminal sent
+/// within the interval, and poll when the interval is up. A draw or a read
+/// that fails means the terminal has gone: the answer says so.
+fn turn(
+    terminal: &mut DefaultTerminal,
+    app: &mut App,
+    stopped: &dyn Fn() -> bool,
+    last_poll: &mut Instant,
+) -> Option<Ending> {
+    if terminal
+        .draw(|frame| frame.render_widget(&*app, frame.area()))
+        .is_err()
+    {
+        return Some(Ending::TerminalLost);
+    }
+    let interval = if app.awaiting_receivers() {
+        LANDING_INTERVAL
+    } else {
+        POLL_INTERVAL
+    };
+    let wait = interval.saturating_sub(last_poll.elapsed());
+    match next_event(wait, stopped) {
+        Ok(Some(event)) => handle(app, event),
+        Ok(None) => {}
+        Err(_) => return Some(Ending::TerminalLost),
+    }
+    if last_poll.elapsed() >= interval {
+        update(app, Action::Poll);
+        *last_poll = Instant::now();
+    }
+    None
+}
+
+/// A turn once the console is ending: only the job's landing matters now.
+/// The terminal is drawn on (best effort) only while it is there: after a
+/// signal, not once it has gone (a draw asks crossterm for the size, which
+/// runs `tput` when the ioctl fails, as it does on a hung-up terminal).
+fn wind_down(terminal: &mut DefaultTerminal, app: &mut App, ending: Ending) {
+    if ending == Ending::Quit && !terminal_gone() {
+        let _ = terminal.draw(|frame| frame.render_widget(&*app, frame.area()));
+    }
+    app.wait_for_receivers(POLL_INTERVAL);
+    update(app, Action::Poll);
+}
+
+/// The terminal's next event within `wait`, if any. A signal interrupts
+/// the wait: that is no error, and the loop's next turn obeys it.
+///
+/// crossterm reads through its poll(2) source (the `use-dev-tty` feature,
+/// Cargo.toml): on a hung-up terminal it returns at `wait`'s end, or fails
+/// with `EIO`, where its default source would read 0 bytes for ever
+/// without returning.
+fn next_event(wait: Duration, stopped: &dyn Fn() -> bool) -> std::io::Result<Option<Event>> {
+    let ready = match event::poll(wait) {
+        Err(_) if stopped() => false,
+        other => other?,
+    };
+    if !ready {
+        return Ok(None);
+    }
+    match event::read() {
+        Err(_) if stopped() => Ok(None),
+        other => other.map(Some),
+    }
+}
+
+/// Whether the console's terminal has gone: its standard input or output
+/// has hung up (its pane, window or connection was closed) or is no longer
+/// open. poll(2) is asked for no event at all, so it reads nothing and
+/// returns at once; a hangup and an error are told regardless.
+pub fn terminal_gone() -> bool {
+    [libc::STDIN_FILENO, libc::STDOUT_FILENO].iter().any(|&fd| {
+        let mut poll = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid `pollfd` for the length given.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+    })
+}
+
+/// A terminal event applied: a key through the key table, a resize, and a
+/// paste as text (never keys: [`update::paste`]).
+fn handle(app: &mut App, event: Event) {
+    match event {
+        Event::Key(key) => {
+            crate::faults::console_panic_drill();
+            update::key(app, key);
+        }
+        Event::Resize(width, height) => update(app, Action::Resize(width, height)),
+        Event::Paste(text) => update::paste(app, &text),
+        _ => {}
+    }
+}
+
+/// What the console says on the normal screen after it has quit, if
+/// anything: the report of the job a quit or a signal stopped, its title
+/// then its lines, each made safe for the terminal.
+pub fn exit_text(app: &App) -> Option<String> {
+    let report = app.exit_report.as_ref()?;
+    let mut text = format!("recon console: {}\n", text::clean(&report.title));
+    for (_, line) in &report.lines {
+        text.push_str(&text::clean(line));
+        text.push('\n');
+    }
+    Some(text)
 }
 
 /// The headless entry point: the same key map and `update` as [`run`],
@@ -122,9 +278,7 @@ pub fn run_headless(app: &mut App, keys: &[KeyEvent]) {
         if app.should_quit {
             break;
         }
-        if let Some(action) = map_key(*key, app) {
-            update(app, action);
-        }
+        update::key(app, *key);
         settle(app);
     }
 }

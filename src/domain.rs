@@ -30,9 +30,9 @@ pub use json::{
 pub use names::NumberedIds;
 pub use records::{
     AdapterFailure, Appended, BulkEffect, BulkObservation, BulkOperation, CallFailure, Ceiling,
-    CloseRecord, Closure, Cursor, Description, EffectRequest, FailureKind, Marking, Moved, NewNote,
-    NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey, Recorded,
-    Registration, ANY_ACTION, BUILTIN_NAME,
+    CloseRecord, Closure, Cursor, Description, EffectRequest, FailureKind, LatestEntry, Marking,
+    Moved, NewNote, NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey,
+    Recorded, Registration, ANY_ACTION, BUILTIN_NAME,
 };
 pub use refusal::{Refusal, RouteAdvice};
 use serde::{Deserialize, Serialize};

@@ -253,6 +253,9 @@ pub(crate) trait TriageLog {
     /// Where `op_id` came from when it came through MCP (its key and
     /// client, kept in its `prepared` entry); `None` otherwise.
     fn origin(&self, op_id: &str) -> Result<Option<crate::domain::origin::Origin>>;
+    /// The newest journal entry naming `op_id`, if any: how far its
+    /// history goes, and what changed it last and who.
+    fn latest_entry(&self, op_id: &str) -> Result<Option<crate::domain::LatestEntry>>;
     /// Operations to observe, in `op_id` order after `after`: of one state
     /// (or any), last observed before `observed_before` or never.
     fn observation_due(

@@ -658,6 +658,13 @@ impl Workspace {
         self.sender.changed_since(seq)
     }
 
+    /// The newest journal entry naming `op_id`: what changed it last and
+    /// who, and how far its history goes (the console binds a dialog to
+    /// it).
+    pub fn latest_entry(&self, op_id: &str) -> Result<Option<crate::domain::LatestEntry>> {
+        self.sender.latest_entry(op_id)
+    }
+
     /// How many operations the queue's filter selects (its search text
     /// aside), for the position in a verdict or escalation filter.
     pub fn queue_count(&self, filter: QueueFilter<'_>) -> Result<i64> {

@@ -23,6 +23,20 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+/// The fields that name the person an entry records, by kind: who left a
+/// note or moved a marker (`by`), decided (`reviewer`), observed
+/// (`observed_by`), authorized a close (`authorized_by`) or approved a
+/// compensation (`approver`). An entry names at most one of them.
+const PERSON_FIELDS: [&str; 5] = ["by", "reviewer", "observed_by", "authorized_by", "approver"];
+
+/// The person an entry's content names, if any (a dispatch, a receipt or a
+/// failed call names nobody).
+pub fn person_of(fields: &Map<String, Value>) -> Option<&str> {
+    PERSON_FIELDS
+        .iter()
+        .find_map(|name| fields.get(*name).and_then(Value::as_str))
+}
+
 /// The `prev_hash` of the first entry.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 

@@ -8,12 +8,21 @@
 //! screenshot's result is the rendered screen, text or SVG.
 
 use super::open::{open, open_options, Place};
-use super::render::Silent;
 use super::{Failure, Out, Render};
 use crate::cli::{person, ScreenshotArgs, ScreenshotFormat};
 use crate::console;
 use crate::workspace::{Location, Workspace};
 use ratatui::crossterm::event::KeyEvent;
+
+/// Whether `TERM` names a terminal without colours: the monochrome VT
+/// terminals, `dumb`, and the `-mono` variants (`xterm-mono`). Such a
+/// terminal is honoured as `NO_COLOR` is.
+fn term_without_colours(term: &str) -> bool {
+    matches!(
+        term,
+        "vt52" | "vt100" | "vt102" | "vt220" | "vt320" | "dumb"
+    ) || term.ends_with("-mono")
+}
 
 /// The console's options from the command line and the environment
 /// (`NO_COLOR`, when set and not empty, turns colours off).
@@ -68,9 +77,13 @@ impl Console {
                     .to_string(),
             ));
         }
+        let mut options = console_options(reviewer)?;
+        // The terminal it draws on: one without colours gets none. (A
+        // screenshot draws on no terminal, so only `NO_COLOR` applies there.)
+        options.no_color |= std::env::var("TERM").is_ok_and(|term| term_without_colours(&term));
         Ok(Console {
             location: place.location()?,
-            options: console_options(reviewer)?,
+            options,
             frozen: None,
         })
     }
@@ -99,7 +112,7 @@ impl Console {
         }
     }
 
-    pub fn run(self) -> Result<Silent, Failure> {
+    pub fn run(self) -> Result<Exited, Failure> {
         let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
         let mut app = match self.location.clone() {
             Some(location) => {
@@ -121,8 +134,35 @@ impl Console {
                 console::App::open(ws, source, self.options, size)?.keep_dir(dir)
             }
         };
-        console::run(&mut app).map_err(Failure::io)?;
-        Ok(Silent)
+        let ended = super::interrupt::Ended::install();
+        let ending = console::run(&mut app, &|| ended.received()).map_err(Failure::io)?;
+        Ok(Exited {
+            report: console::exit_text(&app),
+            terminal_lost: ending == console::Ending::TerminalLost,
+        })
+    }
+}
+
+/// What the console leaves on the normal screen once it has quit: nothing,
+/// or the report of the job a quit, a signal or the terminal's loss
+/// stopped. After the loss the report is still offered to standard output
+/// (which may be another terminal than the one that went), and a failure
+/// to write it there is no error: the terminal that would show one is
+/// gone.
+pub struct Exited {
+    report: Option<String>,
+    terminal_lost: bool,
+}
+
+impl Render for Exited {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        match &self.report {
+            Some(text) => match out.direct(text) {
+                Err(_) if self.terminal_lost => Ok(()),
+                printed => printed,
+            },
+            None => Ok(()),
+        }
     }
 }
 

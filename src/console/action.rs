@@ -151,5 +151,9 @@ pub enum Action {
     Resize(u16, u16),
     /// Check whether another process changed the workspace, and refresh.
     Poll,
+    /// A signal (SIGTERM, SIGHUP) asked the console to end: a running job
+    /// stops between chunks and the console quits when it lands, as after
+    /// a quit confirmed; with none running, it quits at once.
+    Stop,
     Quit,
 }

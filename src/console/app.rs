@@ -223,6 +223,10 @@ pub struct Detail {
     pub approval_roles: Vec<Option<String>>,
     /// The MCP key and client the operation came with (SPEC 13).
     pub origin: Option<crate::domain::origin::Origin>,
+    /// The seq of the newest journal entry naming the operation, read
+    /// before the rest of the detail: everything up to it is on screen, so
+    /// a dialog for this operation is bound to it.
+    pub latest_seq: i64,
 }
 
 impl Detail {
@@ -313,6 +317,10 @@ pub enum Job {
     },
     /// Drop every mark (the queue's Esc, asked before it drops them).
     Unmark,
+    /// Stop the running job between chunks and quit (`q` or Ctrl-C while
+    /// one runs, asked first): its report is printed once the terminal is
+    /// restored.
+    Quit,
 }
 
 impl Job {
@@ -326,7 +334,7 @@ impl Job {
             Job::Dispatch { receiver, .. } => vec![receiver.as_str()],
             Job::Observe { receivers, .. } => receivers.iter().map(String::as_str).collect(),
             Job::Resolve { list, .. } => list.iter().map(|op| op.receiver.as_str()).collect(),
-            Job::Approve { .. } | Job::Unmark => Vec::new(),
+            Job::Approve { .. } | Job::Unmark | Job::Quit => Vec::new(),
         };
         names.retain(|name| *name != crate::receiver::BUILTIN_NAME);
         names.sort_unstable();
@@ -357,28 +365,19 @@ impl Job {
             Job::Observe { op_ids, .. } => op_ids.clone(),
             Job::Resolve { list, .. } => list.iter().map(|op| op.op_id.clone()).collect(),
             Job::Approve { original_op_id, .. } => vec![original_op_id.clone()],
-            Job::Unmark => Vec::new(),
+            Job::Unmark | Job::Quit => Vec::new(),
         }
     }
 
-    /// The operations the dialog was written for, at the versions it
-    /// names: if another process changes one, the dialog no longer says
-    /// what `y` would do. A re-read names no version (it changes none).
-    pub fn seen_versions(&self) -> Vec<(&str, i64)> {
+    /// The operations the dialog is bound to: anything that happens to one
+    /// of them after it opened (a new version, a note, a marker, an
+    /// observation, a close) means it no longer says what `y` would do. A
+    /// re-read records observations only, and dropping marks writes
+    /// nothing: they are bound to nothing.
+    pub fn bound_ops(&self) -> Vec<String> {
         match self {
-            Job::Close { targets } | Job::Decide { targets, .. } => targets
-                .iter()
-                .map(|t| (t.op_id.as_str(), t.version))
-                .collect(),
-            Job::Approve {
-                original_op_id,
-                expected_version,
-                ..
-            } => vec![(original_op_id.as_str(), *expected_version)],
-            Job::Dispatch { op_id, version, .. } => vec![(op_id.as_str(), *version)],
-            // A resolve checks each listed version itself when it runs
-            // (a moved one is skipped, version_changed).
-            Job::Observe { .. } | Job::Resolve { .. } | Job::Unmark => Vec::new(),
+            Job::Observe { .. } | Job::Unmark | Job::Quit => Vec::new(),
+            _ => self.op_ids(),
         }
     }
 
@@ -428,6 +427,17 @@ impl Progress {
         } else {
             0.0
         }
+    }
+
+    /// About how long the rest will take at the rate so far: `None` until
+    /// an operation is done (there is no rate yet) and once none is left.
+    pub fn left(&self) -> Option<std::time::Duration> {
+        let (done, total) = self.counts();
+        let rate = self.rate();
+        if done == 0 || done >= total || rate <= 0.0 {
+            return None;
+        }
+        std::time::Duration::try_from_secs_f64((total - done) as f64 / rate).ok()
     }
 
     /// `by` more operations taken in hand.
@@ -481,12 +491,43 @@ pub(crate) struct Done {
     /// The operations not attempted because the reviewer cancelled the job
     /// before their turn: nothing was written for them.
     pub(crate) skipped: Vec<String>,
+    /// The operations skipped because they changed after the dialog that
+    /// named them opened: nothing was written for them either.
+    pub(crate) changed: Vec<Changed>,
     /// The report's first sentence, when the job says it its own way (a
     /// re-read); otherwise the decisions' count.
     pub(crate) summary: Option<String>,
     /// Whether another process had changed the outbox when it ran: a job
     /// off the key loop counts as one (its handle is another connection).
     pub(crate) outside: bool,
+}
+
+/// An operation a dialog named that changed after the dialog opened: the
+/// newest journal entry naming it says what changed and who changed it.
+#[derive(Debug, Clone)]
+pub(crate) struct Changed {
+    pub(crate) op_id: String,
+    pub(crate) entry: crate::domain::LatestEntry,
+    /// Its state and version now, read with it.
+    pub(crate) now: (OpState, i64),
+}
+
+impl Changed {
+    /// `op-1 escalated by bob`, for the status line.
+    pub(crate) fn short(&self) -> String {
+        format!("{} {}", self.op_id, self.entry.describe())
+    }
+
+    /// `op-1: escalated by bob, journal entry 57`, for a report.
+    pub(crate) fn describe(&self) -> String {
+        let (state, version) = self.now;
+        format!(
+            "{}: {}, journal entry {}; now {state} at version {version}",
+            self.op_id,
+            self.entry.describe(),
+            self.entry.seq
+        )
+    }
 }
 
 /// What a job did to one operation.
@@ -593,6 +634,16 @@ pub enum Mode {
     Report(Report),
 }
 
+/// What the reviewer could not see happen while the terminal was below
+/// the console's minimum size: the keys and pastes ignored, and the
+/// dialog closed when it no longer fitted.
+#[derive(Debug, Clone, Default)]
+pub struct Unseen {
+    pub ignored: usize,
+    /// The title of the dialog closed, with nothing written.
+    pub closed: Option<String>,
+}
+
 /// The status line.
 #[derive(Debug, Clone)]
 pub struct Status {
@@ -661,7 +712,20 @@ pub struct App {
     pub(super) held_report: Option<Report>,
     /// The change marker an open dialog was last checked at.
     pub(super) dialog_seen: Option<crate::workspace::ChangeMarker>,
+    /// The journal position an open dialog is bound to: an entry naming
+    /// one of its operations after it closes the dialog, and a job that
+    /// finds one skips that operation (`Job::bound_ops`).
+    pub(super) dialog_since: i64,
+    /// What happened while the terminal was too small to show the console:
+    /// said once it fits again.
+    pub(super) unseen: Unseen,
     pub should_quit: bool,
+    /// The reviewer asked to quit while a job ran (or a signal did): the
+    /// job stops between chunks, and the console quits when it lands.
+    pub(super) quitting: bool,
+    /// What the console says on the normal screen once it has quit: the
+    /// report of the job a quit stopped.
+    pub exit_report: Option<Report>,
     /// The workspace clock's time when the last action was applied: what
     /// the ages on screen are measured against (so a fixed clock renders
     /// fixed ages).
@@ -991,6 +1055,9 @@ pub(crate) struct DetailRead {
     pub closure: Option<Closure>,
     pub dispatches: i64,
     pub approved_at: BTreeMap<String, crate::domain::Timestamp>,
+    /// The seq of the newest entry naming the operation, read before the
+    /// rest (`Detail::latest_seq`).
+    pub latest_seq: i64,
 }
 
 /// A whole screen as a refresh reads it: the marker first (a change that

@@ -15,14 +15,18 @@
 //! This file routes each action by the console's mode, and the work has
 //! modules of its own, layered so that each uses only those before it and
 //! one can be read without the ones after: `status` (the status line, and
-//! a failure becoming a report), `queue` (what is on screen, how it is
+//! a failure becoming a report), `guard` (nothing acted on that the
+//! reviewer cannot see: keys below the minimum size, a dialog that no
+//! longer fits, pasted text), `queue` (what is on screen, how it is
 //! reloaded, and the start of each read), `live` (other hosts' changes:
 //! the poll, which runs no query, the screen read off the key loop and
 //! applied where it still belongs, the marks and an open dialog checked
 //! against what moved), `jobs` (a confirmed mutation
 //! carried out, on one operation or on every mark, and its report),
 //! `background` (the reads and jobs that asked an adapter off the key
-//! loop, applied when they land, on the next poll), `confirm` (a request
+//! loop, applied when they land, on the next poll), `quit` (`q` or Ctrl-C
+//! while a job runs asks first, stops it between chunks and keeps its
+//! report to print), `confirm` (a request
 //! becoming a confirmation with exact values), `triage` (the reviewer's
 //! own reads, notes and the escalation marker, which record who did them
 //! but change no state), then `forms` (typed input: the search, the
@@ -33,14 +37,17 @@
 mod background;
 mod confirm;
 mod forms;
+mod guard;
 mod jobs;
 mod live;
 mod normal;
 mod queue;
+mod quit;
 mod status;
 mod triage;
 
 pub use forms::check_reviewer;
+pub use guard::MAX_PASTE_CHARS;
 
 use super::action::Action;
 use super::app::{App, Background, Filter, Mode};
@@ -52,19 +59,75 @@ use status::fail;
 pub fn update(app: &mut App, action: Action) {
     app.now = app.ws.now();
     status::expire(app);
+    if guard::ignored(app, action) {
+        return;
+    }
     if let Err(error) = apply(app, action) {
         fail(app, &error);
     }
     background::open_held_report(app);
 }
 
+/// Applies a key press: the action the key table gives it in the current
+/// mode, if any. Below the minimum size a key press counts as ignored
+/// whether or not it means anything here, since the reviewer cannot see
+/// which it would have been.
+pub fn key(app: &mut App, event: ratatui::crossterm::event::KeyEvent) {
+    match super::keys::map_key(event, app) {
+        Some(action) => update(app, action),
+        None if event.kind == ratatui::crossterm::event::KeyEventKind::Press
+            && guard::too_small(app) =>
+        {
+            app.unseen.ignored += 1;
+        }
+        None => {}
+    }
+}
+
+/// Applies a paste: never keys. In a text field it is typed there (on one
+/// line, at most [`MAX_PASTE_CHARS`] characters); anywhere else it is
+/// dropped and the status line says so.
+pub fn paste(app: &mut App, text: &str) {
+    app.now = app.ws.now();
+    status::expire(app);
+    if !guard::pastes_into_field(app) {
+        guard::drop_paste(app, text);
+        return;
+    }
+    let (chars, cut) = guard::pasted(text);
+    for c in chars {
+        // Typing never leaves the field; should it ever, the rest is not
+        // read as keys either.
+        if !guard::pastes_into_field(app) {
+            break;
+        }
+        update(app, Action::Input(c));
+    }
+    if cut {
+        status::set_status(
+            app,
+            super::app::Tone::Warn,
+            format!("the paste was cut at {MAX_PASTE_CHARS} characters"),
+        );
+    }
+}
+
 fn apply(app: &mut App, action: Action) -> Result<()> {
     match action {
         Action::Quit => {
-            app.should_quit = true;
+            quit::quit(app);
             Ok(())
         }
-        Action::Resize(width, height) => queue::resize(app, width, height),
+        Action::Stop => {
+            quit::stop(app);
+            Ok(())
+        }
+        Action::Resize(width, height) => {
+            let before = (app.width, app.height);
+            let loaded = queue::resize(app, width, height);
+            guard::resized(app, before);
+            loaded
+        }
         Action::Poll => {
             let landed = background::land(app);
             live::poll(app)?;
@@ -106,6 +169,8 @@ impl App {
             seen: ws.change_marker()?,
             held_report: None,
             dialog_seen: None,
+            dialog_since: 0,
+            unseen: Default::default(),
             counts: ws.counts()?,
             background: Background::new(&ws),
             working: None,
@@ -134,6 +199,8 @@ impl App {
             mode: Mode::Normal,
             status: None,
             should_quit: false,
+            quitting: false,
+            exit_report: None,
             _demo_dir: None,
         };
         queue::load_queue(&mut app, super::app::Anchor::Start)?;

@@ -27,6 +27,7 @@ mod title;
 mod verdict;
 
 pub use operation::operation_text;
+pub use overlay::{confirm_fits, overlay_scroll, Scroll};
 pub use queue::filter_words;
 
 use super::app::App;

@@ -80,6 +80,38 @@ pub struct Moved {
     pub version: i64,
 }
 
+/// The newest journal entry that names an operation: its seq is how far
+/// the operation's history goes (any act on it, a note or a marker as much
+/// as a new version, appends one), and its kind and person say what the
+/// latest change was and who made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestEntry {
+    pub seq: i64,
+    /// The entry's kind, as the journal names it (`noted`, `escalated`…).
+    pub kind: String,
+    /// The person the entry names (who noted, decided, authorized,
+    /// observed or approved), if it names one.
+    pub by: Option<String>,
+    /// The authenticated role that wrote it (team mode).
+    pub role: Option<String>,
+}
+
+impl LatestEntry {
+    /// What the change was and who made it, in words: `escalated by bob
+    /// (role bob)`.
+    pub fn describe(&self) -> String {
+        let by = self
+            .by
+            .as_deref()
+            .map(|b| format!(" by {b}"))
+            .unwrap_or_default();
+        let role = (self.role.as_deref())
+            .map(|r| format!(" (role {r})"))
+            .unwrap_or_default();
+        format!("{}{by}{role}", self.kind)
+    }
+}
+
 /// Which operations the queue shows.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueueFilter<'a> {

@@ -134,6 +134,29 @@ pub(crate) fn origin_of(
     }))
 }
 
+/// The newest entry that names `op_id`: its seq, its kind, the person
+/// and the role it records (one step down the `(op_id, seq)` index).
+pub(crate) fn latest_of(
+    db: &mut dyn Db,
+    op_id: &str,
+) -> Result<Option<crate::domain::LatestEntry>, StoreError> {
+    let newest = db.query_opt(
+        "SELECT seq, kind, entry FROM journal WHERE op_id = ?1 ORDER BY seq DESC LIMIT 1",
+        &[&op_id],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<String>(2)?)),
+    )?;
+    Ok(newest.map(|(seq, kind, entry)| {
+        let fields: Map<String, Value> = serde_json::from_str(&entry).unwrap_or_default();
+        let text = |v: Option<&str>| v.map(str::to_string);
+        crate::domain::LatestEntry {
+            seq,
+            kind,
+            by: text(crate::audit::person_of(&fields)),
+            role: text(fields.get(ROLE).and_then(Value::as_str)),
+        }
+    }))
+}
+
 /// Appends one entry after the current head, naming the role that writes
 /// it when the store knows one; returns it as written.
 pub(crate) fn append(

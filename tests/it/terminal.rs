@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod lost;
+
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The tmux channel the pane's shell signals when recon has exited.
@@ -40,10 +42,18 @@ impl Tmux {
     }
 
     /// [`Tmux::start`] with extra environment variables for recon.
-    pub(crate) fn start_with_env(
+    pub(crate) fn start_with_env(env: &[&str], args: &[&str], size: (u16, u16)) -> Option<Tmux> {
+        Tmux::launch(env, args, size, true)
+    }
+
+    /// Starts recon under a shell that reports its exit (`under_shell`),
+    /// or as the pane's own process, the leader of the pane's session
+    /// (which the kernel sends SIGHUP when the pane's terminal hangs up).
+    fn launch(
         env: &[&str],
         args: &[&str],
         (width, height): (u16, u16),
+        under_shell: bool,
     ) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
@@ -70,12 +80,11 @@ impl Tmux {
         let script = format!(
             r#""$0" "$@"; echo "recon exited with $?"; tmux wait-for -S {EXITED}; exec tmux wait-for {EXITED}-never"#
         );
-        let mut command = vec![
-            "sh".to_string(),
-            "-c".to_string(),
-            script,
-            "env".to_string(),
-        ];
+        let mut command = match under_shell {
+            true => vec!["sh".to_string(), "-c".to_string(), script],
+            false => Vec::new(),
+        };
+        command.push("env".to_string());
         command.extend(env.iter().map(|e| e.to_string()));
         command.push(recon_bin().display().to_string());
         command.extend(args.iter().map(|a| a.to_string()));
@@ -371,7 +380,13 @@ fn the_real_terminal_keeps_taking_keys_while_an_adapter_read_waits() {
 #[test]
 fn the_console_without_a_terminal_says_so_and_draws_nothing() {
     let (_dir, ws) = demo_workspace();
-    for args in [vec!["--workspace", ws.to_str().unwrap()], vec![]] {
+    let ws_arg = ws.to_str().unwrap();
+    for args in [
+        vec!["--workspace", ws_arg],
+        vec![],
+        vec!["console", "--workspace", ws_arg, "--reviewer", "ada"],
+        vec!["console"],
+    ] {
         let out = run(&args, None);
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
         assert_eq!(out.stdout, "", "{args:?}");
@@ -631,6 +646,9 @@ fn the_real_terminal_moves_and_cancels_while_a_bulk_of_twenty_thousand_runs() {
         number_before(screen, &progress).is_some_and(|now| now > done)
     });
     assert!(moved.contains("Esc cancels"), "{moved}");
+    // Some operations are done and most are not: it says about how long
+    // the rest will take.
+    assert!(moved.contains(" left) · Esc cancels"), "{moved}");
     tmux.keys(&["Escape"]);
     let title = "bulk record confirmed: ";
     let report = tmux.shows("not attempted (cancelled)");
@@ -674,7 +692,9 @@ fn the_real_terminal_dialog_says_so_when_the_command_line_decides_its_operation(
     bob_confirms_the_invoice_email(ws_arg);
     let said = [
         "record confirmed: closed, its operation changed",
-        "op-1002-invoice-email: you saw version 2; it is now confirmed at version 3",
+        "record confirmed closed, nothing written: op-1002-invoice-email decided by bob",
+        "op-1002-invoice-email: decided by bob, journal entry",
+        "now confirmed at version 3",
         "[1 unknown 7]",
     ];
     tmux.wait_until("the dialog closed with its reason", |screen| {
@@ -785,4 +805,357 @@ fn the_console_in_team_mode_does_not_ask_the_name_it_knows() {
     let show = run(&["show", "--database", &rita, "op-db-1", "--json"], None).json();
     assert_eq!(show["notes"][0]["by"], "console_rita", "{show}");
     assert_eq!(show["notes"][0]["role"], "console_rita", "{show}");
+}
+
+// ---- what the reviewer saw (issue 30) -----------------------------------------------
+
+/// An operation's state and version, and how many evidence rows it has,
+/// as `recon show --json` gives them.
+fn op_record(ws: &str, op_id: &str) -> (String, i64, usize) {
+    let show = run(&["show", "--workspace", ws, op_id, "--json"], None).json();
+    let state = show["operation"]["state"].as_str().unwrap_or_default();
+    let version = show["operation"]["version"].as_i64().unwrap_or_default();
+    let evidence = show["evidence"].as_array().map_or(0, Vec::len);
+    (state.to_string(), version, evidence)
+}
+
+/// Below 80x24 the screen only asks for room, so keys that would decide
+/// are ignored: `j c y` and `j n y` at 60x20 record nothing, and once the
+/// terminal fits again the status line says how many keys were ignored.
+#[test]
+fn keys_at_60x20_change_nothing_and_are_counted_when_the_screen_fits_again() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let watched = ["op-1003-charge-order", "op-1004-support-ticket"];
+    let records: Vec<_> = watched.iter().map(|id| op_record(ws_arg, id)).collect();
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "60", "-y", "20"]);
+    tmux.shows("needs a terminal of at least 80x24");
+    tmux.keys(&["j", "c", "y", "j", "n", "y"]);
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
+    tmux.shows("6 keys ignored below 80x24");
+    assert_eq!(states_by_cli(ws_arg), before);
+    for (id, record) in watched.iter().zip(&records) {
+        assert_eq!(&op_record(ws_arg, id), record, "{id}");
+    }
+    // Nothing else was waiting to act: the cursor never moved either.
+    assert_eq!(
+        cursor_row(&tmux.screen()).as_deref(),
+        Some("op-1002-invoice-email")
+    );
+}
+
+/// A confirmation opened at 100x32 closes, with nothing written, when the
+/// window shrinks below what it needs: `y` pressed while it is small, and
+/// again once it fits, records nothing.
+#[test]
+fn a_dialog_then_a_shrink_then_y_changes_nothing() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let record = op_record(ws_arg, "op-1003-charge-order");
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (100, 32)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["j", "c"], "Record confirmed for op-1003-charge-order");
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "60", "-y", "20"]);
+    tmux.shows("needs a terminal of at least 80x24");
+    tmux.keys(&["y"]);
+    tmux.ok(&["resize-window", "-t", "recon", "-x", "120", "-y", "40"]);
+    let screen = tmux.shows("the record confirmed dialog closed, too small to show");
+    assert!(screen.contains("1 key ignored below 80x24"), "{screen}");
+    assert!(!screen.contains("Record confirmed for"), "{screen}");
+    tmux.keys(&["y"]);
+    tmux.press_until_shown(&["?"], "Help: every key");
+    assert_eq!(op_record(ws_arg, "op-1003-charge-order"), record);
+}
+
+/// Pasted text is text, never keys: a bracketed paste of `copy yes` in the
+/// queue (whose `c` would open the confirmation and `y` carry it out) is
+/// dropped with a word, and in the search field it is typed.
+#[test]
+fn a_bracketed_paste_of_copy_yes_changes_nothing() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let record = op_record(ws_arg, "op-1002-invoice-email");
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.ok(&["set-buffer", "-b", "pasted", "copy yes"]);
+    tmux.ok(&["paste-buffer", "-p", "-b", "pasted", "-t", "recon"]);
+    let screen = tmux.shows("a paste of 8 characters was dropped");
+    assert!(!screen.contains("Confirm:"), "{screen}");
+    assert_eq!(states_by_cli(ws_arg), before);
+    assert_eq!(op_record(ws_arg, "op-1002-invoice-email"), record);
+    // In a text field the same paste is what the reviewer typed.
+    tmux.ok(&["set-buffer", "-b", "pasted", "charge"]);
+    tmux.press_until_shown(&["/"], "search: /");
+    tmux.ok(&["paste-buffer", "-p", "-b", "pasted", "-t", "recon"]);
+    tmux.shows("search: /charge");
+}
+
+/// A confirmation is bound to everything about its operation, not only its
+/// version: another reviewer's note and escalation from the command line
+/// close it, `y` then records nothing, and the screen says what changed
+/// and who changed it.
+#[test]
+fn a_note_or_an_escalation_by_the_command_line_closes_an_open_confirm_dialog() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let id = "op-1002-invoice-email";
+    let record = op_record(ws_arg, id);
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "ada"], (120, 40)) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(&["c"], "Record confirmed for op-1002-invoice-email");
+    for args in [
+        &[
+            "note",
+            "--workspace",
+            ws_arg,
+            id,
+            "--by",
+            "bob",
+            "--text",
+            "looks odd",
+        ][..],
+        &[
+            "escalate",
+            "--workspace",
+            ws_arg,
+            id,
+            "--by",
+            "bob",
+            "--reason",
+            "looks odd",
+        ],
+    ] {
+        let out = run(args, None);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+    }
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_until("the dialog closed with what changed", |screen| {
+        screen.contains("record confirmed closed, nothing written: op-1002-invoice-email")
+            && screen.contains(" by bob")
+    });
+    assert!(
+        screen.contains("noted by bob") || screen.contains("escalated by bob"),
+        "{screen}"
+    );
+    assert_eq!(op_record(ws_arg, id), record);
+    let show = run(&["show", "--workspace", ws_arg, id, "--json"], None).json();
+    assert_eq!(
+        show["escalations"].as_array().map(Vec::len),
+        Some(1),
+        "{show}"
+    );
+    assert_eq!(show["operation"]["escalated"]["by"], "bob", "{show}");
+}
+
+/// `recon console` is the bare `recon` under the name users type first,
+/// with the same flags, and says so in its help.
+#[test]
+fn recon_console_is_the_bare_recon_with_the_same_flags() {
+    let help = run(&["console", "--help"], None);
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    assert!(
+        help.stdout.contains("the same as `recon` with no command"),
+        "{}",
+        help.stdout
+    );
+    for flag in ["--workspace", "--database", "--reviewer"] {
+        assert!(help.stdout.contains(flag), "{flag}: {}", help.stdout);
+    }
+    let top = run(&["--help"], None);
+    assert!(top.stdout.contains("console"), "{}", top.stdout);
+    let misplaced = run(&["--reviewer", "ada", "console"], None);
+    assert_eq!(misplaced.code, Some(2), "{}", misplaced.stderr);
+    assert!(
+        misplaced.stderr.contains("recon console --reviewer NAME"),
+        "{}",
+        misplaced.stderr
+    );
+}
+
+/// Makes a fifo and returns a writer on it once `recon` holds there
+/// (opening for writing without blocking succeeds only once a reader has
+/// it open), polling within the deadline.
+fn held_at(fifo: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let start = Instant::now();
+    loop {
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
+            return file;
+        }
+        assert!(start.elapsed() < DEADLINE, "recon never held at the fifo");
+    }
+}
+
+/// The pid of the `recon` the pane's shell runs (its one child).
+fn recon_pid(tmux: &Tmux) -> String {
+    let shell = tmux.ok(&["display-message", "-p", "-t", "recon", "#{pane_pid}"]);
+    let shell = shell.trim();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .expect("the pane shell's children");
+    children
+        .split_whitespace()
+        .next()
+        .expect("recon")
+        .to_string()
+}
+
+/// A SIGTERM while a bulk decision runs does what a confirmed quit does,
+/// without asking: the job stops after the decision in hand, and the
+/// report printed after the console has left the terminal agrees with
+/// `recon ops --json`.
+#[test]
+fn sigterm_during_a_bulk_stops_it_and_prints_the_report_after_exit() {
+    let (dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let fifo = dir.path().join("hold");
+    crate::support::mkfifo(&fifo);
+    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
+    let Some(tmux) = Tmux::start_with_env(
+        &["RECON_HOLD_POINT=store.after_check", &hold],
+        &["--workspace", ws_arg, "--reviewer", "ada"],
+        (120, 40),
+    ) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["Space", "Space", "Space", "c"],
+        "Record confirmed for each of these 3 marked operations",
+    );
+    tmux.keys(&["y"]);
+    let mut release = held_at(&fifo);
+    let killed = Command::new("kill")
+        .args(["-TERM", &recon_pid(&tmux)])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    tmux.shows("cancelling after the operation in hand");
+    std::io::Write::write_all(&mut release, b"go\n").expect("release the hold");
+    drop(release);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
+    let line = after
+        .lines()
+        .find(|l| l.contains("recon console: bulk record confirmed: "))
+        .unwrap_or_else(|| panic!("no report was printed:\n{after}"));
+    let recorded = number_before(line, " recorded").expect("recorded");
+    let skipped = number_before(line, " not attempted").expect("not attempted");
+    assert!(recorded >= 1 && skipped >= 1, "{line}");
+    let now = states_by_cli(ws_arg);
+    assert_eq!(
+        now["confirmed"],
+        before["confirmed"] + recorded,
+        "{line}: {now:?}"
+    );
+}
+
+/// `q` while a bulk decision runs asks first; on yes the job stops after
+/// the decision in hand (held under the write lock by the documented hold
+/// drill), and the report printed after the console has left the terminal
+/// counts exactly what `recon ops --json` then shows.
+#[test]
+fn q_during_a_bulk_asks_and_the_report_printed_after_exit_agrees_with_ops() {
+    let (dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let fifo = dir.path().join("hold");
+    crate::support::mkfifo(&fifo);
+    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
+    let Some(tmux) = Tmux::start_with_env(
+        &["RECON_HOLD_POINT=store.after_check", &hold],
+        &["console", "--workspace", ws_arg, "--reviewer", "ada"],
+        (120, 40),
+    ) else {
+        return;
+    };
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["Space", "Space", "Space", "c"],
+        "Record confirmed for each of these 3 marked operations",
+    );
+    tmux.keys(&["y"]);
+    // The first decision that passes its checks holds under the write lock.
+    let mut release = held_at(&fifo);
+    tmux.press_until_shown(&["q"], "Quit now?");
+    tmux.press_until_shown(&["y"], "cancelling after the operation in hand");
+    std::io::Write::write_all(&mut release, b"go\n").expect("release the hold");
+    drop(release);
+    let after = tmux.wait_for_exit();
+    assert!(after.contains("recon exited with 0"), "{after}");
+    let title = "recon console: bulk record confirmed: ";
+    let line = after
+        .lines()
+        .find(|l| l.contains(title))
+        .unwrap_or_else(|| panic!("no report was printed:\n{after}"));
+    let counts = &line[line.find(title).unwrap_or(0) + title.len()..];
+    let recorded = number_before(counts, " recorded").expect("recorded");
+    let refused = number_before(counts, " refused").expect("refused");
+    let skipped = number_before(counts, " not attempted").expect("not attempted");
+    assert!(recorded >= 1 && skipped >= 1, "{line}");
+    assert_eq!(recorded + refused + skipped, 3, "{line}");
+    let now = states_by_cli(ws_arg);
+    assert_eq!(
+        now["unknown"],
+        before["unknown"] - recorded,
+        "{line}: {now:?}"
+    );
+    assert_eq!(
+        now["confirmed"],
+        before["confirmed"] + recorded,
+        "{line}: {now:?}"
+    );
+    assert!(
+        !after.contains("Queue"),
+        "the alternate screen was left:\n{after}"
+    );
+}
+
+/// A terminal without colours is honoured as `NO_COLOR` is: under
+/// `TERM=vt100` or `xterm-mono` the console sends no colour at all, where
+/// the same console under a colour TERM does.
+#[test]
+fn a_term_without_colours_is_honoured_like_no_color() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    // Whether any SGR sequence sets a colour (39 and 49 reset to the
+    // terminal's own).
+    let coloured = |screen: &str| {
+        screen.split("\x1b[").skip(1).any(|seq| {
+            let params = seq.split('m').next().unwrap_or_default();
+            params.split(';').any(|p| {
+                p.parse::<u16>()
+                    .is_ok_and(|n| matches!(n, 30..=38 | 40..=48 | 90..=97 | 100..=107))
+            })
+        })
+    };
+    for (term, colours) in [
+        ("xterm-256color", true),
+        ("vt100", false),
+        ("xterm-mono", false),
+    ] {
+        let env = format!("TERM={term}");
+        let Some(tmux) = Tmux::start_with_env(&[&env], &["--workspace", ws_arg], (120, 40)) else {
+            return;
+        };
+        tmux.shows("op-1002-invoice-email");
+        let screen = tmux.ok(&["capture-pane", "-e", "-p", "-t", "recon"]);
+        assert_eq!(coloured(&screen), colours, "TERM={term}:\n{screen:?}");
+    }
 }

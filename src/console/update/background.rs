@@ -22,7 +22,8 @@ use super::super::app::{
 use super::jobs;
 use super::live::{drop_stale_marks, land_head, land_screen};
 use super::queue::{land_search, reload_row, shown, start_read};
-use super::status::set_status;
+use super::quit;
+use super::status::{fail, set_status};
 use crate::domain::Operation;
 use crate::error::Result;
 use crate::workspace::Classified;
@@ -44,11 +45,17 @@ pub(super) fn land(app: &mut App) -> Result<()> {
                 let mode = std::mem::replace(&mut app.mode, Mode::Normal);
                 let applied = done.and_then(|done| jobs::finish(app, done));
                 hold_report(app, mode);
+                if let (true, Err(error)) = (app.quitting, &applied) {
+                    fail(app, error);
+                }
+                quit::landed(app);
                 applied
             }
             Landed::Marks { errand, result } => {
                 let cancelled = app.working.take().is_some_and(|w| w.progress.cancelled());
-                result.and_then(|found| land_marks(app, &errand, found, cancelled))
+                let applied = result.and_then(|found| land_marks(app, &errand, found, cancelled));
+                quit::landed(app);
+                applied
             }
             Landed::Search { errand, result } => land_search(app, errand, result),
             Landed::Head(marker) => {

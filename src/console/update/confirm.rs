@@ -13,9 +13,11 @@
 //! the job do another.
 
 use super::super::action::{Action, Request, Resume};
-use super::super::app::{App, CompensationForm, Job, Mode, Pending, Target, Tone};
+use super::super::app::{App, CompensationForm, Job, Mode, Origin, Pending, Target, Tone};
 use super::super::field::TextField;
 use super::jobs;
+use super::live::{changed_after, overtaken, refresh};
+use super::quit;
 use super::status::set_status;
 use crate::domain::resolve::Planned;
 use crate::domain::{names, Decision, Operation, Verdict};
@@ -32,18 +34,32 @@ pub(super) fn confirm_input(app: &mut App, pending: Pending, action: Action) -> 
     match action {
         Action::Confirm => {
             app.mode = Mode::Normal;
+            if let Job::Quit = pending.job {
+                quit::stop(app);
+                return Ok(());
+            }
             if let Job::Unmark = pending.job {
                 let n = app.marks.len();
                 app.marks.clear();
                 set_status(app, Tone::Plain, format!("{n} mark{} dropped", plural(n)));
                 return Ok(());
             }
-            jobs::run_job(app, pending.job)
+            // One operation is checked here, just before anything is
+            // written; a job over many checks each before its turn.
+            if let [one] = pending.job.bound_ops().as_slice() {
+                if let Some(changed) = changed_after(&app.ws, one, app.dialog_since)? {
+                    refresh(app, Origin::Refreshed, None)?;
+                    overtaken(app, &pending, &[changed], 0);
+                    return Ok(());
+                }
+            }
+            jobs::run_job(app, pending.job, app.dialog_since)
         }
         Action::Cancel => {
             app.mode = Mode::Normal;
             let text = match pending.job {
                 Job::Unmark => format!("the {} marks stay", app.marks.len()),
+                Job::Quit => "not quitting: the job goes on".to_string(),
                 _ => "cancelled; nothing was written".to_string(),
             };
             set_status(app, Tone::Plain, text);
@@ -109,8 +125,27 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
             dispatch_pending(&d.operation)
         }
     };
-    app.mode = Mode::Confirm(pending);
+    open_dialog(app, pending);
     Ok(())
+}
+
+/// Opens a confirmation, bound to what the reviewer saw of its
+/// operations: one operation's history as far as its detail on screen
+/// goes, several as far as the screen was read. An entry naming one of them
+/// after that closes the dialog (`live`), and is checked again just before
+/// anything is written (here for one operation, per operation in a job).
+pub(super) fn open_dialog(app: &mut App, pending: Pending) {
+    let bound = pending.job.bound_ops();
+    let detail = match bound.as_slice() {
+        [one] => app
+            .selected_detail()
+            .filter(|d| d.operation.op_id == *one)
+            .map(|d| d.latest_seq),
+        _ => None,
+    };
+    app.dialog_since = detail.unwrap_or(app.seen.journal.length);
+    app.dialog_seen = None;
+    app.mode = Mode::Confirm(pending);
 }
 
 /// The operations a request acts on, as the reviewer saw them: every mark

@@ -174,7 +174,7 @@ pub(super) fn form_input(app: &mut App, mut form: CompensationForm, action: Acti
         }
         Action::Submit => {
             match confirm::approval_pending(app, &form) {
-                Ok(pending) => app.mode = Mode::Confirm(pending),
+                Ok(pending) => confirm::open_dialog(app, pending),
                 Err(reason) => {
                     form.error = Some(reason);
                     app.mode = Mode::Compensate(form);

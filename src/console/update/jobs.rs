@@ -20,9 +20,10 @@
 //! only the built-in ledger runs in process.
 
 use super::super::app::{
-    App, Done, Job, Mode, Origin, Outcome, Progress, ReadState, Report, Target, Tone, Working,
+    App, Changed, Done, Job, Mode, Origin, Outcome, Progress, ReadState, Report, Target, Tone,
+    Working,
 };
-use super::live::{changed_since_refresh, refresh, Own};
+use super::live::{changed_after, changed_since_refresh, refresh, Own};
 use super::queue::shown;
 use super::status::set_status;
 use crate::dispatch::DispatchReport;
@@ -75,6 +76,7 @@ impl Done {
             touched: Vec::new(),
             unmark: true,
             skipped: Vec::new(),
+            changed: Vec::new(),
             summary: None,
             // Another handle's commits (a thread's) are outside ones.
             outside: true,
@@ -90,12 +92,16 @@ const REREAD_CHUNK: usize = 16;
 /// it is one operation at the built-in ledger; off the key loop, with its
 /// progress on screen and the queue's Esc to cancel it, when it acts on
 /// many or asks an adapter (its report comes when it lands).
-pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
+pub(super) fn run_job(app: &mut App, job: Job, since: i64) -> Result<()> {
     let reviewer = app.reviewer.clone().unwrap_or_default();
     let adapters = job.adapters();
+    let signed = Signed {
+        reviewer: reviewer.clone(),
+        since,
+    };
     if adapters.is_empty() && !job.is_bulk() {
         let outside = changed_since_refresh(app)?;
-        let mut done = carry_out(&mut app.ws, job, &reviewer, &Progress::new(1))?;
+        let mut done = carry_out(&mut app.ws, job, &signed, &Progress::new(1))?;
         done.outside = outside;
         return finish(app, done);
     }
@@ -106,7 +112,7 @@ pub(super) fn run_job(app: &mut App, job: Job) -> Result<()> {
         progress: Arc::clone(&progress),
     };
     app.background.job(progress, move |ws, progress| {
-        carry_out(ws, job, &reviewer, progress)
+        carry_out(ws, job, &signed, progress)
     })?;
     set_status(
         app,
@@ -145,14 +151,23 @@ fn working_text(job: &Job, adapters: &[&str]) -> String {
         ),
         Job::Approve { .. } => "approving…".to_string(),
         Job::Unmark => "dropping the marks…".to_string(),
+        Job::Quit => "quitting…".to_string(),
     }
+}
+
+/// Who confirmed a job, and the journal position the dialog was bound to:
+/// an operation with a newer entry changed after the dialog opened, and is
+/// skipped, never acted on.
+struct Signed {
+    reviewer: String,
+    since: i64,
 }
 
 /// Carries out a job on a workspace handle: the console's own, or one of
 /// its own on a thread off the key loop.
-fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str, progress: &Progress) -> Result<Done> {
+fn carry_out(ws: &mut Workspace, job: Job, signed: &Signed, progress: &Progress) -> Result<Done> {
     let touched = job.touches();
-    let mut done = carry_out_job(ws, job, reviewer, progress)?;
+    let mut done = carry_out_job(ws, job, signed, progress)?;
     done.touched = touched;
     Ok(done)
 }
@@ -161,14 +176,15 @@ fn carry_out(ws: &mut Workspace, job: Job, reviewer: &str, progress: &Progress) 
 fn carry_out_job(
     ws: &mut Workspace,
     job: Job,
-    reviewer: &str,
+    signed: &Signed,
     progress: &Progress,
 ) -> Result<Done> {
+    let reviewer = signed.reviewer.as_str();
     match job {
-        Job::Close { targets } => close_all(ws, &targets, reviewer, progress),
+        Job::Close { targets } => close_all(ws, &targets, signed, progress),
         Job::Decide {
             decision, targets, ..
-        } => decide_all(ws, decision, &targets, reviewer, progress),
+        } => decide_all(ws, decision, &targets, signed, progress),
         Job::Approve {
             original_op_id,
             effect_id,
@@ -198,34 +214,72 @@ fn carry_out_job(
         Job::Observe { op_ids, scope, .. } => {
             observe_all(ws, (&op_ids, &scope), reviewer, progress)
         }
-        Job::Resolve { list, scope } => resolve_all(ws, (&list, &scope), reviewer, progress),
+        Job::Resolve { list, scope } => resolve_all(ws, (&list, &scope), signed, progress),
         // Dropping marks writes nothing; the dialog does it (`confirm`).
         Job::Unmark => Ok(Done::of("drop the marks", Vec::new())),
+        // Quitting writes nothing; the dialog asks the job to stop.
+        Job::Quit => Ok(Done::of("quit", Vec::new())),
+    }
+}
+
+/// What [`each`] did: an outcome per target acted on, the targets skipped
+/// because they changed after the dialog opened, and those a cancel left
+/// unattempted.
+struct Run {
+    outcomes: Vec<Outcome>,
+    changed: Vec<Changed>,
+    skipped: Vec<String>,
+}
+
+impl Run {
+    /// The job's `Done`, with what was skipped.
+    fn done(self, what: &str) -> Done {
+        let mut done = Done::of(what, self.outcomes);
+        done.changed = self.changed;
+        done.skipped = self.skipped;
+        done
     }
 }
 
 /// Runs `one` on each target in turn, counting on `progress`, until the
 /// reviewer cancels: the targets not reached are returned, unattempted.
-/// Storage trouble stops the job, and says what was recorded before it.
+/// Just before its turn each target is checked against the journal
+/// position the dialog was bound to: one that changed after it is skipped
+/// and reported, never acted on. Storage trouble stops the job, and says
+/// what was recorded before it.
 fn each(
-    targets: &[Target],
+    ws: &mut Workspace,
+    (targets, since): (&[Target], i64),
     progress: &Progress,
-    mut one: impl FnMut(&Target) -> Result<Outcome>,
-) -> Result<(Vec<Outcome>, Vec<String>)> {
-    let mut outcomes: Vec<Outcome> = Vec::with_capacity(targets.len());
+    mut one: impl FnMut(&mut Workspace, &Target) -> Result<Outcome>,
+) -> Result<Run> {
+    let mut run = Run {
+        outcomes: Vec::with_capacity(targets.len()),
+        changed: Vec::new(),
+        skipped: Vec::new(),
+    };
     for (i, t) in targets.iter().enumerate() {
         if progress.cancelled() {
-            let skipped = targets[i..].iter().map(|t| t.op_id.clone()).collect();
-            return Ok((outcomes, skipped));
+            run.skipped = targets[i..].iter().map(|t| t.op_id.clone()).collect();
+            return Ok(run);
         }
         progress.begin(1);
-        match one(t) {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(error) => return Err(error.after(committed_before(&outcomes, targets.len()))),
+        let outcome = match changed_after(ws, &t.op_id, since) {
+            Ok(Some(changed)) => {
+                run.changed.push(changed);
+                progress.step(1);
+                continue;
+            }
+            Ok(None) => one(ws, t),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(outcome) => run.outcomes.push(outcome),
+            Err(error) => return Err(error.after(committed_before(&run.outcomes, targets.len()))),
         }
         progress.step(1);
     }
-    Ok((outcomes, Vec::new()))
+    Ok(run)
 }
 
 /// What a job had committed when storage trouble stopped it.
@@ -300,9 +354,10 @@ const RESOLVE_CHUNK: usize = 64;
 fn resolve_all(
     ws: &mut Workspace,
     (list, scope): (&[Planned], &str),
-    reviewer: &str,
+    signed: &Signed,
     progress: &Progress,
 ) -> Result<Done> {
+    let reviewer = signed.reviewer.as_str();
     let request = ResolveRequest {
         policy: Policy::Provable,
         by: reviewer,
@@ -313,6 +368,7 @@ fn resolve_all(
     };
     let mut outcomes = Vec::new();
     let mut skipped = Vec::new();
+    let mut changed = Vec::new();
     let mut total = ResolveReport::default();
     for (i, chunk) in list.chunks(RESOLVE_CHUNK).enumerate() {
         if progress.cancelled() {
@@ -322,8 +378,18 @@ fn resolve_all(
             break;
         }
         progress.begin(chunk.len());
+        // Each chunk is checked against the dialog first: an operation
+        // changed since is skipped and reported, never resolved.
+        let mut unchanged = Vec::with_capacity(chunk.len());
+        for op in chunk {
+            match changed_after(ws, &op.op_id, signed.since) {
+                Ok(Some(c)) => changed.push(c),
+                Ok(None) => unchanged.push(op.clone()),
+                Err(e) => return Err(e.after(committed_before(&outcomes, list.len()))),
+            }
+        }
         let report = ws
-            .resolve(chunk, &request)
+            .resolve(&unchanged, &request)
             .map_err(|e| e.after(committed_before(&outcomes, list.len())))?;
         outcomes.extend(resolve_outcomes(&mut total, report));
         progress.step(chunk.len());
@@ -349,6 +415,7 @@ fn resolve_all(
     let mut done = Done::of("resolve by policy provable", outcomes);
     done.unmark = false;
     done.skipped = skipped;
+    done.changed = changed;
     done.summary = Some(summary);
     Ok(done)
 }
@@ -440,11 +507,12 @@ pub(super) fn finish(app: &mut App, done: Done) -> Result<()> {
 fn close_all(
     ws: &mut Workspace,
     targets: &[Target],
-    reviewer: &str,
+    signed: &Signed,
     progress: &Progress,
 ) -> Result<Done> {
+    let reviewer = signed.reviewer.as_str();
     let mut closing = None;
-    let (outcomes, skipped) = each(targets, progress, |t| {
+    let run = each(ws, (targets, signed.since), progress, |ws, t| {
         let result = close_one(ws, t, reviewer);
         Outcome::of(&t.op_id, result, |classified| {
             let n = classified.snapshot.matches.len();
@@ -458,8 +526,7 @@ fn close_all(
             text
         })
     })?;
-    let mut done = Done::of("closing snapshot", outcomes);
-    done.skipped = skipped;
+    let mut done = run.done("closing snapshot");
     if let (Some(classified), [_]) = (closing, targets) {
         done.closing = Some((classified, reviewer.to_string()));
     }
@@ -496,10 +563,11 @@ fn decide_all(
     ws: &mut Workspace,
     decision: Decision,
     targets: &[Target],
-    reviewer: &str,
+    signed: &Signed,
     progress: &Progress,
 ) -> Result<Done> {
-    let (outcomes, skipped) = each(targets, progress, |t| {
+    let reviewer = signed.reviewer.as_str();
+    let run = each(ws, (targets, signed.since), progress, |ws, t| {
         let result = ws.reconcile(&ReconcileRequest {
             op_id: &t.op_id,
             reviewer,
@@ -523,9 +591,7 @@ fn decide_all(
         }
         Ok(outcome)
     })?;
-    let mut done = Done::of(&format!("record {decision}"), outcomes);
-    done.skipped = skipped;
-    Ok(done)
+    Ok(run.done(&format!("record {decision}")))
 }
 
 /// What a verdict that refused a decision means for the operation, as the
@@ -636,7 +702,7 @@ fn refusal_lines(op_id: &str, refusal: &Refusal) -> Vec<(Tone, String)> {
 /// marked.
 fn finish_job(app: &mut App, done: &Done) -> Result<()> {
     let (outcomes, touched) = (&done.outcomes, &done.touched);
-    let bulk = outcomes.len() + done.skipped.len() > 1;
+    let bulk = outcomes.len() + done.skipped.len() + done.changed.len() > 1;
     if bulk && done.unmark {
         let recorded: std::collections::HashSet<&str> = outcomes
             .iter()
@@ -650,7 +716,12 @@ fn finish_job(app: &mut App, done: &Done) -> Result<()> {
         outside: done.outside,
     };
     refresh(app, Origin::Selected, Some(own))?;
-    if let ([only], false, []) = (outcomes.as_slice(), bulk, done.skipped.as_slice()) {
+    if let ([only], false, [], []) = (
+        outcomes.as_slice(),
+        bulk,
+        done.skipped.as_slice(),
+        done.changed.as_slice(),
+    ) {
         if only.refusal.is_none() {
             let text = only
                 .lines
@@ -681,6 +752,7 @@ fn job_report(done: &Done, bulk: bool) -> (Tone, Report) {
     if bulk {
         lines.extend(bulk_summary(done, refused.len()));
     }
+    lines.extend(changed_lines(&done.changed));
     for outcome in outcomes {
         lines.extend(outcome.lines.iter().cloned());
     }
@@ -708,11 +780,17 @@ fn job_report(done: &Done, bulk: bool) -> (Tone, Report) {
     } else {
         format!(", {} not attempted (cancelled)", skipped.len())
     };
+    let changed = match done.changed.len() {
+        0 => String::new(),
+        n => format!(", {n} skipped (changed since the dialog)"),
+    };
     let title = if bulk {
         format!(
-            "bulk {what}: {recorded} recorded, {} refused{cancelled}",
+            "bulk {what}: {recorded} recorded, {} refused{changed}{cancelled}",
             refused.len()
         )
+    } else if let Some(first) = done.changed.first() {
+        format!("{what} closed, nothing written: {}", first.short())
     } else if !skipped.is_empty() {
         format!("{what} cancelled: nothing was written")
     } else {
@@ -722,7 +800,10 @@ fn job_report(done: &Done, bulk: bool) -> (Tone, Report) {
             .map_or("", Refusal::code);
         format!("{what} refused: {code}")
     };
-    let tone = match (refused.is_empty(), skipped.is_empty()) {
+    let tone = match (
+        refused.is_empty(),
+        skipped.is_empty() && done.changed.is_empty(),
+    ) {
         (true, true) => Tone::Good,
         (true, false) => Tone::Warn,
         (false, _) => Tone::Bad,
@@ -735,12 +816,35 @@ fn job_report(done: &Done, bulk: bool) -> (Tone, Report) {
     (tone, report)
 }
 
+/// The operations a job skipped because they changed after its dialog
+/// opened: what changed and who changed it, the first few by name.
+fn changed_lines(changed: &[Changed]) -> Vec<(Tone, String)> {
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![(
+        Tone::Warn,
+        format!(
+            "Skipped {} operation{} that changed after the dialog opened: nothing was written \
+             for {}:",
+            changed.len(),
+            if changed.len() == 1 { "" } else { "s" },
+            if changed.len() == 1 { "it" } else { "them" }
+        ),
+    )];
+    lines.extend((changed.iter().take(12)).map(|c| (Tone::Plain, format!("  {}", c.describe()))));
+    if changed.len() > 12 {
+        lines.push((Tone::Plain, format!("  … and {} more", changed.len() - 12)));
+    }
+    lines
+}
+
 /// The first lines of a bulk report: what was written, what was refused
 /// (by code) and what a cancel left unattempted, in whole sentences.
 fn bulk_summary(done: &Done, refused: usize) -> Vec<(Tone, String)> {
     let (outcomes, skipped) = (&done.outcomes, &done.skipped);
     let recorded = outcomes.len() - refused;
-    let total = outcomes.len() + skipped.len();
+    let total = outcomes.len() + skipped.len() + done.changed.len();
     let mut lines = vec![(
         Tone::Plain,
         match &done.summary {
@@ -757,7 +861,7 @@ fn bulk_summary(done: &Done, refused: usize) -> Vec<(Tone, String)> {
             format!(
                 "Cancelled after {} of {total}: the {} not attempted were left unchanged, \
                  nothing was written for them; the {recorded} recorded stay recorded.",
-                outcomes.len(),
+                total - skipped.len(),
                 skipped.len()
             ),
         ));

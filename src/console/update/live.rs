@@ -18,9 +18,14 @@
 //! the console's own runs off the key loop, its commits move the marker all
 //! the time: the screen refreshes when it lands, not on each. While a
 //! dialog is open the screen behind it stays on its operation; the dialog
-//! is checked against what moved instead.
+//! is checked against what moved instead: anything about one of its
+//! operations (a new version, a note, a marker, an observation, a close)
+//! after what the dialog is bound to closes it, saying what changed and
+//! who changed it.
 
-use super::super::app::{App, Mode, Origin, Pending, Report, Rows, Screen, ScreenErrand, Tone};
+use super::super::app::{
+    App, Changed, Mode, Origin, Pending, Report, Rows, Screen, ScreenErrand, Tone,
+};
 use super::queue::{
     current_anchor, place_rows, read_detail, read_rows, screen_errand, show_detail,
 };
@@ -240,52 +245,88 @@ pub(super) fn land_screen(
     Ok(())
 }
 
+/// Whether `op_id` changed after the journal position `since` that a
+/// dialog is bound to: the newest entry naming it, when it is newer, with
+/// the operation's state and version now.
+pub(super) fn changed_after(ws: &Workspace, op_id: &str, since: i64) -> Result<Option<Changed>> {
+    let Some(entry) = ws.latest_entry(op_id)?.filter(|entry| entry.seq > since) else {
+        return Ok(None);
+    };
+    let now = ws.require(op_id)?;
+    Ok(Some(Changed {
+        op_id: op_id.to_string(),
+        entry,
+        now: (now.state, now.version),
+    }))
+}
+
+/// How many changed operations a closed dialog's report describes one by
+/// one (the count above them is exact).
+const DESCRIBED: usize = 12;
+
 /// Another process changed the workspace while a dialog is open: if it
-/// changed an operation the dialog names, the dialog no longer says what
-/// `y` would do, so it closes with a report that says so (and the screen
-/// refreshes behind it); otherwise it stays, and so does the screen.
+/// changed anything about an operation the dialog is bound to (its state
+/// or version, a note, a marker, an observation, a close), the dialog no
+/// longer says what `y` would do, so it closes with a report that says
+/// what changed and who changed it (and the screen refreshes behind it);
+/// otherwise it stays, and so does the screen. What moved is read since
+/// the screen's head; the newest entry of each of the dialog's operations
+/// among them says whether it is newer than what the dialog is bound to.
 fn recheck_dialog(app: &mut App, pending: Pending, screen: Screen) -> Result<()> {
-    let moved: std::collections::HashMap<&str, &Moved> =
-        screen.moved.iter().map(|m| (m.op_id.as_str(), m)).collect();
+    let bound: std::collections::HashSet<String> = pending.job.bound_ops().into_iter().collect();
+    let moved: Vec<&Moved> = (screen.moved.iter())
+        .filter(|m| bound.contains(&m.op_id))
+        .collect();
     let mut changed = Vec::new();
-    for (op_id, seen) in pending.job.seen_versions() {
-        if let Some(found) = moved.get(op_id).filter(|m| m.version != seen) {
-            let is = format!("now {} at version {}", found.state, found.version);
-            changed.push(format!("  {op_id}: you saw version {seen}; it is {is}"));
-        }
+    for m in moved.iter().take(DESCRIBED) {
+        changed.extend(changed_after(&app.ws, &m.op_id, app.dialog_since)?);
     }
-    if changed.is_empty() {
+    // Past the described ones, a bulk dialog's operations that moved since
+    // the screen's head (which it is bound to) are counted as they are.
+    let more = moved.len().saturating_sub(DESCRIBED);
+    if changed.is_empty() && more == 0 {
         // Nothing it names moved: the screen refreshes after the dialog.
         app.dialog_seen = Some(screen.marker);
         return Ok(());
     }
-    let n = changed.len();
+    app.mode = Mode::Normal;
+    apply_screen(app, screen, Origin::Refreshed)?;
+    overtaken(app, &pending, &changed, more);
+    Ok(())
+}
+
+/// A dialog closed, with nothing written, because operations it is bound
+/// to changed after it opened: a report naming each change and who made
+/// it, and the first in the status line.
+pub(super) fn overtaken(app: &mut App, pending: &Pending, changed: &[Changed], more: usize) {
+    let n = changed.len() + more;
     let mut lines = vec![(
         Tone::Bad,
         format!(
-            "While this dialog was open, another process changed {n} of the operations it \
-             named, so it no longer said what y would do. It was closed; nothing was written."
+            "After this dialog opened, {n} of the operations it named changed, so it no longer \
+             said what y would do. It was closed; nothing was written."
         ),
     )];
-    lines.extend(changed.into_iter().take(12).map(|l| (Tone::Plain, l)));
-    if n > 12 {
-        lines.push((Tone::Plain, format!("  … and {} more", n - 12)));
+    lines.extend((changed.iter()).map(|c| (Tone::Plain, format!("  {}", c.describe()))));
+    if more > 0 {
+        lines.push((Tone::Plain, format!("  … and {more} more")));
     }
     lines.push((Tone::Plain, String::new()));
     lines.push((
         Tone::Plain,
         "The screen now shows the workspace as it is; look again and ask again.".to_string(),
     ));
-    app.mode = Mode::Normal;
-    apply_screen(app, screen, Origin::Refreshed)?;
-    let title = format!("{}: closed, its operation changed", pending.title);
-    set_status(app, Tone::Warn, title.clone());
+    let first = match changed.first() {
+        Some(c) => format!(": {}", c.short()),
+        None => format!(": {n} of its operations changed"),
+    };
+    let text = format!("{} closed, nothing written{first}", pending.title);
+    set_status(app, Tone::Warn, text);
     app.mode = Mode::Report(Report {
-        title,
+        title: format!("{}: closed, its operation changed", pending.title),
         lines,
         scroll: 0,
     });
-    Ok(())
 }
 
 /// What the watcher said: its newest marker, kept for the next poll; a

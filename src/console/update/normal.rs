@@ -84,32 +84,39 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
 
 /// A key in the help overlay.
 pub(super) fn help(app: &mut App, scroll: u16, action: Action) {
-    match action {
-        Action::ScrollDown => app.mode = Mode::Help { scroll: scroll + 1 },
-        Action::ScrollUp => {
-            app.mode = Mode::Help {
-                scroll: scroll.saturating_sub(1),
-            }
-        }
-        Action::Cancel | Action::Help => app.mode = Mode::Normal,
-        _ => {}
+    if let Some(scroll) = scrolled(app, scroll, action) {
+        app.mode = Mode::Help { scroll };
+    } else if matches!(action, Action::Cancel | Action::Help) {
+        app.mode = Mode::Normal;
     }
 }
 
 /// A key in a report.
 pub(super) fn report(app: &mut App, mut report: Report, action: Action) {
-    match action {
-        Action::ScrollDown => {
-            report.scroll += 1;
-            app.mode = Mode::Report(report);
-        }
-        Action::ScrollUp => {
-            report.scroll = report.scroll.saturating_sub(1);
-            app.mode = Mode::Report(report);
-        }
-        Action::Cancel => app.mode = Mode::Normal,
-        _ => {}
+    if let Some(scroll) = scrolled(app, report.scroll, action) {
+        report.scroll = scroll;
+        app.mode = Mode::Report(report);
+    } else if action == Action::Cancel {
+        app.mode = Mode::Normal;
     }
+}
+
+/// Where a scroll key moves the open help or report, now scrolled to
+/// `scroll`: a line, a page, the top or the end, never past its last line
+/// (so a key back up always moves it); `None` for any other key.
+fn scrolled(app: &App, scroll: u16, action: Action) -> Option<u16> {
+    let area = ratatui::layout::Rect::new(0, 0, app.width, app.height);
+    let view::Scroll { last, page } = view::overlay_scroll(app, area)?;
+    let to = match action {
+        Action::ScrollDown => scroll.saturating_add(1),
+        Action::ScrollUp => scroll.saturating_sub(1),
+        Action::PageDown => scroll.saturating_add(page),
+        Action::PageUp => scroll.saturating_sub(page),
+        Action::First => 0,
+        Action::Last => last,
+        _ => return None,
+    };
+    Some(to.min(last))
 }
 
 /// Esc in the queue backs out one level: a job running off the key loop
@@ -153,7 +160,8 @@ fn back_out(app: &mut App) -> Result<()> {
         return Ok(());
     }
     if !app.marks.is_empty() {
-        app.mode = Mode::Confirm(confirm::unmark_pending(app.marks.len()));
+        let pending = confirm::unmark_pending(app.marks.len());
+        confirm::open_dialog(app, pending);
     }
     Ok(())
 }

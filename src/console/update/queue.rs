@@ -325,13 +325,19 @@ pub(super) fn read_detail(
     op_id: &str,
     record_as: Option<&str>,
 ) -> Result<DetailRead> {
-    let shown = ws.show(op_id)?;
-    let receiver = ws.registration_of(&shown.operation)?;
+    // The built-in ledger's read first (it may record the reviewer's
+    // observation), then how far the operation's history goes, then the
+    // history itself: whatever the newest entry says is on screen, so a
+    // dialog bound to it misses nothing and is not closed by the read.
+    let operation = ws.require(op_id)?;
+    let receiver = ws.registration_of(&operation)?;
     let builtin_read = if receiver.builtin && receiver.can_close() {
         Some(ws.snapshot_by(op_id, None, record_as)?)
     } else {
         None
     };
+    let latest_seq = ws.latest_entry(op_id)?.map_or(0, |e| e.seq);
+    let shown = ws.show(op_id)?;
     let mut approved_at = BTreeMap::new();
     for a in &shown.approvals {
         if let Some(compensation) = ws.operation(&a.compensation_op_id)? {
@@ -345,6 +351,7 @@ pub(super) fn read_detail(
         receiver,
         builtin_read,
         approved_at,
+        latest_seq,
     })
 }
 
@@ -408,6 +415,7 @@ pub(super) fn show_detail(
         roles: shown_detail.roles,
         approval_roles: shown_detail.approval_roles,
         origin: shown_detail.origin,
+        latest_seq: read.latest_seq,
     });
     if recorded {
         reload_row(app, &op_id)?;

@@ -108,7 +108,8 @@ fn reread(app: &mut App) -> Result<()> {
         _ => format!("the row on screen, {}", op_ids.concat()),
     };
     let reviewer = app.reviewer.clone().unwrap_or_default();
-    app.mode = Mode::Confirm(confirm::reread_pending(&reviewer, op_ids, receivers, scope));
+    let pending = confirm::reread_pending(&reviewer, op_ids, receivers, scope);
+    confirm::open_dialog(app, pending);
     Ok(())
 }
 
@@ -141,7 +142,8 @@ fn resolve(app: &mut App) -> Result<()> {
     }
     let reviewer = app.reviewer.clone().unwrap_or_default();
     let scope = filter_words(app);
-    app.mode = Mode::Confirm(confirm::resolve_pending(&reviewer, list, &scope));
+    let pending = confirm::resolve_pending(&reviewer, list, &scope);
+    confirm::open_dialog(app, pending);
     Ok(())
 }
 

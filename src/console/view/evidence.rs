@@ -232,11 +232,41 @@ fn calls_and_contradictions(d: &Detail, timed: &mut Vec<(Timestamp, i64, String)
     }
 }
 
-fn wrapped(d: &Detail, width: usize) -> Vec<String> {
+/// The history's entries, oldest first, each wrapped at `width`.
+fn wrapped_entries(d: &Detail, width: usize) -> Vec<Vec<String>> {
     history_lines(d)
         .iter()
-        .flat_map(|l| wrap_hanging(l, width, 2))
+        .map(|l| wrap_hanging(l, width, 2))
         .collect()
+}
+
+fn wrapped(d: &Detail, width: usize) -> Vec<String> {
+    wrapped_entries(d, width).concat()
+}
+
+/// The lines of the newest whole entries that fit in `rows`, oldest of
+/// them first, and how many lines are left out: an entry is shown whole or
+/// not at all, never its tail without its start. Should even the newest
+/// not fit, its start is shown, cut where the rows end (the third answer
+/// says so).
+fn newest_whole(entries: Vec<Vec<String>>, rows: usize) -> (Vec<String>, usize, bool) {
+    let total: usize = entries.iter().map(Vec::len).sum();
+    let mut kept: Vec<Vec<String>> = Vec::new();
+    let mut used = 0;
+    for entry in entries.into_iter().rev() {
+        if used + entry.len() > rows {
+            if kept.is_empty() {
+                let start: Vec<String> = entry.into_iter().take(rows).collect();
+                let left = total - start.len();
+                return (start, left, true);
+            }
+            break;
+        }
+        used += entry.len();
+        kept.push(entry);
+    }
+    kept.reverse();
+    (kept.concat(), total - used, false)
 }
 
 /// The newest entry at least; all of them up to a quarter of the screen.
@@ -253,18 +283,22 @@ pub fn render_evidence(app: &App, area: Rect, buf: &mut Buffer, edges: Edges) {
         block(theme, edges, theme.border(), title, &[], area.width).render(area, buf);
         return;
     };
-    let all = wrapped(d, usize::from(area.width.saturating_sub(2)));
+    let entries = wrapped_entries(d, usize::from(area.width.saturating_sub(2)));
     let visible = usize::from(area.height.saturating_sub(frame_rows(edges)));
     // The newest entries matter most when they do not all fit.
-    let skip = all.len().saturating_sub(visible);
-    let shown: Vec<Line> = all.into_iter().skip(skip).map(Line::raw).collect();
-    let notes = if skip > 0 {
-        vec![
-            format!("{skip} older lines · p shows all"),
+    let (lines, skip, cut) = newest_whole(entries, visible);
+    let shown: Vec<Line> = lines.into_iter().map(Line::raw).collect();
+    let plural = if skip == 1 { "" } else { "s" };
+    let notes = match (skip, cut) {
+        (0, _) => Vec::new(),
+        (_, false) => vec![
+            format!("{skip} older line{plural} · p shows all"),
             format!("+{skip} · p"),
-        ]
-    } else {
-        Vec::new()
+        ],
+        (_, true) => vec![
+            format!("{skip} more line{plural} · p shows all"),
+            format!("+{skip} · p"),
+        ],
     };
     let block = block(theme, edges, theme.border(), title, &notes, area.width);
     Paragraph::new(shown).block(block).render(area, buf);

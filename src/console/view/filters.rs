@@ -5,7 +5,7 @@
 use super::super::action::Action;
 use super::super::app::{verdict_filter_label, App, Filter, Mode};
 use super::super::bindings::{bindings, Context};
-use super::super::text::clean;
+use super::super::text::{clean, fit};
 use super::field::field_spans;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -84,34 +84,57 @@ fn key_of(action: Action) -> String {
         .unwrap_or_default()
 }
 
+/// The columns a search being typed keeps at the least, past its label.
+const MIN_FIELD: usize = 12;
+
+/// The bar: the tabs in the form that leaves room for the rest, the
+/// triage filters, the search, and last what is never cut: the word that
+/// a search is running and how many operations are marked (the scope of
+/// a bulk act). An applied search's text gives way to them, cut with `…`.
 pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
     let theme = &app.theme;
+    let width = usize::from(area.width);
     let extra = triage_filters(app);
-    let room = Line::from(extra.clone()).width();
-    let mut spans = tabs(app, room, usize::from(area.width));
-    spans.extend(extra);
-    match (&app.mode, &app.search) {
-        (Mode::Search { input, .. }, _) => {
-            spans.push(Span::styled(" search: ", theme.heading()));
-            spans.push(Span::styled("/", theme.input()));
-            let used = Line::from(spans.clone()).width();
-            let room = usize::from(area.width).saturating_sub(used + 1);
-            spans.extend(field_spans(theme, input, room, true));
-        }
-        (_, Some(search)) => {
-            spans.push(Span::styled(" search: ", theme.heading()));
-            spans.push(Span::raw(format!("\"{}\" (Esc clears)", clean(search))));
-        }
-        _ => {}
-    }
+    let mut kept = Vec::new();
     if app.searching.is_some() {
-        spans.push(Span::styled("  searching…", theme.warn()));
+        kept.push(Span::styled("  searching…", theme.warn()));
     }
     if !app.marks.is_empty() {
-        spans.push(Span::styled(
+        kept.push(Span::styled(
             format!("  {} marked", app.marks.len()),
             theme.marked(),
         ));
     }
+    let kept_width = Line::from(kept.clone()).width();
+    let search_label = Span::styled(" search: ", theme.heading());
+    let search_room = match (&app.mode, &app.search) {
+        (Mode::Search { .. }, _) => search_label.width() + 1 + MIN_FIELD,
+        (_, Some(search)) => search_label.width() + Span::raw(applied(search)).width(),
+        _ => 0,
+    };
+    let room = Line::from(extra.clone()).width() + kept_width + search_room;
+    let mut spans = tabs(app, room, width);
+    spans.extend(extra);
+    let used = |spans: &Vec<Span<'static>>| Line::from(spans.clone()).width();
+    match (&app.mode, &app.search) {
+        (Mode::Search { input, .. }, _) => {
+            spans.push(search_label);
+            spans.push(Span::styled("/", theme.input()));
+            let room = width.saturating_sub(used(&spans) + kept_width + 1);
+            spans.extend(field_spans(theme, input, room, true));
+        }
+        (_, Some(search)) => {
+            spans.push(search_label);
+            let room = width.saturating_sub(used(&spans) + kept_width);
+            spans.push(Span::raw(fit(&applied(search), room)));
+        }
+        _ => {}
+    }
+    spans.extend(kept);
     Line::from(spans).render(area, buf);
+}
+
+/// An applied search as the bar says it.
+fn applied(search: &str) -> String {
+    format!("\"{}\" (Esc clears)", clean(search))
 }

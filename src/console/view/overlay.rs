@@ -89,10 +89,62 @@ fn box_width(area: Rect) -> u16 {
     area.width.saturating_sub(8).min(100)
 }
 
+/// How far the open help or report can scroll in `area`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scroll {
+    /// The furthest its first shown line can go: its lines less the rows
+    /// its box shows.
+    pub last: u16,
+    /// A page: the rows its box shows (at least one).
+    pub page: u16,
+}
+
+/// How the open help or report scrolls in `area` (the box it is drawn in
+/// there, as the render sizes it); `None` in any other mode.
+pub fn overlay_scroll(app: &App, area: Rect) -> Option<Scroll> {
+    let (width, lines) = match &app.mode {
+        Mode::Help { .. } => {
+            let width = help_width(area);
+            (width, help_lines(app, inner_of(width)).len())
+        }
+        Mode::Report(report) => {
+            let width = box_width(area);
+            (width, report_lines(app, report, inner_of(width)).len())
+        }
+        _ => return None,
+    };
+    let height = u16::try_from(lines + 2).unwrap_or(u16::MAX);
+    let visible = popup(area, width, height).height.saturating_sub(2);
+    Some(Scroll {
+        last: u16::try_from(lines)
+            .unwrap_or(u16::MAX)
+            .saturating_sub(visible),
+        page: visible.max(1),
+    })
+}
+
+fn inner_of(width: u16) -> usize {
+    usize::from(width.saturating_sub(2))
+}
+
+fn help_width(area: Rect) -> u16 {
+    box_width(area).max(20)
+}
+
 fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
+    let width = help_width(area);
+    let lines = help_lines(app, inner_of(width));
+    let block = frame(
+        &app.theme,
+        " Help: every key (↑/↓ scroll, PgDn/PgUp page, Esc closes) ".to_string(),
+    );
+    render_box(area, buf, block, lines, width, scroll);
+}
+
+/// The help's lines at `inner` columns: every context's keys from the key
+/// table, then the notes.
+fn help_lines(app: &App, inner: usize) -> Vec<Line<'static>> {
     let theme = &app.theme;
-    let width = box_width(area).max(20);
-    let inner = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line<'static>> = Vec::new();
     for context in [
         Context::Queue,
@@ -139,11 +191,7 @@ fn render_help(app: &App, scroll: u16, area: Rect, buf: &mut Buffer) {
     ] {
         wrapped(note, inner, theme.label(), &mut lines);
     }
-    let block = frame(
-        theme,
-        " Help: every key (↑/↓ scroll, Esc closes) ".to_string(),
-    );
-    render_box(area, buf, block, lines, width, scroll);
+    lines
 }
 
 /// A run of filter keys, as one line naming every filter they show.
@@ -193,9 +241,28 @@ fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<
 }
 
 fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
-    let theme = &app.theme;
-    let width = box_width(area).min(90);
-    let inner = usize::from(width.saturating_sub(2));
+    let width = confirm_width(area);
+    let lines = confirm_lines(&app.theme, pending, usize::from(width.saturating_sub(2)));
+    let block = frame(&app.theme, format!(" Confirm: {} ", clean(&pending.title)));
+    render_box(area, buf, block, lines, width, 0);
+}
+
+fn confirm_width(area: Rect) -> u16 {
+    box_width(area).min(90)
+}
+
+/// Whether the whole confirmation, down to the line that names its keys,
+/// fits on a screen of `area`: a dialog is never scrolled, so one that does
+/// not fit hides what `y` would do.
+pub fn confirm_fits(pending: &Pending, area: Rect) -> bool {
+    let inner = usize::from(confirm_width(area).saturating_sub(2));
+    let lines = confirm_lines(&Theme::new(true), pending, inner).len();
+    !super::too_small(area) && lines + 2 <= usize::from(area.height.saturating_sub(2))
+}
+
+/// The confirmation's lines at `inner` columns: what will happen, then
+/// which key does it and which cancels.
+fn confirm_lines(theme: &Theme, pending: &Pending, inner: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line<'static>> = Vec::new();
     for text in &pending.lines {
         if text.is_empty() {
@@ -220,8 +287,7 @@ fn render_confirm(app: &App, pending: &Pending, area: Rect, buf: &mut Buffer) {
         Span::styled(no_keys, theme.key()),
         Span::raw(": cancel, nothing is written"),
     ]));
-    let block = frame(theme, format!(" Confirm: {} ", clean(&pending.title)));
-    render_box(area, buf, block, lines, width, 0);
+    lines
 }
 
 fn render_reviewer(
@@ -362,9 +428,15 @@ fn capitalized(word: &str) -> String {
 }
 
 fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
-    let theme = &app.theme;
     let width = box_width(area);
-    let inner = usize::from(width.saturating_sub(2));
+    let lines = report_lines(app, report, inner_of(width));
+    let block = frame(&app.theme, format!(" {} ", clean(&report.title)));
+    render_box(area, buf, block, lines, width, report.scroll);
+}
+
+/// A report's lines at `inner` columns, its key hints last.
+fn report_lines(app: &App, report: &Report, inner: usize) -> Vec<Line<'static>> {
+    let theme = &app.theme;
     let mut lines: Vec<Line<'static>> = Vec::new();
     for (tone, text) in &report.lines {
         let style = match tone {
@@ -381,6 +453,5 @@ fn render_report(app: &App, report: &Report, area: Rect, buf: &mut Buffer) {
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled(hints(Context::Overlay, false), theme.note()));
-    let block = frame(theme, format!(" {} ", clean(&report.title)));
-    render_box(area, buf, block, lines, width, report.scroll);
+    lines
 }

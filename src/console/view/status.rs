@@ -68,7 +68,7 @@ pub fn render_status(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 /// A job running off the key loop: what it does, how far it has got, how
-/// fast, and the key that cancels it.
+/// fast, about how long the rest will take, and the key that cancels it.
 fn progress_text(working: &Working) -> String {
     let progress = &working.progress;
     let (done, total) = progress.counts();
@@ -81,7 +81,13 @@ fn progress_text(working: &Working) -> String {
     if progress.cancelled() {
         return format!("{of} · cancelling after the operation in hand: {what}");
     }
-    format!("{of} ({:.0}/s) · Esc cancels · {what}", progress.rate())
+    let left = progress.left().map_or(String::new(), |left| {
+        format!(", ~{} left", crate::domain::time::age_text(left))
+    });
+    format!(
+        "{of} ({:.0}/s{left}) · Esc cancels · {what}",
+        progress.rate()
+    )
 }
 
 pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
