@@ -23,8 +23,8 @@
 //! - `foreign_keys = ON`: evidence and dispatch rows must name a real
 //!   operation.
 //! - `application_id` tells a sender file from a receiver file, and
-//!   `user_version` is the schema version: a file of schema 4 is upgraded
-//!   in place on opening (`store::upgrade`), one from any other
+//!   `user_version` is the schema version: a file of schema 4, 5 or 6 is
+//!   upgraded in place on opening (`store::upgrade`), one from any other
 //!   incompatible recon is refused with a clear error instead of being
 //!   misread.
 
@@ -390,7 +390,7 @@ impl<T> SenderStore for T where
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -404,6 +404,8 @@ pub(crate) struct Role {
     pub from_four: upgrade::Steps,
     /// How a schema-5 file of this role becomes this schema.
     pub from_five: upgrade::Steps,
+    /// How a schema-6 file of this role becomes this schema.
+    pub from_six: upgrade::Steps,
     pub finish: upgrade::Finish,
 }
 

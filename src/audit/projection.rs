@@ -520,6 +520,12 @@ struct Replay<'a> {
     op_id: &'a str,
     projected: Projected<'a>,
     problems: Vec<Mismatch>,
+    /// The role that wrote the operation's `dispatched` entry (null on a
+    /// workspace directory), once it has one.
+    dispatched_by: Option<Want<'a>>,
+    /// Whether its dispatch has had its outcome: a receipt or a failed
+    /// `apply`.
+    answered: bool,
 }
 
 impl<'a> Replay<'a> {
@@ -551,8 +557,12 @@ impl<'a> Replay<'a> {
                 }
                 let dispatch = vec![op_id, e.get("from_version")];
                 self.projected.dispatches.push(dispatch);
+                self.dispatched_by.get_or_insert(e.get("role"));
             }
             EntryKind::Receipt | EntryKind::Decided => {
+                if e.kind == EntryKind::Receipt {
+                    self.check_receipt(e);
+                }
                 self.check_decision(e);
                 // Leaving `unknown` clears the escalation marker.
                 if let Some(op) =
@@ -576,17 +586,12 @@ impl<'a> Replay<'a> {
                 e.get("authorized_by"),
                 e.at(),
             ]),
-            EntryKind::CallFailed => self.projected.call_failures.push(vec![
-                Want::Int(e.seq),
-                op_id,
-                e.get("verb"),
-                e.get("receiver"),
-                e.get("failure"),
-                e.get("detail"),
-                e.get("exit_code"),
-                e.get("stderr"),
-                e.at(),
-            ]),
+            EntryKind::CallFailed => {
+                if e.get("verb").as_text() == "apply" && self.dispatched_by.is_some() {
+                    self.answered = true;
+                }
+                self.call_failed(e);
+            }
             EntryKind::Observed
             | EntryKind::Acknowledged
             | EntryKind::Noted
@@ -599,6 +604,44 @@ impl<'a> Replay<'a> {
             | EntryKind::ReceiverRemoved => {
                 self.problem(e, "an act on a receiver names an operation".into());
             }
+        }
+    }
+
+    /// A receiver call that gave no usable answer: its row.
+    fn call_failed(&mut self, e: &ParsedEntry<'a>) {
+        self.projected.call_failures.push(vec![
+            Want::Int(e.seq),
+            Want::Text(self.op_id),
+            e.get("verb"),
+            e.get("receiver"),
+            e.get("failure"),
+            e.get("detail"),
+            e.get("exit_code"),
+            e.get("stderr"),
+            e.at(),
+        ]);
+    }
+
+    /// SPEC 12: a receipt answers the operation's one dispatch, as its
+    /// first outcome (no receipt and no failed `apply` before it), written
+    /// by the role that dispatched it; anything else is a mismatch of the
+    /// field `receipt`.
+    fn check_receipt(&mut self, e: &ParsedEntry<'a>) {
+        let why = match &self.dispatched_by {
+            None => Some("it answers no dispatch".to_string()),
+            Some(_) if self.answered => {
+                Some("its dispatch had its outcome already (a receipt or a failed apply)".into())
+            }
+            Some(by) if !by.same(&e.get("role")) => Some(format!(
+                "it is written by {}, and the dispatch by {}",
+                e.get("role").text(),
+                by.text()
+            )),
+            Some(_) => None,
+        };
+        self.answered = true;
+        if let Some(why) = why {
+            self.rule(e, "receipt", why);
         }
     }
 
@@ -913,6 +956,8 @@ pub fn replay_op<'a>(
         op_id,
         projected: Projected::default(),
         problems: Vec::new(),
+        dispatched_by: None,
+        answered: false,
     };
     for entry in entries {
         replay.apply(entry);

@@ -93,7 +93,7 @@ impl Failure {
             "exit": self.exit_code(),
             "kind": self.kind(),
             "code": match self {
-                Failure::Engine(error) => error.refusal().map(|r| r.code()),
+                Failure::Engine(error) => error.code(),
                 _ => None,
             },
             "message": self.text(),

@@ -130,6 +130,10 @@ pub enum Refusal {
          its compensation; nothing was written"
     )]
     SamePerson { op_id: String, role: String },
+    /// A rule of the database (SPEC 12) refused the act: `rule` is what the
+    /// database said. Nothing was written.
+    #[error("the database's rules refuse it: {rule}; nothing was written")]
+    RuleViolation { rule: String },
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -190,6 +194,7 @@ impl Refusal {
             Refusal::NotContradicted(_) => "not_contradicted",
             Refusal::PermissionDenied { .. } => "permission_denied",
             Refusal::SamePerson { .. } => "same_person",
+            Refusal::RuleViolation { .. } => "rule_violation",
         }
     }
 }

@@ -1365,7 +1365,7 @@ fn a_workspace_of_an_earlier_schema_version_is_refused_naming_its_version() {
         for command in ["verify", "ops"] {
             let r = run(&[command, "--workspace", &lab.path_str()], None);
             assert_eq!(r.code, Some(4), "{}", r.stderr);
-            let says = format!("has schema version {version}; this recon reads version 6");
+            let says = format!("has schema version {version}; this recon reads version 7");
             assert!(r.stderr.contains(&says), "{}", r.stderr);
         }
     }

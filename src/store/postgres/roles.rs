@@ -350,6 +350,71 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
     FOR EACH ROW EXECUTE FUNCTION recon_approval_rules();
 "#;
 
+/// The rules of SPEC 12 on journal entries, whoever writes them (a
+/// superuser outside an act too): a dispatch happens once, as the
+/// operation's move from `prepared` to `unknown`; a receipt is the first
+/// outcome of that dispatch (no receipt, no failed `apply` before it),
+/// in the name of the role that dispatched. And on `operations`, at the
+/// commit: a move out of `prepared` has its `dispatched` entry, a move out
+/// of `unknown` its evidence row (`@.` for the schema, `@RULE_REFUSED@`).
+const ENTRY_RULES: &str = r#"
+CREATE FUNCTION recon_journal_rules() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    e jsonb := NEW.entry::jsonb;
+    dispatch record;
+BEGIN
+    IF NEW.kind = 'dispatched' THEN
+        IF EXISTS (SELECT 1 FROM @.journal j WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched')
+            OR NOT EXISTS (SELECT 1 FROM @.operations o WHERE o.op_id = NEW.op_id
+                AND o.state = 'unknown' AND o.version = (e ->> 'to_version')::bigint
+                AND o.version = (e ->> 'from_version')::bigint + 1) THEN
+            RAISE EXCEPTION 'operation %: a dispatch happens once, as its move from prepared to unknown',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.kind = 'receipt' THEN
+        SELECT j.seq, j.entry::jsonb ->> 'role' AS role INTO dispatch FROM @.journal j
+            WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched' ORDER BY j.seq LIMIT 1;
+        IF NOT FOUND OR EXISTS (SELECT 1 FROM @.journal j
+                WHERE j.op_id = NEW.op_id AND j.seq > dispatch.seq
+                AND (j.kind = 'receipt'
+                    OR (j.kind = 'call_failed' AND j.entry::jsonb ->> 'verb' = 'apply'))) THEN
+            RAISE EXCEPTION 'operation %: a receipt is the first outcome of its dispatch, and it has had one',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+        IF (e ->> 'role') IS DISTINCT FROM dispatch.role THEN
+            RAISE EXCEPTION 'operation %: its receipt is written by the login that dispatched it (%), not %',
+                NEW.op_id, dispatch.role, e ->> 'role' USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER journal_rules BEFORE INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION recon_journal_rules();
+CREATE FUNCTION recon_operation_moves() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF OLD.state = 'prepared' AND NOT EXISTS (SELECT 1 FROM @.journal j
+            WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched'
+            AND (j.entry::jsonb ->> 'to_version')::bigint = NEW.version) THEN
+        RAISE EXCEPTION 'operation %: it leaves prepared only by its dispatched entry', NEW.op_id
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.state = 'unknown' AND NOT EXISTS (SELECT 1 FROM @.evidence v
+            WHERE v.op_id = NEW.op_id AND v.to_version = NEW.version
+            AND v.decision = NEW.state) THEN
+        RAISE EXCEPTION 'operation %: it leaves unknown only by a receipt or a decision', NEW.op_id
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER operation_moves AFTER UPDATE OF state ON operations
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (OLD.state <> NEW.state) EXECUTE FUNCTION recon_operation_moves();
+"#;
+
 /// [`WRITERS`] with the act table in it.
 pub(super) fn writers() -> String {
     let roles =
@@ -362,7 +427,7 @@ pub(super) fn writers() -> String {
 /// The triggers of authorization, appended to the schema's DDL (`@.` for
 /// the schema): [`GUARDS`], then a guard trigger per table.
 pub(super) fn ddl() -> String {
-    let mut ddl = GUARDS
+    let mut ddl = format!("{GUARDS}{ENTRY_RULES}")
         .replace("@RULE_REFUSED@", RULE_REFUSED)
         .replace("@SAME_PERSON@", SAME_PERSON);
     for (table, column, kinds) in ENTRY_ROWS {
