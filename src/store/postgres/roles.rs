@@ -281,6 +281,10 @@ BEGIN
         RAISE EXCEPTION 'operation %: what it is never changes', OLD.op_id
             USING ERRCODE = '@RULE_REFUSED@';
     END IF;
+    IF (NEW.receiver, NEW.receiver_id) IS DISTINCT FROM (OLD.receiver, OLD.receiver_id) THEN
+        RAISE EXCEPTION 'operation %: routes are fixed: its receiver and registration never change',
+            OLD.op_id USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
     IF NEW.state <> OLD.state AND (NEW.version <> OLD.version + 1
             OR (OLD.state, NEW.state) NOT IN (('prepared', 'unknown'),
                 ('unknown', 'confirmed'), ('unknown', 'not_applied'))) THEN
@@ -300,6 +304,29 @@ END
 $$;
 CREATE TRIGGER operation_rules BEFORE UPDATE ON operations
     FOR EACH ROW EXECUTE FUNCTION recon_operation_rules();
+CREATE FUNCTION recon_operation_route() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    original record;
+BEGIN
+    IF NEW.kind = 'compensation' THEN
+        SELECT receiver, receiver_id INTO original FROM @.operations
+            WHERE op_id = NEW.compensates_op_id;
+        IF NOT FOUND OR (NEW.receiver, NEW.receiver_id)
+                IS DISTINCT FROM (original.receiver, original.receiver_id) THEN
+            RAISE EXCEPTION 'compensation %: routes are fixed: it goes to the registration of the effect it compensates',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.receiver_id IS DISTINCT FROM
+            (SELECT r.id FROM @.receivers r WHERE r.name = NEW.receiver) THEN
+        RAISE EXCEPTION 'operation %: routes are fixed: it goes to the registration its receiver names now',
+            NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER operations_route_rules BEFORE INSERT ON operations
+    FOR EACH ROW EXECUTE FUNCTION recon_operation_route();
 CREATE FUNCTION recon_evidence_rules() RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -410,7 +437,7 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE CONSTRAINT TRIGGER operation_moves AFTER UPDATE OF state ON operations
+CREATE CONSTRAINT TRIGGER operations_moves_rules AFTER UPDATE OF state ON operations
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (OLD.state <> NEW.state) EXECUTE FUNCTION recon_operation_moves();
 "#;

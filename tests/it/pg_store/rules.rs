@@ -294,8 +294,11 @@ fn an_outbox_of_schema_6_is_refused_schema_outdated_by_every_command_naming_db_u
     // What main at ce2d017 made: schema 6, without this schema's rules.
     pg.psql(
         database,
-        "DROP TRIGGER journal_rules ON journal; DROP TRIGGER operation_moves ON operations;
+        "DROP TRIGGER journal_rules ON journal;
+         DROP TRIGGER operations_moves_rules ON operations;
+         DROP TRIGGER operations_route_rules ON operations;
          DROP FUNCTION recon_journal_rules(); DROP FUNCTION recon_operation_moves();
+         DROP FUNCTION recon_operation_route();
          UPDATE meta SET value = '6' WHERE key = 'schema_version'",
     );
     let made = fingerprint(pg, database);
@@ -331,4 +334,111 @@ fn an_outbox_of_schema_6_is_refused_schema_outdated_by_every_command_naming_db_u
         );
     }
     assert_eq!(fingerprint(pg, database), made, "nothing was changed");
+}
+
+/// Registers a second receiver, `other`, for `other_action`, as the
+/// owner; returns its registration id.
+fn register_other(pg: &Postgres, url: &str, dir: &std::path::Path) -> i64 {
+    let state = dir.join("other.json").display().to_string();
+    let args = ["--state".to_string(), state];
+    open(url)
+        .register_receiver(&recon::workspace::NewReceiver {
+            name: "other",
+            actions: &["other_action".to_string()],
+            program: &crate::support::adapter_fixture(),
+            args: &args,
+            timeout_ms: None,
+            env: &[],
+        })
+        .expect("register other");
+    pg.psql(
+        database_of(url),
+        "SELECT id FROM receivers WHERE name = 'other'",
+    )
+    .trim()
+    .parse()
+    .expect("an id")
+}
+
+#[test]
+fn a_reviewer_may_not_reroute_an_operation_to_another_receiver() {
+    // Reproduction 3: op-1, unknown, routed to `mail`.
+    let test = "a_reviewer_may_not_reroute_an_operation_to_another_receiver";
+    let Some((pg, url, dir)) = team(test, "reroute") else {
+        return;
+    };
+    let other = register_other(pg, &url, dir.path());
+    let reviewer = login(pg, &url, "reroute_v", &["recon_reviewer"]);
+    let observed = next_entry(pg, &url, "observed", "op-1", "reroute_v", "");
+    refused_by_a_rule(
+        pg,
+        &reviewer,
+        &format!(
+            "SELECT * FROM recon_begin_write('observe');
+             UPDATE operations SET receiver = 'other', receiver_id = {other}
+                 WHERE op_id = 'op-1';
+             {observed}"
+        ),
+        "routes are fixed",
+    );
+    let route = pg.psql(
+        database_of(&url),
+        "SELECT receiver FROM operations WHERE op_id = 'op-1'",
+    );
+    assert_eq!(route.trim(), "mail");
+}
+
+/// An approver's compensation `undo-1` of op-1's confirmed effect, routed
+/// to `receiver` (registration `id`), written by hand as recon writes it.
+fn compensation_sql(pg: &Postgres, url: &str, who: &str, receiver: &str, id: i64) -> String {
+    let row = pg.psql(
+        database_of(url),
+        "SELECT confirmed_effect_id || '|' || version FROM operations WHERE op_id = 'op-1'",
+    );
+    let (effect, version) = row.trim().split_once('|').expect("confirmed");
+    let entry = next_entry(pg, url, "approved", "undo-1", who, "");
+    format!(
+        "SELECT * FROM recon_begin_write('approve');
+         INSERT INTO operations (op_id, kind, action_kind, payload, state, version,
+             compensates_effect_id, compensates_op_id, receiver, created_at, updated_at,
+             receiver_id)
+         VALUES ('undo-1', 'compensation', 'post_letter', '{{}}', 'prepared', 1, '{effect}',
+             'op-1', '{receiver}', 'x', 'x', {id});
+         INSERT INTO compensation_approvals (original_op_id, effect_id, approved_version,
+             approver, compensation_op_id, action_kind, payload)
+         VALUES ('op-1', '{effect}', {version}, 'amy', 'undo-1', 'post_letter', '{{}}');
+         {entry}"
+    )
+}
+
+#[test]
+fn an_approver_may_not_route_a_compensation_away_from_its_original_effects_registration() {
+    // Reproduction 4: op-1 confirmed on `mail`; `other` registered too.
+    let test =
+        "an_approver_may_not_route_a_compensation_away_from_its_original_effects_registration";
+    let Some((pg, url, dir)) = team(test, "comproute") else {
+        return;
+    };
+    let other = register_other(pg, &url, dir.path());
+    let mut reviewer = open(&login(pg, &url, "comproute_v", &["recon_reviewer"]));
+    let version = reviewer
+        .operation("op-1")
+        .expect("read")
+        .expect("op-1")
+        .version;
+    super::outbox::confirm(&mut reviewer, "op-1", version).expect("confirm");
+    let approver = login(pg, &url, "comproute_a", &["recon_approver"]);
+    let elsewhere = compensation_sql(pg, &url, "comproute_a", "other", other);
+    refused_by_a_rule(pg, &approver, &elsewhere, "routes are fixed");
+    // The same approval routed to the original's registration is taken.
+    let mail: i64 = pg
+        .psql(
+            database_of(&url),
+            "SELECT receiver_id FROM operations WHERE op_id = 'op-1'",
+        )
+        .trim()
+        .parse()
+        .expect("an id");
+    let routed = compensation_sql(pg, &url, "comproute_a", "mail", mail);
+    try_sql(&approver, &routed).expect("the approval, routed as its original");
 }
