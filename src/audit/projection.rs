@@ -559,6 +559,11 @@ impl<'a> Replay<'a> {
                 self.projected.dispatches.push(dispatch);
                 self.dispatched_by.get_or_insert(e.get("role"));
             }
+            EntryKind::Receipt if e.get("late").value() == Value::Bool(true) => {
+                self.check_receipt(e);
+                self.check_late(e);
+                self.triage(e);
+            }
             EntryKind::Receipt | EntryKind::Decided => {
                 if e.kind == EntryKind::Receipt {
                     self.check_receipt(e);
@@ -645,6 +650,37 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// SPEC 12: a late receipt reaches an operation already decided and
+    /// changes no state; it says `contradicts: true` exactly when it
+    /// contradicts the decision while no marker is up (section 9's rule
+    /// for a read of one match: after `not_applied` always, after
+    /// `confirmed` when its effect is not the confirmed one).
+    fn check_late(&mut self, e: &ParsedEntry<'a>) {
+        let Some(op) = self.projected.operation.first() else {
+            return;
+        };
+        let state = op[OP_STATE].as_text().into_owned();
+        let expected = match state.as_str() {
+            "not_applied" => true,
+            "confirmed" => !op[OP_CONFIRMED].same(&e.get("effect_id")),
+            _ => {
+                return self.rule(
+                    e,
+                    "receipt",
+                    format!("it is late, and the operation is {state}"),
+                )
+            }
+        } && op[OP_CONTRADICTION] == Want::Null;
+        let says = e.get("contradicts").value() == Value::Bool(true);
+        if says != expected {
+            let why = format!(
+                "it says contradicts: {says}, and on the {state} operation it {}",
+                if expected { "contradicts" } else { "does not" }
+            );
+            self.rule(e, "contradicts", why);
+        }
+    }
+
     /// An act of triage: a row of its own table, and for an observation or
     /// an escalation the operation's denormalized columns.
     fn triage(&mut self, e: &ParsedEntry<'a>) {
@@ -654,7 +690,7 @@ impl<'a> Replay<'a> {
         let (id, seq) = (Want::Text(self.op_id), Want::Int(e.seq));
         let mut why: Option<&str> = None;
         match e.kind {
-            EntryKind::Observed => {
+            EntryKind::Observed | EntryKind::Receipt => {
                 // The read that contradicts the final decision raises the
                 // marker, when none is up (its entry says so).
                 if e.get("contradicts").value() == Value::Bool(true) {

@@ -27,7 +27,7 @@ use super::rows::{
 };
 use super::sql::{each_alone, Db, SqlStore, Sqlite, ToValue};
 use super::upgrade::{Rebuild, Steps};
-use super::{journal, open_database, triage, Outbox, Role, SqlContext};
+use super::{journal, open_database, triage, Outbox, ReceiptRecorded, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
@@ -941,7 +941,7 @@ impl<S: SqlStore> Outbox for S {
         receipt: &Effect,
         provenance: &Provenance,
         clock: &dyn Clock,
-    ) -> Result<Option<(Operation, i64)>> {
+    ) -> Result<Option<ReceiptRecorded>> {
         self.write(clock, Act::Receipt, |db, at| {
             check_receipt(db, &op.op_id)?;
             let evidence = serde_json::json!({ "receipt": receipt });
@@ -962,11 +962,16 @@ impl<S: SqlStore> Outbox for S {
                 },
             )?;
             let Some(seq) = seq else {
-                return Ok(None);
+                return late_receipt(db, &op.op_id, receipt, provenance, at);
             };
             let op = require_op(db, &op.op_id)?;
             crash_point(CrashPoint::ReceiptBeforeCommit);
-            Ok(Some((op, seq)))
+            Ok(Some(ReceiptRecorded {
+                operation: op,
+                seq,
+                late: false,
+                contradicts: false,
+            }))
         })
     }
 
@@ -1236,6 +1241,51 @@ fn check_receipt(db: &mut dyn Db, op_id: &str) -> Result<()> {
         Some(_) => Ok(()),
     }
 }
+
+/// A receipt that reached its operation after a decision (SPEC 12): never
+/// dropped, journaled as a `receipt` entry with `late: true` that changes
+/// no state; recorded as a read of one match (its observation row), which
+/// raises the contradiction marker when it contradicts the decision
+/// (section 9's rule; the entry says `contradicts: true`). `None` when the
+/// operation is not decided (still `unknown`, at another version).
+fn late_receipt(
+    db: &mut dyn Db,
+    op_id: &str,
+    receipt: &Effect,
+    provenance: &Provenance,
+    at: Timestamp,
+) -> Result<Option<ReceiptRecorded>> {
+    let op = require_op(db, op_id)?;
+    if !matches!(op.state, OpState::Confirmed | OpState::NotApplied) {
+        return Ok(None);
+    }
+    let snapshot = crate::domain::Snapshot {
+        op_id: op_id.to_string(),
+        matches: vec![receipt.clone()],
+        complete: false,
+        authoritative: false,
+        closed: false,
+    };
+    let read = NewObservation {
+        op_id,
+        by: LATE_RECEIPT_BY,
+        at,
+        snapshot: &snapshot,
+        verdict: crate::domain::classify(op.scope(), &snapshot),
+        provenance,
+    };
+    let (seq, contradicts) = triage::insert_late_receipt(db, &read, &receipt.effect_id)?;
+    Ok(Some(ReceiptRecorded {
+        operation: require_op(db, op_id)?,
+        seq,
+        late: true,
+        contradicts,
+    }))
+}
+
+/// Who a late receipt's read is recorded as: the receiver's receipt, not
+/// a person.
+pub(crate) const LATE_RECEIPT_BY: &str = "receipt";
 
 /// A refusal by a rule of SPEC 12.
 fn rule(rule: String) -> Error {
@@ -1532,7 +1582,7 @@ pub(crate) mod fixture {
             let recorded = self
                 .store
                 .record_receipt(&op, &receipt, &provenance(), clock);
-            recorded.unwrap().unwrap().0
+            recorded.unwrap().unwrap().operation
         }
     }
 }

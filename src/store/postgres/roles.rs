@@ -48,7 +48,7 @@ pub const RULE_REFUSED: &str = "RCR01";
 const ENTRY_ROWS: [(&str, &str, &[&str]); 8] = [
     ("evidence", "journal_seq", &["receipt", "decided"]),
     ("closes", "journal_seq", &["closed"]),
-    ("observations", "seq", &["observed"]),
+    ("observations", "seq", &["observed", "receipt"]),
     ("notes", "seq", &["noted"]),
     ("escalations", "seq", &["escalated", "deescalated"]),
     ("acknowledgements", "seq", &["acknowledged"]),
@@ -114,6 +114,7 @@ fn tables_of(role: TeamRole) -> &'static [&'static str] {
             "operations",
             "dispatch_log",
             "evidence",
+            "observations",
             "call_failures",
         ],
         TeamRole::Reviewer => &[

@@ -442,3 +442,72 @@ fn an_approver_may_not_route_a_compensation_away_from_its_original_effects_regis
     let routed = compensation_sql(pg, &url, "comproute_a", "mail", mail);
     try_sql(&approver, &routed).expect("the approval, routed as its original");
 }
+
+/// Reproduction 10 on `ws` (either store), the fixture adapter as `mail`
+/// in `dir`, its close barrier failed: op-1's apply is held, op-1 is
+/// closed and decided `not_applied`, then the apply goes through and its
+/// receipt arrives. It is journaled as a late receipt that contradicts
+/// the decision and raises the marker; the decision stands, and
+/// `dispatch` reports it as late.
+fn a_late_receipt_is_journaled_and_contradicts(ws: &mut recon::Workspace, dir: &std::path::Path) {
+    let fifo = dir.join("mail.json.release");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.expect("mkfifo").success());
+    register_mail(ws, dir, "apply:late-apply");
+    ws.prepare("op-1", "post_letter", &json!({"to": "ann"}))
+        .expect("prepare");
+    let pending = ws
+        .start_dispatch("op-1", recon::dispatch::DispatchOptions::default())
+        .expect("the dispatch starts, its apply held");
+    ws.reconcile(&recon::workspace::ReconcileRequest {
+        op_id: "op-1",
+        reviewer: "ann",
+        decision: recon::domain::Decision::NotApplied,
+        expected_version: 2,
+        payload: None,
+        close_authorized_by: Some("ann"),
+    })
+    .expect("closed and decided not_applied");
+    let mut release = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the fifo");
+    std::io::Write::write_all(&mut release, b"go\n").expect("release the apply");
+    drop(release);
+    let report = ws.finish_dispatch(pending).expect("the late receipt");
+    let reported = serde_json::to_value(&report).expect("json");
+    assert_eq!(reported["outcome"], json!("receipt"), "{reported}");
+    assert_eq!(reported["state"], json!("not_applied"), "{reported}");
+    assert_eq!(reported["late"], json!(true), "{reported}");
+    assert_eq!(reported["contradicts"], json!(true), "{reported}");
+    let op = ws.operation("op-1").expect("read").expect("op-1");
+    assert_eq!(op.state, recon::domain::OpState::NotApplied);
+    let contradicted = op.triage.contradicted.expect("the marker is up");
+    let history = ws.show("op-1").expect("show");
+    let last = history.observations.last().expect("the receipt's read");
+    assert_eq!(last.seq, contradicted.seq);
+}
+
+#[test]
+fn a_late_receipt_after_not_applied_is_journaled_and_contradicts_on_postgres() {
+    let test = "a_late_receipt_after_not_applied_is_journaled_and_contradicts_on_postgres";
+    let Some((_pg, url)) = outbox(test, "latereceipt") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    a_late_receipt_is_journaled_and_contradicts(&mut open(&url), dir.path());
+    let report = super::outbox::verify(&url);
+    assert!(report.intact, "{report:?}");
+}
+
+#[test]
+fn a_late_receipt_after_not_applied_is_journaled_and_contradicts_on_sqlite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ws = recon::Workspace::open(dir.path(), recon::OpenOptions::default().creating())
+        .expect("a workspace");
+    a_late_receipt_is_journaled_and_contradicts(&mut ws, dir.path());
+    drop(ws);
+    let workspace = dir.path().display().to_string();
+    let out = run_with_env(&["verify", "--json", "--workspace", &workspace], None, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stdout);
+}
