@@ -378,7 +378,9 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
     FOR EACH ROW EXECUTE FUNCTION recon_approval_rules();
 "#;
 
-/// The rules of SPEC 12 on journal entries, whoever writes them (a
+/// The rules of SPEC 12 on settings: the workspace id never changes and
+/// four eyes, once on, stays on (`meta`, even for its owner). On journal
+/// entries, whoever writes them (a
 /// superuser outside an act too): a dispatch happens once, as the
 /// operation's move from `prepared` to `unknown`; a receipt is the first
 /// outcome of that dispatch (no receipt, no failed `apply` before it),
@@ -438,6 +440,29 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE FUNCTION recon_meta_rules() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        RAISE EXCEPTION 'the outbox''s settings are never emptied'
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.key = 'workspace_id'
+            AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
+        RAISE EXCEPTION 'the outbox''s workspace id never changes'
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.key = 'four_eyes' AND OLD.value = '1'
+            AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
+        RAISE EXCEPTION 'four eyes, once set, stays set' USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE TRIGGER meta_rules BEFORE UPDATE OR DELETE ON meta
+    FOR EACH ROW EXECUTE FUNCTION recon_meta_rules();
+CREATE TRIGGER meta_truncate_rules BEFORE TRUNCATE ON meta
+    FOR EACH STATEMENT EXECUTE FUNCTION recon_meta_rules();
 CREATE CONSTRAINT TRIGGER operations_moves_rules AFTER UPDATE OF state ON operations
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (OLD.state <> NEW.state) EXECUTE FUNCTION recon_operation_moves();

@@ -511,3 +511,40 @@ fn a_late_receipt_after_not_applied_is_journaled_and_contradicts_on_sqlite() {
     let out = run_with_env(&["verify", "--json", "--workspace", &workspace], None, &[]);
     assert_eq!(out.code, Some(0), "{}", out.stdout);
 }
+
+#[test]
+fn the_owner_may_not_turn_four_eyes_off_or_change_the_workspace_id() {
+    // Reproduction 5, its two refusals by the database: the owner (here
+    // the superuser who ran db init) through plain SQL.
+    let test = "the_owner_may_not_turn_four_eyes_off_or_change_the_workspace_id";
+    let Some((pg, url)) = outbox(test, "settings") else {
+        return;
+    };
+    let mut args = vec!["db", "init", "--four-eyes", "--database"];
+    args.push(&url);
+    assert_eq!(run_with_env(&args, None, &[]).code, Some(0));
+    let made = fingerprint(pg, database_of(&url));
+    for (sql, says) in [
+        (
+            "UPDATE meta SET value = '0' WHERE key = 'four_eyes'",
+            "four eyes, once set, stays set",
+        ),
+        (
+            "DELETE FROM meta WHERE key = 'four_eyes'",
+            "four eyes, once set, stays set",
+        ),
+        (
+            "UPDATE meta SET value = '00112233445566778899aabbccddeeff'
+             WHERE key = 'workspace_id'",
+            "workspace id never changes",
+        ),
+        (
+            "DELETE FROM meta WHERE key = 'workspace_id'",
+            "workspace id never changes",
+        ),
+        ("TRUNCATE meta", "never emptied"),
+    ] {
+        refused_by_a_rule(pg, &url, sql, says);
+    }
+    assert_eq!(fingerprint(pg, database_of(&url)), made);
+}
