@@ -271,6 +271,47 @@ pub const ROUTES: Table = Table {
     columns: &["action_kind", "receiver"],
     key: 0,
 };
+/// The compensations whose route is not their original effect's (SPEC
+/// 12: routes are fixed), read with [`COMPENSATION_ROUTES_WHERE`]: an
+/// original that names no registration (prepared before schema 6, routed
+/// by name) is left out.
+pub const COMPENSATION_ROUTES: Table = Table {
+    name: "operations c JOIN operations o ON o.op_id = c.compensates_op_id",
+    columns: &[
+        "c.op_id",
+        "c.receiver",
+        "c.receiver_id",
+        "o.op_id",
+        "o.receiver",
+        "o.receiver_id",
+    ],
+    key: 0,
+};
+
+/// The condition and order of [`COMPENSATION_ROUTES`].
+pub const COMPENSATION_ROUTES_WHERE: &str = "WHERE o.receiver_id IS NOT NULL
+    AND (c.receiver_id IS NULL OR c.receiver_id <> o.receiver_id OR c.receiver <> o.receiver)
+    ORDER BY c.op_id";
+
+/// Each compensation [`COMPENSATION_ROUTES`] found, as a mismatch of the
+/// field `route` naming it.
+pub fn compensation_routes(rows: &[Row], out: &mut Vec<Mismatch>) {
+    for row in rows {
+        let cell = |i: usize| cell_text(&row.get(i).value());
+        out.push(Mismatch {
+            op_id: Some(cell(0)),
+            field: "route".into(),
+            journal: Value::from(format!(
+                "a compensation goes to its original effect's registration: {} {} of {}",
+                cell(4),
+                cell(5),
+                cell(3)
+            )),
+            table: Value::from(format!("{} {}", cell(1), cell(2))),
+        });
+    }
+}
+
 pub const STATE_COUNTS: Table = Table {
     name: "state_counts",
     columns: &["state", "n"],
