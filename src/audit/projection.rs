@@ -586,20 +586,7 @@ impl<'a> Replay<'a> {
                     e.text_of("payload"),
                 ]);
             }
-            EntryKind::Dispatched => {
-                if let Some(op) = self.transition(e, "prepared", Want::Text("unknown"), Want::Null)
-                {
-                    let count = match op[OP_DISPATCH_COUNT] {
-                        Want::Int(n) => n,
-                        _ => 0,
-                    };
-                    op[OP_DISPATCH_COUNT] = Want::Int(count + 1);
-                    op[OP_LAST_DISPATCHED_AT] = e.at();
-                }
-                let dispatch = vec![op_id, e.get("from_version")];
-                self.projected.dispatches.push(dispatch);
-                self.dispatched_by.get_or_insert(e.get("role"));
-            }
+            EntryKind::Dispatched => self.dispatched(e),
             EntryKind::Receipt if e.get("late").value() == Value::Bool(true) => {
                 self.check_receipt(e);
                 self.check_late(e);
@@ -651,6 +638,22 @@ impl<'a> Replay<'a> {
                 self.problem(e, "an act on a receiver names an operation".into());
             }
         }
+    }
+
+    /// The dispatch: `prepared` to `unknown`, counted, its log row, and
+    /// the role that wrote it (the one its receipt must name).
+    fn dispatched(&mut self, e: &ParsedEntry<'a>) {
+        if let Some(op) = self.transition(e, "prepared", Want::Text("unknown"), Want::Null) {
+            let count = match op[OP_DISPATCH_COUNT] {
+                Want::Int(n) => n,
+                _ => 0,
+            };
+            op[OP_DISPATCH_COUNT] = Want::Int(count + 1);
+            op[OP_LAST_DISPATCHED_AT] = e.at();
+        }
+        let dispatch = vec![Want::Text(self.op_id), e.get("from_version")];
+        self.projected.dispatches.push(dispatch);
+        self.dispatched_by.get_or_insert(e.get("role"));
     }
 
     /// A receiver call that gave no usable answer: its row.
