@@ -29,7 +29,7 @@ mod resolve;
 mod triage;
 
 pub use exits::{exit_codes_of, COMMAND_PATHS};
-pub use payload::{read_payload, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use payload::{read_payload, PayloadError, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 pub use resolve::ResolveArgs;
 pub use triage::{EscalatedArg, MarkArgs, NoteArgs, ObserveArgs, SortArg, VerdictArg};
 
@@ -65,6 +65,8 @@ Environment:
   RECON_DATABASE_URL     the database when neither --workspace nor --database
                          is given (not for demo, ledger, receiver, experiment,
                          --check, which work on a workspace directory only)
+  RECON_WORKSPACE        the workspace directory when neither --workspace nor
+                         --database is given and RECON_DATABASE_URL is unset
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours";
 
@@ -81,11 +83,13 @@ pub const MAX_DEMO_OPS: u64 = 1_000_000;
                   query the receiver for evidence, classify it conservatively, and let a \
                   named human reviewer record confirmed or not_applied against the version \
                   they saw.\n\nWith no command, opens the review console (on a fresh \
-                  temporary demo workspace when --workspace is not given).",
+                  temporary demo workspace when no workspace or database is given, \
+                  by flag or by RECON_WORKSPACE or RECON_DATABASE_URL).",
     after_help = EXIT_CODES
 )]
 pub struct Cli {
-    /// The workspace directory (holding sender.sqlite and receiver.sqlite).
+    /// The workspace directory (holding sender.sqlite and receiver.sqlite;
+    /// default: RECON_WORKSPACE, when no database is named).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
@@ -137,8 +141,10 @@ pub enum Command {
     /// the generated operations, numbered after the last ones.
     Demo(DemoArgs),
     /// Put a new original operation in the outbox, state prepared at
-    /// version 1. Creates the workspace if needed. An existing op id is
-    /// refused (duplicate_operation).
+    /// version 1, routed to the receiver registered for its action kind.
+    /// It creates no workspace: in a directory without one it is refused
+    /// no_receiver, naming the path. An existing op id is refused
+    /// (duplicate_operation).
     Prepare(PrepareArgs),
     /// Dispatch a prepared operation: commit unknown (version +1, one
     /// dispatch_log row), then invoke the receiver as a child process.
@@ -276,6 +282,14 @@ pub enum Command {
     /// RECON_DATABASE_URL) in place of --workspace.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Print the outbox's metrics in the Prometheus text exposition
+    /// format (SPEC 15): operations by state and receiver, unknown ones by
+    /// verdict and escalation, the oldest unknown one's age, contradicted
+    /// operations, failed receiver calls, decisions by source, the
+    /// journal's length. It only reads (in team mode the reader role is
+    /// enough). With --output, the file is replaced whole (written beside
+    /// it, synced, renamed), for a node exporter's textfile collector.
+    Metrics(MetricsArgs),
 }
 
 impl Command {
@@ -305,6 +319,7 @@ impl Command {
             Command::Receiver(_) => "receiver",
             Command::Receivers(_) => "receivers",
             Command::Db(_) => "db",
+            Command::Metrics(_) => "metrics",
         }
     }
 
@@ -336,7 +351,9 @@ impl Command {
                 | ReceiversCommand::List(ReceiversListArgs { json })
                 | ReceiversCommand::Check(ReceiversCheckArgs { json, .. }),
             )
-            | Command::Db(DbCommand::Init(DbInitArgs { json, .. })) => *json,
+            | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
+            | Command::Metrics(MetricsArgs { json, .. })
+            | Command::Db(DbCommand::Status(DbStatusArgs { json })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -423,6 +440,20 @@ pub enum DbCommand {
     /// Then every command (but those for a workspace directory only) takes
     /// --database URL, or RECON_DATABASE_URL, in place of --workspace.
     Init(DbInitArgs),
+    /// What the outbox is and who may act on it: its schema version, the
+    /// roles' prefix, four eyes, whether this connection uses TLS, each
+    /// login holding the outbox's roles (granted by its owner), and every
+    /// grant of them by another role (which counts for nothing). Any login
+    /// that can read the outbox may run it.
+    Status(DbStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbStatusArgs {
+    /// Print {database, schema, roles_prefix, four_eyes, tls, owner,
+    /// logins: [{login, roles}], foreign_grants: [{login, role, grantor}]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -517,7 +548,8 @@ pub struct ReceiversUpdateArgs {
 #[derive(Debug, Args)]
 pub struct ReceiversListArgs {
     /// Print an array of {name, actions, program, args, timeout_ms,
-    /// can_close, complete, authoritative, describe_sha256}.
+    /// can_close, complete, authoritative, describe_sha256, env, version,
+    /// instance, registration_version}.
     #[arg(long)]
     pub json: bool,
 }
@@ -580,15 +612,41 @@ pub struct DemoArgs {
 pub struct PrepareArgs {
     /// The new op id: 1 to 200 characters, no whitespace or control
     /// characters.
-    #[arg(long = "op", value_name = "ID", allow_hyphen_values = true)]
-    pub op_id: String,
+    #[arg(
+        long = "op",
+        value_name = "ID",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub op_id: Option<String>,
     /// The action the receiver performs (send_email, charge_card, ...).
-    #[arg(long = "action", value_name = "KIND", allow_hyphen_values = true)]
-    pub action_kind: String,
+    #[arg(
+        long = "action",
+        value_name = "KIND",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub action_kind: Option<String>,
     /// JSON text, or @PATH to read it from a file (@- for stdin). It is
     /// stored as canonical JSON (sorted keys).
-    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
-    pub payload: String,
+    #[arg(
+        long,
+        value_name = "JSON",
+        allow_hyphen_values = true,
+        required_unless_present = "batch"
+    )]
+    pub payload: Option<String>,
+    /// Prepare many: FILE (- for stdin) holds JSON lines {"op", "action",
+    /// "payload"}, each bounded as a payload, prepared in transactions of
+    /// up to 500, each line refused alone. Prints {prepared, refused:
+    /// [{line, code, message}]} (lines counted from 1); exit 3 when any
+    /// line was refused.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["op_id", "action_kind", "payload"]
+    )]
+    pub batch: Option<std::path::PathBuf>,
     /// Print the new operation as JSON.
     #[arg(long)]
     pub json: bool,
@@ -793,6 +851,18 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckpointArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to FILE (replaced whole, never left half written) instead of
+    /// stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The same families as one JSON document (and a failure as a JSON
+    /// error document).
     #[arg(long)]
     pub json: bool,
 }

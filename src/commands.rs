@@ -17,10 +17,13 @@
 //! - `experiment`: `experiment`, `--check`;
 //! - `demo`; `receiver`: `receiver apply` and `receiver adapter`;
 //! - `receivers`: `receivers add`, `list`, `check`, `remove`;
-//! - `db`: `db init`, the PostgreSQL outbox's schema;
+//! - `batch`: `prepare --batch FILE`, many operations from JSON lines;
+//! - `db`: `db init`, the PostgreSQL outbox's schema, and `db status`;
+//! - `metrics`: the Prometheus text exposition of SPEC 15;
 //! - `console`: the review console and `screenshot`.
 //!
-//! The plumbing they share: `failure` (exit codes), `output` (stdout,
+//! The plumbing they share: `log` (`RECON_LOG`, where the log of acts
+//! goes), `failure` (exit codes), `output` (stdout,
 //! stderr, files), `open` (where the stores are: `--workspace`,
 //! `--database` or `RECON_DATABASE_URL`; and the environment), `render`
 //! (the `Render` trait and `finish`, the one place that prints results
@@ -28,6 +31,7 @@
 //! `cli` and the console, which do not import each other.
 
 mod audit;
+mod batch;
 mod console;
 mod db;
 mod demo;
@@ -35,6 +39,8 @@ mod experiment;
 mod failure;
 mod flow;
 mod interrupt;
+mod log;
+mod metrics;
 mod open;
 mod output;
 mod person;
@@ -159,7 +165,10 @@ fn clap_message(text: &str) -> String {
 /// it prints, results and failures alike, goes through `render::finish`.
 pub fn run(cli: Cli) -> i32 {
     let format = Format::of(&cli);
-    let result = Request::from_cli(cli).and_then(Request::execute);
+    let result = Request::from_cli(cli).and_then(|request| {
+        log::configure(matches!(request, Request::Console(_)))?;
+        request.execute()
+    });
     render::finish(result, format, Out::default())
 }
 
@@ -193,6 +202,9 @@ enum Request {
     ReceiversUpdate(receivers::Update),
     ReceiversRemove(receivers::Remove),
     DbInit(db::Init),
+    Metrics(metrics::Metrics),
+    DbStatus(db::Status),
+    PrepareBatch(batch::PrepareBatch),
 }
 
 impl Request {
@@ -223,6 +235,9 @@ impl Request {
                 Request::Experiment(experiment::Experiment::validate(args))
             }
             Command::Demo(args) => Request::Demo(demo::Demo::validate(args, ws)?),
+            Command::Prepare(args) if args.batch.is_some() => {
+                Request::PrepareBatch(batch::PrepareBatch::validate(args, ws)?)
+            }
             Command::Prepare(args) => Request::Prepare(flow::Prepare::validate(args, ws)?),
             Command::Dispatch(args) => Request::Dispatch(flow::Dispatch::validate(args, ws)?),
             Command::Ops(args) => Request::Ops(reads::Ops::validate(args, ws)?),
@@ -267,6 +282,10 @@ impl Request {
             }
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
+            Command::Db(DbCommand::Status(args)) => {
+                Request::DbStatus(db::Status::validate(args, ws)?)
+            }
         })
     }
 
@@ -321,6 +340,9 @@ impl Request {
             Request::ReceiversUpdate(request) => Box::new(request.run()?),
             Request::ReceiversRemove(request) => Box::new(request.run()?),
             Request::DbInit(request) => Box::new(request.run()?),
+            Request::Metrics(request) => Box::new(request.run()?),
+            Request::DbStatus(request) => Box::new(request.run()?),
+            Request::PrepareBatch(request) => Box::new(request.run()?),
         })
     }
 }

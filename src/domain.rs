@@ -8,20 +8,23 @@
 pub mod bounds;
 mod canonical;
 mod json;
+pub mod metrics;
 pub mod names;
 pub mod policy;
 mod records;
 mod refusal;
 pub mod resolve;
 pub mod sanitize;
+pub mod secrets;
 pub mod team;
 pub mod time;
 mod triage;
 
 pub use bounds::MAX_PAYLOAD_BYTES;
-pub use canonical::{canonical_json, check_i_json};
+pub use canonical::{canonical_json, check_i_json, check_magnitudes};
 pub use json::{
-    parse_json, parse_json_slice, parse_payload, same_json, JsonError, MAX_PAYLOAD_DEPTH,
+    parse_json, parse_json_input, parse_json_slice, parse_payload, same_json, whole, BadPayload,
+    JsonError, MAX_PAYLOAD_DEPTH,
 };
 pub use names::NumberedIds;
 pub use records::{
@@ -30,7 +33,7 @@ pub use records::{
     NewObservation, NewOperation, OpsQuery, PageBound, QueueFilter, QueueKey, Recorded,
     Registration, ANY_ACTION, BUILTIN_NAME,
 };
-pub use refusal::Refusal;
+pub use refusal::{Refusal, RouteAdvice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -202,6 +205,11 @@ pub struct Snapshot {
     pub complete: bool,
     pub authoritative: bool,
     pub closed: bool,
+    /// The login that closed the operation at the receiver, as its
+    /// tombstone records it, when the receiver gives one (SPEC 12); only
+    /// beside `closed: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
 }
 
 impl Snapshot {
@@ -211,6 +219,9 @@ impl Snapshot {
         self.complete &= complete;
         self.authoritative &= authoritative;
         self.closed &= closed;
+        if !self.closed {
+            self.closed_by = None;
+        }
         self
     }
 

@@ -83,6 +83,9 @@ crash_points! {
     UpgradeBeforeCommit => "upgrade.before_commit":
         "upgrading a schema-4 file: every table rebuilt and created, the time recorded, the \
          version not set, not committed",
+    MetricsMidWrite => "metrics.mid_write":
+        "metrics --output: half of the text in the temporary file beside the target, not \
+         renamed",
 }
 
 /// The name of the panic drill (see the module docs).

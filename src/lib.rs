@@ -6,6 +6,7 @@
 //! arguments, calls it, and maps errors to exit codes. `ARCHITECTURE.md` has
 //! the map.
 
+pub mod actlog;
 pub mod audit;
 pub mod cli;
 pub mod clock;
@@ -26,4 +27,4 @@ pub use domain::sanitize;
 
 pub use error::{Error, Refusal, Result, StoreError};
 pub use settings::OpenOptions;
-pub use workspace::{DatabaseUrl, Location, Workspace};
+pub use workspace::{ConnectError, DatabaseUrl, Location, Workspace};

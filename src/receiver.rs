@@ -203,30 +203,19 @@ impl Serving<'_> {
         output: &mut dyn Write,
     ) -> Result<Value> {
         let request = match protocol::parse_request(verb, raw) {
-            Ok(Request::Describe) => {
-                return Ok(protocol::describe_answer(&Builtin::description(
-                    !self.args.no_close,
-                )))
-            }
             Ok(request) => request,
             Err(failed) => return Ok(protocol::failure_answer(&failed)),
         };
-        let opened = match self.ledger.take() {
-            Some(ledger) => ledger,
-            None => match Builtin::open(&self.args.workspace, self.options) {
-                Ok(ledger) if self.args.no_close => ledger.without_close(),
-                Ok(ledger) => ledger,
-                Err(error) => {
-                    let error = crate::error::Error::from(error);
-                    let failed = protocol::Failed {
-                        code: protocol::ErrorCode::of(&error),
-                        message: error.to_string(),
-                    };
-                    return Ok(protocol::failure_answer(&failed));
-                }
-            },
+        let ledger = match self.open_ledger() {
+            Ok(ledger) => ledger,
+            Err(error) => return Ok(failure_of(error)),
         };
-        let ledger = self.ledger.insert(opened);
+        if let Request::Describe = request {
+            return Ok(match ledger.served_description() {
+                Ok(description) => protocol::describe_answer(&description),
+                Err(error) => failure_of(error.into()),
+            });
+        }
         let drills = Drills::of(raw);
         if verb == Verb::Apply {
             drills.before_apply(input, output)?;
@@ -237,6 +226,29 @@ impl Serving<'_> {
         }
         Ok(answer)
     }
+}
+
+impl Serving<'_> {
+    /// The ledger, opened at the first request that needs it and kept
+    /// for the rest of a session.
+    fn open_ledger(&mut self) -> Result<&mut Builtin> {
+        let ledger = match self.ledger.take() {
+            Some(ledger) => ledger,
+            None if self.args.no_close => {
+                Builtin::open(&self.args.workspace, self.options)?.without_close()
+            }
+            None => Builtin::open(&self.args.workspace, self.options)?,
+        };
+        Ok(self.ledger.insert(ledger))
+    }
+}
+
+/// The failure answer for an error of the ledger itself.
+fn failure_of(error: crate::error::Error) -> Value {
+    protocol::failure_answer(&protocol::Failed {
+        code: protocol::ErrorCode::of(&error),
+        message: error.to_string(),
+    })
 }
 
 /// The diagnostic exit code of an answer.

@@ -55,6 +55,7 @@ mod drill;
 mod identity;
 mod journal;
 mod location;
+mod metrics;
 mod postgres;
 mod receiver;
 mod receivers;
@@ -86,7 +87,11 @@ pub(crate) use location::{
     Presence,
 };
 pub(crate) use postgres::init as init_database;
-pub use postgres::{detail as postgres_error_detail, DatabaseInit, DatabaseUrl, UrlError};
+pub(crate) use postgres::status as database_status;
+pub use postgres::{
+    detail as postgres_error_detail, ConnectError, DatabaseInit, DatabaseStatus, DatabaseUrl,
+    UrlError,
+};
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;
 
@@ -107,6 +112,14 @@ pub(crate) struct ReceiptRecorded {
 
 pub(crate) trait Outbox {
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation>;
+    /// Prepares each of `news` in one transaction, each alone (`prepare`'s
+    /// rules, under a savepoint): one result per item, a refusal rolling
+    /// back only its own. The outer error is the transaction's own.
+    fn prepare_each(
+        &mut self,
+        news: &[NewOperation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Operation>>>;
     fn get(&self, op_id: &str) -> Result<Option<Operation>>;
     fn require(&self, op_id: &str) -> Result<Operation>;
     /// Operations in `op_id` order after `after`, optionally of one state.
@@ -389,15 +402,35 @@ impl Capabilities for SqliteSender {
     }
 }
 
+/// The counts `recon metrics` exposes (SPEC 15), read in one snapshot
+/// (`store::metrics`).
+pub(crate) trait OutboxMetrics {
+    fn tally(&self) -> Result<crate::domain::metrics::OutboxTally>;
+}
+
 /// Everything the facade needs of a sender store: the core every store
 /// implements, and the optional capabilities it may offer.
 pub(crate) trait SenderStore:
-    Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
+    Outbox
+    + QueuePages
+    + TriageLog
+    + JournalAudit
+    + ReceiverRegistry
+    + OutboxMetrics
+    + Capabilities
+    + Send
 {
 }
 
 impl<T> SenderStore for T where
-    T: Outbox + QueuePages + TriageLog + JournalAudit + ReceiverRegistry + Capabilities + Send
+    T: Outbox
+        + QueuePages
+        + TriageLog
+        + JournalAudit
+        + ReceiverRegistry
+        + OutboxMetrics
+        + Capabilities
+        + Send
 {
 }
 

@@ -20,7 +20,7 @@ use crate::domain::{
     Observed, OpState, Operation, PageBound, Provenance, QueueFilter, QueueKey, Recorded, Review,
     Snapshot, Timestamp, Verdict,
 };
-use crate::error::{Committed, Refusal, Result, StoreError};
+use crate::error::{Committed, Error, Refusal, Result, StoreError};
 use crate::faults::{self, CrashPoint, HoldPoint};
 use crate::receiver::Builtin;
 
@@ -35,7 +35,8 @@ mod watch;
 use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
 pub use crate::store::{
-    postgres_error_detail, postgres_queue_page, DatabaseInit, DatabaseUrl, Location, UrlError,
+    postgres_error_detail, postgres_queue_page, ConnectError, DatabaseInit, DatabaseStatus,
+    DatabaseUrl, Location, UrlError,
 };
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
@@ -50,6 +51,10 @@ use std::path::Path;
 use std::sync::Arc;
 pub use triage::{ObserveReport, ObserveRequest, Unread};
 pub use watch::Watch;
+
+/// The most operations `prepare --batch` prepares in one transaction
+/// (SPEC 10).
+pub const BATCH_TRANSACTION: usize = 500;
 
 pub struct Workspace {
     location: Location,
@@ -155,6 +160,15 @@ impl Workspace {
         four_eyes: bool,
     ) -> Result<DatabaseInit, StoreError> {
         store::init_database(database, options, four_eyes)
+    }
+
+    /// What the outbox in `database` is and who may act on it (`recon db
+    /// status`): read only.
+    pub fn database_status(
+        database: &DatabaseUrl,
+        options: OpenOptions,
+    ) -> Result<DatabaseStatus, StoreError> {
+        store::database_status(database, options)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:
@@ -280,6 +294,20 @@ impl Workspace {
             payload,
         };
         self.sender.prepare(&new, &*self.clock)
+    }
+
+    /// Prepares each of `news` (at most [`BATCH_TRANSACTION`]) in one
+    /// transaction, each alone: one result per item, in order, a refused
+    /// item rolling back only its own writes. The outer error is the
+    /// transaction's: nothing of it was committed.
+    pub fn prepare_each(&mut self, news: &[NewOperation<'_>]) -> Result<Vec<Result<Operation>>> {
+        self.ensure_present()?;
+        if news.len() > BATCH_TRANSACTION {
+            return Err(Error::Invalid(format!(
+                "at most {BATCH_TRANSACTION} operations are prepared in one transaction"
+            )));
+        }
+        self.sender.prepare_each(news, &*self.clock)
     }
 
     pub fn dispatch(&mut self, op_id: &str, options: DispatchOptions) -> Result<DispatchReport> {
@@ -733,6 +761,16 @@ impl Journal {
     /// The journal's length and head hash, to keep elsewhere.
     pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
         self.sender.journal_head()
+    }
+
+    /// The system clock's time: what ages are measured against.
+    pub fn now(&self) -> Timestamp {
+        SystemClock.now()
+    }
+
+    /// What `recon metrics` counts, read in one snapshot of the outbox.
+    pub fn tally(&self) -> Result<crate::domain::metrics::OutboxTally> {
+        self.sender.tally()
     }
 }
 

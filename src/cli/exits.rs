@@ -216,6 +216,11 @@ const TABLE: &[Exits] = &[
     },
     exits(&["checkpoint"]),
     Exits {
+        done: "the metrics were printed or written",
+        output: true,
+        ..exits(&["metrics"])
+    },
+    Exits {
         done: "the receipt was printed",
         refusals: &["operation_closed"],
         own: &[
@@ -242,6 +247,7 @@ const TABLE: &[Exits] = &[
             "action_routed",
             "secret_in_arguments",
             "builtin_single_host",
+            "instance_required",
         ],
         receiver: true,
         ..exits(&["receivers", "add"])
@@ -254,6 +260,7 @@ const TABLE: &[Exits] = &[
             "adapter_malformed",
             "adapter_unknown_capability",
             "secret_in_arguments",
+            "instance_required",
         ],
         receiver: true,
         ..exits(&["receivers", "update"])
@@ -262,7 +269,7 @@ const TABLE: &[Exits] = &[
     Exits {
         done: "the describe answer is unchanged",
         finding: Some("the describe answer differs from the stored one"),
-        refusals: &["unknown_receiver", "receiver_changed"],
+        refusals: &["unknown_receiver", "receiver_changed", "instance_required"],
         receiver: true,
         ..exits(&["receivers", "check"])
     },
@@ -308,6 +315,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receivers", "check"],
     &["receivers", "remove"],
     &["db", "init"],
+    &["metrics"],
 ];
 
 /// The exit codes (and environment) section of one command's `--help`.
@@ -405,6 +413,12 @@ fn environment(exits: &Exits) -> String {
                  --database is given (team mode)",
             );
         }
+        text.push_str(
+            "\n  RECON_WORKSPACE        the workspace directory when --workspace is not given \
+             (and no database is named)\n  \
+             RECON_LOG              json: also one JSON line per act committed, on stderr \
+             ({ts, act, op_id, seq, login, outcome}); text (the default): none",
+        );
     }
     text
 }

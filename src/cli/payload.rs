@@ -21,8 +21,25 @@ use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
 
+/// Why `--payload` was refused: a usage error (exit 2), with the code its
+/// JSON error carries (`bad_number` for a number with no one meaning).
+#[derive(Debug)]
+pub struct PayloadError {
+    pub code: Option<&'static str>,
+    pub message: String,
+}
+
+impl From<UsageError> for PayloadError {
+    fn from(e: UsageError) -> Self {
+        PayloadError {
+            code: None,
+            message: e.0,
+        }
+    }
+}
+
 /// Reads `--payload`: JSON text, `@PATH`, or `@-` for stdin, as curl does.
-pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
+pub fn read_payload(arg: &str) -> Result<Value, PayloadError> {
     let text = match arg.strip_prefix('@') {
         Some("-") => read_limited(std::io::stdin().lock(), "stdin")?,
         Some(path) => {
@@ -41,7 +58,10 @@ pub fn read_payload(arg: &str) -> Result<Value, UsageError> {
         } else {
             String::new()
         };
-        UsageError(format!("--payload {why}{hint}"))
+        PayloadError {
+            code: why.code(),
+            message: format!("--payload {why}{hint}"),
+        }
     })
 }
 

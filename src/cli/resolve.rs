@@ -49,9 +49,10 @@ pub struct ResolveArgs {
     #[arg(long, value_name = "NAME")]
     pub authorized_by: Option<String>,
     /// Skip operations whose updated_at is more recent than DURATION (90s,
-    /// 15m, 2h, 3d).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "15m")]
-    pub older_than: Duration,
+    /// 15m, 2h, 3d; default 15m). A dry run's plan records it, and a run
+    /// with --plan keeps the plan's (so it takes no --older-than).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
     /// Read only (a plain read, no close, nothing recorded) and report
     /// what a run would do.
     #[arg(long)]

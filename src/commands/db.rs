@@ -1,4 +1,5 @@
-//! `recon db init`: the PostgreSQL outbox's schema (SPEC 10).
+//! `recon db init`: the PostgreSQL outbox's schema (SPEC 10); `recon db
+//! status`: what it is and who may act on it (SPEC 12).
 //!
 //! The database comes from `--database`, else `RECON_DATABASE_URL`; it is
 //! printed only redacted (`DatabaseUrl`). `--workspace` has no meaning
@@ -7,9 +8,9 @@
 use super::open::{open_options, Place, DATABASE_VARIABLE};
 use super::render::Render;
 use super::{Failure, Out};
-use crate::cli::DbInitArgs;
+use crate::cli::{DbInitArgs, DbStatusArgs};
 use crate::domain::sanitize::escape;
-use crate::workspace::{DatabaseInit, DatabaseUrl, Workspace};
+use crate::workspace::{DatabaseInit, DatabaseStatus, DatabaseUrl, Workspace};
 
 pub struct Init {
     database: DatabaseUrl,
@@ -18,19 +19,9 @@ pub struct Init {
 
 impl Init {
     pub fn validate(args: DbInitArgs, place: Place) -> Result<Self, Failure> {
-        if place.workspace.is_some() {
-            return Err(Failure::Usage(
-                "db init takes --database URL, not --workspace: it creates a database's schema"
-                    .into(),
-            ));
-        }
         Ok(Init {
             four_eyes: args.four_eyes,
-            database: place.database_url()?.ok_or_else(|| {
-                Failure::Usage(format!(
-                    "db init needs the database: --database URL, or {DATABASE_VARIABLE}"
-                ))
-            })?,
+            database: database("init", place)?,
         })
     }
 
@@ -66,6 +57,88 @@ impl Render for Initialized {
             escape(&init.owner),
             if init.four_eyes { "on" } else { "off" },
         ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+/// The database a `db` command names: `--database`, else
+/// `RECON_DATABASE_URL`; `--workspace` is a usage error.
+fn database(verb: &str, place: Place) -> Result<DatabaseUrl, Failure> {
+    if place.workspace.is_some() {
+        return Err(Failure::Usage(format!(
+            "db {verb} takes --database URL, not --workspace: it is about a database's outbox"
+        )));
+    }
+    place.database_url()?.ok_or_else(|| {
+        Failure::Usage(format!(
+            "db {verb} needs the database: --database URL, or {DATABASE_VARIABLE}"
+        ))
+    })
+}
+
+pub struct Status {
+    database: DatabaseUrl,
+}
+
+impl Status {
+    pub fn validate(_args: DbStatusArgs, place: Place) -> Result<Self, Failure> {
+        Ok(Status {
+            database: database("status", place)?,
+        })
+    }
+
+    pub fn run(self) -> Result<StatusReport, Failure> {
+        Ok(StatusReport(Workspace::database_status(
+            &self.database,
+            open_options()?,
+        )?))
+    }
+}
+
+pub struct StatusReport(DatabaseStatus);
+
+impl Render for StatusReport {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let status = &self.0;
+        let on = |set: bool| if set { "on" } else { "off" };
+        out.line(format!(
+            "recon outbox in {}: schema version {}, roles {}_*, four eyes {}, TLS {} on this \
+             connection",
+            escape(&status.database),
+            status.schema,
+            escape(&status.roles_prefix),
+            on(status.four_eyes),
+            on(status.tls),
+        ))?;
+        out.line(format!(
+            "owner (registers receivers): {}",
+            escape(&status.owner)
+        ))?;
+        if status.logins.is_empty() {
+            out.line("no login holds its roles yet (the owner grants them)")?;
+        }
+        for login in &status.logins {
+            out.line(format!(
+                "  {}: {}",
+                escape(&login.login),
+                escape(&login.roles.join(", "))
+            ))?;
+        }
+        if !status.foreign_grants.is_empty() {
+            out.line("granted by another role than the owner (these count for nothing):")?;
+        }
+        for grant in &status.foreign_grants {
+            out.line(format!(
+                "  {}: {}, granted by {}",
+                escape(&grant.login),
+                escape(&grant.role),
+                escape(&grant.grantor)
+            ))?;
+        }
+        Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {

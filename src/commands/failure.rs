@@ -20,6 +20,11 @@ pub const EXIT_STORAGE: i32 = 4;
 #[derive(Debug)]
 pub enum Failure {
     Usage(String),
+    /// A usage error whose JSON error carries a code (`bad_number`).
+    UsageCoded {
+        code: &'static str,
+        message: String,
+    },
     Engine(Error),
     /// Standard output was closed by its reader; nothing more to say.
     ClosedPipe,
@@ -34,7 +39,7 @@ impl Failure {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            Failure::Usage(_) => EXIT_USAGE,
+            Failure::Usage(_) | Failure::UsageCoded { .. } => EXIT_USAGE,
             Failure::Engine(error) if matches!(error.cause(), Error::Invalid(_)) => EXIT_USAGE,
             Failure::Engine(error) if error.refusal().is_some() => EXIT_REFUSED,
             Failure::Engine(_) => EXIT_STORAGE,
@@ -54,7 +59,7 @@ impl Failure {
     /// The failure's text, unescaped (JSON escapes it itself).
     pub(super) fn text(&self) -> String {
         match self {
-            Failure::Usage(message) => message.clone(),
+            Failure::Usage(message) | Failure::UsageCoded { message, .. } => message.clone(),
             Failure::Engine(error) => {
                 let cause = match error.cause() {
                     Error::Refused(refusal) => refusal.to_string(),
@@ -78,7 +83,9 @@ impl Failure {
                 Some(refusal) => format!("refused: {}: {}", refusal.code(), escape(&self.text())),
                 None => format!("error: {}", escape(&self.text())),
             }),
-            Failure::Usage(_) => Some(format!("error: {}", escape(&self.text()))),
+            Failure::Usage(_) | Failure::UsageCoded { .. } => {
+                Some(format!("error: {}", escape(&self.text())))
+            }
         }
     }
 
@@ -94,6 +101,7 @@ impl Failure {
             "kind": self.kind(),
             "code": match self {
                 Failure::Engine(error) => error.code(),
+                Failure::UsageCoded { code, .. } => Some(*code),
                 _ => None,
             },
             "message": self.text(),
@@ -110,6 +118,18 @@ impl Failure {
 impl From<UsageError> for Failure {
     fn from(e: UsageError) -> Self {
         Failure::Usage(e.0)
+    }
+}
+
+impl From<crate::cli::PayloadError> for Failure {
+    fn from(e: crate::cli::PayloadError) -> Self {
+        match e.code {
+            Some(code) => Failure::UsageCoded {
+                code,
+                message: e.message,
+            },
+            None => Failure::Usage(e.message),
+        }
     }
 }
 

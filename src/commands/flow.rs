@@ -18,7 +18,9 @@ use crate::cli::{
 use crate::dispatch::{DispatchOptions, DispatchReport};
 use crate::domain::policy::{self, LatestRead};
 use crate::domain::sanitize::escape;
-use crate::domain::{Approval, CompensationRequest, Decision, Description, Operation, Recorded};
+use crate::domain::{
+    Approval, CompensationRequest, Decision, Description, Operation, Recorded, RouteAdvice,
+};
 use crate::error::Refusal;
 use crate::receiver::Fault;
 use crate::workspace::{Classified, Location, ReconcileRequest, Workspace};
@@ -34,13 +36,19 @@ pub struct Prepare {
 
 impl Prepare {
     pub fn validate(args: PrepareArgs, place: Place) -> Result<Self, Failure> {
-        identifier("op id", &args.op_id)?;
-        identifier("action kind", &args.action_kind)?;
-        let payload = read_payload(&args.payload)?;
+        let given = |flag: &str, value: Option<String>| {
+            value.ok_or_else(|| Failure::Usage(format!("prepare needs {flag} (or --batch FILE)")))
+        };
+        let op_id = given("--op", args.op_id)?;
+        let action_kind = given("--action", args.action_kind)?;
+        let payload = given("--payload", args.payload)?;
+        identifier("op id", &op_id)?;
+        identifier("action kind", &action_kind)?;
+        let payload = read_payload(&payload)?;
         Ok(Prepare {
             location: place.required()?,
-            op_id: args.op_id,
-            action_kind: args.action_kind,
+            op_id,
+            action_kind,
             payload,
         })
     }
@@ -48,10 +56,19 @@ impl Prepare {
     pub fn run(self) -> Result<Prepared, Failure> {
         // Where there is no workspace there is no receiver, so nothing could
         // route there: the refusal is the one a workspace without a route
-        // gives, and no workspace is created for it. (A workspace that lost
+        // gives (SPEC 8), naming the path, which is more often mistyped than
+        // new, and no workspace is created for it. (A workspace that lost
         // one of its files is damage, and opening it says so.)
         if Workspace::is_absent(&self.location) {
-            return Err(Refusal::NoReceiver(self.action_kind).into());
+            let advice = match &self.location {
+                Location::Workspace(dir) => RouteAdvice::NoWorkspace(dir.display().to_string()),
+                Location::Database(_) => RouteAdvice::Register,
+            };
+            return Err(Refusal::NoReceiver {
+                kind: self.action_kind,
+                advice,
+            }
+            .into());
         }
         let mut ws = open(&self.location, false)?;
         Ok(Prepared(ws.prepare(

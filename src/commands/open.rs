@@ -1,6 +1,7 @@
 //! What a command needs from around it before it can act: where its
-//! stores are ([`Place`]: `--workspace DIR`, `--database URL` or
-//! `RECON_DATABASE_URL`, resolved here into a [`Location`]), and the
+//! stores are ([`Place`]: `--workspace DIR`, `--database URL`,
+//! `RECON_DATABASE_URL` or `RECON_WORKSPACE`, resolved here into a
+//! [`Location`]), and the
 //! library handles opened there with the storage options of the
 //! environment.
 //!
@@ -44,6 +45,17 @@ pub fn open_options() -> Result<OpenOptions, Failure> {
 /// `--database` is given (SPEC 10).
 pub const DATABASE_VARIABLE: &str = "RECON_DATABASE_URL";
 
+/// The variable that names the workspace directory when neither
+/// `--workspace` nor `--database` is given and `RECON_DATABASE_URL` is
+/// unset (SPEC 12): a newcomer sets it once instead of typing
+/// `--workspace` on every command.
+pub const WORKSPACE_VARIABLE: &str = "RECON_WORKSPACE";
+
+/// A variable's value when it is set and not empty.
+fn variable(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|text| !text.is_empty())
+}
+
 /// Where the command line puts the stores: the global `--workspace DIR`
 /// and `--database URL` as given, not yet resolved.
 #[derive(Debug, Default)]
@@ -64,11 +76,18 @@ impl Place {
         if self.workspace.is_some() {
             return Ok(None);
         }
-        Ok(self.database.clone().or_else(|| {
-            std::env::var(DATABASE_VARIABLE)
-                .ok()
-                .filter(|text| !text.is_empty())
-        }))
+        Ok(self
+            .database
+            .clone()
+            .or_else(|| variable(DATABASE_VARIABLE)))
+    }
+
+    /// `--workspace DIR`, else `RECON_WORKSPACE` when it is set and not
+    /// empty. Asked only where no database was named, so a database (by
+    /// flag or by `RECON_DATABASE_URL`) always wins over the variable.
+    fn workspace(self) -> Option<PathBuf> {
+        self.workspace
+            .or_else(|| variable(WORKSPACE_VARIABLE).map(PathBuf::from))
     }
 
     /// The database this place names, if it names one.
@@ -77,12 +96,12 @@ impl Place {
     }
 
     /// The location of a command that works on a workspace directory or a
-    /// database alike: `--workspace DIR`, `--database URL`, or else
-    /// `RECON_DATABASE_URL`.
+    /// database alike: `--workspace DIR`, `--database URL`, else
+    /// `RECON_DATABASE_URL`, else `RECON_WORKSPACE`.
     pub fn location(self) -> Result<Option<Location>, Failure> {
         Ok(match self.database_url()? {
             Some(url) => Some(url.into()),
-            None => self.workspace.map(Location::Workspace),
+            None => self.workspace().map(Location::Workspace),
         })
     }
 
@@ -90,15 +109,16 @@ impl Place {
     pub fn required(self) -> Result<Location, Failure> {
         self.location()?.ok_or_else(|| {
             Failure::Usage(format!(
-                "--workspace DIR or --database URL (or {DATABASE_VARIABLE}) is required for this \
-                 command"
+                "--workspace DIR or --database URL (or {WORKSPACE_VARIABLE} or \
+                 {DATABASE_VARIABLE}) is required for this command"
             ))
         })
     }
 
     /// The workspace directory of a command that exists only for one
     /// (`demo`, `ledger`, `receiver apply|adapter`, `experiment`):
-    /// `--database` is a usage error, `RECON_DATABASE_URL` is ignored.
+    /// `--database` is a usage error, `RECON_DATABASE_URL` is ignored, and
+    /// `RECON_WORKSPACE` stands in for `--workspace`.
     pub fn directory_only(self, command: &str) -> Result<Option<PathBuf>, Failure> {
         if self.database.is_some() {
             return Err(Failure::Usage(format!(
@@ -106,13 +126,16 @@ impl Place {
                  not --database URL"
             )));
         }
-        Ok(self.workspace)
+        Ok(self.workspace())
     }
 
     /// [`Place::directory_only`], required.
     pub fn required_directory(self, command: &str) -> Result<PathBuf, Failure> {
-        self.directory_only(command)?
-            .ok_or_else(|| Failure::Usage(format!("{command} needs --workspace DIR")))
+        self.directory_only(command)?.ok_or_else(|| {
+            Failure::Usage(format!(
+                "{command} needs --workspace DIR (or {WORKSPACE_VARIABLE})"
+            ))
+        })
     }
 }
 

@@ -94,9 +94,11 @@ pub fn cannot_write(path: &Path, e: &dyn std::fmt::Display) -> Failure {
     )))
 }
 
-/// Writes a file beside its target through `body`, buffered, and renames
-/// it into place only when `body` succeeded, so a failure leaves no half
-/// file (the temporary one is removed when dropped).
+/// Writes a file beside its target through `body`, buffered, syncs it and
+/// renames it into place only when `body` succeeded, so a failure leaves
+/// no half file (the temporary one, a hidden `.tmp…` name no glob of the
+/// target's extension matches, is removed when dropped; a process killed
+/// outright leaves it beside the target, which stays as it was).
 pub fn write_file_with<T>(
     path: &Path,
     body: impl FnOnce(&mut (dyn Write + Send)) -> Result<T, Failure>,
@@ -111,6 +113,11 @@ pub fn write_file_with<T>(
     let tmp = writer
         .into_inner()
         .map_err(|e| cannot_write(path, e.error()))?;
+    // On disk before it takes the target's name: a power loss after the
+    // rename finds the whole file, never an empty one.
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| cannot_write(path, &e))?;
     tmp.persist(path)
         .map_err(|e| cannot_write(path, &e.error))?;
     Ok(result)
@@ -120,10 +127,39 @@ pub fn write_file_with<T>(
 /// that is not UTF-8, or one that cannot be read is a usage error naming
 /// it. No input is read without a bound (`/dev/zero` included).
 pub fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
-    use std::io::Read;
     let shown = crate::domain::sanitize::escape(&path.display().to_string()).into_owned();
     let file = std::fs::File::open(path)
         .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    read_text(file, &shown, max)
+}
+
+/// [`read_bounded`] for what must be a regular file (a plan a person
+/// authorized): a FIFO, a device or a directory is a usage error, said at
+/// once (opened without blocking, so a FIFO with no writer cannot hang it).
+pub fn read_regular_bounded(path: &std::path::Path, max: u64) -> Result<String, Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = crate::domain::sanitize::escape(&path.display().to_string()).into_owned();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?;
+    let regular = file
+        .metadata()
+        .map_err(|e| Failure::Usage(format!("cannot read {shown}: {e}")))?
+        .is_file();
+    if !regular {
+        return Err(Failure::Usage(format!(
+            "{shown} is not a regular file (a FIFO, a device or a directory); it is read from a \
+             file only"
+        )));
+    }
+    read_text(file, &shown, max)
+}
+
+/// Reads `file` whole as UTF-8 text of at most `max` bytes.
+fn read_text(file: std::fs::File, shown: &str, max: u64) -> Result<String, Failure> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)

@@ -363,8 +363,16 @@ impl Render for Shown {
                 f.exit_code
                     .map_or("none (killed or never ran)".to_string(), |c| c.to_string())
             ))?;
-            if let Some(last) = f.stderr.lines().rev().find(|l| !l.trim().is_empty()) {
-                out.line(format!("  stderr: {}", escape(last.trim())))?;
+            // Every line kept (up to 4 KiB, as JSON has it), not only the
+            // last: a traceback's cause is rarely its last line.
+            let said = f
+                .stderr
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.trim().is_empty());
+            for (i, line) in said.enumerate() {
+                let lead = if i == 0 { "  stderr: " } else { "          " };
+                out.line(format!("{lead}{}", escape(line)))?;
             }
         }
         for e in &self.0.evidence {

@@ -127,6 +127,14 @@ struct Row<'a> {
     complete: bool,
     authoritative: bool,
     describe_sha256: &'a str,
+    /// The variables the adapter is passed (`--env`), by name only.
+    env: &'a [String],
+    /// The version the adapter's `describe` gives.
+    version: &'a str,
+    /// The store behind the adapter, as its `describe` names it.
+    instance: Option<&'a str>,
+    /// The registration's own version (a new one at each update).
+    registration_version: i64,
 }
 
 impl<'a> Row<'a> {
@@ -142,10 +150,15 @@ impl<'a> Row<'a> {
             complete: registration.describe.query.complete,
             authoritative: registration.describe.query.authoritative,
             describe_sha256: &registration.describe_sha256,
+            env: &registration.env,
+            version: &registration.describe.version,
+            instance: registration.describe.instance.as_deref(),
+            registration_version: registration.version,
         }
     }
 
-    /// One line: name, routes, ceiling, timeout, then the command line.
+    /// One line: name, routes, ceiling, timeout, the adapter's version and
+    /// instance, the variables it is passed, then the command line.
     fn line(&self) -> String {
         let program = if self.builtin {
             "(recon's own ledger)".to_string()
@@ -155,14 +168,23 @@ impl<'a> Row<'a> {
         let command: Vec<String> = std::iter::once(program)
             .chain(self.args.iter().map(|arg| shell_word(arg)))
             .collect();
+        let env = match self.env {
+            [] => String::new(),
+            names => format!("  env {}", escape(&names.join(","))),
+        };
         format!(
-            "{}  actions {}  can_close {} complete {} authoritative {}  timeout {} ms  {}",
+            "{}  actions {}  can_close {} complete {} authoritative {}  timeout {} ms  \
+             version {} (registration version {})  instance {}{env}  {}",
             escape(self.name),
             escape(&self.actions.join(",")),
             self.can_close,
             self.complete,
             self.authoritative,
             self.timeout_ms,
+            escape(self.version),
+            self.registration_version,
+            self.instance
+                .map_or_else(|| "(none)".to_string(), |i| escape(i).into_owned()),
             command.join(" ")
         )
     }
@@ -184,11 +206,31 @@ pub struct Registered(Registration);
 
 impl Render for Registered {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.line(format!("registered {}", Row::of(&self.0).line()))
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.json(&Row::of(&self.0))
+    }
+}
+
+/// A warning on stderr for each `--env` variable of a registration that is
+/// not set where recon runs now: the adapter is started with only the
+/// variables set in each command's own environment, so one unset here
+/// (a password, a host) is missing from every call made from here, and a
+/// failed call later is all that would show it.
+fn warn_unset_env(registration: &Registration, out: &mut Out) {
+    for name in &registration.env {
+        if std::env::var_os(name).is_none() {
+            out.stderr_line(&format!(
+                "warning: --env {} is not set here, so {} gets no such variable when recon \
+                 runs it from this environment; set it where recon runs",
+                escape(name),
+                escape(&registration.name)
+            ));
+        }
     }
 }
 
@@ -252,6 +294,7 @@ pub struct Updated(Registration);
 
 impl Render for Updated {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.line(format!(
             "updated {} (registration {}, version {})",
             Row::of(&self.0).line(),
@@ -261,6 +304,7 @@ impl Render for Updated {
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        warn_unset_env(&self.0, out);
         out.json(&Row::of(&self.0))
     }
 }

@@ -11,7 +11,7 @@
 //! it is never changed under them.
 
 use super::open::{open, Place};
-use super::output::{cannot_write, read_bounded};
+use super::output::{cannot_write, read_regular_bounded};
 use super::person::Person;
 use super::watch::{interrupted_line, shows_progress, TerminalWatch, EXIT_INTERRUPTED};
 use super::{Failure, Out, Render, EXIT_OK};
@@ -46,7 +46,8 @@ pub struct Resolve {
     policy: Policy,
     by: Person,
     authorized_by: Person,
-    older_than: Duration,
+    /// `--older-than`, or the plan's once it is read.
+    older_than: Option<Duration>,
     dry_run: bool,
     output: Option<PathBuf>,
     json: bool,
@@ -121,7 +122,7 @@ impl Resolve {
         })
     }
 
-    pub fn run(self) -> Result<Resolution, Failure> {
+    pub fn run(mut self) -> Result<Resolution, Failure> {
         let mut ws = open(&self.location, false)?;
         let by = self.by.name(&ws)?;
         let authorized_by = self.authorized_by.name(&ws)?;
@@ -135,7 +136,14 @@ impl Resolve {
                 receiver: f.receiver.as_deref(),
                 ..QueueFilter::default()
             }))?,
-            Source::Plan(path) => read_plan(path, self.policy, ws.id())?,
+            Source::Plan(path) => {
+                let plan = read_plan(path, self.policy, ws.id())?;
+                // Without --older-than of its own, a run keeps the limit its
+                // dry run selected with: what it said it would close.
+                let recorded = plan.older_than_ms.map(Duration::from_millis);
+                self.older_than = self.older_than.or(recorded);
+                plan.operations
+            }
         };
         let planned = matches!(self.source, Source::Plan(_));
         if !planned && !self.dry_run {
@@ -145,7 +153,7 @@ impl Resolve {
             policy: self.policy,
             by: &by,
             authorized_by: &authorized_by,
-            older_than: self.older_than,
+            older_than: self.older_than(),
             dry_run: self.dry_run,
             planned,
         };
@@ -155,11 +163,13 @@ impl Resolve {
         let report = report?;
         // A stopped dry run read only part of the list: its plan would
         // look whole, so none is written.
+        let older_than = self.older_than();
         let output = self.output.filter(|_| report.interrupted.is_none());
         if let Some(path) = &output {
             let plan = ResolvePlan {
                 policy: self.policy,
                 workspace: ws.id().to_string(),
+                older_than_ms: Some(u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX)),
                 operations: would_close(&list, &report),
             };
             write_new_file(path, &format!("{}\n", plan.to_json()))?;
@@ -169,6 +179,11 @@ impl Resolve {
             dry_run: self.dry_run,
             plan: output,
         })
+    }
+
+    /// The age limit: `--older-than`, else a plan's, else the default.
+    fn older_than(&self) -> Duration {
+        self.older_than.unwrap_or(DEFAULT_OLDER_THAN)
     }
 
     /// The list about to be closed, before anything is: on stdout in
@@ -219,8 +234,8 @@ fn would_close(list: &[Planned], report: &ResolveReport) -> Vec<Planned> {
 
 /// Reads a plan within its bound; one for another policy or another
 /// workspace is a usage error.
-fn read_plan(path: &Path, policy: Policy, workspace: &str) -> Result<Vec<Planned>, Failure> {
-    let text = read_bounded(path, MAX_PLAN_BYTES as u64)?;
+fn read_plan(path: &Path, policy: Policy, workspace: &str) -> Result<ResolvePlan, Failure> {
+    let text = read_regular_bounded(path, MAX_PLAN_BYTES as u64)?;
     let shown = escape(&path.display().to_string()).into_owned();
     let plan = ResolvePlan::parse(text.as_bytes())
         .map_err(|why| Failure::Usage(format!("--plan {shown}: {}", escape(&why))))?;
@@ -236,8 +251,12 @@ fn read_plan(path: &Path, policy: Policy, workspace: &str) -> Result<Vec<Planned
             escape(&plan.workspace)
         )));
     }
-    Ok(plan.operations)
+    Ok(plan)
 }
+
+/// The age limit of a resolve that names none, and of a plan made before
+/// plans recorded theirs.
+const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(15 * 60);
 
 /// A plan never replaces a file: a usage error before anything is read.
 fn refuse_existing(path: &Path) -> Result<(), Failure> {

@@ -2,7 +2,8 @@
 //! Ctrl-C ([`Interrupt`]) asks it to stop after the request in hand, and
 //! a progress line on stderr (only when stderr is a terminal and stdout
 //! is not JSON for a script) says how far it is, at what rate, and how
-//! long is left.
+//! long is left. A line of the log of acts (`RECON_LOG=json`) is written
+//! above it ([`log_line`]), never inside it.
 
 use super::interrupt::Interrupt;
 use crate::workspace::Watch;
@@ -38,6 +39,8 @@ impl TerminalWatch {
     /// Clears the progress line, if one was shown.
     pub fn clear(&self) {
         if self.progress.as_ref().is_some_and(|p| p.shown.is_some()) {
+            let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+            *shown = None;
             eprint!("\r\x1b[K");
         }
     }
@@ -91,7 +94,22 @@ impl Progress {
         self.shown = Some(now);
         let elapsed = now.duration_since(self.started);
         let line = progress_line(self.done, done, self.total, elapsed);
+        let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
         eprint!("\r\x1b[K{line}");
+        *shown = Some(line);
+    }
+}
+
+/// The progress line on the terminal now, if one is: a line logged
+/// meanwhile ([`log_line`]) clears it and draws it again below itself.
+static SHOWN: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// One line on stderr that never lands inside the progress line.
+pub fn log_line(line: &str) {
+    let shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+    match shown.as_deref() {
+        Some(progress) => eprint!("\r\x1b[K{line}\n{progress}"),
+        None => eprintln!("{line}"),
     }
 }
 

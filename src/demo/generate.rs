@@ -324,6 +324,7 @@ pub fn observation(
         complete: true,
         authoritative: true,
         closed: false,
+        closed_by: None,
     };
     let requested = payload(&op.canonical_payload);
     let scope = Scope {

@@ -11,7 +11,7 @@
 //! report and is never evidence.
 
 use super::ReceiverProgram;
-use crate::domain::{parse_json_slice, AdapterFailure, FailureKind};
+use crate::domain::{parse_json_input, AdapterFailure, FailureKind};
 use crate::receiver::protocol::{write_line, Verb, MAX_LINE};
 use crate::receiver::rules::failure;
 use crate::receiver::READY_LINE;
@@ -297,7 +297,7 @@ impl Call {
                 FailureKind::ExtraOutput,
                 "the adapter wrote more than one line",
             )),
-            Event::Line(line) => parse_json_slice(&line)
+            Event::Line(line) => parse_json_input(&line)
                 .map_err(|e| failure(FailureKind::Garbage, format!("the answer {e}"))),
         };
         let stderr = self.stderr_tail();
@@ -444,7 +444,7 @@ impl Session {
 
 /// The answer line of request `id`, parsed strictly, without its `id`.
 fn echoed(line: &[u8], id: u64) -> Result<Value, AdapterFailure> {
-    let mut answer = parse_json_slice(line)
+    let mut answer = parse_json_input(line)
         .map_err(|e| failure(FailureKind::Garbage, format!("the answer {e}")))?;
     let echoed = answer
         .as_object_mut()

@@ -173,6 +173,22 @@ fn shortest(x: f64) -> Shortest {
 /// `text` is JSON that serde_json has already accepted; the error is one line
 /// naming the first offending number and its JSON pointer (RFC 6901).
 pub fn check_i_json(text: &str) -> Result<(), String> {
+    scan_numbers(text, check_number)
+}
+
+/// Holds JSON text's numbers to one meaning (SPEC 12): none of magnitude
+/// above 2^53-1, in any notation (`1e20`, `9007199254740992.0`,
+/// `100000000000000000001`), since beyond it one double stands for many
+/// numbers. What an adapter answers is held to this; a person's payload to
+/// all of [`check_i_json`], which includes it.
+pub fn check_magnitudes(text: &str) -> Result<(), String> {
+    scan_numbers(text, check_magnitude)
+}
+
+/// Every number literal of JSON text (already accepted by serde_json),
+/// held to `check`; the error names the first one refused and its JSON
+/// pointer.
+fn scan_numbers(text: &str, check: fn(&str) -> Result<(), String>) -> Result<(), String> {
     let bytes = text.as_bytes();
     let mut path: Vec<Step> = Vec::new();
     let mut i = 0;
@@ -212,7 +228,7 @@ pub fn check_i_json(text: &str) -> Result<(), String> {
                     i += 1;
                 }
                 let literal = text.get(start..=i).unwrap_or_default();
-                if let Err(why) = check_number(literal) {
+                if let Err(why) = check(literal) {
                     return Err(format!(
                         "number {} at {} is not I-JSON: {why}",
                         shown(literal),
@@ -267,15 +283,44 @@ fn shown(literal: &str) -> String {
     }
 }
 
+/// A number's magnitude, in whatever notation it is written, at most
+/// 2^53-1, compared as the decimal it is written as (no double rounds it).
+fn check_magnitude(literal: &str) -> Result<(), String> {
+    let magnitude = literal.strip_prefix('-').unwrap_or(literal);
+    let Shortest { digits, point } = written(magnitude);
+    let max = MAX_SAFE_INTEGER.to_string();
+    let above = match point.cmp(&(max.len() as i64)) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        // Same count of whole digits: compare digit by digit, and any
+        // digit beyond (no trailing zero is kept) makes it larger.
+        std::cmp::Ordering::Equal => {
+            let head: String = digits
+                .chars()
+                .chain(std::iter::repeat('0'))
+                .take(max.len())
+                .collect();
+            head > max || (head == max && digits.len() > max.len())
+        }
+    };
+    if above {
+        return Err(format!(
+            "its magnitude is above {MAX_SAFE_INTEGER} (2^53-1), where one double stands for \
+             many numbers; send it as a string"
+        ));
+    }
+    Ok(())
+}
+
 fn check_number(literal: &str) -> Result<(), String> {
+    check_magnitude(literal)?;
     let magnitude = literal.strip_prefix('-').unwrap_or(literal);
     if !magnitude.contains(['.', 'e', 'E']) {
-        return match magnitude.parse::<u64>() {
-            Ok(n) if n <= MAX_SAFE_INTEGER => Ok(()),
-            _ => Err(format!(
-                "integers must lie within ±{MAX_SAFE_INTEGER} (2^53-1); send it as a string"
-            )),
-        };
+        // Within 2^53-1 (just checked), so it parses.
+        return magnitude
+            .parse::<u64>()
+            .map(drop)
+            .map_err(|_| "it is not a number".to_string());
     }
     let x: f64 = magnitude
         .parse()

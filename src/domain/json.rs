@@ -15,13 +15,33 @@
 //! sent as `10` has echoed it exactly.
 
 use super::bounds::MAX_PAYLOAD_BYTES;
-use super::canonical::{canonical_json, check_i_json};
+use super::canonical::{canonical_json, check_i_json, check_magnitudes};
 use super::sanitize;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::cell::RefCell;
 use std::fmt;
+
+/// A JSON number read where a whole number is expected: `10`, and also
+/// `10.0` or `1e1`, which are the same number in every reader (SPEC 8
+/// rule 7), within ±(2^53−1); `None` for anything else (a fraction, a
+/// string, a number past the bound).
+pub fn whole(value: &Value) -> Option<i64> {
+    const MAX_SAFE: i64 = (1 << 53) - 1;
+    let n = match value.as_i64() {
+        Some(n) => n,
+        None => {
+            let x = value.as_f64().filter(|x| x.fract() == 0.0)?;
+            if x.abs() > MAX_SAFE as f64 {
+                return None;
+            }
+            // Exact: a whole double within 2^53 is an integer.
+            x as i64
+        }
+    };
+    (-MAX_SAFE..=MAX_SAFE).contains(&n).then_some(n)
+}
 
 /// The deepest nesting of arrays and objects accepted in a payload. The
 /// engine wraps a payload in up to four more levels (a receipt line, a
@@ -40,12 +60,16 @@ pub enum JsonError {
     /// A member name given twice in one object: the name, and the JSON
     /// pointer (RFC 6901) of the object that holds it.
     DuplicateKey { key: String, object: String },
+    /// A number with no one meaning (SPEC 12, `bad_number`): the number,
+    /// where it is, and why.
+    BadNumber(String),
 }
 
 impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JsonError::Syntax(why) => write!(f, "is not JSON: {why}"),
+            JsonError::BadNumber(why) => write!(f, "has a bad number: {why}"),
             JsonError::DuplicateKey { key, object } => {
                 let at = if object.is_empty() {
                     "the top-level object".to_string()
@@ -77,6 +101,46 @@ pub fn parse_json_slice(bytes: &[u8]) -> Result<Value, JsonError> {
     strict(serde_json::Deserializer::from_slice(bytes))
 }
 
+/// Reads JSON that comes in from outside (an adapter's answer line), as
+/// [`parse_json_slice`] does, and refuses a number of magnitude above
+/// 2^53-1 in any notation (SPEC 12): beyond it one double stands for many
+/// numbers, so `100000000000000000001` would count as the `1e20` it is
+/// not.
+pub fn parse_json_input(bytes: &[u8]) -> Result<Value, JsonError> {
+    let value = parse_json_slice(bytes)?;
+    // It parsed, so it is UTF-8.
+    let text = std::str::from_utf8(bytes).map_err(|e| JsonError::Syntax(e.to_string()))?;
+    check_magnitudes(text).map_err(JsonError::BadNumber)?;
+    Ok(value)
+}
+
+/// Why a person's payload was refused: a number with no one meaning
+/// (`bad_number`, SPEC 12), or anything else. Its `Display` has no
+/// subject, as [`JsonError`]'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadPayload {
+    Number(String),
+    Other(String),
+}
+
+impl BadPayload {
+    /// The code a JSON error carries: `bad_number` for a number.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            BadPayload::Number(_) => Some("bad_number"),
+            BadPayload::Other(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for BadPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadPayload::Number(why) | BadPayload::Other(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Whether two JSON values are the same value: equal canonical texts. A
 /// value equal as serde_json sees it is always canonically equal (its
 /// numbers are then the same integer or the same double), so only values
@@ -91,18 +155,20 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
 /// at most [`MAX_PAYLOAD_DEPTH`] levels, and held to I-JSON so that its
 /// canonical form says what was sent. The error is one line without a
 /// subject, as [`JsonError`]'s is.
-pub fn parse_payload(text: &str) -> Result<Value, String> {
+pub fn parse_payload(text: &str) -> Result<Value, BadPayload> {
     if text.len() > MAX_PAYLOAD_BYTES {
-        return Err(format!(
+        return Err(BadPayload::Other(format!(
             "is {} bytes, larger than {MAX_PAYLOAD_BYTES} bytes",
             text.len()
-        ));
+        )));
     }
-    let value = parse_json(text).map_err(|e| e.to_string())?;
+    let value = parse_json(text).map_err(|e| BadPayload::Other(e.to_string()))?;
     if depth(&value) > MAX_PAYLOAD_DEPTH {
-        return Err(format!("is nested deeper than {MAX_PAYLOAD_DEPTH} levels"));
+        return Err(BadPayload::Other(format!(
+            "is nested deeper than {MAX_PAYLOAD_DEPTH} levels"
+        )));
     }
-    check_i_json(text)?;
+    check_i_json(text).map_err(BadPayload::Number)?;
     Ok(value)
 }
 
@@ -271,6 +337,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn a_whole_number_may_be_written_with_a_zero_fraction_within_i_json_bounds() {
+        for (text, expected) in [
+            ("10", Some(10)),
+            ("10.0", Some(10)),
+            ("1e1", Some(10)),
+            ("-3.0", Some(-3)),
+            ("9007199254740991", Some(9_007_199_254_740_991)),
+            ("9007199254740991.0", Some(9_007_199_254_740_991)),
+            ("9007199254740992", None),
+            ("9007199254740992.0", None),
+            ("1e20", None),
+            ("2.5", None),
+            ("\"2\"", None),
+            ("null", None),
+        ] {
+            let value: Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(whole(&value), expected, "{text}");
+        }
+    }
+
     #[track_caller]
     fn duplicate(text: &str, key: &str, object: &str) {
         assert_eq!(
@@ -355,14 +442,64 @@ mod tests {
         );
         assert!(parse_payload(r#"{"a":1,"a":2}"#)
             .unwrap_err()
+            .to_string()
             .starts_with(r#"has the key "a" twice"#));
         let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
         assert_eq!(
             parse_payload(&deep),
-            Err(format!("is nested deeper than {MAX_PAYLOAD_DEPTH} levels"))
+            Err(BadPayload::Other(format!(
+                "is nested deeper than {MAX_PAYLOAD_DEPTH} levels"
+            )))
         );
-        assert!(parse_payload("9007199254740993")
-            .unwrap_err()
-            .contains("is not I-JSON"));
+        let refused = parse_payload("9007199254740993").unwrap_err();
+        assert!(refused.to_string().contains("is not I-JSON"), "{refused}");
+        assert_eq!(refused.code(), Some("bad_number"));
+    }
+
+    /// Numbers of magnitude above 2^53-1 in every notation, and the ones
+    /// at the bound, as a person's payload and as an adapter's answer.
+    const MAGNITUDES: &[(&str, bool)] = &[
+        ("1e20", false),
+        ("1E20", false),
+        ("-1e20", false),
+        ("9007199254740992.0", false),
+        ("9007199254740993.5", false),
+        ("100000000000000000001", false),
+        ("9007199254740992", false),
+        ("9.007199254740992e15", false),
+        ("90071992547409910e-1", true),
+        ("1e300", false),
+        ("0.9e16", true),
+        ("9007199254740991", true),
+        ("-9007199254740991", true),
+        ("9007199254740991.0", true),
+        ("9.007199254740991e15", true),
+        ("1e15", true),
+        ("0e999", true),
+        ("1e-300", true),
+    ];
+
+    #[test]
+    fn a_number_of_magnitude_above_2_53_minus_1_in_any_notation_is_a_bad_number() {
+        for &(number, kept) in MAGNITUDES {
+            let payload = format!(r#"{{"amount":{number}}}"#);
+            let from_person = parse_payload(&payload);
+            let from_adapter = parse_json_input(payload.as_bytes());
+            match kept {
+                true => {
+                    assert!(from_person.is_ok(), "{number}: {from_person:?}");
+                    assert!(from_adapter.is_ok(), "{number}: {from_adapter:?}");
+                }
+                false => {
+                    let person = from_person.expect_err(number);
+                    assert_eq!(person.code(), Some("bad_number"), "{number}: {person}");
+                    assert!(person.to_string().contains("2^53-1"), "{number}: {person}");
+                    assert!(
+                        matches!(from_adapter, Err(JsonError::BadNumber(_))),
+                        "{number}: {from_adapter:?}"
+                    );
+                }
+            }
+        }
     }
 }

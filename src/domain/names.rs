@@ -116,31 +116,6 @@ pub fn env_var(text: &str) -> Result<&str, String> {
     }
 }
 
-/// Why an adapter argument carries a credential, if it does: a password in
-/// a URL's user information (`scheme://user:secret@host`), or a
-/// `password=` setting (a libpq keyword string or a URL query). Arguments
-/// are stored, journaled and printed, so a secret must travel in the
-/// adapter's environment instead. The reason never repeats the secret.
-pub fn secret_in_argument(position: usize, arg: &str) -> Option<String> {
-    let at = |why: &str| Some(format!("argument {position} of the adapter carries {why}"));
-    if let Some((_, rest)) = arg.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if userinfo.contains(':') {
-                return at("a password in a URL");
-            }
-        }
-    }
-    let lower = arg.to_ascii_lowercase();
-    let setting = lower
-        .match_indices("password")
-        .any(|(i, _)| lower[i + "password".len()..].trim_start().starts_with('='));
-    if setting {
-        return at("a password= setting");
-    }
-    None
-}
-
 /// A series of op ids that are one prefix followed by a fixed number of
 /// decimal digits (`op-bulk-0000042`): fixed width, so the ids' text order
 /// (byte order) is their numbers' order, and the last one of a series is
@@ -181,10 +156,56 @@ impl NumberedIds {
     }
 }
 
+/// The routed action kind a refused kind was most likely meant to be: the
+/// nearest by edit distance (a swap of two neighbours counts as one edit),
+/// when it is at most two edits away and fewer than half the refused
+/// kind's characters; ties go to the first in `routed`'s order. `*` is
+/// never suggested. A `no_receiver` refusal names it instead of advising
+/// to register a receiver for what is probably a typo.
+pub fn nearest_kind<'a>(kind: &str, routed: &'a [String]) -> Option<&'a str> {
+    let limit = (kind.chars().count().saturating_sub(1) / 2).min(2);
+    routed
+        .iter()
+        .filter(|candidate| candidate.as_str() != super::ANY_ACTION)
+        .map(|candidate| (edits(kind, candidate), candidate.as_str()))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// The optimal-string-alignment distance between two strings, by
+/// characters: insertions, deletions, substitutions and swaps of two
+/// neighbours each count one.
+fn edits(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
 #[cfg(test)]
 mod tests {
+    use super::nearest_kind;
+    use super::receiver;
     use super::NumberedIds;
-    use super::{receiver, secret_in_argument};
 
     #[test]
     fn numbered_ids_round_trip_and_their_bounds_hold_the_series_only_in_byte_order() {
@@ -205,29 +226,6 @@ mod tests {
         assert_eq!(ids.number("op-bulk-5a"), None);
     }
 
-    #[test]
-    fn a_password_in_an_adapter_argument_is_found_without_repeating_it() {
-        for arg in [
-            "postgres://ann:hunter2@db/ledger",
-            "postgresql://ann:@db",
-            "host=db password=hunter2",
-            "postgres://db/ledger?user=ann&password=hunter2",
-            "--url=https://u:p@x",
-        ] {
-            let why = secret_in_argument(2, arg).unwrap_or_default();
-            assert!(why.starts_with("argument 2 "), "{arg}: {why}");
-            assert!(!why.contains("hunter2"), "{why}");
-        }
-        for arg in [
-            "postgres://ann@db/ledger",
-            "--database",
-            "/var/mail/box",
-            "https://x/path@y:z",
-        ] {
-            assert_eq!(secret_in_argument(1, arg), None, "{arg}");
-        }
-    }
-
     #[track_caller]
     fn check(name: &str, ok: bool) {
         assert_eq!(receiver(name).is_ok(), ok, "{name:?}");
@@ -246,5 +244,45 @@ mod tests {
         check("mail.eu", false);
         check("ma il", false);
         check("mäil", false);
+    }
+
+    #[track_caller]
+    fn near(kind: &str, routed: &[&str], expected: Option<&str>) {
+        let routed: Vec<String> = routed.iter().map(|k| k.to_string()).collect();
+        assert_eq!(
+            nearest_kind(kind, &routed),
+            expected,
+            "{kind:?} in {routed:?}"
+        );
+    }
+
+    #[test]
+    fn a_misspelled_kind_is_offered_the_nearest_routed_kind_and_nothing_far_or_star() {
+        near(
+            "send_emial",
+            &["charge_card", "send_email"],
+            Some("send_email"),
+        );
+        near("send_mail", &["send_email"], Some("send_email"));
+        near("sendemail", &["send_email"], Some("send_email"));
+        near(
+            "send_emails",
+            &["send_email", "send_emails_x"],
+            Some("send_email"),
+        );
+        near("refund", &["send_email", "charge_card"], None);
+        near("send_sms", &["send_email"], None);
+        near("ab", &["ac"], None);
+        near("abc", &["abd"], Some("abd"));
+        near("send_emial", &["*"], None);
+        near("send_emial", &[], None);
+        // The nearest wins over the first; among equals, the first.
+        near("chrage", &["change", "charge"], Some("charge"));
+        near(
+            "charge_crd",
+            &["charge_cart", "charge_card"],
+            Some("charge_card"),
+        );
+        near("abc", &["abe", "abd"], Some("abe"));
     }
 }

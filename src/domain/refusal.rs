@@ -9,6 +9,55 @@
 use super::{Decision, OpState, Verdict};
 use thiserror::Error;
 
+/// What a `permission_denied` refusal advises: the role that allows the
+/// act, granted to the login; never the owner's, whose grant would hand
+/// over the whole outbox (every registration runs a program on every
+/// reviewer's host), so an owner's act is done as the owner.
+fn grant_advice(role: &str, login: &str) -> String {
+    if role == super::team::TeamRole::Owner.as_str() {
+        "only the outbox's owner (the role that ran `recon db init`) may, so run it as the \
+         owner; granting the owner's role would hand over the whole outbox"
+            .to_string()
+    } else {
+        format!(
+            "it needs the role {role}, which the outbox's owner grants (GRANT {role} TO {login})"
+        )
+    }
+}
+
+/// What a `no_receiver` refusal advises, so that it never tells a person
+/// to register a receiver for a typo or for a path that holds no
+/// workspace at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteAdvice {
+    /// Nothing routed is near the kind: register a receiver for it.
+    Register,
+    /// The kind is probably a typo of this routed kind.
+    Nearest(String),
+    /// There is no workspace at this path (probably a mistyped one).
+    NoWorkspace(String),
+}
+
+impl RouteAdvice {
+    fn text(&self, kind: &str) -> String {
+        let register = format!(
+            "`recon receivers add --workspace DIR NAME --actions {kind} -- PROGRAM [ARG...]` \
+             (or `--builtin` for recon's own ledger, `--actions '*'` for every kind)"
+        );
+        match self {
+            RouteAdvice::Register => format!("register one first, for example {register}"),
+            RouteAdvice::Nearest(near) => {
+                format!("did you mean {near}? (it is routed; check the spelling)")
+            }
+            RouteAdvice::NoWorkspace(path) => format!(
+                "there is no workspace at {}: check the path (or set RECON_WORKSPACE), or make \
+                 one there by registering a receiver, for example {register}",
+                super::sanitize::escape(path)
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Refusal {
     #[error("the name has no visible character")]
@@ -89,15 +138,11 @@ pub enum Refusal {
     AlreadyEscalated { op_id: String, by: String },
     #[error("operation {0} is not escalated")]
     NotEscalated(String),
+    #[error("no receiver takes action kind {kind}; {}", advice.text(kind))]
+    NoReceiver { kind: String, advice: RouteAdvice },
     #[error(
-        "no receiver takes action kind {0}; register one first, for example \
-         `recon receivers add --workspace DIR NAME --actions {0} -- PROGRAM [ARG...]` \
-         (or `--builtin` for recon's own ledger, `--actions '*'` for every kind)"
-    )]
-    NoReceiver(String),
-    #[error(
-        "{0}; pass a credential through the adapter's environment instead \
-         (`--env VAR`, for example PGPASSWORD, or a libpq .pgpass or service file)"
+        "{0}; pass the value with `--env NAME` instead, through the adapter's environment \
+         (for example PGPASSWORD, or a libpq .pgpass or service file)"
     )]
     SecretInArguments(String),
     #[error(
@@ -116,8 +161,8 @@ pub enum Refusal {
     /// The database refused the act: the login role lacks a role the act
     /// needs (SPEC 10). Nothing was written.
     #[error(
-        "{login} may not {act}: it needs the role {role}, which an operator grants \
-         (GRANT {role} TO {login}); nothing was written"
+        "{login} may not {act}: {}; nothing was written",
+        grant_advice(role, login)
     )]
     PermissionDenied {
         act: String,
@@ -134,6 +179,16 @@ pub enum Refusal {
     /// database said. Nothing was written.
     #[error("the database's rules refuse it: {rule}; nothing was written")]
     RuleViolation { rule: String },
+    /// SPEC 12: a receiver that claims `complete`, `authoritative` or
+    /// `can_close` names the store behind it, so that another store is
+    /// another receiver.
+    #[error(
+        "receiver {receiver} claims {claims} but its describe declares no \"instance\": a \
+         receiver whose evidence can settle a decision must name the store behind it (a \
+         stable id of its database or mailbox), so that pointing it at another store is \
+         another receiver; nothing was stored"
+    )]
+    InstanceRequired { receiver: String, claims: String },
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -187,7 +242,7 @@ impl Refusal {
             Refusal::UnknownReceiver(_) => "unknown_receiver",
             Refusal::AlreadyEscalated { .. } => "already_escalated",
             Refusal::NotEscalated(_) => "not_escalated",
-            Refusal::NoReceiver(_) => "no_receiver",
+            Refusal::NoReceiver { .. } => "no_receiver",
             Refusal::SecretInArguments(_) => "secret_in_arguments",
             Refusal::ReceiverGone { .. } => "receiver_gone",
             Refusal::ReceiverChanged { .. } => "receiver_changed",
@@ -195,6 +250,37 @@ impl Refusal {
             Refusal::PermissionDenied { .. } => "permission_denied",
             Refusal::SamePerson { .. } => "same_person",
             Refusal::RuleViolation { .. } => "rule_violation",
+            Refusal::InstanceRequired { .. } => "instance_required",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    fn denied(role: &str) -> String {
+        Refusal::PermissionDenied {
+            act: "receivers".into(),
+            role: role.into(),
+            login: "rita".into(),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn refusal_advice_names_the_role_that_allows_the_act_never_the_owner() {
+        let reviewer = denied("recon_reviewer");
+        assert!(
+            reviewer.contains("needs the role recon_reviewer")
+                && reviewer.contains("GRANT recon_reviewer TO rita"),
+            "{reviewer}"
+        );
+        let owner = denied("owner");
+        assert!(!owner.contains("GRANT"), "{owner}");
+        assert!(
+            owner.contains("only the outbox's owner") && owner.contains("run it as the owner"),
+            "{owner}"
+        );
     }
 }

@@ -27,6 +27,28 @@ pub struct Planned {
     pub op_id: String,
     pub version: i64,
     pub receiver: String,
+    /// The registration (its id and version) the receiver had when the
+    /// plan was made: a run skips the operation as `receiver_changed` when
+    /// the registration was updated since (SPEC 12). A plan written before
+    /// these fields existed has neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_version: Option<i64>,
+}
+
+impl Planned {
+    /// Whether the registration `(id, version)` is another than the one
+    /// the plan was made against (never, for a plan that names none).
+    pub fn registration_changed(&self, id: i64, version: i64) -> bool {
+        match (self.receiver_id, self.receiver_version) {
+            (Some(planned_id), Some(planned_version)) => {
+                (planned_id, planned_version) != (id, version)
+            }
+            (None, None) => false,
+            _ => true,
+        }
+    }
 }
 
 /// An exact list of operations a policy may close and decide, made for
@@ -35,6 +57,10 @@ pub struct Planned {
 pub struct ResolvePlan {
     pub policy: Policy,
     pub workspace: String,
+    /// The age limit (`--older-than`) the dry run selected with, in
+    /// milliseconds: the run keeps it, so it closes what the dry run said
+    /// it would. `None` in a plan made before it was recorded.
+    pub older_than_ms: Option<u64>,
     pub operations: Vec<Planned>,
 }
 
@@ -45,6 +71,7 @@ impl ResolvePlan {
             "recon_resolve_plan": PLAN_FORMAT,
             "policy": self.policy.as_str(),
             "workspace": self.workspace,
+            "older_than_ms": self.older_than_ms,
             "operations": self.operations,
         })
     }
@@ -55,7 +82,7 @@ impl ResolvePlan {
             return Err(format!("the plan is larger than {MAX_PLAN_BYTES} bytes"));
         }
         let value = parse_json_slice(bytes).map_err(|e| format!("the plan is not JSON: {e}"))?;
-        if value["recon_resolve_plan"].as_i64() != Some(PLAN_FORMAT) {
+        if super::json::whole(&value["recon_resolve_plan"]) != Some(PLAN_FORMAT) {
             return Err("the plan is not a recon resolve plan of format 1".into());
         }
         let policy = value["policy"]
@@ -73,9 +100,18 @@ impl ResolvePlan {
             .enumerate()
             .map(|(i, op)| planned(op).map_err(|e| format!("operation {i} of the plan: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let older_than_ms = match &value["older_than_ms"] {
+            Value::Null => None,
+            limit => Some(
+                super::json::whole(limit)
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .ok_or("older_than_ms must be a whole number of milliseconds")?,
+            ),
+        };
         Ok(ResolvePlan {
             policy,
             workspace,
+            older_than_ms,
             operations,
         })
     }
@@ -84,16 +120,24 @@ impl ResolvePlan {
 fn planned(op: &Value) -> Result<Planned, String> {
     let op_id = op["op_id"].as_str().ok_or("no op_id")?;
     names::identifier("op id", op_id)?;
-    let version = op["version"]
-        .as_i64()
+    let version = super::json::whole(&op["version"])
         .filter(|v| *v >= 1)
         .ok_or("no version of at least 1")?;
     let receiver = op["receiver"].as_str().ok_or("no receiver")?;
     names::receiver(receiver)?;
+    let number = |field: &str| match &op[field] {
+        Value::Null => Ok(None),
+        value => (value.as_i64())
+            .filter(|n| *n >= 1)
+            .map(Some)
+            .ok_or(format!("{field} is not a number of at least 1")),
+    };
     Ok(Planned {
         op_id: op_id.to_string(),
         version,
         receiver: receiver.to_string(),
+        receiver_id: number("receiver_id")?,
+        receiver_version: number("receiver_version")?,
     })
 }
 
@@ -105,7 +149,8 @@ pub enum Skip {
     NotUnknown,
     /// Its version is not the one planned (or read when selected).
     VersionChanged,
-    /// It routes to another receiver than the plan says.
+    /// It routes to another receiver than the plan says, or its receiver's
+    /// registration was updated since the plan was made.
     ReceiverChanged,
     /// It is escalated: people asked to decide it.
     Escalated,
@@ -139,10 +184,13 @@ mod tests {
         ResolvePlan {
             policy: Policy::Provable,
             workspace: "ws-1".into(),
+            older_than_ms: Some(90_000),
             operations: vec![Planned {
                 op_id: "op-1".into(),
                 version: 2,
                 receiver: "mail".into(),
+                receiver_id: Some(7),
+                receiver_version: Some(3),
             }],
         }
     }
@@ -183,5 +231,18 @@ mod tests {
         }
         let twice = br#"{"recon_resolve_plan": 1, "recon_resolve_plan": 1}"#;
         assert!(ResolvePlan::parse(twice).is_err());
+    }
+
+    /// `2.0` is the number `2` wherever recon reads a whole number (SPEC 8
+    /// rule 7), in a plan as in a payload; `2.5` is not a version.
+    #[test]
+    fn a_plan_version_written_2_0_is_the_version_2() {
+        let text = br#"{"recon_resolve_plan": 1.0, "policy": "provable", "workspace": "w",
+                        "operations": [{"op_id": "a", "version": 2.0, "receiver": "m"}]}"#;
+        let plan = ResolvePlan::parse(text).expect("a plan");
+        assert_eq!(plan.operations[0].version, 2);
+        let half = br#"{"recon_resolve_plan": 1, "policy": "provable", "workspace": "w",
+                        "operations": [{"op_id": "a", "version": 2.5, "receiver": "m"}]}"#;
+        assert!(ResolvePlan::parse(half).is_err());
     }
 }

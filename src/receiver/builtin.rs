@@ -57,6 +57,18 @@ impl Builtin {
         Description::builtin(can_close)
     }
 
+    /// What the ledger says of itself when it is served as an adapter
+    /// program (`recon receiver adapter`): its description with its
+    /// instance, `recon-ledger:` and the workspace id the ledger was
+    /// created with, so that another workspace's ledger (or a copy given
+    /// a new id) is another receiver.
+    pub fn served_description(&self) -> Result<Description, StoreError> {
+        Ok(Description {
+            instance: Some(format!("recon-ledger:{}", self.store.workspace_id()?)),
+            ..Builtin::description(self.can_close)
+        })
+    }
+
     /// Every effect, or those of one operation, in ledger order.
     pub fn ledger(&self, op_id: Option<&str>) -> Result<Vec<Effect>> {
         self.store.ledger(op_id)

@@ -12,7 +12,8 @@
 
 use super::Receiver;
 use crate::domain::{
-    canonical_json, names, parse_json_slice, Ceiling, Description, Effect, EffectRequest, Snapshot,
+    canonical_json, names, parse_json_slice, whole, Ceiling, Description, Effect, EffectRequest,
+    Snapshot,
 };
 use crate::error::{Error, Refusal, StoreError};
 use serde_json::{json, Map, Value};
@@ -194,13 +195,17 @@ pub fn receipt_answer(effect: &Effect) -> Value {
 }
 
 pub fn snapshot_answer(snapshot: &Snapshot) -> Value {
-    envelope(json!({
+    let mut answer = envelope(json!({
         "ok": true,
         "matches": snapshot.matches.iter().map(effect_json).collect::<Vec<_>>(),
         "complete": snapshot.complete,
         "authoritative": snapshot.authoritative,
         "closed": snapshot.closed,
-    }))
+    }));
+    if let (Some(closed_by), Value::Object(fields)) = (&snapshot.closed_by, &mut answer) {
+        fields.insert("closed_by".into(), Value::from(closed_by.as_str()));
+    }
+    answer
 }
 
 pub fn failure_answer(failed: &Failed) -> Value {
@@ -577,12 +582,18 @@ fn effect_of(value: &Value) -> Result<Effect, String> {
 /// as a malformed description at registration).
 pub fn parse_answer(verb: Verb, op_id: &str, value: &Value) -> Result<Answer, String> {
     let object = value.as_object().ok_or("the answer is not a JSON object")?;
-    match object.get("recon_adapter").and_then(Value::as_u64) {
-        Some(PROTOCOL) => {}
-        Some(other) => return Err(format!("protocol {other}, not {PROTOCOL}")),
+    match object.get("recon_adapter").map(whole) {
+        Some(Some(n)) if n == PROTOCOL as i64 => {}
+        Some(Some(other)) => return Err(format!("protocol {other}, not {PROTOCOL}")),
+        Some(None) => return Err("recon_adapter must be a whole number".into()),
         None => return Err("recon_adapter is missing".into()),
     }
     if verb == Verb::Describe {
+        // A describe that failed says so as any call does (a ledger that
+        // reads its instance from a server that is down).
+        if object.get("ok").and_then(Value::as_bool) == Some(false) {
+            return parse_failed(object).map(Answer::Failed);
+        }
         return parse_description(object).map(Answer::Described);
     }
     match object.get("ok").and_then(Value::as_bool) {
@@ -607,7 +618,20 @@ pub fn parse_answer(verb: Verb, op_id: &str, value: &Value) -> Result<Answer, St
         complete: flag(object, "complete")?,
         authoritative: flag(object, "authoritative")?,
         closed: flag(object, "closed")?,
+        closed_by: closed_by(object)?,
     }))
+}
+
+/// `closed_by`, the login a receiver's tombstone names (SPEC 12): absent,
+/// null, or a person's name under recon's rule for names.
+fn closed_by(object: &Map<String, Value>) -> Result<Option<String>, String> {
+    match object.get("closed_by") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) if names::has_visible(name) => {
+            names::person("closed_by", name).map(|name| Some(name.to_string()))
+        }
+        Some(_) => Err("closed_by must be a non-empty string".into()),
+    }
 }
 
 fn parse_failed(object: &Map<String, Value>) -> Result<Failed, String> {
@@ -666,7 +690,7 @@ fn parse_description(object: &Map<String, Value>) -> Result<Description, String>
     let batch = match object.get("batch") {
         None | Some(Value::Null) => None,
         Some(n) => Some(
-            n.as_u64()
+            whole(n)
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n >= 1)
                 .ok_or("batch must be a whole number from 1")?,
@@ -685,4 +709,34 @@ fn parse_description(object: &Map<String, Value>) -> Result<Description, String>
         },
         mandatory,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_answer, snapshot_answer, Answer, Verb};
+    use crate::domain::Snapshot;
+    use serde_json::json;
+
+    fn read(closed_by: serde_json::Value) -> Result<Answer, String> {
+        let answer = json!({"recon_adapter": 1, "ok": true, "matches": [], "complete": true,
+                            "authoritative": true, "closed": true, "closed_by": closed_by});
+        parse_answer(Verb::Query, "op-1", &answer)
+    }
+
+    #[test]
+    fn closed_by_is_read_from_any_adapter_kept_and_written_back_and_a_bad_one_refused() {
+        let Ok(Answer::Snapshot(snapshot)) = read(json!("ledger_closer")) else {
+            panic!("a snapshot");
+        };
+        assert_eq!(snapshot.closed_by.as_deref(), Some("ledger_closer"));
+        assert_eq!(snapshot_answer(&snapshot)["closed_by"], "ledger_closer");
+        // Lowered to open (a receiver that cannot close), it names no one.
+        let open: Snapshot = snapshot.lowered(true, true, false);
+        assert_eq!(open.closed_by, None);
+        assert!(snapshot_answer(&open).get("closed_by").is_none());
+        assert!(matches!(read(json!(null)), Ok(Answer::Snapshot(s)) if s.closed_by.is_none()));
+        for bad in [json!(5), json!(""), json!("a\u{1b}b"), json!(["x"])] {
+            assert!(read(bad.clone()).is_err(), "{bad}");
+        }
+    }
 }

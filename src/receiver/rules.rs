@@ -102,8 +102,14 @@ pub fn check_close(registration: &Registration) -> Result<(), Refusal> {
 /// The capabilities a `mandatory` list may name. Protocol 1 knows none.
 pub const KNOWN_CAPABILITIES: [&str; 0] = [];
 
-/// Checks a `describe` answer before it is stored.
+/// Checks a `describe` answer before it is stored: a program's answer
+/// that claims closing or a complete or authoritative read names its
+/// instance (`instance_required`), and every mandatory capability is one
+/// recon knows.
 pub fn check_description(registration: &Registration) -> Result<(), Refusal> {
+    if !registration.builtin {
+        check_instance(&registration.name, &registration.describe)?;
+    }
     match registration
         .describe
         .mandatory
@@ -112,6 +118,29 @@ pub fn check_description(registration: &Registration) -> Result<(), Refusal> {
     {
         Some(unknown) => Err(Refusal::AdapterUnknownCapability(unknown.clone())),
         None => Ok(()),
+    }
+}
+
+/// SPEC 12: a description that claims `can_close`, `complete` or
+/// `authoritative` must declare `instance`, the store its evidence is of.
+pub fn check_instance(
+    receiver: &str,
+    description: &crate::domain::Description,
+) -> Result<(), Refusal> {
+    let claims: Vec<&str> = [
+        ("can_close", description.can_close),
+        ("complete", description.query.complete),
+        ("authoritative", description.query.authoritative),
+    ]
+    .into_iter()
+    .filter_map(|(claim, made)| made.then_some(claim))
+    .collect();
+    match (&description.instance, claims.is_empty()) {
+        (None, false) => Err(Refusal::InstanceRequired {
+            receiver: receiver.to_string(),
+            claims: claims.join(", "),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -12,6 +12,7 @@
 //! Written over [`Db`], for every store.
 
 use super::sql::Db;
+use crate::actlog::ActLine;
 use crate::audit::{Checkpoint, EntryKind, Sealed};
 use crate::error::StoreError;
 use serde_json::{Map, Value};
@@ -55,7 +56,30 @@ pub(crate) fn insert(
         hash: sealed.hash.clone(),
         kind: kind.as_str().to_string(),
     });
+    if crate::actlog::enabled() {
+        crate::actlog::note(logged(db, kind, op_id, sealed));
+    }
     Ok(())
+}
+
+/// The fields of an entry that name the person who typed the act, in the
+/// order they are looked for (an entry has one of them at most).
+const PERSON: [&str; 5] = ["reviewer", "observed_by", "by", "authorized_by", "approver"];
+
+/// An entry as the log of acts shows it (`crate::actlog`): who did it is
+/// the session's login in team mode, else the name typed for the act.
+fn logged(db: &dyn Db, kind: EntryKind, op_id: Option<&str>, sealed: &Sealed) -> ActLine {
+    let fields: Map<String, Value> = serde_json::from_str(&sealed.entry).unwrap_or_default();
+    let text = |key: &str| fields.get(key).and_then(Value::as_str).map(str::to_string);
+    let typed = PERSON.iter().find_map(|key| text(key));
+    ActLine {
+        ts: text("at"),
+        act: kind.as_str().to_string(),
+        op_id: op_id.map(str::to_string),
+        seq: sealed.seq,
+        login: db.role().map(str::to_string).or(typed),
+        outcome: "committed",
+    }
 }
 
 /// The field of an entry that names the authenticated role that wrote it

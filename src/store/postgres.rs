@@ -32,8 +32,8 @@
 //! - the database's encoding must be UTF8, the bytes the journal's hashes
 //!   are taken over.
 //!
-//! Connections are plain TCP or a Unix socket (`NoTls`): recon carries no
-//! TLS crate, so a URL with `sslmode=require` fails to connect.
+//! Connections follow libpq's `sslmode` (`tls.rs`, through
+//! [`DatabaseUrl::connect`]): TLS with rustls, `prefer` by default.
 
 mod audit;
 mod commit;
@@ -43,11 +43,16 @@ mod roles;
 mod schema;
 mod sender;
 mod shape;
+mod status;
+mod tls;
 mod url;
 
 pub(crate) use listen::PgHeadListener;
 pub(crate) use sender::PgSender;
 
+pub(crate) use status::status;
+pub use status::DatabaseStatus;
+pub use tls::ConnectError;
 pub use url::{DatabaseUrl, UrlError};
 
 pub use roles::{RULE_REFUSED, SAME_PERSON};
@@ -57,7 +62,7 @@ pub use schema::{DatabaseInit, APPEND_ONLY, CHAIN_REFUSED};
 use crate::error::{DatabaseProblem, StoreError};
 use crate::settings::OpenOptions;
 use postgres::error::SqlState;
-use postgres::{Client, NoTls, SimpleQueryMessage};
+use postgres::{Client, SimpleQueryMessage};
 use std::time::Duration;
 
 /// How long a connection attempt may take.
@@ -177,9 +182,16 @@ pub(crate) fn connect(url: &DatabaseUrl, options: OpenOptions) -> Result<Client,
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_RETRIES)
         .tcp_user_timeout(TCP_USER_TIMEOUT);
-    let mut client = config
-        .connect(NoTls)
-        .map_err(|e| db_error(url, "connecting", &e))?;
+    let mut client = url.connect(&config).map_err(|e| match e {
+        ConnectError::Postgres(e) => db_error(url, "connecting", &e),
+        ConnectError::Settings(detail) => problem_at(
+            url,
+            DatabaseProblem::Failed {
+                during: "connecting",
+                detail: url.scrub(&detail),
+            },
+        ),
+    })?;
     // Zero would mean "wait forever" to PostgreSQL; to SQLite (and to
     // RECON_BUSY_TIMEOUT_MS) it means "do not wait".
     let lock_ms = options.busy_timeout.as_millis().max(1);

@@ -265,6 +265,7 @@ impl ReceiverStore {
             complete: true,
             authoritative: true,
             closed,
+            closed_by: None,
         })
     }
 

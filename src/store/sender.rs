@@ -35,7 +35,7 @@ use crate::domain::{
     canonical_json, check_approval, check_compensation_dispatch, check_policy_review, check_review,
     Approval, CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
     EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Policy,
-    Provenance, Recorded, Registration, Review, Timestamp, Verdict, BUILTIN_NAME,
+    Provenance, Recorded, Registration, Review, RouteAdvice, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{DatabaseProblem, Error, Refusal, Result, StoreError};
 use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
@@ -805,6 +805,7 @@ impl SqlStore for SqliteSender {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(&self.path)?;
+        crate::actlog::begin();
         let at = clock.now();
         let done = act(
             &mut Sqlite {
@@ -814,6 +815,7 @@ impl SqlStore for SqliteSender {
             at,
         )?;
         tx.commit().at(&self.path)?;
+        crate::actlog::ended("committed");
         Ok(done)
     }
 
@@ -840,20 +842,36 @@ fn evidence_query(
         .collect::<Result<Vec<_>, _>>()?)
 }
 
+/// A new original operation, `prepared` at version 1, and its journal
+/// entry; refused when its id is taken or its action kind routes nowhere.
+fn prepare_one(db: &mut dyn Db, new: &NewOperation<'_>, at: Timestamp) -> Result<Operation> {
+    if get_op(db, new.op_id)?.is_some() {
+        return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
+    }
+    require_route(db, new.action_kind)?;
+    insert_op(db, new, OpKind::Original, None, None, at)?;
+    let op = require_op(db, new.op_id)?;
+    let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
+    journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
+    Ok(op)
+}
+
 /// The outbox's flow, written once for every store whose outbox is SQL.
 impl<S: SqlStore> Outbox for S {
     /// Puts a new original operation in the outbox, `prepared` at version 1.
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation> {
+        self.write(clock, Act::Prepare, |db, at| prepare_one(db, new, at))
+    }
+
+    fn prepare_each(
+        &mut self,
+        news: &[NewOperation<'_>],
+        clock: &dyn Clock,
+    ) -> Result<Vec<Result<Operation>>> {
         self.write(clock, Act::Prepare, |db, at| {
-            if get_op(db, new.op_id)?.is_some() {
-                return Err(Refusal::DuplicateOperation(new.op_id.to_string()).into());
-            }
-            require_route(db, new.action_kind)?;
-            insert_op(db, new, OpKind::Original, None, None, at)?;
-            let op = require_op(db, new.op_id)?;
-            let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
-            journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
-            Ok(op)
+            news.iter()
+                .map(|new| each_alone(db, |db| prepare_one(db, new, at)))
+                .collect()
         })
     }
 
@@ -1406,10 +1424,19 @@ fn require_route(db: &mut dyn Db, action_kind: &str) -> Result<()> {
         &[&action_kind],
         |r| r.get(0),
     )?;
-    match routed {
-        Some(_) => Ok(()),
-        None => Err(Refusal::NoReceiver(action_kind.to_string()).into()),
+    if routed.is_some() {
+        return Ok(());
     }
+    let kinds = db.query("SELECT action_kind FROM routes", &[], |r| r.get(0))?;
+    let advice = match crate::domain::names::nearest_kind(action_kind, &kinds) {
+        Some(near) => RouteAdvice::Nearest(near.to_string()),
+        None => RouteAdvice::Register,
+    };
+    Err(Refusal::NoReceiver {
+        kind: action_kind.to_string(),
+        advice,
+    }
+    .into())
 }
 
 /// Writes an approval's row: refused `already_approved` when the effect
@@ -1762,6 +1789,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed: true,
+            closed_by: None,
         };
         let review = |reviewer| Review {
             op_id: "op",
@@ -1812,6 +1840,7 @@ mod tests {
             complete: true,
             authoritative: true,
             closed,
+            closed_by: None,
         };
         let snapshots = [
             absent("ok", true),

@@ -593,6 +593,7 @@ pub(crate) fn each_alone<T>(
     item: impl FnOnce(&mut dyn Db) -> Result<T>,
 ) -> Result<Result<T>> {
     let last = db.last_journaled();
+    let logged = crate::actlog::mark();
     db.execute("SAVEPOINT item", &[])?;
     match item(db) {
         Ok(done) => {
@@ -603,6 +604,7 @@ pub(crate) fn each_alone<T>(
             db.execute("ROLLBACK TO SAVEPOINT item", &[])?;
             db.execute("RELEASE SAVEPOINT item", &[])?;
             db.rewind_journaled(last);
+            crate::actlog::rewind(logged);
             Ok(Err(error))
         }
     }

@@ -547,6 +547,7 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
+            closed_by: None,
         };
         let provenance = provenance();
         let seen = |verdict| NewObservation {
@@ -585,6 +586,7 @@ mod tests {
             complete: false,
             authoritative: true,
             closed: false,
+            closed_by: None,
         };
         let provenance = provenance();
         let observation = NewObservation {

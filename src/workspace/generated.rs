@@ -76,8 +76,9 @@ impl Workspace {
             .sender
             .registration(crate::domain::BUILTIN_NAME)?
             .filter(|r| r.builtin)
-            .ok_or_else(|| {
-                crate::error::Refusal::NoReceiver(crate::domain::ANY_ACTION.to_string())
+            .ok_or_else(|| crate::error::Refusal::NoReceiver {
+                kind: crate::domain::ANY_ACTION.to_string(),
+                advice: crate::domain::RouteAdvice::Register,
             })?;
         let ledger = self
             .ledger

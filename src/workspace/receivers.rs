@@ -261,9 +261,7 @@ impl Workspace {
         }
         let mut next = stored.clone();
         if let Some((program, args)) = change.command {
-            if let Some(why) = (args.iter().enumerate())
-                .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
-            {
+            if let Some(why) = crate::domain::secrets::secret_in_arguments(args) {
                 return Err(Refusal::SecretInArguments(why).into());
             }
             next.program = absolute_program(program)?.display().to_string();
@@ -276,6 +274,11 @@ impl Workspace {
             next.timeout_ms = timeout_ms;
         }
         let (current, sha) = self.describe_program(&self.adapter_program(&next)?)?;
+        // A missing instance is refused as such, before any comparison: a
+        // different one stays `receiver_changed`.
+        if !stored.builtin {
+            rules::check_instance(&stored.name, &current)?;
+        }
         if !change.accept_claims {
             if let Some(what) = rules::identity_change(&stored.describe, &current) {
                 return Err(Refusal::ReceiverChanged {
@@ -327,29 +330,32 @@ impl Workspace {
             ),
         );
         // What the adapter said on stderr is often the reason (a missing
-        // module, a bad flag): said with the refusal, escaped.
-        let said = reply
-            .stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| {
-                format!(
-                    " (its stderr: {})",
-                    crate::domain::sanitize::escape(l.trim())
-                )
-            })
-            .unwrap_or_default();
+        // module, a bad flag, a server asking for a password): said with the
+        // failure, escaped.
+        let said = stderr_tail(&reply.stderr);
+        // A program that ran and gave no usable answer (a crash, a timeout,
+        // `ok: false`) is a failed call, exit 4, as any verb's is (SPEC 12);
+        // `adapter_malformed` is for an answer that is not a valid describe.
+        let failed = |detail: String| {
+            StoreError::Receiver(format!("the adapter's describe failed: {detail}{said}"))
+        };
         let malformed = |detail: String| Refusal::AdapterMalformed(format!("{detail}{said}"));
         let answer = match reply.answer {
             Ok(answer) => answer,
             Err(f) if f.kind == FailureKind::SpawnFailed => {
                 return Err(StoreError::Receiver(f.detail).into())
             }
+            Err(f) if matches!(f.kind, FailureKind::Crash | FailureKind::Timeout) => {
+                return Err(failed(f.detail).into())
+            }
             Err(f) => return Err(malformed(f.detail).into()),
         };
         let description = match protocol::parse_answer(Verb::Describe, "", &answer) {
             Ok(Answer::Described(description)) => description,
+            Ok(Answer::Failed(f)) => {
+                let message = crate::domain::sanitize::escape(&f.message);
+                return Err(failed(format!("it answered {}: {message}", f.code.as_str())).into());
+            }
             Ok(_) => return Err(malformed("not a describe answer".into()).into()),
             Err(detail) => return Err(malformed(detail).into()),
         };
@@ -363,9 +369,7 @@ impl Workspace {
         if new.name == BUILTIN_NAME {
             return Err(Refusal::ReservedName(new.name.to_string()).into());
         }
-        if let Some(why) = (new.args.iter().enumerate())
-            .find_map(|(i, arg)| crate::domain::names::secret_in_argument(i + 1, arg))
-        {
+        if let Some(why) = crate::domain::secrets::secret_in_arguments(new.args) {
             return Err(Refusal::SecretInArguments(why).into());
         }
         self.ensure_present()?;
@@ -1012,4 +1016,27 @@ fn spread<T>(batch: Result<Vec<Result<T>>>, count: usize) -> Vec<Result<T>> {
                 .collect()
         }
     }
+}
+
+/// The most lines of an adapter's stderr a failed `describe` repeats.
+const STDERR_TAIL_LINES: usize = 4;
+
+/// The last non-empty lines of an adapter's stderr (at most
+/// [`STDERR_TAIL_LINES`]), escaped and joined with ` | `, as the tail of a
+/// message: ` (its stderr: ...)`, or nothing when it wrote none.
+fn stderr_tail(stderr: &str) -> String {
+    let mut lines: Vec<&str> = (stderr.lines().rev())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(STDERR_TAIL_LINES)
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.reverse();
+    let text: Vec<String> = lines
+        .iter()
+        .map(|l| crate::domain::sanitize::escape(l).into_owned())
+        .collect();
+    format!(" (its stderr: {})", text.join(" | "))
 }

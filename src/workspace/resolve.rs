@@ -127,7 +127,19 @@ impl ResolveReport {
         self.outcome(op_id, decision.as_str(), Some(verdict));
     }
 
+    /// Counts an operation whose act failed; one that lost a race (another
+    /// run or a person moved it first: `stale_version`, `not_unknown`) is
+    /// not a failure but the skip a later selection would have made, so
+    /// the loser of two resolves at once reports each as passed over.
     fn fail(&mut self, op_id: &str, verdict: Option<Verdict>, error: Error) {
+        let raced = match error.refusal() {
+            Some(Refusal::StaleVersion { .. }) => Some(Skip::VersionChanged),
+            Some(Refusal::NotUnknown { .. }) => Some(Skip::NotUnknown),
+            _ => None,
+        };
+        if let Some(why) = raced {
+            return self.skip(op_id, why);
+        }
         self.failed += 1;
         self.outcome(op_id, "failed", verdict);
         self.failures.push((op_id.to_string(), error));
@@ -183,26 +195,34 @@ impl Workspace {
     /// and receiver now. A named operation that does not exist is refused
     /// (`unknown_operation`) before anything is read.
     pub fn resolve_selection(&self, selection: Selection<'_>) -> Result<Vec<Planned>> {
+        // Each with the registration its receiver has now, so that a run
+        // of the plan after an update skips it (SPEC 12).
+        let registrations: std::collections::HashMap<String, (i64, i64)> = (self.receivers()?)
+            .into_iter()
+            .map(|r| (r.name, (r.id, r.version)))
+            .collect();
+        let planned = |op_id: String, version: i64, receiver: String| {
+            let at = registrations.get(&receiver).copied();
+            Planned {
+                op_id,
+                version,
+                receiver,
+                receiver_id: at.map(|(id, _)| id),
+                receiver_version: at.map(|(_, version)| version),
+            }
+        };
         match selection {
             Selection::Ids(ids) => ids
                 .iter()
                 .map(|id| {
                     let op = self.require(id)?;
-                    Ok(Planned {
-                        op_id: op.op_id,
-                        version: op.version,
-                        receiver: op.receiver,
-                    })
+                    Ok(planned(op.op_id, op.version, op.receiver))
                 })
                 .collect(),
             Selection::Filter(filter) => Ok(self
                 .queue_keys(filter, usize::MAX)?
                 .into_iter()
-                .map(|key| Planned {
-                    op_id: key.op_id,
-                    version: key.version,
-                    receiver: key.receiver,
-                })
+                .map(|key| planned(key.op_id, key.version, key.receiver))
                 .collect()),
         }
     }
@@ -300,6 +320,11 @@ impl Workspace {
                 Some(Skip::TooYoung)
             } else {
                 match self.registration_of(&op) {
+                    Ok(registration)
+                        if planned.registration_changed(registration.id, registration.version) =>
+                    {
+                        Some(Skip::ReceiverChanged)
+                    }
                     Ok(registration) if !registration.can_close() => Some(Skip::CannotClose),
                     Ok(_) => None,
                     Err(error) => {

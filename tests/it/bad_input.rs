@@ -615,7 +615,7 @@ fn cli_cases(ws: &str, scratch: &Path) -> Vec<Case> {
                 .map(String::from)
                 .to_vec(),
             2,
-            "--workspace DIR or --database URL (or RECON_DATABASE_URL) is required",
+            "--workspace DIR or --database URL (or RECON_WORKSPACE or RECON_DATABASE_URL) is required",
         ),
         c(
             "verify against a file that is not an export",
@@ -781,6 +781,7 @@ fn library_cases() -> Vec<LibraryCase> {
                     complete: true,
                     authoritative: true,
                     closed: true,
+                    closed_by: None,
                 };
                 let payload = json!({"amount": 10});
                 ws.record_review(

@@ -20,6 +20,7 @@ fn snapshot(matches: Vec<Effect>, complete: bool, authoritative: bool, closed: b
         complete,
         authoritative,
         closed,
+        closed_by: None,
     }
 }
 

@@ -3,7 +3,9 @@
 //! failures. After every refused or failed command both databases are
 //! compared with a dump taken before it.
 
+mod batch;
 mod flows;
+mod newcomer;
 pub(crate) mod refusals;
 mod storage;
 mod usage;

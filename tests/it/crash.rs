@@ -21,7 +21,7 @@ use recon::receiver::Fault;
 use serde_json::json;
 
 /// Every crash point has a drill below; a new point fails this until it does.
-const DRILLED: [CrashPoint; 12] = [
+const DRILLED: [CrashPoint; 13] = [
     CrashPoint::DispatchAfterUnknownCommit,
     CrashPoint::DispatchAfterReceiptRead,
     CrashPoint::ReceiptBeforeCommit,
@@ -36,6 +36,8 @@ const DRILLED: [CrashPoint; 12] = [
     CrashPoint::CreateBeforeComplete,
     // Drilled in tests/it/upgrade.rs.
     CrashPoint::UpgradeBeforeCommit,
+    // Drilled in tests/it/metrics.rs.
+    CrashPoint::MetricsMidWrite,
 ];
 
 #[test]

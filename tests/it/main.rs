@@ -19,6 +19,7 @@ mod invariants;
 mod json;
 mod layout;
 mod live;
+mod metrics;
 mod model;
 mod outage;
 mod pg_store;

@@ -41,15 +41,13 @@ on_both_stores!(a_float_payload_still_matches_its_own_effect_after_the_round_tri
 fn a_float_payload_still_matches_its_own_effect_after_the_round_trips(store: Store) {
     // Each of these is the shortest text of a double that serde_json's
     // default (best-effort) parser reads back one unit off, and whose text
-    // then keeps drifting on every further round trip.
-    for (i, text) in [
-        "7.296267179458751e-246",
-        "-6.851053208151698e-16",
-        "-6.70720608602141e+183",
-        "5.790333108190559e+276",
-    ]
-    .into_iter()
-    .enumerate()
+    // then keeps drifting on every further round trip. (Such doubles of
+    // magnitude above 2^53-1, `5.790333108190559e+276`, are no longer a
+    // payload at all: SPEC 12 refuses them as `bad_number`, see
+    // `canonical::a_payload_number_above_2_53_minus_1_in_any_notation_...`.)
+    for (i, text) in ["7.296267179458751e-246", "-6.851053208151698e-16"]
+        .into_iter()
+        .enumerate()
     {
         let mut lab = Site::new(store);
         let payload: Value = serde_json::from_str(&format!("{{\"amount\": {text}}}")).unwrap();
@@ -1106,6 +1104,7 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
             complete,
             authoritative,
             closed,
+            closed_by: None,
         })
 }
 

@@ -589,3 +589,84 @@ fn lost_receipts_in_bulk_are_refused_for_a_name_not_registered_and_for_recons_ow
     let written = site.ws.operation(&drill::op_id(1)).expect("read");
     assert_eq!(written, None);
 }
+
+on_both_stores!(
+    the_loser_of_two_resolves_at_once_reports_what_the_winner_took_as_skipped_not_failed
+);
+/// A resolve holds in its close while another act decides one of its
+/// operations first: the held run, released, records the rest and reports
+/// the one it lost as passed over (`version_changed` or `not_unknown`, as
+/// a fresh selection would), never as `failed`. (Two resolves at once
+/// once reported hundreds of such operations failed.)
+fn the_loser_of_two_resolves_at_once_reports_what_the_winner_took_as_skipped_not_failed(
+    store: Store,
+) {
+    // Three lost receipts, closed in one batch: the close is held.
+    let (site, ops) = fax_outage(store, 3, 3, Some((0, "close")));
+    let dir = site.scratch().to_path_buf();
+    let mut args: Vec<String> = [
+        "resolve",
+        "--policy",
+        "provable",
+        "--by",
+        "robot",
+        "--authorized-by",
+        "cy",
+        "--older-than",
+        "0s",
+        "--json",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(site.args());
+    let child = std::process::Command::new(crate::support::recon_bin())
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start resolve");
+    let mut held = String::new();
+    std::io::Read::read_to_string(
+        &mut std::fs::File::open(dir.join("held")).expect("open held"),
+        &mut held,
+    )
+    .unwrap();
+    assert_eq!(held, "held\n");
+    // Meanwhile a person confirms the first on a plain read (its effect
+    // exists: exact_match_existence_only supports confirmed).
+    let decided = site.run(
+        &[
+            "reconcile",
+            &ops[0],
+            "--decision",
+            "confirmed",
+            "--reviewer",
+            "ann",
+            "--expected-version",
+            "2",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(decided.code, Some(0), "{}", decided.stderr);
+    std::fs::write(dir.join("release"), "go\n").expect("release the adapter");
+    let out = child.wait_with_output().expect("resolve ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    assert_eq!(
+        (&report["confirmed"], &report["failed"]),
+        (&json!(2), &json!(0)),
+        "{report} {stderr}"
+    );
+    let skipped = report["skipped"].as_object().expect("skipped");
+    let lost: u64 = ["version_changed", "not_unknown"]
+        .iter()
+        .filter_map(|why| skipped.get(*why).and_then(serde_json::Value::as_u64))
+        .sum();
+    assert_eq!(lost, 1, "{report}");
+    let shown = site.run(&["show", &ops[0], "--json"], None).json();
+    assert_eq!(shown["evidence"][0]["reviewer"], "ann", "{shown}");
+    assert_verifies(&site);
+}

@@ -18,6 +18,7 @@ pub(crate) mod plan;
 mod proxy;
 pub(crate) mod roles;
 mod rules;
+mod tls;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

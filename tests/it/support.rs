@@ -453,3 +453,89 @@ pub fn interrupt(pid: u32) {
         std::thread::yield_now();
     }
 }
+
+/// A Python virtual environment with `packages` installed from PyPI, made
+/// once under the target directory and reused by every later test run:
+/// its `python`. Its directory is named after the packages, so each list
+/// has one of its own. Parallel tests (threads of this process, or other
+/// test processes) wait for the one that makes it, behind a lock file;
+/// a venv is ready only once its `.ready` mark is written, so one left
+/// half made by a killed run is made again.
+pub fn python_venv(packages: &[&str]) -> Result<PathBuf, String> {
+    static MAKING: Mutex<()> = Mutex::new(());
+    let name: String = (packages.join("+").chars())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "+-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = root.join(format!("venv-{name}"));
+    let python = dir.join("bin").join("python");
+    let ready = dir.join(".ready");
+    if ready.exists() {
+        return Ok(python);
+    }
+    let _in_process = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let lock_path = root.join(format!("venv-{name}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| format!("the venv lock: {e}"))?;
+    // SAFETY: flock on a file this function holds open; the lock is
+    // released when `lock` is closed at the end of the function.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+        return Err(format!(
+            "the venv lock: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if ready.exists() {
+        return Ok(python);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = |mut command: Command, what: &str| -> Result<(), String> {
+        let out = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said.lines().last().unwrap_or_default().to_string();
+        Err(format!("{what} failed ({}): {last}", out.status))
+    };
+    let mut venv = Command::new("python3");
+    venv.args(["-m", "venv"]).arg(&dir);
+    made(venv, "python3 -m venv")?;
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .args(packages);
+    made(pip, &format!("pip install {}", packages.join(" ")))?;
+    std::fs::write(&ready, packages.join("\n")).map_err(|e| format!("the venv mark: {e}"))?;
+    drop(lock);
+    Ok(python)
+}
+
+/// [`python_venv`] for `test`: `None` after one line saying the test did
+/// not run when it cannot be made; under `CI` that fails the test instead.
+pub fn require_python_venv(test: &str, packages: &[&str]) -> Option<PathBuf> {
+    match python_venv(packages) {
+        Ok(python) => Some(python),
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: no Python virtual environment under CI: {why}")
+        }
+        Err(why) => {
+            println!("{test}: did not run: no Python virtual environment: {why}");
+            None
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! The PostgreSQL ledger as a `recon::receiver::Receiver`.
 //!
-//! Two tables, created on first use in the database the user names:
+//! Three tables, created on first use in the database the user names:
+//! `recon_ledger` (one row: the id made once with the ledger, part of its
+//! `instance`),
 //! `recon_gate` (one row per operation: open, or closed by whom and when)
 //! and `recon_effects` (one row per effect; `op_id` is not unique, because
 //! a receiver is genuinely non-idempotent). An effect's id is its row's
@@ -49,13 +51,13 @@
 
 use crate::drill::{self, Commit, HoldPoint};
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Row, Transaction};
+use postgres::{Client, GenericClient, IsolationLevel, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
 use recon::receiver::protocol::Invocation;
 use recon::receiver::Receiver;
 use recon::workspace::postgres_error_detail;
-use recon::{Error, Refusal, Result, StoreError};
-use std::collections::{HashMap, HashSet};
+use recon::{ConnectError, DatabaseUrl, Error, Refusal, Result, StoreError};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// The SQLSTATE the trigger raises for an insert into a closed (or
@@ -87,6 +89,28 @@ CREATE TABLE IF NOT EXISTS recon_effects (
     FOREIGN KEY (workspace, op_id) REFERENCES recon_gate (workspace, op_id)
 );
 CREATE INDEX IF NOT EXISTS recon_effects_op ON recon_effects (workspace, op_id);
+"#;
+
+/// The ledger's own id, made once with its schema (a random value, never
+/// changed): with the database's and the schema's OIDs it is the
+/// `instance` the ledger declares. A copy restored elsewhere keeps the row
+/// but lives in another database (another OID), so it is another instance.
+/// With it comes the tombstone's `closed_login`: the login that closed
+/// (`session_user`), answered as `closed_by`.
+const LEDGER_ID: &str = r#"
+CREATE TABLE IF NOT EXISTS recon_ledger (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE recon_gate ADD COLUMN IF NOT EXISTS closed_login text;
+INSERT INTO recon_ledger (id)
+    VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text))
+    ON CONFLICT (one) DO NOTHING;
+"#;
+
+/// The trigger that refuses a write for a closed operation.
+const GATE_TRIGGER: &str = r#"
 CREATE OR REPLACE FUNCTION recon_effects_gate() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -104,8 +128,12 @@ CREATE TRIGGER recon_effects_gate BEFORE INSERT ON recon_effects
     FOR EACH ROW EXECUTE FUNCTION recon_effects_gate();
 "#;
 
-/// The ledger, connected on first use: `describe` needs no server.
+/// The ledger, connected on first use (by `describe` too: its instance is
+/// read from the server).
 pub struct PgLedger {
+    /// Where the ledger is and how to reach it (its `sslmode` and files).
+    url: DatabaseUrl,
+    /// The URL's settings with this process's name added.
     config: postgres::Config,
     client: Option<Client>,
 }
@@ -115,27 +143,11 @@ pub const BATCH: u32 = 500;
 
 /// What this receiver declares: it can close, and a read of its table is
 /// complete and authoritative (the table is where its effects live). Its
-/// `instance` names the database it keeps them in (hosts, ports and
-/// database name, hashed), so recon can tell when the same name comes to
-/// mean another ledger; it needs no server.
-pub fn description(config: &postgres::Config) -> Description {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|host| match host {
-            postgres::config::Host::Tcp(name) => name.to_ascii_lowercase(),
-            postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    let store = format!(
-        "{}|{:?}|{}",
-        hosts.join(","),
-        config.get_ports(),
-        config.get_dbname().unwrap_or_default()
-    );
-    let digest = recon::audit::sha256_hex(store.as_bytes());
+/// `instance` ([`PgLedger::instance`]) names the ledger itself: the id
+/// made once inside its schema, with the database's and the schema's OIDs.
+pub fn description(instance: String) -> Description {
     Description {
-        instance: Some(format!("recon-pg-ledger:{}", &digest[..32])),
+        instance: Some(instance),
         name: "recon-pg-ledger".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         can_close: true,
@@ -147,6 +159,15 @@ pub fn description(config: &postgres::Config) -> Description {
         session: true,
         batch: Some(BATCH),
     }
+}
+
+/// The instance of a ledger: its id, its database's OID and its schema's
+/// OID, hashed, so another database or schema, or a restored copy (the
+/// same id in a database with another OID), is another instance.
+pub fn instance_of(ledger_id: &str, database_oid: i64, schema_oid: i64) -> String {
+    let store = format!("{ledger_id}|{database_oid}|{schema_oid}");
+    let digest = recon::audit::sha256_hex(store.as_bytes());
+    format!("recon-pg-ledger:{}", &digest[..32])
 }
 
 /// A PostgreSQL error in recon's terms: `unavailable` when the server
@@ -205,18 +226,20 @@ fn effects(tx: &mut Transaction<'_>, workspace: &str, op_id: &str) -> Result<Vec
     .collect()
 }
 
-fn snapshot(op_id: &str, matches: Vec<Effect>, closed: bool) -> Snapshot {
+fn snapshot(op_id: &str, matches: Vec<Effect>, closed: Option<Option<String>>) -> Snapshot {
     Snapshot {
         op_id: op_id.to_string(),
         matches,
         complete: true,
         authoritative: true,
-        closed,
+        closed: closed.is_some(),
+        closed_by: closed.flatten(),
     }
 }
 
 impl PgLedger {
-    pub fn new(mut config: postgres::Config, invocation: Invocation) -> Self {
+    pub fn new(url: DatabaseUrl, invocation: Invocation) -> Self {
+        let mut config = url.config().clone();
         let word = match invocation {
             Invocation::Call(verb) => verb.as_str(),
             Invocation::Session => "session",
@@ -225,6 +248,7 @@ impl PgLedger {
             .application_name(&format!("recon-pg-ledger {word}"))
             .connect_timeout(CONNECT_TIMEOUT);
         PgLedger {
+            url,
             config,
             client: None,
         }
@@ -233,10 +257,14 @@ impl PgLedger {
     /// The connection, opened (and the schema created) on first use.
     fn client(&mut self) -> Result<&mut Client> {
         if self.client.is_none() {
-            let mut client = self
-                .config
-                .connect(NoTls)
-                .map_err(|e| failed("connecting", e))?;
+            let mut client = self.url.connect(&self.config).map_err(|e| match e {
+                ConnectError::Postgres(e) => failed("connecting", e),
+                // TLS settings that cannot be used: this host cannot reach
+                // the ledger until they are mended.
+                ConnectError::Settings(why) => {
+                    StoreError::Unavailable(format!("PostgreSQL, connecting: {why}")).into()
+                }
+            })?;
             ensure_schema(&mut client)?;
             self.client = Some(client);
         }
@@ -256,6 +284,25 @@ impl PgLedger {
             )
             .map_err(|e| failed("creating the gate row", e))?;
         Ok(())
+    }
+
+    /// The ledger's instance, read from the server: its id row, the
+    /// database's OID and the OID of the schema its tables are in.
+    fn instance(&mut self) -> Result<String> {
+        let row = self
+            .client()?
+            .query_one(
+                "SELECT l.id, d.oid::bigint, c.relnamespace::bigint \
+                 FROM recon_ledger l, pg_database d, pg_class c \
+                 WHERE d.datname = current_database() AND c.oid = to_regclass('recon_ledger')",
+                &[],
+            )
+            .map_err(|e| failed("reading the ledger's id", e))?;
+        Ok(instance_of(
+            &row.get::<_, String>(0),
+            row.get(1),
+            row.get(2),
+        ))
     }
 
     fn read_committed(&mut self) -> Result<Transaction<'_>> {
@@ -290,15 +337,40 @@ fn effects_of_many(
     Ok(matches)
 }
 
+/// The closed operations among `op_ids`, each with the login that closed
+/// it where the tombstone records one, read by one statement of `tx`.
+fn closed_of_many(
+    tx: &mut Transaction<'_>,
+    workspace: &str,
+    op_ids: &[String],
+) -> Result<HashMap<String, Option<String>>> {
+    Ok(tx
+        .query(
+            "SELECT op_id, closed_login FROM recon_gate \
+             WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
+            &[&workspace, &op_ids],
+        )
+        .map_err(|e| failed("reading the gate rows", e))?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect())
+}
+
 /// One snapshot per id of `op_ids`, in order, from the effects read.
 fn snapshots(
     op_ids: &[String],
     mut matches: HashMap<String, Vec<Effect>>,
-    closed: impl Fn(&str) -> bool,
+    closed: &HashMap<String, Option<String>>,
 ) -> Vec<Snapshot> {
     op_ids
         .iter()
-        .map(|id| snapshot(id, matches.remove(id).unwrap_or_default(), closed(id)))
+        .map(|id| {
+            snapshot(
+                id,
+                matches.remove(id).unwrap_or_default(),
+                closed.get(id).cloned(),
+            )
+        })
         .collect()
 }
 
@@ -311,19 +383,10 @@ impl PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed: HashSet<String> = tx
-            .query(
-                "SELECT op_id FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NOT NULL",
-                &[&workspace, &op_ids],
-            )
-            .map_err(|e| failed("reading the gate rows", e))?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let closed = closed_of_many(&mut tx, workspace, op_ids)?;
         let matches = effects_of_many(&mut tx, workspace, op_ids)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshots(op_ids, matches, |id| closed.contains(id)))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 
     /// [`Receiver::close`] for many operations in one transaction, by the
@@ -359,31 +422,53 @@ impl PgLedger {
         .map_err(|e| failed("locking the gate rows", e))?;
         drill::hold(HoldPoint::CloseAfterGateLock);
         tx.execute(
-            "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
+            "UPDATE recon_gate SET closed_at = now(), closed_by = $3, closed_login = session_user \
              WHERE workspace = $1 AND op_id = ANY($2) AND closed_at IS NULL",
             &[&workspace, &sorted, &authorized_by],
         )
         .map_err(|e| failed("closing", e))?;
         let matches = effects_of_many(&mut tx, workspace, &sorted)?;
+        let closed = closed_of_many(&mut tx, workspace, &sorted)?;
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshots(op_ids, matches, |_| true))
+        Ok(snapshots(op_ids, matches, &closed))
     }
 }
 
-fn ensure_schema(client: &mut Client) -> Result<()> {
+/// What the schema holds: the two tables, whether they are scoped by
+/// workspace, and whether the ledger has its id.
+struct Tables {
+    present: bool,
+    scoped: bool,
+    identified: bool,
+}
+
+fn tables(client: &mut impl GenericClient) -> Result<Tables> {
     let row = client
         .query_one(
             "SELECT to_regclass('recon_effects') IS NOT NULL \
              AND to_regclass('recon_gate') IS NOT NULL, \
              EXISTS (SELECT 1 FROM information_schema.columns \
                      WHERE table_schema = current_schema() \
-                       AND table_name = 'recon_gate' AND column_name = 'workspace')",
+                       AND table_name = 'recon_gate' AND column_name = 'workspace'), \
+             to_regclass('recon_ledger') IS NOT NULL",
             &[],
         )
         .map_err(|e| failed("checking the tables", e))?;
-    let (present, scoped): (bool, bool) = (row.get(0), row.get(1));
-    if present && !scoped {
+    Ok(Tables {
+        present: row.get(0),
+        scoped: row.get(1),
+        identified: row.get(2),
+    })
+}
+
+/// Creates what is missing, once: under an advisory lock, after looking
+/// again, so a ledger that another process made meanwhile is left alone
+/// (its DDL would wait on every writer's lock, and a writer held at a
+/// drill point would never let it through).
+fn ensure_schema(client: &mut Client) -> Result<()> {
+    let found = tables(client)?;
+    if found.present && !found.scoped {
         return Err(StoreError::Receiver(
             "recon_gate and recon_effects predate workspace scoping (recon-pg-ledger 0.1): \
              their rows name no workspace, so no read of them proves anything; \
@@ -392,7 +477,7 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         )
         .into());
     }
-    if present {
+    if found.present && found.identified {
         return Ok(());
     }
     let mut tx = client.transaction().map_err(|e| failed("beginning", e))?;
@@ -401,14 +486,23 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
         &[],
     )
     .map_err(|e| failed("locking the schema", e))?;
-    tx.batch_execute(SCHEMA)
+    let found = tables(&mut tx)?;
+    // A ledger made before it had an id gets one now (its first describe).
+    let script = match (found.present, found.identified) {
+        (true, true) => String::new(),
+        (true, false) => LEDGER_ID.to_string(),
+        (false, _) => format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}"),
+    };
+    tx.batch_execute(&script)
         .map_err(|e| failed("creating the tables", e))?;
     tx.commit().map_err(|e| failed("creating the tables", e))
 }
 
 impl Receiver for PgLedger {
+    /// Connects: the instance is the ledger's own, read from the server
+    /// (its id, created with the tables on first use).
     fn describe(&mut self) -> Result<Description> {
-        Ok(description(&self.config))
+        Ok(description(self.instance()?))
     }
 
     fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
@@ -463,17 +557,11 @@ impl Receiver for PgLedger {
             .read_only(true)
             .start()
             .map_err(|e| failed("beginning", e))?;
-        let closed = tx
-            .query_opt(
-                "SELECT closed_at IS NOT NULL FROM recon_gate \
-                 WHERE workspace = $1 AND op_id = $2",
-                &[&workspace, &op_id],
-            )
-            .map_err(|e| failed("reading the gate row", e))?
-            .is_some_and(|row| row.get(0));
+        let ids = [op_id.to_string()];
+        let mut closed = closed_of_many(&mut tx, workspace, &ids)?;
         let matches = effects(&mut tx, workspace, op_id)?;
         tx.commit().map_err(|e| failed("ending the read", e))?;
-        Ok(snapshot(op_id, matches, closed))
+        Ok(snapshot(op_id, matches, closed.remove(op_id)))
     }
 
     /// A batch read in one snapshot and two statements: the gate rows and
@@ -519,8 +607,8 @@ impl Receiver for PgLedger {
         drill::hold(HoldPoint::CloseAfterGateLock);
         if !already {
             tx.execute(
-                "UPDATE recon_gate SET closed_at = now(), closed_by = $3 \
-                 WHERE workspace = $1 AND op_id = $2",
+                "UPDATE recon_gate SET closed_at = now(), closed_by = $3, \
+                 closed_login = session_user WHERE workspace = $1 AND op_id = $2",
                 &[&workspace, &op_id, &authorized_by],
             )
             .map_err(|e| failed("closing", e))?;
@@ -528,8 +616,10 @@ impl Receiver for PgLedger {
         // A later statement, so a fresh snapshot: every apply that held the
         // share lock has committed or rolled back by now.
         let matches = effects(&mut tx, workspace, op_id)?;
+        let ids = [op_id.to_string()];
+        let closed = closed_of_many(&mut tx, workspace, &ids)?.remove(op_id);
         tx.commit().map_err(|e| failed("committing the close", e))?;
         drill::after_commit(Commit::Close);
-        Ok(snapshot(op_id, matches, true))
+        Ok(snapshot(op_id, matches, Some(closed.flatten())))
     }
 }

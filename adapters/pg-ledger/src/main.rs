@@ -10,10 +10,10 @@
 //! `recon::receiver::Receiver` ([`ledger::PgLedger`]) and this `main` hands
 //! it to `recon::receiver::protocol::serve`, which reads the one request
 //! line, answers it and writes the one answer line. The protocol's parsing
-//! and answer shapes are recon's own, so the two cannot drift. `describe`
-//! needs no server (registration works while the database is down); every
-//! other verb connects, creates the tables on first use, and answers
-//! `unavailable` when the server cannot be reached.
+//! and answer shapes are recon's own, so the two cannot drift. Every verb
+//! connects (`describe` too: the instance it declares is read from the
+//! ledger), creates the tables on first use, and answers `unavailable` when
+//! the server cannot be reached.
 //!
 //! recon's own code stays synchronous; the `postgres` crate runs a small
 //! runtime of its own inside this process, which is none of recon's
@@ -36,7 +36,7 @@ const USAGE: &str = "usage: recon-pg-ledger --database postgres://USER@HOST:PORT
 
 /// The command line: `--database URL` before the verb (or `session`),
 /// nothing else.
-fn parse_args(args: &[String]) -> Result<(postgres::Config, Invocation), String> {
+fn parse_args(args: &[String]) -> Result<(recon::DatabaseUrl, Invocation), String> {
     let [flag, url, verb] = args else {
         return Err(USAGE.to_string());
     };
@@ -44,11 +44,12 @@ fn parse_args(args: &[String]) -> Result<(postgres::Config, Invocation), String>
         return Err(USAGE.to_string());
     }
     // recon's own parsing: libpq's credentials (PGSERVICE, PGPASSWORD,
-    // ~/.pgpass) complete the URL, and a message names it redacted.
+    // ~/.pgpass) complete the URL, its sslmode and certificate files (or
+    // PGSSLMODE and friends) say how to connect, and a message names it
+    // redacted.
     let url = recon::DatabaseUrl::parse(url).map_err(|e| format!("--database: {e}"))?;
-    let config = url.config().clone();
     let verb = Invocation::parse(verb).ok_or_else(|| USAGE.to_string())?;
-    Ok((config, verb))
+    Ok((url, verb))
 }
 
 fn main() {
@@ -69,8 +70,8 @@ fn main() {
                 Err(_) => EXIT_IO,
             }
         }
-        Ok((config, verb)) => {
-            let mut ledger = ledger::PgLedger::new(config, verb);
+        Ok((url, verb)) => {
+            let mut ledger = ledger::PgLedger::new(url, verb);
             let served = match verb {
                 Invocation::Call(verb) => {
                     protocol::serve(&mut ledger, verb, &mut input, &mut output)
@@ -107,9 +108,10 @@ mod tests {
 
     #[test]
     fn session_is_started_by_its_word_and_declared_with_a_batch_in_describe() {
-        let (config, invocation) = parse_args(&args("session")).expect("session is a last word");
+        let (url, invocation) = parse_args(&args("session")).expect("session is a last word");
         assert_eq!(invocation, Invocation::Session);
-        let description = ledger::description(&config);
+        assert!(url.config().get_dbname().is_some());
+        let description = ledger::description(ledger::instance_of("id", 1, 2));
         assert!(description.session);
         assert_eq!(description.batch, Some(ledger::BATCH));
         assert!(parse_args(&args("sessions")).is_err());

@@ -32,7 +32,7 @@ impl Env {
         }
     }
 
-    fn var(&self, name: &str) -> Option<String> {
+    pub(crate) fn var(&self, name: &str) -> Option<String> {
         (self.get)(name)
     }
 

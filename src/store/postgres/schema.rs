@@ -44,8 +44,8 @@ pub const CHAIN_REFUSED: &str = "RCJ01";
 pub const APPEND_ONLY: &str = "RCA01";
 
 /// The keys of `meta` that say what the database is.
-const APPLICATION_KEY: &str = "application_id";
-const VERSION_KEY: &str = "schema_version";
+pub(super) const APPLICATION_KEY: &str = "application_id";
+pub(super) const VERSION_KEY: &str = "schema_version";
 
 /// The tables, their indexes and the functions of their triggers.
 const TABLES: &str = r#"
@@ -425,8 +425,8 @@ pub struct DatabaseInit {
 }
 
 /// The keys of `meta` for the owner and four eyes.
-const OWNER_KEY: &str = "owner";
-const FOUR_EYES_KEY: &str = "four_eyes";
+pub(super) const OWNER_KEY: &str = "owner";
+pub(super) const FOUR_EYES_KEY: &str = "four_eyes";
 
 /// Creates the outbox's schema, unless the database holds it already; in
 /// one transaction, under a transaction-level advisory lock so that two
@@ -541,7 +541,7 @@ pub(crate) fn outbox_id(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<S
 
 /// Which of `names` exist in the schema recon creates its tables in (the
 /// first of the `search_path`), as relations or functions.
-fn present_objects(
+pub(super) fn present_objects(
     tx: &mut Transaction<'_>,
     url: &DatabaseUrl,
     names: &[String],

@@ -207,17 +207,27 @@ impl PgSender {
             appended: None,
             role: &session.role,
         };
+        crate::actlog::begin();
         db.execute(BEGIN_WRITE, &[&what.as_str()])?;
         let at = clock.now();
         let done = act(&mut db, at)?;
         let appended = db.appended.take();
         hold_point(HoldPoint::BeforeCommit);
         match (tx.commit(), appended) {
-            (Ok(()), _) => Ok(done),
+            (Ok(()), _) => {
+                crate::actlog::ended("committed");
+                Ok(done)
+            }
             // No answer from the server, not its refusal: the act may or
             // may not have committed.
             (Err(lost), Some(appended)) if lost.as_db_error().is_none() => {
-                self.settle(&appended, &lost).map(|()| done)
+                let settled = self.settle(&appended, &lost);
+                match &settled {
+                    Ok(()) => crate::actlog::ended("committed"),
+                    Err(e) if e.committed().is_some() => crate::actlog::ended("unknown"),
+                    Err(_) => {}
+                }
+                settled.map(|()| done)
             }
             (Err(e), _) => Err(db_error(&self.url, "committing", &e).into()),
         }

@@ -9,8 +9,14 @@
 //! hiding more: everything up to the *last* `@` after that colon, so a
 //! password holding an unescaped `@` is hidden whole, and the whole query
 //! when any of its parameters is a password.
+//!
+//! Its TLS settings (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) are
+//! taken out of the query before the `postgres` crate reads the rest, and
+//! kept beside it ([`TlsSettings`], `tls.rs`): every connection to the
+//! database is made through [`DatabaseUrl::connect`].
 
 use super::credentials::{self, Env};
+use super::tls::{self, ConnectError, TlsSettings};
 use std::fmt;
 
 const SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
@@ -24,6 +30,7 @@ const HIDDEN: &str = "***";
 pub struct DatabaseUrl {
     redacted: String,
     config: postgres::Config,
+    tls: TlsSettings,
 }
 
 /// Why a text is not a usable `postgres://` URL; its message names the
@@ -57,17 +64,39 @@ impl DatabaseUrl {
             ));
         }
         let redacted = redact(text);
-        let mut config = text
+        let (rest, taken) = take_tls_parameters(text);
+        let tls = TlsSettings::new(
+            &taken,
+            &|name| env.var(name),
+            env.var("HOME").map(Into::into),
+        )
+        .map_err(|e| UrlError(format!("{redacted}: {e}")))?;
+        let mut config = rest
             .parse::<postgres::Config>()
             .map_err(|e| UrlError(format!("{redacted}: {e}")))?;
         credentials::complete(&mut config, env);
-        Ok(DatabaseUrl { redacted, config })
+        Ok(DatabaseUrl {
+            redacted,
+            config,
+            tls,
+        })
     }
 
     /// The connection settings, credentials included: for connecting,
     /// never for printing.
     pub fn config(&self) -> &postgres::Config {
         &self.config
+    }
+
+    /// The URL's TLS settings (`sslmode` and its files).
+    pub fn tls(&self) -> &TlsSettings {
+        &self.tls
+    }
+
+    /// Connects with `config` (this URL's [`Self::config`], with the
+    /// caller's session settings added) under this URL's `sslmode`.
+    pub fn connect(&self, config: &postgres::Config) -> Result<postgres::Client, ConnectError> {
+        self.tls.connect(config)
     }
 
     /// Hides the password in a message that came from the server or the
@@ -149,9 +178,36 @@ fn redact(text: &str) -> String {
     out
 }
 
+/// `text` without the query parameters `tls.rs` reads, and those, decoded.
+fn take_tls_parameters(text: &str) -> (String, Vec<(String, String)>) {
+    let Some((place, query)) = text.split_once('?') else {
+        return (text.to_string(), Vec::new());
+    };
+    let mut taken = Vec::new();
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = decoded(key);
+        if tls::PARAMETERS.contains(&key.as_str()) {
+            taken.push((key, decoded(value)));
+        } else {
+            kept.push(pair);
+        }
+    }
+    match kept.is_empty() {
+        true => (place.to_string(), taken),
+        false => (format!("{place}?{}", kept.join("&")), taken),
+    }
+}
+
 /// `text` with its `%XX` escapes decoded, lowercased: only to look for a
 /// word in it.
 fn percent_decoded(text: &str) -> String {
+    decoded(text).to_lowercase()
+}
+
+/// `text` with its `%XX` escapes decoded.
+fn decoded(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -171,7 +227,7 @@ fn percent_decoded(text: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).to_lowercase()
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -234,6 +290,25 @@ mod tests {
             "\0",
             "postgres://ann@db/payments",
         );
+    }
+
+    #[test]
+    fn the_tls_parameters_are_taken_from_the_query_and_the_rest_kept() {
+        let url = DatabaseUrl::parse_in(
+            "postgres://ann@db/payments?application_name=x&sslmode=verify-full\
+             &sslrootcert=%2Fetc%2Fca.pem&connect_timeout=3",
+            &no_env(),
+        )
+        .unwrap();
+        assert_eq!(url.tls().mode(), tls::SslMode::VerifyFull);
+        assert_eq!(url.config().get_application_name(), Some("x"));
+        assert_eq!(
+            url.config().get_connect_timeout(),
+            Some(&std::time::Duration::from_secs(3))
+        );
+        let e = DatabaseUrl::parse_in("postgres://ann:s3cret@db/p?sslmode=verify", &no_env())
+            .unwrap_err();
+        assert!(e.0.contains("sslmode") && !e.0.contains("s3cret"), "{e}");
     }
 
     #[test]

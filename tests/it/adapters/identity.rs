@@ -168,3 +168,75 @@ fn a_changed_claim_is_refused_until_check_accept_stores_it(store: Store) {
     );
     verify_intact(&rig);
 }
+
+on_both_stores!(a_receiver_whose_evidence_can_settle_a_decision_must_declare_its_instance);
+/// Issue 29, reproduction 9 (SPEC 12): an adapter that declared no
+/// `instance` could be pointed at another store by `receivers update`, and
+/// recon then recorded `not_applied` while the first store held the
+/// effect. A receiver claiming `can_close`, `complete` or `authoritative`
+/// must now declare one: `add` is refused `instance_required` for each
+/// claim, nothing stored, and a receiver claiming none may go without.
+fn a_receiver_whose_evidence_can_settle_a_decision_must_declare_its_instance(store: Store) {
+    let rig = Rig::on(store);
+    for name in ["ledger", "weak"] {
+        rig.set_mode(name, "no-instance");
+    }
+    let before = rig.dump();
+    for claims in [
+        FULL,
+        &["--can-close"][..],
+        &["--no-close", "--complete"],
+        &["--no-close", "--authoritative"],
+    ] {
+        let out = rig.add("ledger", "refund", &[], claims);
+        assert_refused(&out, "instance_required");
+        assert!(out.stderr.contains("instance"), "{}", out.stderr);
+        assert_eq!(
+            rig.dump(),
+            before,
+            "{claims:?}: a refused registration wrote"
+        );
+    }
+    let weak = rig.register("weak", "note", &[], &["--no-close"]);
+    assert_eq!(weak["instance"], json!(null), "{weak}");
+}
+
+on_both_stores!(
+    an_update_or_accept_without_an_instance_is_refused_and_another_one_is_another_store
+);
+/// At `update` and `check --accept` a describe that drops its instance is
+/// `instance_required`, and one naming another instance stays
+/// `receiver_changed`; the open operation keeps its store.
+fn an_update_or_accept_without_an_instance_is_refused_and_another_one_is_another_store(
+    store: Store,
+) {
+    let rig = Rig::on(store);
+    rig.register("ledger", "refund", &[], FULL);
+    rig.prepare("op-1", "refund", r#"{"amount":10}"#);
+    let dump = rig.dump();
+    let update_to = |flags: &[&str]| {
+        let mut args = vec![
+            "receivers".to_string(),
+            "update".into(),
+            "ledger".into(),
+            "--".into(),
+        ];
+        args.extend(rig.fixture_args("elsewhere", flags));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        rig.recon(&args)
+    };
+    rig.set_mode("elsewhere", "no-instance");
+    assert_refused(&update_to(FULL), "instance_required");
+    rig.set_mode("elsewhere", "");
+    assert_refused(&update_to(FULL), "receiver_changed");
+    rig.set_mode("ledger", "no-instance");
+    assert_refused(
+        &rig.recon(&["receivers", "check", "ledger", "--accept"]),
+        "instance_required",
+    );
+    assert_eq!(rig.dump(), dump, "a refused update or accept wrote");
+    rig.set_mode("ledger", "");
+    let sent = rig.dispatch("op-1");
+    assert_eq!(sent["state"], "confirmed", "{sent}");
+    assert_eq!(rig.calls("elsewhere", "apply").len(), 0);
+}

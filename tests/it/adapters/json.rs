@@ -62,6 +62,28 @@ fn a_duplicate_key_in_an_adapter_answer_is_garbage(store: Store) {
     assert_eq!((rig.dump(), rig.list()), (dump, list));
 }
 
+on_both_stores!(an_adapter_answer_holding_a_number_above_2_53_minus_1_is_garbage);
+/// Issue 29, reproduction 12: a number beyond 2^53-1 has no one meaning
+/// (`100000000000000000001` reads as the double `1e20`), so an answer
+/// holding one, anywhere, is `garbage`, in a receipt and in a read.
+fn an_adapter_answer_holding_a_number_above_2_53_minus_1_is_garbage(store: Store) {
+    let rig = Rig::with_mail_on(store);
+    rig.prepare("op-1", "post_letter", r#"{"amount":100000}"#);
+    rig.set_mode("mail", "apply:huge-number");
+    let report = rig.dispatch("op-1");
+    assert!(rig.answers("mail", "apply")[0].contains("100000000000000000001"));
+    assert_lost(&rig, "op-1", &report, "garbage", json!(0));
+    let detail = report["adapter_failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("2^53-1") && detail.contains("/x-note"),
+        "{detail}"
+    );
+    rig.set_mode("mail", "query:huge-number");
+    let out = rig.recon(&["snapshot", "op-1"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stderr.contains("garbage"), "{}", out.stderr);
+}
+
 on_both_stores!(a_receipt_whose_payload_names_a_key_twice_is_garbage);
 fn a_receipt_whose_payload_names_a_key_twice_is_garbage(store: Store) {
     // `{"amount":1,"amount":1000}` for a request of 1000: a reader keeping
@@ -95,4 +117,24 @@ fn an_effect_id_from_an_adapter_that_breaks_the_op_id_rules_is_garbage(store: St
     assert!(out.stderr.contains("garbage"), "{}", out.stderr);
     assert!(!out.stderr.contains('\u{202e}'), "{}", out.stderr);
     assert_eq!(rig.show("op-1")["evidence"], json!([]));
+}
+
+/// `"recon_adapter": 1.0` is protocol 1 (rule 7: `1.0` is the number 1),
+/// not a missing field; `1.5` is no protocol and says so, and `2.0` is
+/// protocol 2.
+#[test]
+fn a_protocol_number_written_1_0_is_protocol_1() {
+    use recon::receiver::protocol::{parse_answer, Answer, Verb};
+    let describe = |protocol: serde_json::Value| {
+        json!({"recon_adapter": protocol, "name": "n", "version": "1", "can_close": false,
+               "query": {"complete": false, "authoritative": false}})
+    };
+    assert!(matches!(
+        parse_answer(Verb::Describe, "", &describe(json!(1.0))),
+        Ok(Answer::Described(_))
+    ));
+    let half = parse_answer(Verb::Describe, "", &describe(json!(1.5))).unwrap_err();
+    assert!(half.contains("whole number"), "{half}");
+    let two = parse_answer(Verb::Describe, "", &describe(json!(2.0))).unwrap_err();
+    assert!(two.contains("protocol 2"), "{two}");
 }

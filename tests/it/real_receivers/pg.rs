@@ -639,14 +639,9 @@ fn pg_ledger_answers_unavailable_when_the_server_is_down() {
     let port = servers::free_port().expect("a free port");
     let url = format!("postgres://postgres@127.0.0.1:{port}/nothing");
     let args = ["--database", url.as_str()];
-    let (described, _) = call_adapter(binary, &args, "describe", &json!({"recon_adapter": 1}), &[]);
-    let described = described.expect("describe needs no server");
-    assert_eq!(described["can_close"], json!(true), "{described}");
-    assert_eq!(
-        described["query"],
-        json!({"complete": true, "authoritative": true})
-    );
+    // `describe` too: the instance it declares is read from the ledger.
     let requests = [
+        ("describe", json!({"recon_adapter": 1})),
         ("apply", apply_request("down-1", "ledger_write", &json!({}))),
         ("query", query_request("down-1")),
         ("close", close_request("down-1", "ann")),
@@ -656,23 +651,37 @@ fn pg_ledger_answers_unavailable_when_the_server_is_down() {
         let answer = answer.expect("an answer");
         assert_eq!(error_code(&answer), Some("unavailable"), "{verb}: {answer}");
     }
-    let lab = pg_lab(binary, &url, "ledger", "ledger_write");
-    let ws = lab.path_str();
-    let w = ws.as_str();
-    prepare(w, "down-1", "ledger_write", &json!({}));
-    let report = dispatch(w, "down-1", &[]);
-    assert_eq!(report["outcome"], json!("unknown"), "{report}");
-    let detail = report["adapter_failure"]["detail"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(detail.contains("unavailable"), "{report}");
-    let refused = snapshot(w, "down-1", None, &[]);
-    assert_eq!(
-        refused.code,
-        Some(4),
-        "no read from a server that is down: {}",
-        refused.stdout
+    // Nothing is registered without the instance: the registration fails
+    // naming the reason, and stores nothing.
+    let added = register_while_down(binary, &url);
+    assert_ne!(added.0.code, Some(0), "{}", added.0.stderr);
+    assert!(added.0.stderr.contains("unavailable"), "{}", added.0.stderr);
+    assert!(
+        !std::path::Path::new(&added.1).exists(),
+        "a workspace was made"
     );
+}
+
+/// `recon receivers add` of `recon-pg-ledger` at `url` in a new workspace
+/// path: the run, and the workspace's path.
+fn register_while_down(binary: &Path, url: &str) -> (crate::support::Run, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ws = dir.path().join("ws").display().to_string();
+    let program = binary.display().to_string();
+    let args = [
+        "receivers",
+        "add",
+        "--workspace",
+        &ws,
+        "ledger",
+        "--actions",
+        "ledger_write",
+        "--",
+        &program,
+        "--database",
+        url,
+    ];
+    (run(&args, None), ws)
 }
 
 #[test]
@@ -693,19 +702,15 @@ fn pg_ledger_errors_say_their_code_once() {
         "the message does not say its code again: {answer}"
     );
     // recon prints the two as `code: message`: the code once.
-    let lab = pg_lab(binary, &url, "ledger", "ledger_write");
-    let ws = lab.path_str();
-    prepare(&ws, "down-1", "ledger_write", &json!({}));
-    let report = dispatch(&ws, "down-1", &[]);
-    let detail = report["adapter_failure"]["detail"]
-        .as_str()
-        .unwrap_or_default();
+    let (refused, _) = register_while_down(binary, &url);
+    assert_ne!(refused.code, Some(0), "{}", refused.stderr);
     assert!(
-        detail.starts_with("unavailable: PostgreSQL, connecting: "),
-        "{report}"
+        refused
+            .stderr
+            .contains("unavailable: PostgreSQL, connecting: "),
+        "{}",
+        refused.stderr
     );
-    let refused = snapshot(&ws, "down-1", None, &[]);
-    assert_eq!(refused.code, Some(4), "{}", refused.stderr);
     assert_eq!(
         refused.stderr.matches("unavailable").count(),
         1,
@@ -886,4 +891,143 @@ fn a_batched_close_of_recon_pg_ledger_closes_each_with_its_effects_and_keeps_an_
     assert_eq!(closers, ["c-1 bob", "c-2 bob", "c-3 ann", "c-4 bob"]);
     // Nothing is written for an operation the batch closed.
     assert_eq!(error_code(&answers[5]), Some("operation_closed"));
+}
+
+/// The instance `recon-pg-ledger` declares for `url`.
+fn instance_at(binary: &Path, url: &str) -> String {
+    let args = ["--database", url];
+    let (described, _) = call_adapter(binary, &args, "describe", &json!({"recon_adapter": 1}), &[]);
+    let described = described.expect("a describe answer");
+    let instance = described["instance"].as_str().unwrap_or_default();
+    assert!(instance.starts_with("recon-pg-ledger:"), "{described}");
+    instance.to_string()
+}
+
+#[test]
+fn a_pg_ledger_in_another_schema_database_or_restored_copy_is_another_instance() {
+    let test = "a_pg_ledger_in_another_schema_database_or_restored_copy_is_another_instance";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("instance");
+    let database = database_of(&url);
+    let first = instance_at(&binary, &url);
+    assert_eq!(instance_at(&binary, &url), first, "stable");
+    let id = pg.psql(database, "SELECT id FROM recon_ledger");
+    // Another schema behind the same URL (the database's search_path).
+    pg.psql(
+        database,
+        &format!("CREATE SCHEMA other; ALTER DATABASE {database} SET search_path = other"),
+    );
+    let other_schema = instance_at(&binary, &url);
+    assert_ne!(other_schema, first, "another schema");
+    pg.psql(
+        database,
+        &format!("ALTER DATABASE {database} RESET search_path"),
+    );
+    assert_eq!(instance_at(&binary, &url), first, "the first schema again");
+    // A copy holds the same id row, in a database with another OID.
+    let copy = pg.new_database_from("restored", database);
+    assert_eq!(
+        pg.psql(database_of(&copy), "SELECT id FROM public.recon_ledger"),
+        id
+    );
+    assert_ne!(instance_at(&binary, &copy), first, "a restored copy");
+    let fresh = pg.new_database("fresh");
+    assert_ne!(instance_at(&binary, &fresh), first, "another database");
+}
+
+#[test]
+fn a_pg_ledger_pointed_at_another_schema_is_refused_before_any_close_or_decision() {
+    let test = "a_pg_ledger_pointed_at_another_schema_is_refused_before_any_close_or_decision";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("schema_moved");
+    let database = database_of(&url).to_string();
+    let lab = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(w, "pg-8", "ledger_write", &json!({"n": 8}));
+    let report = dispatch(w, "pg-8", &[(CRASH_ENV, "after-apply-commit")]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    // The same URL now reaches an empty schema: another store.
+    pg.psql(
+        &database,
+        &format!("CREATE SCHEMA elsewhere; ALTER DATABASE {database} SET search_path = elsewhere"),
+    );
+    let refused = snapshot(w, "pg-8", Some("ann"), &[]);
+    assert_eq!(refused.code, Some(3), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("receiver_changed"),
+        "{}",
+        refused.stderr
+    );
+    let accept = run(
+        &["receivers", "check", "--workspace", w, "ledger", "--accept"],
+        None,
+    );
+    assert!(
+        accept.stderr.contains("receiver_changed"),
+        "{}",
+        accept.stderr
+    );
+    let closes = pg.psql(
+        &database,
+        "SELECT count(*) FROM elsewhere.recon_gate WHERE closed_at IS NOT NULL",
+    );
+    assert_eq!(closes.trim(), "0", "nothing was closed in the other schema");
+    let shown = ok_json(
+        &run(&["show", "--workspace", w, "pg-8", "--json"], None),
+        "show",
+    );
+    assert_eq!(shown["operation"]["state"], json!("unknown"), "{shown}");
+    assert_eq!(shown["closes"], json!([]), "{shown}");
+}
+
+#[test]
+fn every_tombstone_names_the_closing_login_in_close_and_query_answers_and_recon_keeps_it() {
+    let test =
+        "every_tombstone_names_the_closing_login_in_close_and_query_answers_and_recon_keeps_it";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("closed_by");
+    let lab = pg_lab(&binary, &url, "ledger", "ledger_write");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    prepare(w, "pg-7", "ledger_write", &json!({"n": 7}));
+    let report = dispatch(w, "pg-7", &[(CRASH_ENV, "after-apply-commit")]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    let closed = ok_json(&snapshot(w, "pg-7", Some("ann"), &[]), "closing snapshot");
+    // The login the test cluster is reached with closed it (ann only
+    // authorized the close).
+    assert_eq!(
+        closed["snapshot"]["closed_by"],
+        json!("postgres"),
+        "{closed}"
+    );
+    let args = ["--database", url.as_str()];
+    let mut query = query_request("pg-7");
+    query["workspace"] = json!(lab.ws.id());
+    let (read, _) = call_adapter(&binary, &args, "query", &query, &[]);
+    assert_eq!(read.expect("a read")["closed_by"], json!("postgres"));
+    let mut open = query_request("pg-open");
+    open["workspace"] = json!(lab.ws.id());
+    let (read, _) = call_adapter(&binary, &args, "query", &open, &[]);
+    let read = read.expect("a read");
+    assert!(read.get("closed_by").is_none(), "an open operation: {read}");
+    let shown = ok_json(
+        &run(&["show", "--workspace", w, "pg-7", "--json"], None),
+        "show",
+    );
+    // The closing read is kept as the operation's observation.
+    let kept = shown["observations"]
+        .as_array()
+        .and_then(|rows| {
+            rows.iter()
+                .find(|row| row["snapshot"]["closed"] == json!(true))
+        })
+        .map(|row| row["snapshot"]["closed_by"].clone());
+    assert_eq!(kept, Some(json!("postgres")), "{shown}");
 }

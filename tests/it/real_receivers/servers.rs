@@ -112,8 +112,10 @@ fn run(command: &mut Command) -> Result<String, String> {
 
 /// Stops every server this process started; registered once with `atexit`.
 extern "C" fn stop_servers() {
-    if let Some(Ok(pg)) = POSTGRES.get() {
-        pg.stop();
+    for pg in [&POSTGRES, &TLS_POSTGRES] {
+        if let Some(Ok(pg)) = pg.get() {
+            pg.stop();
+        }
     }
     if let Some(Ok(postfix)) = POSTFIX.get() {
         postfix.stop();
@@ -139,9 +141,22 @@ pub struct Postgres {
     pub port: u16,
     databases: AtomicUsize,
     fsync: bool,
+    /// A TLS cluster's certificates ([`Postgres::tls`]).
+    pub tls: Option<TlsFiles>,
+}
+
+/// The certificates of a TLS cluster, made in its directory with the
+/// openssl CLI: a CA, the server's certificate signed by it for the DNS
+/// name `localhost` only (not for `127.0.0.1`), and another CA that signed
+/// nothing the server shows.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub other_ca: PathBuf,
 }
 
 static POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
+static TLS_POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
 static DURABLE: AtomicBool = AtomicBool::new(false);
 
 /// Makes the cluster of this process (if not started yet) flush its
@@ -195,6 +210,10 @@ impl Postgres {
     }
 
     fn start(fsync: bool) -> Result<Postgres, String> {
+        Postgres::start_with(fsync, false)
+    }
+
+    fn start_with(fsync: bool, tls: bool) -> Result<Postgres, String> {
         let dir = server_dir("recon-pg-")?;
         if is_root() {
             chown(&dir, "postgres")?;
@@ -205,6 +224,7 @@ impl Postgres {
             port: 0,
             databases: AtomicUsize::new(0),
             fsync,
+            tls: None,
         };
         let data = pg.dir.join("data");
         let init = run(pg
@@ -214,6 +234,15 @@ impl Postgres {
         if let Err(why) = init {
             let _ = std::fs::remove_dir_all(&pg.dir);
             return Err(format!("initdb failed: {why}"));
+        }
+        if tls {
+            match make_certificates(&pg.dir, &data) {
+                Ok(files) => pg.tls = Some(files),
+                Err(why) => {
+                    let _ = std::fs::remove_dir_all(&pg.dir);
+                    return Err(format!("no TLS cluster: {why}"));
+                }
+            }
         }
         let mut last = String::new();
         for _ in 0..3 {
@@ -235,11 +264,22 @@ impl Postgres {
         // (eight-writer races, adapter sessions, both stores' tests): room
         // for all of them past the default of 100 connections.
         let options = format!(
-            "-k {} -p {} -c listen_addresses=127.0.0.1 -c max_connections=300{}",
+            "-k {} -p {} -c listen_addresses=127.0.0.1 -c max_connections=300{}{}",
             self.dir.display(),
             self.port,
-            if self.fsync { "" } else { " -F" }
+            if self.fsync { "" } else { " -F" },
+            if self.tls.is_some() {
+                " -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key"
+            } else {
+                ""
+            }
         );
+        // More server settings for a person investigating a run, e.g.
+        // RECON_PG_SERVER_OPTIONS='-c log_lock_waits=on -c deadlock_timeout=20ms'.
+        let options = match std::env::var("RECON_PG_SERVER_OPTIONS") {
+            Ok(more) => format!("{options} {more}"),
+            Err(_) => options,
+        };
         run(self
             .command("pg_ctl")
             .args(["-w", "-t", "60", "-D"])
@@ -254,6 +294,16 @@ impl Postgres {
     /// its files.
     pub fn dedicated() -> Result<Postgres, String> {
         Postgres::start(false)
+    }
+
+    /// A cluster of this process that speaks TLS only on TCP (`hostssl`
+    /// lines, no `host`), with its certificates in [`Postgres::tls`];
+    /// started on first use and shared by the TLS tests.
+    pub fn tls() -> &'static Result<Postgres, String> {
+        TLS_POSTGRES.get_or_init(|| {
+            stop_at_exit();
+            Postgres::start_with(false, true)
+        })
     }
 
     /// Stops the server as a crash does (`pg_ctl stop -m immediate`):
@@ -281,7 +331,21 @@ impl Postgres {
             .args(["-w", "-m", "fast", "-D"])
             .arg(self.dir.join("data"))
             .arg("stop"));
+        // For a person investigating a run (say with PGOPTIONS='-c
+        // log_lock_waits=on'): the server's log, kept where this names.
+        if let Some(keep) = std::env::var_os("RECON_PG_KEEP_LOG") {
+            let _ = std::fs::copy(self.dir.join("log"), keep);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// A URL of `database` naming the server by `host` (`localhost`, or
+    /// `127.0.0.1`, which its certificate does not name), with `query`.
+    pub fn url_at(&self, host: &str, database: &str, query: &str) -> String {
+        format!(
+            "postgres://postgres@{host}:{}/{database}?{query}",
+            self.port
+        )
     }
 
     pub fn url(&self, database: &str) -> String {
@@ -609,5 +673,91 @@ pub fn pg_ledger_binary() -> &'static Result<PathBuf, String> {
             Err(_) if binary.is_file() => Ok(binary),
             Err(why) => Err(format!("cannot build recon-pg-ledger: {why}")),
         }
+    })
+}
+
+// ---------------------------------------------------------------- certificates
+
+/// Makes a CA, another CA, and the server's key and certificate (for
+/// `localhost` only) with the openssl CLI; puts the server's pair in the
+/// data directory as its server user's, and writes a `pg_hba.conf` that
+/// takes TCP only over TLS.
+fn make_certificates(dir: &Path, data: &Path) -> Result<TlsFiles, String> {
+    let tls = dir.join("tls");
+    std::fs::create_dir_all(&tls).map_err(|e| format!("{}: {e}", tls.display()))?;
+    let openssl = |args: &[&str]| run(Command::new("openssl").current_dir(&tls).args(args));
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    for (name, subject) in [("ca", "/CN=recon test CA"), ("other-ca", "/CN=another CA")] {
+        let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
+        let args = [
+            &["req", "-x509", "-new", "-days", "2", "-subj", subject][..],
+            &ec[..],
+        ]
+        .concat();
+        openssl(
+            &[
+                &args[..],
+                &["-addext", "basicConstraints=critical,CA:TRUE"],
+                &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+                &["-keyout", &key, "-out", &crt],
+            ]
+            .concat(),
+        )?;
+    }
+    let request = [&["req", "-new", "-subj", "/CN=localhost"][..], &ec[..]].concat();
+    openssl(
+        &[
+            &request[..],
+            &["-keyout", "server.key", "-out", "server.csr"],
+        ]
+        .concat(),
+    )?;
+    std::fs::write(
+        tls.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .map_err(|e| format!("server.ext: {e}"))?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.crt",
+    ])?;
+    for name in ["server.crt", "server.key"] {
+        let to = data.join(name);
+        std::fs::copy(tls.join(name), &to).map_err(|e| format!("{name}: {e}"))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod {name}: {e}"))?;
+        if is_root() {
+            chown(&to, "postgres")?;
+        }
+    }
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+    )
+    .map_err(|e| format!("pg_hba.conf: {e}"))?;
+    Ok(TlsFiles {
+        ca: tls.join("ca.crt"),
+        other_ca: tls.join("other-ca.crt"),
     })
 }

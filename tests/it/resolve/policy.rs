@@ -224,6 +224,48 @@ fn a_plan_closes_only_the_operations_still_at_their_planned_version(store: Store
     }
 }
 
+on_both_stores!(a_plan_made_before_its_receivers_update_skips_its_operations_as_receiver_changed);
+/// Issue 29, reproduction 8 (SPEC 12): a plan names the registration (id
+/// and version) each operation's receiver had when it was made; after a
+/// `receivers update` the run passes those operations over as
+/// `receiver_changed` and asks the receiver nothing.
+fn a_plan_made_before_its_receivers_update_skips_its_operations_as_receiver_changed(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = Shell::on(store);
+    adapter(
+        &sh,
+        dir.path(),
+        "mail",
+        "post",
+        &["--can-close", "--complete", "--authoritative"],
+    );
+    for op in ["m1", "m2"] {
+        lost_at_adapter(&sh, dir.path(), "mail", op, "post");
+    }
+    let plan = dir.path().join("plan.json").display().to_string();
+    sh.ok(&resolve(&[
+        "--older-than",
+        "0s",
+        "--dry-run",
+        "--output",
+        &plan,
+    ]));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(written["operations"][0]["receiver_version"], 1, "{written}");
+    sh.ok(&["receivers", "update", "mail", "--timeout-ms", "9000"]);
+    let report = sh.json(&resolve(&["--older-than", "0s", "--plan", &plan]));
+    assert_eq!(
+        report["skipped"],
+        json!({"receiver_changed": 2}),
+        "{report}"
+    );
+    for op in ["m1", "m2"] {
+        let shown = sh.json(&["show", op]);
+        assert_eq!(shown["closes"], json!([]), "{op}: {shown}");
+        assert_eq!(shown["operation"]["state"], "unknown", "{op}");
+    }
+}
+
 on_both_stores!(show_and_export_name_the_policy_and_its_runner);
 fn show_and_export_name_the_policy_and_its_runner(store: Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -412,11 +454,15 @@ fn the_list_is_printed_before_anything_is_closed_and_json_keeps_stdout_one_docum
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let receiver = sh.json(&["show", "a"])["operation"]["receiver"].clone();
+    // Each line names the registration the plan was read through: the
+    // outage's one receiver, registered once (id 1, version 1).
     assert_eq!(
         listed,
         [
-            json!({"op_id": "a", "version": 2, "receiver": receiver}),
-            json!({"op_id": "b", "version": 2, "receiver": receiver}),
+            json!({"op_id": "a", "version": 2, "receiver": receiver,
+                   "receiver_id": 1, "receiver_version": 1}),
+            json!({"op_id": "b", "version": 2, "receiver": receiver,
+                   "receiver_id": 1, "receiver_version": 1}),
         ]
     );
     let report = out.json();
@@ -554,4 +600,55 @@ fn resolve_needs_the_closer_and_the_reviewer_and_without_both_changes_nothing() 
     let out = crate::support::run_with_env(&args, None, &[]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.json()["confirmed"], json!(1));
+}
+
+on_both_stores!(a_plan_run_keeps_the_age_limit_its_dry_run_selected_with);
+/// A dry run made with `--older-than 0s` said it would close `a` and `b`;
+/// the run of its plan, given no `--older-than`, closes them too (it once
+/// applied the default 15 minutes again and skipped all as too young).
+/// The plan file records the limit.
+fn a_plan_run_keeps_the_age_limit_its_dry_run_selected_with(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(store, dir.path());
+    let plan = dir.path().join("plan.json");
+    let plan_arg = plan.display().to_string();
+    sh.ok(&resolve(&[
+        "--older-than",
+        "0s",
+        "--dry-run",
+        "--output",
+        &plan_arg,
+    ]));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(written["older_than_ms"], 0, "{written}");
+    let report = sh.json(&resolve(&["--plan", &plan_arg]));
+    assert_eq!(
+        (report["confirmed"].clone(), report["not_applied"].clone()),
+        (json!(1), json!(1)),
+        "{report}"
+    );
+    assert_eq!(report["skipped"], json!({}), "{report}");
+}
+
+/// A plan is a file a person authorized: a FIFO (which would block with
+/// no writer) or a directory is refused at once as a usage error,
+/// nothing read or written.
+#[test]
+fn a_plan_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = outage(Store::Sqlite, dir.path());
+    let fifo = dir.path().join("plan.fifo");
+    crate::support::mkfifo(&fifo);
+    let before = sh.dump();
+    for path in [fifo.as_path(), dir.path()] {
+        let shown = path.display().to_string();
+        let out = sh.run(&resolve(&["--plan", &shown, "--json"]));
+        assert_json_error(&out, 2);
+        assert!(
+            out.stderr.contains("is not a regular file"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(before, sh.dump());
 }

@@ -144,6 +144,7 @@ fn check(state: OpState, matches: Vec<Effect>, complete: bool, expected: bool) {
         complete,
         authoritative: complete,
         closed: false,
+        closed_by: None,
     };
     assert_eq!(contradicts(&decided(state), &snapshot), expected);
 }

@@ -1,0 +1,114 @@
+//! What `recon metrics` reads (SPEC 15): every family's numbers in one
+//! statement, so they come from one snapshot on every store (a single
+//! statement sees one snapshot on SQLite and on PostgreSQL alike) and cost
+//! one round trip to a server. It only reads, and only tables a reader may
+//! read (`recon_reader` in team mode).
+//!
+//! Each branch of the `UNION ALL` is one family, tagged in its first
+//! column; the rest are its labels, its count and, for the unknown
+//! operations, the oldest `updated_at` of the group. What each costs, on
+//! the schema as it is (no index was added for it):
+//! - operations by receiver and state: one walk of the covering index
+//!   `operations_by_receiver (receiver, state)`;
+//! - unknown operations: the `unknown` range of `operations_by_state`,
+//!   each row read for its verdict, escalation and age;
+//! - contradicted: the partial index `operations_contradicted`;
+//! - failed calls: a scan of `call_failures` (one row per failed call);
+//! - decisions: a scan of `evidence`, which holds exactly one row per
+//!   state change out of `unknown` (an invariant `verify` holds), and an
+//!   operation leaves `unknown` once: so its rows are the decided
+//!   operations, each with the source of its decision;
+//! - the journal's length: its last `seq` (seqs run from 1 without a gap,
+//!   which the chain walk checks), one step down the primary key.
+//!
+//! Written over [`Db`]: [`OutboxMetrics`] is implemented once, for every
+//! [`SqlStore`].
+
+use super::sql::{Db, Row, SqlStore};
+use super::OutboxMetrics;
+use crate::domain::metrics::{DecisionCount, FailedCalls, OutboxTally, StateCount, UnknownGroup};
+use crate::domain::{Decision, EvidenceSource, OpState, Timestamp, Verdict};
+use crate::error::{Result, StoreError};
+
+const TALLY: &str = "
+SELECT 'receiver', name, '', '', 0, '' FROM receivers
+UNION ALL
+SELECT 'operations', receiver, state, '', COUNT(*), '' FROM operations GROUP BY receiver, state
+UNION ALL
+SELECT 'unknown', receiver, verdict, escalated, COUNT(*), MIN(updated_at)
+FROM (SELECT receiver, COALESCE(latest_verdict, 'never') AS verdict,
+             CASE WHEN escalation IS NULL THEN 'false' ELSE 'true' END AS escalated,
+             updated_at
+      FROM operations WHERE state = 'unknown') AS u
+GROUP BY receiver, verdict, escalated
+UNION ALL
+SELECT 'contradicted', '', '', '', COUNT(*), '' FROM operations WHERE contradiction IS NOT NULL
+UNION ALL
+SELECT 'failed_calls', receiver, verb, kind, COUNT(*), '' FROM call_failures
+GROUP BY receiver, verb, kind
+UNION ALL
+SELECT 'decisions', decision, source, '', COUNT(*), '' FROM evidence GROUP BY decision, source
+UNION ALL
+SELECT 'journal', '', '', '', COALESCE(MAX(seq), 0), '' FROM journal";
+
+impl<S: SqlStore> OutboxMetrics for S {
+    fn tally(&self) -> Result<OutboxTally> {
+        self.read(|db| Ok(tally(db)?))
+    }
+}
+
+/// Every family's numbers, from one statement.
+fn tally(db: &mut dyn Db) -> Result<OutboxTally, StoreError> {
+    let mut tally = OutboxTally::default();
+    db.for_each(TALLY, &[], &mut |row| add(&mut tally, &row))?;
+    Ok(tally)
+}
+
+/// Adds one row of [`TALLY`] to the family its first column names.
+fn add(tally: &mut OutboxTally, row: &Row) -> Result<(), StoreError> {
+    let family: String = row.get(0)?;
+    let (a, b, c): (String, String, String) = (row.get(1)?, row.get(2)?, row.get(3)?);
+    let count: i64 = row.get(4)?;
+    match family.as_str() {
+        "receiver" => tally.receivers.push(a),
+        "operations" => tally.operations.push(StateCount {
+            receiver: a,
+            state: named(OpState::parse(&b), "state", &b)?,
+            count,
+        }),
+        "unknown" => {
+            let verdict = match b.as_str() {
+                "never" => None,
+                _ => Some(named(Verdict::parse(&b), "verdict", &b)?),
+            };
+            let oldest: String = row.get(5)?;
+            tally.unknown.push(UnknownGroup {
+                receiver: a,
+                verdict,
+                escalated: c == "true",
+                count,
+                oldest: named(Timestamp::parse(&oldest), "updated_at", &oldest)?,
+            });
+        }
+        "contradicted" => tally.contradicted = count,
+        "failed_calls" => tally.failed_calls.push(FailedCalls {
+            receiver: a,
+            verb: b,
+            kind: c,
+            count,
+        }),
+        "decisions" => tally.decisions.push(DecisionCount {
+            decision: named(Decision::parse(&a), "decision", &a)?,
+            source: named(EvidenceSource::parse(&b), "source", &b)?,
+            count,
+        }),
+        "journal" => tally.journal_entries = count,
+        other => return Err(StoreError::Corrupt(format!("a metrics row of {other}"))),
+    }
+    Ok(())
+}
+
+/// A stored name read back as its value, or a `Corrupt` error naming it.
+fn named<T>(value: Option<T>, what: &str, text: &str) -> Result<T, StoreError> {
+    value.ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?} in the metrics' read")))
+}
