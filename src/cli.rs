@@ -290,6 +290,11 @@ pub enum Command {
     /// enough). With --output, the file is replaced whole (written beside
     /// it, synced, renamed), for a node exporter's textfile collector.
     Metrics(MetricsArgs),
+    /// The agent's door (SPEC 13): an MCP server on stdin and stdout with
+    /// the tools recon_do, recon_status and recon_unknown. An agent sends
+    /// each action at most once per key; an unknown outcome is left to a
+    /// person. No reviewer act is reachable through it.
+    Mcp(McpArgs),
 }
 
 impl Command {
@@ -320,6 +325,7 @@ impl Command {
             Command::Receivers(_) => "receivers",
             Command::Db(_) => "db",
             Command::Metrics(_) => "metrics",
+            Command::Mcp(_) => "mcp",
         }
     }
 
@@ -357,7 +363,8 @@ impl Command {
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
-            | Command::Receiver(_) => false,
+            | Command::Receiver(_)
+            | Command::Mcp(_) => false,
         }
     }
 }
@@ -854,6 +861,10 @@ pub struct CheckpointArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `recon mcp`: where the outbox is comes from --workspace or --database.
+#[derive(Debug, Args)]
+pub struct McpArgs {}
 
 #[derive(Debug, Args)]
 pub struct MetricsArgs {

@@ -40,6 +40,7 @@ mod failure;
 mod flow;
 mod interrupt;
 mod log;
+mod mcp;
 mod metrics;
 mod open;
 mod output;
@@ -205,6 +206,7 @@ enum Request {
     Metrics(metrics::Metrics),
     DbStatus(db::Status),
     PrepareBatch(batch::PrepareBatch),
+    Mcp(mcp::Mcp),
 }
 
 impl Request {
@@ -286,6 +288,7 @@ impl Request {
             Command::Db(DbCommand::Status(args)) => {
                 Request::DbStatus(db::Status::validate(args, ws)?)
             }
+            Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
         })
     }
 
@@ -343,6 +346,7 @@ impl Request {
             Request::Metrics(request) => Box::new(request.run()?),
             Request::DbStatus(request) => Box::new(request.run()?),
             Request::PrepareBatch(request) => Box::new(request.run()?),
+            Request::Mcp(request) => Box::new(request.run()?),
         })
     }
 }

@@ -10,6 +10,7 @@ mod canonical;
 mod json;
 pub mod metrics;
 pub mod names;
+pub mod origin;
 pub mod policy;
 mod records;
 mod refusal;

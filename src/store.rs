@@ -262,6 +262,9 @@ pub(crate) trait TriageLog {
     /// The authenticated role each journal entry naming `op_id` records
     /// (team mode), by the entry's seq; none on a workspace directory.
     fn entry_roles(&self, op_id: &str) -> Result<std::collections::BTreeMap<i64, String>>;
+    /// Where `op_id` came from when it came through MCP (its key and
+    /// client, kept in its `prepared` entry); `None` otherwise.
+    fn origin(&self, op_id: &str) -> Result<Option<crate::domain::origin::Origin>>;
     /// Operations to observe, in `op_id` order after `after`: of one state
     /// (or any), last observed before `observed_before` or never.
     fn observation_due(

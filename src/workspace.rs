@@ -14,6 +14,7 @@
 use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::{DispatchOptions, DispatchReport, PendingDispatch, ReceiverProgram};
+use crate::domain::origin::Origin;
 use crate::domain::{
     classify, normalize_name, Approval, CloseEntry, Closure, CompensationRequest, Decision, Effect,
     EscalationRecord, EvidenceRecord, Moved, NewObservation, NewOperation, Note, Observation,
@@ -112,6 +113,10 @@ pub struct OpDetail {
     /// The role that approved each of `approvals`, in the same order.
     #[serde(skip)]
     pub approval_roles: Vec<Option<String>>,
+    /// The MCP key and client the operation came with (SPEC 13); `None`
+    /// for an operation a command prepared.
+    #[serde(skip)]
+    pub origin: Option<Origin>,
 }
 
 impl Workspace {
@@ -287,13 +292,32 @@ impl Workspace {
         action_kind: &str,
         payload: &Value,
     ) -> Result<Operation> {
+        self.prepare_from(op_id, action_kind, payload, None)
+    }
+
+    /// [`Workspace::prepare`], keeping where the operation came from (an
+    /// MCP key and client) in its `prepared` entry.
+    pub fn prepare_from(
+        &mut self,
+        op_id: &str,
+        action_kind: &str,
+        payload: &Value,
+        origin: Option<&Origin>,
+    ) -> Result<Operation> {
         self.ensure_present()?;
         let new = NewOperation {
             op_id,
             action_kind,
             payload,
+            origin,
         };
         self.sender.prepare(&new, &*self.clock)
+    }
+
+    /// Where an operation came from, when it came through MCP: the key and
+    /// client its `prepared` entry keeps.
+    pub fn origin(&self, op_id: &str) -> Result<Option<Origin>> {
+        self.sender.origin(op_id)
     }
 
     /// Prepares each of `news` (at most [`BATCH_TRANSACTION`]) in one
@@ -580,6 +604,7 @@ impl Workspace {
             escalations: self.sender.escalations(op_id)?,
             acknowledgements: self.sender.acknowledgements(op_id)?,
             failures: self.sender.call_failures(op_id)?,
+            origin: self.sender.origin(op_id)?,
         })
     }
 

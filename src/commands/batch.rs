@@ -233,6 +233,7 @@ fn prepare_items(
             op_id: &item.op_id,
             action_kind: &item.action_kind,
             payload: &item.payload,
+            origin: None,
         })
         .collect();
     let results = match ws.prepare_each(&news) {

@@ -12,6 +12,7 @@ use super::{Failure, Out, Render};
 use crate::cli::{
     identifier, receiver_name, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg,
 };
+use crate::domain::origin::Origin;
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
@@ -243,6 +244,9 @@ struct ShownJson<'a> {
     escalations: Vec<WithRole<'a, EscalationRecord>>,
     acknowledgements: Vec<WithRole<'a, Acknowledgement>>,
     failures: &'a [CallFailure],
+    /// The MCP key and client (SPEC 13); absent for a command's operation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<&'a Origin>,
 }
 
 impl Shown {
@@ -276,6 +280,9 @@ impl Shown {
             op.version
         ))?;
         out.line(format!("payload: {}", payload_line(&op.payload)))?;
+        if let Some(origin) = &self.0.origin {
+            out.line(origin_line(origin))?;
+        }
         if let Some(effect) = &op.compensates_effect_id {
             out.line(format!("compensates: {}", escape(effect)))?;
         }
@@ -426,6 +433,7 @@ impl Render for Shown {
             failures,
             roles: _,
             approval_roles,
+            origin,
         } = &self.0;
         let approval_roles =
             (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
@@ -441,6 +449,7 @@ impl Render for Shown {
             escalations: self.with_roles(escalations, |e| e.seq),
             acknowledgements: self.with_roles(acknowledgements, |a| a.seq),
             failures,
+            origin: origin.as_ref(),
         })
     }
 }
@@ -553,6 +562,17 @@ impl Effects {
         }
         Ok(())
     }
+}
+
+/// How `show` names an operation that came through MCP: its key and the
+/// client's name, each escaped (both are the agent's text).
+fn origin_line(origin: &Origin) -> String {
+    let client = (origin.client.as_deref()).map_or("no name given".into(), escape);
+    format!(
+        "via {}: key {}, client {client}",
+        escape(&origin.door),
+        escape(&origin.key)
+    )
 }
 
 #[cfg(test)]

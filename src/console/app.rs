@@ -221,6 +221,8 @@ pub struct Detail {
     /// seq, and each approval's: shown beside the names typed.
     pub roles: std::collections::BTreeMap<i64, String>,
     pub approval_roles: Vec<Option<String>>,
+    /// The MCP key and client the operation came with (SPEC 13).
+    pub origin: Option<crate::domain::origin::Origin>,
 }
 
 impl Detail {

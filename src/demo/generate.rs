@@ -184,7 +184,7 @@ fn payload(action: usize, seed: u64, variant: bool) -> String {
         1 => {
             let amount = (500 + (a % 400) * 25) * if variant { 10 } else { 1 };
             let currency = pick(&CURRENCIES, b);
-            let description = if c % 2 == 0 {
+            let description = if c.is_multiple_of(2) {
                 format!("Order A-{:05}", c)
             } else {
                 "Monthly subscription renewal".to_string()
@@ -280,7 +280,7 @@ pub const OBSERVER: &str = "recon demo";
 
 /// Whether generated op `n` was observed since it was sent: half of them.
 pub fn observed(n: u64) -> bool {
-    mix(n ^ 0x0b5e) % 2 == 0
+    mix(n ^ 0x0b5e).is_multiple_of(2)
 }
 
 /// What an ordinary read of the ledger shows for generated op `n` once its

@@ -14,6 +14,9 @@ pub struct NewOperation<'a> {
     pub op_id: &'a str,
     pub action_kind: &'a str,
     pub payload: &'a Value,
+    /// The key and client of an operation sent through MCP (SPEC 13),
+    /// kept in its `prepared` entry.
+    pub origin: Option<&'a super::origin::Origin>,
 }
 
 /// What a recorded review produced.

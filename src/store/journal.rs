@@ -113,6 +113,27 @@ pub(crate) fn roles_of(
         .collect())
 }
 
+/// The field of a `prepared` entry that keeps where an operation came
+/// from (SPEC 13: an MCP key and client).
+pub(crate) const ORIGIN: &str = "origin";
+
+/// Where operation `op_id` came from, as its `prepared` entry keeps it;
+/// `None` for an operation prepared by a command.
+pub(crate) fn origin_of(
+    db: &mut dyn Db,
+    op_id: &str,
+) -> Result<Option<crate::domain::origin::Origin>, StoreError> {
+    let entries = db.query(
+        "SELECT entry FROM journal WHERE op_id = ?1 AND kind = 'prepared' ORDER BY seq LIMIT 1",
+        &[&op_id],
+        |r| r.get::<String>(0),
+    )?;
+    Ok(entries.first().and_then(|entry| {
+        let mut fields: Map<String, Value> = serde_json::from_str(entry).ok()?;
+        serde_json::from_value(fields.remove(ORIGIN)?).ok()
+    }))
+}
+
 /// Appends one entry after the current head, naming the role that writes
 /// it when the store knows one; returns it as written.
 pub(crate) fn append(

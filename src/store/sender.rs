@@ -851,7 +851,10 @@ fn prepare_one(db: &mut dyn Db, new: &NewOperation<'_>, at: Timestamp) -> Result
     require_route(db, new.action_kind)?;
     insert_op(db, new, OpKind::Original, None, None, at)?;
     let op = require_op(db, new.op_id)?;
-    let fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
+    let mut fields = with_registration(db, &op.op_id, audit::prepared(&op))?;
+    if let Some(origin) = new.origin {
+        fields.insert(journal::ORIGIN.into(), serde_json::json!(origin));
+    }
     journal::append(db, EntryKind::Prepared, Some(&op.op_id), fields)?;
     Ok(op)
 }
@@ -1166,6 +1169,7 @@ fn approve(
             op_id: request.compensation_op_id,
             action_kind: request.action_kind,
             payload: request.payload,
+            origin: None,
         },
         OpKind::Compensation,
         Some(request.effect_id),
@@ -1580,6 +1584,7 @@ pub(crate) mod fixture {
                 op_id,
                 action_kind: "pay",
                 payload: &payload,
+                origin: None,
             };
             self.store.prepare(&new, &self.clock).unwrap()
         }
@@ -1911,6 +1916,7 @@ mod tests {
             op_id: "op",
             action_kind: "pay",
             payload: &payload,
+            origin: None,
         };
         let tx = fx.store.conn.transaction().unwrap();
         let at = fx.clock.now();

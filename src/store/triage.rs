@@ -438,6 +438,10 @@ impl<S: SqlStore> TriageLog for S {
         self.read(|db| Ok(journal::roles_of(db, op_id)?))
     }
 
+    fn origin(&self, op_id: &str) -> Result<Option<crate::domain::origin::Origin>> {
+        self.read(|db| Ok(journal::origin_of(db, op_id)?))
+    }
+
     /// Operations in `op_id` order after `after`, optionally of one state,
     /// whose latest observation is older than `observed_before` or absent
     /// (all of them without `observed_before`).

@@ -288,10 +288,12 @@ fn a_lost_ledger_is_never_recreated_by_any_command() {
                 None,
                 4,
             ),
+            // Its describe names the ledger's instance, read from the
+            // ledger: a lost one cannot be described either.
             (
                 vec!["receiver", "adapter", "describe"],
                 Some(json!({"recon_adapter": 1}).to_string()),
-                0,
+                4,
             ),
             (
                 vec!["receiver", "adapter", "apply"],

@@ -19,6 +19,7 @@ mod invariants;
 mod json;
 mod layout;
 mod live;
+mod mcp;
 mod metrics;
 mod model;
 mod outage;

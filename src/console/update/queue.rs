@@ -407,6 +407,7 @@ pub(super) fn show_detail(
         approved_at: read.approved_at,
         roles: shown_detail.roles,
         approval_roles: shown_detail.approval_roles,
+        origin: shown_detail.origin,
     });
     if recorded {
         reload_row(app, &op_id)?;

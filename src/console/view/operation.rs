@@ -24,6 +24,17 @@ fn header(d: &Detail) -> Vec<String> {
             op.state, op.version, d.dispatches
         ),
     ];
+    if let Some(origin) = &d.origin {
+        let client = origin
+            .client
+            .as_deref()
+            .map_or("no name given".into(), clean);
+        lines.push(format!(
+            "via {} · key {} · client {client}",
+            clean(&origin.door),
+            clean(&origin.key)
+        ));
+    }
     if let Some(effect) = &op.compensates_effect_id {
         lines.push(format!(
             "compensates effect {} of {}",
