@@ -1287,6 +1287,7 @@ fn late_receipt(
         complete: false,
         authoritative: false,
         closed: false,
+        closed_by: None,
     };
     let read = NewObservation {
         op_id,
