@@ -41,8 +41,8 @@ pub use entry::{
 };
 pub use projection::{
     Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, CLOSE_REQUESTS,
-    DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS,
-    ROUTES, STATE_COUNTS,
+    COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
+    NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
 pub use source::{merge_groups, replay_operations, OP_STREAMS};
@@ -162,6 +162,14 @@ impl Projector {
         }
         compare_op(op_id, &projected, tables, &mut self.mismatches);
         state_mismatches(op_id, tables, &mut self.state_mismatches);
+    }
+
+    /// The compensations routed elsewhere than their original effect
+    /// ([`projection::COMPENSATION_ROUTES`]): the tables agree with the
+    /// journal once every operation was compared, so the rows say what the
+    /// entries do.
+    pub fn compensation_routes(&mut self, rows: &[Row]) {
+        projection::compensation_routes(rows, &mut self.mismatches);
     }
 
     /// The replayed counts per state against the `state_counts` rows.

@@ -327,6 +327,14 @@ pub struct DispatchReport {
     pub adapter_failure: Option<AdapterFailure>,
     #[serde(skip)]
     pub receiver_stderr: String,
+    /// A receipt that reached an operation already decided (SPEC 12):
+    /// journaled, changing no state; present only then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
+    /// For a late receipt: whether it contradicts the decision and raised
+    /// the contradiction marker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contradicts: Option<bool>,
 }
 
 /// A dispatch whose `unknown` state is committed and whose receiver call is

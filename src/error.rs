@@ -169,6 +169,34 @@ pub enum DatabaseProblem {
     /// objects: never recreated over what is left.
     #[error("its recon outbox lacks {0}; nothing was created over what is left")]
     Incomplete(String),
+    /// An outbox an older recon made (SPEC 10): refused by every command,
+    /// never upgraded halfway; its owner runs `recon db upgrade`.
+    #[error(
+        "its recon outbox has schema version {found}, older than this recon's {expected}; \
+         nothing was read or changed: its owner upgrades it with `recon db upgrade --database URL`"
+    )]
+    SchemaOutdated { found: i64, expected: i64 },
+    /// A rule of SPEC 12 refused a write (SQLSTATE `RCR01`): the store
+    /// turns it into the refusal `rule_violation` of the act.
+    #[error("{during}: the database's rules refuse it: {detail}")]
+    RuleRefused {
+        during: &'static str,
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// The stable code of a storage failure that has one (the JSON
+    /// error's `code`): `schema_outdated`.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            StoreError::Database {
+                problem: DatabaseProblem::SchemaOutdated { .. },
+                ..
+            } => Some("schema_outdated"),
+            _ => None,
+        }
+    }
 }
 
 /// What a command had committed before it failed: one sentence for a
@@ -229,6 +257,16 @@ impl From<std::io::Error> for Error {
 }
 
 impl Error {
+    /// The code of the failure for a script: a refusal's, or a storage
+    /// failure's that has one ([`StoreError::code`]).
+    pub fn code(&self) -> Option<&'static str> {
+        match self.cause() {
+            Error::Refused(refusal) => Some(refusal.code()),
+            Error::Store(e) => e.code(),
+            _ => None,
+        }
+    }
+
     pub fn refusal(&self) -> Option<&Refusal> {
         match self {
             Error::Refused(refusal) => Some(refusal),

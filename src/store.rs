@@ -23,8 +23,8 @@
 //! - `foreign_keys = ON`: evidence and dispatch rows must name a real
 //!   operation.
 //! - `application_id` tells a sender file from a receiver file, and
-//!   `user_version` is the schema version: a file of schema 4 is upgraded
-//!   in place on opening (`store::upgrade`), one from any other
+//!   `user_version` is the schema version: a file of schema 4, 5 or 6 is
+//!   upgraded in place on opening (`store::upgrade`), one from any other
 //!   incompatible recon is refused with a clear error instead of being
 //!   misread.
 
@@ -99,6 +99,17 @@ pub(crate) use sender::SqliteSender;
 /// approvals, each one transaction, and the reads that show them. Every
 /// write is stamped with the time `clock` tells once the write lock is
 /// held, so times never go backwards in journal order.
+/// What recording a receipt did: the operation as it now is and the seq
+/// of the receipt's evidence (or, for a late receipt, of its entry), and
+/// for a late one whether it contradicts the decision.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReceiptRecorded {
+    pub operation: Operation,
+    pub seq: i64,
+    pub late: bool,
+    pub contradicts: bool,
+}
+
 pub(crate) trait Outbox {
     fn prepare(&mut self, new: &NewOperation<'_>, clock: &dyn Clock) -> Result<Operation>;
     /// Prepares each of `news` in one transaction, each alone (`prepare`'s
@@ -121,15 +132,16 @@ pub(crate) trait Outbox {
     fn count_by_state(&self) -> Result<BTreeMap<OpState, i64>>;
     /// Commits `prepared -> unknown` with its dispatch record, or refuses.
     fn begin_dispatch(&mut self, op_id: &str, clock: &dyn Clock) -> Result<Operation>;
-    /// Records a receipt as evidence; `None` when the operation had already
-    /// left `unknown` at that version.
+    /// Records a receipt as evidence, or, when the operation was decided
+    /// meanwhile, as a late receipt (SPEC 12); `None` when the operation is
+    /// still `unknown` at another version than `op`'s.
     fn record_receipt(
         &mut self,
         op: &Operation,
         receipt: &Effect,
         provenance: &Provenance,
         clock: &dyn Clock,
-    ) -> Result<Option<(Operation, i64)>>;
+    ) -> Result<Option<ReceiptRecorded>>;
     /// Every rule of a review, without writing.
     fn precheck_review(&self, review: &Review<'_>) -> Result<Verdict>;
     /// Records a decision, and with `observe` the snapshot it rests on as
@@ -429,7 +441,7 @@ impl<T> SenderStore for T where
 }
 
 /// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub const SENDER_FILE: &str = "sender.sqlite";
 pub const RECEIVER_FILE: &str = "receiver.sqlite";
@@ -443,6 +455,8 @@ pub(crate) struct Role {
     pub from_four: upgrade::Steps,
     /// How a schema-5 file of this role becomes this schema.
     pub from_five: upgrade::Steps,
+    /// How a schema-6 file of this role becomes this schema.
+    pub from_six: upgrade::Steps,
     pub finish: upgrade::Finish,
 }
 

@@ -402,7 +402,13 @@ impl Workspace {
                 .record_receipt(&operation, &receipt, &provenance, &*self.clock)
                 .map_err(|e| e.after(committed_effect(&operation, &receipt)))?;
             let current = match recorded {
-                Some((op, _)) => op,
+                Some(recorded) => {
+                    if recorded.late {
+                        report.late = true;
+                        report.contradicts = Some(recorded.contradicts);
+                    }
+                    recorded.operation
+                }
                 None => self.sender.require(&operation.op_id)?,
             };
             report.state = current.state;

@@ -271,6 +271,47 @@ pub const ROUTES: Table = Table {
     columns: &["action_kind", "receiver"],
     key: 0,
 };
+/// The compensations whose route is not their original effect's (SPEC
+/// 12: routes are fixed), read with [`COMPENSATION_ROUTES_WHERE`]: an
+/// original that names no registration (prepared before schema 6, routed
+/// by name) is left out.
+pub const COMPENSATION_ROUTES: Table = Table {
+    name: "operations c JOIN operations o ON o.op_id = c.compensates_op_id",
+    columns: &[
+        "c.op_id",
+        "c.receiver",
+        "c.receiver_id",
+        "o.op_id",
+        "o.receiver",
+        "o.receiver_id",
+    ],
+    key: 0,
+};
+
+/// The condition and order of [`COMPENSATION_ROUTES`].
+pub const COMPENSATION_ROUTES_WHERE: &str = "WHERE o.receiver_id IS NOT NULL
+    AND (c.receiver_id IS NULL OR c.receiver_id <> o.receiver_id OR c.receiver <> o.receiver)
+    ORDER BY c.op_id";
+
+/// Each compensation [`COMPENSATION_ROUTES`] found, as a mismatch of the
+/// field `route` naming it.
+pub fn compensation_routes(rows: &[Row], out: &mut Vec<Mismatch>) {
+    for row in rows {
+        let cell = |i: usize| cell_text(&row.get(i).value());
+        out.push(Mismatch {
+            op_id: Some(cell(0)),
+            field: "route".into(),
+            journal: Value::from(format!(
+                "a compensation goes to its original effect's registration: {} {} of {}",
+                cell(4),
+                cell(5),
+                cell(3)
+            )),
+            table: Value::from(format!("{} {}", cell(1), cell(2))),
+        });
+    }
+}
+
 pub const STATE_COUNTS: Table = Table {
     name: "state_counts",
     columns: &["state", "n"],
@@ -520,6 +561,12 @@ struct Replay<'a> {
     op_id: &'a str,
     projected: Projected<'a>,
     problems: Vec<Mismatch>,
+    /// The role that wrote the operation's `dispatched` entry (null on a
+    /// workspace directory), once it has one.
+    dispatched_by: Option<Want<'a>>,
+    /// Whether its dispatch has had its outcome: a receipt or a failed
+    /// `apply`.
+    answered: bool,
 }
 
 impl<'a> Replay<'a> {
@@ -539,20 +586,16 @@ impl<'a> Replay<'a> {
                     e.text_of("payload"),
                 ]);
             }
-            EntryKind::Dispatched => {
-                if let Some(op) = self.transition(e, "prepared", Want::Text("unknown"), Want::Null)
-                {
-                    let count = match op[OP_DISPATCH_COUNT] {
-                        Want::Int(n) => n,
-                        _ => 0,
-                    };
-                    op[OP_DISPATCH_COUNT] = Want::Int(count + 1);
-                    op[OP_LAST_DISPATCHED_AT] = e.at();
-                }
-                let dispatch = vec![op_id, e.get("from_version")];
-                self.projected.dispatches.push(dispatch);
+            EntryKind::Dispatched => self.dispatched(e),
+            EntryKind::Receipt if e.get("late").value() == Value::Bool(true) => {
+                self.check_receipt(e);
+                self.check_late(e);
+                self.triage(e);
             }
             EntryKind::Receipt | EntryKind::Decided => {
+                if e.kind == EntryKind::Receipt {
+                    self.check_receipt(e);
+                }
                 self.check_decision(e);
                 // Leaving `unknown` clears the escalation marker.
                 if let Some(op) =
@@ -576,17 +619,12 @@ impl<'a> Replay<'a> {
                 e.get("authorized_by"),
                 e.at(),
             ]),
-            EntryKind::CallFailed => self.projected.call_failures.push(vec![
-                Want::Int(e.seq),
-                op_id,
-                e.get("verb"),
-                e.get("receiver"),
-                e.get("failure"),
-                e.get("detail"),
-                e.get("exit_code"),
-                e.get("stderr"),
-                e.at(),
-            ]),
+            EntryKind::CallFailed => {
+                if e.get("verb").as_text() == "apply" && self.dispatched_by.is_some() {
+                    self.answered = true;
+                }
+                self.call_failed(e);
+            }
             EntryKind::Observed
             | EntryKind::Acknowledged
             | EntryKind::Noted
@@ -602,6 +640,91 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// The dispatch: `prepared` to `unknown`, counted, its log row, and
+    /// the role that wrote it (the one its receipt must name).
+    fn dispatched(&mut self, e: &ParsedEntry<'a>) {
+        if let Some(op) = self.transition(e, "prepared", Want::Text("unknown"), Want::Null) {
+            let count = match op[OP_DISPATCH_COUNT] {
+                Want::Int(n) => n,
+                _ => 0,
+            };
+            op[OP_DISPATCH_COUNT] = Want::Int(count + 1);
+            op[OP_LAST_DISPATCHED_AT] = e.at();
+        }
+        let dispatch = vec![Want::Text(self.op_id), e.get("from_version")];
+        self.projected.dispatches.push(dispatch);
+        self.dispatched_by.get_or_insert(e.get("role"));
+    }
+
+    /// A receiver call that gave no usable answer: its row.
+    fn call_failed(&mut self, e: &ParsedEntry<'a>) {
+        self.projected.call_failures.push(vec![
+            Want::Int(e.seq),
+            Want::Text(self.op_id),
+            e.get("verb"),
+            e.get("receiver"),
+            e.get("failure"),
+            e.get("detail"),
+            e.get("exit_code"),
+            e.get("stderr"),
+            e.at(),
+        ]);
+    }
+
+    /// SPEC 12: a receipt answers the operation's one dispatch, as its
+    /// first outcome (no receipt and no failed `apply` before it), written
+    /// by the role that dispatched it; anything else is a mismatch of the
+    /// field `receipt`.
+    fn check_receipt(&mut self, e: &ParsedEntry<'a>) {
+        let why = match &self.dispatched_by {
+            None => Some("it answers no dispatch".to_string()),
+            Some(_) if self.answered => {
+                Some("its dispatch had its outcome already (a receipt or a failed apply)".into())
+            }
+            Some(by) if !by.same(&e.get("role")) => Some(format!(
+                "it is written by {}, and the dispatch by {}",
+                e.get("role").text(),
+                by.text()
+            )),
+            Some(_) => None,
+        };
+        self.answered = true;
+        if let Some(why) = why {
+            self.rule(e, "receipt", why);
+        }
+    }
+
+    /// SPEC 12: a late receipt reaches an operation already decided and
+    /// changes no state; it says `contradicts: true` exactly when it
+    /// contradicts the decision while no marker is up (section 9's rule
+    /// for a read of one match: after `not_applied` always, after
+    /// `confirmed` when its effect is not the confirmed one).
+    fn check_late(&mut self, e: &ParsedEntry<'a>) {
+        let Some(op) = self.projected.operation.first() else {
+            return;
+        };
+        let state = op[OP_STATE].as_text().into_owned();
+        let expected = match state.as_str() {
+            "not_applied" => true,
+            "confirmed" => !op[OP_CONFIRMED].same(&e.get("effect_id")),
+            _ => {
+                return self.rule(
+                    e,
+                    "receipt",
+                    format!("it is late, and the operation is {state}"),
+                )
+            }
+        } && op[OP_CONTRADICTION] == Want::Null;
+        let says = e.get("contradicts").value() == Value::Bool(true);
+        if says != expected {
+            let why = format!(
+                "it says contradicts: {says}, and on the {state} operation it {}",
+                if expected { "contradicts" } else { "does not" }
+            );
+            self.rule(e, "contradicts", why);
+        }
+    }
+
     /// An act of triage: a row of its own table, and for an observation or
     /// an escalation the operation's denormalized columns.
     fn triage(&mut self, e: &ParsedEntry<'a>) {
@@ -611,7 +734,7 @@ impl<'a> Replay<'a> {
         let (id, seq) = (Want::Text(self.op_id), Want::Int(e.seq));
         let mut why: Option<&str> = None;
         match e.kind {
-            EntryKind::Observed => {
+            EntryKind::Observed | EntryKind::Receipt => {
                 // The read that contradicts the final decision raises the
                 // marker, when none is up (its entry says so).
                 if e.get("contradicts").value() == Value::Bool(true) {
@@ -913,6 +1036,8 @@ pub fn replay_op<'a>(
         op_id,
         projected: Projected::default(),
         problems: Vec::new(),
+        dispatched_by: None,
+        answered: false,
     };
     for entry in entries {
         replay.apply(entry);

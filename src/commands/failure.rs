@@ -100,7 +100,7 @@ impl Failure {
             "exit": self.exit_code(),
             "kind": self.kind(),
             "code": match self {
-                Failure::Engine(error) => error.refusal().map(|r| r.code()),
+                Failure::Engine(error) => error.code(),
                 Failure::UsageCoded { code, .. } => Some(*code),
                 _ => None,
             },

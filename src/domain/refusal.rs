@@ -175,6 +175,10 @@ pub enum Refusal {
          its compensation; nothing was written"
     )]
     SamePerson { op_id: String, role: String },
+    /// A rule of the database (SPEC 12) refused the act: `rule` is what the
+    /// database said. Nothing was written.
+    #[error("the database's rules refuse it: {rule}; nothing was written")]
+    RuleViolation { rule: String },
     /// SPEC 12: a receiver that claims `complete`, `authoritative` or
     /// `can_close` names the store behind it, so that another store is
     /// another receiver.
@@ -245,6 +249,7 @@ impl Refusal {
             Refusal::NotContradicted(_) => "not_contradicted",
             Refusal::PermissionDenied { .. } => "permission_denied",
             Refusal::SamePerson { .. } => "same_person",
+            Refusal::RuleViolation { .. } => "rule_violation",
             Refusal::InstanceRequired { .. } => "instance_required",
         }
     }

@@ -22,6 +22,7 @@ use crate::audit::{
     replay_operations, Checkpoint, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
     VerifyRequest, Walk, Walked, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
+use crate::audit::{COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE};
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
 use rusqlite::types::ValueRef;
@@ -219,6 +220,12 @@ fn project(
         .map(|(statement, table)| SqliteRows::new(statement, table, path))
         .collect::<Result<Vec<_>, _>>()?;
     let mut projector = replay_operations(projector, streams)?;
+    projector.compensation_routes(&all_rows(
+        conn,
+        path,
+        COMPENSATION_ROUTES,
+        COMPENSATION_ROUTES_WHERE,
+    )?);
     projector.state_counts(&all_rows(conn, path, STATE_COUNTS, "ORDER BY state")?);
     projector.meta(&all_rows(conn, path, META, "ORDER BY key")?, ledger_id);
     Ok(projector.finish())

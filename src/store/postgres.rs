@@ -117,7 +117,11 @@ pub(crate) fn db_error(url: &DatabaseUrl, during: &'static str, e: &postgres::Er
                 .to_string(),
             detail: url.scrub(&detail(e)),
         },
-        Some(code) if [CHAIN_REFUSED, APPEND_ONLY, RULE_REFUSED].contains(&code.code()) => {
+        Some(code) if code.code() == RULE_REFUSED => DatabaseProblem::RuleRefused {
+            during,
+            detail: url.scrub(&message(e)),
+        },
+        Some(code) if [CHAIN_REFUSED, APPEND_ONLY].contains(&code.code()) => {
             DatabaseProblem::Guarded {
                 during,
                 detail: url.scrub(&detail(e)),
@@ -135,6 +139,15 @@ pub(crate) fn problem_at(url: &DatabaseUrl, problem: DatabaseProblem) -> StoreEr
     StoreError::Database {
         url: url.to_string(),
         problem,
+    }
+}
+
+/// The server's own message alone, without its SQLSTATE (a rule's
+/// refusal says it to a person); else [`detail`].
+fn message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => detail(e),
     }
 }
 

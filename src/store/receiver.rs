@@ -32,12 +32,16 @@ pub(crate) const ROLE: Role = Role {
         rebuild: &[],
         record: "INSERT INTO meta (key, value) VALUES ('upgraded_at', ?1)",
     },
-    // Nor in schema 5.
+    // Nor in schema 5 or 6.
     from_five: Steps {
         rebuild: &[],
         record: "",
     },
-    finish: |_, _, _| Ok(()),
+    from_six: Steps {
+        rebuild: &[],
+        record: "",
+    },
+    finish: |_, _, _, _| Ok(()),
 };
 
 /// The close barrier's trigger. The bulk writer (store/bulk.rs) drops it

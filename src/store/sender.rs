@@ -27,7 +27,7 @@ use super::rows::{
 };
 use super::sql::{each_alone, Db, SqlStore, Sqlite, ToValue};
 use super::upgrade::{Rebuild, Steps};
-use super::{journal, open_database, triage, Outbox, Role, SqlContext};
+use super::{journal, open_database, triage, Outbox, ReceiptRecorded, Role, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
@@ -67,6 +67,7 @@ pub(crate) const ROLE: Role = Role {
     schema: SCHEMA,
     from_four: FROM_FOUR,
     from_five: FROM_FIVE,
+    from_six: FROM_SIX,
     finish: register_implicit_builtin,
 };
 
@@ -88,6 +89,14 @@ const FROM_FIVE: Steps = Steps {
         JOURNAL_KNOWS_UPDATES,
         RECEIVERS_GAIN_IDENTITY,
     ],
+    record: "",
+};
+
+/// Schema 6 to 7: the tables are the same; what changed are the rules the
+/// acts are held to (SPEC 12), which every entry written before already
+/// kept (recon wrote them).
+const FROM_SIX: Steps = Steps {
+    rebuild: &[],
     record: "",
 };
 
@@ -122,7 +131,11 @@ fn register_implicit_builtin(
     tx: &Transaction<'_>,
     path: &Path,
     at: Timestamp,
+    from: i64,
 ) -> Result<(), StoreError> {
+    if from >= 6 {
+        return Ok(());
+    }
     let used: bool = tx
         .query_row(
             "SELECT EXISTS (SELECT 1 FROM operations WHERE receiver = ?1)",
@@ -949,8 +962,9 @@ impl<S: SqlStore> Outbox for S {
         receipt: &Effect,
         provenance: &Provenance,
         clock: &dyn Clock,
-    ) -> Result<Option<(Operation, i64)>> {
+    ) -> Result<Option<ReceiptRecorded>> {
         self.write(clock, Act::Receipt, |db, at| {
+            check_receipt(db, &op.op_id)?;
             let evidence = serde_json::json!({ "receipt": receipt });
             let seq = transition(
                 db,
@@ -969,11 +983,16 @@ impl<S: SqlStore> Outbox for S {
                 },
             )?;
             let Some(seq) = seq else {
-                return Ok(None);
+                return late_receipt(db, &op.op_id, receipt, provenance, at);
             };
             let op = require_op(db, &op.op_id)?;
             crash_point(CrashPoint::ReceiptBeforeCommit);
-            Ok(Some((op, seq)))
+            Ok(Some(ReceiptRecorded {
+                operation: op,
+                seq,
+                late: false,
+                contradicts: false,
+            }))
         })
     }
 
@@ -1199,6 +1218,101 @@ fn check_dispatch(db: &mut dyn Db, op: &Operation) -> Result<()> {
             .map_err(|refused| naming_who(db, refused, original.as_ref()))?;
     }
     Ok(())
+}
+
+/// SPEC 12: a receipt answers the operation's one dispatch, as its first
+/// outcome (no receipt and no failed `apply` of it before), in the name of
+/// the role that dispatched it. The journal of one operation is short, so
+/// its entries of those kinds are read whole; the database of team mode
+/// holds the same rule for a login that writes without recon.
+fn check_receipt(db: &mut dyn Db, op_id: &str) -> Result<()> {
+    let entries = db.query(
+        "SELECT kind, entry FROM journal WHERE op_id = ?1
+             AND kind IN ('dispatched', 'receipt', 'call_failed') ORDER BY seq",
+        &[&op_id],
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+    )?;
+    let field = |entry: &str, name: &str| {
+        serde_json::from_str::<Value>(entry)
+            .ok()
+            .and_then(|v| v.get(name).and_then(Value::as_str).map(str::to_string))
+    };
+    let mut dispatcher: Option<Option<String>> = None;
+    for (kind, entry) in &entries {
+        let answered = kind == "receipt"
+            || (kind == "call_failed" && field(entry, "verb").as_deref() == Some("apply"));
+        if kind == "dispatched" && dispatcher.is_none() {
+            dispatcher = Some(field(entry, journal::ROLE));
+        } else if answered && dispatcher.is_some() {
+            return Err(rule(format!(
+                "operation {op_id}: a receipt is the first outcome of its dispatch, and it has \
+                 had one"
+            )));
+        }
+    }
+    match dispatcher {
+        None => Err(rule(format!(
+            "operation {op_id}: a receipt answers a dispatch, and it has none"
+        ))),
+        Some(role) if role.as_deref() != db.role() => Err(rule(format!(
+            "operation {op_id}: its receipt is written by the login that dispatched it ({}), \
+             not {}",
+            role.unwrap_or_default(),
+            db.role().unwrap_or_default()
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A receipt that reached its operation after a decision (SPEC 12): never
+/// dropped, journaled as a `receipt` entry with `late: true` that changes
+/// no state; recorded as a read of one match (its observation row), which
+/// raises the contradiction marker when it contradicts the decision
+/// (section 9's rule; the entry says `contradicts: true`). `None` when the
+/// operation is not decided (still `unknown`, at another version).
+fn late_receipt(
+    db: &mut dyn Db,
+    op_id: &str,
+    receipt: &Effect,
+    provenance: &Provenance,
+    at: Timestamp,
+) -> Result<Option<ReceiptRecorded>> {
+    let op = require_op(db, op_id)?;
+    if !matches!(op.state, OpState::Confirmed | OpState::NotApplied) {
+        return Ok(None);
+    }
+    let snapshot = crate::domain::Snapshot {
+        op_id: op_id.to_string(),
+        matches: vec![receipt.clone()],
+        complete: false,
+        authoritative: false,
+        closed: false,
+        closed_by: None,
+    };
+    let read = NewObservation {
+        op_id,
+        by: LATE_RECEIPT_BY,
+        at,
+        snapshot: &snapshot,
+        verdict: crate::domain::classify(op.scope(), &snapshot),
+        provenance,
+    };
+    let (seq, contradicts) = triage::insert_late_receipt(db, &read, &receipt.effect_id)?;
+    Ok(Some(ReceiptRecorded {
+        operation: require_op(db, op_id)?,
+        seq,
+        late: true,
+        contradicts,
+    }))
+}
+
+/// Who a late receipt's read is recorded as: the receiver's receipt, not
+/// a person.
+pub(crate) const LATE_RECEIPT_BY: &str = "receipt";
+
+/// A refusal by a rule of SPEC 12.
+fn rule(rule: String) -> Error {
+    Refusal::RuleViolation { rule }.into()
 }
 
 /// Moves `op`, as the caller read it, from `prepared` to `unknown`. The
@@ -1501,7 +1615,7 @@ pub(crate) mod fixture {
             let recorded = self
                 .store
                 .record_receipt(&op, &receipt, &provenance(), clock);
-            recorded.unwrap().unwrap().0
+            recorded.unwrap().unwrap().operation
         }
     }
 }
@@ -1552,6 +1666,40 @@ mod tests {
         assert_eq!(recorded.unwrap(), None);
         assert_eq!(fx.store.require("op").unwrap(), dispatched);
         assert!(fx.store.evidence("op").unwrap().is_empty());
+    }
+
+    /// SPEC 12 in SQLite's script: a receipt is the first outcome of its
+    /// dispatch, so one that comes after the dispatch's failed apply is
+    /// refused `rule_violation` and writes nothing.
+    #[test]
+    fn a_receipt_after_its_dispatch_failed_is_refused_rule_violation() {
+        let mut fx = Fixture::new();
+        let op = fx.dispatched("op");
+        let failure = crate::domain::CallFailure {
+            seq: 0,
+            op_id: "op".into(),
+            verb: "apply".into(),
+            receiver: "builtin".into(),
+            kind: crate::domain::FailureKind::Crash,
+            detail: "no answer".into(),
+            exit_code: Some(23),
+            stderr: String::new(),
+            at: fx.clock.now(),
+        };
+        use crate::store::sql::SqlStore;
+        use crate::store::{journal, TriageLog};
+        fx.store.record_call_failure(&failure, &fx.clock).unwrap();
+        let head = fx.store.read(|db| journal::head(db)).unwrap();
+        let receipt = Fixture::effect("op");
+        let refused = refusal(
+            fx.store
+                .record_receipt(&op, &receipt, &provenance(), &fx.clock),
+        );
+        assert_eq!(refused.code(), "rule_violation", "{refused}");
+        assert!(refused.to_string().contains("first outcome"), "{refused}");
+        let after = fx.store.read(|db| journal::head(db)).unwrap();
+        assert_eq!(after, head, "nothing was written");
+        assert_eq!(fx.store.require("op").unwrap(), op);
     }
 
     /// A second dispatcher that read `prepared` before the first committed

@@ -25,6 +25,7 @@ use crate::domain::{
     Observed, OpState, Operation, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
+use serde_json::{Map, Value};
 
 /// Records one observation in the caller's transaction: its entry, its
 /// row, and the operation's latest observation and verdict.
@@ -32,23 +33,12 @@ pub(crate) fn insert_observation(
     db: &mut dyn Db,
     observation: &NewObservation<'_>,
 ) -> Result<Observation> {
-    let contradicts = contradicts_decision(db, observation)?;
-    let mut fields = audit::observed(observation);
-    if contradicts {
-        fields.insert("contradicts".into(), true.into());
-    }
-    let kind = EntryKind::Observed;
-    let sealed = journal::append(db, kind, Some(observation.op_id), fields)?;
-    insert_observation_row(db, sealed.seq, observation)?;
-    if contradicts {
-        mark_contradiction(db, observation.op_id, sealed.seq)?;
-    }
-    note_latest(db, observation.op_id, sealed.seq, observation.verdict)?;
+    let (seq, _) = insert_read(db, observation, EntryKind::Observed, Map::new())?;
     let snapshot = observation.snapshot;
     let provenance = observation.provenance;
     let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
     Ok(Observation {
-        seq: sealed.seq,
+        seq,
         seen: Observed {
             op_id: observation.op_id.to_string(),
             receiver: provenance.receiver.clone(),
@@ -64,6 +54,46 @@ pub(crate) fn insert_observation(
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),
     })
+}
+
+/// A late receipt (SPEC 12) in the caller's transaction: a `receipt`
+/// entry with `late: true`, the receipt's effect and the read it makes
+/// (one match), recorded like an observation; returns its seq and whether
+/// it contradicts the decision.
+pub(crate) fn insert_late_receipt(
+    db: &mut dyn Db,
+    read: &NewObservation<'_>,
+    effect_id: &str,
+) -> Result<(i64, bool)> {
+    let mut late = Map::new();
+    late.insert("late".into(), true.into());
+    late.insert("source".into(), "receipt".into());
+    late.insert("effect_id".into(), effect_id.into());
+    insert_read(db, read, EntryKind::Receipt, late)
+}
+
+/// A recorded read: its entry of `kind` (with `extra` fields), its
+/// observation row, the operation's latest observation and verdict, and
+/// the contradiction marker when it contradicts the final decision.
+fn insert_read(
+    db: &mut dyn Db,
+    observation: &NewObservation<'_>,
+    kind: EntryKind,
+    extra: Map<String, Value>,
+) -> Result<(i64, bool)> {
+    let contradicts = contradicts_decision(db, observation)?;
+    let mut fields = audit::observed(observation);
+    fields.extend(extra);
+    if contradicts {
+        fields.insert("contradicts".into(), true.into());
+    }
+    let sealed = journal::append(db, kind, Some(observation.op_id), fields)?;
+    insert_observation_row(db, sealed.seq, observation)?;
+    if contradicts {
+        mark_contradiction(db, observation.op_id, sealed.seq)?;
+    }
+    note_latest(db, observation.op_id, sealed.seq, observation.verdict)?;
+    Ok((sealed.seq, contradicts))
 }
 
 /// Makes the observation `seq` its operation's latest, unless a later one

@@ -1,5 +1,6 @@
-//! Upgrading a file an older recon wrote (schema 4, wave 1, or schema 5,
-//! wave 2) to this build's schema, in place, in one transaction.
+//! Upgrading a file an older recon wrote (schema 4, wave 1, schema 5,
+//! wave 2, or schema 6, wave 3) to this build's schema, in place, in one
+//! transaction.
 //!
 //! The upgrade runs when a file is opened, before anything reads it, with
 //! the time the caller passes down (the workspace's clock; nothing here
@@ -35,7 +36,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
 /// The schemas this build upgrades from.
-pub(crate) const UPGRADABLE_VERSIONS: [i64; 2] = [4, 5];
+pub(crate) const UPGRADABLE_VERSIONS: [i64; 3] = [4, 5, 6];
 
 /// A table whose definition changed: created again under its new one, and
 /// its rows copied by `copy` from `upgrade_old` (the table as it was),
@@ -58,10 +59,10 @@ pub(crate) struct Steps {
 }
 
 /// What a role does last, once the file has this schema and before the
-/// version is set: the outbox journals the registration of the built-in
-/// ledger its operations were routed to implicitly (`?1`-style time as
-/// text).
-pub(crate) type Finish = fn(&Transaction<'_>, &Path, Timestamp) -> Result<(), StoreError>;
+/// version is set, given the version it upgrades from: the outbox
+/// journals the registration of the built-in ledger its operations were
+/// routed to implicitly before schema 6.
+pub(crate) type Finish = fn(&Transaction<'_>, &Path, Timestamp, i64) -> Result<(), StoreError>;
 
 /// A schema object as `sqlite_master` holds it: type, name, table, SQL.
 type Object = (String, String, String, String);
@@ -112,6 +113,7 @@ fn upgrade_in(
     let steps = match version {
         4 => role.from_four,
         5 => role.from_five,
+        6 => role.from_six,
         _ => {
             return Err(StoreError::IncompatibleSchema {
                 path: path.to_path_buf(),
@@ -147,7 +149,7 @@ fn upgrade_in(
     if !steps.record.is_empty() {
         tx.execute(steps.record, [&time]).at(path)?;
     }
-    (role.finish)(&tx, path, at)?;
+    (role.finish)(&tx, path, at, version)?;
     crash_point(CrashPoint::UpgradeBeforeCommit);
     tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .at(path)?;

@@ -950,6 +950,8 @@ pub(super) fn report_of(
         version: op.version,
         adapter_failure: judged.as_ref().err().cloned(),
         receiver_stderr: reply.stderr,
+        late: false,
+        contradicts: None,
     }
 }
 

@@ -1365,7 +1365,7 @@ fn a_workspace_of_an_earlier_schema_version_is_refused_naming_its_version() {
         for command in ["verify", "ops"] {
             let r = run(&[command, "--workspace", &lab.path_str()], None);
             assert_eq!(r.code, Some(4), "{}", r.stderr);
-            let says = format!("has schema version {version}; this recon reads version 6");
+            let says = format!("has schema version {version}; this recon reads version 7");
             assert!(r.stderr.contains(&says), "{}", r.stderr);
         }
     }
@@ -1695,4 +1695,43 @@ fn verify_names_a_dropped_trigger_and_index() {
     ] {
         assert!(human.stdout.contains(said), "{said}: {}", human.stdout);
     }
+}
+
+/// Reproduction 4 of issue 29, found after the fact (SPEC 12: a
+/// compensation's registration is its original effect's): `comp`'s
+/// approval and row are rewritten to route it to `ledger2`, another
+/// registered receiver, every row agreeing with its entry; only the rule
+/// across the two operations sees it.
+#[test]
+fn a_compensation_routed_away_from_its_original_effects_registration_is_a_mismatch() {
+    let lab = journal_lab();
+    let conn = sender(lab.path());
+    let (seq, other): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT seq FROM journal WHERE kind = 'approved'),
+                    (SELECT id FROM receivers WHERE name = 'ledger2')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    drop(conn);
+    rewrite_entry(lab.path(), seq, |e| {
+        e.insert("receiver".into(), json!("ledger2"));
+        e.insert("receiver_id".into(), json!(other));
+    });
+    tamper(
+        lab.path(),
+        &format!(
+            "UPDATE operations SET receiver = 'ledger2', receiver_id = {other} WHERE op_id = 'comp'"
+        ),
+    );
+    let (r, report) = verify(lab.path(), &[]);
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    let found: Vec<(&Value, &Value)> = report["projection_mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (&m["op_id"], &m["field"]))
+        .collect();
+    assert_eq!(found, [(&json!("comp"), &json!("route"))], "{report:#}");
 }

@@ -905,7 +905,7 @@ fn wrong_kinds_of_file_in_the_workspace_are_storage_errors_and_change_nothing() 
                 let c = rusqlite::Connection::open(d.join("sender.sqlite")).unwrap();
                 c.execute_batch("PRAGMA user_version = 99").unwrap();
             },
-            "has schema version 99; this recon reads version 6",
+            "has schema version 99; this recon reads version 7",
         ),
         (
             "receiver file missing",

@@ -17,6 +17,7 @@ mod page_plans;
 pub(crate) mod plan;
 mod proxy;
 pub(crate) mod roles;
+mod rules;
 mod tls;
 
 use crate::real_receivers::servers::{self, Postgres};
@@ -91,7 +92,7 @@ fn db_init_twice_is_idempotent_and_reports_the_version() {
     let url = pg.new_database("init_twice");
     let first = init_ok(&url);
     assert_eq!(first["created"], json!(true), "{first}");
-    assert_eq!(first["schema_version"], json!(6), "{first}");
+    assert_eq!(first["schema_version"], json!(7), "{first}");
     assert_eq!(first["database"], json!(url), "{first}");
     let id = first["workspace_id"].as_str().expect("a workspace id");
     assert!(
@@ -103,14 +104,14 @@ fn db_init_twice_is_idempotent_and_reports_the_version() {
 
     let second = init_ok(&url);
     assert_eq!(second["created"], json!(false), "{second}");
-    assert_eq!(second["schema_version"], json!(6));
+    assert_eq!(second["schema_version"], json!(7));
     assert_eq!(second["workspace_id"], json!(id));
     // The same in text, the database named by RECON_DATABASE_URL.
     let out = run_with_env(&["db", "init"], None, &[("RECON_DATABASE_URL", &url)]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stdout.contains("there already, nothing changed")
-            && out.stdout.contains("schema version 6")
+            && out.stdout.contains("schema version 7")
             && out.stdout.contains(id),
         "{}",
         out.stdout
@@ -405,7 +406,7 @@ fn a_database_with_a_newer_schema_is_refused() {
     let database = database_of(&url);
     pg.psql(
         database,
-        "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '8' WHERE key = 'schema_version'",
     );
     let made = fingerprint(pg, database);
     let out = db_init(&url, true, &[]);
@@ -414,7 +415,7 @@ fn a_database_with_a_newer_schema_is_refused() {
     assert_eq!(error["kind"], json!("storage"));
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("schema version 7; this recon reads version 6"),
+        message.contains("schema version 8; this recon reads version 7"),
         "{message}"
     );
     assert_eq!(fingerprint(pg, database), made);

@@ -133,7 +133,7 @@ fn a_schema4_workspace_opens_with_every_operation_timed_at_the_upgrade() {
     let evidence = ws.evidence_log().unwrap();
     assert_eq!(evidence.len(), 4);
     for file in FILES {
-        assert_eq!(user_version(&dir.path().join(file)), 6, "{file}");
+        assert_eq!(user_version(&dir.path().join(file)), 7, "{file}");
     }
     assert_eq!(meta(dir.path(), "upgraded_at").as_deref(), Some(UPGRADE_AT));
     assert_eq!(
@@ -326,7 +326,7 @@ fn a_crash_inside_the_upgrade_leaves_schema_4_for_the_next_open() {
     // The next open upgrades it, whole.
     let r = run(&["ops", "--workspace", ws], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 6);
+    assert_eq!(user_version(&dir.path().join("sender.sqlite")), 7);
     assert_intact(dir.path(), ENTRIES);
 }
 
@@ -339,10 +339,10 @@ fn a_death_between_the_two_files_leaves_the_ledger_for_the_next_open() {
     let r = run_with_env(&["ops", "--workspace", ws], None, &env);
     assert_eq!(r.code, Some(CRASH_EXIT_CODE), "{}", r.stderr);
     let versions = |dir: &Path| FILES.map(|f| user_version(&dir.join(f)));
-    assert_eq!(versions(dir.path()), [6, 4]);
+    assert_eq!(versions(dir.path()), [7, 4]);
     let r = run(&["ledger", "--workspace", ws], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(versions(dir.path()), [6, 6]);
+    assert_eq!(versions(dir.path()), [7, 7]);
     assert_intact(dir.path(), ENTRIES);
 }
 
@@ -378,12 +378,12 @@ fn a_newer_file_or_one_only_labelled_schema_4_is_refused_untouched() {
     let ws = fresh.path().to_str().unwrap();
     let sender = fresh.path().join("sender.sqlite");
     for (version, says) in [
-        (7, "has schema version 7; this recon reads version 6"),
+        (8, "has schema version 8; this recon reads version 7"),
         (
             5,
             "has schema version 5, but not that version's tables (its table operations",
         ),
-        (99, "has schema version 99; this recon reads version 6"),
+        (99, "has schema version 99; this recon reads version 7"),
         (
             4,
             "has schema version 4, but not that version's tables (its table operations",
@@ -515,7 +515,7 @@ fn a_schema5_workspace_registers_the_ledger_it_routed_to_implicitly() {
     assert_eq!(before.code, Some(0), "{}", before.stderr);
     let mut ws = open_at(dir.path(), UPGRADE_AT);
     for file in FILES {
-        assert_eq!(user_version(&dir.path().join(file)), 6, "{file}");
+        assert_eq!(user_version(&dir.path().join(file)), 7, "{file}");
     }
     let ops = ws.ops(None, None, 100).unwrap();
     let receivers = ws.receivers().unwrap();
@@ -569,4 +569,28 @@ fn an_edited_upgraded_through_seq_is_found() {
         let mismatches = report["projection_mismatches"].as_array().unwrap();
         assert!(mismatches.contains(&expected), "{value}: {mismatches:#?}");
     }
+}
+
+/// Schema 7 (SPEC 12) changed the rules the acts are held to, not the
+/// SQLite tables: a schema-6 workspace (main at ce2d017 writes the same
+/// objects; here this build's file labelled 6) opens at schema 7 in place,
+/// through the same upgrade, with every row as it was, and verifies.
+#[test]
+fn a_schema6_workspace_opens_at_schema_7_with_every_row_unchanged() {
+    let dir = copy_of_fixture();
+    drop(open_at(dir.path(), UPGRADE_AT));
+    for file in FILES {
+        Connection::open(dir.path().join(file))
+            .unwrap()
+            .execute_batch("PRAGMA user_version = 6")
+            .unwrap();
+    }
+    let before = dump(dir.path());
+    let r = run(&["ops", "--workspace", dir.path().to_str().unwrap()], None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for file in FILES {
+        assert_eq!(user_version(&dir.path().join(file)), 7, "{file}");
+    }
+    assert_eq!(dump(dir.path()), before);
+    assert_intact(dir.path(), ENTRIES);
 }

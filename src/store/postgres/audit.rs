@@ -19,6 +19,7 @@ use crate::audit::{
     replay_operations, Checkpoint, Projector, Row, StoredEntry, Table, VerifyReport, VerifyRequest,
     Walk, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
+use crate::audit::{COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE};
 use crate::error::StoreError;
 use crate::store::audit_queries::{select, Each, OP_ORDERS};
 use crate::store::sql::SqlStore;
@@ -182,6 +183,12 @@ fn project(
         streams.push(PortalRows::bind(tx, url, &select(table, &order))?);
     }
     let mut projector = replay_operations::<_, StoreError>(projector, streams)?;
+    projector.compensation_routes(&all_rows(
+        tx,
+        url,
+        &COMPENSATION_ROUTES,
+        COMPENSATION_ROUTES_WHERE,
+    )?);
     projector.state_counts(&all_rows(tx, url, &STATE_COUNTS, "ORDER BY state")?);
     projector.meta(&all_rows(tx, url, &META, "ORDER BY key")?, ledger_id);
     Ok(projector.finish())

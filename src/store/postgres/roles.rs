@@ -48,7 +48,7 @@ pub const RULE_REFUSED: &str = "RCR01";
 const ENTRY_ROWS: [(&str, &str, &[&str]); 8] = [
     ("evidence", "journal_seq", &["receipt", "decided"]),
     ("closes", "journal_seq", &["closed"]),
-    ("observations", "seq", &["observed"]),
+    ("observations", "seq", &["observed", "receipt"]),
     ("notes", "seq", &["noted"]),
     ("escalations", "seq", &["escalated", "deescalated"]),
     ("acknowledgements", "seq", &["acknowledged"]),
@@ -114,6 +114,7 @@ fn tables_of(role: TeamRole) -> &'static [&'static str] {
             "operations",
             "dispatch_log",
             "evidence",
+            "observations",
             "call_failures",
         ],
         TeamRole::Reviewer => &[
@@ -281,6 +282,10 @@ BEGIN
         RAISE EXCEPTION 'operation %: what it is never changes', OLD.op_id
             USING ERRCODE = '@RULE_REFUSED@';
     END IF;
+    IF (NEW.receiver, NEW.receiver_id) IS DISTINCT FROM (OLD.receiver, OLD.receiver_id) THEN
+        RAISE EXCEPTION 'operation %: routes are fixed: its receiver and registration never change',
+            OLD.op_id USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
     IF NEW.state <> OLD.state AND (NEW.version <> OLD.version + 1
             OR (OLD.state, NEW.state) NOT IN (('prepared', 'unknown'),
                 ('unknown', 'confirmed'), ('unknown', 'not_applied'))) THEN
@@ -300,6 +305,29 @@ END
 $$;
 CREATE TRIGGER operation_rules BEFORE UPDATE ON operations
     FOR EACH ROW EXECUTE FUNCTION recon_operation_rules();
+CREATE FUNCTION recon_operation_route() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    original record;
+BEGIN
+    IF NEW.kind = 'compensation' THEN
+        SELECT receiver, receiver_id INTO original FROM @.operations
+            WHERE op_id = NEW.compensates_op_id;
+        IF NOT FOUND OR (NEW.receiver, NEW.receiver_id)
+                IS DISTINCT FROM (original.receiver, original.receiver_id) THEN
+            RAISE EXCEPTION 'compensation %: routes are fixed: it goes to the registration of the effect it compensates',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.receiver_id IS DISTINCT FROM
+            (SELECT r.id FROM @.receivers r WHERE r.name = NEW.receiver) THEN
+        RAISE EXCEPTION 'operation %: routes are fixed: it goes to the registration its receiver names now',
+            NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER operations_route_rules BEFORE INSERT ON operations
+    FOR EACH ROW EXECUTE FUNCTION recon_operation_route();
 CREATE FUNCTION recon_evidence_rules() RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -350,6 +378,96 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
     FOR EACH ROW EXECUTE FUNCTION recon_approval_rules();
 "#;
 
+/// The rules of SPEC 12 on settings: the workspace id never changes and
+/// four eyes, once on, stays on (`meta`, even for its owner). On journal
+/// entries, whoever writes them (a
+/// superuser outside an act too): a dispatch happens once, as the
+/// operation's move from `prepared` to `unknown`; a receipt is the first
+/// outcome of that dispatch (no receipt, no failed `apply` before it),
+/// in the name of the role that dispatched. And on `operations`, at the
+/// commit: a move out of `prepared` has its `dispatched` entry, a move out
+/// of `unknown` its evidence row (`@.` for the schema, `@RULE_REFUSED@`).
+const ENTRY_RULES: &str = r#"
+CREATE FUNCTION recon_journal_rules() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    e jsonb := NEW.entry::jsonb;
+    dispatch record;
+BEGIN
+    IF NEW.kind = 'dispatched' THEN
+        IF EXISTS (SELECT 1 FROM @.journal j WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched')
+            OR NOT EXISTS (SELECT 1 FROM @.operations o WHERE o.op_id = NEW.op_id
+                AND o.state = 'unknown' AND o.version = (e ->> 'to_version')::bigint
+                AND o.version = (e ->> 'from_version')::bigint + 1) THEN
+            RAISE EXCEPTION 'operation %: a dispatch happens once, as its move from prepared to unknown',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.kind = 'receipt' THEN
+        SELECT j.seq, j.entry::jsonb ->> 'role' AS role INTO dispatch FROM @.journal j
+            WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched' ORDER BY j.seq LIMIT 1;
+        IF NOT FOUND OR EXISTS (SELECT 1 FROM @.journal j
+                WHERE j.op_id = NEW.op_id AND j.seq > dispatch.seq
+                AND (j.kind = 'receipt'
+                    OR (j.kind = 'call_failed' AND j.entry::jsonb ->> 'verb' = 'apply'))) THEN
+            RAISE EXCEPTION 'operation %: a receipt is the first outcome of its dispatch, and it has had one',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+        IF (e ->> 'role') IS DISTINCT FROM dispatch.role THEN
+            RAISE EXCEPTION 'operation %: its receipt is written by the login that dispatched it (%), not %',
+                NEW.op_id, dispatch.role, e ->> 'role' USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER journal_rules BEFORE INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION recon_journal_rules();
+CREATE FUNCTION recon_operation_moves() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF OLD.state = 'prepared' AND NOT EXISTS (SELECT 1 FROM @.journal j
+            WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched'
+            AND (j.entry::jsonb ->> 'to_version')::bigint = NEW.version) THEN
+        RAISE EXCEPTION 'operation %: it leaves prepared only by its dispatched entry', NEW.op_id
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.state = 'unknown' AND NOT EXISTS (SELECT 1 FROM @.evidence v
+            WHERE v.op_id = NEW.op_id AND v.to_version = NEW.version
+            AND v.decision = NEW.state) THEN
+        RAISE EXCEPTION 'operation %: it leaves unknown only by a receipt or a decision', NEW.op_id
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE FUNCTION recon_meta_rules() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        RAISE EXCEPTION 'the outbox''s settings are never emptied'
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.key = 'workspace_id'
+            AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
+        RAISE EXCEPTION 'the outbox''s workspace id never changes'
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.key = 'four_eyes' AND OLD.value = '1'
+            AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
+        RAISE EXCEPTION 'four eyes, once set, stays set' USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE TRIGGER meta_rules BEFORE UPDATE OR DELETE ON meta
+    FOR EACH ROW EXECUTE FUNCTION recon_meta_rules();
+CREATE TRIGGER meta_truncate_rules BEFORE TRUNCATE ON meta
+    FOR EACH STATEMENT EXECUTE FUNCTION recon_meta_rules();
+CREATE CONSTRAINT TRIGGER operations_moves_rules AFTER UPDATE OF state ON operations
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (OLD.state <> NEW.state) EXECUTE FUNCTION recon_operation_moves();
+"#;
+
 /// [`WRITERS`] with the act table in it.
 pub(super) fn writers() -> String {
     let roles =
@@ -362,7 +480,7 @@ pub(super) fn writers() -> String {
 /// The triggers of authorization, appended to the schema's DDL (`@.` for
 /// the schema): [`GUARDS`], then a guard trigger per table.
 pub(super) fn ddl() -> String {
-    let mut ddl = GUARDS
+    let mut ddl = format!("{GUARDS}{ENTRY_RULES}")
         .replace("@RULE_REFUSED@", RULE_REFUSED)
         .replace("@SAME_PERSON@", SAME_PERSON);
     for (table, column, kinds) in ENTRY_ROWS {

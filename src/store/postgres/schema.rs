@@ -627,6 +627,15 @@ fn existing(
     let found = value(VERSION_KEY)
         .and_then(|v| v.parse::<i64>().ok())
         .ok_or_else(foreign)?;
+    if found < SCHEMA_VERSION {
+        return Err(problem_at(
+            url,
+            DatabaseProblem::SchemaOutdated {
+                found,
+                expected: SCHEMA_VERSION,
+            },
+        ));
+    }
     if found != SCHEMA_VERSION {
         return Err(problem_at(
             url,

@@ -236,7 +236,8 @@ impl PgSender {
 
 /// An act's error in recon's terms: the database's refusal of a privilege
 /// is `permission_denied`, naming the role the database named (else the
-/// act's first), and `login`, the session's role.
+/// act's first), and `login`, the session's role; a rule's refusal
+/// (`RCR01`) is `rule_violation`, saying the rule.
 fn authorization(error: Error, what: Act, login: &str) -> Error {
     match error {
         Error::Store(StoreError::Database {
@@ -248,6 +249,10 @@ fn authorization(error: Error, what: Act, login: &str) -> Error {
             login: login.to_string(),
         }
         .into(),
+        Error::Store(StoreError::Database {
+            problem: DatabaseProblem::RuleRefused { detail, .. },
+            ..
+        }) => Refusal::RuleViolation { rule: detail }.into(),
         other => other,
     }
 }

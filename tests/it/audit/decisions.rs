@@ -251,3 +251,37 @@ fn a_decided_entry_whose_verdict_effect_or_source_is_not_its_snapshots_is_a_mism
         check(store, forgery);
     }
 }
+
+on_both_stores!(a_receipt_after_its_dispatch_had_its_outcome_is_a_mismatch_naming_the_operation);
+fn a_receipt_after_its_dispatch_had_its_outcome_is_a_mismatch_naming_the_operation(store: Store) {
+    // Reproduction 1 of issue 29, found after the fact (SPEC 12: a receipt
+    // is the first outcome of its dispatch): `c`'s apply crashed, kept as
+    // a failed call, and its confirmation is passed off as a receipt the
+    // receiver never gave, with every row agreeing. Receipts are not
+    // judged as snapshots, so only the rule can see it.
+    let sh = decided(store);
+    let seq = evidence(&sh, "c")["journal_seq"].as_i64().unwrap();
+    sh.rewrite_entry(seq, |e| {
+        e["kind"] = json!("receipt");
+        e["source"] = json!("receipt");
+        e.remove("reviewer");
+        e.remove("verdict");
+    });
+    sh.tamper(&format!(
+        "UPDATE journal SET kind = 'receipt' WHERE seq = {seq};
+         UPDATE evidence SET source = 'receipt', reviewer = NULL, verdict = NULL
+         WHERE op_id = 'c'"
+    ));
+    let out = sh.run(&["verify", "--json"]);
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    let report = out.json();
+    assert_eq!(report["first_broken"], Value::Null, "{report:#}");
+    let mismatches = report["projection_mismatches"].as_array().unwrap();
+    let found: Vec<(&Value, &Value)> = mismatches
+        .iter()
+        .map(|m| (&m["op_id"], &m["field"]))
+        .collect();
+    assert_eq!(found, [(&json!("c"), &json!("receipt"))], "{report:#}");
+    let why = mismatches[0]["journal"].as_str().unwrap();
+    assert!(why.contains("had its outcome already"), "{why}");
+}

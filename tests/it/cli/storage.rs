@@ -307,7 +307,7 @@ fn a_workspace_of_an_incompatible_schema_version_is_refused_clearly() {
         let out = sh.run(&args);
         assert_fails(&out, 4);
         assert!(
-            out.stderr.contains("schema version 99") && out.stderr.contains("reads version 6"),
+            out.stderr.contains("schema version 99") && out.stderr.contains("reads version 7"),
             "{}",
             out.stderr
         );

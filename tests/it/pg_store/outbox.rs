@@ -160,10 +160,12 @@ fn taken_meanwhile(
 }
 
 /// An operation's row as another writer inserts it.
+/// (routed as the rules want: to the registration `mail` names).
 const OP_1: &str = "INSERT INTO operations (op_id, kind, action_kind, payload, state, version,
-        receiver, created_at, updated_at)
+        receiver, created_at, updated_at, receiver_id)
     VALUES ('op-1', 'original', 'post_letter', '{}', 'prepared', 1, 'mail',
-        '2026-12-03T09:00:00.000Z', '2026-12-03T09:00:00.000Z');";
+        '2026-12-03T09:00:00.000Z', '2026-12-03T09:00:00.000Z',
+        (SELECT id FROM receivers WHERE name = 'mail'));";
 
 /// A registration as another writer inserts it.
 const RECEIVER: &str = "INSERT INTO receivers
