@@ -297,7 +297,8 @@ fn every_key_in_the_table_is_in_the_help_and_the_bar_comes_from_it() {
     }
 }
 
-/// README's key list is the queue's part of the key table, word for word;
+/// The key list of docs/console.md is the queue's part of the key table,
+/// word for word;
 /// `RECON_UPDATE_SCREENSHOTS=1` rewrites it from the table.
 #[test]
 fn the_readme_key_list_is_the_key_table() {
@@ -307,11 +308,11 @@ fn the_readme_key_list_is_the_key_table() {
     for binding in keys::bindings(Context::Queue) {
         list.push_str(&format!("- `{}` {}\n", binding.key_names(), binding.help));
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/console.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let start = readme
         .find(START)
-        .expect("README has the key list's start marker")
+        .expect("docs/console.md has the key list's start marker")
         + START.len();
     let end = start + readme[start..].find(END).expect("and its end marker");
     if std::env::var_os("RECON_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
@@ -322,7 +323,7 @@ fn the_readme_key_list_is_the_key_table() {
     assert_eq!(
         readme[start..end],
         list,
-        "README's key list drifted from the table"
+        "docs/console.md's key list drifted from the table"
     );
 }
 

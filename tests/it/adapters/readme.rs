@@ -1,5 +1,6 @@
-//! The adapter printed in README.md ("Plug in your tool") is run here, the
-//! exact ```python block, through a whole flow, so the README cannot rot.
+//! The adapter printed in README.md's quickstart ("Plug in your tool") is
+//! run here, the exact ```python block, through a whole flow, so the README
+//! cannot rot.
 
 use super::Rig;
 use crate::stores::{on_both_stores, Store};
@@ -8,8 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 
 /// The first ```python block of the README's "Plug in your tool" section.
 fn readme_adapter() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = crate::readme::readme();
     let section = readme
         .split_once("\n## Plug in your tool\n")
         .expect("the README has the section")
@@ -29,8 +29,8 @@ on_both_stores!(the_readme_adapter_runs_the_whole_flow);
 fn the_readme_adapter_runs_the_whole_flow(store: Store) {
     let code = readme_adapter();
     assert!(
-        code.lines().count() <= 60,
-        "the README promises at most 60 lines"
+        code.lines().count() <= 40,
+        "the README's quickstart promises about thirty lines"
     );
     let rig = Rig::on(store);
     let program = rig.file("letters.py");
@@ -55,6 +55,13 @@ fn the_readme_adapter_runs_the_whole_flow(store: Store) {
             &added["authoritative"]
         ),
         (&json!(true), &json!(true), &json!(true))
+    );
+    // It declares the store it keeps, as every adapter that can prove must.
+    assert!(
+        added["instance"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("letters-")),
+        "{added}"
     );
 
     // A receipt confirms the first letter; an open read sees it exist.

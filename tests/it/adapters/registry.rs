@@ -514,7 +514,7 @@ fn a_registration_whose_arguments_carry_a_credential_is_refused_before_running(s
 }
 
 /// Text with its backticks dropped and its white space collapsed, so that
-/// `--help` and the README can be held to the same words.
+/// `--help` and the README with its docs can be held to the same words.
 fn plain_words(text: &str) -> String {
     text.replace('`', "")
         .split_whitespace()
@@ -532,10 +532,8 @@ fn help_and_readme_name_the_describe_fields_recon_requires_and_mandatory_may_be_
     const OPTIONAL: &str = "mandatory may be left out (the same as []): it lists the \
                             capabilities a host must understand to use the adapter at all";
     let help = crate::support::run(&["receivers", "add", "--help"], None);
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .expect("README");
-    for (what, text) in [("--help", &help.stdout), ("README", &readme)] {
+    let readme = crate::readme::readme_and_docs();
+    for (what, text) in [("--help", &help.stdout), ("README and docs/", &readme)] {
         let text = plain_words(text);
         assert!(text.contains(REQUIRED), "{what} names the required fields");
         assert!(text.contains(OPTIONAL), "{what} explains mandatory");
