@@ -30,7 +30,7 @@ fn the_readme_adapter_runs_the_whole_flow(store: Store) {
     let code = readme_adapter();
     assert!(
         code.lines().count() <= 40,
-        "the README's quickstart promises about thirty lines"
+        "the README's quickstart and docs/adapters.md promise under forty lines"
     );
     let rig = Rig::on(store);
     let program = rig.file("letters.py");
