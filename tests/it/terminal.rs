@@ -984,6 +984,27 @@ fn recon_console_is_the_bare_recon_with_the_same_flags() {
     );
 }
 
+/// A console on the demo (`command`, then the workspace and reviewer ada)
+/// whose bulk confirmation of three marked operations holds at its first
+/// decision (`store.after_check`): the session, and the writer on the
+/// fifo that releases the hold. `None` where tmux cannot start.
+fn bulk_of_three_held(dir: &Path, ws_arg: &str, command: &[&str]) -> Option<(Tmux, std::fs::File)> {
+    let fifo = dir.join("hold");
+    crate::support::mkfifo(&fifo);
+    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
+    let args = [command, &["--workspace", ws_arg, "--reviewer", "ada"]].concat();
+    let env = ["RECON_HOLD_POINT=store.after_check", hold.as_str()];
+    let tmux = Tmux::start_with_env(&env, &args, (120, 40))?;
+    tmux.shows("reviewer: ada");
+    tmux.press_until_shown(
+        &["Space", "Space", "Space", "c"],
+        "Record confirmed for each of these 3 marked operations",
+    );
+    tmux.keys(&["y"]);
+    let release = held_at(&fifo);
+    Some((tmux, release))
+}
+
 /// Makes a fifo and returns a writer on it once `recon` holds there
 /// (opening for writing without blocking succeeds only once a reader has
 /// it open), polling within the deadline.
@@ -1024,23 +1045,9 @@ fn sigterm_during_a_bulk_stops_it_and_prints_the_report_after_exit() {
     let (dir, ws) = demo_workspace();
     let ws_arg = ws.to_str().unwrap();
     let before = states_by_cli(ws_arg);
-    let fifo = dir.path().join("hold");
-    crate::support::mkfifo(&fifo);
-    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
-    let Some(tmux) = Tmux::start_with_env(
-        &["RECON_HOLD_POINT=store.after_check", &hold],
-        &["--workspace", ws_arg, "--reviewer", "ada"],
-        (120, 40),
-    ) else {
+    let Some((tmux, mut release)) = bulk_of_three_held(dir.path(), ws_arg, &[]) else {
         return;
     };
-    tmux.shows("reviewer: ada");
-    tmux.press_until_shown(
-        &["Space", "Space", "Space", "c"],
-        "Record confirmed for each of these 3 marked operations",
-    );
-    tmux.keys(&["y"]);
-    let mut release = held_at(&fifo);
     let killed = Command::new("kill")
         .args(["-TERM", &recon_pid(&tmux)])
         .status()
@@ -1075,24 +1082,10 @@ fn q_during_a_bulk_asks_and_the_report_printed_after_exit_agrees_with_ops() {
     let (dir, ws) = demo_workspace();
     let ws_arg = ws.to_str().unwrap();
     let before = states_by_cli(ws_arg);
-    let fifo = dir.path().join("hold");
-    crate::support::mkfifo(&fifo);
-    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
-    let Some(tmux) = Tmux::start_with_env(
-        &["RECON_HOLD_POINT=store.after_check", &hold],
-        &["console", "--workspace", ws_arg, "--reviewer", "ada"],
-        (120, 40),
-    ) else {
+    // The first decision that passes its checks holds under the write lock.
+    let Some((tmux, mut release)) = bulk_of_three_held(dir.path(), ws_arg, &["console"]) else {
         return;
     };
-    tmux.shows("reviewer: ada");
-    tmux.press_until_shown(
-        &["Space", "Space", "Space", "c"],
-        "Record confirmed for each of these 3 marked operations",
-    );
-    tmux.keys(&["y"]);
-    // The first decision that passes its checks holds under the write lock.
-    let mut release = held_at(&fifo);
     tmux.press_until_shown(&["q"], "Quit now?");
     tmux.press_until_shown(&["y"], "cancelling after the operation in hand");
     std::io::Write::write_all(&mut release, b"go\n").expect("release the hold");

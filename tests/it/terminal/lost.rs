@@ -5,7 +5,7 @@
 //! process's exit through a pidfd, bounded, and kills what is left on
 //! failure, so no console outlives its test.
 
-use super::{demo_workspace, held_at, recon_pid, states_by_cli, Tmux, DEADLINE};
+use super::{bulk_of_three_held, demo_workspace, recon_pid, states_by_cli, Tmux, DEADLINE};
 use crate::support::run;
 use std::process::Command;
 use std::time::Instant;
@@ -101,23 +101,9 @@ fn a_console_whose_pane_is_killed_during_a_bulk_finishes_the_operation_in_hand_a
     let (dir, ws) = demo_workspace();
     let ws_arg = ws.to_str().unwrap();
     let before = states_by_cli(ws_arg);
-    let fifo = dir.path().join("hold");
-    crate::support::mkfifo(&fifo);
-    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
-    let Some(tmux) = Tmux::start_with_env(
-        &["RECON_HOLD_POINT=store.after_check", &hold],
-        &["--workspace", ws_arg, "--reviewer", "ada"],
-        (120, 40),
-    ) else {
+    let Some((tmux, mut release)) = bulk_of_three_held(dir.path(), ws_arg, &[]) else {
         return;
     };
-    tmux.shows("reviewer: ada");
-    tmux.press_until_shown(
-        &["Space", "Space", "Space", "c"],
-        "Record confirmed for each of these 3 marked operations",
-    );
-    tmux.keys(&["y"]);
-    let mut release = held_at(&fifo);
     let pid = recon_pid(&tmux);
     kill_pane(&tmux);
     std::io::Write::write_all(&mut release, b"go\n")
@@ -144,23 +130,9 @@ fn a_second_end_signal_ends_the_console_even_while_a_job_is_held() {
     let (dir, ws) = demo_workspace();
     let ws_arg = ws.to_str().unwrap();
     let before = states_by_cli(ws_arg);
-    let fifo = dir.path().join("hold");
-    crate::support::mkfifo(&fifo);
-    let hold = format!("RECON_HOLD_FIFO={}", fifo.display());
-    let Some(tmux) = Tmux::start_with_env(
-        &["RECON_HOLD_POINT=store.after_check", &hold],
-        &["--workspace", ws_arg, "--reviewer", "ada"],
-        (120, 40),
-    ) else {
+    let Some((tmux, release)) = bulk_of_three_held(dir.path(), ws_arg, &[]) else {
         return;
     };
-    tmux.shows("reviewer: ada");
-    tmux.press_until_shown(
-        &["Space", "Space", "Space", "c"],
-        "Record confirmed for each of these 3 marked operations",
-    );
-    tmux.keys(&["y"]);
-    let release = held_at(&fifo);
     let pid = recon_pid(&tmux);
     for signal in ["-HUP", "-TERM"] {
         let sent = Command::new("kill").args([signal, &pid]).status();
