@@ -177,13 +177,22 @@ pub fn request(
             "payload": op.payload,
             "compensates_effect_id": op.compensates_effect_id,
         }})),
-        Verb::Query => envelope(json!({"workspace": workspace, "op_id": op.op_id})),
+        // From the MCP wave, reads carry the operation too (SPEC 13), so
+        // an adapter that reads by the payload (the gateway) can.
+        Verb::Query => envelope(json!({"workspace": workspace, "op_id": op.op_id,
+            "op": read_op(op)})),
         Verb::Close => envelope(json!({
             "workspace": workspace,
             "op_id": op.op_id,
             "authorized_by": authorized_by,
+            "op": read_op(op),
         })),
     }
+}
+
+/// `{op_id, action_kind, payload}` of a query or close request.
+fn read_op(op: &EffectRequest<'_>) -> Value {
+    json!({"op_id": op.op_id, "action_kind": op.action_kind, "payload": op.payload})
 }
 
 pub fn describe_answer(description: &Description) -> Value {
