@@ -296,3 +296,35 @@ impl Read {
         Ok(filled)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_gateway_file_is_valid_and_declares_write_file_an_effect() {
+        let text = include_str!("../../examples/gateway.toml");
+        let gateway = parse(Path::new("/etc/recon/gateway.toml"), text).expect("the example");
+        assert_eq!(gateway.effect_tools(), ["write_file"]);
+        let effect = gateway.effect("write_file").expect("write_file");
+        assert!(effect.complete && effect.authoritative && effect.close.is_none());
+        assert_eq!(effect.evidence.tool, "read_text_file");
+        assert_eq!(gateway.tools.get("list_directory"), Some(&ToolMode::Pass));
+        assert_eq!(
+            gateway.tools.get("read_text_file"),
+            Some(&ToolMode::Evidence)
+        );
+    }
+
+    #[test]
+    fn an_evidence_template_is_filled_from_the_payload_and_a_missing_value_is_named() {
+        let text = include_str!("../../examples/gateway.toml");
+        let gateway = parse(Path::new("/g.toml"), text).expect("the example");
+        let read = &gateway.effect("write_file").expect("effect").evidence;
+        let payload = serde_json::json!({"path": "/srv/a", "content": "x"});
+        let filled = read.arguments_for(&payload).expect("filled");
+        assert_eq!(Value::Object(filled), serde_json::json!({"path": "/srv/a"}));
+        let missing = read.arguments_for(&serde_json::json!({"content": "x"}));
+        assert!(missing.unwrap_err().contains("/path"));
+    }
+}
