@@ -5,7 +5,7 @@
 //! timeout; a call with no answer (a timeout, a crash, a closed pipe) is a
 //! lost answer, never a result.
 
-use super::file::Gateway;
+use super::file::{Gateway, DEFAULT_TIMEOUT_MS};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -69,11 +69,15 @@ impl Downstream {
             return Err(Lost::Gone("the downstream has no pipes".into()));
         };
         let timeout = Duration::from_millis(gateway.timeout_ms);
-        let started = tokio::time::timeout(timeout, ().serve((stdout, stdin))).await;
+        // Starting a server (a runtime, its modules) may take longer than
+        // one call is allowed to: its handshake has at least the default.
+        let start_ms = gateway.timeout_ms.max(DEFAULT_TIMEOUT_MS);
+        let handshake = ().serve((stdout, stdin));
+        let started = tokio::time::timeout(Duration::from_millis(start_ms), handshake).await;
         let client = match started {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => return Err(Lost::Gone(format!("the handshake failed: {e}"))),
-            Err(_) => return Err(Lost::Timeout(gateway.timeout_ms)),
+            Err(_) => return Err(Lost::Timeout(start_ms)),
         };
         Ok(Downstream {
             client,

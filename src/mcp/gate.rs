@@ -123,16 +123,37 @@ fn command(file: &Gateway) -> crate::Result<(std::path::PathBuf, Vec<String>)> {
 }
 
 /// Registers the gateway's receiver on a workspace, or re-checks the one
-/// registered; in team mode only re-checks, and refuses
+/// registered: refused `receiver_exists` when the name is taken by
+/// another program, `receiver_changed` when the file now declares another
+/// instance or other claims (`recon receivers update` or `check --accept`
+/// stores them). In team mode it only re-checks, and refuses
 /// (`unknown_receiver`) when the owner has not registered it.
 pub fn register(ws: &mut Workspace, file: &Gateway) -> crate::Result<()> {
     let existing = (ws.receivers()?.into_iter()).find(|r| r.name == file.receiver);
     let team = matches!(ws.location(), Location::Database(_));
     let (program, args) = command(file)?;
     match existing {
+        Some(registered) if registered.args != args => {
+            Err(Refusal::ReceiverExists(file.receiver.clone()).into())
+        }
         Some(_) => {
-            ws.check_receiver(&file.receiver)?;
-            Ok(())
+            let check = ws.check_receiver(&file.receiver)?;
+            let (was, now) = (&check.stored, &check.current);
+            let what = if was.instance != now.instance {
+                Some("instance")
+            } else if was.can_close != now.can_close || was.query != now.query {
+                Some("claims")
+            } else {
+                None
+            };
+            match what {
+                Some(what) => Err(Refusal::ReceiverChanged {
+                    receiver: file.receiver.clone(),
+                    what: what.to_string(),
+                }
+                .into()),
+                None => Ok(()),
+            }
         }
         None if team => Err(Refusal::UnknownReceiver(file.receiver.clone()).into()),
         None => {
