@@ -1,6 +1,8 @@
 //! `recon mcp`: the agent's door (SPEC 13). An MCP server over stdio,
 //! built on the official Rust SDK (`rmcp`), with three tools:
-//! `recon_do`, `recon_status` and `recon_unknown`.
+//! `recon_do`, `recon_status` and `recon_unknown`; with `--gateway`, also
+//! the tools a downstream MCP server offers, as the gateway file declares
+//! them (`gate`, `crate::gateway`).
 //!
 //! The protocol runs on a current-thread tokio runtime that lives only
 //! inside this command; the engine stays synchronous. One engine thread

@@ -2,7 +2,8 @@
 //! stdout over the outbox a workspace directory or a database holds. The
 //! server itself is `crate::mcp`; this opens the outbox there with the
 //! environment's storage options and prints nothing of its own (stdout
-//! is the protocol's).
+//! is the protocol's). `--gateway FILE` is read and checked here, before
+//! anything starts; `recon gateway-adapter` is here too.
 
 use super::open::{open_options, Place};
 use super::{Failure, Out, Render};
