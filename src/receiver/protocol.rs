@@ -748,4 +748,29 @@ mod tests {
             assert!(read(bad.clone()).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn query_and_close_requests_carry_the_op_and_an_adapter_that_ignores_it_reads_them_alike() {
+        let payload = json!({"path": "/a", "content": "x"});
+        let op = crate::domain::EffectRequest {
+            op_id: "op-1",
+            action_kind: "write_file",
+            payload: &payload,
+            compensates_effect_id: None,
+        };
+        for verb in [Verb::Query, Verb::Close] {
+            let request = super::request(verb, "ws-1", &op, Some("ada"));
+            assert_eq!(
+                request["op"],
+                json!({"op_id": "op-1", "action_kind": "write_file", "payload": payload}),
+                "{verb:?}"
+            );
+            let mut without = request.clone();
+            without.as_object_mut().unwrap().remove("op");
+            assert_eq!(
+                super::parse_request(verb, &request),
+                super::parse_request(verb, &without)
+            );
+        }
+    }
 }
