@@ -11,7 +11,11 @@
 //!   another, each with a new key;
 //! - four clients at once, each with its own `recon mcp`, on one
 //!   workspace;
-//! - today's path: `recon prepare` then `recon dispatch`, a process each.
+//! - today's path: `recon prepare` then `recon dispatch`, a process each;
+//! - the gateway (when the reference filesystem server is installed in
+//!   `target/npm`, as `.ci/run` does): one `write_file` through `recon mcp
+//!   --gateway` (an operation, its apply child and the downstream it
+//!   starts) against the same call made on the filesystem server directly.
 //!
 //! `RECON_BENCH_MCP=N` sets the calls measured per row (default 200).
 //! `cargo bench --bench mcp`
@@ -71,13 +75,19 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path) -> Server {
-        let mut child = Command::new(recon())
-            .args(["mcp", "--workspace", &dir.display().to_string()])
+        let mut command = Command::new(recon());
+        command.args(["mcp", "--workspace", &dir.display().to_string()]);
+        Server::spawn(command)
+    }
+
+    /// Any MCP server over stdio, initialized.
+    fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start recon mcp");
+            .expect("start the MCP server");
         let input = child.stdin.take().unwrap();
         let output = BufReader::new(child.stdout.take().unwrap());
         let mut server = Server {
@@ -131,6 +141,19 @@ impl Server {
         took
     }
 
+    /// One `tools/call`; panics on an error result or a state other
+    /// than `confirmed` (when there is one).
+    fn call(&mut self, name: &str, arguments: Value) -> Duration {
+        let start = Instant::now();
+        let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        let took = start.elapsed();
+        let result = &answer["result"];
+        assert_ne!(result["isError"], true, "{answer}");
+        let state = &result["structuredContent"]["state"];
+        assert!(state.is_null() || state == "confirmed", "{answer}");
+        took
+    }
+
     fn stop(mut self) {
         drop(self.input);
         self.child.wait().expect("recon mcp ends");
@@ -163,6 +186,63 @@ fn clients_at_once(dir: &Path, clients: usize, n: usize, tag: &str) -> (Vec<Dura
         .flat_map(|t| t.join().expect("a client"))
         .collect();
     (times, start.elapsed())
+}
+
+/// The filesystem server's entry point in `target/npm`, if installed.
+fn filesystem_server() -> Option<std::path::PathBuf> {
+    let entry = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    entry.exists().then_some(entry)
+}
+
+/// `n` `write_file` calls on the filesystem server directly, then through
+/// `recon mcp --gateway` on a fresh workspace: the medians.
+fn gateway(entry: &Path, n: usize) -> (Duration, Duration) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).expect("files");
+    let node = "/usr/bin/node";
+    let file = dir.path().join("gateway.toml");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gateway.toml"),
+    )
+    .expect("examples/gateway.toml")
+    .replace(
+        "/opt/recon/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        &entry.display().to_string(),
+    )
+    .replace(
+        "\"/srv/agent-files\",",
+        &format!("{:?},", files.display().to_string()),
+    );
+    std::fs::write(&file, text).expect("gateway file");
+    let write = |i: usize, tag: &str| json!({"path": files.join(format!("{tag}-{i}.txt")).display().to_string(), "content": "x"});
+    let mut direct = Command::new(node);
+    direct.arg(entry).arg(&files);
+    let mut server = Server::spawn(direct);
+    let direct: Vec<Duration> = (0..n)
+        .map(|i| server.call("write_file", write(i, "direct")))
+        .collect();
+    server.stop();
+    let ws = workspace(&dir.path().join("ws"));
+    drop(ws);
+    let mut command = Command::new(recon());
+    command.args([
+        "mcp",
+        "--workspace",
+        &dir.path().join("ws").display().to_string(),
+    ]);
+    command.arg("--gateway").arg(&file);
+    let mut server = Server::spawn(command);
+    let through: Vec<Duration> = (0..n)
+        .map(|i| {
+            let mut arguments = write(i, "gateway");
+            arguments["key"] = json!(format!("bench-{i}"));
+            server.call("write_file", arguments)
+        })
+        .collect();
+    server.stop();
+    (median(direct), median(through))
 }
 
 fn main() {
@@ -221,5 +301,18 @@ fn main() {
         "today: prepare + dispatch   {:>7.2} ms  ({:.1}x one recon_do)",
         millis(today),
         today.as_secs_f64() / one.as_secs_f64()
+    );
+    let Some(entry) = filesystem_server() else {
+        println!("gateway: not measured: the filesystem server is not installed in target/npm");
+        return;
+    };
+    let calls = n.min(30);
+    let (direct, through) = gateway(&entry, calls);
+    println!("## write_file through the gateway (medians of {calls} calls)");
+    println!("filesystem server directly   {:>7.2} ms", millis(direct));
+    println!(
+        "recon mcp --gateway          {:>7.2} ms  ({:.1}x: an operation, its apply child, a downstream per call)",
+        millis(through),
+        through.as_secs_f64() / direct.as_secs_f64()
     );
 }

@@ -301,6 +301,11 @@ pub enum Command {
     /// each action at most once per key; an unknown outcome is left to a
     /// person. No reviewer act is reachable through it.
     Mcp(McpArgs),
+    /// The MCP gateway's receiver (SPEC 13): a recon-adapter/1 program
+    /// answering by calling the downstream MCP server a gateway file
+    /// names (apply: its effect tool; query and close: its evidence and
+    /// close tools). Registered by `recon mcp --gateway`.
+    GatewayAdapter(GatewayAdapterArgs),
 }
 
 /// `recon console`: the console's own flags, as the bare `recon` takes
@@ -346,6 +351,7 @@ impl Command {
             Command::Console(_) => "console",
             Command::Metrics(_) => "metrics",
             Command::Mcp(_) => "mcp",
+            Command::GatewayAdapter(_) => "gateway-adapter",
         }
     }
 
@@ -385,7 +391,8 @@ impl Command {
             | Command::Screenshot(_)
             | Command::Receiver(_)
             | Command::Mcp(_)
-            | Command::Console(_) => false,
+            | Command::Console(_)
+            | Command::GatewayAdapter(_) => false,
         }
     }
 }
@@ -885,7 +892,23 @@ pub struct CheckpointArgs {
 
 /// `recon mcp`: where the outbox is comes from --workspace or --database.
 #[derive(Debug, Args)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// A gateway file (TOML, SPEC 13; see examples/gateway.toml): also
+    /// start the downstream MCP server it names and re-expose its tools.
+    #[arg(long, value_name = "FILE")]
+    pub gateway: Option<std::path::PathBuf>,
+}
+
+/// `recon gateway-adapter --gateway FILE VERB`.
+#[derive(Debug, Args)]
+pub struct GatewayAdapterArgs {
+    /// The gateway file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub gateway: std::path::PathBuf,
+    /// describe, apply, query or close.
+    #[arg(value_parser = ["describe", "apply", "query", "close"])]
+    pub verb: String,
+}
 
 #[derive(Debug, Args)]
 pub struct MetricsArgs {

@@ -207,6 +207,7 @@ enum Request {
     DbStatus(db::Status),
     PrepareBatch(batch::PrepareBatch),
     Mcp(mcp::Mcp),
+    GatewayAdapter(mcp::GatewayAdapter),
 }
 
 impl Request {
@@ -288,6 +289,9 @@ impl Request {
                 Request::DbStatus(db::Status::validate(args, ws)?)
             }
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
+            Command::GatewayAdapter(args) => {
+                Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
+            }
         })
     }
 
@@ -346,6 +350,7 @@ impl Request {
             Request::DbStatus(request) => Box::new(request.run()?),
             Request::PrepareBatch(request) => Box::new(request.run()?),
             Request::Mcp(request) => Box::new(request.run()?),
+            Request::GatewayAdapter(request) => Box::new(request.run()?),
         })
     }
 }

@@ -18,6 +18,7 @@ pub mod domain;
 pub mod error;
 pub mod experiment;
 pub mod faults;
+pub mod gateway;
 pub mod mcp;
 pub mod receiver;
 pub mod settings;

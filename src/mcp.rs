@@ -1,6 +1,8 @@
 //! `recon mcp`: the agent's door (SPEC 13). An MCP server over stdio,
 //! built on the official Rust SDK (`rmcp`), with three tools:
-//! `recon_do`, `recon_status` and `recon_unknown`.
+//! `recon_do`, `recon_status` and `recon_unknown`; with `--gateway`, also
+//! the tools a downstream MCP server offers, as the gateway file declares
+//! them (`gate`, `crate::gateway`).
 //!
 //! The protocol runs on a current-thread tokio runtime that lives only
 //! inside this command; the engine stays synchronous. One engine thread
@@ -11,6 +13,7 @@
 //! engine thread, which finishes it and records its outcome (the
 //! operation was durable as `unknown` before its receiver was invoked).
 
+pub mod gate;
 pub mod status;
 pub mod tools;
 
@@ -103,10 +106,12 @@ impl Engine {
     }
 }
 
-/// The MCP server: its tools, answered on the engine.
+/// The MCP server: its tools, answered on the engine, and the gateway's
+/// tools when it has one.
 #[derive(Clone)]
 struct Door {
     engine: Engine,
+    gate: Option<std::sync::Arc<gate::Gate>>,
 }
 
 impl ServerHandler for Door {
@@ -130,7 +135,9 @@ impl ServerHandler for Door {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::all()))
+        let mut all = tools::all();
+        all.extend(self.gate.iter().flat_map(|g| g.tools.iter().cloned()));
+        Ok(ListToolsResult::with_all_items(all))
     }
 
     async fn call_tool(
@@ -157,9 +164,52 @@ impl ServerHandler for Door {
                     .run(move |ws| status::recon_unknown(ws, limit, after.as_deref()))
                     .await?
             }
-            other => {
+            other => return self.gateway_call(other, args, client_name(&context)).await,
+        };
+        Ok(result(answer).into())
+    }
+}
+
+impl Door {
+    /// A call of one of the gateway's tools: forwarded (`pass`) or an
+    /// operation (`effect`, its `key` taken out of the arguments).
+    async fn gateway_call(
+        &self,
+        name: &str,
+        mut args: Map<String, Value>,
+        client: Option<String>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call = self.gate.as_ref().and_then(|g| Some((g, g.call_of(name)?)));
+        let answer = match call {
+            Some((gate, gate::Call::Pass)) => {
+                let forwarded = gate.forward(name, args).await;
+                return forwarded
+                    .map(Into::into)
+                    .map_err(|lost| McpError::internal_error(lost.to_string(), None));
+            }
+            Some((_, gate::Call::Effect)) => {
+                let key = match args.remove("key") {
+                    Some(Value::String(key)) => key,
+                    _ => {
+                        return Err(McpError::invalid_params(
+                            format!("{name} needs key (a string)"),
+                            None,
+                        ))
+                    }
+                };
+                let call = DoRequest {
+                    action: name.to_string(),
+                    payload: Value::Object(args),
+                    key,
+                    client,
+                };
+                self.engine
+                    .run(move |ws| status::recon_do(ws, &call))
+                    .await?
+            }
+            None => {
                 return Err(McpError::invalid_params(
-                    format!("no tool {}", crate::domain::sanitize::escape(other)),
+                    format!("no tool {}", crate::domain::sanitize::escape(name)),
                     None,
                 ))
             }
@@ -223,19 +273,43 @@ fn page(args: &Map<String, Value>) -> Result<(Option<usize>, Option<String>), Mc
     Ok((limit, after))
 }
 
+/// Registers (or re-checks) the gateway's receiver on the engine, then
+/// starts the downstream server and lists its tools.
+async fn open_gate(
+    engine: &Engine,
+    file: crate::gateway::Gateway,
+) -> Result<std::sync::Arc<gate::Gate>, ServeError> {
+    let registering = file.clone();
+    engine
+        .run(move |ws| gate::register(ws, &registering))
+        .await
+        .map_err(|e| ServeError::Runtime(e.message.to_string()))?
+        .map_err(ServeError::Open)?;
+    let started = gate::Gate::start(file).await;
+    started
+        .map(std::sync::Arc::new)
+        .map_err(|lost| ServeError::Runtime(format!("the gateway's downstream: {lost}")))
+}
+
 /// Serves MCP on stdin and stdout until the client closes them, on the
 /// workspace `open` opens (on the engine thread), then lets the engine
 /// finish every call it was given before returning.
 pub fn serve(
     open: impl FnOnce() -> crate::Result<Workspace> + Send + 'static,
+    gateway: Option<crate::gateway::Gateway>,
 ) -> Result<(), ServeError> {
     let (engine, thread) = Engine::start(open)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ServeError::Runtime(e.to_string()))?;
+    let gate = match gateway {
+        Some(file) => Some(runtime.block_on(open_gate(&engine, file))?),
+        None => None,
+    };
     let door = Door {
         engine: engine.clone(),
+        gate,
     };
     let served = runtime.block_on(async move {
         let running = door

@@ -56,7 +56,7 @@ fn schema(value: Value) -> Arc<Map<String, Value>> {
 }
 
 /// A key: 1-128 characters of `[A-Za-z0-9._:-]`.
-fn key_schema() -> Value {
+pub fn key_schema() -> Value {
     json!({
         "type": "string",
         "minLength": 1,

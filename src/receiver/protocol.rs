@@ -177,13 +177,22 @@ pub fn request(
             "payload": op.payload,
             "compensates_effect_id": op.compensates_effect_id,
         }})),
-        Verb::Query => envelope(json!({"workspace": workspace, "op_id": op.op_id})),
+        // From the MCP wave, reads carry the operation too (SPEC 13), so
+        // an adapter that reads by the payload (the gateway) can.
+        Verb::Query => envelope(json!({"workspace": workspace, "op_id": op.op_id,
+            "op": read_op(op)})),
         Verb::Close => envelope(json!({
             "workspace": workspace,
             "op_id": op.op_id,
             "authorized_by": authorized_by,
+            "op": read_op(op),
         })),
     }
+}
+
+/// `{op_id, action_kind, payload}` of a query or close request.
+fn read_op(op: &EffectRequest<'_>) -> Value {
+    json!({"op_id": op.op_id, "action_kind": op.action_kind, "payload": op.payload})
 }
 
 pub fn describe_answer(description: &Description) -> Value {
@@ -737,6 +746,31 @@ mod tests {
         assert!(matches!(read(json!(null)), Ok(Answer::Snapshot(s)) if s.closed_by.is_none()));
         for bad in [json!(5), json!(""), json!("a\u{1b}b"), json!(["x"])] {
             assert!(read(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_and_close_requests_carry_the_op_and_an_adapter_that_ignores_it_reads_them_alike() {
+        let payload = json!({"path": "/a", "content": "x"});
+        let op = crate::domain::EffectRequest {
+            op_id: "op-1",
+            action_kind: "write_file",
+            payload: &payload,
+            compensates_effect_id: None,
+        };
+        for verb in [Verb::Query, Verb::Close] {
+            let request = super::request(verb, "ws-1", &op, Some("ada"));
+            assert_eq!(
+                request["op"],
+                json!({"op_id": "op-1", "action_kind": "write_file", "payload": payload}),
+                "{verb:?}"
+            );
+            let mut without = request.clone();
+            without.as_object_mut().unwrap().remove("op");
+            assert_eq!(
+                super::parse_request(verb, &request),
+                super::parse_request(verb, &without)
+            );
         }
     }
 }

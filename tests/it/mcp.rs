@@ -583,3 +583,5 @@ fn team_mode_with_a_sender_only_login_serves_recon_do_on_one_connection() {
     let detail = shown(&site, &op_id_of_key("team-1"));
     assert_eq!(detail["operation"]["dispatch_count"], 1);
 }
+
+mod gateway;

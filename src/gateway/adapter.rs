@@ -1,0 +1,269 @@
+//! `recon gateway-adapter --gateway FILE VERB`: the gateway's receiver, a
+//! `recon-adapter/1` program (SPEC 8 and 13) that answers by calling the
+//! downstream MCP server the file names. `apply` calls the effect tool
+//! with the payload as its arguments (and the op id under
+//! `pass_op_id_as`); `query` calls the evidence tool with its arguments
+//! filled from the request's `op` and returns records: the found value
+//! equal to the payload's is one exact match, another value a match with
+//! what was found (a mismatch), an absent one no match. `close` calls the
+//! declared close tool, then reads. A lost answer, a timeout, a crash or
+//! an `isError` result is an `ok: false` answer: never a receipt.
+
+use super::downstream::{text_of, Downstream, Lost};
+use super::file::{Effect as EffectTool, Gateway};
+use crate::domain::{same_json, Ceiling, Description, Effect, Snapshot};
+use crate::receiver::protocol::{self, ErrorCode, Failed, Request, Verb};
+use serde_json::{Map, Value};
+
+/// Serves one call: the request on stdin, the answer on stdout. Returns
+/// the diagnostic exit code (0 answered, 3 refused, 4 unavailable).
+pub fn serve(gateway: &Gateway, verb: Verb) -> std::io::Result<i32> {
+    let mut input = std::io::stdin().lock();
+    let answer = match protocol::read_line(&mut input) {
+        Ok(raw) => answer(gateway, verb, &raw),
+        Err(failed) => protocol::failure_answer(&failed),
+    };
+    protocol::write_line(&mut std::io::stdout().lock(), &answer)?;
+    Ok(
+        match answer["error"]["code"].as_str().and_then(ErrorCode::parse) {
+            None => 0,
+            Some(ErrorCode::Unavailable | ErrorCode::Internal) => 4,
+            Some(_) => 3,
+        },
+    )
+}
+
+/// What the gateway says of itself: its instance, closing only when every
+/// effect tool declares a close tool, and a ceiling no effect tool exceeds.
+pub fn description(gateway: &Gateway) -> Description {
+    let effects: Vec<&EffectTool> = (gateway.effect_tools().iter())
+        .filter_map(|name| gateway.effect(name))
+        .collect();
+    Description {
+        name: gateway.receiver.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        can_close: effects.iter().all(|e| e.close.is_some()),
+        query: Ceiling {
+            complete: effects.iter().all(|e| e.complete),
+            authoritative: effects.iter().all(|e| e.authoritative),
+        },
+        mandatory: Vec::new(),
+        instance: Some(gateway.instance.clone()),
+        session: false,
+        batch: None,
+    }
+}
+
+fn failed(code: ErrorCode, message: impl Into<String>) -> Failed {
+    Failed {
+        code,
+        message: message.into(),
+    }
+}
+
+fn lost(lost: Lost) -> Failed {
+    failed(ErrorCode::Unavailable, lost.to_string())
+}
+
+/// The answer to one request line.
+pub fn answer(gateway: &Gateway, verb: Verb, raw: &Value) -> Value {
+    let request = match protocol::parse_request(verb, raw) {
+        Ok(Request::Describe) => return protocol::describe_answer(&description(gateway)),
+        Ok(request) => request,
+        Err(failed) => return protocol::failure_answer(&failed),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return protocol::failure_answer(&failed(ErrorCode::Internal, e.to_string())),
+    };
+    let answered = runtime.block_on(async {
+        match request {
+            Request::Apply {
+                op_id,
+                action_kind,
+                payload,
+                compensates_effect_id: None,
+                ..
+            } => apply(gateway, &op_id, &action_kind, &payload).await,
+            Request::Apply { .. } => Err(failed(
+                ErrorCode::Unsupported,
+                "the gateway performs no compensation",
+            )),
+            Request::Query { .. } => read(gateway, raw, false).await,
+            Request::Close { .. } => read(gateway, raw, true).await,
+            _ => Err(failed(
+                ErrorCode::Unsupported,
+                "the gateway reads one op at a time",
+            )),
+        }
+    });
+    answered.unwrap_or_else(|f| protocol::failure_answer(&f))
+}
+
+/// `apply`: the effect tool, called once; its result is the receipt.
+async fn apply(
+    gateway: &Gateway,
+    op_id: &str,
+    action_kind: &str,
+    payload: &Value,
+) -> Result<Value, Failed> {
+    let tool = gateway.effect(action_kind).ok_or_else(|| {
+        failed(
+            ErrorCode::Unsupported,
+            format!("{action_kind} is not an effect tool of the gateway"),
+        )
+    })?;
+    let Value::Object(mut arguments) = payload.clone() else {
+        return Err(failed(
+            ErrorCode::BadRequest,
+            "the payload is not a JSON object",
+        ));
+    };
+    if let Some(name) = &tool.pass_op_id_as {
+        arguments.insert(name.clone(), Value::from(op_id));
+    }
+    let mut downstream = Downstream::start(gateway).await.map_err(lost)?;
+    let result = downstream.call(action_kind, arguments).await;
+    downstream.stop().await;
+    let result = result.map_err(lost)?;
+    if result.is_error == Some(true) {
+        return Err(failed(
+            ErrorCode::Unavailable,
+            format!("{action_kind} answered isError: {}", text_of(&result)),
+        ));
+    }
+    let effect_id = match &tool.effect_id_pointer {
+        None => op_id.to_string(),
+        Some(pointer) => (result.structured_content.as_ref())
+            .and_then(|s| s.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                failed(
+                    ErrorCode::Internal,
+                    format!("{action_kind}'s result holds no string at {pointer}"),
+                )
+            })?,
+    };
+    Ok(protocol::receipt_answer(&Effect {
+        effect_id,
+        op_id: op_id.to_string(),
+        action_kind: action_kind.to_string(),
+        compensates_effect_id: None,
+        payload: payload.clone(),
+    }))
+}
+
+/// The operation a query or close request carries as `op` (SPEC 13).
+fn op_of(raw: &Value) -> Result<(String, String, Value), Failed> {
+    let op = raw.get("op").and_then(Value::as_object).ok_or_else(|| {
+        failed(
+            ErrorCode::BadRequest,
+            "the gateway reads by the request's op (SPEC 13)",
+        )
+    })?;
+    let text = |name: &str| op.get(name).and_then(Value::as_str).map(str::to_string);
+    match (text("op_id"), text("action_kind"), op.get("payload")) {
+        (Some(id), Some(kind), Some(payload)) if raw["op_id"] == id.as_str() => {
+            Ok((id, kind, payload.clone()))
+        }
+        _ => Err(failed(
+            ErrorCode::BadRequest,
+            "op must carry this op_id, action_kind and payload",
+        )),
+    }
+}
+
+/// `query` (or, with `close`, the close tool first): the evidence read as
+/// a snapshot, flags as the file declares them.
+async fn read(gateway: &Gateway, raw: &Value, close: bool) -> Result<Value, Failed> {
+    let (op_id, action_kind, payload) = op_of(raw)?;
+    let tool = gateway.effect(&action_kind).ok_or_else(|| {
+        failed(
+            ErrorCode::Unsupported,
+            format!("{action_kind} is not an effect tool of the gateway"),
+        )
+    })?;
+    let closing = match (close, &tool.close) {
+        (false, _) => None,
+        (true, Some(read)) => Some(read),
+        (true, None) => return Err(failed(ErrorCode::Unsupported, "this tool cannot close")),
+    };
+    let bad = |why: String| failed(ErrorCode::BadRequest, why);
+    let mut downstream = Downstream::start(gateway).await.map_err(lost)?;
+    let mut ask = async |read: &super::file::Read| {
+        let arguments: Map<String, Value> = read.arguments_for(&payload).map_err(bad)?;
+        downstream.call(&read.tool, arguments).await.map_err(lost)
+    };
+    let closed = match closing {
+        Some(read) => {
+            let result = ask(read).await?;
+            if result.is_error == Some(true) {
+                return Err(failed(ErrorCode::Unavailable, text_of(&result)));
+            }
+            true
+        }
+        None => false,
+    };
+    let found = ask(&tool.evidence).await;
+    downstream.stop().await;
+    let matches = matches_of(&tool.evidence, found?, (&op_id, &action_kind, &payload))?;
+    Ok(protocol::snapshot_answer(&Snapshot {
+        op_id,
+        matches,
+        complete: tool.complete,
+        authoritative: tool.authoritative,
+        closed,
+        closed_by: None,
+    }))
+}
+
+/// The records an evidence read holds: none when absent; else one effect
+/// (named by the op id) whose payload is the operation's with the found
+/// value in place, so an equal value is an exact match and another value
+/// a payload mismatch.
+fn matches_of(
+    read: &super::file::Read,
+    result: rmcp::model::CallToolResult,
+    (op_id, action_kind, payload): (&str, &str, &Value),
+) -> Result<Vec<Effect>, Failed> {
+    if result.is_error == Some(true) {
+        let text = text_of(&result);
+        return match &read.absent_error_contains {
+            Some(absent) if text.contains(absent.as_str()) => Ok(Vec::new()),
+            _ => Err(failed(
+                ErrorCode::Unavailable,
+                format!("{} answered isError: {text}", read.tool),
+            )),
+        };
+    }
+    let found = (result.structured_content.as_ref())
+        .and_then(|s| s.pointer(&read.found_pointer))
+        .ok_or_else(|| {
+            failed(
+                ErrorCode::Internal,
+                format!("{} holds nothing at {}", read.tool, read.found_pointer),
+            )
+        })?;
+    let mut seen = payload.clone();
+    match seen.pointer_mut(&read.expected_pointer) {
+        Some(slot) if !same_json(slot, found) => *slot = found.clone(),
+        Some(_) => {}
+        None => {
+            return Err(failed(
+                ErrorCode::BadRequest,
+                format!("the payload has nothing at {}", read.expected_pointer),
+            ))
+        }
+    }
+    Ok(vec![Effect {
+        effect_id: op_id.to_string(),
+        op_id: op_id.to_string(),
+        action_kind: action_kind.to_string(),
+        compensates_effect_id: None,
+        payload: seen,
+    }])
+}

@@ -1,0 +1,172 @@
+//! `recon mcp --gateway FILE` (SPEC 13): the downstream's tools as the
+//! agent sees them. `pass` tools are forwarded as they are; each `effect`
+//! tool gets a required `key` (removed before forwarding) and recon's
+//! status as its output, and a call of it is a `recon_do` with the tool's
+//! name as the action kind, routed to the gateway's receiver, which
+//! calls the downstream tool. Undeclared and `evidence` tools are not
+//! exposed. Before serving, the gateway's receiver is registered (or
+//! re-checked) on a workspace; in team mode it must already be.
+
+use super::tools;
+use crate::domain::Refusal;
+use crate::gateway::downstream::{Downstream, Lost};
+use crate::gateway::{Gateway, ToolMode};
+use crate::store::Location;
+use crate::workspace::{NewReceiver, Workspace};
+use rmcp::model::Tool;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// The started gateway: its file, its downstream, the tools it exposes.
+pub struct Gate {
+    pub file: Gateway,
+    downstream: tokio::sync::Mutex<Downstream>,
+    pub tools: Vec<Tool>,
+}
+
+/// What a call of a gateway tool is.
+pub enum Call {
+    /// Forward to the downstream as it is.
+    Pass,
+    /// An operation: `recon_do` of this tool.
+    Effect,
+}
+
+impl Gate {
+    /// Starts the downstream and lists its tools.
+    pub async fn start(file: Gateway) -> Result<Gate, Lost> {
+        let downstream = Downstream::start(&file).await?;
+        let listed = downstream.tools().await?;
+        let tools = exposed(&file, listed);
+        Ok(Gate {
+            file,
+            downstream: tokio::sync::Mutex::new(downstream),
+            tools,
+        })
+    }
+
+    /// What calling `name` is, if the gateway exposes it.
+    pub fn call_of(&self, name: &str) -> Option<Call> {
+        if !self.tools.iter().any(|t| t.name == name) {
+            return None;
+        }
+        match self.file.tools.get(name) {
+            Some(ToolMode::Pass) => Some(Call::Pass),
+            Some(ToolMode::Effect(_)) => Some(Call::Effect),
+            _ => None,
+        }
+    }
+
+    /// Forwards a `pass` call; a lost answer is the caller's error.
+    pub async fn forward(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<rmcp::model::CallToolResult, Lost> {
+        self.downstream.lock().await.call(name, arguments).await
+    }
+}
+
+/// The downstream's tools recon exposes, in its order: `pass` ones as
+/// they are, `effect` ones with a key and recon's status. A downstream
+/// tool named like one of recon's own is not exposed.
+fn exposed(file: &Gateway, listed: Vec<Tool>) -> Vec<Tool> {
+    let own = [tools::DO, tools::STATUS, tools::UNKNOWN];
+    (listed.into_iter())
+        .filter(|tool| !own.contains(&tool.name.as_ref()))
+        .filter_map(|tool| match file.tools.get(tool.name.as_ref()) {
+            Some(ToolMode::Pass) => Some(tool),
+            Some(ToolMode::Effect(_)) => Some(effect_tool(tool)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn effect_tool(mut tool: Tool) -> Tool {
+    let mut input = (*tool.input_schema).clone();
+    let properties = input.entry("properties").or_insert_with(|| json!({}));
+    if let Value::Object(properties) = properties {
+        properties.insert("key".into(), tools::key_schema());
+    }
+    let required = input.entry("required").or_insert_with(|| json!([]));
+    if let Value::Array(required) = required {
+        required.push(json!("key"));
+    }
+    tool.input_schema = Arc::new(input);
+    let Value::Object(status) = tools::status_schema() else {
+        return tool;
+    };
+    tool.output_schema = Some(Arc::new(status));
+    let said = tool.description.as_deref().unwrap_or_default().to_string();
+    tool.description = Some(
+        format!(
+            "{said} Sent through recon at most once per key: an unknown outcome means a person \
+             decides; do not retry it, poll recon_status."
+        )
+        .trim()
+        .to_string()
+        .into(),
+    );
+    tool
+}
+
+/// The gateway receiver's command line: this recon, `gateway-adapter`,
+/// the file's absolute path.
+fn command(file: &Gateway) -> crate::Result<(std::path::PathBuf, Vec<String>)> {
+    let program = std::env::current_exe().map_err(crate::error::StoreError::Io)?;
+    let args = vec![
+        "gateway-adapter".to_string(),
+        "--gateway".to_string(),
+        file.path.display().to_string(),
+    ];
+    Ok((program, args))
+}
+
+/// Registers the gateway's receiver on a workspace, or re-checks the one
+/// registered: refused `receiver_exists` when the name is taken by
+/// another program, `receiver_changed` when the file now declares another
+/// instance or other claims (`recon receivers update` or `check --accept`
+/// stores them). In team mode it only re-checks, and refuses
+/// (`unknown_receiver`) when the owner has not registered it.
+pub fn register(ws: &mut Workspace, file: &Gateway) -> crate::Result<()> {
+    let existing = (ws.receivers()?.into_iter()).find(|r| r.name == file.receiver);
+    let team = matches!(ws.location(), Location::Database(_));
+    let (program, args) = command(file)?;
+    match existing {
+        Some(registered) if registered.args != args => {
+            Err(Refusal::ReceiverExists(file.receiver.clone()).into())
+        }
+        Some(_) => {
+            let check = ws.check_receiver(&file.receiver)?;
+            let (was, now) = (&check.stored, &check.current);
+            let what = if was.instance != now.instance {
+                Some("instance")
+            } else if was.can_close != now.can_close || was.query != now.query {
+                Some("claims")
+            } else {
+                None
+            };
+            match what {
+                Some(what) => Err(Refusal::ReceiverChanged {
+                    receiver: file.receiver.clone(),
+                    what: what.to_string(),
+                }
+                .into()),
+                None => Ok(()),
+            }
+        }
+        None if team => Err(Refusal::UnknownReceiver(file.receiver.clone()).into()),
+        None => {
+            let actions = file.effect_tools();
+            ws.register_receiver(&NewReceiver {
+                name: &file.receiver,
+                actions: &actions,
+                program: &program,
+                args: &args,
+                timeout_ms: None,
+                env: &file.env,
+            })?;
+            Ok(())
+        }
+    }
+}
