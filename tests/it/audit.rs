@@ -101,6 +101,7 @@ fn build_lab() -> Lab {
         lab.dispatched(op, "pay", &payload, fault);
     }
     let review = |op_id, decision, close| ReconcileRequest {
+        keep: None,
         op_id,
         reviewer: "Ann",
         decision,
@@ -114,6 +115,7 @@ fn build_lab() -> Lab {
     ws.reconcile(&review("c", Decision::Confirmed, None))
         .unwrap();
     ws.approve_compensation(&CompensationRequest {
+        reason: None,
         original_op_id: "a",
         effect_id: "fx-000001",
         approver: "Bob",
@@ -649,6 +651,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
     // fails, and its entry goes with it.
     lab.ws.drills().unwrap().install_evidence_fault().unwrap();
     let failed = lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: "d",
         reviewer: "Ann",
         decision: Decision::NotApplied,

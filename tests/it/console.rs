@@ -1234,6 +1234,7 @@ fn changes_by_another_process_appear_on_the_next_poll() {
     let mut other = lab.reopen();
     other
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "op-1003-charge-order",
             reviewer: "priya",
             decision: Decision::Confirmed,
@@ -2684,6 +2685,7 @@ fn golden_stale_version_refusal() {
     // A second handle decides while the console shows version 2.
     lab.reopen()
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "op-1002-invoice-email",
             reviewer: "bob",
             decision: Decision::Confirmed,

@@ -224,6 +224,7 @@ fn verify_passes_after_the_upgrade_and_after_new_acts() {
         .observed;
     assert_eq!(observed.len(), 1);
     let recorded = ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: "op-1002-invoice-email",
         reviewer: "ana",
         decision: Decision::Confirmed,

@@ -178,6 +178,7 @@ fn carry_out_job(
             payload,
         } => {
             let result = ws.approve_compensation(&CompensationRequest {
+                reason: None,
                 original_op_id: &original_op_id,
                 effect_id: &effect_id,
                 approver: reviewer,
@@ -501,6 +502,7 @@ fn decide_all(
 ) -> Result<Done> {
     let (outcomes, skipped) = each(targets, progress, |t| {
         let result = ws.reconcile(&ReconcileRequest {
+            keep: None,
             op_id: &t.op_id,
             reviewer,
             decision,

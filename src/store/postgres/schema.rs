@@ -73,6 +73,7 @@ CREATE TABLE operations (
     escalation bigint,
     receiver_id bigint,
     contradiction bigint,
+    surplus_effect_ids text COLLATE "C",
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
     CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))

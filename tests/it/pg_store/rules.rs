@@ -460,6 +460,7 @@ fn a_late_receipt_is_journaled_and_contradicts(ws: &mut recon::Workspace, dir: &
         .start_dispatch("op-1", recon::dispatch::DispatchOptions::default())
         .expect("the dispatch starts, its apply held");
     ws.reconcile(&recon::workspace::ReconcileRequest {
+        keep: None,
         op_id: "op-1",
         reviewer: "ann",
         decision: recon::domain::Decision::NotApplied,
