@@ -846,6 +846,12 @@ fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_fi
             Some("a"),
             "contradiction",
         ),
+        // A surplus (SPEC 14) listed behind the journal's back.
+        (
+            "UPDATE operations SET surplus_effect_ids = '[\"fx-000009\"]' WHERE op_id = 'a'",
+            Some("a"),
+            "surplus_effect_ids",
+        ),
     ];
     check_mismatches(cases);
     assert_every_column_has_a_case("operations", "op_id", "", cases);
