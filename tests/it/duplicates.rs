@@ -83,6 +83,15 @@ fn approve(sh: &Shell, effect: &str, undo: &str, reason: Option<&str>) -> crate:
     sh.run(&args)
 }
 
+/// The journal entry of `kind` for `op`, as `export` prints it.
+fn entry(sh: &Shell, kind: &str, op: &str) -> Value {
+    let lines = sh.ok(&["export"]).stdout;
+    (lines.lines())
+        .map(|line| serde_json::from_str::<Value>(line).expect("an entry"))
+        .find(|e| e["kind"] == kind && e["op_id"] == op)
+        .unwrap_or_else(|| panic!("no {kind} entry for {op}: {lines}"))
+}
+
 fn operation(sh: &Shell) -> Value {
     sh.json(&["show", "op-1"])["operation"].clone()
 }
@@ -114,6 +123,9 @@ fn keeping_one_effect_of_a_closed_exact_duplicate_confirms_it_with_the_rest_as_s
     assert_eq!(op["version"], 3, "{op}");
     assert_eq!(op["confirmed_effect_id"], json!(kept), "{op}");
     assert_eq!(op["surplus_effect_ids"], json!([surplus]), "{op}");
+    let decided = entry(&sh, "decided", "op-1");
+    assert_eq!(decided["effect_id"], json!(kept), "{decided}");
+    assert_eq!(decided["surplus_effect_ids"], json!([surplus]), "{decided}");
     let shown = sh.json(&["show", "op-1"]);
     assert_eq!(shown["evidence"][0]["verdict"], "duplicate_matches");
     assert_eq!(
@@ -176,12 +188,38 @@ fn each_surplus_effect_is_compensated_once_and_only_with_the_reason_duplicate(st
     assert_eq!(surplus_listed(&sh, "yes"), ["op-1"]);
     assert!(surplus_listed(&sh, "no").is_empty());
     assert_refused(&approve(&sh, &surplus, "undo-1", None), "reason_required");
+    // The kept effect's rules hold: the version seen, and an effect of
+    // this operation's decision.
+    let stale = sh.run(&[
+        "approve-compensation",
+        "op-1",
+        "--effect",
+        &surplus,
+        "--reason",
+        "duplicate",
+        "--approver",
+        "bob",
+        "--expected-version",
+        "2",
+        "--compensation-op",
+        "undo-0",
+        "--action",
+        "refund",
+        "--payload",
+        PAYLOAD,
+    ]);
+    assert_refused(&stale, "stale_version");
+    assert_refused(
+        &approve(&sh, "fx-999999", "undo-0", Some("duplicate")),
+        "compensation_effect_mismatch",
+    );
     assert_refused(
         &approve(&sh, &surplus, "undo-1", Some("mistake")),
         "reason_required",
     );
     let out = approve(&sh, &surplus, "undo-1", Some("duplicate"));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(entry(&sh, "approved", "undo-1")["reason"], "duplicate");
     assert_refused(
         &approve(&sh, &surplus, "undo-2", Some("duplicate")),
         "already_approved",
