@@ -404,6 +404,8 @@ CREATE TABLE escalations (
 );
 CREATE INDEX escalations_by_op ON escalations(op_id, seq);
 CREATE INDEX operations_contradicted ON operations(op_id) WHERE contradiction IS NOT NULL;
+-- Kept duplicates (SPEC 14): `ops --surplus` and the surplus metric.
+CREATE INDEX operations_with_surplus ON operations(op_id) WHERE surplus_effect_ids IS NOT NULL;
 CREATE TABLE acknowledgements (
     seq INTEGER PRIMARY KEY REFERENCES journal(seq),
     op_id TEXT NOT NULL REFERENCES operations(op_id),

@@ -103,6 +103,15 @@ fn surplus_listed(sh: &Shell, wanted: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `recon_surplus_effects` sample `metrics` prints.
+fn surplus_metric(sh: &Shell) -> String {
+    let text = sh.ok(&["metrics"]).stdout;
+    (text.lines())
+        .find(|l| l.starts_with("recon_surplus_effects "))
+        .unwrap_or_else(|| panic!("no surplus sample: {text}"))
+        .to_string()
+}
+
 /// Kept: the first effect of an exact duplicate, on a closing read.
 fn kept(store: Store) -> (Shell, String, String) {
     let (sh, ids) = duplicated(store);
@@ -187,6 +196,11 @@ fn each_surplus_effect_is_compensated_once_and_only_with_the_reason_duplicate(st
     let (sh, kept, surplus) = kept(store);
     assert_eq!(surplus_listed(&sh, "yes"), ["op-1"]);
     assert!(surplus_listed(&sh, "no").is_empty());
+    assert!(
+        surplus_metric(&sh).ends_with(" 1"),
+        "{}",
+        surplus_metric(&sh)
+    );
     assert_refused(&approve(&sh, &surplus, "undo-1", None), "reason_required");
     // The kept effect's rules hold: the version seen, and an effect of
     // this operation's decision.
@@ -226,6 +240,11 @@ fn each_surplus_effect_is_compensated_once_and_only_with_the_reason_duplicate(st
     );
     assert!(surplus_listed(&sh, "yes").is_empty());
     assert!(surplus_listed(&sh, "no").contains(&"op-1".to_string()));
+    assert!(
+        surplus_metric(&sh).ends_with(" 0"),
+        "{}",
+        surplus_metric(&sh)
+    );
     // The kept effect is compensated as before, its reason optional.
     let out = approve(&sh, &kept, "undo-kept", None);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
