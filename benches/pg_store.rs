@@ -83,6 +83,7 @@ fn decisions(ws: &mut Workspace, dir: &Path, n: usize) -> (Vec<Duration>, Vec<Du
     let mut reconciled = Vec::new();
     for op in &ops[..n] {
         let request = ReconcileRequest {
+            keep: None,
             op_id: op,
             reviewer: "ann",
             decision: Decision::Confirmed,
@@ -98,6 +99,7 @@ fn decisions(ws: &mut Workspace, dir: &Path, n: usize) -> (Vec<Duration>, Vec<Du
     for op in &ops[n..] {
         let seen = ws.snapshot(op, None).expect("snapshot");
         let review = Review {
+            keep: None,
             op_id: op,
             payload: &seen.operation.payload,
             reviewer: "ann",

@@ -41,8 +41,9 @@ pub use entry::{
 };
 pub use projection::{
     Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, CLOSE_REQUESTS,
-    COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE, DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL,
-    NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS, ROUTES, STATE_COUNTS,
+    COMPENSATED_EFFECTS, COMPENSATED_EFFECTS_WHERE, COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE,
+    DISPATCH_LOG, ESCALATIONS, EVIDENCE, JOURNAL, NOTES, OBSERVATIONS, OPERATIONS, RECEIVERS,
+    ROUTES, STATE_COUNTS,
 };
 pub use row::{Column, Row};
 pub use source::{merge_groups, replay_operations, OP_STREAMS};
@@ -170,6 +171,13 @@ impl Projector {
     /// entries do.
     pub fn compensation_routes(&mut self, rows: &[Row]) {
         projection::compensation_routes(rows, &mut self.mismatches);
+    }
+
+    /// The approvals of an effect other than their original's confirmed
+    /// one that is not one of its surplus either
+    /// ([`projection::COMPENSATED_EFFECTS`], SPEC 14).
+    pub fn compensated_effects(&mut self, rows: &[Row]) {
+        projection::compensated_effects(rows, &mut self.mismatches);
     }
 
     /// The replayed counts per state against the `state_counts` rows.

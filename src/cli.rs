@@ -720,6 +720,10 @@ pub struct OpsArgs {
     /// (yes), or only the others (no).
     #[arg(long, value_enum, value_name = "yes|no")]
     pub contradicted: Option<EscalatedArg>,
+    /// Only operations with a surplus effect of a kept duplicate that no
+    /// approved compensation covers yet (yes), or only the others (no).
+    #[arg(long, value_enum, value_name = "yes|no")]
+    pub surplus: Option<EscalatedArg>,
     /// Only operations routed to the receiver NAME.
     #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
     pub receiver: Option<String>,
@@ -811,6 +815,11 @@ pub struct ReconcileArgs {
     pub payload: Option<String>,
     #[command(flatten)]
     pub close: CloseArgs,
+    /// Keep this effect of a duplicate and record the other matches as
+    /// surplus, each to be compensated (`--decision confirmed` on a
+    /// closed read whose matches are exact copies only).
+    #[arg(long, value_name = "EFFECT_ID", allow_hyphen_values = true)]
+    pub keep: Option<String>,
     /// Print {op_id, decision, verdict, state, version, evidence_seq}
     /// as JSON.
     #[arg(long)]
@@ -846,6 +855,10 @@ pub struct ApproveCompensationArgs {
     /// The compensation's payload: JSON text, @PATH or @-.
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     pub payload: String,
+    /// Why: optional for the confirmed effect, `duplicate` for a surplus
+    /// effect of a kept duplicate; recorded with the approval.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
     /// Print {original_op_id, effect_id, approved_version,
     /// compensation_op_id, approver} as JSON.
     #[arg(long)]

@@ -7,6 +7,7 @@
 
 pub mod bounds;
 mod canonical;
+pub mod duplicates;
 mod json;
 pub mod metrics;
 pub mod names;
@@ -177,6 +178,10 @@ pub struct Operation {
     pub compensates_effect_id: Option<String>,
     pub compensates_op_id: Option<String>,
     pub confirmed_effect_id: Option<String>,
+    /// The other matches of a duplicate whose one effect was kept (SPEC
+    /// 14), each to be compensated; empty otherwise.
+    #[serde(default)]
+    pub surplus_effect_ids: Vec<String>,
     /// The receiver this operation routes to, fixed when it was prepared.
     pub receiver: String,
     /// Its times, latest observation and escalation marker.
@@ -299,7 +304,8 @@ impl Verdict {
         match self {
             Verdict::DuplicateMatches => {
                 "more than one receiver effect carries this operation: neither decision is \
-                 allowed, and no row may be picked; resolve the duplicate outside recon"
+                 allowed, and recon picks no row; on a closed read of exact copies a person \
+                 may keep one (--keep) and compensate the rest"
             }
             Verdict::PayloadMismatch => {
                 "the one receiver effect has a different payload: it is not evidence that \
@@ -397,6 +403,10 @@ pub struct Approval {
     pub compensation_op_id: String,
     pub action_kind: String,
     pub payload: Value,
+    /// Why, as the approver said (`duplicate` for a surplus effect, SPEC
+    /// 14); recorded in the `approved` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What a reviewer decided, on which scope, and what they looked at.
@@ -408,16 +418,25 @@ pub struct Review<'a> {
     pub decision: Decision,
     pub snapshot: &'a Snapshot,
     pub expected_version: i64,
+    /// The effect kept of a duplicate (`--keep`, SPEC 14), if any.
+    pub keep: Option<&'a str>,
 }
 
 impl Review<'_> {
-    /// The receiver effect the decision confirms: the snapshot's one match
-    /// for `confirmed`, none for `not_applied`.
+    /// The receiver effect the decision confirms: the kept one, else the
+    /// snapshot's one match for `confirmed`; none for `not_applied`.
     pub fn confirmed_effect(&self) -> Option<&str> {
         match self.decision {
-            Decision::Confirmed => self.snapshot.matches.first().map(|m| m.effect_id.as_str()),
+            Decision::Confirmed => self
+                .keep
+                .or_else(|| self.snapshot.matches.first().map(|m| m.effect_id.as_str())),
             Decision::NotApplied => None,
         }
+    }
+
+    /// The matches not kept, when one effect of a duplicate is kept.
+    pub fn surplus_effects(&self) -> Vec<String> {
+        duplicates::surplus(self.snapshot, self.keep)
     }
 }
 
@@ -475,6 +494,10 @@ pub fn check_evidence(
         )));
     }
     let verdict = classify(scope, review.snapshot);
+    if let Some(keep) = review.keep {
+        duplicates::check_keep(scope, review, verdict, keep)?;
+        return Ok(verdict);
+    }
     if !verdict.supports(review.decision) {
         return Err(Refusal::UnsupportedVerdict {
             decision: review.decision,
@@ -512,9 +535,14 @@ pub struct CompensationRequest<'a> {
     pub compensation_op_id: &'a str,
     pub action_kind: &'a str,
     pub payload: &'a Value,
+    /// `--reason`: optional for the kept effect, `duplicate` for a surplus
+    /// one (SPEC 14).
+    pub reason: Option<&'a str>,
 }
 
-/// The rules for approving a compensation, in the order of SPEC section 4.
+/// The rules for approving a compensation, in the order of SPEC section 4;
+/// a surplus effect of a kept duplicate may be compensated as the kept one
+/// is, with the reason `duplicate` (SPEC 14).
 pub fn check_approval(
     original: &Operation,
     request: &CompensationRequest<'_>,
@@ -537,12 +565,7 @@ pub fn check_approval(
             changed_by: None,
         });
     }
-    if original.confirmed_effect_id.as_deref() != Some(request.effect_id) {
-        return Err(Refusal::CompensationEffectMismatch {
-            requested: request.effect_id.to_string(),
-            confirmed: original.confirmed_effect_id.clone(),
-        });
-    }
+    duplicates::check_approved_effect(original, request.effect_id, request.reason)?;
     if existing.is_some() {
         return Err(Refusal::AlreadyApproved {
             op_id: original.op_id.clone(),
@@ -584,7 +607,7 @@ pub fn check_compensation_dispatch(
         });
     }
     if op.compensates_effect_id.as_deref() != Some(approval.effect_id.as_str())
-        || original.confirmed_effect_id.as_deref() != Some(approval.effect_id.as_str())
+        || !duplicates::compensable(original, &approval.effect_id)
     {
         return Err(Refusal::CompensationEffectMismatch {
             requested: op.compensates_effect_id.clone().unwrap_or_default(),
@@ -611,6 +634,10 @@ pub struct EvidenceRecord {
     pub from_version: i64,
     pub to_version: i64,
     pub effect_id: Option<String>,
+    /// The matches not kept, when one effect of a duplicate was kept (SPEC
+    /// 14): in the `decided` entry and the operation's row, not this table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub surplus_effect_ids: Vec<String>,
     /// The receiver the evidence came from, the SHA-256 of its stored
     /// `describe` answer, and the SHA-256 of the answer this row rests on.
     pub receiver: String,

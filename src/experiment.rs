@@ -120,6 +120,7 @@ impl Lab {
         expected_version: i64,
     ) -> Result<crate::domain::Recorded> {
         self.ws.reconcile(&ReconcileRequest {
+            keep: None,
             op_id,
             reviewer,
             decision,

@@ -117,6 +117,9 @@ pub struct OpDetail {
     /// for an operation a command prepared.
     #[serde(skip)]
     pub origin: Option<Origin>,
+    /// Each surplus effect of a kept duplicate with its compensation's op
+    /// id and state, when one was approved (SPEC 14).
+    pub surplus: Vec<crate::domain::duplicates::SurplusEffect>,
 }
 
 impl Workspace {
@@ -592,8 +595,19 @@ impl Workspace {
                 Ok(roles.into_values().next())
             })
             .collect::<Result<_>>()?;
+        let operation = self.sender.require(op_id)?;
+        let mut states = BTreeMap::new();
+        for a in &approvals {
+            if let Some(op) = self.sender.get(&a.compensation_op_id)? {
+                states.insert(a.compensation_op_id.clone(), op.state);
+            }
+        }
+        let surplus = crate::domain::duplicates::surplus_of(&operation, &approvals, |id| {
+            states.get(id).copied()
+        });
         Ok(OpDetail {
-            operation: self.sender.require(op_id)?,
+            operation,
+            surplus,
             evidence: self.sender.evidence(op_id)?,
             approvals,
             approval_roles,
@@ -877,6 +891,7 @@ fn review_of<'a>(
     snapshot: &'a Snapshot,
 ) -> Review<'a> {
     Review {
+        keep: request.keep,
         op_id: request.op_id,
         payload,
         reviewer,
@@ -897,4 +912,6 @@ pub struct ReconcileRequest<'a> {
     pub payload: Option<&'a Value>,
     /// Take a closing snapshot first, authorized by this name.
     pub close_authorized_by: Option<&'a str>,
+    /// The effect kept of a duplicate (`--keep`, SPEC 14).
+    pub keep: Option<&'a str>,
 }

@@ -278,6 +278,13 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
     if let Some(policy) = record.policy {
         fields.insert("policy".into(), Value::from(policy.as_str()));
     }
+    // A kept duplicate names its surplus (SPEC 14); no other evidence has one.
+    if !record.surplus_effect_ids.is_empty() {
+        fields.insert(
+            "surplus_effect_ids".into(),
+            Value::from(record.surplus_effect_ids.clone()),
+        );
+    }
     fields
 }
 
@@ -360,6 +367,10 @@ pub fn approved(approval: &Approval, compensation: &Operation) -> Map<String, Va
     fields.insert("effect_id".into(), approval.effect_id.clone().into());
     fields.insert("approved_version".into(), approval.approved_version.into());
     fields.insert("approver".into(), approval.approver.clone().into());
+    // Why, as the approver said (`duplicate` for a surplus effect, SPEC 14).
+    if let Some(reason) = &approval.reason {
+        fields.insert("reason".into(), reason.clone().into());
+    }
     fields
 }
 
@@ -490,6 +501,7 @@ mod tests {
         let generated = seal_generated(&mut fast, &op, "builtin");
         let mut slow = Checkpoint::genesis();
         let operation = Operation {
+            surplus_effect_ids: Vec::new(),
             op_id: op.op_id.clone(),
             kind: crate::domain::OpKind::Original,
             action_kind: op.action_kind.clone(),

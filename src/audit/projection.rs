@@ -16,8 +16,8 @@ use super::chain::BrokenLink;
 use super::entry::{link_hash, EntryKind};
 use super::row::{Column, Row};
 use crate::domain::{
-    check_evidence, check_policy_review, parse_json, Decision, EvidenceSource, Policy, Review,
-    Scope, Snapshot, Verdict,
+    canonical_json, check_evidence, check_policy_review, parse_json, Decision, EvidenceSource,
+    Policy, Review, Scope, Snapshot, Verdict,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -135,6 +135,7 @@ pub const OPERATIONS: Table = Table {
         "escalation",
         "receiver_id",
         "contradiction",
+        "surplus_effect_ids",
     ],
     key: 0,
 };
@@ -312,6 +313,49 @@ pub fn compensation_routes(rows: &[Row], out: &mut Vec<Mismatch>) {
     }
 }
 
+/// The approvals that compensate an effect other than their original's
+/// confirmed one, read with [`COMPENSATED_EFFECTS_WHERE`]: each must name a
+/// surplus effect of a kept duplicate (SPEC 14).
+pub const COMPENSATED_EFFECTS: Table = Table {
+    name: "compensation_approvals a JOIN operations o ON o.op_id = a.original_op_id",
+    columns: &[
+        "a.compensation_op_id",
+        "a.effect_id",
+        "o.op_id",
+        "o.confirmed_effect_id",
+        "o.surplus_effect_ids",
+    ],
+    key: 0,
+};
+
+/// The condition and order of [`COMPENSATED_EFFECTS`].
+pub const COMPENSATED_EFFECTS_WHERE: &str = "WHERE o.confirmed_effect_id IS NULL
+    OR a.effect_id <> o.confirmed_effect_id ORDER BY a.compensation_op_id";
+
+/// Each approval [`COMPENSATED_EFFECTS`] found that compensates neither
+/// its original's confirmed effect nor one of its surplus, as a mismatch
+/// of the field `effect_id` naming the compensation.
+pub fn compensated_effects(rows: &[Row], out: &mut Vec<Mismatch>) {
+    for row in rows {
+        let cell = |i: usize| cell_text(&row.get(i).value());
+        let surplus = cell(4);
+        if !in_surplus(&Want::Text(&surplus), &cell(1)) {
+            out.push(Mismatch {
+                op_id: Some(cell(0)),
+                field: "effect_id".into(),
+                journal: Value::from(format!(
+                    "a compensation approves the confirmed effect {} of {} or one of its \
+                     surplus ({})",
+                    cell(3),
+                    cell(2),
+                    cell(4)
+                )),
+                table: Value::from(cell(1)),
+            });
+        }
+    }
+}
+
 pub const STATE_COUNTS: Table = Table {
     name: "state_counts",
     columns: &["state", "n"],
@@ -332,6 +376,7 @@ const OP_LATEST_OBSERVATION: usize = 14;
 const OP_LATEST_VERDICT: usize = 15;
 const OP_ESCALATION: usize = 16;
 const OP_CONTRADICTION: usize = 18;
+const OP_SURPLUS: usize = 19;
 const EVIDENCE_SEQ: usize = 0;
 const EVIDENCE_DECISION: usize = 4;
 const EVIDENCE_TO_VERSION: usize = 8;
@@ -602,6 +647,8 @@ impl<'a> Replay<'a> {
                     self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
                 {
                     op[OP_ESCALATION] = Want::Null;
+                    // A kept duplicate's surplus (SPEC 14), set once.
+                    op[OP_SURPLUS] = e.text_of("surplus_effect_ids");
                 }
                 self.projected.evidence.push(evidence_row(self.op_id, e));
             }
@@ -706,7 +753,11 @@ impl<'a> Replay<'a> {
         let state = op[OP_STATE].as_text().into_owned();
         let expected = match state.as_str() {
             "not_applied" => true,
-            "confirmed" => !op[OP_CONFIRMED].same(&e.get("effect_id")),
+            // A kept duplicate's surplus effect is no contradiction (SPEC 14).
+            "confirmed" => {
+                !op[OP_CONFIRMED].same(&e.get("effect_id"))
+                    && !in_surplus(&op[OP_SURPLUS], &e.get("effect_id").as_text())
+            }
             _ => {
                 return self.rule(
                     e,
@@ -821,6 +872,7 @@ impl<'a> Replay<'a> {
             Want::Null,
             // The registration it was routed to; none before schema 6.
             e.get("receiver_id"),
+            Want::Null,
             Want::Null,
         ]);
     }
@@ -961,7 +1013,11 @@ impl<'a> Replay<'a> {
             compensates_effect_id: compensates.as_deref(),
         };
         let reviewer = e.get("reviewer").as_text().into_owned();
+        let kept = e.get("effect_id").as_text().into_owned();
         let review = Review {
+            // An effect named on a read of several matches is a kept one.
+            keep: (snapshot.matches.len() > 1 && decision == Decision::Confirmed)
+                .then_some(kept.as_str()),
             op_id: self.op_id,
             payload: &payload,
             reviewer: &reviewer,
@@ -985,6 +1041,17 @@ impl<'a> Replay<'a> {
                 )
             })?;
         }
+        let surplus = review.surplus_effects();
+        let recorded = e.text_of("surplus_effect_ids");
+        let want = (!surplus.is_empty()).then(|| canonical_json(&Value::from(surplus)));
+        if !recorded.same(&want.as_deref().map_or(Want::Null, Want::Text)) {
+            return Err(format!(
+                "it records the surplus {}, but kept plus surplus must be its snapshot's \
+                 matches: {}",
+                recorded.text(),
+                want.as_deref().unwrap_or("none")
+            ));
+        }
         Ok((verdict, review.confirmed_effect().map(str::to_string)))
     }
 
@@ -1000,6 +1067,17 @@ impl<'a> Replay<'a> {
             journal: Value::from(format!("entry {} ({}): {why}", e.seq, e.kind)),
             table: Value::Null,
         });
+    }
+}
+
+/// Whether `effect_id` is in a projected `surplus_effect_ids` cell.
+fn in_surplus(cell: &Want<'_>, effect_id: &str) -> bool {
+    match cell {
+        Want::Null => false,
+        cell => parse_json(&cell.as_text())
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(effect_id))),
     }
 }
 

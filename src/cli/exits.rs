@@ -125,6 +125,8 @@ const TABLE: &[Exits] = &[
             "unknown_receiver",
             "receiver_gone",
             "receiver_changed",
+            "keep_not_allowed",
+            "keep_not_a_match",
         ],
         receiver: true,
         ..exits(&["reconcile"])
@@ -140,6 +142,7 @@ const TABLE: &[Exits] = &[
             "duplicate_operation",
             "receiver_gone",
             "same_person",
+            "reason_required",
         ],
         ..exits(&["approve-compensation"])
     },

@@ -304,6 +304,7 @@ pub struct Reconcile {
     expected_version: i64,
     payload: Option<Value>,
     authorized_by: Option<Person>,
+    keep: Option<String>,
 }
 
 impl Reconcile {
@@ -312,7 +313,11 @@ impl Reconcile {
         let reviewer = Person::of("--reviewer", args.reviewer, &place)?;
         let authorized_by = authorized_by(args.close, &place)?;
         let payload = args.payload.as_deref().map(read_payload).transpose()?;
+        if let Some(keep) = &args.keep {
+            identifier("effect id", keep)?;
+        }
         Ok(Reconcile {
+            keep: args.keep,
             location: place.required()?,
             op_id: args.op_id,
             reviewer,
@@ -328,6 +333,7 @@ impl Reconcile {
         let reviewer = self.reviewer.name(&ws)?;
         let authorized_by = names_of(self.authorized_by.as_ref(), &ws)?;
         let recorded = ws.reconcile(&ReconcileRequest {
+            keep: self.keep.as_deref(),
             op_id: &self.op_id,
             reviewer: &reviewer,
             decision: self.decision,
@@ -362,7 +368,20 @@ impl Render for Reconciled {
             evidence_seq,
             operation.state,
             operation.version
-        ))
+        ))?;
+        if !operation.surplus_effect_ids.is_empty() {
+            let surplus: Vec<_> = operation
+                .surplus_effect_ids
+                .iter()
+                .map(|e| escape(e))
+                .collect();
+            out.line(format!(
+                "kept {}; surplus to compensate (approve-compensation --reason duplicate): {}",
+                escape(operation.confirmed_effect_id.as_deref().unwrap_or("")),
+                surplus.join(", ")
+            ))?;
+        }
+        Ok(())
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
@@ -393,6 +412,7 @@ pub struct ApproveCompensation {
     compensation_op_id: String,
     action_kind: String,
     payload: Value,
+    reason: Option<String>,
 }
 
 impl ApproveCompensation {
@@ -412,6 +432,7 @@ impl ApproveCompensation {
             compensation_op_id: args.compensation_op,
             action_kind: args.action_kind,
             payload,
+            reason: args.reason,
         })
     }
 
@@ -419,6 +440,7 @@ impl ApproveCompensation {
         let mut ws = open(&self.location, false)?;
         let approver = self.approver.name(&ws)?;
         Ok(Approved(ws.approve_compensation(&CompensationRequest {
+            reason: self.reason.as_deref(),
             original_op_id: &self.original_op_id,
             effect_id: &self.effect_id,
             approver: &approver,

@@ -186,7 +186,7 @@ pub fn families(tally: &OutboxTally, now: Timestamp) -> Vec<Family> {
             Kind::Gauge,
             "Surplus effects (duplicates kept aside by a decision) with no approved \
              compensation.",
-            vec![Sample::new(&[], value(surplus_effects(tally)))],
+            vec![Sample::new(&[], value(tally.surplus_effects))],
         ),
         family(
             "recon_failed_calls_total",
@@ -267,17 +267,6 @@ fn oldest(tally: &OutboxTally, receivers: &BTreeSet<&str>, now: Timestamp) -> Ve
             Sample::new(&[("receiver", receiver)], age)
         })
         .collect()
-}
-
-/// Surplus effects with no approved compensation: none can exist yet.
-/// SPEC 14 (keep one, compensate the rest) has not landed, so no decision
-/// records `surplus_effect_ids` and no operation holds a surplus effect;
-/// the count is honestly 0. Once SPEC 14's `surplus_effect_ids` are
-/// stored, this is their count less those with an approval naming them
-/// (`compensation_approvals.effect_id`), read in `store::metrics`'s one
-/// statement like every other family.
-fn surplus_effects(_tally: &OutboxTally) -> i64 {
-    0
 }
 
 fn failed_calls(tally: &OutboxTally) -> Vec<Sample> {

@@ -12,6 +12,7 @@ use super::{Failure, Out, Render};
 use crate::cli::{
     identifier, receiver_name, EscalatedArg, LedgerArgs, OpsArgs, ShowArgs, StateFilterArg,
 };
+use crate::domain::duplicates::SurplusEffect;
 use crate::domain::origin::Origin;
 use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
@@ -41,6 +42,7 @@ struct OwnedFilter {
     verdict: Option<VerdictFilter>,
     escalated: Option<bool>,
     contradicted: Option<bool>,
+    surplus: Option<bool>,
     older_than: Option<Duration>,
     receiver: Option<String>,
 }
@@ -62,6 +64,7 @@ impl Ops {
                 verdict: args.verdict.map(|v| v.0),
                 escalated: args.escalated.map(EscalatedArg::wanted),
                 contradicted: args.contradicted.map(EscalatedArg::wanted),
+                surplus: args.surplus.map(EscalatedArg::wanted),
                 older_than: args.older_than,
                 receiver: args
                     .receiver
@@ -87,6 +90,7 @@ impl Ops {
                 updated_before: self.filter.older_than.map(|age| now.minus(age)),
                 receiver: self.filter.receiver.as_deref(),
                 search: None,
+                surplus: self.filter.surplus,
             },
             sort: self.sort,
             after: self.after,
@@ -247,6 +251,9 @@ struct ShownJson<'a> {
     /// The MCP key and client (SPEC 13); absent for a command's operation.
     #[serde(skip_serializing_if = "Option::is_none")]
     origin: Option<&'a Origin>,
+    /// Each surplus effect of a kept duplicate and its compensation (SPEC 14).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    surplus: &'a [SurplusEffect],
 }
 
 impl Shown {
@@ -288,6 +295,16 @@ impl Shown {
         }
         if let Some(effect) = &op.confirmed_effect_id {
             out.line(format!("confirmed effect: {}", escape(effect)))?;
+        }
+        for s in &self.0.surplus {
+            let compensation = match (&s.compensation_op_id, s.compensation_state) {
+                (Some(id), Some(state)) => format!("compensated by {} ({state})", escape(id)),
+                _ => "awaiting compensation (approve-compensation --reason duplicate)".into(),
+            };
+            out.line(format!(
+                "surplus effect: {} {compensation}",
+                escape(&s.effect_id)
+            ))?;
         }
         let t = &op.triage;
         let dispatched = t
@@ -434,6 +451,7 @@ impl Render for Shown {
             roles: _,
             approval_roles,
             origin,
+            surplus,
         } = &self.0;
         let approval_roles =
             (approval_roles.iter().map(Option::as_ref)).chain(std::iter::repeat(None));
@@ -450,6 +468,7 @@ impl Render for Shown {
             acknowledgements: self.with_roles(acknowledgements, |a| a.seq),
             failures,
             origin: origin.as_ref(),
+            surplus,
         })
     }
 }

@@ -321,6 +321,7 @@ fn late_original_refused(ws: &mut Workspace, op: &str) -> Result<()> {
         .into());
     }
     ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: op,
         reviewer: PRIYA,
         decision: Decision::NotApplied,
@@ -337,6 +338,7 @@ fn confirmed_then_refunded(ws: &mut Workspace, op: &str, refund: &str) -> Result
     ws.prepare(op, "charge_card", &plan)?;
     let lost = ws.dispatch(op, lost_after_commit())?;
     let confirmed = ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: op,
         reviewer: DANA,
         decision: Decision::Confirmed,
@@ -350,6 +352,7 @@ fn confirmed_then_refunded(ws: &mut Workspace, op: &str, refund: &str) -> Result
         .clone()
         .unwrap_or_default();
     ws.approve_compensation(&CompensationRequest {
+        reason: None,
         original_op_id: op,
         effect_id: &effect,
         approver: LEE,

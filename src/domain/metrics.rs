@@ -18,6 +18,9 @@ pub struct OutboxTally {
     pub unknown: Vec<UnknownGroup>,
     /// Operations carrying the contradiction marker.
     pub contradicted: i64,
+    /// Surplus effects of kept duplicates (SPEC 14) with no approved
+    /// compensation.
+    pub surplus_effects: i64,
     /// Failed receiver calls the journal kept (`call_failed`).
     pub failed_calls: Vec<FailedCalls>,
     /// Decided operations by decision and the source of the decision.

@@ -131,6 +131,9 @@ pub struct QueueFilter<'a> {
     pub updated_before: Option<Timestamp>,
     /// Only operations routed to this receiver (`operations.receiver`).
     pub receiver: Option<&'a str>,
+    /// Only operations with a surplus effect (SPEC 14) not yet compensated
+    /// (`Some(true)`, no approval for it yet), or only the others.
+    pub surplus: Option<bool>,
 }
 
 /// One page of a listing in either order: the rows matching `filter`

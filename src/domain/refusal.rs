@@ -189,6 +189,18 @@ pub enum Refusal {
          another receiver; nothing was stored"
     )]
     InstanceRequired { receiver: String, claims: String },
+    /// SPEC 14: `--keep` where keeping one effect is not allowed (why).
+    #[error("keeping one effect is not allowed: {0}; nothing was written")]
+    KeepNotAllowed(String),
+    /// SPEC 14: the kept effect is not among the snapshot's matches.
+    #[error("effect {0} is not among the snapshot's matches; nothing was written")]
+    KeepNotAMatch(String),
+    /// SPEC 14: a surplus effect is compensated with the reason `duplicate`.
+    #[error(
+        "effect {0} is a surplus effect of a kept duplicate: its compensation needs \
+         `--reason duplicate`; nothing was written"
+    )]
+    ReasonRequired(String),
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -251,6 +263,9 @@ impl Refusal {
             Refusal::SamePerson { .. } => "same_person",
             Refusal::RuleViolation { .. } => "rule_violation",
             Refusal::InstanceRequired { .. } => "instance_required",
+            Refusal::KeepNotAllowed(_) => "keep_not_allowed",
+            Refusal::KeepNotAMatch(_) => "keep_not_a_match",
+            Refusal::ReasonRequired(_) => "reason_required",
         }
     }
 }

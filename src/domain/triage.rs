@@ -44,11 +44,16 @@ pub struct Contradicted {
 /// (SPEC 9, "Contradictions"): after `not_applied`, any match; after
 /// `confirmed`, more than one match, a match that is not the confirmed
 /// effect (another id, payload, action or target), or a complete and
-/// authoritative read that lacks it. An operation not decided has nothing
-/// to contradict.
+/// authoritative read that lacks it; after one effect of a duplicate was
+/// kept, a read judged against kept plus surplus (SPEC 14,
+/// [`super::duplicates::contradicts_kept`]). An operation not decided has
+/// nothing to contradict.
 pub fn contradicts(op: &Operation, snapshot: &Snapshot) -> bool {
     match op.state {
         OpState::NotApplied => !snapshot.matches.is_empty(),
+        OpState::Confirmed if !op.surplus_effect_ids.is_empty() => {
+            super::duplicates::contradicts_kept(op, snapshot)
+        }
         OpState::Confirmed => match snapshot.matches.as_slice() {
             [] => snapshot.complete && snapshot.authoritative,
             [only] => {

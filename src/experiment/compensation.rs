@@ -121,6 +121,7 @@ fn refund<'a>(
     payload: &'a Value,
 ) -> CompensationRequest<'a> {
     CompensationRequest {
+        reason: None,
         original_op_id: &original.op_id,
         effect_id,
         approver: "ines",
@@ -153,6 +154,7 @@ fn refused_approvals(
     refusals.insert(
         "blank_approver".into(),
         outcome(lab.ws.approve_compensation(&CompensationRequest {
+            reason: None,
             approver: " ",
             ..refund(original, effect, "op-refund-x2", payload)
         }))?,
@@ -160,6 +162,7 @@ fn refused_approvals(
     refusals.insert(
         "stale_version".into(),
         outcome(lab.ws.approve_compensation(&CompensationRequest {
+            reason: None,
             expected_version: original.version - 1,
             ..refund(original, effect, "op-refund-x3", payload)
         }))?,

@@ -68,6 +68,7 @@ fn ask(lab: &Lab, program: &AdapterProgram, verb: Verb, op: &Operation) -> Resul
 fn decide(lab: &mut Lab, op: &str, decision: Decision, close: bool) -> Result<Value> {
     let version = lab.ws.require(op)?.version;
     outcome(lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: op,
         reviewer: "rosa",
         decision,

@@ -122,6 +122,7 @@ fn malformed_reviews(
         "snapshot_for_another_op".into(),
         outcome(lab.ws.record_review(
             &Review {
+                keep: None,
                 op_id: &applied.op_id,
                 payload: &applied.payload,
                 reviewer: "rosa",
@@ -136,6 +137,7 @@ fn malformed_reviews(
     refusals.insert(
         "payload_scope_differs".into(),
         outcome(lab.ws.reconcile(&ReconcileRequest {
+            keep: None,
             op_id: &applied.op_id,
             reviewer: "rosa",
             decision: Decision::Confirmed,

@@ -22,7 +22,9 @@ use crate::audit::{
     replay_operations, Checkpoint, Projection, Projector, Row, StoredEntry, Table, VerifyReport,
     VerifyRequest, Walk, Walked, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
-use crate::audit::{COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE};
+use crate::audit::{
+    COMPENSATED_EFFECTS, COMPENSATED_EFFECTS_WHERE, COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE,
+};
 use crate::error::StoreError;
 use crate::store::{JournalAudit, SqliteSender};
 use rusqlite::types::ValueRef;
@@ -225,6 +227,12 @@ fn project(
         path,
         COMPENSATION_ROUTES,
         COMPENSATION_ROUTES_WHERE,
+    )?);
+    projector.compensated_effects(&all_rows(
+        conn,
+        path,
+        COMPENSATED_EFFECTS,
+        COMPENSATED_EFFECTS_WHERE,
     )?);
     projector.state_counts(&all_rows(conn, path, STATE_COUNTS, "ORDER BY state")?);
     projector.meta(&all_rows(conn, path, META, "ORDER BY key")?, ledger_id);

@@ -187,6 +187,9 @@ fn filter_terms(page: &mut PageSql, filter: &QueueFilter<'_>, sort: SortOrder) {
         None => String::new(),
     };
     page.sql.push_str(&clause);
+    if let Some(wanted) = filter.surplus {
+        page.sql.push_str(&surplus_clause(page.dialect, wanted));
+    }
     if let Some(before) = filter.updated_before {
         // By age it is a range of the index; by op id a filter.
         let p = page.bind(before.to_string());
@@ -344,6 +347,24 @@ fn complement_sql(dialect: Dialect, filter: &QueueFilter<'_>, others: &[OpState]
     page
 }
 
+/// `ops --surplus`: an operation with a surplus effect (SPEC 14) that no
+/// approval compensates yet (`wanted`), or one without.
+fn surplus_clause(dialect: Dialect, wanted: bool) -> String {
+    let listed = match dialect {
+        Dialect::Sqlite => "json_array_length(o.surplus_effect_ids)",
+        Dialect::Postgres => "jsonb_array_length(o.surplus_effect_ids::jsonb)",
+    };
+    let awaiting = format!(
+        "(o.surplus_effect_ids IS NOT NULL AND {listed} > (SELECT count(*) FROM \
+         compensation_approvals a WHERE a.original_op_id = o.op_id \
+         AND a.effect_id <> o.confirmed_effect_id))"
+    );
+    match wanted {
+        true => format!(" AND {awaiting}"),
+        false => format!(" AND NOT {awaiting}"),
+    }
+}
+
 /// The state of a filter of exactly a state and a verdict (the one shape
 /// [`complement_sql`] counts).
 fn state_and_verdict_only(filter: &QueueFilter<'_>) -> Option<OpState> {
@@ -353,9 +374,9 @@ fn state_and_verdict_only(filter: &QueueFilter<'_>) -> Option<OpState> {
         filter.escalated,
         filter.contradicted,
         filter.updated_before,
-        filter.receiver,
+        (filter.receiver, filter.surplus),
     ) {
-        (Some(state), Some(_), None, None, None, None) => Some(state),
+        (Some(state), Some(_), None, None, None, (None, None)) => Some(state),
         _ => None,
     }
 }
@@ -543,6 +564,7 @@ mod tests {
                                 receiver,
                                 search: None,
                                 contradicted: None,
+                                surplus: None,
                             });
                         }
                     }
@@ -658,6 +680,7 @@ mod tests {
             search: Some("Pay"),
             contradicted: Some(false),
             receiver: None,
+            surplus: None,
         };
         let bound = Bound::After(Cursor::Age(Timestamp::from_millis(5), "op-1".into()));
         let sqlite = page_sql(Dialect::Sqlite, &filter, SortOrder::OpId, &bound, 50);

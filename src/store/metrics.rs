@@ -13,6 +13,10 @@
 //! - unknown operations: the `unknown` range of `operations_by_state`,
 //!   each row read for its verdict, escalation and age;
 //! - contradicted: the partial index `operations_contradicted`;
+//! - surplus effects (SPEC 14): the partial index
+//!   `operations_with_surplus`, one row per kept duplicate with its
+//!   surplus list and the count of its approvals of a surplus effect
+//!   (each surplus effect is approved at most once, a `UNIQUE` rule);
 //! - failed calls: a scan of `call_failures` (one row per failed call);
 //! - decisions: a scan of `evidence`, which holds exactly one row per
 //!   state change out of `unknown` (an invariant `verify` holds), and an
@@ -43,6 +47,11 @@ FROM (SELECT receiver, COALESCE(latest_verdict, 'never') AS verdict,
 GROUP BY receiver, verdict, escalated
 UNION ALL
 SELECT 'contradicted', '', '', '', COUNT(*), '' FROM operations WHERE contradiction IS NOT NULL
+UNION ALL
+SELECT 'surplus', o.op_id, o.surplus_effect_ids, '',
+    (SELECT COUNT(*) FROM compensation_approvals a
+     WHERE a.original_op_id = o.op_id AND a.effect_id <> o.confirmed_effect_id), ''
+FROM operations o WHERE o.surplus_effect_ids IS NOT NULL
 UNION ALL
 SELECT 'failed_calls', receiver, verb, kind, COUNT(*), '' FROM call_failures
 GROUP BY receiver, verb, kind
@@ -91,6 +100,12 @@ fn add(tally: &mut OutboxTally, row: &Row) -> Result<(), StoreError> {
             });
         }
         "contradicted" => tally.contradicted = count,
+        "surplus" => {
+            let listed: Vec<String> = serde_json::from_str(&b)
+                .map_err(|_| StoreError::Corrupt(format!("surplus_effect_ids of {a}")))?;
+            let listed = i64::try_from(listed.len()).unwrap_or(i64::MAX);
+            tally.surplus_effects += (listed - count).max(0);
+        }
         "failed_calls" => tally.failed_calls.push(FailedCalls {
             receiver: a,
             verb: b,

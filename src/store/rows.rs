@@ -27,7 +27,7 @@ pub(crate) const OP_SELECT: &str = "SELECT o.op_id, o.kind, o.action_kind, o.pay
      o.created_at, o.updated_at, o.dispatch_count, o.last_dispatched_at, \
      ob.verdict, ob.observed_at, ob.observed_by, ob.closed, ob.matches, \
      es.acted_by, es.acted_at, es.reason, \
-     cx.seq, cx.observed_at, cx.verdict \
+     cx.seq, cx.observed_at, cx.verdict, o.surplus_effect_ids \
      FROM operations o \
      LEFT JOIN observations ob ON ob.seq = o.latest_observation \
      LEFT JOIN escalations es ON es.seq = o.escalation \
@@ -55,6 +55,8 @@ pub(crate) struct RawOp {
     escalation: Option<(String, String, String)>,
     /// seq, observed_at, verdict of the contradicting read
     contradiction: Option<(i64, String, String)>,
+    /// The surplus of a kept duplicate, as a JSON array (SPEC 14).
+    surplus_effect_ids: Option<String>,
 }
 
 /// Reads the columns of [`OP_SELECT`].
@@ -94,6 +96,7 @@ pub(crate) fn op_row(row: &Row) -> Result<RawOp, StoreError> {
             Some(seq) => Some((seq, row.get(23)?, row.get(24)?)),
             None => None,
         },
+        surplus_effect_ids: row.get(25)?,
     })
 }
 
@@ -143,6 +146,10 @@ pub(crate) fn parse_op(raw: RawOp) -> Result<Operation, StoreError> {
         },
     };
     Ok(Operation {
+        surplus_effect_ids: match &raw.surplus_effect_ids {
+            Some(text) => serde_json::from_str(text).map_err(|_| corrupt("surplus_effect_ids"))?,
+            None => Vec::new(),
+        },
         kind: OpKind::parse(&raw.kind).ok_or_else(|| corrupt("kind"))?,
         state: OpState::parse(&raw.state).ok_or_else(|| corrupt("state"))?,
         payload: serde_json::from_str(&raw.payload).map_err(|_| corrupt("payload"))?,
@@ -220,6 +227,7 @@ pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
             from_version: row.get(7)?,
             to_version: row.get(8)?,
             effect_id: row.get(9)?,
+            surplus_effect_ids: Vec::new(),
             receiver: row.get(10)?,
             receiver_describe_sha256: row.get(11)?,
             response_sha256: row.get(12)?,
@@ -272,6 +280,7 @@ pub(crate) const APPROVAL_COLUMNS: &str = "original_op_id, effect_id, approved_v
 fn approval_row(row: &Row) -> Result<(Approval, String), StoreError> {
     Ok((
         Approval {
+            reason: None,
             original_op_id: row.get(0)?,
             effect_id: row.get(1)?,
             approved_version: row.get(2)?,

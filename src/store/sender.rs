@@ -77,9 +77,9 @@ const FROM_FIVE: Steps = Steps {
     rebuild: &[
         Rebuild {
             table: "operations",
-            added: &["receiver_id", "contradiction"],
-            copy:
-                "INSERT INTO operations SELECT *, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+            added: &["receiver_id", "contradiction", "surplus_effect_ids"],
+            copy: "INSERT INTO operations SELECT *, NULL, NULL, NULL FROM upgrade_old
+                WHERE ?1 IS NOT NULL",
         },
         Rebuild {
             table: "evidence",
@@ -92,11 +92,16 @@ const FROM_FIVE: Steps = Steps {
     record: "",
 };
 
-/// Schema 6 to 7: the tables are the same; what changed are the rules the
-/// acts are held to (SPEC 12), which every entry written before already
-/// kept (recon wrote them).
+/// Schema 6 to 7: an operation gains the surplus of a kept duplicate
+/// (SPEC 14, none before); the rest that changed are the rules the acts are
+/// held to (SPEC 12), which every entry written before already kept (recon
+/// wrote them).
 const FROM_SIX: Steps = Steps {
-    rebuild: &[],
+    rebuild: &[Rebuild {
+        table: "operations",
+        added: &["surplus_effect_ids"],
+        copy: "INSERT INTO operations SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+    }],
     record: "",
 };
 
@@ -201,6 +206,7 @@ const FROM_FOUR: Steps = Steps {
                 "escalation",
                 "receiver_id",
                 "contradiction",
+                "surplus_effect_ids",
             ],
             copy: "INSERT INTO operations (op_id, kind, action_kind, payload,
                 compensates_effect_id, compensates_op_id, state, version, confirmed_effect_id,
@@ -262,6 +268,7 @@ CREATE TABLE operations (
     escalation INTEGER REFERENCES escalations(seq),
     receiver_id INTEGER,
     contradiction INTEGER REFERENCES observations(seq),
+    surplus_effect_ids TEXT,
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
     CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
@@ -397,6 +404,8 @@ CREATE TABLE escalations (
 );
 CREATE INDEX escalations_by_op ON escalations(op_id, seq);
 CREATE INDEX operations_contradicted ON operations(op_id) WHERE contradiction IS NOT NULL;
+-- Kept duplicates (SPEC 14): `ops --surplus` and the surplus metric.
+CREATE INDEX operations_with_surplus ON operations(op_id) WHERE surplus_effect_ids IS NOT NULL;
 CREATE TABLE acknowledgements (
     seq INTEGER PRIMARY KEY REFERENCES journal(seq),
     op_id TEXT NOT NULL REFERENCES operations(op_id),
@@ -552,6 +561,8 @@ struct Transition<'a> {
     verdict: Option<Verdict>,
     evidence: &'a Value,
     effect_id: Option<&'a str>,
+    /// The matches not kept of a kept duplicate (SPEC 14).
+    surplus: Vec<String>,
     provenance: &'a Provenance,
     policy: Option<Policy>,
     at: Timestamp,
@@ -567,7 +578,8 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         "UPDATE operations
              SET state = ?1, version = version + 1,
                  confirmed_effect_id = COALESCE(?2, confirmed_effect_id),
-                 updated_at = ?5, escalation = NULL
+                 updated_at = ?5, escalation = NULL,
+                 surplus_effect_ids = COALESCE(?6, surplus_effect_ids)
              WHERE op_id = ?3 AND state = 'unknown' AND version = ?4",
         &[
             &t.to.as_str(),
@@ -575,6 +587,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
             &t.op.op_id,
             &t.op.version,
             &t.at.to_string(),
+            &(!t.surplus.is_empty()).then(|| canonical_json(&serde_json::json!(t.surplus))),
         ],
     )?;
     if changed != 1 {
@@ -598,6 +611,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         from_version: t.op.version,
         to_version: t.op.version + 1,
         effect_id: t.effect_id.map(str::to_string),
+        surplus_effect_ids: t.surplus,
         receiver: t.provenance.receiver.clone(),
         receiver_describe_sha256: t.provenance.receiver_describe_sha256.clone(),
         response_sha256: t.provenance.response_sha256.clone(),
@@ -662,6 +676,7 @@ fn review_transition<'a>(
         verdict: Some(verdict),
         evidence: snapshot,
         effect_id: review.confirmed_effect(),
+        surplus: review.surplus_effects(),
         provenance,
         policy,
         at,
@@ -977,6 +992,7 @@ impl<S: SqlStore> Outbox for S {
                     verdict: None,
                     evidence: &evidence,
                     effect_id: Some(&receipt.effect_id),
+                    surplus: Vec::new(),
                     provenance,
                     policy: None,
                     at,
@@ -1177,6 +1193,7 @@ fn approve(
         at,
     )?;
     let approval = Approval {
+        reason: request.reason.map(str::to_string),
         original_op_id: request.original_op_id.to_string(),
         effect_id: request.effect_id.to_string(),
         approved_version: request.expected_version,
@@ -1336,7 +1353,10 @@ fn mark_dispatched(db: &mut dyn Db, op: &Operation, at: Timestamp) -> Result<()>
                      AND a.effect_id = operations.compensates_effect_id
                      AND a.action_kind = operations.action_kind
                      AND o.state = 'confirmed' AND o.version = a.approved_version
-                     AND o.confirmed_effect_id = a.effect_id))",
+                     -- a surplus effect's approval was held to the surplus,
+                     -- which is set once, with the confirmation (SPEC 14)
+                     AND (o.confirmed_effect_id = a.effect_id
+                         OR o.surplus_effect_ids IS NOT NULL)))",
         &[&op.op_id, &op.version, &at.to_string()],
     )?;
     if changed == 1 {
@@ -1656,6 +1676,7 @@ mod tests {
         // The operation as it was before the dispatch: unknown now, but at
         // another version than the one this writer holds.
         let stale = Operation {
+            surplus_effect_ids: Vec::new(),
             state: OpState::Unknown,
             ..prepared
         };
@@ -1744,6 +1765,7 @@ mod tests {
         fx.confirmed("op");
         let payload = payload();
         let request = CompensationRequest {
+            reason: None,
             original_op_id: "op",
             effect_id: "fx-op",
             approver: "ann",
@@ -1798,6 +1820,7 @@ mod tests {
             closed_by: None,
         };
         let review = |reviewer| Review {
+            keep: None,
             op_id: "op",
             payload: &payload,
             reviewer,
@@ -1858,6 +1881,7 @@ mod tests {
         let reviews: Vec<(Review<'_>, Provenance)> = (snapshots.iter().zip(versions))
             .map(|(snapshot, expected_version)| {
                 let review = Review {
+                    keep: None,
                     op_id: &snapshot.op_id,
                     payload: &payload,
                     reviewer: "robot",
@@ -1937,6 +1961,7 @@ mod tests {
         fx.confirmed("other");
         let payload = payload();
         let request = |original_op_id, effect_id, compensation_op_id| CompensationRequest {
+            reason: None,
             original_op_id,
             effect_id,
             approver: "ann",

@@ -426,6 +426,7 @@ impl Workspace {
             .iter()
             .map(|c| {
                 let review = Review {
+                    keep: None,
                     op_id: &c.op.op_id,
                     payload: &c.op.payload,
                     reviewer: request.by,

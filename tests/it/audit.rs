@@ -101,6 +101,7 @@ fn build_lab() -> Lab {
         lab.dispatched(op, "pay", &payload, fault);
     }
     let review = |op_id, decision, close| ReconcileRequest {
+        keep: None,
         op_id,
         reviewer: "Ann",
         decision,
@@ -114,6 +115,7 @@ fn build_lab() -> Lab {
     ws.reconcile(&review("c", Decision::Confirmed, None))
         .unwrap();
     ws.approve_compensation(&CompensationRequest {
+        reason: None,
         original_op_id: "a",
         effect_id: "fx-000001",
         approver: "Bob",
@@ -649,6 +651,7 @@ fn a_refused_act_appends_nothing_and_a_failed_decision_rolls_its_entry_back() {
     // fails, and its entry goes with it.
     lab.ws.drills().unwrap().install_evidence_fault().unwrap();
     let failed = lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: "d",
         reviewer: "Ann",
         decision: Decision::NotApplied,
@@ -842,6 +845,12 @@ fn an_edit_of_any_operation_column_is_a_projection_mismatch_naming_the_op_and_fi
             "UPDATE operations SET contradiction = 5 WHERE op_id = 'a'",
             Some("a"),
             "contradiction",
+        ),
+        // A surplus (SPEC 14) listed behind the journal's back.
+        (
+            "UPDATE operations SET surplus_effect_ids = '[\"fx-000009\"]' WHERE op_id = 'a'",
+            Some("a"),
+            "surplus_effect_ids",
         ),
     ];
     check_mismatches(cases);

@@ -212,6 +212,7 @@ fn table_lab() -> Lab {
     }
     lab.ws
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "closed",
             reviewer: "Ann",
             decision: Decision::NotApplied,
@@ -714,6 +715,7 @@ fn library_cases() -> Vec<LibraryCase> {
         payload: Option<&Value>,
     ) -> Result<(), Error> {
         ws.reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "gone",
             reviewer,
             decision: Decision::NotApplied,
@@ -725,6 +727,7 @@ fn library_cases() -> Vec<LibraryCase> {
     }
     fn approve(ws: &mut Workspace, approver: &str, effect: &str, comp: &str) -> Result<(), Error> {
         ws.approve_compensation(&CompensationRequest {
+            reason: None,
             original_op_id: "paid",
             effect_id: effect,
             approver,
@@ -786,6 +789,7 @@ fn library_cases() -> Vec<LibraryCase> {
                 let payload = json!({"amount": 10});
                 ws.record_review(
                     &Review {
+                        keep: None,
                         op_id: "gone",
                         payload: &payload,
                         reviewer: "Ann",

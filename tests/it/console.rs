@@ -1238,6 +1238,7 @@ fn changes_by_another_process_appear_on_the_next_poll() {
     let mut other = lab.reopen();
     other
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "op-1003-charge-order",
             reviewer: "priya",
             decision: Decision::Confirmed,
@@ -2688,6 +2689,7 @@ fn golden_stale_version_refusal() {
     // A second handle decides while the console shows version 2.
     lab.reopen()
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "op-1002-invoice-email",
             reviewer: "bob",
             decision: Decision::Confirmed,

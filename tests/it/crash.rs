@@ -88,6 +88,7 @@ fn approved_compensation(site: &mut Site) {
     let op = site.ws.require("op").unwrap();
     site.ws
         .approve_compensation(&CompensationRequest {
+            reason: None,
             original_op_id: "op",
             effect_id: op.confirmed_effect_id.as_deref().unwrap(),
             approver: "Ann",

@@ -49,6 +49,7 @@ fn review(
     version: i64,
 ) -> recon::Result<Recorded> {
     lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id,
         reviewer,
         decision,
@@ -65,6 +66,7 @@ fn closing_review(
     version: i64,
 ) -> recon::Result<Recorded> {
     lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id,
         reviewer: "rosa",
         decision,
@@ -361,6 +363,7 @@ fn reconcile_refuses_a_snapshot_taken_for_another_op(store: Store) {
     let other = lab.ws.snapshot("op-2", None).unwrap();
     let refused = refusal(lab.ws.record_review(
         &Review {
+            keep: None,
             op_id: "op-1",
             payload: &op.payload,
             reviewer: "rosa",
@@ -379,6 +382,7 @@ fn reconcile_refuses_a_decision_on_another_payload_scope(store: Store) {
     dispatched(&mut lab, "op-1", LOST);
     let wider = json!({"to": "everyone@example.com"});
     let refused = refusal(lab.ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: "op-1",
         reviewer: "rosa",
         decision: Decision::Confirmed,
@@ -605,6 +609,7 @@ fn approve(
     comp: &str,
 ) -> recon::Result<recon::domain::Approval> {
     lab.ws.approve_compensation(&CompensationRequest {
+        reason: None,
         original_op_id: "op-1",
         effect_id: effect,
         approver,

@@ -65,6 +65,7 @@ fn the_ledgers_trigger_refuses_a_write_for_a_closed_op_from_any_path() {
 
 fn op(state: OpState, version: i64) -> Operation {
     Operation {
+        surplus_effect_ids: Vec::new(),
         op_id: "orig".into(),
         kind: OpKind::Original,
         action_kind: "charge".into(),
@@ -82,6 +83,7 @@ fn op(state: OpState, version: i64) -> Operation {
 #[test]
 fn a_compensation_dispatch_is_refused_when_the_original_moved_past_the_approved_version() {
     let approval = Approval {
+        reason: None,
         original_op_id: "orig".into(),
         effect_id: "fx-000001".into(),
         approved_version: 3,
@@ -91,6 +93,7 @@ fn a_compensation_dispatch_is_refused_when_the_original_moved_past_the_approved_
         payload: json!({"amount": 10}),
     };
     let compensation = Operation {
+        surplus_effect_ids: Vec::new(),
         op_id: "comp".into(),
         kind: OpKind::Compensation,
         action_kind: "refund".into(),

@@ -11,6 +11,7 @@ mod console;
 mod crash;
 mod creation;
 mod demo;
+mod duplicates;
 mod engine;
 mod experiment;
 mod guards;

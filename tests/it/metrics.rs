@@ -151,6 +151,7 @@ fn shown(run: &dyn Fn(&[&str]) -> Run) -> BTreeMap<Key, f64> {
         }
     }
     let mut contradicted = 0.0;
+    let mut surplus = 0.0;
     for op in ops {
         let text = |v: &Value| v.as_str().expect("text").to_string();
         let (id, state, receiver) = (
@@ -180,6 +181,12 @@ fn shown(run: &dyn Fn(&[&str]) -> Run) -> BTreeMap<Key, f64> {
             contradicted += 1.0;
         }
         let detail = json_of(&["show", &id, "--json"]);
+        // Surplus effects of a kept duplicate no approval compensates yet.
+        for effect in detail["surplus"].as_array().into_iter().flatten() {
+            if effect["compensation_op_id"].is_null() {
+                surplus += 1.0;
+            }
+        }
         for evidence in detail["evidence"].as_array().expect("evidence") {
             let labels = [
                 ("decision", evidence["decision"].as_str().expect("decision")),
@@ -197,7 +204,7 @@ fn shown(run: &dyn Fn(&[&str]) -> Run) -> BTreeMap<Key, f64> {
         }
     }
     add(key("recon_contradicted_operations", &[]), contradicted);
-    add(key("recon_surplus_effects", &[]), 0.0);
+    add(key("recon_surplus_effects", &[]), surplus);
     let length = json_of(&["checkpoint", "--json"])["length"].as_f64();
     add(key("recon_journal_entries", &[]), length.expect("length"));
     series

@@ -342,6 +342,7 @@ impl Model {
                     self.ops.insert(
                         id.to_string(),
                         Operation {
+                            surplus_effect_ids: Vec::new(),
                             op_id: id.to_string(),
                             kind: OpKind::Original,
                             action_kind: ACTIONS[action].to_string(),
@@ -621,6 +622,7 @@ impl Model {
         self.ops.insert(
             comp_id.to_string(),
             Operation {
+                surplus_effect_ids: Vec::new(),
                 op_id: comp_id.to_string(),
                 kind: OpKind::Compensation,
                 action_kind: "refund".to_string(),
@@ -871,6 +873,7 @@ fn engine_step(site: &mut Site, tally: &Tally, model: &Model, step: &Step) -> (E
         } => {
             let version = model.ops.get(target.id()).map_or(1, |op| op.version) + version_delta;
             let request = recon::workspace::ReconcileRequest {
+                keep: None,
                 op_id: target.id(),
                 reviewer: "Rev",
                 decision,
@@ -891,6 +894,7 @@ fn engine_step(site: &mut Site, tally: &Tally, model: &Model, step: &Step) -> (E
             let effect = model.approval_effect(op, right_effect);
             let payload = compensation_payload(original);
             let request = CompensationRequest {
+                reason: None,
                 original_op_id: original,
                 effect_id: &effect,
                 approver: "Ann",
@@ -972,6 +976,7 @@ fn assert_agrees(site: &Site, model: &Model, context: &str) {
         .into_iter()
         .map(|op| {
             let untimed = Operation {
+                surplus_effect_ids: Vec::new(),
                 triage: Default::default(),
                 ..op
             };
@@ -1115,6 +1120,7 @@ fn operation() -> impl Strategy<Value = Operation> {
         0..3usize,
     )
         .prop_map(|(action, compensates, payload)| Operation {
+            surplus_effect_ids: Vec::new(),
             op_id: "op".into(),
             kind: if compensates.is_some() {
                 OpKind::Compensation
@@ -1145,6 +1151,7 @@ fn permitted(op: &Operation, snapshot: &Snapshot) -> BTreeSet<&'static str> {
             check_review(
                 op,
                 &Review {
+                    keep: None,
                     op_id: &op.op_id,
                     payload: &op.payload,
                     reviewer: "Rev",

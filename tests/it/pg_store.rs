@@ -9,6 +9,7 @@
 //! cannot start fails each test; elsewhere the test says so in one line.
 
 mod commands;
+mod duplicates;
 mod faults;
 mod identity;
 mod lost_commit;

@@ -32,6 +32,7 @@ struct Case {
 fn case(kind: OpKind, state: OpState, verdict: Verdict) -> Case {
     Case {
         operation: Operation {
+            surplus_effect_ids: Vec::new(),
             op_id: "op-1".into(),
             kind,
             action_kind: "send_email".into(),
@@ -115,6 +116,7 @@ impl Case {
     /// `original_op_id`.
     fn approved(mut self, original_op_id: &str, effect_id: &str, compensation_op_id: &str) -> Case {
         self.approvals.push(Approval {
+            reason: None,
             original_op_id: original_op_id.into(),
             effect_id: effect_id.into(),
             approved_version: 2,
@@ -418,6 +420,7 @@ fn a_close_is_refused_when_the_operation_seen_is_not_unknown() {
 
 fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
     EvidenceRecord {
+        surplus_effect_ids: Vec::new(),
         seq: 1,
         op_id: "op-1".into(),
         source,

@@ -49,7 +49,7 @@ fn racer(args: Vec<String>, barrier: &Arc<Barrier>) -> thread::JoinHandle<Run> {
 }
 
 /// Starts every command at once and returns the runs in command order.
-fn race(commands: Vec<Vec<String>>) -> Vec<Run> {
+pub(crate) fn race(commands: Vec<Vec<String>>) -> Vec<Run> {
     let barrier = Arc::new(Barrier::new(commands.len()));
     let handles: Vec<_> = commands.into_iter().map(|a| racer(a, &barrier)).collect();
     handles
@@ -58,7 +58,7 @@ fn race(commands: Vec<Vec<String>>) -> Vec<Run> {
         .collect()
 }
 
-fn strings(list: &[&str]) -> Vec<String> {
+pub(crate) fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 

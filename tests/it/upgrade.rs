@@ -224,6 +224,7 @@ fn verify_passes_after_the_upgrade_and_after_new_acts() {
         .observed;
     assert_eq!(observed.len(), 1);
     let recorded = ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: "op-1002-invoice-email",
         reviewer: "ana",
         decision: Decision::Confirmed,
@@ -571,21 +572,29 @@ fn an_edited_upgraded_through_seq_is_found() {
     }
 }
 
-/// Schema 7 (SPEC 12) changed the rules the acts are held to, not the
-/// SQLite tables: a schema-6 workspace (main at ce2d017 writes the same
-/// objects; here this build's file labelled 6) opens at schema 7 in place,
+/// Schema 7 changed the rules the acts are held to (SPEC 12) and gave an
+/// operation its surplus (SPEC 14, none before): a schema-6 workspace
+/// (main at ce2d017 writes the same objects but that column; here this
+/// build's file without it, labelled 6) opens at schema 7 in place,
 /// through the same upgrade, with every row as it was, and verifies.
 #[test]
 fn a_schema6_workspace_opens_at_schema_7_with_every_row_unchanged() {
     let dir = copy_of_fixture();
     drop(open_at(dir.path(), UPGRADE_AT));
+    let before = dump(dir.path());
     for file in FILES {
+        let schema6 = match file.starts_with("sender") {
+            true => {
+                "DROP INDEX operations_with_surplus;
+                 ALTER TABLE operations DROP COLUMN surplus_effect_ids; PRAGMA user_version = 6"
+            }
+            false => "PRAGMA user_version = 6",
+        };
         Connection::open(dir.path().join(file))
             .unwrap()
-            .execute_batch("PRAGMA user_version = 6")
+            .execute_batch(schema6)
             .unwrap();
     }
-    let before = dump(dir.path());
     let r = run(&["ops", "--workspace", dir.path().to_str().unwrap()], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     for file in FILES {

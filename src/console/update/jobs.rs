@@ -194,6 +194,7 @@ fn carry_out_job(
             payload,
         } => {
             let result = ws.approve_compensation(&CompensationRequest {
+                reason: None,
                 original_op_id: &original_op_id,
                 effect_id: &effect_id,
                 approver: reviewer,
@@ -569,6 +570,7 @@ fn decide_all(
     let reviewer = signed.reviewer.as_str();
     let run = each(ws, (targets, signed.since), progress, |ws, t| {
         let result = ws.reconcile(&ReconcileRequest {
+            keep: None,
             op_id: &t.op_id,
             reviewer,
             decision,

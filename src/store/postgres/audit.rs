@@ -19,7 +19,9 @@ use crate::audit::{
     replay_operations, Checkpoint, Projector, Row, StoredEntry, Table, VerifyReport, VerifyRequest,
     Walk, JOURNAL, OP_STREAMS, RECEIVERS, ROUTES, STATE_COUNTS,
 };
-use crate::audit::{COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE};
+use crate::audit::{
+    COMPENSATED_EFFECTS, COMPENSATED_EFFECTS_WHERE, COMPENSATION_ROUTES, COMPENSATION_ROUTES_WHERE,
+};
 use crate::error::StoreError;
 use crate::store::audit_queries::{select, Each, OP_ORDERS};
 use crate::store::sql::SqlStore;
@@ -188,6 +190,12 @@ fn project(
         url,
         &COMPENSATION_ROUTES,
         COMPENSATION_ROUTES_WHERE,
+    )?);
+    projector.compensated_effects(&all_rows(
+        tx,
+        url,
+        &COMPENSATED_EFFECTS,
+        COMPENSATED_EFFECTS_WHERE,
     )?);
     projector.state_counts(&all_rows(tx, url, &STATE_COUNTS, "ORDER BY state")?);
     projector.meta(&all_rows(tx, url, &META, "ORDER BY key")?, ledger_id);

@@ -23,8 +23,10 @@
 //!   operation, a dispatch, an approval or a receiver must have one such
 //!   entry by the commit (deferred triggers);
 //! - `operations` changes only as the rules allow (state, version, what
-//!   never changes), evidence only at the version its decision produced,
-//!   an approval only for the confirmed effect at the version approved,
+//!   never changes; the surplus of a kept duplicate is set once, with its
+//!   confirmation), evidence only at the version its decision produced,
+//!   an approval only for the confirmed effect (or a surplus one, SPEC 14)
+//!   at the version approved,
 //!   and with four eyes not by the role that confirmed the original.
 //!
 //! Every function runs with `search_path = pg_catalog, pg_temp` and names
@@ -296,7 +298,10 @@ BEGIN
     IF NEW.version < OLD.version OR NEW.dispatch_count < OLD.dispatch_count
             OR (OLD.confirmed_effect_id IS NOT NULL
                 AND NEW.confirmed_effect_id IS DISTINCT FROM OLD.confirmed_effect_id)
-            OR (NEW.confirmed_effect_id IS NOT NULL AND NEW.state <> 'confirmed') THEN
+            OR (NEW.confirmed_effect_id IS NOT NULL AND NEW.state <> 'confirmed')
+            OR (NEW.surplus_effect_ids IS DISTINCT FROM OLD.surplus_effect_ids
+                AND (OLD.surplus_effect_ids IS NOT NULL OR OLD.state <> 'unknown'
+                    OR NEW.state <> 'confirmed')) THEN
         RAISE EXCEPTION 'operation %: its version, dispatches and confirmed effect only go forward',
             OLD.op_id USING ERRCODE = '@RULE_REFUSED@';
     END IF;
@@ -353,11 +358,12 @@ DECLARE
     op record;
     confirmed_by text;
 BEGIN
-    SELECT state, version, confirmed_effect_id INTO op FROM @.operations
+    SELECT state, version, confirmed_effect_id, surplus_effect_ids INTO op FROM @.operations
         WHERE op_id = NEW.original_op_id;
     IF NOT FOUND OR op.state <> 'confirmed' OR op.version <> NEW.approved_version
-            OR op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id THEN
-        RAISE EXCEPTION 'approval for %: not its confirmed effect at the version approved',
+            OR (op.confirmed_effect_id IS DISTINCT FROM NEW.effect_id
+                AND NOT COALESCE(op.surplus_effect_ids::jsonb ? NEW.effect_id, false)) THEN
+        RAISE EXCEPTION 'approval for %: not its confirmed effect (or a surplus one) at the version approved',
             NEW.original_op_id USING ERRCODE = '@RULE_REFUSED@';
     END IF;
     IF EXISTS (SELECT 1 FROM @.meta WHERE key = 'four_eyes' AND value = '1') THEN

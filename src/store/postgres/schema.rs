@@ -73,6 +73,7 @@ CREATE TABLE operations (
     escalation bigint,
     receiver_id bigint,
     contradiction bigint,
+    surplus_effect_ids text COLLATE "C",
     CHECK ((kind = 'original') = (compensates_effect_id IS NULL)),
     CHECK ((kind = 'original') = (compensates_op_id IS NULL)),
     CHECK ((latest_observation IS NULL) = (latest_verdict IS NULL))
@@ -244,6 +245,8 @@ ALTER TABLE operations
     ADD FOREIGN KEY (escalation) REFERENCES escalations(seq),
     ADD FOREIGN KEY (contradiction) REFERENCES observations(seq);
 CREATE INDEX operations_contradicted ON operations(op_id) WHERE contradiction IS NOT NULL;
+-- Kept duplicates (SPEC 14): `ops --surplus` and the surplus metric.
+CREATE INDEX operations_with_surplus ON operations(op_id) WHERE surplus_effect_ids IS NOT NULL;
 CREATE TABLE acknowledgements (
     seq bigint PRIMARY KEY REFERENCES journal(seq),
     op_id text COLLATE "C" NOT NULL REFERENCES operations(op_id),

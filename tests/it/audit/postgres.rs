@@ -21,6 +21,7 @@ fn live() -> Site {
     site.dispatched("b", "pay", &json!({"n": 2}), Some(Fault::CrashBeforeCommit));
     site.ws
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "b",
             reviewer: "ann",
             decision: Decision::NotApplied,

@@ -441,6 +441,7 @@ fn approved_compensation(url: &str, dir: &Path) {
         .confirmed_effect_id
         .expect("the confirmed effect");
     ws.approve_compensation(&recon::domain::CompensationRequest {
+        reason: None,
         original_op_id: "op-1",
         effect_id: &effect,
         approver: "bob",

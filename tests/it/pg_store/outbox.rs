@@ -88,6 +88,7 @@ pub(super) fn unknown_op(ws: &mut Workspace, dir: &Path, op: &str) -> i64 {
 
 pub(super) fn confirm(ws: &mut Workspace, op: &str, version: i64) -> recon::Result<()> {
     ws.reconcile(&ReconcileRequest {
+        keep: None,
         op_id: op,
         reviewer: "ann",
         decision: Decision::Confirmed,
@@ -615,6 +616,7 @@ fn approval_taken_meanwhile(test: &str, prefix: &str, approval: &str) -> Option<
     let payload = json!({"to": "ann", "text": "sorry"});
     let refused = taken_meanwhile(pg, &url, &taken, || {
         ws.approve_compensation(&recon::domain::CompensationRequest {
+            reason: None,
             original_op_id: "op-1",
             effect_id: &effect,
             approver: "bob",

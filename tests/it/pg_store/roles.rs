@@ -75,6 +75,7 @@ pub(super) fn team(
 
 fn compensation<'a>(effect: &'a str, version: i64, payload: &'a Value) -> CompensationRequest<'a> {
     CompensationRequest {
+        reason: None,
         original_op_id: "op-1",
         effect_id: effect,
         approver: "carol",

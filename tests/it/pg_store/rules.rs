@@ -460,6 +460,7 @@ fn a_late_receipt_is_journaled_and_contradicts(ws: &mut recon::Workspace, dir: &
         .start_dispatch("op-1", recon::dispatch::DispatchOptions::default())
         .expect("the dispatch starts, its apply held");
     ws.reconcile(&recon::workspace::ReconcileRequest {
+        keep: None,
         op_id: "op-1",
         reviewer: "ann",
         decision: recon::domain::Decision::NotApplied,
@@ -547,4 +548,32 @@ fn the_owner_may_not_turn_four_eyes_off_or_change_the_workspace_id() {
         refused_by_a_rule(pg, &url, sql, says);
     }
     assert_eq!(fingerprint(pg, database_of(&url)), made);
+}
+
+#[test]
+fn a_reviewer_may_not_list_a_surplus_on_an_operation_it_did_not_keep_one_effect_of() {
+    // SPEC 14: the surplus is set once, with the confirmation that keeps
+    // one effect; op-1 here is unknown, and an observation sets it.
+    let test = "a_reviewer_may_not_list_a_surplus_on_an_operation_it_did_not_keep_one_effect_of";
+    let Some((pg, url, _dir)) = team(test, "surplus") else {
+        return;
+    };
+    let reviewer = login(pg, &url, "surplus_v", &["recon_reviewer"]);
+    let observed = next_entry(pg, &url, "observed", "op-1", "surplus_v", "");
+    refused_by_a_rule(
+        pg,
+        &reviewer,
+        &format!(
+            "SELECT * FROM recon_begin_write('observe');
+             UPDATE operations SET surplus_effect_ids = '[\"fx-000009\"]'
+                 WHERE op_id = 'op-1';
+             {observed}"
+        ),
+        "only go forward",
+    );
+    let surplus = pg.psql(
+        database_of(&url),
+        "SELECT coalesce(surplus_effect_ids, 'none') FROM operations WHERE op_id = 'op-1'",
+    );
+    assert_eq!(surplus.trim(), "none");
 }

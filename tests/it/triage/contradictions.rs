@@ -112,6 +112,7 @@ fn an_acknowledgement_or_a_marker_edited_behind_the_journal_is_a_mismatch(store:
 
 fn decided(state: OpState) -> Operation {
     Operation {
+        surplus_effect_ids: Vec::new(),
         op_id: "op".into(),
         kind: OpKind::Original,
         action_kind: "pay".into(),

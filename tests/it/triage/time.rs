@@ -123,6 +123,7 @@ fn updated_at_moves_on_prepare_dispatch_receipt_and_decision_only(store: Store) 
     lab.site
         .ws
         .reconcile(&ReconcileRequest {
+            keep: None,
             op_id: "lost",
             reviewer: "ann",
             decision: Decision::NotApplied,
