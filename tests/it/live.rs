@@ -212,8 +212,13 @@ fn keys_move_the_selection_while_the_server_is_down_and_the_watcher_waits() {
     ann.shows("not live:");
     // The key moves the selection at once; the detail it asks of the
     // server fails, and says so in a report the reviewer closes.
+    // The selection moves before the read is tried, so the test waits for
+    // the report as well: an Escape sent before it opens would close
+    // nothing, and the `k` after it would be the report's.
     ann.keys(&["j"]);
-    ann.wait_until("op-live-2 selected, the server down", on("op-live-2"));
+    ann.wait_until("op-live-2 selected and the failed read reported", |s| {
+        on("op-live-2")(s) && s.contains("storage error")
+    });
     ann.keys(&["Escape"]);
     ann.wait_until("the report closed", |s| !s.contains("storage error"));
     ann.keys(&["k"]);
