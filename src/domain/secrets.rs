@@ -154,7 +154,13 @@ fn secret_setting(arg: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::secret_in_arguments;
+    use super::{percent_decode, secret_in_arguments};
+
+    /// Only `%` and two hex digits decode; anything else is kept as typed.
+    #[test]
+    fn percent_decoding_takes_only_a_percent_and_two_hex_digits() {
+        assert_eq!(percent_decode("%41%4a%zz%4z%z4%4"), "AJ%zz%4z%z4%4");
+    }
 
     /// One argument, and whether it must be refused.
     const CASES: &[(&str, bool)] = &[
@@ -212,6 +218,9 @@ mod tests {
         ("postgres://db:5432/ledger?user=ann%2540example.com", false),
         ("--database", false),
         ("/var/mail/box", false),
+        // A flag's name is made of key characters: a path ending in a
+        // credential's name is no flag.
+        ("--notes/password", false),
         ("https://x/path@y:z", false),
         ("--password-file", false),
         ("--password-file=/etc/recon/pw", false),
