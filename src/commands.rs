@@ -91,7 +91,10 @@ pub fn parse() -> Cli {
                 let end = text.find('\n').unwrap_or(text.len());
                 text.insert_str(end, &format!("\n  tip: {hint}"));
             }
-            eprint!("{}", crate::domain::sanitize::escape_with(&text, true));
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("{}", crate::domain::sanitize::escape_with(&text, true)),
+            );
             std::process::exit(e.exit_code());
         }
         e.exit()

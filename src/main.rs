@@ -11,7 +11,11 @@ fn main() {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("error: internal error{location}; please report it");
+        // Never a second panic: a stderr that is gone loses the line.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("error: internal error{location}; please report it\n"),
+        );
     }));
     let cli = commands::parse();
     let code = std::panic::catch_unwind(|| commands::run(cli)).unwrap_or(EXIT_STORAGE);

@@ -279,7 +279,8 @@ impl Drills {
 /// reports one, so a person reading the log sees it.
 fn log_refusal(answer: &Value) {
     if let Some(error) = answer.get("error") {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "refused: {}: {}",
             error["code"].as_str().unwrap_or_default(),
             crate::domain::sanitize::escape(error["message"].as_str().unwrap_or_default())

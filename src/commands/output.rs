@@ -54,7 +54,7 @@ impl Out {
     /// One line on stderr, which is unbuffered: a failure's message, or a
     /// warning beside a result.
     pub fn stderr_line(&mut self, line: &str) {
-        eprintln!("{line}");
+        let _ = writeln!(std::io::stderr(), "{line}");
     }
 
     pub fn flush(&mut self) -> Result<(), Failure> {

@@ -8,6 +8,7 @@
 use super::interrupt::Interrupt;
 use crate::workspace::Watch;
 use std::io::IsTerminal;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// The exit code of a run stopped by Ctrl-C (128 + SIGINT, as a shell
@@ -41,7 +42,7 @@ impl TerminalWatch {
         if self.progress.as_ref().is_some_and(|p| p.shown.is_some()) {
             let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
             *shown = None;
-            eprint!("\r\x1b[K");
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
         }
     }
 }
@@ -95,7 +96,7 @@ impl Progress {
         let elapsed = now.duration_since(self.started);
         let line = progress_line(self.done, done, self.total, elapsed);
         let mut shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-        eprint!("\r\x1b[K{line}");
+        let _ = write!(std::io::stderr(), "\r\x1b[K{line}");
         *shown = Some(line);
     }
 }
@@ -107,10 +108,12 @@ static SHOWN: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 /// One line on stderr that never lands inside the progress line.
 pub fn log_line(line: &str) {
     let shown = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-    match shown.as_deref() {
-        Some(progress) => eprint!("\r\x1b[K{line}\n{progress}"),
-        None => eprintln!("{line}"),
-    }
+    // A stderr that is gone (a closed pipe, a hung-up terminal) is no
+    // reason to fail: the line is lost, never a panic.
+    let _ = match shown.as_deref() {
+        Some(progress) => write!(std::io::stderr(), "\r\x1b[K{line}\n{progress}"),
+        None => writeln!(std::io::stderr(), "{line}"),
+    };
 }
 
 /// One progress line: done (of the total when known), the rate, and the

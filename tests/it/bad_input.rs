@@ -1277,3 +1277,32 @@ fn a_lost_database_is_not_recreated_beside_the_other_one() {
         assert!(!dir.join(lost).exists(), "{lost} was recreated");
     }
 }
+
+/// A stderr that is gone (a pipe whose reader has left, or a hung-up
+/// terminal) loses the message but never turns a refusal into a panic:
+/// the exit code is the refusal's, not an abort.
+#[test]
+fn a_refusal_whose_stderr_reader_is_gone_exits_with_its_code_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-workspace");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let ws = missing.display().to_string();
+    let status = std::process::Command::new(recon_bin())
+        .args([
+            "prepare",
+            "--workspace",
+            &ws,
+            "--op",
+            "a",
+            "--action",
+            "pay",
+        ])
+        .args(["--payload", "{}"])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert!(!missing.exists());
+}
