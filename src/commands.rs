@@ -277,12 +277,7 @@ impl Request {
             Command::Checkpoint(args) => {
                 Request::Checkpoint(audit::Checkpoint::validate(args, ws)?)
             }
-            Command::Receiver(ReceiverCommand::Adapter(args)) => {
-                Request::ReceiverAdapter(receiver::Adapter::validate(args, ws)?)
-            }
-            Command::Receiver(ReceiverCommand::Apply(args)) => {
-                Request::ReceiverApply(receiver::Apply::validate(args, ws)?)
-            }
+            Command::Receiver(command) => Self::receiver(command, ws)?,
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
             // `recon console` is the bare `recon`, its flags after the word.
@@ -294,6 +289,18 @@ impl Request {
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
                 Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
+            }
+        })
+    }
+
+    /// `recon receiver`: the built-in ledger's own side of a call.
+    fn receiver(command: ReceiverCommand, ws: open::Place) -> Result<Request, Failure> {
+        Ok(match command {
+            ReceiverCommand::Adapter(args) => {
+                Request::ReceiverAdapter(receiver::Adapter::validate(args, ws)?)
+            }
+            ReceiverCommand::Apply(args) => {
+                Request::ReceiverApply(receiver::Apply::validate(args, ws)?)
             }
         })
     }
