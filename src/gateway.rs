@@ -4,10 +4,12 @@
 //! side of the downstream server; [`adapter`] is the gateway's receiver,
 //! `recon gateway-adapter`, which speaks `recon-adapter/1` by calling the
 //! downstream's tools. `recon mcp --gateway` (`crate::mcp`) routes each
-//! effect call, as an operation, to that receiver.
+//! effect call, as an operation, to that receiver, and lends the receiver
+//! its running downstream through [`relay`].
 
 pub mod adapter;
 pub mod downstream;
 pub mod file;
+pub mod relay;
 
 pub use file::{load, Gateway, ToolMode};

@@ -307,6 +307,17 @@ pub fn serve(
         Some(file) => Some(runtime.block_on(open_gate(&engine, file))?),
         None => None,
     };
+    // The gateway's receiver borrows its downstream while this serves.
+    let lent = (gate.as_ref()).and_then(|gate| {
+        let _entered = runtime.enter();
+        let (listener, path) = crate::gateway::relay::listen(&gate.file)?;
+        runtime.spawn(crate::gateway::relay::serve(
+            listener,
+            gate.file.clone(),
+            gate.clone(),
+        ));
+        Some(path)
+    });
     let door = Door {
         engine: engine.clone(),
         gate,
@@ -322,7 +333,14 @@ pub fn serve(
             .map_err(|e| ServeError::Runtime(e.to_string()))?;
         Ok::<(), ServeError>(())
     });
+    // No new receiver call finds the socket; the ones under way are still
+    // answered while the engine finishes its calls.
+    if let Some(path) = lent {
+        let _ = std::fs::remove_file(path);
+    }
     let _ = engine.jobs.send(None);
-    let _ = thread.join();
+    runtime.block_on(async move {
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    });
     served
 }

@@ -7,10 +7,13 @@
 //! equal to the payload's is one exact match, another value a match with
 //! what was found (a mismatch), an absent one no match. `close` calls the
 //! declared close tool, then reads. A lost answer, a timeout, a crash or
-//! an `isError` result is an `ok: false` answer: never a receipt.
+//! an `isError` result is an `ok: false` answer: never a receipt. The
+//! downstream is a running `recon mcp --gateway`'s, lent through
+//! [`super::relay`], or one started for the call where none runs.
 
-use super::downstream::{text_of, Downstream, Lost};
+use super::downstream::{text_of, Lost};
 use super::file::{Effect as EffectTool, Gateway};
+use super::relay::Link;
 use crate::domain::{same_json, Ceiling, Description, Effect, Snapshot};
 use crate::receiver::protocol::{self, ErrorCode, Failed, Request, Verb};
 use serde_json::{Map, Value};
@@ -125,7 +128,7 @@ async fn apply(
     if let Some(name) = &tool.pass_op_id_as {
         arguments.insert(name.clone(), Value::from(op_id));
     }
-    let mut downstream = Downstream::start(gateway).await.map_err(lost)?;
+    let mut downstream = Link::open(gateway).await.map_err(lost)?;
     let result = downstream.call(action_kind, arguments).await;
     downstream.stop().await;
     let result = result.map_err(lost)?;
@@ -135,19 +138,12 @@ async fn apply(
             format!("{action_kind} answered isError: {}", text_of(&result)),
         ));
     }
-    let effect_id = match &tool.effect_id_pointer {
-        None => op_id.to_string(),
-        Some(pointer) => (result.structured_content.as_ref())
-            .and_then(|s| s.pointer(pointer))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                failed(
-                    ErrorCode::Internal,
-                    format!("{action_kind}'s result holds no string at {pointer}"),
-                )
-            })?,
-    };
+    let effect_id = effect_id_of(
+        &result,
+        tool.effect_id_pointer.as_deref(),
+        op_id,
+        action_kind,
+    )?;
     Ok(protocol::receipt_answer(&Effect {
         effect_id,
         op_id: op_id.to_string(),
@@ -193,7 +189,7 @@ async fn read(gateway: &Gateway, raw: &Value, close: bool) -> Result<Value, Fail
         (true, None) => return Err(failed(ErrorCode::Unsupported, "this tool cannot close")),
     };
     let bad = |why: String| failed(ErrorCode::BadRequest, why);
-    let mut downstream = Downstream::start(gateway).await.map_err(lost)?;
+    let mut downstream = Link::open(gateway).await.map_err(lost)?;
     let mut ask = async |read: &super::file::Read| {
         let arguments: Map<String, Value> = read.arguments_for(&payload).map_err(bad)?;
         downstream.call(&read.tool, arguments).await.map_err(lost)
@@ -222,7 +218,8 @@ async fn read(gateway: &Gateway, raw: &Value, close: bool) -> Result<Value, Fail
 }
 
 /// The records an evidence read holds: none when absent; else one effect
-/// (named by the op id) whose payload is the operation's with the found
+/// (named by the op id, or by the id at the read's `effect_id_pointer`)
+/// whose payload is the operation's with the found
 /// value in place, so an equal value is an exact match and another value
 /// a payload mismatch.
 fn matches_of(
@@ -259,11 +256,75 @@ fn matches_of(
             ))
         }
     }
+    let effect_id = effect_id_of(
+        &result,
+        read.effect_id_pointer.as_deref(),
+        op_id,
+        &read.tool,
+    )?;
     Ok(vec![Effect {
-        effect_id: op_id.to_string(),
+        effect_id,
         op_id: op_id.to_string(),
         action_kind: action_kind.to_string(),
         compensates_effect_id: None,
         payload: seen,
     }])
+}
+
+/// The effect's id in a tool's result: the string at `pointer` in its
+/// structured content, or the op id where the file names no pointer.
+fn effect_id_of(
+    result: &rmcp::model::CallToolResult,
+    pointer: Option<&str>,
+    op_id: &str,
+    tool: &str,
+) -> Result<String, Failed> {
+    let Some(pointer) = pointer else {
+        return Ok(op_id.to_string());
+    };
+    (result.structured_content.as_ref())
+        .and_then(|s| s.pointer(pointer))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            failed(
+                ErrorCode::Internal,
+                format!("{tool}'s result holds no string at {pointer}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::CallToolResult;
+    use serde_json::json;
+
+    fn read(effect_id_pointer: Option<&str>) -> super::super::file::Read {
+        super::super::file::Read {
+            tool: "read_text_file".into(),
+            arguments: Default::default(),
+            found_pointer: "/content".into(),
+            expected_pointer: "/content".into(),
+            absent_error_contains: None,
+            effect_id_pointer: effect_id_pointer.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_read_names_the_effect_by_its_pointer_as_the_receipt_did_else_by_the_op_id() {
+        let found = || CallToolResult::structured(json!({"content": "hi", "id": "E-7"}));
+        let payload = json!({"path": "/a", "content": "hi"});
+        let op = ("op-1", "write_file", &payload);
+        let by_pointer = matches_of(&read(Some("/id")), found(), op).expect("a match");
+        assert_eq!(by_pointer[0].effect_id, "E-7");
+        let by_op = matches_of(&read(None), found(), op).expect("a match");
+        assert_eq!(by_op[0].effect_id, "op-1");
+        let missing = matches_of(&read(Some("/nothing")), found(), op).unwrap_err();
+        assert!(
+            missing.message.contains("no string at /nothing"),
+            "{}",
+            missing.message
+        );
+    }
 }

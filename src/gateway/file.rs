@@ -25,6 +25,9 @@ pub struct Gateway {
     pub env: Vec<String>,
     pub timeout_ms: u64,
     pub tools: BTreeMap<String, ToolMode>,
+    /// The file's text as read (a running gateway is found by it,
+    /// `gateway::relay`).
+    pub text: String,
 }
 
 /// What one downstream tool is to recon.
@@ -66,6 +69,10 @@ pub struct Read {
     /// An `isError` read whose text holds this means "absent" (no match);
     /// any other `isError` read is a failed read.
     pub absent_error_contains: Option<String>,
+    /// Where in the read's structured content the effect's id is; the op
+    /// id when absent. Required where the effect tool names its effect by
+    /// a pointer, so a read names the effect its receipt named.
+    pub effect_id_pointer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +113,7 @@ struct RawRead {
     found_pointer: String,
     expected_pointer: String,
     absent_error_contains: Option<String>,
+    effect_id_pointer: Option<String>,
 }
 
 /// Reads and checks the gateway file at `path`; the error is one line.
@@ -151,6 +159,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Gateway, String> {
         env: raw.env,
         timeout_ms: raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
         tools,
+        text: text.to_string(),
     })
 }
 
@@ -201,6 +210,13 @@ fn effect(tool: RawTool) -> Result<Effect, String> {
     };
     if let Some(pointer) = &tool.effect_id_pointer {
         pointer_syntax("effect_id_pointer", pointer)?;
+        if evidence.effect_id_pointer.is_none() {
+            return Err(
+                "effect_id_pointer names the effect by the result, so the evidence \
+                        table needs one too (where the read says the effect's id)"
+                    .into(),
+            );
+        }
     }
     if let Some(name) = &tool.pass_op_id_as {
         if name.is_empty() {
@@ -223,12 +239,16 @@ fn read(raw: RawRead) -> Result<Read, String> {
     }
     pointer_syntax("found_pointer", &raw.found_pointer)?;
     pointer_syntax("expected_pointer", &raw.expected_pointer)?;
+    if let Some(pointer) = &raw.effect_id_pointer {
+        pointer_syntax("effect_id_pointer", pointer)?;
+    }
     Ok(Read {
         tool: raw.tool,
         arguments: raw.arguments,
         found_pointer: raw.found_pointer,
         expected_pointer: raw.expected_pointer,
         absent_error_contains: raw.absent_error_contains,
+        effect_id_pointer: raw.effect_id_pointer,
     })
 }
 
@@ -314,6 +334,29 @@ mod tests {
             gateway.tools.get("read_text_file"),
             Some(&ToolMode::Evidence)
         );
+    }
+
+    #[test]
+    fn an_effect_named_by_a_pointer_needs_its_evidence_to_name_it_too() {
+        let example = include_str!("../../examples/gateway.toml");
+        let named = example.replace(
+            "# effect_id_pointer = \"/id\"\n# The flags",
+            "effect_id_pointer = \"/id\"\n# The flags",
+        );
+        assert_ne!(named, example, "the example's effect line");
+        let refused = parse(Path::new("/g.toml"), &named).unwrap_err();
+        assert!(
+            refused.contains("the evidence table needs one too"),
+            "{refused}"
+        );
+        let both = named.replace(
+            "# effect_id_pointer = \"/id\"",
+            "effect_id_pointer = \"/id\"",
+        );
+        let gateway = parse(Path::new("/g.toml"), &both).expect("both name it");
+        let effect = gateway.effect("write_file").expect("effect");
+        assert_eq!(effect.effect_id_pointer.as_deref(), Some("/id"));
+        assert_eq!(effect.evidence.effect_id_pointer.as_deref(), Some("/id"));
     }
 
     #[test]

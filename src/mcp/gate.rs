@@ -17,10 +17,11 @@ use rmcp::model::Tool;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
-/// The started gateway: its file, its downstream, the tools it exposes.
+/// The started gateway: its file, its downstream (none after a call lost
+/// it: the next call starts another), the tools it exposes.
 pub struct Gate {
     pub file: Gateway,
-    downstream: tokio::sync::Mutex<Downstream>,
+    downstream: tokio::sync::Mutex<Option<Downstream>>,
     pub tools: Vec<Tool>,
 }
 
@@ -40,7 +41,7 @@ impl Gate {
         let tools = exposed(&file, listed);
         Ok(Gate {
             file,
-            downstream: tokio::sync::Mutex::new(downstream),
+            downstream: tokio::sync::Mutex::new(Some(downstream)),
             tools,
         })
     }
@@ -57,13 +58,36 @@ impl Gate {
         }
     }
 
-    /// Forwards a `pass` call; a lost answer is the caller's error.
+    /// Calls a downstream tool, one call at a time: a `pass` call, or the
+    /// receiver's call lent through `gateway::relay`. A lost answer is the
+    /// caller's error, and the downstream that lost it is stopped (it may
+    /// be dead or hung); the next call starts a fresh one.
     pub async fn forward(
         &self,
         name: &str,
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, Lost> {
-        self.downstream.lock().await.call(name, arguments).await
+        let mut slot = self.downstream.lock().await;
+        let mut downstream = match slot.take() {
+            Some(running) => running,
+            None => Downstream::start(&self.file).await?,
+        };
+        let result = downstream.call(name, arguments).await;
+        match result {
+            Ok(_) => *slot = Some(downstream),
+            Err(_) => downstream.stop().await,
+        }
+        result
+    }
+}
+
+impl crate::gateway::relay::Lender for Gate {
+    async fn call(
+        &self,
+        tool: String,
+        arguments: Map<String, Value>,
+    ) -> Result<rmcp::model::CallToolResult, Lost> {
+        self.forward(&tool, arguments).await
     }
 }
 

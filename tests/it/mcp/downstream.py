@@ -12,7 +12,9 @@ one chosen moment, found by what the lines say (never by time):
 - "hold": the write's answer is dropped and the wrapper keeps still until
   it is killed (the caller's timeout);
 - "crash": the moment a tools/call of write_file arrives, the wrapper and
-  the server die before the server has read it.
+  the server die before the server has read it;
+- "count=FILE": relays everything, and appends one line to FILE as it
+  starts (how many servers were started).
 """
 
 import os
@@ -22,6 +24,9 @@ import sys
 import threading
 
 mode = sys.argv[1]
+if mode.startswith("count="):
+    with open(mode[len("count="):], "a") as starts:
+        starts.write("started\n")
 server = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 

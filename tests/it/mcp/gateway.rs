@@ -230,6 +230,44 @@ fn a_write_file_effect_through_the_gateway_writes_the_file_and_confirms_the_oper
     assert_eq!(again, status);
 }
 
+#[test]
+fn effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_their_own() {
+    let test = "mcp::gateway::effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_their_own";
+    let Some(python) = python(test) else { return };
+    let Some(entry) = filesystem_server(test) else {
+        return;
+    };
+    let site = Site::new(Store::Sqlite);
+    let starts = tempfile::NamedTempFile::new().expect("a count file");
+    let mode = format!("count={}", starts.path().display());
+    let gate = Gate::new(&entry, &mode, 10_000);
+    let steps = json!([
+        write(&gate, "lent:1", "one.txt", "1"),
+        write(&gate, "lent:2", "two.txt", "2"),
+        write(&gate, "lent:3", "three.txt", "3"),
+    ]);
+    let (_, lines) = client(&python, &plan(&gate.args(&site), json!({}), &[], steps));
+    for line in &lines {
+        assert_eq!(line["structured"]["state"], "confirmed", "{line}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(gate.path("three.txt")).expect("written"),
+        "3"
+    );
+    let started = std::fs::read_to_string(starts.path()).expect("the count");
+    assert_eq!(
+        started.lines().count(),
+        1,
+        "one downstream served the listing and the three writes' receiver calls"
+    );
+    // With no gateway running, the receiver starts its own to read.
+    let snap = site.run(&["snapshot", &op_id_of_key("lent:1"), "--json"], None);
+    assert_eq!(snap.code, Some(0), "{}", snap.stderr);
+    assert_eq!(snap.json()["verdict"], "exact_match_existence_only");
+    let started = std::fs::read_to_string(starts.path()).expect("the count");
+    assert_eq!(started.lines().count(), 2, "the snapshot started its own");
+}
+
 /// `recon snapshot` through the gateway's adapter, then a reviewer's
 /// confirmation, for an operation whose write happened.
 fn snapshot_then_confirm(site: &Site, op_id: &str) {
