@@ -385,7 +385,9 @@ impl Command {
             )
             | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
             | Command::Metrics(MetricsArgs { json, .. })
-            | Command::Db(DbCommand::Status(DbStatusArgs { json })) => *json,
+            | Command::Db(DbCommand::Status(DbStatusArgs { json }))
+            | Command::Db(DbCommand::Grant(DbGrantArgs { json, .. }))
+            | Command::Db(DbCommand::Revoke(DbGrantArgs { json, .. })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -481,6 +483,27 @@ pub enum DbCommand {
     /// grant of them by another role (which counts for nothing). Any login
     /// that can read the outbox may run it.
     Status(DbStatusArgs),
+    /// Grant a login exactly the named roles of the outbox, as its owner
+    /// (the grantor PostgreSQL records, so they count); prints the roles
+    /// the login then holds. Owner only (permission_denied otherwise).
+    Grant(DbGrantArgs),
+    /// Revoke the named roles of the outbox from a login (a grant by
+    /// another role too); prints the roles the login still holds. Owner
+    /// only.
+    Revoke(DbGrantArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbGrantArgs {
+    /// The login role (it must exist: CREATE ROLE NAME LOGIN).
+    pub login: String,
+    /// One or more of reader, sender, reviewer, closer, approver, by
+    /// commas (`reviewer,closer`).
+    #[arg(value_delimiter = ',', required = true)]
+    pub roles: Vec<String>,
+    /// Print {login, roles}: the short names the login holds afterwards.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

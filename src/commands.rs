@@ -208,6 +208,7 @@ enum Request {
     DbInit(db::Init),
     Metrics(metrics::Metrics),
     DbStatus(db::Status),
+    DbGrant(db::Grant),
     PrepareBatch(batch::PrepareBatch),
     Mcp(mcp::Mcp),
     GatewayAdapter(mcp::GatewayAdapter),
@@ -286,6 +287,12 @@ impl Request {
             Command::Db(DbCommand::Status(args)) => {
                 Request::DbStatus(db::Status::validate(args, ws)?)
             }
+            Command::Db(DbCommand::Grant(args)) => {
+                Request::DbGrant(db::Grant::validate(args, true, ws)?)
+            }
+            Command::Db(DbCommand::Revoke(args)) => {
+                Request::DbGrant(db::Grant::validate(args, false, ws)?)
+            }
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
                 Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
@@ -358,6 +365,7 @@ impl Request {
             Request::DbInit(request) => Box::new(request.run()?),
             Request::Metrics(request) => Box::new(request.run()?),
             Request::DbStatus(request) => Box::new(request.run()?),
+            Request::DbGrant(request) => Box::new(request.run()?),
             Request::PrepareBatch(request) => Box::new(request.run()?),
             Request::Mcp(request) => Box::new(request.run()?),
             Request::GatewayAdapter(request) => Box::new(request.run()?),

@@ -158,6 +158,12 @@ pub enum DatabaseProblem {
     /// A database without a recon outbox.
     #[error("it holds no recon outbox; create one with `recon db init`")]
     Uninitialized,
+    /// `db grant` or `db revoke` named a login the cluster does not have.
+    #[error(
+        "the cluster has no role named {0}; nothing was granted or revoked \
+         (create the login first: CREATE ROLE {0} LOGIN)"
+    )]
+    NoSuchLogin(String),
     /// Tables or functions of the names recon uses, that are not a recon
     /// outbox: never taken over.
     #[error(

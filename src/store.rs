@@ -86,11 +86,12 @@ pub(crate) use location::{
     copy_closed, head_listener, is_absent, ledger_workspace_id, open, open_journal, undo_creation,
     Presence,
 };
+pub(crate) use postgres::change_grants;
 pub(crate) use postgres::init as init_database;
 pub(crate) use postgres::status as database_status;
 pub use postgres::{
     detail as postgres_error_detail, ConnectError, DatabaseInit, DatabaseStatus, DatabaseUrl,
-    UrlError,
+    LoginRoles, UrlError,
 };
 pub(crate) use receiver::ReceiverStore;
 pub(crate) use sender::SqliteSender;

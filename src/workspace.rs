@@ -37,7 +37,7 @@ use crate::settings::OpenOptions;
 use crate::store::{self, SenderStore};
 pub use crate::store::{
     postgres_error_detail, postgres_queue_page, ConnectError, DatabaseInit, DatabaseStatus,
-    DatabaseUrl, Location, UrlError,
+    DatabaseUrl, Location, LoginRoles, UrlError,
 };
 pub use drills::Drills;
 pub use generated::GeneratedLoad;
@@ -177,6 +177,19 @@ impl Workspace {
         options: OpenOptions,
     ) -> Result<DatabaseStatus, StoreError> {
         store::database_status(database, options)
+    }
+
+    /// `recon db grant` (`grant`) or `recon db revoke`: the outbox's
+    /// `roles`, granted to or revoked from `login` by its owner; what the
+    /// login holds afterwards.
+    pub fn change_grants(
+        database: &DatabaseUrl,
+        options: OpenOptions,
+        login: &str,
+        roles: &[crate::domain::team::TeamRole],
+        grant: bool,
+    ) -> Result<LoginRoles> {
+        store::change_grants(database, options, login, roles, grant)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:

@@ -1,5 +1,6 @@
 //! `recon db init`: the PostgreSQL outbox's schema (SPEC 10); `recon db
-//! status`: what it is and who may act on it (SPEC 12).
+//! status`: what it is and who may act on it (SPEC 12); `recon db grant`
+//! and `recon db revoke`: its roles, given and taken by its owner.
 //!
 //! The database comes from `--database`, else `RECON_DATABASE_URL`; it is
 //! printed only redacted (`DatabaseUrl`). `--workspace` has no meaning
@@ -8,9 +9,10 @@
 use super::open::{open_options, Place, DATABASE_VARIABLE};
 use super::render::Render;
 use super::{Failure, Out};
-use crate::cli::{DbInitArgs, DbStatusArgs};
+use crate::cli::{DbGrantArgs, DbInitArgs, DbStatusArgs};
 use crate::domain::sanitize::escape;
-use crate::workspace::{DatabaseInit, DatabaseStatus, DatabaseUrl, Workspace};
+use crate::domain::team::TeamRole;
+use crate::workspace::{DatabaseInit, DatabaseStatus, DatabaseUrl, LoginRoles, Workspace};
 
 pub struct Init {
     database: DatabaseUrl,
@@ -139,6 +141,78 @@ impl Render for StatusReport {
             ))?;
         }
         Ok(())
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+/// `recon db grant` or `recon db revoke` (SPEC 12): a login and the short
+/// names of the roles, checked before anything connects.
+pub struct Grant {
+    database: DatabaseUrl,
+    login: String,
+    roles: Vec<TeamRole>,
+    grant: bool,
+}
+
+impl Grant {
+    pub fn validate(args: DbGrantArgs, grant: bool, place: Place) -> Result<Self, Failure> {
+        let verb = if grant { "grant" } else { "revoke" };
+        let mut roles = Vec::new();
+        for name in &args.roles {
+            let role = TeamRole::from_short(name.trim()).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "db {verb}: {} is no role of the outbox: one of reader, sender, reviewer, \
+                     closer, approver",
+                    escape(name)
+                ))
+            })?;
+            if !roles.contains(&role) {
+                roles.push(role);
+            }
+        }
+        if args.login.is_empty() || args.login.len() > 63 {
+            return Err(Failure::Usage(format!(
+                "db {verb}: a login's name has 1 to 63 bytes"
+            )));
+        }
+        Ok(Grant {
+            database: database(verb, place)?,
+            login: args.login,
+            roles,
+            grant,
+        })
+    }
+
+    pub fn run(self) -> Result<Granted, Failure> {
+        let held = Workspace::change_grants(
+            &self.database,
+            open_options()?,
+            &self.login,
+            &self.roles,
+            self.grant,
+        )?;
+        Ok(Granted(held))
+    }
+}
+
+pub struct Granted(LoginRoles);
+
+impl Render for Granted {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let held = &self.0;
+        let roles = if held.roles.is_empty() {
+            "no role of the outbox".to_string()
+        } else {
+            held.roles.join(", ")
+        };
+        out.line(format!(
+            "{} now holds {}",
+            escape(&held.login),
+            escape(&roles)
+        ))
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {

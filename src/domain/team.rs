@@ -50,6 +50,20 @@ impl TeamRole {
             TeamRole::Owner => "owner",
         }
     }
+
+    /// The name `db grant`, `db revoke` and `db status` use: `reviewer`
+    /// for `recon_reviewer` (the part after the roles' prefix).
+    pub fn short(self) -> &'static str {
+        let name = self.as_str();
+        name.strip_prefix("recon_").unwrap_or(name)
+    }
+
+    /// A created role by its short name.
+    pub fn from_short(name: &str) -> Option<TeamRole> {
+        TeamRole::CREATED
+            .into_iter()
+            .find(|role| role.short() == name)
+    }
 }
 
 impl fmt::Display for TeamRole {

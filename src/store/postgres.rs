@@ -50,8 +50,8 @@ mod url;
 pub(crate) use listen::PgHeadListener;
 pub(crate) use sender::PgSender;
 
-pub(crate) use status::status;
-pub use status::DatabaseStatus;
+pub(crate) use status::{change_grants, status};
+pub use status::{DatabaseStatus, LoginRoles};
 pub use tls::ConnectError;
 pub use url::{DatabaseUrl, UrlError};
 

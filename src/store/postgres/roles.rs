@@ -12,9 +12,12 @@
 //! every row is checked by functions the owner defines:
 //! - an act begins with `recon_begin_write(act)` (`SECURITY DEFINER`): it
 //!   refuses a session whose login lacks a role the act needs (SQLSTATE
-//!   42501, naming the role), takes the journal head's lock, and records
-//!   the act and the head it started from in `recon_writers`, which only
-//!   the owner's functions write;
+//!   42501, naming the role): a role counts when the outbox's owner
+//!   granted it to the login itself (`pg_auth_members.grantor`, SPEC 12;
+//!   a grant by another `CREATEROLE` login, or through a group, counts for
+//!   nothing; a superuser holds every role), takes the journal head's
+//!   lock, and records the act and the head it started from in
+//!   `recon_writers`, which only the owner's functions write;
 //! - a journal entry is refused unless this transaction began an act, the
 //!   entry is of a kind the act may write, and its `role` is the session's
 //!   `session_user`;
@@ -171,7 +174,14 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN wanted = 'owner'
         THEN pg_has_role(session_user,
             (SELECT value FROM @.meta WHERE key = 'owner'), 'MEMBER')
-        ELSE pg_has_role(session_user, wanted, 'MEMBER') END
+        ELSE coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false)
+            OR EXISTS (SELECT 1 FROM pg_auth_members m
+                JOIN pg_roles member ON member.oid = m.member
+                JOIN pg_roles granted ON granted.oid = m.roleid
+                JOIN pg_roles grantor ON grantor.oid = m.grantor
+                WHERE member.rolname = session_user AND granted.rolname = wanted
+                  AND grantor.rolname = (SELECT value FROM @.meta WHERE key = 'owner'))
+        END
 $$;
 CREATE FUNCTION recon_act_roles(act text) RETURNS text[] LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $$

@@ -10,6 +10,9 @@
 //!   the owner, with the roles' short names;
 //! - `foreign_grants`: each membership in one of them granted by anyone
 //!   else (`pg_auth_members.grantor`), which counts for nothing.
+//!
+//! `recon db grant` and `recon db revoke` change those memberships, as the
+//! owner ([`change_grants`]).
 
 use super::schema::{self, FOUR_EYES_KEY, OWNER_KEY, VERSION_KEY};
 use super::{connect, db_error, problem_at, DatabaseUrl};
@@ -119,13 +122,14 @@ fn memberships(
     prefix: &str,
     owner: &str,
 ) -> Result<(Vec<LoginRoles>, Vec<ForeignGrant>), StoreError> {
-    let short = |role: TeamRole| {
-        let name = role.as_str();
-        name.strip_prefix("recon_").unwrap_or(name).to_string()
-    };
     let roles: Vec<(String, String)> = TeamRole::CREATED
         .iter()
-        .map(|role| (format!("{prefix}_{}", short(*role)), short(*role)))
+        .map(|role| {
+            (
+                format!("{prefix}_{}", role.short()),
+                role.short().to_string(),
+            )
+        })
         .collect();
     let names: Vec<&str> = roles.iter().map(|(full, _)| full.as_str()).collect();
     let rows = tx
@@ -171,4 +175,68 @@ fn memberships(
             .collect();
     }
     Ok((logins, foreign))
+}
+
+/// `recon db grant` (`grant: true`) or `recon db revoke`: the named roles
+/// of the outbox, granted to or revoked from `login` by its owner (the
+/// grantor PostgreSQL records, so the grant counts), in one transaction;
+/// refused `permission_denied` for any other login, with nothing changed.
+/// Returns the roles the login holds afterwards, as `db status` lists them.
+pub(crate) fn change_grants(
+    url: &DatabaseUrl,
+    options: OpenOptions,
+    login: &str,
+    roles: &[TeamRole],
+    grant: bool,
+) -> crate::Result<LoginRoles> {
+    let mut client = connect(url, options)?;
+    let mut tx = client
+        .transaction()
+        .map_err(|e| db_error(url, "beginning", &e))?;
+    let present = schema::present_objects(&mut tx, url, &["meta".to_string()])?;
+    if present.is_empty() {
+        return Err(problem_at(url, DatabaseProblem::Uninitialized).into());
+    }
+    let row = tx
+        .query_one(
+            "SELECT session_user::text,
+                    (SELECT value::text FROM meta WHERE key = $1),
+                    coalesce((SELECT value::text FROM meta WHERE key = $2), $3),
+                    EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $4)",
+            &[&OWNER_KEY, &PREFIX_KEY, &DEFAULT_PREFIX, &login],
+        )
+        .map_err(|e| db_error(url, "reading the owner", &e))?;
+    let (session, owner, prefix, exists): (String, Option<String>, String, bool) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let owner = owner.unwrap_or_default();
+    if session != owner {
+        return Err(crate::error::Refusal::PermissionDenied {
+            act: if grant { "grant" } else { "revoke" }.to_string(),
+            role: "owner".to_string(),
+            login: session,
+        }
+        .into());
+    }
+    if !exists {
+        return Err(problem_at(url, DatabaseProblem::NoSuchLogin(login.to_string())).into());
+    }
+    let quoted = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    for role in roles {
+        let full = format!("{prefix}_{}", role.short());
+        let sql = if grant {
+            format!("GRANT {} TO {}", quoted(&full), quoted(login))
+        } else {
+            format!("REVOKE {} FROM {}", quoted(&full), quoted(login))
+        };
+        let during = if grant { "granting" } else { "revoking" };
+        tx.batch_execute(&sql)
+            .map_err(|e| db_error(url, during, &e))?;
+    }
+    let (logins, _) = memberships(&mut tx, url, &prefix, &owner)?;
+    tx.commit().map_err(|e| db_error(url, "committing", &e))?;
+    let held = logins.into_iter().find(|l| l.login == login);
+    Ok(held.unwrap_or_else(|| LoginRoles {
+        login: login.to_string(),
+        roles: Vec::new(),
+    }))
 }

@@ -606,3 +606,38 @@ fn a_failed_apply_or_close_is_recorded_by_the_sender_or_closer_whose_act_it_was(
     assert_eq!(recorded.trim(), "apply:failedcall_s,close:failedcall_c");
     assert!(super::outbox::verify(&url).intact);
 }
+
+#[test]
+fn a_role_granted_by_another_createrole_login_counts_for_nothing_at_the_act() {
+    let test = "a_role_granted_by_another_createrole_login_counts_for_nothing_at_the_act";
+    let Some((pg, url, _dir)) = team(test, "foreigngrant") else {
+        return;
+    };
+    let database = database_of(&url);
+    let (eve, bob) = (format!("{database}_eve"), format!("{database}_bob"));
+    pg.psql(database, &format!("CREATE ROLE {eve} LOGIN CREATEROLE"));
+    let bob_url = login(pg, &url, &bob, &["recon_reader"]);
+    pg.psql(
+        database,
+        &format!("SET ROLE {eve}; GRANT recon_reviewer TO {bob}"),
+    );
+    let mut ws = open(&bob_url);
+    let before = journal_length(pg, &url);
+    let noted = ws.note("op-1", "bob", "granted by eve").map(drop);
+    denied(pg, &url, (noted, before), "recon_reviewer", &bob);
+    // The same role, granted by the owner, counts.
+    let granted = crate::support::run_with_env(
+        &["db", "revoke", "--database", &url, &bob, "reviewer"],
+        None,
+        &[],
+    );
+    assert_eq!(granted.code, Some(0), "{}", granted.stderr);
+    let granted = crate::support::run_with_env(
+        &["db", "grant", "--database", &url, &bob, "reviewer"],
+        None,
+        &[],
+    );
+    assert_eq!(granted.code, Some(0), "{}", granted.stderr);
+    ws.note("op-1", "bob", "granted by the owner")
+        .expect("a role the owner granted counts");
+}

@@ -346,3 +346,85 @@ fn db_status_says_four_eyes_and_a_database_without_an_outbox_is_told_to_run_db_i
     assert_eq!(four.code, Some(0), "{}", four.stderr);
     assert_eq!(status_ok(&empty, &[])["four_eyes"], json!(true));
 }
+
+fn grant(verb: &str, url: &str, login: &str, roles: &str) -> Run {
+    run_with_env(
+        &["db", verb, "--database", url, login, roles, "--json"],
+        None,
+        &[],
+    )
+}
+
+#[test]
+fn db_grant_grants_exactly_the_named_roles_as_the_owner_and_db_revoke_takes_them_back() {
+    let test = "db_grant_grants_exactly_the_named_roles_as_the_owner_and_db_revoke_takes_them_back";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = initialized(pg, "grant_roles");
+    let database = url.rsplit('/').next().expect("a name").to_string();
+    let (ann, eve) = (format!("{database}_ann"), format!("{database}_eve"));
+    super::roles::login(pg, &url, &ann, &[]);
+    let eve_url = super::roles::login(pg, &url, &eve, &["recon_reviewer"]);
+    let out = grant("grant", &url, &ann, "reviewer,closer");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.json(),
+        json!({"login": ann, "roles": ["reviewer", "closer"]})
+    );
+    let status = status_ok(&url, &[]);
+    let held = (status["logins"].as_array().expect("logins").iter())
+        .find(|l| l["login"] == json!(ann))
+        .cloned();
+    assert_eq!(
+        held,
+        Some(json!({"login": ann, "roles": ["reviewer", "closer"]})),
+        "granted by the owner, so they count: {status}"
+    );
+    let out = grant("revoke", &url, &ann, "closer");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json(), json!({"login": ann, "roles": ["reviewer"]}));
+    let text = run_with_env(
+        &["db", "revoke", "--database", &url, &ann, "reviewer"],
+        None,
+        &[],
+    );
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert_eq!(
+        text.stdout,
+        format!("{ann} now holds no role of the outbox\n")
+    );
+    // Another login, even one holding a role, grants nothing.
+    let refused = grant("grant", &eve_url, &ann, "approver");
+    assert_eq!(refused.code, Some(3), "{}", refused.stderr);
+    assert_eq!(refused.json()["error"]["code"], "permission_denied");
+    let status = status_ok(&url, &[]);
+    let logins = status["logins"].as_array().expect("logins");
+    assert!(
+        !logins.iter().any(|l| l["login"] == json!(ann)),
+        "nothing was granted: {status}"
+    );
+}
+
+#[test]
+fn db_grant_refuses_an_unknown_role_before_connecting_and_names_a_missing_login() {
+    let test = "db_grant_refuses_an_unknown_role_before_connecting_and_names_a_missing_login";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = initialized(pg, "grant_bad");
+    let out = grant("grant", &url, "nobody", "reviewer,superuser");
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("superuser is no role"),
+        "{}",
+        out.stderr
+    );
+    let out = grant("grant", &url, "grant_bad_nobody", "reviewer");
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no role named grant_bad_nobody"),
+        "{}",
+        out.stderr
+    );
+}
