@@ -385,7 +385,8 @@ impl Command {
             )
             | Command::Db(DbCommand::Init(DbInitArgs { json, .. }))
             | Command::Metrics(MetricsArgs { json, .. })
-            | Command::Db(DbCommand::Status(DbStatusArgs { json })) => *json,
+            | Command::Db(DbCommand::Status(DbStatusArgs { json }))
+            | Command::Db(DbCommand::Upgrade(DbUpgradeArgs { json })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -481,6 +482,21 @@ pub enum DbCommand {
     /// grant of them by another role (which counts for nothing). Any login
     /// that can read the outbox may run it.
     Status(DbStatusArgs),
+    /// Upgrade an outbox an older recon made (schema 6, the release before
+    /// the fourth wave) to this recon's schema, in one transaction,
+    /// journaled as `upgraded` {from, to}; killed at any point, it leaves
+    /// the old schema as it was. Only the outbox's owner may run it
+    /// (permission_denied, exit 3, for anyone else). An outbox already at
+    /// this version is left as it is (exit 0). Every other command refuses
+    /// an outbox of an older schema with schema_outdated (exit 4).
+    Upgrade(DbUpgradeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbUpgradeArgs {
+    /// Print {database, from, to, upgraded, seq}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

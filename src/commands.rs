@@ -211,6 +211,7 @@ enum Request {
     PrepareBatch(batch::PrepareBatch),
     Mcp(mcp::Mcp),
     GatewayAdapter(mcp::GatewayAdapter),
+    DbUpgrade(db::Upgrade),
 }
 
 impl Request {
@@ -285,6 +286,9 @@ impl Request {
             Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
             Command::Db(DbCommand::Status(args)) => {
                 Request::DbStatus(db::Status::validate(args, ws)?)
+            }
+            Command::Db(DbCommand::Upgrade(args)) => {
+                Request::DbUpgrade(db::Upgrade::validate(args, ws)?)
             }
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
@@ -361,6 +365,7 @@ impl Request {
             Request::PrepareBatch(request) => Box::new(request.run()?),
             Request::Mcp(request) => Box::new(request.run()?),
             Request::GatewayAdapter(request) => Box::new(request.run()?),
+            Request::DbUpgrade(request) => Box::new(request.run()?),
         })
     }
 }

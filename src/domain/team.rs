@@ -78,10 +78,12 @@ pub enum Act {
     /// A decision by a named policy (`recon resolve`).
     Resolve,
     Receivers,
+    /// `recon db upgrade`: the outbox brought to this build's schema.
+    Upgrade,
 }
 
 impl Act {
-    pub const ALL: [Act; 13] = [
+    pub const ALL: [Act; 14] = [
         Act::Prepare,
         Act::Dispatch,
         Act::Receipt,
@@ -95,6 +97,7 @@ impl Act {
         Act::Approve,
         Act::Resolve,
         Act::Receivers,
+        Act::Upgrade,
     ];
 
     /// Its name, as the database's `recon_begin_write` is told it.
@@ -113,6 +116,7 @@ impl Act {
             Act::Approve => "approve",
             Act::Resolve => "resolve",
             Act::Receivers => "receivers",
+            Act::Upgrade => "upgrade",
         }
     }
 
@@ -129,7 +133,7 @@ impl Act {
             Act::Close => &[TeamRole::Closer],
             Act::Approve => &[TeamRole::Approver],
             Act::Resolve => &[TeamRole::Closer, TeamRole::Reviewer],
-            Act::Receivers => &[TeamRole::Owner],
+            Act::Receivers | Act::Upgrade => &[TeamRole::Owner],
         }
     }
 
@@ -153,6 +157,7 @@ impl Act {
                 "receiver_updated",
                 "receiver_removed",
             ],
+            Act::Upgrade => &["upgraded"],
         }
     }
 
