@@ -63,6 +63,16 @@ fn cli_ok(url: &str, args: &[&str], code: i32) -> Value {
 /// meta ([`fingerprint`]), every column of recon's tables, every trigger's
 /// definition and every function's body, and each table's rows.
 fn everything(pg: &Postgres, database: &str) -> String {
+    format!(
+        "{}\n{}",
+        fingerprint(pg, database),
+        shape_and_rows(pg, database)
+    )
+}
+
+/// Every column, trigger, function and constraint of the schema, and each
+/// table's rows.
+fn shape_and_rows(pg: &Postgres, database: &str) -> String {
     let tables = pg.psql(
         database,
         "SELECT string_agg(relname::text, ' ' ORDER BY relname) FROM pg_class
@@ -88,7 +98,7 @@ fn everything(pg: &Postgres, database: &str) -> String {
                 (SELECT string_agg(conname || pg_get_constraintdef(oid), ',' ORDER BY conname)
                  FROM pg_constraint WHERE connamespace = 'public'::regnamespace)",
     );
-    format!("{}\n{shape}\n{contents}", fingerprint(pg, database))
+    format!("{shape}\n{contents}")
 }
 
 fn schema_version(pg: &Postgres, database: &str) -> String {
@@ -374,4 +384,41 @@ fn db_upgrade_of_an_outbox_already_at_this_version_says_so_and_writes_nothing() 
     assert_eq!(text.code, Some(0), "{}", text.stderr);
     assert!(text.stdout.contains("already"), "{}", text.stdout);
     assert_eq!(everything(pg, database), before);
+}
+
+#[test]
+fn db_upgrade_refuses_a_newer_outbox_an_empty_database_and_one_not_recons_changing_nothing() {
+    let test =
+        "db_upgrade_refuses_a_newer_outbox_an_empty_database_and_one_not_recons_changing_nothing";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let newer = initialized(pg, "upnewer");
+    pg.psql(
+        database_of(&newer),
+        "UPDATE meta SET value = '8' WHERE key = 'schema_version'",
+    );
+    let empty = pg.new_database("upempty");
+    let foreign = pg.new_database("upforeign");
+    pg.psql(
+        database_of(&foreign),
+        "CREATE TABLE meta (key text PRIMARY KEY, value text); \
+         INSERT INTO meta VALUES ('schema_version', '6')",
+    );
+    for (url, says) in [
+        (&newer, "schema version 8; this recon reads version 7"),
+        (&empty, "recon db init"),
+        (&foreign, "not a recon outbox"),
+    ] {
+        let database = database_of(url);
+        let before = shape_and_rows(pg, database);
+        let out = cli(url, &["db", "upgrade"]);
+        assert_eq!(out.code, Some(4), "{database}: {}", out.stderr);
+        let message = out.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains(says), "{database}: {message}");
+        assert_eq!(shape_and_rows(pg, database), before, "{database}");
+    }
 }
