@@ -200,8 +200,26 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     let verified = cli_ok(&url, &["verify"], 0);
     assert_eq!(verified["intact"], json!(true), "{verified}");
     assert_eq!(verified["journal_entries"], json!(18), "{verified}");
-    // The reads work on it, and say what the old build recorded.
-    let ops = cli_ok(&url, &["ops", "--state", "all"], 0);
+    the_reads_say_what_the_old_build_recorded(&url);
+    // And the next act follows the upgrade's entry on the chain.
+    cli_ok(
+        &url,
+        &[
+            "note",
+            "pay-3",
+            "--by",
+            "ann",
+            "--text",
+            "after the upgrade",
+        ],
+        0,
+    );
+    assert_eq!(cli_ok(&url, &["verify"], 0)["journal_entries"], json!(19));
+}
+
+/// `ops` and `show` on the upgraded outbox, saying what ce2d017 recorded.
+fn the_reads_say_what_the_old_build_recorded(url: &str) {
+    let ops = cli_ok(url, &["ops", "--state", "all"], 0);
     let states: Vec<(String, String)> = ops
         .as_array()
         .expect("a list")
@@ -221,31 +239,17 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     ]
     .map(|(op, state)| (op.to_string(), state.to_string()));
     assert_eq!(states, expected);
-    let shown = cli_ok(&url, &["show", "pay-2"], 0);
+    let shown = cli_ok(url, &["show", "pay-2"], 0);
     assert_eq!(
         shown["evidence"][0]["decision"],
         json!("not_applied"),
         "{shown}"
     );
-    let noted = cli_ok(&url, &["show", "pay-3"], 0);
+    let noted = cli_ok(url, &["show", "pay-3"], 0);
     assert!(
         noted.to_string().contains("waiting for the bank"),
         "{noted}"
     );
-    // And the next act follows the upgrade's entry on the chain.
-    cli_ok(
-        &url,
-        &[
-            "note",
-            "pay-3",
-            "--by",
-            "ann",
-            "--text",
-            "after the upgrade",
-        ],
-        0,
-    );
-    assert_eq!(cli_ok(&url, &["verify"], 0)["journal_entries"], json!(19));
 }
 
 #[test]
