@@ -17,6 +17,11 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// How many entries ce2d017 journaled in the fixture (its README: `verify`
+/// said so when it was made); the upgrade's is the next.
+const OLD_ENTRIES: usize = 22;
+const UPGRADE_SEQ: usize = OLD_ENTRIES + 1;
+
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/schema6_pg")
@@ -171,24 +176,27 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     };
     let database = database_of(&url);
     let (old_journal, old_ops) = (journal(pg, database), operations(pg, database));
-    assert_eq!(old_journal.len(), 17, "{old_journal:?}");
+    assert_eq!(old_journal.len(), OLD_ENTRIES, "{old_journal:?}");
     let done = cli_ok(&url, &["db", "upgrade"], 0);
     assert_eq!(
         (&done["from"], &done["to"], &done["upgraded"], &done["seq"]),
-        (&json!(6), &json!(7), &json!(true), &json!(18)),
+        (&json!(6), &json!(7), &json!(true), &json!(UPGRADE_SEQ)),
         "{done}"
     );
     assert_eq!(schema_version(pg, database), "7");
     // The old entries and rows, untouched; the upgrade's entry after them.
     let new_journal = journal(pg, database);
-    assert_eq!(new_journal[..17], old_journal[..]);
+    assert_eq!(new_journal[..OLD_ENTRIES], old_journal[..]);
+    assert_eq!(new_journal.len(), UPGRADE_SEQ);
     assert!(
-        new_journal[17].starts_with("18 upgraded - "),
+        new_journal[OLD_ENTRIES].starts_with(&format!("{UPGRADE_SEQ} upgraded - ")),
         "{new_journal:?}"
     );
-    let entry: Value =
-        serde_json::from_str(&pg.psql(database, "SELECT entry FROM journal WHERE seq = 18"))
-            .expect("the entry is JSON");
+    let entry: Value = serde_json::from_str(&pg.psql(
+        database,
+        &format!("SELECT entry FROM journal WHERE seq = {UPGRADE_SEQ}"),
+    ))
+    .expect("the entry is JSON");
     assert_eq!(
         (&entry["from"], &entry["to"], &entry["role"]),
         (&json!(6), &json!(7), &json!("postgres")),
@@ -199,7 +207,11 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     // with a new outbox's.
     let verified = cli_ok(&url, &["verify"], 0);
     assert_eq!(verified["intact"], json!(true), "{verified}");
-    assert_eq!(verified["journal_entries"], json!(18), "{verified}");
+    assert_eq!(
+        verified["journal_entries"],
+        json!(UPGRADE_SEQ),
+        "{verified}"
+    );
     the_reads_say_what_the_old_build_recorded(&url);
     // And the next act follows the upgrade's entry on the chain.
     cli_ok(
@@ -214,7 +226,10 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
         ],
         0,
     );
-    assert_eq!(cli_ok(&url, &["verify"], 0)["journal_entries"], json!(19));
+    assert_eq!(
+        cli_ok(&url, &["verify"], 0)["journal_entries"],
+        json!(UPGRADE_SEQ + 1)
+    );
 }
 
 /// `ops` and `show` on the upgraded outbox, saying what ce2d017 recorded.
@@ -233,6 +248,7 @@ fn the_reads_say_what_the_old_build_recorded(url: &str) {
         .collect();
     let expected = [
         ("pay-1", "confirmed"),
+        ("pay-1-refund", "confirmed"),
         ("pay-2", "not_applied"),
         ("pay-3", "unknown"),
         ("pay-4", "confirmed"),
@@ -280,8 +296,10 @@ fn the_old_recon_roles_keep_working_after_the_upgrade_and_db_status_says_prefix_
     );
     let roles = pg.psql(
         database_of(&url),
-        "SELECT string_agg(kind || ':' || (entry::jsonb ->> 'role'), ',' ORDER BY seq)
-         FROM journal WHERE seq > 18",
+        &format!(
+            "SELECT string_agg(kind || ':' || (entry::jsonb ->> 'role'), ',' ORDER BY seq)
+             FROM journal WHERE seq > {UPGRADE_SEQ}"
+        ),
     );
     assert_eq!(roles.trim(), "escalated:upgrade_rev,noted:upgrade_rev");
     // A reader of the old release may read, not write.
@@ -364,7 +382,7 @@ fn an_upgrade_killed_before_its_commit_leaves_schema_6_intact_and_the_next_one_c
     let done = cli_ok(&url, &["db", "upgrade"], 0);
     assert_eq!(
         (&done["upgraded"], &done["seq"]),
-        (&json!(true), &json!(18))
+        (&json!(true), &json!(UPGRADE_SEQ))
     );
     assert_eq!(cli_ok(&url, &["verify"], 0)["intact"], json!(true));
 }
