@@ -37,7 +37,8 @@ pub use chain::{
 pub use entry::{
     acknowledged, approved, call_failed, close_requested, closed, content, dispatched, evidence,
     link_hash, marked, noted, observed, person_of, prepared, receiver_registered, receiver_removed,
-    receiver_updated, seal_generated, sha256_hex, Checkpoint, EntryKind, Sealed, GENESIS_HASH,
+    receiver_updated, seal_generated, sha256_hex, upgraded, Checkpoint, EntryKind, Sealed,
+    GENESIS_HASH,
 };
 pub use projection::{
     Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, CLOSE_REQUESTS,

@@ -387,7 +387,8 @@ impl Command {
             | Command::Metrics(MetricsArgs { json, .. })
             | Command::Db(DbCommand::Status(DbStatusArgs { json }))
             | Command::Db(DbCommand::Grant(DbGrantArgs { json, .. }))
-            | Command::Db(DbCommand::Revoke(DbGrantArgs { json, .. })) => *json,
+            | Command::Db(DbCommand::Revoke(DbGrantArgs { json, .. }))
+            | Command::Db(DbCommand::Upgrade(DbUpgradeArgs { json })) => *json,
             Command::Receivers(ReceiversCommand::Remove(_))
             | Command::Experiment(_)
             | Command::Screenshot(_)
@@ -491,6 +492,14 @@ pub enum DbCommand {
     /// another role too); prints the roles the login still holds. Owner
     /// only.
     Revoke(DbGrantArgs),
+    /// Upgrade an outbox an older recon made (schema 6, the release before
+    /// the fourth wave) to this recon's schema, in one transaction,
+    /// journaled as `upgraded` {from, to}; killed at any point, it leaves
+    /// the old schema as it was. Only the outbox's owner may run it
+    /// (permission_denied, exit 3, for anyone else). An outbox already at
+    /// this version is left as it is (exit 0). Every other command refuses
+    /// an outbox of an older schema with schema_outdated (exit 4).
+    Upgrade(DbUpgradeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -502,6 +511,13 @@ pub struct DbGrantArgs {
     #[arg(value_delimiter = ',', required = true)]
     pub roles: Vec<String>,
     /// Print {login, roles}: the short names the login holds afterwards.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DbUpgradeArgs {
+    /// Print {database, from, to, upgraded, seq}.
     #[arg(long)]
     pub json: bool,
 }

@@ -212,6 +212,7 @@ enum Request {
     PrepareBatch(batch::PrepareBatch),
     Mcp(mcp::Mcp),
     GatewayAdapter(mcp::GatewayAdapter),
+    DbUpgrade(db::Upgrade),
 }
 
 impl Request {
@@ -293,6 +294,9 @@ impl Request {
             Command::Db(DbCommand::Revoke(args)) => {
                 Request::DbGrant(db::Grant::validate(args, false, ws)?)
             }
+            Command::Db(DbCommand::Upgrade(args)) => {
+                Request::DbUpgrade(db::Upgrade::validate(args, ws)?)
+            }
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
                 Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
@@ -369,6 +373,7 @@ impl Request {
             Request::PrepareBatch(request) => Box::new(request.run()?),
             Request::Mcp(request) => Box::new(request.run()?),
             Request::GatewayAdapter(request) => Box::new(request.run()?),
+            Request::DbUpgrade(request) => Box::new(request.run()?),
         })
     }
 }

@@ -130,7 +130,8 @@ pub enum HoldPoint {
     /// lock (and so before it reads the time of its act).
     BeforeWriteLock,
     /// A write to a PostgreSQL outbox: the act written and its last
-    /// journal entry read back, COMMIT not sent yet.
+    /// journal entry read back, COMMIT not sent yet (for `db upgrade`:
+    /// every step done and its entry journaled).
     BeforeCommit,
     /// A reviewer's decision or a dispatch: its row read under the write
     /// lock and every rule checked on it, nothing of the act written yet

@@ -89,6 +89,8 @@ pub(crate) use location::{
 pub(crate) use postgres::change_grants;
 pub(crate) use postgres::init as init_database;
 pub(crate) use postgres::status as database_status;
+pub(crate) use postgres::upgrade as upgrade_database;
+pub use postgres::DatabaseUpgrade;
 pub use postgres::{
     detail as postgres_error_detail, ConnectError, DatabaseInit, DatabaseStatus, DatabaseUrl,
     LoginRoles, UrlError,

@@ -34,6 +34,7 @@ mod triage;
 mod watch;
 
 use crate::settings::OpenOptions;
+pub use crate::store::DatabaseUpgrade;
 use crate::store::{self, SenderStore};
 pub use crate::store::{
     postgres_error_detail, postgres_queue_page, ConnectError, DatabaseInit, DatabaseStatus,
@@ -190,6 +191,16 @@ impl Workspace {
         grant: bool,
     ) -> Result<LoginRoles> {
         store::change_grants(database, options, login, roles, grant)
+    }
+
+    /// Upgrades the outbox in `database` made by an older recon to this
+    /// build's schema, in one transaction (`recon db upgrade`, its owner
+    /// only), at the system's time.
+    pub fn upgrade_database(
+        database: &DatabaseUrl,
+        options: OpenOptions,
+    ) -> Result<DatabaseUpgrade, Error> {
+        store::upgrade_database(database, options, &SystemClock)
     }
 
     /// Whether nothing of a workspace is at `location` (for a directory:

@@ -61,10 +61,13 @@ pub enum EntryKind {
     Acknowledged,
     CallFailed,
     CloseRequested,
+    /// `recon db upgrade` (PostgreSQL's outbox alone): the schema it
+    /// found and the one it left.
+    Upgraded,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 16] = [
+    pub const ALL: [EntryKind; 17] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -81,6 +84,7 @@ impl EntryKind {
         EntryKind::Acknowledged,
         EntryKind::CallFailed,
         EntryKind::CloseRequested,
+        EntryKind::Upgraded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -101,6 +105,7 @@ impl EntryKind {
             EntryKind::CallFailed => "call_failed",
             EntryKind::CloseRequested => "close_requested",
             EntryKind::ReceiverRemoved => "receiver_removed",
+            EntryKind::Upgraded => "upgraded",
         }
     }
 
@@ -421,6 +426,12 @@ pub fn receiver_updated(registration: &Registration, at: Timestamp) -> Map<Strin
 /// `receiver_removed`: the registration's name.
 pub fn receiver_removed(name: &str, at: Timestamp) -> Map<String, Value> {
     object(json!({ "name": name, "at": at }))
+}
+
+/// The fields of an `upgraded` entry: the schema version the outbox had
+/// and the one it has now.
+pub fn upgraded(from: i64, to: i64, at: Timestamp) -> Map<String, Value> {
+    object(json!({ "from": from, "to": to, "at": at }))
 }
 
 /// The canonical text of an object whose member values are already

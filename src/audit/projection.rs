@@ -684,6 +684,7 @@ impl<'a> Replay<'a> {
             | EntryKind::ReceiverRemoved => {
                 self.problem(e, "an act on a receiver names an operation".into());
             }
+            EntryKind::Upgraded => self.problem(e, "an upgrade names an operation".into()),
         }
     }
 
@@ -1379,6 +1380,9 @@ pub fn replay_receivers<'a>(
                 }
                 routes.retain(|_, route| !route[1].same(&Want::Text(&name)));
             }
+            // The schema's upgrade (PostgreSQL): no row of its own; the
+            // chain holds it like every entry.
+            EntryKind::Upgraded => {}
             _ => problems.push(problem("an act on an operation names none")),
         }
     }

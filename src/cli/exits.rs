@@ -287,6 +287,13 @@ const TABLE: &[Exits] = &[
         database: true,
         ..exits(&["db", "init"])
     },
+    Exits {
+        done: "the outbox is at this recon's schema version (upgraded now, or found)",
+        refusals: &["permission_denied"],
+        workspace: false,
+        database: true,
+        ..exits(&["db", "upgrade"])
+    },
 ];
 
 /// Every command that has its own exit codes, by its words.
@@ -319,6 +326,7 @@ pub const COMMAND_PATHS: &[&[&str]] = &[
     &["receivers", "remove"],
     &["db", "init"],
     &["metrics"],
+    &["db", "upgrade"],
 ];
 
 /// The exit codes (and environment) section of one command's `--help`.

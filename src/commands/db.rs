@@ -1,6 +1,7 @@
 //! `recon db init`: the PostgreSQL outbox's schema (SPEC 10); `recon db
 //! status`: what it is and who may act on it (SPEC 12); `recon db grant`
-//! and `recon db revoke`: its roles, given and taken by its owner.
+//! and `recon db revoke`: its roles, given and taken by its owner; `recon
+//! db upgrade`: an older recon's outbox brought to this schema (SPEC 10).
 //!
 //! The database comes from `--database`, else `RECON_DATABASE_URL`; it is
 //! printed only redacted (`DatabaseUrl`). `--workspace` has no meaning
@@ -9,10 +10,12 @@
 use super::open::{open_options, Place, DATABASE_VARIABLE};
 use super::render::Render;
 use super::{Failure, Out};
-use crate::cli::{DbGrantArgs, DbInitArgs, DbStatusArgs};
+use crate::cli::{DbGrantArgs, DbInitArgs, DbStatusArgs, DbUpgradeArgs};
 use crate::domain::sanitize::escape;
 use crate::domain::team::TeamRole;
-use crate::workspace::{DatabaseInit, DatabaseStatus, DatabaseUrl, LoginRoles, Workspace};
+use crate::workspace::{
+    DatabaseInit, DatabaseStatus, DatabaseUpgrade, DatabaseUrl, LoginRoles, Workspace,
+};
 
 pub struct Init {
     database: DatabaseUrl,
@@ -213,6 +216,51 @@ impl Render for Granted {
             escape(&held.login),
             escape(&roles)
         ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+}
+
+pub struct Upgrade {
+    database: DatabaseUrl,
+}
+
+impl Upgrade {
+    pub fn validate(_args: DbUpgradeArgs, place: Place) -> Result<Self, Failure> {
+        Ok(Upgrade {
+            database: database("upgrade", place)?,
+        })
+    }
+
+    pub fn run(self) -> Result<Upgraded, Failure> {
+        Ok(Upgraded(Workspace::upgrade_database(
+            &self.database,
+            open_options()?,
+        )?))
+    }
+}
+
+pub struct Upgraded(DatabaseUpgrade);
+
+impl Render for Upgraded {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let upgrade = &self.0;
+        match upgrade.seq {
+            Some(seq) => out.line(format!(
+                "upgraded the recon outbox in {} from schema version {} to {} (journal entry \
+                 #{seq}, upgraded)",
+                escape(&upgrade.database),
+                upgrade.from,
+                upgrade.to,
+            )),
+            None => out.line(format!(
+                "the recon outbox in {} is at schema version {} already, nothing changed",
+                escape(&upgrade.database),
+                upgrade.to,
+            )),
+        }
     }
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {

@@ -92,10 +92,12 @@ pub enum Act {
     /// A decision by a named policy (`recon resolve`).
     Resolve,
     Receivers,
+    /// `recon db upgrade`: the outbox brought to this build's schema.
+    Upgrade,
 }
 
 impl Act {
-    pub const ALL: [Act; 13] = [
+    pub const ALL: [Act; 14] = [
         Act::Prepare,
         Act::Dispatch,
         Act::Receipt,
@@ -109,6 +111,7 @@ impl Act {
         Act::Approve,
         Act::Resolve,
         Act::Receivers,
+        Act::Upgrade,
     ];
 
     /// Its name, as the database's `recon_begin_write` is told it.
@@ -127,6 +130,7 @@ impl Act {
             Act::Approve => "approve",
             Act::Resolve => "resolve",
             Act::Receivers => "receivers",
+            Act::Upgrade => "upgrade",
         }
     }
 
@@ -143,7 +147,7 @@ impl Act {
             Act::Close => &[TeamRole::Closer],
             Act::Approve => &[TeamRole::Approver],
             Act::Resolve => &[TeamRole::Closer, TeamRole::Reviewer],
-            Act::Receivers => &[TeamRole::Owner],
+            Act::Receivers | Act::Upgrade => &[TeamRole::Owner],
         }
     }
 
@@ -167,6 +171,7 @@ impl Act {
                 "receiver_updated",
                 "receiver_removed",
             ],
+            Act::Upgrade => &["upgraded"],
         }
     }
 

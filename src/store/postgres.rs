@@ -45,6 +45,7 @@ mod sender;
 mod shape;
 mod status;
 mod tls;
+mod upgrade;
 mod url;
 
 pub(crate) use listen::PgHeadListener;
@@ -54,6 +55,9 @@ pub(crate) use status::{change_grants, status};
 pub use status::{DatabaseStatus, LoginRoles};
 pub use tls::ConnectError;
 pub use url::{DatabaseUrl, UrlError};
+
+pub(crate) use upgrade::upgrade;
+pub use upgrade::DatabaseUpgrade;
 
 pub use roles::{RULE_REFUSED, SAME_PERSON};
 pub(crate) use schema::init;

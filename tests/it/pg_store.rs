@@ -20,6 +20,7 @@ mod proxy;
 pub(crate) mod roles;
 mod rules;
 mod tls;
+mod upgrade;
 
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};

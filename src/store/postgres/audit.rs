@@ -170,7 +170,10 @@ fn project(
     url: &DatabaseUrl,
     ledger_id: Option<&str>,
 ) -> Result<crate::audit::Projection, StoreError> {
-    // A PostgreSQL outbox is created at this schema version: never upgraded.
+    // A PostgreSQL outbox has no entries without a time to give one (the
+    // schema-4 upgrade's concern, `Upgraded`): it was created at schema 6
+    // or later, and `db upgrade` journals its own entry. Entries written
+    // before that upgrade meet this build's rules as they stand.
     let mut projector = Projector::after_upgrade(None);
     projector.receivers(
         &all_rows(tx, url, &JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,

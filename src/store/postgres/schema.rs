@@ -115,7 +115,7 @@ CREATE TABLE journal (
     kind text COLLATE "C" NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt',
         'observed', 'closed', 'decided', 'approved', 'noted', 'escalated', 'deescalated',
         'receiver_registered', 'receiver_updated', 'receiver_removed', 'acknowledged',
-        'call_failed', 'close_requested')),
+        'call_failed', 'close_requested', 'upgraded')),
     op_id text COLLATE "C",
     entry text COLLATE "C" NOT NULL,
     prev_hash text COLLATE "C" NOT NULL,
@@ -349,7 +349,7 @@ const APPEND_ONLY_TABLES: [(&str, &str); 10] = [
 /// The whole schema: [`TABLES`], then the append-only triggers, named as
 /// SQLite's are (`journal_head` refuses updates through its own trigger,
 /// so only its deletes are here).
-fn ddl(schema: &str) -> String {
+pub(super) fn ddl(schema: &str) -> String {
     let mut ddl = TABLES.to_string();
     for (table, message) in APPEND_ONLY_TABLES {
         let changes: &[&str] = match table {
@@ -386,7 +386,7 @@ pub(crate) fn object_names() -> Vec<String> {
 
 /// The names the schema creates of the kinds given (`TABLE`, `INDEX`,
 /// `FUNCTION`), in the order it creates them.
-fn names_created(kinds: &[&str]) -> Vec<String> {
+pub(super) fn names_created(kinds: &[&str]) -> Vec<String> {
     let ddl = ddl("pg_temp");
     let words: Vec<&str> = ddl.split_whitespace().collect();
     words

@@ -27,7 +27,7 @@ const REVIEWERS: usize = 8;
 const ROUNDS: usize = 50;
 
 /// `recon ARGS --database URL --json`, its output piped.
-fn recon(url: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub(super) fn recon(url: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(recon_bin());
     command
         .args(args)
@@ -41,8 +41,8 @@ fn recon(url: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
 
 /// A host held at `point`: its process, and the fifo's write end once
 /// it is there (opening it returns only then).
-struct Held {
-    child: Child,
+pub(super) struct Held {
+    pub(super) child: Child,
     fifo: File,
 }
 
@@ -54,7 +54,7 @@ fn mkfifo(path: &Path) {
 /// Starts `command` armed to hold at `point` on the fifo `path`, and
 /// returns once the process is there; fails the test, with what the
 /// process said, if it ends without getting there.
-fn hold(mut command: Command, point: &str, path: &Path) -> Held {
+pub(super) fn hold(mut command: Command, point: &str, path: &Path) -> Held {
     mkfifo(path);
     let mut child = command
         .env("RECON_HOLD_POINT", point)

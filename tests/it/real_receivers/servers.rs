@@ -379,6 +379,25 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("psql: {e}"))
     }
 
+    /// Runs the SQL file `path` (a dump, with its `COPY` data) through psql
+    /// in `database`, stopping at its first error.
+    #[track_caller]
+    pub fn psql_file(&self, database: &str, path: &Path) {
+        run(Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1"])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+            ])
+            .arg("-f")
+            .arg(path))
+        .unwrap_or_else(|e| panic!("psql -f {}: {e}", path.display()));
+    }
+
     /// [`Postgres::psql`] for SQL the server may refuse: `Err` carries
     /// psql's output, the server's message among it.
     pub fn try_psql(&self, database: &str, sql: &str) -> Result<String, String> {
