@@ -3,6 +3,8 @@
 //! receiver's own retry leave: `op-1` dispatched with its receipt lost,
 //! then a second, identical effect written behind recon's back.
 
+mod console;
+
 use crate::cli::{assert_refused, Shell};
 use crate::races::{race, strings};
 use crate::stores::{on_both_stores, Site, Store};

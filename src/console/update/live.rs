@@ -56,6 +56,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
     // while this refresh reads is looked at again by the next one.
     let marker = ws.change_marker()?;
     let counts = ws.counts()?;
+    let surplus = ws.surplus_awaiting()?;
     let moved = if marker.journal.length > errand.since {
         ws.changed_since(errand.since)?
     } else {
@@ -69,6 +70,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
     Ok(Screen {
         marker,
         counts,
+        surplus,
         moved,
         rows,
         detail,
@@ -78,6 +80,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
 /// Puts a screen read on screen, and remembers the marker it was read at.
 fn apply_screen(app: &mut App, screen: Screen, origin: Origin) -> Result<()> {
     app.counts = screen.counts;
+    app.surplus = screen.surplus;
     drop_stale_marks(app, &screen.moved);
     place_rows(app, screen.rows);
     match screen.detail {
@@ -106,6 +109,7 @@ fn apply_in_page(app: &mut App, screen: Screen) -> bool {
         return false;
     };
     app.counts = screen.counts;
+    app.surplus = screen.surplus;
     drop_stale_marks(app, &screen.moved);
     place_rows(
         app,
