@@ -622,6 +622,14 @@ impl KeepPicker {
         self
     }
 
+    /// The matches shown when only `rows` fit: a window that holds the
+    /// cursor, from the first match while it can.
+    pub fn window(&self, rows: usize) -> std::ops::Range<usize> {
+        let rows = rows.max(1).min(self.choices.len());
+        let start = (self.cursor + 1).saturating_sub(rows);
+        start..start + rows
+    }
+
     /// The effect under the cursor, and the others: its surplus.
     pub fn chosen(&self) -> Option<(&str, Vec<&str>)> {
         let kept = self.choices.get(self.cursor)?;

@@ -108,8 +108,10 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if !app.surplus.is_empty() {
         let awaiting: usize = app.surplus.values().sum();
+        // Short on a narrow bar, so the tabs keep their names.
+        let words = if width < 100 { "" } else { " to compensate" };
         kept.push(Span::styled(
-            format!("  +{awaiting} surplus to compensate"),
+            format!("  +{awaiting} surplus{words}"),
             if awaiting > 0 {
                 theme.warn()
             } else {

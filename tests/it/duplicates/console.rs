@@ -42,6 +42,10 @@ fn duplicated_with(second: &str) -> (Lab, Vec<String>) {
 }
 
 fn console(lab: &Lab) -> App {
+    console_sized(lab, (120, 40))
+}
+
+fn console_sized(lab: &Lab, size: (u16, u16)) -> App {
     let source = Source {
         location: lab.path().into(),
         temporary_demo: false,
@@ -50,7 +54,7 @@ fn console(lab: &Lab) -> App {
         reviewer: Some("ada".to_string()),
         no_color: true,
     };
-    App::open(lab.reopen(), source, options, (120, 40)).expect("open console")
+    App::open(lab.reopen(), source, options, size).expect("open console")
 }
 
 #[track_caller]
@@ -128,6 +132,27 @@ fn keeping_one_with_the_cursor_counts_marks_and_compensates_the_surplus() {
     let shown = screen(&app);
     assert!(shown.contains("+0 surplus to compensate"), "{shown}");
     assert!(!shown.contains("> + op-1"), "{shown}");
+}
+
+#[test]
+fn at_80x24_the_picker_the_header_count_and_the_queue_mark_are_in_view() {
+    let (lab, ids) = duplicated_with(PAYLOAD);
+    let mut app = console_sized(&lab, (80, 24));
+    press(&mut app, "xyo");
+    let shown = screen(&app);
+    for id in &ids {
+        assert!(shown.contains(id.as_str()), "{shown}");
+    }
+    assert!(shown.contains("Enter: keep this one"), "{shown}");
+    press(&mut app, "<enter>y3");
+    let shown = screen(&app);
+    let header = shown.lines().nth(1).unwrap_or_default();
+    assert!(header.ends_with("  +1 surplus"), "{header}");
+    assert!(
+        header.contains("3 confirmed"),
+        "the tabs keep their names: {header}"
+    );
+    assert!(shown.contains("> + op-1"), "{shown}");
 }
 
 #[test]
@@ -314,7 +339,15 @@ fn the_keep_picker_moves_within_its_matches_and_the_rest_is_surplus() {
     assert_eq!(last.cursor, 2);
     assert_eq!(last.chosen(), Some(("fx-3", vec!["fx-1", "fx-2"])));
     assert_eq!(
-        picker.moved(1).chosen(),
+        picker.clone().moved(1).chosen(),
         Some(("fx-2", vec!["fx-1", "fx-3"]))
     );
+    assert_eq!(
+        picker.window(2),
+        0..2,
+        "from the first while the cursor is in it"
+    );
+    assert_eq!(last.window(2), 1..3, "the cursor's row stays in view");
+    assert_eq!(last.window(0), 2..3, "at least the cursor's row");
+    assert_eq!(picker.window(10), 0..3, "never past the last match");
 }
