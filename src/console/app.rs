@@ -580,13 +580,16 @@ pub struct KeepChoice {
 
 /// "Keep one": the matches of the duplicate on screen, in the receiver's
 /// order, and the one under the cursor. Built from the read the reviewer
-/// sees; its confirmation is bound to the operation's history as far as
-/// the detail it was built from went (`since`), so any change after the
-/// picker opened closes the confirmation with nothing written.
+/// sees; it and its confirmation are bound to the operation's history as
+/// far as the detail it was built from went (`since`), so any change after
+/// the picker opened closes it, or its confirmation, with nothing written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeepPicker {
     pub op_id: String,
     pub version: i64,
+    /// The scope the reviewer sees, submitted with the decision.
+    pub payload: Value,
+    pub receiver: String,
     pub choices: Vec<KeepChoice>,
     pub cursor: usize,
     /// When the read on screen was taken, in words (receivers give no time
@@ -608,6 +611,8 @@ impl KeepPicker {
         KeepPicker {
             op_id: detail.operation.op_id.clone(),
             version: detail.operation.version,
+            payload: detail.operation.payload.clone(),
+            receiver: detail.operation.receiver.clone(),
             choices,
             cursor: 0,
             read: shown.origin.describe(),

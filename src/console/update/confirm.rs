@@ -477,15 +477,12 @@ pub(super) fn keep_input(app: &mut App, picker: KeepPicker, action: Action) -> R
 fn keep_pending(app: &App, picker: &KeepPicker) -> Option<Pending> {
     let reviewer = app.reviewer.clone()?;
     let (kept, surplus) = picker.chosen()?;
-    let op = app
-        .selected_detail()
-        .filter(|d| d.operation.op_id == picker.op_id)?;
     let target = Target {
         op_id: picker.op_id.clone(),
         version: picker.version,
-        state: op.operation.state,
-        payload: op.operation.payload.clone(),
-        receiver: op.operation.receiver.clone(),
+        state: crate::domain::OpState::Unknown,
+        payload: picker.payload.clone(),
+        receiver: picker.receiver.clone(),
     };
     let lines = vec![
         format!(

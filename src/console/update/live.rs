@@ -232,6 +232,19 @@ pub(super) fn land_screen(
     if let Mode::Confirm(pending) = &app.mode {
         return recheck_dialog(app, pending.clone(), screen);
     }
+    if let Mode::Keep(picker) = &app.mode {
+        let (op_id, since) = (picker.op_id.clone(), picker.since);
+        if let Some(changed) = picker_overtaken(app, &screen, &op_id, since)? {
+            app.mode = Mode::Normal;
+            apply_screen(app, screen, Origin::Refreshed)?;
+            let text = format!(
+                "keep one closed, nothing written: {} after the picker opened",
+                changed.short()
+            );
+            set_status(app, Tone::Warn, text);
+            return Ok(());
+        }
+    }
     if errand.same_place(&here) {
         apply_screen(app, screen, Origin::Refreshed)?;
     } else if !(errand.same_page(&here) && apply_in_page(app, screen)) {
@@ -247,6 +260,21 @@ pub(super) fn land_screen(
         );
     }
     Ok(())
+}
+
+/// What changed the operation of an open "keep one" picker after it
+/// opened, if the screen read says it moved: the picker no longer shows
+/// what the reviewer would keep.
+fn picker_overtaken(
+    app: &App,
+    screen: &Screen,
+    op_id: &str,
+    since: i64,
+) -> Result<Option<Changed>> {
+    if !screen.moved.iter().any(|m| m.op_id == op_id) {
+        return Ok(None);
+    }
+    changed_after(&app.ws, op_id, since)
 }
 
 /// Whether `op_id` changed after the journal position `since` that a

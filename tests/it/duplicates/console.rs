@@ -218,6 +218,38 @@ fn the_real_terminal_keeps_one_of_a_duplicate_and_compensates_the_surplus() {
     assert!(!screen.contains("> + op-1"), "{screen}");
 }
 
+/// A note another process leaves on the operation while the picker is
+/// open closes the picker with nothing written, and says who changed it.
+#[test]
+fn the_real_terminal_closes_the_keep_picker_when_the_operation_changes() {
+    let (lab, _) = duplicated_with(PAYLOAD);
+    let ws = lab.path_str();
+    let args = ["--workspace", ws.as_str(), "--reviewer", "ada"];
+    let Some(tmux) = Tmux::start_with_env(&[], &args, (120, 40)) else {
+        return;
+    };
+    tmux.shows("Verdict: duplicate_matches");
+    tmux.press_until_shown(&["x"], "Confirm: closing snapshot");
+    tmux.press_until_shown(&["y"], "o keep one: available");
+    tmux.press_until_shown(&["o"], "Enter: keep this one");
+    let note = [
+        "note",
+        "--workspace",
+        &ws,
+        "op-1",
+        "--by",
+        "bob",
+        "--text",
+        "wait",
+    ];
+    let out = run(&note, None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let screen = tmux.shows("keep one closed, nothing written: op-1 noted by bob");
+    assert!(!screen.contains("Enter: keep this one"), "{screen}");
+    let op = lab.reopen().require("op-1").unwrap();
+    assert_eq!((op.state, op.version), (OpState::Unknown, 2));
+}
+
 // ---- the pure rules the console asks ------------------------------------
 
 fn effect(id: &str, payload: serde_json::Value) -> Effect {
@@ -329,6 +361,8 @@ fn the_keep_picker_moves_within_its_matches_and_the_rest_is_surplus() {
     let picker = KeepPicker {
         op_id: "op-1".to_string(),
         version: 2,
+        payload: json!({}),
+        receiver: "builtin".to_string(),
         choices: vec![choice("fx-1"), choice("fx-2"), choice("fx-3")],
         cursor: 0,
         read: "your CLOSING snapshot".to_string(),
