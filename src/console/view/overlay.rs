@@ -179,7 +179,9 @@ fn help_lines(app: &App, inner: usize) -> Vec<Line<'static>> {
         lines.push(Line::raw(""));
     }
     for note in [
-        "In the queue, > is the cursor, * a mark and ! an escalated operation; verdict is the \
+        "In the queue, > is the cursor, * a mark, ! an escalated operation, ? a decision a \
+         recorded read contradicts and + a kept duplicate whose surplus awaits compensation \
+         (the bar counts those effects); verdict is the \
          latest recorded observation's (never: none recorded), seen how long ago it was \
          recorded, age the time since the operation's state or version last changed. A narrow \
          queue writes verdicts short: dups (duplicate_matches), payload (payload_mismatch), \
