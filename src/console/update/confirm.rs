@@ -9,8 +9,8 @@
 //! here with suggestions, and comes back through [`approval_pending`] when
 //! the form is submitted; "keep one" first opens its picker of a
 //! duplicate's matches ([`keep_input`]), and Enter there leads to its
-//! confirmation, bound to what the picker saw. Only `y` on that dialog hands the job to
-//! [`super::jobs`]; anything else writes nothing. The texts live here, next
+//! confirmation, bound to what the picker saw. Only `y` on that dialog
+//! hands the job to [`super::jobs`]; anything else writes nothing. The texts live here, next
 //! to the values they describe, so the dialog cannot promise one thing and
 //! the job do another.
 
