@@ -415,6 +415,9 @@ impl Capabilities for SqliteSender {
 /// (`store::metrics`).
 pub(crate) trait OutboxMetrics {
     fn tally(&self) -> Result<crate::domain::metrics::OutboxTally>;
+    /// Each kept duplicate (SPEC 14) by op id, with how many of its
+    /// surplus effects no approval compensates yet (zero once all are).
+    fn surplus_awaiting(&self) -> Result<std::collections::BTreeMap<String, usize>>;
 }
 
 /// Everything the facade needs of a sender store: the core every store

@@ -720,6 +720,13 @@ impl Workspace {
         self.sender.count_by_state()
     }
 
+    /// Each kept duplicate (SPEC 14) by op id, with how many of its
+    /// surplus effects no approval compensates yet: the console's header
+    /// counts them and its queue marks the operations with any.
+    pub fn surplus_awaiting(&self) -> Result<BTreeMap<String, usize>> {
+        self.sender.surplus_awaiting()
+    }
+
     pub fn evidence(&self, op_id: &str) -> Result<Vec<EvidenceRecord>> {
         self.sender.evidence(op_id)
     }

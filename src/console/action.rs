@@ -23,6 +23,10 @@ pub enum Request {
     Compensate,
     /// Dispatch a prepared operation.
     Dispatch,
+    /// Keep one effect of an exact duplicate, picked with the cursor, and
+    /// record `confirmed` with the rest as surplus (SPEC 14). Not in
+    /// [`Request::ALL`]: the verdict panel offers it only on a duplicate.
+    Keep,
 }
 
 impl Request {
@@ -42,6 +46,7 @@ impl Request {
             Request::Decide(Decision::NotApplied) => "record not_applied",
             Request::Compensate => "approve compensation",
             Request::Dispatch => "dispatch",
+            Request::Keep => "keep one",
         }
     }
 
@@ -57,6 +62,8 @@ impl Request {
             Request::Decide(decision) => Act::Decide(decision),
             Request::Compensate => Act::Compensate,
             Request::Dispatch => Act::Dispatch,
+            // Keeping one records `confirmed`, from `unknown`.
+            Request::Keep => Act::Decide(Decision::Confirmed),
         }
     }
 }

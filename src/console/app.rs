@@ -287,6 +287,8 @@ pub enum Job {
         targets: Vec<Target>,
         /// The verdict on screen when the reviewer asked (single decisions).
         verdict_shown: Option<Verdict>,
+        /// The effect kept of a duplicate (`confirmed --keep`, SPEC 14).
+        keep: Option<String>,
     },
     Approve {
         original_op_id: String,
@@ -295,6 +297,8 @@ pub enum Job {
         compensation_op_id: String,
         action_kind: String,
         payload: Value,
+        /// `duplicate` for a surplus effect of a kept duplicate.
+        reason: Option<String>,
     },
     Dispatch {
         op_id: String,
@@ -553,6 +557,8 @@ pub struct CompensationForm {
     pub original_op_id: String,
     pub effect_id: String,
     pub expected_version: i64,
+    /// `duplicate` when the effect is a surplus one of a kept duplicate.
+    pub reason: Option<String>,
     /// Compensation op id, action kind, payload (JSON text).
     pub fields: [TextField; 3],
     pub focus: usize,
@@ -561,6 +567,83 @@ pub struct CompensationForm {
 
 impl CompensationForm {
     pub const LABELS: [&'static str; 3] = ["compensation op id", "action kind", "payload (JSON)"];
+}
+
+/// One match of a duplicate as the keep picker lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeepChoice {
+    pub effect_id: String,
+    pub action_kind: String,
+    /// [`crate::domain::duplicates::payload_hash`] of its payload.
+    pub payload_hash: String,
+}
+
+/// "Keep one": the matches of the duplicate on screen, in the receiver's
+/// order, and the one under the cursor. Built from the read the reviewer
+/// sees; it and its confirmation are bound to the operation's history as
+/// far as the detail it was built from went (`since`), so any change after
+/// the picker opened closes it, or its confirmation, with nothing written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeepPicker {
+    pub op_id: String,
+    pub version: i64,
+    /// The scope the reviewer sees, submitted with the decision.
+    pub payload: Value,
+    pub receiver: String,
+    pub choices: Vec<KeepChoice>,
+    pub cursor: usize,
+    /// When the read on screen was taken, in words (receivers give no time
+    /// per effect).
+    pub read: String,
+    pub since: i64,
+}
+
+impl KeepPicker {
+    /// The picker over `shown`'s matches for the operation of `detail`.
+    pub fn of(detail: &Detail, shown: &Shown) -> KeepPicker {
+        let choices = (shown.snapshot.matches.iter())
+            .map(|m| KeepChoice {
+                effect_id: m.effect_id.clone(),
+                action_kind: m.action_kind.clone(),
+                payload_hash: crate::domain::duplicates::payload_hash(&m.payload),
+            })
+            .collect();
+        KeepPicker {
+            op_id: detail.operation.op_id.clone(),
+            version: detail.operation.version,
+            payload: detail.operation.payload.clone(),
+            receiver: detail.operation.receiver.clone(),
+            choices,
+            cursor: 0,
+            read: shown.origin.describe(),
+            since: detail.latest_seq,
+        }
+    }
+
+    /// The cursor moved by `by` rows, held within the list.
+    pub fn moved(mut self, by: isize) -> KeepPicker {
+        let last = self.choices.len().saturating_sub(1);
+        self.cursor = self.cursor.saturating_add_signed(by).min(last);
+        self
+    }
+
+    /// The matches shown when only `rows` fit: a window that holds the
+    /// cursor, from the first match while it can.
+    pub fn window(&self, rows: usize) -> std::ops::Range<usize> {
+        let rows = rows.max(1).min(self.choices.len());
+        let start = (self.cursor + 1).saturating_sub(rows);
+        start..start + rows
+    }
+
+    /// The effect under the cursor, and the others: its surplus.
+    pub fn chosen(&self) -> Option<(&str, Vec<&str>)> {
+        let kept = self.choices.get(self.cursor)?;
+        let surplus = (self.choices.iter())
+            .filter(|c| c.effect_id != kept.effect_id)
+            .map(|c| c.effect_id.as_str())
+            .collect();
+        Some((kept.effect_id.as_str(), surplus))
+    }
 }
 
 /// What an annotation form records.
@@ -630,6 +713,8 @@ pub enum Mode {
     /// A note or an escalation's reason being typed.
     Annotate(AnnotateForm),
     Compensate(CompensationForm),
+    /// "Keep one" of a duplicate: the cursor picks the effect kept.
+    Keep(KeepPicker),
     Confirm(Pending),
     Report(Report),
 }
@@ -693,6 +778,10 @@ pub struct App {
     /// screen are the previous search's until it lands.
     pub searching: Option<String>,
     pub counts: BTreeMap<OpState, i64>,
+    /// Each kept duplicate by op id, with how many of its surplus effects
+    /// await compensation (SPEC 14): the header counts them, the queue
+    /// marks the rows with any.
+    pub surplus: BTreeMap<String, usize>,
     pub queue: Queue,
     pub marks: BTreeMap<String, Mark>,
     pub detail: Option<Detail>,
@@ -827,6 +916,9 @@ impl App {
         let Some(detail) = self.selected_detail() else {
             return Err("no operation is selected".to_string());
         };
+        if request == Request::Keep {
+            return keep_availability(detail);
+        }
         policy::availability(request.act(), &detail.facts()).map_err(|no| {
             if no.close_first {
                 format!(
@@ -838,6 +930,38 @@ impl App {
                 no.reason
             }
         })
+    }
+}
+
+/// Whether one effect of the duplicate on screen may be kept, or why not
+/// in words: an unknown operation, a read on screen, and the domain's rule
+/// ([`crate::domain::duplicates::why_not_keep`]); a read that is not closed
+/// names the key that takes a closing snapshot.
+fn keep_availability(detail: &Detail) -> Result<String, String> {
+    let op = &detail.operation;
+    if op.state != OpState::Unknown {
+        return Err(format!(
+            "only an unknown operation takes a decision; this one is {}",
+            op.state
+        ));
+    }
+    let Some(shown) = detail.shown() else {
+        return Err(format!(
+            "keeping one needs a verdict, and no read of receiver {} has come back",
+            op.receiver
+        ));
+    };
+    let why = crate::domain::duplicates::why_not_keep(op.scope(), &shown.snapshot, shown.verdict);
+    match why {
+        None => Ok(format!(
+            "pick which of the {} matches is kept; the rest become surplus, each to compensate",
+            shown.snapshot.matches.len()
+        )),
+        Some(why) if !shown.snapshot.closed && detail.receiver.describe.can_close => Err(format!(
+            "{why}; {} takes a closing snapshot",
+            key_for(Request::Close)
+        )),
+        Some(why) => Err(why),
     }
 }
 
@@ -1061,11 +1185,15 @@ pub(crate) struct DetailRead {
 }
 
 /// A whole screen as a refresh reads it: the marker first (a change that
-/// lands while the rest is read is looked at again), then the counts,
+/// lands while the rest is read is looked at again), then the counts (of
+/// states and of surplus effects),
 /// what moved since the errand's head, the page and the selected detail.
 pub(crate) struct Screen {
     pub marker: ChangeMarker,
     pub counts: BTreeMap<OpState, i64>,
+    /// The kept duplicates, with their surplus effects awaiting
+    /// compensation ([`App::surplus`]).
+    pub surplus: BTreeMap<String, usize>,
     pub moved: Vec<crate::domain::Moved>,
     pub rows: Rows,
     pub detail: Option<DetailRead>,

@@ -20,6 +20,8 @@ pub enum Context {
     Queue,
     /// A confirmation dialog.
     Confirm,
+    /// The "keep one" picker of a duplicate's matches.
+    Pick,
     /// A text field: the search, the reviewer's name, the compensation form.
     Input,
     /// The help overlay and result reports.
@@ -33,6 +35,7 @@ impl Context {
         match self {
             Context::Queue => "Queue and selected operation",
             Context::Confirm => "Confirmation",
+            Context::Pick => "Keep one (a duplicate's matches)",
             Context::Input => "Text fields (search, reviewer name, compensation form)",
             Context::Overlay => "Help and results",
             Context::Global => "Anywhere",
@@ -143,7 +146,7 @@ const fn bind(
     }
 }
 
-use Context::{Confirm, Global, Input, Overlay, Queue};
+use Context::{Confirm, Global, Input, Overlay, Pick, Queue};
 
 /// Every key the console understands.
 pub static BINDINGS: &[Binding] = &[
@@ -356,7 +359,7 @@ pub static BINDINGS: &[Binding] = &[
         &[k('a')],
         Action::Request(Request::Compensate),
         "approve",
-        "approve a compensation for the confirmed effect (form, then asks)",
+        "approve a compensation for the confirmed effect or a surplus one (form, then asks)",
     ),
     bind(
         Queue,
@@ -364,6 +367,13 @@ pub static BINDINGS: &[Binding] = &[
         Action::Request(Request::Dispatch),
         "dispatch",
         "dispatch a prepared operation (asks first)",
+    ),
+    bind(
+        Queue,
+        &[k('o')],
+        Action::Request(Request::Keep),
+        "keep one",
+        "keep one effect of a closed exact duplicate, picked with the cursor (asks first)",
     ),
     bind(
         Queue,
@@ -407,6 +417,34 @@ pub static BINDINGS: &[Binding] = &[
         &[k('n'), code(KeyCode::Esc)],
         Action::Cancel,
         "no",
+        "cancel; nothing is written",
+    ),
+    bind(
+        Pick,
+        &[code(KeyCode::Down), k('j')],
+        Action::Down,
+        "move",
+        "next match",
+    ),
+    bind(
+        Pick,
+        &[code(KeyCode::Up), k('k')],
+        Action::Up,
+        "",
+        "previous match",
+    ),
+    bind(
+        Pick,
+        &[code(KeyCode::Enter)],
+        Action::Submit,
+        "keep this one",
+        "keep the match under the cursor (a confirmation says what is recorded)",
+    ),
+    bind(
+        Pick,
+        &[code(KeyCode::Esc)],
+        Action::Cancel,
+        "cancel",
         "cancel; nothing is written",
     ),
     bind(

@@ -24,6 +24,7 @@ pub fn context(mode: &Mode) -> Context {
             Context::Input
         }
         Mode::Confirm(_) => Context::Confirm,
+        Mode::Keep(_) => Context::Pick,
     }
 }
 

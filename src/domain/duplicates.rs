@@ -3,11 +3,18 @@
 //! read is closed, complete and authoritative and every match is an exact
 //! copy of the operation's scope; the other matches are its surplus, each
 //! compensable once with the reason `duplicate`. No I/O.
+//!
+//! The console asks the same rule before it offers "keep one"
+//! ([`why_not_keep`]), shows each match by the hash of its payload
+//! ([`payload_hash`]), and offers the compensation of each surplus effect
+//! no approval names yet ([`awaiting`]).
 
 use super::{
-    same_json, Approval, Decision, OpState, Operation, Refusal, Review, Scope, Snapshot, Verdict,
+    canonical_json, same_json, Approval, Decision, OpState, Operation, Refusal, Review, Scope,
+    Snapshot, Verdict,
 };
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// The reason a surplus effect's compensation must carry.
 pub const SURPLUS_REASON: &str = "duplicate";
@@ -54,6 +61,49 @@ pub fn check_keep(
         return Err(Refusal::KeepNotAMatch(keep.to_string()));
     }
     Ok(())
+}
+
+/// Why no effect of `snapshot` may be kept, in words, or `None` when one
+/// may: [`check_keep`] asked of its first match (whether an effect is among
+/// the matches is the picker's to settle, so any match serves).
+pub fn why_not_keep(scope: Scope<'_>, snapshot: &Snapshot, verdict: Verdict) -> Option<String> {
+    let Some(first) = snapshot.matches.first() else {
+        return Some(format!(
+            "the verdict is {verdict}; one effect is kept only of duplicate_matches"
+        ));
+    };
+    let review = Review {
+        op_id: &snapshot.op_id,
+        payload: scope.payload,
+        reviewer: "",
+        decision: Decision::Confirmed,
+        snapshot,
+        expected_version: 0,
+        keep: Some(&first.effect_id),
+    };
+    match check_keep(scope, &review, verdict, &first.effect_id) {
+        Ok(()) => None,
+        Err(Refusal::KeepNotAllowed(why)) => Some(why),
+        Err(other) => Some(other.to_string()),
+    }
+}
+
+/// A short, stable name of a payload: the first 16 hex digits of the
+/// SHA-256 of its canonical JSON text (RFC 8785), so two matches with the
+/// same payload read alike however their fields were ordered.
+pub fn payload_hash(payload: &serde_json::Value) -> String {
+    let digest = Sha256::digest(canonical_json(payload).as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The surplus effects of `op` that no approval in `approvals` (the
+/// original's) compensates yet, in the surplus list's order: what `ops
+/// --surplus yes` and the console count as awaiting compensation.
+pub fn awaiting(op: &Operation, approvals: &[Approval]) -> Vec<String> {
+    (surplus_of(op, approvals, |_| None).into_iter())
+        .filter(|s| s.compensation_op_id.is_none())
+        .map(|s| s.effect_id)
+        .collect()
 }
 
 /// The matches of `snapshot` other than `keep` (none without one).

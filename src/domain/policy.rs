@@ -271,6 +271,21 @@ fn compensate(facts: &Facts<'_>) -> Result<String, Unavailable> {
     let Some(effect) = &op.confirmed_effect_id else {
         return Err(Unavailable::because("no confirmed effect is recorded"));
     };
+    // A kept duplicate's surplus effects come first (SPEC 14), each once.
+    let owned: Vec<_> = (facts.approvals.iter())
+        .filter(|a| a.original_op_id == op.op_id)
+        .cloned()
+        .collect();
+    if let [next, rest @ ..] = super::duplicates::awaiting(op, &owned).as_slice() {
+        return Ok(format!(
+            "for the surplus effect {next}, reason {}{}",
+            super::duplicates::SURPLUS_REASON,
+            match rest.len() {
+                0 => String::new(),
+                n => format!(" ({n} more surplus after it)"),
+            }
+        ));
+    }
     if let Some(a) = facts
         .approvals
         .iter()

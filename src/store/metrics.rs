@@ -33,6 +33,7 @@ use super::OutboxMetrics;
 use crate::domain::metrics::{DecisionCount, FailedCalls, OutboxTally, StateCount, UnknownGroup};
 use crate::domain::{Decision, EvidenceSource, OpState, Timestamp, Verdict};
 use crate::error::{Result, StoreError};
+use std::collections::BTreeMap;
 
 const TALLY: &str = "
 SELECT 'receiver', name, '', '', 0, '' FROM receivers
@@ -60,10 +61,40 @@ SELECT 'decisions', decision, source, '', COUNT(*), '' FROM evidence GROUP BY de
 UNION ALL
 SELECT 'journal', '', '', '', COALESCE(MAX(seq), 0), '' FROM journal";
 
+/// The kept duplicates alone (the console's header and queue marks): the
+/// `surplus` branch of [`TALLY`], on the same partial index.
+const SURPLUS: &str = "
+SELECT 'surplus', o.op_id, o.surplus_effect_ids, '',
+    (SELECT COUNT(*) FROM compensation_approvals a
+     WHERE a.original_op_id = o.op_id AND a.effect_id <> o.confirmed_effect_id), ''
+FROM operations o WHERE o.surplus_effect_ids IS NOT NULL";
+
 impl<S: SqlStore> OutboxMetrics for S {
     fn tally(&self) -> Result<OutboxTally> {
         self.read(|db| Ok(tally(db)?))
     }
+
+    fn surplus_awaiting(&self) -> Result<BTreeMap<String, usize>> {
+        self.read(|db| {
+            let mut kept = BTreeMap::new();
+            db.for_each(SURPLUS, &[], &mut |row| {
+                let (op_id, listed) = (row.get::<String>(1)?, row.get::<String>(2)?);
+                let awaiting = surplus_left(&op_id, &listed, row.get(4)?)?;
+                kept.insert(op_id, usize::try_from(awaiting).unwrap_or(0));
+                Ok(())
+            })?;
+            Ok(kept)
+        })
+    }
+}
+
+/// How many of a kept duplicate's surplus effects (`listed`, its JSON
+/// list) are left once `approved` of them have an approval.
+fn surplus_left(op_id: &str, listed: &str, approved: i64) -> Result<i64, StoreError> {
+    let listed: Vec<String> = serde_json::from_str(listed)
+        .map_err(|_| StoreError::Corrupt(format!("surplus_effect_ids of {op_id}")))?;
+    let listed = i64::try_from(listed.len()).unwrap_or(i64::MAX);
+    Ok((listed - approved).max(0))
 }
 
 /// Every family's numbers, from one statement.
@@ -100,12 +131,7 @@ fn add(tally: &mut OutboxTally, row: &Row) -> Result<(), StoreError> {
             });
         }
         "contradicted" => tally.contradicted = count,
-        "surplus" => {
-            let listed: Vec<String> = serde_json::from_str(&b)
-                .map_err(|_| StoreError::Corrupt(format!("surplus_effect_ids of {a}")))?;
-            let listed = i64::try_from(listed.len()).unwrap_or(i64::MAX);
-            tally.surplus_effects += (listed - count).max(0);
-        }
+        "surplus" => tally.surplus_effects += surplus_left(&a, &b, count)?,
         "failed_calls" => tally.failed_calls.push(FailedCalls {
             receiver: a,
             verb: b,

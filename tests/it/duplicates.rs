@@ -3,6 +3,8 @@
 //! receiver's own retry leave: `op-1` dispatched with its receipt lost,
 //! then a second, identical effect written behind recon's back.
 
+mod console;
+
 use crate::cli::{assert_refused, Shell};
 use crate::races::{race, strings};
 use crate::stores::{on_both_stores, Site, Store};
@@ -148,6 +150,22 @@ fn keeping_one_effect_of_a_closed_exact_duplicate_confirms_it_with_the_rest_as_s
     );
     let report = sh.json(&["verify"]);
     assert_eq!(report["projection_mismatches"], json!([]), "{report:#}");
+}
+
+on_both_stores!(the_consoles_surplus_count_names_each_kept_duplicate_until_its_surplus_is_approved);
+fn the_consoles_surplus_count_names_each_kept_duplicate_until_its_surplus_is_approved(
+    store: Store,
+) {
+    let (sh, _, surplus) = kept(store);
+    let counted = || {
+        sh.workspace()
+            .surplus_awaiting()
+            .expect("the surplus count")
+    };
+    assert_eq!(counted(), [("op-1".to_string(), 1)].into());
+    let out = approve(&sh, &surplus, "undo-1", Some("duplicate"));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(counted(), [("op-1".to_string(), 0)].into());
 }
 
 on_both_stores!(keep_is_refused_keep_not_allowed_on_a_duplicate_read_that_is_not_closed);

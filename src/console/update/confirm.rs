@@ -7,20 +7,24 @@
 //! holds exactly the values that will be submitted: the operations and the
 //! versions the reviewer saw. A compensation first opens its form, filled
 //! here with suggestions, and comes back through [`approval_pending`] when
-//! the form is submitted. Only `y` on that dialog hands the job to
-//! [`super::jobs`]; anything else writes nothing. The texts live here, next
+//! the form is submitted; "keep one" first opens its picker of a
+//! duplicate's matches ([`keep_input`]), and Enter there leads to its
+//! confirmation, bound to what the picker saw. Only `y` on that dialog
+//! hands the job to [`super::jobs`]; anything else writes nothing. The texts live here, next
 //! to the values they describe, so the dialog cannot promise one thing and
 //! the job do another.
 
 use super::super::action::{Action, Request, Resume};
-use super::super::app::{App, CompensationForm, Job, Mode, Origin, Pending, Target, Tone};
+use super::super::app::{
+    App, CompensationForm, Job, KeepPicker, Mode, Origin, Pending, Target, Tone,
+};
 use super::super::field::TextField;
 use super::jobs;
 use super::live::{changed_after, overtaken, refresh};
 use super::quit;
 use super::status::set_status;
 use crate::domain::resolve::Planned;
-use crate::domain::{names, Decision, Operation, Verdict};
+use crate::domain::{duplicates, names, Approval, Decision, Operation, Verdict};
 use crate::error::Result;
 use crate::receiver::BUILTIN_NAME;
 
@@ -114,7 +118,16 @@ pub(super) fn start_request(app: &mut App, request: Request) -> Result<()> {
         ),
         Request::Compensate => {
             if let Some(d) = app.selected_detail() {
-                app.mode = Mode::Compensate(compensation_form(&d.operation));
+                app.mode = Mode::Compensate(compensation_form(&d.operation, &d.approvals));
+            }
+            return Ok(());
+        }
+        Request::Keep => {
+            let picker = app
+                .selected_detail()
+                .and_then(|d| d.shown().map(|shown| KeepPicker::of(d, shown)));
+            if let Some(picker) = picker {
+                app.mode = Mode::Keep(picker);
             }
             return Ok(());
         }
@@ -425,8 +438,85 @@ fn decide_pending(
             decision,
             targets,
             verdict_shown,
+            keep: None,
         },
     }
+}
+
+/// A key in the "keep one" picker: the cursor moves over the matches,
+/// Enter asks to keep the one under it (a confirmation, bound to the
+/// operation's history as far as the picker saw it), Esc leaves.
+pub(super) fn keep_input(app: &mut App, picker: KeepPicker, action: Action) -> Result<()> {
+    match action {
+        Action::Down => app.mode = Mode::Keep(picker.moved(1)),
+        Action::Up => app.mode = Mode::Keep(picker.moved(-1)),
+        Action::Cancel => {
+            app.mode = Mode::Normal;
+            set_status(app, Tone::Plain, "cancelled; nothing was written");
+        }
+        Action::Submit => {
+            let Some(pending) = keep_pending(app, &picker) else {
+                app.mode = Mode::Normal;
+                set_status(
+                    app,
+                    Tone::Warn,
+                    "keep one is unavailable: no match is listed",
+                );
+                return Ok(());
+            };
+            open_dialog(app, pending);
+            // Bound to what the picker was built from, not to a detail
+            // refreshed since: a change after it opened writes nothing.
+            app.dialog_since = picker.since;
+        }
+        _ => app.mode = Mode::Keep(picker),
+    }
+    Ok(())
+}
+
+/// The confirmation of keeping the picker's chosen match: exactly what is
+/// recorded, with the version the reviewer saw.
+fn keep_pending(app: &App, picker: &KeepPicker) -> Option<Pending> {
+    let reviewer = app.reviewer.clone()?;
+    let (kept, surplus) = picker.chosen()?;
+    let target = Target {
+        op_id: picker.op_id.clone(),
+        version: picker.version,
+        state: crate::domain::OpState::Unknown,
+        payload: picker.payload.clone(),
+        receiver: picker.receiver.clone(),
+    };
+    let lines = vec![
+        format!(
+            "Record confirmed for {} as reviewer {reviewer}, against version {}, keeping \
+             effect {kept}.",
+            picker.op_id, picker.version
+        ),
+        format!(
+            "Surplus, each to compensate afterwards: {}.",
+            surplus.join(", ")
+        ),
+        String::new(),
+        format!(
+            "recon takes a fresh snapshot and records it only if {} is still unknown at \
+             version {}, the read is still closed, complete and authoritative, every match \
+             is an exact copy of the operation and {kept} is among them. The snapshot is \
+             appended to the evidence log with your name; a approves each surplus \
+             effect's compensation (reason duplicate) afterwards.",
+            picker.op_id, picker.version
+        ),
+    ];
+    Some(Pending {
+        title: "keep one (record confirmed)".to_string(),
+        lines,
+        yes: format!("keep {kept}"),
+        job: Job::Decide {
+            decision: Decision::Confirmed,
+            targets: vec![target],
+            verdict_shown: Some(Verdict::DuplicateMatches),
+            keep: Some(kept.to_string()),
+        },
+    })
 }
 
 pub(super) fn approval_pending(
@@ -441,11 +531,15 @@ pub(super) fn approval_pending(
     let action = names::identifier("the action kind", form.fields[1].text().trim())?.to_string();
     let payload = crate::domain::parse_payload(form.fields[2].text())
         .map_err(|why| format!("the payload {why}"))?;
+    let which = match &form.reason {
+        Some(reason) => format!("surplus effect {} (reason {reason})", form.effect_id),
+        None => format!("effect {}", form.effect_id),
+    };
     let lines = vec![
         format!(
-            "Approve compensation {op_id} for effect {} of {} (confirmed at version {}), \
+            "Approve compensation {op_id} for {which} of {} (confirmed at version {}), \
              approved by {reviewer}:",
-            form.effect_id, form.original_op_id, form.expected_version
+            form.original_op_id, form.expected_version
         ),
         format!("  action:  {action}"),
         format!("  payload: {payload}"),
@@ -468,20 +562,36 @@ pub(super) fn approval_pending(
             compensation_op_id: op_id,
             action_kind: action,
             payload,
+            reason: form.reason.clone(),
         },
     })
 }
 
 /// The approval form for a confirmed original, filled with suggestions the
-/// reviewer can edit.
-fn compensation_form(op: &Operation) -> CompensationForm {
-    let effect = op.confirmed_effect_id.clone().unwrap_or_default();
+/// reviewer can edit: for the first surplus effect of a kept duplicate no
+/// approval names yet (reason `duplicate`, SPEC 14), else for the
+/// confirmed effect.
+fn compensation_form(op: &Operation, approvals: &[Approval]) -> CompensationForm {
+    let surplus = duplicates::awaiting(op, approvals).into_iter().next();
+    let (effect, reason, op_id) = match surplus {
+        Some(effect) => (
+            effect.clone(),
+            Some(duplicates::SURPLUS_REASON.to_string()),
+            format!("{}-undo-{effect}", op.op_id),
+        ),
+        None => (
+            op.confirmed_effect_id.clone().unwrap_or_default(),
+            None,
+            format!("{}-undo", op.op_id),
+        ),
+    };
     CompensationForm {
         original_op_id: op.op_id.clone(),
         effect_id: effect.clone(),
         expected_version: op.version,
+        reason,
         fields: [
-            TextField::new(format!("{}-undo", op.op_id)),
+            TextField::new(op_id),
             TextField::new(format!("undo_{}", op.action_kind)),
             TextField::new(
                 serde_json::json!({

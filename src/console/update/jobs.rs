@@ -183,8 +183,11 @@ fn carry_out_job(
     match job {
         Job::Close { targets } => close_all(ws, &targets, signed, progress),
         Job::Decide {
-            decision, targets, ..
-        } => decide_all(ws, decision, &targets, signed, progress),
+            decision,
+            targets,
+            keep,
+            ..
+        } => decide_all(ws, (decision, keep.as_deref()), &targets, signed, progress),
         Job::Approve {
             original_op_id,
             effect_id,
@@ -192,9 +195,10 @@ fn carry_out_job(
             compensation_op_id,
             action_kind,
             payload,
+            reason,
         } => {
             let result = ws.approve_compensation(&CompensationRequest {
-                reason: None,
+                reason: reason.as_deref(),
                 original_op_id: &original_op_id,
                 effect_id: &effect_id,
                 approver: reviewer,
@@ -562,7 +566,7 @@ fn close_one(ws: &mut Workspace, target: &Target, reviewer: &str) -> Result<Clas
 /// Decisions, one per target, each against the version it was seen at.
 fn decide_all(
     ws: &mut Workspace,
-    decision: Decision,
+    (decision, keep): (Decision, Option<&str>),
     targets: &[Target],
     signed: &Signed,
     progress: &Progress,
@@ -570,7 +574,7 @@ fn decide_all(
     let reviewer = signed.reviewer.as_str();
     let run = each(ws, (targets, signed.since), progress, |ws, t| {
         let result = ws.reconcile(&ReconcileRequest {
-            keep: None,
+            keep,
             op_id: &t.op_id,
             reviewer,
             decision,
@@ -583,8 +587,15 @@ fn decide_all(
             _ => None,
         };
         let mut outcome = Outcome::of(&t.op_id, result, |recorded| {
+            let kept = match keep {
+                Some(kept) => format!(
+                    " keeping {kept} ({} surplus to compensate: a)",
+                    recorded.operation.surplus_effect_ids.len()
+                ),
+                None => String::new(),
+            };
             format!(
-                "recorded {decision} for {} on {}: evidence #{}, now version {}",
+                "recorded {decision} for {}{kept} on {}: evidence #{}, now version {}",
                 t.op_id, recorded.verdict, recorded.evidence_seq, recorded.operation.version
             )
         })?;

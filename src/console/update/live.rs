@@ -56,6 +56,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
     // while this refresh reads is looked at again by the next one.
     let marker = ws.change_marker()?;
     let counts = ws.counts()?;
+    let surplus = ws.surplus_awaiting()?;
     let moved = if marker.journal.length > errand.since {
         ws.changed_since(errand.since)?
     } else {
@@ -69,6 +70,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
     Ok(Screen {
         marker,
         counts,
+        surplus,
         moved,
         rows,
         detail,
@@ -78,6 +80,7 @@ pub(super) fn read_screen(ws: &mut Workspace, errand: &ScreenErrand) -> Result<S
 /// Puts a screen read on screen, and remembers the marker it was read at.
 fn apply_screen(app: &mut App, screen: Screen, origin: Origin) -> Result<()> {
     app.counts = screen.counts;
+    app.surplus = screen.surplus;
     drop_stale_marks(app, &screen.moved);
     place_rows(app, screen.rows);
     match screen.detail {
@@ -106,6 +109,7 @@ fn apply_in_page(app: &mut App, screen: Screen) -> bool {
         return false;
     };
     app.counts = screen.counts;
+    app.surplus = screen.surplus;
     drop_stale_marks(app, &screen.moved);
     place_rows(
         app,
@@ -228,6 +232,19 @@ pub(super) fn land_screen(
     if let Mode::Confirm(pending) = &app.mode {
         return recheck_dialog(app, pending.clone(), screen);
     }
+    if let Mode::Keep(picker) = &app.mode {
+        let (op_id, since) = (picker.op_id.clone(), picker.since);
+        if let Some(changed) = picker_overtaken(app, &screen, &op_id, since)? {
+            app.mode = Mode::Normal;
+            apply_screen(app, screen, Origin::Refreshed)?;
+            let text = format!(
+                "keep one closed, nothing written: {} after the picker opened",
+                changed.short()
+            );
+            set_status(app, Tone::Warn, text);
+            return Ok(());
+        }
+    }
     if errand.same_place(&here) {
         apply_screen(app, screen, Origin::Refreshed)?;
     } else if !(errand.same_page(&here) && apply_in_page(app, screen)) {
@@ -243,6 +260,21 @@ pub(super) fn land_screen(
         );
     }
     Ok(())
+}
+
+/// What changed the operation of an open "keep one" picker after it
+/// opened, if the screen read says it moved: the picker no longer shows
+/// what the reviewer would keep.
+fn picker_overtaken(
+    app: &App,
+    screen: &Screen,
+    op_id: &str,
+    since: i64,
+) -> Result<Option<Changed>> {
+    if !screen.moved.iter().any(|m| m.op_id == op_id) {
+        return Ok(None);
+    }
+    changed_after(&app.ws, op_id, since)
 }
 
 /// Whether `op_id` changed after the journal position `since` that a

@@ -1,6 +1,7 @@
 //! The filter bar: one tab per state and `all`, each with its count (from
 //! the trigger-maintained counts, so free at any size), the search being
-//! typed or applied, and how many operations are marked.
+//! typed or applied, how many operations are marked, and, once a
+//! duplicate was kept, how many surplus effects await compensation.
 
 use super::super::action::Action;
 use super::super::app::{verdict_filter_label, App, Filter, Mode};
@@ -103,6 +104,19 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
         kept.push(Span::styled(
             format!("  {} marked", app.marks.len()),
             theme.marked(),
+        ));
+    }
+    if !app.surplus.is_empty() {
+        let awaiting: usize = app.surplus.values().sum();
+        // Short on a narrow bar, so the tabs keep their names.
+        let words = if width < 100 { "" } else { " to compensate" };
+        kept.push(Span::styled(
+            format!("  +{awaiting} surplus{words}"),
+            if awaiting > 0 {
+                theme.warn()
+            } else {
+                theme.label()
+            },
         ));
     }
     let kept_width = Line::from(kept.clone()).width();

@@ -5,7 +5,8 @@
 
 use super::super::action::Action;
 use super::super::app::{
-    AnnotateForm, Annotation, App, CompensationForm, Filter, Mode, Pending, Report, Tone,
+    AnnotateForm, Annotation, App, CompensationForm, Filter, KeepPicker, Mode, Pending, Report,
+    Tone,
 };
 use super::super::bindings::{bindings, Binding, Context};
 use super::super::field::TextField;
@@ -17,6 +18,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Widget};
+use unicode_width::UnicodeWidthStr;
 
 pub fn render_overlay(app: &App, area: Rect, buf: &mut Buffer) {
     match &app.mode {
@@ -27,6 +29,7 @@ pub fn render_overlay(app: &App, area: Rect, buf: &mut Buffer) {
             render_reviewer(app, input, error.as_deref(), area, buf)
         }
         Mode::Compensate(form) => render_form(app, form, area, buf),
+        Mode::Keep(picker) => render_keep(app, picker, area, buf),
         Mode::Annotate(form) => render_annotate(app, form, area, buf),
         Mode::Report(report) => render_report(app, report, area, buf),
     }
@@ -149,6 +152,7 @@ fn help_lines(app: &App, inner: usize) -> Vec<Line<'static>> {
     for context in [
         Context::Queue,
         Context::Confirm,
+        Context::Pick,
         Context::Input,
         Context::Overlay,
         Context::Global,
@@ -175,7 +179,9 @@ fn help_lines(app: &App, inner: usize) -> Vec<Line<'static>> {
         lines.push(Line::raw(""));
     }
     for note in [
-        "In the queue, > is the cursor, * a mark and ! an escalated operation; verdict is the \
+        "In the queue, > is the cursor, * a mark, ! an escalated operation, ? a decision a \
+         recorded read contradicts and + a kept duplicate whose surplus awaits compensation \
+         (the bar counts those effects); verdict is the \
          latest recorded observation's (never: none recorded), seen how long ago it was \
          recorded, age the time since the operation's state or version last changed. A narrow \
          queue writes verdicts short: dups (duplicate_matches), payload (payload_mismatch), \
@@ -327,11 +333,20 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
     let width = box_width(area).min(96);
     let inner = usize::from(width.saturating_sub(2));
     let mut lines: Vec<Line<'static>> = Vec::new();
+    let which = match &form.reason {
+        Some(reason) => format!(
+            "surplus effect {} (reason {})",
+            clean(&form.effect_id),
+            clean(reason)
+        ),
+        None => format!("effect {}", clean(&form.effect_id)),
+    };
     wrapped(
         &format!(
-            "Compensate effect {} of {} (confirmed at version {}). The defaults are \
+            "Compensate {which} of {} (confirmed at version {}). The defaults are \
              suggestions; edit any field.",
-            form.effect_id, form.original_op_id, form.expected_version
+            clean(&form.original_op_id),
+            form.expected_version
         ),
         inner,
         Style::new(),
@@ -370,6 +385,55 @@ fn render_form(app: &App, form: &CompensationForm, area: Rect, buf: &mut Buffer)
         theme.note(),
     ));
     let block = frame(theme, " Approve compensation ".to_string());
+    render_box(area, buf, block, lines, width, 0);
+}
+
+/// "Keep one": the duplicate's matches side by side, one row each (the
+/// receiver's effect id, its action and the hash of its payload), the
+/// cursor on the one to keep. Receivers give no time per effect, so the
+/// time shown is the read's, and the rows are in the receiver's order.
+fn render_keep(app: &App, picker: &KeepPicker, area: Rect, buf: &mut Buffer) {
+    let theme = &app.theme;
+    let width = box_width(area).min(96);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let intro = format!(
+        "Keep one effect of {} (unknown at version {}): the one kept becomes its confirmed \
+         effect, the others its surplus, each compensated afterwards. The matches of the \
+         read on screen ({}), in the receiver's order; a receiver gives no time per effect:",
+        clean(&picker.op_id),
+        picker.version,
+        picker.read
+    );
+    wrapped(&intro, inner, Style::new(), &mut lines);
+    lines.push(Line::raw(""));
+    let id_width = (picker.choices.iter())
+        .map(|c| clean(&c.effect_id).width())
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    lines.push(Line::styled(
+        format!(
+            "    {:<id_width$}  {:<16}  action",
+            "effect id", "payload sha256"
+        ),
+        theme.column_head(),
+    ));
+    for (i, choice) in picker.choices.iter().enumerate() {
+        let on = i == picker.cursor;
+        let text = format!(
+            "{} {:<id_width$}  {:<16}  {}",
+            if on { " >" } else { "  " },
+            clean(&choice.effect_id),
+            choice.payload_hash,
+            clean(&choice.action_kind)
+        );
+        let style = if on { theme.selected() } else { theme.label() };
+        lines.push(Line::styled(super::super::text::fit(&text, inner), style));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(hints(Context::Pick, false), theme.note()));
+    let block = frame(theme, " Keep one ".to_string());
     render_box(area, buf, block, lines, width, 0);
 }
 

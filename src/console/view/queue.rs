@@ -1,5 +1,6 @@
 //! The queue: one screenful of operations in op id order, the cursor, the
-//! bulk-triage marks and the escalation markers, and per row the latest
+//! bulk-triage marks, the escalation markers and the kept duplicates
+//! awaiting compensation, and per row the latest
 //! recorded verdict, how long ago it was seen and the operation's age,
 //! measured at the time `update` last took from the workspace's clock. The
 //! rows are exactly the page `update` read, so the view never needs more
@@ -319,7 +320,8 @@ impl Columns {
     /// so ids that differ only at the end still differ here. The lead says
     /// in characters what colours also say: `>` the cursor, `*` a mark,
     /// `!` an escalated operation, `?` a decision a recorded read
-    /// contradicts (an escalated one keeps `!`; the panel says both).
+    /// contradicts (an escalated one keeps `!`; the panel says both), `+`
+    /// a kept duplicate with a surplus effect awaiting compensation.
     fn row(&self, app: &App, i: usize, op: &Operation) -> Row<'static> {
         let theme = &app.theme;
         let selected = i == app.queue.cursor;
@@ -331,6 +333,7 @@ impl Columns {
             match (&op.triage.escalated, &op.triage.contradicted) {
                 (Some(_), _) => "!",
                 (None, Some(_)) => "?",
+                (None, None) if awaits_compensation(app, op) => "+",
                 (None, None) => " ",
             }
         );
@@ -387,6 +390,12 @@ impl Columns {
             row
         }
     }
+}
+
+/// Whether `op` is a kept duplicate with a surplus effect no approval
+/// compensates yet (SPEC 14).
+fn awaits_compensation(app: &App, op: &Operation) -> bool {
+    app.surplus.get(&op.op_id).is_some_and(|n| *n > 0)
 }
 
 /// The latest verdict's whole name, or `never`.

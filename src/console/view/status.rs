@@ -2,7 +2,7 @@
 //! bottom key bar, generated from the key table for the current mode, with
 //! the actions the current evidence does not allow shown as unavailable.
 
-use super::super::action::Action;
+use super::super::action::{Action, Request};
 use super::super::app::{App, Mode, Tone, Working};
 use super::super::bindings::{bindings, Context};
 use super::super::keys::context;
@@ -103,6 +103,10 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
         .filter(|b| {
             matches!(app.mode, Mode::Compensate(_))
                 || !matches!(b.action, Action::NextField | Action::PrevField)
+        })
+        // "Keep one" is on the bar only where it is allowed.
+        .filter(|b| {
+            b.action != Action::Request(Request::Keep) || app.availability(Request::Keep).is_ok()
         })
         .collect();
     let available = |action: Action| match action {

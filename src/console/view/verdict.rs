@@ -8,7 +8,7 @@ use super::super::bindings::key_for;
 use super::super::text::{clean, fit, wrap, wrap_hanging};
 use super::panel::{block, frame_rows, Edges, Need};
 use crate::domain::policy::{self, LatestRead};
-use crate::domain::OpState;
+use crate::domain::{duplicates, OpState, Verdict};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -67,7 +67,7 @@ fn text_lines(app: &App, width: usize, one_line: bool) -> Vec<(bool, Option<bool
     for part in note.into_iter().flat_map(|text| wrap(text, width)) {
         out.push((false, None, part));
     }
-    for request in relevant(app) {
+    for request in relevant(app).into_iter().chain(keep_offered(app)) {
         let (ok, reason) = match app.availability(request) {
             Ok(why) => (true, why),
             Err(why) => (false, why),
@@ -90,7 +90,48 @@ fn text_lines(app: &App, width: usize, one_line: bool) -> Vec<(bool, Option<bool
             out.push((false, Some(ok), part));
         }
     }
+    for part in surplus_lines(app, width) {
+        out.push((false, Some(false), part));
+    }
     out
+}
+
+/// "Keep one", offered only on an unknown operation whose read on screen
+/// found duplicate matches (available or not, with the reason).
+fn keep_offered(app: &App) -> Option<Request> {
+    let d = app.selected_detail()?;
+    let duplicate = d.shown().map(|s| s.verdict) == Some(Verdict::DuplicateMatches);
+    (duplicate && d.operation.state == OpState::Unknown && app.marks.is_empty())
+        .then_some(Request::Keep)
+}
+
+/// A kept duplicate's surplus effects, each with its compensation or the
+/// key that approves one (SPEC 14).
+fn surplus_lines(app: &App, width: usize) -> Vec<String> {
+    let Some(d) = app.selected_detail() else {
+        return Vec::new();
+    };
+    let op = &d.operation;
+    let awaiting = duplicates::awaiting(op, &d.approvals);
+    let mut lines = Vec::new();
+    for effect in &op.surplus_effect_ids {
+        let text = match d.approvals.iter().find(|a| &a.effect_id == effect) {
+            Some(a) => format!(
+                "surplus {}: compensated by {}",
+                clean(effect),
+                clean(&a.compensation_op_id)
+            ),
+            None if awaiting.first() == Some(effect) => format!(
+                "surplus {}: awaiting compensation — {} approves it (reason {})",
+                clean(effect),
+                key_for(Request::Compensate),
+                duplicates::SURPLUS_REASON
+            ),
+            None => format!("surplus {}: awaiting compensation", clean(effect)),
+        };
+        lines.extend(wrap_hanging(&text, width, 2));
+    }
+    lines
 }
 
 /// All of it: which decisions are available, and why, comes first; at
