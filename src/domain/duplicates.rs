@@ -5,7 +5,8 @@
 //! compensable once with the reason `duplicate`. No I/O.
 
 use super::{
-    same_json, Approval, Decision, OpState, Operation, Refusal, Review, Scope, Snapshot, Verdict,
+    same_json, Approval, Decision, Found, OpState, Operation, Refusal, Review, Scope, Snapshot,
+    Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -136,7 +137,7 @@ pub fn surplus_of(
 /// nor a compensation of one of them, or when a complete and authoritative
 /// read lacks the kept effect. Kept, surplus and their compensations are
 /// no contradiction.
-pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> bool {
+pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> Option<Found> {
     let known = |id: &str| {
         op.confirmed_effect_id.as_deref() == Some(id)
             || op.surplus_effect_ids.iter().any(|s| s == id)
@@ -156,5 +157,9 @@ pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> bool {
             .matches
             .iter()
             .any(|m| Some(m.effect_id.as_str()) == kept);
-    stray || lacks_kept
+    if stray {
+        Some(Found::OtherEffect)
+    } else {
+        lacks_kept.then_some(Found::EffectGone)
+    }
 }
