@@ -7,7 +7,9 @@
 //! `unknown` like any other, every rule of a review and an approval
 //! applies to it unchanged, and a decision (or a receipt) clears the
 //! marker while the history keeps it. The rules of the marker are here
-//! ([`check_escalation`]), as pure functions like every other rule.
+//! ([`check_escalation`]), as pure functions like every other rule, and so
+//! is the one rule of a read against a final decision ([`contradiction`]),
+//! which every recorded read and `verify --receivers` are judged by.
 
 use super::time::Timestamp;
 use super::{Found, OpState, Operation, Refusal, Snapshot, Verdict};

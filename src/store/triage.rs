@@ -1,6 +1,7 @@
 //! The acts of triage on the outbox: recording observations, leaving
 //! notes, raising and lowering the escalation marker, and the reads that
-//! show them.
+//! show them; and the pages of decided operations `verify --receivers`
+//! reads again (`decided_page`).
 //!
 //! Each act appends its journal entry (`observed`, `noted`, `escalated`,
 //! `deescalated`) and writes the rows that are its projection in the same
@@ -220,6 +221,7 @@ pub(crate) fn decided_page(
            AND o.state IN ('confirmed', 'not_applied') \
          ORDER BY e.journal_seq LIMIT ?3"
     );
+    // The two columns after OP_SELECT's 26.
     let rows = db.query(&sql, &[&after, &through, &limit], |row| {
         Ok((
             rows::op_row(row)?,
