@@ -1,6 +1,7 @@
-//! The showcase of `recon demo`: twelve operations, one story each, that
-//! between them show every verdict of SPEC section 2 and every operation
-//! state.
+//! The showcase of `recon demo`: fourteen operations, one story each, that
+//! between them show every verdict of SPEC section 2, every operation
+//! state, and a duplicate's way out (SPEC 14: one effect kept, the surplus
+//! refunded).
 //!
 //! Each story is told through the real code paths (dispatches with real
 //! receiver children and their faults, direct receiver calls for unsafe
@@ -37,6 +38,7 @@ pub(super) fn build(ws: &mut Workspace) -> Result<Vec<ShowcaseOp>> {
     late_original_refused(ws, STORIES[8].op_id)?;
     confirmed_then_refunded(ws, STORIES[9].op_id, STORIES[10].op_id)?;
     prepared_only(ws, STORIES[11].op_id)?;
+    duplicate_kept_and_refunded(ws, STORIES[12].op_id, STORIES[13].op_id)?;
     read_showcase(ws)
 }
 
@@ -129,6 +131,20 @@ const STORIES: &[Story] = &[
         story: "prepared, not dispatched yet",
         state: OpState::Prepared,
         verdict: Verdict::Inconclusive,
+    },
+    Story {
+        op_id: "op-1013-setup-fee",
+        story: "receipt lost, an unsafe retry charged again; dana.ops closed it, kept the first \
+                charge and lee.finance approved refunding the duplicate",
+        state: OpState::Confirmed,
+        verdict: Verdict::DuplicateMatches,
+    },
+    Story {
+        op_id: "op-1014-setup-fee-refund",
+        story: "the duplicate charge's refund (reason duplicate), dispatched: confirmed by its \
+                receipt",
+        state: OpState::Confirmed,
+        verdict: Verdict::ExactMatchExistenceOnly,
     },
 ];
 
@@ -367,6 +383,48 @@ fn confirmed_then_refunded(ws: &mut Workspace, op: &str, refund: &str) -> Result
         }),
     })?;
     ws.dispatch(refund, lost_after_commit())?;
+    Ok(())
+}
+
+/// Receipt lost, then an unsafe direct retry: two charges. Closed, the
+/// first is kept and the surplus refunded with the reason `duplicate`
+/// (SPEC 14), its refund dispatched with its receipt.
+fn duplicate_kept_and_refunded(ws: &mut Workspace, op: &str, refund: &str) -> Result<()> {
+    let fee = charge("cus_77120", 4900, "USD", "Setup fee, Contoso Ltd");
+    let original = ws.prepare(op, "charge_card", &fee)?;
+    let lost = ws.dispatch(op, lost_after_commit())?;
+    direct_call(ws, &ReceiverCall::for_operation(&original))?;
+    let closed = ws.snapshot(op, Some(DANA))?;
+    let mut matches = (closed.snapshot.matches.iter()).map(|m| m.effect_id.clone());
+    let (kept, surplus) = (matches.next(), matches.next());
+    let (Some(kept), Some(surplus)) = (kept, surplus) else {
+        return Err(StoreError::Receiver(format!("demo: {op} holds no duplicate")).into());
+    };
+    let confirmed = ws.reconcile(&ReconcileRequest {
+        keep: Some(&kept),
+        op_id: op,
+        reviewer: DANA,
+        decision: Decision::Confirmed,
+        expected_version: lost.version,
+        payload: None,
+        close_authorized_by: None,
+    })?;
+    ws.approve_compensation(&CompensationRequest {
+        reason: Some(crate::domain::duplicates::SURPLUS_REASON),
+        original_op_id: op,
+        effect_id: &surplus,
+        approver: LEE,
+        expected_version: confirmed.operation.version,
+        compensation_op_id: refund,
+        action_kind: "refund_card",
+        payload: &json!({
+            "customer": "cus_77120",
+            "amount_cents": 4900,
+            "currency": "USD",
+            "reason": "duplicate",
+        }),
+    })?;
+    ws.dispatch(refund, DispatchOptions::default())?;
     Ok(())
 }
 

@@ -363,9 +363,9 @@ fn queue_opens_on_unknown_with_counts_per_state() {
     assert_eq!(app.filter, Filter::State(OpState::Unknown));
     assert_eq!(app.count(Filter::State(OpState::Unknown)), 8);
     assert_eq!(app.count(Filter::State(OpState::Prepared)), 1);
-    assert_eq!(app.count(Filter::State(OpState::Confirmed)), 2);
+    assert_eq!(app.count(Filter::State(OpState::Confirmed)), 4);
     assert_eq!(app.count(Filter::State(OpState::NotApplied)), 1);
-    assert_eq!(app.count(Filter::All), 12);
+    assert_eq!(app.count(Filter::All), 14);
     assert!(app.queue.rows.iter().all(|op| op.state == OpState::Unknown));
     assert_eq!(app.selected().unwrap().op_id, "op-1002-invoice-email");
     let detail = app.selected_detail().unwrap();
@@ -439,19 +439,23 @@ fn search_matches_an_op_id_or_an_action_substring() {
             "op-1003-charge-order",
             "op-1007-renewal-charge",
             "op-1008-deposit-capture",
-            "op-1010-annual-plan"
+            "op-1010-annual-plan",
+            "op-1013-setup-fee"
         ]
     );
     press(&mut app, "/refund<enter>");
     let ids: Vec<&str> = app.queue.rows.iter().map(|o| o.op_id.as_str()).collect();
-    assert_eq!(ids, ["op-1011-annual-plan-refund"]);
+    assert_eq!(
+        ids,
+        ["op-1011-annual-plan-refund", "op-1014-setup-fee-refund"]
+    );
     // A wildcard is a literal character, not a pattern.
     press(&mut app, "/%<enter>");
     assert!(app.queue.rows.is_empty());
     assert!(screen(&app).contains("No all operation matches \"%\"."));
     press(&mut app, "<esc>");
     assert_eq!(app.search, None);
-    assert_eq!(app.queue.rows.len(), 12);
+    assert_eq!(app.queue.rows.len(), 14);
 }
 
 // ---- text fields ----------------------------------------------------------------
@@ -620,7 +624,7 @@ fn the_search_follows_each_key_and_esc_goes_back_to_the_search_before() {
     let lab = demo_lab();
     let mut app = console(&lab, None);
     press(&mut app, "5/");
-    assert_eq!(app.queue.rows.len(), 12, "an empty prompt changes nothing");
+    assert_eq!(app.queue.rows.len(), 14, "an empty prompt changes nothing");
     let ids =
         |app: &App| -> Vec<String> { app.queue.rows.iter().map(|o| o.op_id.clone()).collect() };
     press(&mut app, "an");
@@ -646,11 +650,11 @@ fn the_search_follows_each_key_and_esc_goes_back_to_the_search_before() {
     assert_eq!(ids(&app), ["op-1011-annual-plan-refund"]);
     press(&mut app, "<esc>");
     assert_eq!(app.search, None, "Esc goes back to no search");
-    assert_eq!(app.queue.rows.len(), 12);
+    assert_eq!(app.queue.rows.len(), 14);
     press(&mut app, "/sms<enter>");
     assert_eq!(ids(&app), ["op-1005-delivery-sms"]);
     press(&mut app, "/card");
-    assert_eq!(app.queue.rows.len(), 5);
+    assert_eq!(app.queue.rows.len(), 7);
     press(&mut app, "<esc>");
     assert_eq!(
         app.search.as_deref(),

@@ -21,7 +21,7 @@ fn demo_shows_every_verdict_and_every_state() {
     let dir = tempfile::tempdir().unwrap();
     let mut ws = open(dir.path());
     let summary = demo::build(&mut ws, 0).unwrap();
-    assert_eq!(summary.operations, 12);
+    assert_eq!(summary.operations, 14);
     assert!(summary.generated.is_none());
 
     let ops = ws.ops(None, None, usize::MAX).unwrap();
@@ -43,6 +43,31 @@ fn demo_shows_every_verdict_and_every_state() {
         .map(|op| ws.snapshot(&op.op_id, None).unwrap().verdict.as_str())
         .collect();
     assert_eq!(unknown_verdicts, all_verdicts);
+}
+
+#[test]
+fn demo_shows_a_duplicate_with_one_charge_kept_and_the_surplus_refunded() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo(0, dir.path());
+    let ws = open(dir.path());
+    let kept = ws
+        .operation("op-1013-setup-fee")
+        .unwrap()
+        .expect("the kept duplicate");
+    assert_eq!(kept.state, OpState::Confirmed);
+    assert_eq!(kept.surplus_effect_ids.len(), 1, "{kept:?}");
+    let refund = ws
+        .operation("op-1014-setup-fee-refund")
+        .unwrap()
+        .expect("the refund");
+    assert_eq!(refund.kind, OpKind::Compensation);
+    assert_eq!(refund.state, OpState::Confirmed);
+    assert_eq!(
+        refund.compensates_effect_id.as_deref(),
+        Some(kept.surplus_effect_ids[0].as_str()),
+        "the refund reverses the surplus, never the kept charge"
+    );
+    assert_ne!(kept.confirmed_effect_id, refund.compensates_effect_id);
 }
 
 #[test]
@@ -93,7 +118,7 @@ fn generated_ops_are_unknown_with_the_evidence_their_number_says() {
     assert_eq!(generated.operations, 300);
     assert_eq!(generated.first_op_id, "op-bulk-0000001");
     assert_eq!(generated.last_op_id, "op-bulk-0000300");
-    assert_eq!(summary.operations, 312);
+    assert_eq!(summary.operations, 314);
     let ledger = ws.ledger(None).unwrap();
     let showcase_rows = ledger
         .iter()
@@ -147,7 +172,7 @@ fn repeated_demo_ops_continue_the_numbering_and_keep_one_showcase() {
     assert_eq!(generated.first_op_id, "op-bulk-0000041");
     assert_eq!(generated.last_op_id, "op-bulk-0000065");
     let total: i64 = ws.counts().unwrap().values().sum();
-    assert_eq!(total, 12 + 65);
+    assert_eq!(total, 14 + 65);
 }
 
 #[test]
@@ -161,8 +186,8 @@ fn demo_command_creates_the_workspace_directory() {
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let summary = out.json();
-    assert_eq!(summary["operations"], 32);
-    assert_eq!(summary["showcase"].as_array().unwrap().len(), 12);
+    assert_eq!(summary["operations"], 34);
+    assert_eq!(summary["showcase"].as_array().unwrap().len(), 14);
     assert_eq!(summary["generated"]["operations"], 20);
     assert!(ws.join("sender.sqlite").is_file() && ws.join("receiver.sqlite").is_file());
 }

@@ -397,7 +397,7 @@ fn metrics_output_is_never_left_half_written_when_the_process_dies_while_writing
         whole.stderr
     );
     let written = std::fs::read_to_string(&target).expect("the file");
-    assert!(written.ends_with("recon_journal_entries 50\n"), "{written}");
+    assert!(written.ends_with("recon_journal_entries 61\n"), "{written}");
     // Killed while replacing it: the file is the whole one before.
     let died = run_with_env(&words, None, &crash);
     assert_eq!(died.code, Some(CRASH_EXIT_CODE), "{}", died.stderr);

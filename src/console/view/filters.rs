@@ -1,7 +1,7 @@
 //! The filter bar: one tab per state and `all`, each with its count (from
 //! the trigger-maintained counts, so free at any size), the search being
-//! typed or applied, how many operations are marked, and, once a
-//! duplicate was kept, how many surplus effects await compensation.
+//! typed or applied, how many operations are marked, and how many surplus
+//! effects of kept duplicates await compensation (none shown at none).
 
 use super::super::action::Action;
 use super::super::app::{verdict_filter_label, App, Filter, Mode};
@@ -106,17 +106,13 @@ pub fn render_filters(app: &App, area: Rect, buf: &mut Buffer) {
             theme.marked(),
         ));
     }
-    if !app.surplus.is_empty() {
-        let awaiting: usize = app.surplus.values().sum();
+    let awaiting: usize = app.surplus.values().sum();
+    if awaiting > 0 {
         // Short on a narrow bar, so the tabs keep their names.
         let words = if width < 100 { "" } else { " to compensate" };
         kept.push(Span::styled(
             format!("  +{awaiting} surplus{words}"),
-            if awaiting > 0 {
-                theme.warn()
-            } else {
-                theme.label()
-            },
+            theme.warn(),
         ));
     }
     let kept_width = Line::from(kept.clone()).width();

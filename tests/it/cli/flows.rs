@@ -420,7 +420,7 @@ fn workspace_may_come_before_the_command() {
         None,
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_eq!(out.json().as_array().unwrap().len(), 2);
+    assert_eq!(out.json().as_array().unwrap().len(), 4);
 }
 
 on_both_stores!(human_output_escapes_control_characters);
