@@ -41,9 +41,10 @@ use serde_json::Value;
 use std::fmt;
 pub use time::Timestamp;
 pub use triage::{
-    check_acknowledgement, check_escalation, contradicts, free_text, Acknowledgement, CloseEntry,
-    Contradicted, Escalated, EscalationAction, EscalationRecord, LatestObservation, Note,
-    Observation, Observed, SortOrder, Triage, VerdictFilter, MAX_TEXT_BYTES,
+    check_acknowledgement, check_escalation, check_lost_escalation, contradicts, free_text,
+    Acknowledgement, CloseEntry, Contradicted, Escalated, EscalationAction, EscalationRecord,
+    LatestObservation, LostReceiver, Note, Observation, Observed, SortOrder, Triage, VerdictFilter,
+    MAX_TEXT_BYTES,
 };
 
 /// Whether an operation is an agent's original side effect or a compensation

@@ -213,6 +213,33 @@ pub fn check_escalation(op: &Operation, action: EscalationAction) -> Result<(), 
     }
 }
 
+/// A registration ended although operations route to it, because its
+/// store is gone (`receivers remove --lost`, SPEC 8, fourth wave): who
+/// ended it and why. The reason is each escalation's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostReceiver<'a> {
+    pub by: &'a str,
+    pub reason: &'a str,
+}
+
+/// Whether removing its receiver as lost escalates this operation routed
+/// to it: every open one, `prepared` as well as `unknown`. This is the
+/// only path on which a `prepared` operation is escalated: it will never
+/// be dispatched (each of its acts is refused `receiver_gone` from now
+/// on), so it needs people as an `unknown` one does. One already
+/// escalated is escalated again, so that its marker names the loss (the
+/// history keeps the earlier one). A decided operation is not open
+/// (`not_unknown`): it keeps its decision and its history.
+pub fn check_lost_escalation(op: &Operation) -> Result<(), Refusal> {
+    match op.state {
+        OpState::Prepared | OpState::Unknown => Ok(()),
+        state => Err(Refusal::NotUnknown {
+            op_id: op.op_id.clone(),
+            state,
+        }),
+    }
+}
+
 /// The most bytes a note's text or an escalation's reason may hold.
 pub const MAX_TEXT_BYTES: usize = 4096;
 
