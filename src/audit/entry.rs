@@ -426,7 +426,8 @@ pub fn receiver_updated(registration: &Registration, at: Timestamp) -> Map<Strin
 
 /// `receiver_removed`: the registration's name; for one removed as lost
 /// (its store gone while operations route to it), `"lost": true` with who
-/// removed it and why (the reason each `escalated` entry after it repeats).
+/// removed it and why (the reason each `escalated` entry after it repeats,
+/// saying `"lost": true` too).
 pub fn receiver_removed(
     name: &str,
     lost: Option<&LostReceiver<'_>>,

@@ -231,10 +231,19 @@ fn set_marker(db: &mut dyn Db, marking: &Marking<'_>, seq: i64) -> Result<()> {
     .into())
 }
 
-/// Appends a marking's entry (`escalated` or `deescalated`) and its
+/// Appends a marking's entry (`escalated` or `deescalated`; with
+/// `"lost": true` for one of a receiver removed as lost) and its
 /// `escalations` row in the caller's transaction; returns the entry's seq.
-fn journal_marking(db: &mut dyn Db, kind: EntryKind, marking: &Marking<'_>) -> Result<i64> {
-    let fields = audit::marked(marking);
+fn journal_marking(
+    db: &mut dyn Db,
+    kind: EntryKind,
+    marking: &Marking<'_>,
+    lost: bool,
+) -> Result<i64> {
+    let mut fields = audit::marked(marking);
+    if lost {
+        fields.insert("lost".into(), Value::Bool(true));
+    }
     let sealed = journal::append(db, kind, Some(marking.op_id), fields)?;
     db.execute(
         "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
@@ -269,7 +278,7 @@ pub(crate) fn escalate_lost(
         at,
         reason: lost.reason,
     };
-    let seq = journal_marking(db, EntryKind::Escalated, &marking)?;
+    let seq = journal_marking(db, EntryKind::Escalated, &marking, true)?;
     let changed = db.execute(
         "UPDATE operations SET escalation = ?2
              WHERE op_id = ?1 AND state IN ('prepared', 'unknown')",
@@ -343,7 +352,7 @@ impl<S: SqlStore> TriageLog for S {
                 EscalationAction::Escalate => EntryKind::Escalated,
                 EscalationAction::Deescalate => EntryKind::Deescalated,
             };
-            let seq = journal_marking(db, kind, marking)?;
+            let seq = journal_marking(db, kind, marking, false)?;
             set_marker(db, marking, seq)?;
             require_op(db, marking.op_id)
         })

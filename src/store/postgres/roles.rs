@@ -401,9 +401,10 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
 /// operation's move from `prepared` to `unknown`; a receipt is the first
 /// outcome of that dispatch (no receipt, no failed `apply` before it),
 /// in the name of the role that dispatched; an `escalated` entry of a
-/// `prepared` operation, or one written by removing receivers, only for an
-/// open operation of the receiver that act removed as lost, with the
-/// removal's reason. And on `operations`, at the
+/// `prepared` operation, one saying `lost`, or one written by removing
+/// receivers, only as the `lost` escalation of an open operation of the
+/// receiver that act removed as lost, with the removal's reason. And on
+/// `operations`, at the
 /// commit: a move out of `prepared` has its `dispatched` entry, a move out
 /// of `unknown` its evidence row (`@.` for the schema, `@RULE_REFUSED@`).
 const ENTRY_RULES: &str = r#"
@@ -445,13 +446,14 @@ BEGIN
                         WHERE j.seq > w.start_seq AND j.kind = 'receiver_removed'
                         AND j.entry::jsonb ->> 'name' = o.receiver
                         AND j.entry::jsonb -> 'lost' = 'true'::jsonb
-                        AND j.entry::jsonb -> 'reason' = e -> 'reason')) THEN
+                        AND j.entry::jsonb -> 'reason' = e -> 'reason'))
+                    OR e -> 'lost' IS DISTINCT FROM 'true'::jsonb THEN
                 RAISE EXCEPTION 'operation %: removing receivers escalates only an open operation routed to the receiver this act removed as lost, with its reason',
                     NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
             END IF;
-        ELSIF EXISTS (SELECT 1 FROM @.operations o
+        ELSIF e ? 'lost' OR EXISTS (SELECT 1 FROM @.operations o
                 WHERE o.op_id = NEW.op_id AND o.state = 'prepared') THEN
-            RAISE EXCEPTION 'operation %: a prepared operation is escalated only when its receiver is removed as lost',
+            RAISE EXCEPTION 'operation %: a prepared operation is escalated (and an escalation says lost) only when its receiver is removed as lost',
                 NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
         END IF;
     END IF;

@@ -202,3 +202,31 @@ fn lost_without_reason_or_reason_without_lost_is_a_usage_error_and_writes_nothin
     }
     assert_eq!(rig.dump(), dump, "nothing written");
 }
+
+/// On a workspace directory no database refuses an edit, and `verify`
+/// holds the journal to the same rule: an escalation of a prepared
+/// operation that is not a lost removal's is a mismatch naming it.
+#[test]
+fn verify_finds_an_escalation_of_a_prepared_operation_that_no_lost_removal_made() {
+    let rig = rig_with_open_operations(Store::Sqlite);
+    remove_lost(&rig);
+    let seq = journal(&rig)
+        .iter()
+        .find(|e| e["kind"] == "escalated" && e["op_id"] == "op-p")
+        .and_then(|e| e["seq"].as_i64())
+        .expect("op-p's escalation");
+    let dir = std::path::PathBuf::from(rig.ws());
+    crate::audit::rewrite_entry(&dir, seq, |entry| {
+        entry.remove("lost");
+    });
+    let verified = rig.recon(&["verify", "--json"]);
+    assert_eq!(verified.code, Some(1), "{}", verified.stdout);
+    let mismatches = verified.json()["projection_mismatches"].clone();
+    let found = mismatches.as_array().expect("mismatches").iter().any(|m| {
+        m["op_id"] == "op-p"
+            && m["journal"]
+                .as_str()
+                .is_some_and(|why| why.contains("escalates a prepared operation"))
+    });
+    assert!(found, "{mismatches:#}");
+}

@@ -642,8 +642,10 @@ fn a_role_granted_by_another_createrole_login_counts_for_nothing_at_the_act() {
         .expect("a role the owner granted counts");
 }
 
-/// `SQL` that begins `act` and appends an `escalated` entry of `op`,
-/// sealed after the outbox's head, in the name of `role` (the session's).
+/// `SQL` that begins `act` and appends an `escalated` entry of `op`
+/// (saying `"lost": true` for the receivers act, as a lost removal's
+/// does), sealed after the outbox's head, in the name of `role` (the
+/// session's).
 fn escalation_in_act(pg: &Postgres, url: &str, act: &str, op: &str, role: &str) -> String {
     let head = pg.psql(
         database_of(url),
@@ -656,9 +658,12 @@ fn escalation_in_act(pg: &Postgres, url: &str, act: &str, op: &str, role: &str) 
         "reason": "the mailbox was deleted",
         "role": role,
     });
-    let Value::Object(fields) = fields else {
+    let Value::Object(mut fields) = fields else {
         unreachable!("an object")
     };
+    if act == "receivers" {
+        fields.insert("lost".into(), json!(true));
+    }
     let sealed = head.seal(recon::audit::EntryKind::Escalated, Some(op), fields);
     format!(
         "SELECT * FROM recon_begin_write('{act}');
