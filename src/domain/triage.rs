@@ -275,3 +275,54 @@ pub enum SortOrder {
     OpId,
     Age,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::OpKind;
+
+    fn op(state: OpState, escalated: bool) -> Operation {
+        Operation {
+            op_id: "op-1".into(),
+            kind: OpKind::Original,
+            action_kind: "post_letter".into(),
+            payload: serde_json::json!({}),
+            state,
+            version: 1,
+            compensates_effect_id: None,
+            compensates_op_id: None,
+            confirmed_effect_id: None,
+            surplus_effect_ids: Vec::new(),
+            receiver: "mail".into(),
+            triage: Triage {
+                escalated: escalated.then(|| Escalated {
+                    by: "rita".into(),
+                    at: Timestamp::default(),
+                    reason: "odd".into(),
+                }),
+                ..Triage::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_lost_receiver_escalates_every_open_operation_and_no_decided_one() {
+        for state in [OpState::Prepared, OpState::Unknown] {
+            for escalated in [false, true] {
+                assert_eq!(check_lost_escalation(&op(state, escalated)), Ok(()));
+            }
+        }
+        for state in [OpState::Confirmed, OpState::NotApplied] {
+            assert_eq!(
+                check_lost_escalation(&op(state, false)).map_err(|r| r.code()),
+                Err("not_unknown")
+            );
+        }
+        // A reviewer's escalation still refuses a prepared operation.
+        assert_eq!(
+            check_escalation(&op(OpState::Prepared, false), EscalationAction::Escalate)
+                .map_err(|r| r.code()),
+            Err("not_unknown")
+        );
+    }
+}
