@@ -467,7 +467,10 @@ pub enum ReceiversCommand {
     /// Remove a registration and its routes.
     ///
     /// Refused receiver_in_use while a prepared or unknown operation routes
-    /// to it; decided operations keep its name in their history.
+    /// to it; decided operations keep its name in their history. With
+    /// --lost --reason TEXT (its store is gone) it is removed all the same:
+    /// each such operation is escalated with the reason, in the same
+    /// transaction, and its acts are then refused receiver_gone.
     Remove(ReceiversRemoveArgs),
 }
 
@@ -658,6 +661,14 @@ pub struct ReceiversRemoveArgs {
     /// The receiver's name.
     #[arg(value_name = "NAME")]
     pub name: String,
+    /// Its store is gone: end the registration even while operations route
+    /// to it, escalating each open one with --reason (journaled); their
+    /// acts are then refused receiver_gone. Needs --reason.
+    #[arg(long, requires = "reason")]
+    pub lost: bool,
+    /// Why the receiver is lost: each escalation's reason (with --lost).
+    #[arg(long, value_name = "TEXT", requires = "lost")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -41,10 +41,10 @@ use serde_json::Value;
 use std::fmt;
 pub use time::Timestamp;
 pub use triage::{
-    check_acknowledgement, check_escalation, contradiction, contradicts, free_text,
-    Acknowledgement, CloseEntry, Contradicted, DecidedOp, Escalated, EscalationAction,
-    EscalationRecord, LatestObservation, Note, Observation, Observed, RestedClose, SortOrder,
-    Triage, VerdictFilter, MAX_TEXT_BYTES,
+    check_acknowledgement, check_escalation, check_lost_escalation, contradiction, contradicts,
+    free_text, Acknowledgement, CloseEntry, Contradicted, DecidedOp, Escalated, EscalationAction,
+    EscalationRecord, LatestObservation, LostReceiver, Note, Observation, Observed, RestedClose,
+    SortOrder, Triage, VerdictFilter, MAX_TEXT_BYTES,
 };
 
 /// Whether an operation is an agent's original side effect or a compensation

@@ -69,9 +69,9 @@ use crate::audit::{Checkpoint, VerifyReport, VerifyRequest};
 use crate::clock::Clock;
 use crate::domain::{
     Acknowledgement, Approval, BulkOperation, CallFailure, CloseEntry, CloseRecord,
-    CompensationRequest, Effect, EscalationRecord, EvidenceRecord, Marking, Moved, NewNote,
-    NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation, OpsQuery,
-    PageBound, Policy, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review,
+    CompensationRequest, Effect, EscalationRecord, EvidenceRecord, LostReceiver, Marking, Moved,
+    NewNote, NewObservation, NewOperation, Note, NumberedIds, Observation, OpState, Operation,
+    OpsQuery, PageBound, Policy, Provenance, QueueFilter, QueueKey, Recorded, Registration, Review,
     Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
@@ -406,7 +406,15 @@ pub(crate) trait ReceiverRegistry {
     ) -> Result<Registration>;
     /// Removes a registration, or refuses `unknown_receiver` /
     /// `receiver_in_use` while a prepared or unknown operation routes to it.
-    fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()>;
+    /// With `lost` (its store is gone) it is removed all the same, and each
+    /// such operation is escalated with the reason in the same
+    /// transaction; returns the operations escalated, by op id.
+    fn remove_receiver(
+        &mut self,
+        name: &str,
+        lost: Option<&LostReceiver<'_>>,
+        clock: &dyn Clock,
+    ) -> Result<Vec<String>>;
 }
 
 /// The SQLite outbox offers both: its bulk load (`store::bulk`) and its

@@ -16,7 +16,8 @@
 
 use crate::domain::{
     canonical_json, Approval, BulkOperation, CallFailure, CloseRecord, EvidenceRecord,
-    EvidenceSource, Marking, NewNote, NewObservation, Operation, Registration, Timestamp,
+    EvidenceSource, LostReceiver, Marking, NewNote, NewObservation, Operation, Registration,
+    Timestamp,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -423,9 +424,25 @@ pub fn receiver_updated(registration: &Registration, at: Timestamp) -> Map<Strin
     }))
 }
 
-/// `receiver_removed`: the registration's name.
-pub fn receiver_removed(name: &str, at: Timestamp) -> Map<String, Value> {
-    object(json!({ "name": name, "at": at }))
+/// `receiver_removed`: the registration's name; for one removed as lost
+/// (its store gone while operations route to it), `"lost": true` with who
+/// removed it and why (the reason each `escalated` entry after it repeats,
+/// saying `"lost": true` too).
+pub fn receiver_removed(
+    name: &str,
+    lost: Option<&LostReceiver<'_>>,
+    at: Timestamp,
+) -> Map<String, Value> {
+    match lost {
+        None => object(json!({ "name": name, "at": at })),
+        Some(lost) => object(json!({
+            "name": name,
+            "at": at,
+            "lost": true,
+            "by": lost.by,
+            "reason": lost.reason,
+        })),
+    }
 }
 
 /// The fields of an `upgraded` entry: the schema version the outbox had

@@ -832,6 +832,17 @@ impl<'a> Replay<'a> {
             }
             _ => {
                 let escalate = e.kind == EntryKind::Escalated;
+                // `check_lost_escalation`: only removing its receiver as
+                // lost escalates a prepared operation.
+                if escalate
+                    && op[OP_STATE].same(&Want::Text("prepared"))
+                    && e.get("lost").value() != Value::Bool(true)
+                {
+                    why = Some(
+                        "it escalates a prepared operation, which only removing its \
+                         receiver as lost does",
+                    );
+                }
                 op[OP_ESCALATION] = if escalate { seq.clone() } else { Want::Null };
                 let action = if escalate { "escalate" } else { "deescalate" };
                 self.projected.escalations.push(vec![

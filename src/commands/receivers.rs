@@ -17,7 +17,7 @@ use crate::cli::{
     ReceiversRemoveArgs, ReceiversUpdateArgs, UsageError,
 };
 use crate::domain::sanitize::escape;
-use crate::domain::{canonical_json, names, Description, Registration, ANY_ACTION};
+use crate::domain::{canonical_json, free_text, names, Description, Registration, ANY_ACTION};
 use crate::error::StoreError;
 use crate::workspace::{Location, NewReceiver, ReceiverChange, ReceiverCheck, Workspace};
 use serde::Serialize;
@@ -442,27 +442,65 @@ fn description_line(description: &Description) -> Result<String, Failure> {
 pub struct Remove {
     location: Location,
     name: String,
+    /// `--lost --reason TEXT`: the reason (clap has required both).
+    lost: Option<String>,
 }
 
 impl Remove {
     pub fn validate(args: ReceiversRemoveArgs, place: Place) -> Result<Self, Failure> {
         receiver_name(&args.name)?;
+        let lost = match (args.lost, args.reason) {
+            (true, Some(reason)) => {
+                free_text("--reason", &reason).map_err(Failure::Usage)?;
+                Some(reason)
+            }
+            (false, None) => None,
+            _ => {
+                return Err(Failure::Usage(
+                    "--lost and --reason TEXT go together".into(),
+                ))
+            }
+        };
         Ok(Remove {
             location: place.required()?,
             name: args.name,
+            lost,
         })
     }
 
     pub fn run(self) -> Result<Removed, Failure> {
-        open(&self.location, false)?.remove_receiver(&self.name)?;
-        Ok(Removed(self.name))
+        let mut ws = open(&self.location, false)?;
+        let escalated = match &self.lost {
+            None => {
+                ws.remove_receiver(&self.name)?;
+                None
+            }
+            Some(reason) => Some(ws.remove_lost_receiver(&self.name, reason)?),
+        };
+        Ok(Removed {
+            name: self.name,
+            escalated,
+        })
     }
 }
 
-pub struct Removed(String);
+/// A removed registration, and with `--lost` the operations escalated.
+pub struct Removed {
+    name: String,
+    escalated: Option<Vec<String>>,
+}
 
 impl Render for Removed {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
-        out.line(format!("removed receiver {}", escape(&self.0)))
+        out.line(format!("removed receiver {}", escape(&self.name)))?;
+        if let Some(escalated) = &self.escalated {
+            out.line(format!(
+                "lost: escalated {} open operation(s){}{}",
+                escalated.len(),
+                if escalated.is_empty() { "" } else { ": " },
+                escape(&escalated.join(", "))
+            ))?;
+        }
+        Ok(())
     }
 }

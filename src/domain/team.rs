@@ -166,10 +166,13 @@ impl Act {
             Act::Close => &["closed", "close_requested", "observed", "call_failed"],
             Act::Approve => &["approved"],
             Act::Resolve => &["decided"],
+            // `escalated`: each open operation of a receiver removed as
+            // lost (the database accepts it only there, `roles.rs`).
             Act::Receivers => &[
                 "receiver_registered",
                 "receiver_updated",
                 "receiver_removed",
+                "escalated",
             ],
             Act::Upgrade => &["upgraded"],
         }

@@ -273,6 +273,33 @@ pub fn check_escalation(op: &Operation, action: EscalationAction) -> Result<(), 
     }
 }
 
+/// A registration ended although operations route to it, because its
+/// store is gone (`receivers remove --lost`, SPEC 8, fourth wave): who
+/// ended it and why. The reason is each escalation's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostReceiver<'a> {
+    pub by: &'a str,
+    pub reason: &'a str,
+}
+
+/// Whether removing its receiver as lost escalates this operation routed
+/// to it: every open one, `prepared` as well as `unknown`. This is the
+/// only path on which a `prepared` operation is escalated: it will never
+/// be dispatched (each of its acts is refused `receiver_gone` from now
+/// on), so it needs people as an `unknown` one does. One already
+/// escalated is escalated again, so that its marker names the loss (the
+/// history keeps the earlier one). A decided operation is not open
+/// (`not_unknown`): it keeps its decision and its history.
+pub fn check_lost_escalation(op: &Operation) -> Result<(), Refusal> {
+    match op.state {
+        OpState::Prepared | OpState::Unknown => Ok(()),
+        state => Err(Refusal::NotUnknown {
+            op_id: op.op_id.clone(),
+            state,
+        }),
+    }
+}
+
 /// The most bytes a note's text or an escalation's reason may hold.
 pub const MAX_TEXT_BYTES: usize = 4096;
 
@@ -307,4 +334,55 @@ pub enum SortOrder {
     #[default]
     OpId,
     Age,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::OpKind;
+
+    fn op(state: OpState, escalated: bool) -> Operation {
+        Operation {
+            op_id: "op-1".into(),
+            kind: OpKind::Original,
+            action_kind: "post_letter".into(),
+            payload: serde_json::json!({}),
+            state,
+            version: 1,
+            compensates_effect_id: None,
+            compensates_op_id: None,
+            confirmed_effect_id: None,
+            surplus_effect_ids: Vec::new(),
+            receiver: "mail".into(),
+            triage: Triage {
+                escalated: escalated.then(|| Escalated {
+                    by: "rita".into(),
+                    at: Timestamp::default(),
+                    reason: "odd".into(),
+                }),
+                ..Triage::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_lost_receiver_escalates_every_open_operation_and_no_decided_one() {
+        for state in [OpState::Prepared, OpState::Unknown] {
+            for escalated in [false, true] {
+                assert_eq!(check_lost_escalation(&op(state, escalated)), Ok(()));
+            }
+        }
+        for state in [OpState::Confirmed, OpState::NotApplied] {
+            assert_eq!(
+                check_lost_escalation(&op(state, false)).map_err(|r| r.code()),
+                Err("not_unknown")
+            );
+        }
+        // A reviewer's escalation still refuses a prepared operation.
+        assert_eq!(
+            check_escalation(&op(OpState::Prepared, false), EscalationAction::Escalate)
+                .map_err(|r| r.code()),
+            Err("not_unknown")
+        );
+    }
 }

@@ -4,6 +4,9 @@
 //! removing a receiver never re-routes an operation. Both tables are a
 //! projection of the journal: registering appends `receiver_registered`,
 //! removing `receiver_removed`, in the transaction that writes the rows.
+//! Removing one as lost (its store gone) while operations route to it
+//! escalates each open one there too, one `escalated` entry each after
+//! the removal's (`triage::escalate_lost`).
 //! Written over [`Db`]: [`ReceiverRegistry`] is implemented once, for
 //! every [`SqlStore`].
 
@@ -13,7 +16,7 @@ use super::{journal, ReceiverRegistry};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
-use crate::domain::{canonical_json, Description, Refusal, Registration, Timestamp};
+use crate::domain::{canonical_json, Description, LostReceiver, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
 
 const COLUMNS: &str =
@@ -203,6 +206,18 @@ fn receiver_exists(db: &mut dyn Db, name: &str) -> Result<bool> {
     )?)
 }
 
+/// The prepared or unknown operations that route to `name`, by op id (the
+/// first `limit` of them, or all).
+fn open_ops(db: &mut dyn Db, name: &str, limit: Option<i64>) -> Result<Vec<String>> {
+    Ok(db.query(
+        "SELECT op_id FROM operations
+                 WHERE receiver = ?1 AND state IN ('prepared', 'unknown')
+                 ORDER BY op_id LIMIT ?2",
+        &[&name, &limit.unwrap_or(i64::MAX)],
+        |r| r.get(0),
+    )?)
+}
+
 /// Refuses `receiver_in_use` while a prepared or unknown operation routes
 /// to `name`, naming the first few.
 fn refuse_in_use(db: &mut dyn Db, name: &str) -> Result<()> {
@@ -215,13 +230,7 @@ fn refuse_in_use(db: &mut dyn Db, name: &str) -> Result<()> {
     if open == 0 {
         return Ok(());
     }
-    let first = db.query(
-        "SELECT op_id FROM operations
-                     WHERE receiver = ?1 AND state IN ('prepared', 'unknown')
-                     ORDER BY op_id LIMIT 5",
-        &[&name],
-        |r| r.get(0),
-    )?;
+    let first = open_ops(db, name, Some(5))?;
     Err(Refusal::ReceiverInUse {
         receiver: name.to_string(),
         open,
@@ -288,17 +297,33 @@ impl<S: SqlStore> ReceiverRegistry for S {
         })
     }
 
-    fn remove_receiver(&mut self, name: &str, clock: &dyn Clock) -> Result<()> {
+    fn remove_receiver(
+        &mut self,
+        name: &str,
+        lost: Option<&LostReceiver<'_>>,
+        clock: &dyn Clock,
+    ) -> Result<Vec<String>> {
         self.write(clock, Act::Receivers, |db, at| {
             if !receiver_exists(db, name)? {
                 return Err(Refusal::UnknownReceiver(name.to_string()).into());
             }
-            refuse_in_use(db, name)?;
+            let open = match lost {
+                None => {
+                    refuse_in_use(db, name)?;
+                    Vec::new()
+                }
+                Some(_) => open_ops(db, name, None)?,
+            };
             db.execute("DELETE FROM routes WHERE receiver = ?1", &[&name])?;
             db.execute("DELETE FROM receivers WHERE name = ?1", &[&name])?;
-            let fields = audit::receiver_removed(name, at);
+            let fields = audit::receiver_removed(name, lost, at);
             journal::append(db, EntryKind::ReceiverRemoved, None, fields)?;
-            Ok(())
+            if let Some(lost) = lost {
+                for op_id in &open {
+                    super::triage::escalate_lost(db, op_id, lost, at)?;
+                }
+            }
+            Ok(open)
         })
     }
 }

@@ -21,9 +21,10 @@ use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
 use crate::domain::{
-    check_acknowledgement, check_escalation, contradiction, Acknowledgement, CallFailure,
-    CloseEntry, DecidedOp, EscalationAction, EscalationRecord, Marking, NewNote, NewObservation,
-    Note, Observation, Observed, OpState, Operation, RestedClose, Timestamp, Verdict,
+    check_acknowledgement, check_escalation, check_lost_escalation, contradiction, Acknowledgement,
+    CallFailure, CloseEntry, DecidedOp, EscalationAction, EscalationRecord, LostReceiver, Marking,
+    NewNote, NewObservation, Note, Observation, Observed, OpState, Operation, RestedClose,
+    Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use serde_json::{Map, Value};
@@ -306,6 +307,68 @@ fn set_marker(db: &mut dyn Db, marking: &Marking<'_>, seq: i64) -> Result<()> {
     .into())
 }
 
+/// Appends a marking's entry (`escalated` or `deescalated`; with
+/// `"lost": true` for one of a receiver removed as lost) and its
+/// `escalations` row in the caller's transaction; returns the entry's seq.
+fn journal_marking(
+    db: &mut dyn Db,
+    kind: EntryKind,
+    marking: &Marking<'_>,
+    lost: bool,
+) -> Result<i64> {
+    let mut fields = audit::marked(marking);
+    if lost {
+        fields.insert("lost".into(), Value::Bool(true));
+    }
+    let sealed = journal::append(db, kind, Some(marking.op_id), fields)?;
+    db.execute(
+        "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        &[
+            &sealed.seq,
+            &marking.op_id,
+            &marking.action.as_str(),
+            &marking.by,
+            &marking.at.to_string(),
+            &marking.reason,
+        ],
+    )?;
+    Ok(sealed.seq)
+}
+
+/// Escalates an open operation whose receiver the caller's transaction
+/// removed as lost, after its `receiver_removed` entry: an `escalated`
+/// entry with the removal's reason, its row and the marker, under
+/// [`check_lost_escalation`] on the row as it is in this transaction.
+pub(crate) fn escalate_lost(
+    db: &mut dyn Db,
+    op_id: &str,
+    lost: &LostReceiver<'_>,
+    at: Timestamp,
+) -> Result<()> {
+    check_lost_escalation(&require_op(db, op_id)?)?;
+    let marking = Marking {
+        op_id,
+        action: EscalationAction::Escalate,
+        by: lost.by,
+        at,
+        reason: lost.reason,
+    };
+    let seq = journal_marking(db, EntryKind::Escalated, &marking, true)?;
+    let changed = db.execute(
+        "UPDATE operations SET escalation = ?2
+             WHERE op_id = ?1 AND state IN ('prepared', 'unknown')",
+        &[&op_id, &seq],
+    )?;
+    if changed != 1 {
+        return Err(StoreError::Corrupt(format!(
+            "the escalation of {op_id} matched no row, though it is open"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Triage, written once for every store whose outbox is SQL.
 impl<S: SqlStore> TriageLog for S {
     /// Records a batch of observations in one transaction: each is one act
@@ -365,21 +428,8 @@ impl<S: SqlStore> TriageLog for S {
                 EscalationAction::Escalate => EntryKind::Escalated,
                 EscalationAction::Deescalate => EntryKind::Deescalated,
             };
-            let fields = audit::marked(marking);
-            let sealed = journal::append(db, kind, Some(marking.op_id), fields)?;
-            db.execute(
-                "INSERT INTO escalations (seq, op_id, action, acted_by, acted_at, reason)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                &[
-                    &sealed.seq,
-                    &marking.op_id,
-                    &marking.action.as_str(),
-                    &marking.by,
-                    &marking.at.to_string(),
-                    &marking.reason,
-                ],
-            )?;
-            set_marker(db, marking, sealed.seq)?;
+            let seq = journal_marking(db, kind, marking, false)?;
+            set_marker(db, marking, seq)?;
             require_op(db, marking.op_id)
         })
     }

@@ -13,7 +13,7 @@ use crate::dispatch::adapter::{AdapterProgram, PassEnv, Reply, Session};
 use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
     classify, AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind,
-    NewObservation, Observation, Operation, Provenance, Registration, Snapshot,
+    LostReceiver, NewObservation, Observation, Operation, Provenance, Registration, Snapshot,
 };
 use crate::error::{Error, Refusal, Result, StoreError};
 use crate::receiver::protocol::{self, Answer, Verb};
@@ -22,6 +22,11 @@ use crate::receiver::{Builtin, Receiver, BUILTIN_NAME};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Who escalates the operations of a receiver removed as lost on a
+/// workspace directory, where nobody is authenticated: the owner, the
+/// role that ends registrations (SPEC 10).
+pub const LOST_BY_OWNER: &str = "owner";
 
 /// The timeout of a registered receiver when none is given.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -102,7 +107,8 @@ fn call_failed(name: &str, failure: &AdapterFailure, stderr: &str) -> Error {
 impl Workspace {
     /// The receiver an operation routes to: the registration its route
     /// names. A receiver can be removed once no open operation routes to
-    /// it, yet a compensation approved later routes to its original's
+    /// it (or as lost, its open operations escalated: their acts end
+    /// here), yet a compensation approved later routes to its original's
     /// receiver: such a route is refused `unknown_receiver` (register the
     /// receiver again to use it), not reported as damage.
     ///
@@ -424,7 +430,23 @@ impl Workspace {
     /// Removes a registration, refused while an open operation routes to it.
     pub fn remove_receiver(&mut self, name: &str) -> Result<()> {
         self.ensure_present()?;
-        self.sender.remove_receiver(name, &*self.clock)
+        self.sender.remove_receiver(name, None, &*self.clock)?;
+        Ok(())
+    }
+
+    /// Removes a registration whose store is gone, even while operations
+    /// route to it (`receivers remove --lost`): each open one is escalated
+    /// with `reason` in the same transaction, and its acts are refused
+    /// `receiver_gone` from then on ([`Self::registration_of`]). The
+    /// escalations are by the database login in team mode; on a workspace
+    /// directory nobody is authenticated, and they are by
+    /// [`LOST_BY_OWNER`], the role that ends registrations. Returns the
+    /// operations escalated, by op id.
+    pub fn remove_lost_receiver(&mut self, name: &str, reason: &str) -> Result<Vec<String>> {
+        self.ensure_present()?;
+        let by = self.session_role().unwrap_or(LOST_BY_OWNER).to_string();
+        let lost = LostReceiver { by: &by, reason };
+        self.sender.remove_receiver(name, Some(&lost), &*self.clock)
     }
 
     /// Reads (or, with `close`, closes and reads) the operation's receiver,

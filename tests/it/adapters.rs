@@ -22,6 +22,7 @@ mod bounds;
 mod identity;
 mod json;
 mod lost;
+mod lost_receiver;
 mod readme;
 mod registry;
 mod rules;

@@ -400,7 +400,11 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
 /// superuser outside an act too): a dispatch happens once, as the
 /// operation's move from `prepared` to `unknown`; a receipt is the first
 /// outcome of that dispatch (no receipt, no failed `apply` before it),
-/// in the name of the role that dispatched. And on `operations`, at the
+/// in the name of the role that dispatched; an `escalated` entry of a
+/// `prepared` operation, one saying `lost`, or one written by removing
+/// receivers, only as the `lost` escalation of an open operation of the
+/// receiver that act removed as lost, with the removal's reason. And on
+/// `operations`, at the
 /// commit: a move out of `prepared` has its `dispatched` entry, a move out
 /// of `unknown` its evidence row (`@.` for the schema, `@RULE_REFUSED@`).
 const ENTRY_RULES: &str = r#"
@@ -409,6 +413,7 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     e jsonb := NEW.entry::jsonb;
     dispatch record;
+    w @.recon_writers;
 BEGIN
     IF NEW.kind = 'dispatched' THEN
         IF EXISTS (SELECT 1 FROM @.journal j WHERE j.op_id = NEW.op_id AND j.kind = 'dispatched')
@@ -431,6 +436,25 @@ BEGIN
         IF (e ->> 'role') IS DISTINCT FROM dispatch.role THEN
             RAISE EXCEPTION 'operation %: its receipt is written by the login that dispatched it (%), not %',
                 NEW.op_id, dispatch.role, e ->> 'role' USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.kind = 'escalated' THEN
+        w := @.recon_writer();
+        IF w.act = 'receivers' THEN
+            IF NOT EXISTS (SELECT 1 FROM @.operations o
+                    WHERE o.op_id = NEW.op_id AND o.state IN ('prepared', 'unknown')
+                    AND EXISTS (SELECT 1 FROM @.journal j
+                        WHERE j.seq > w.start_seq AND j.kind = 'receiver_removed'
+                        AND j.entry::jsonb ->> 'name' = o.receiver
+                        AND j.entry::jsonb -> 'lost' = 'true'::jsonb
+                        AND j.entry::jsonb -> 'reason' = e -> 'reason'))
+                    OR e -> 'lost' IS DISTINCT FROM 'true'::jsonb THEN
+                RAISE EXCEPTION 'operation %: removing receivers escalates only an open operation routed to the receiver this act removed as lost, with its reason',
+                    NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+            END IF;
+        ELSIF e ? 'lost' OR EXISTS (SELECT 1 FROM @.operations o
+                WHERE o.op_id = NEW.op_id AND o.state = 'prepared') THEN
+            RAISE EXCEPTION 'operation %: a prepared operation is escalated (and an escalation says lost) only when its receiver is removed as lost',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
         END IF;
     END IF;
     RETURN NEW;

@@ -641,3 +641,93 @@ fn a_role_granted_by_another_createrole_login_counts_for_nothing_at_the_act() {
     ws.note("op-1", "bob", "granted by the owner")
         .expect("a role the owner granted counts");
 }
+
+/// `SQL` that begins `act` and appends an `escalated` entry of `op`
+/// (saying `"lost": true` for the receivers act, as a lost removal's
+/// does), sealed after the outbox's head, in the name of `role` (the
+/// session's).
+fn escalation_in_act(pg: &Postgres, url: &str, act: &str, op: &str, role: &str) -> String {
+    let head = pg.psql(
+        database_of(url),
+        "SELECT seq || ':' || hash FROM journal_head",
+    );
+    let head = recon::audit::Checkpoint::parse(head.trim()).expect("the head");
+    let fields = json!({
+        "by": role,
+        "at": "2026-12-05T02:00:00.000Z",
+        "reason": "the mailbox was deleted",
+        "role": role,
+    });
+    let Value::Object(mut fields) = fields else {
+        unreachable!("an object")
+    };
+    if act == "receivers" {
+        fields.insert("lost".into(), json!(true));
+    }
+    let sealed = head.seal(recon::audit::EntryKind::Escalated, Some(op), fields);
+    format!(
+        "SELECT * FROM recon_begin_write('{act}');
+         INSERT INTO journal (seq, kind, op_id, entry, prev_hash, hash)
+         VALUES ({}, 'escalated', '{op}', $e${}$e$, '{}', '{}')",
+        sealed.seq, sealed.entry, sealed.prev_hash, sealed.hash
+    )
+}
+
+#[test]
+fn the_database_accepts_an_escalation_of_a_prepared_operation_or_by_removing_receivers_only_for_a_lost_receiver(
+) {
+    let test = "the_database_accepts_an_escalation_of_a_prepared_operation_or_by_removing_receivers_only_for_a_lost_receiver";
+    let Some((pg, url, _dir)) = team(test, "lostrule") else {
+        return;
+    };
+    open(&url)
+        .prepare("op-2", ACTION, &json!({"to": "bo"}))
+        .expect("prepare");
+    let before = journal_length(pg, &url);
+    // A reviewer's escalation of a prepared operation.
+    let reviewer = login(pg, &url, "lostrule_v", &["recon_reviewer"]);
+    let sql = escalation_in_act(pg, &url, "escalate", "op-2", "lostrule_v");
+    refused_by_the_rules(&reviewer, &sql);
+    // The owner's act on receivers escalating an operation whose receiver
+    // it did not remove as lost.
+    let sql = escalation_in_act(pg, &url, "receivers", "op-1", "postgres");
+    refused_by_the_rules(&url, &sql);
+    assert_eq!(journal_length(pg, &url), before, "nothing written");
+    // Removed as lost, both are escalated, by the same act.
+    let escalated = open(&url)
+        .remove_lost_receiver("mail", "the mailbox was deleted")
+        .expect("the owner removes mail as lost");
+    assert_eq!(escalated, ["op-1", "op-2"]);
+    assert!(super::outbox::verify(&url).intact);
+}
+
+#[test]
+fn a_login_that_is_not_the_owner_is_refused_removing_a_lost_receiver_and_nothing_is_written() {
+    let test =
+        "a_login_that_is_not_the_owner_is_refused_removing_a_lost_receiver_and_nothing_is_written";
+    let Some((pg, url, _dir)) = team(test, "lostowner") else {
+        return;
+    };
+    let reviewer = login(pg, &url, "lostowner_v", &["recon_reviewer", "recon_sender"]);
+    let before = journal_length(pg, &url);
+    let removed = open(&reviewer).remove_lost_receiver("mail", "gone");
+    denied(pg, &url, (removed, before.clone()), "owner", "lostowner_v");
+    let out = crate::support::run_with_env(
+        &[
+            "receivers",
+            "remove",
+            "--database",
+            &reviewer,
+            "mail",
+            "--lost",
+            "--reason",
+            "gone",
+        ],
+        None,
+        &[],
+    );
+    crate::cli::assert_refused(&out, "permission_denied");
+    assert_eq!(journal_length(pg, &url), before, "nothing written");
+    let ops = open(&url).operation("op-1").expect("read").expect("op-1");
+    assert_eq!(ops.triage.escalated, None, "nothing escalated");
+}
