@@ -119,6 +119,16 @@ fn after_init_each_verb_answers_unsupported_naming_its_role_to_a_login_without_i
     );
     let described = call_as(&binary, &url, "lr1_reader", "describe", &describe);
     assert_eq!(described["can_close"], json!(true), "{described}");
+    // Batches in a session: the reader's batched read answers, its batched
+    // close answers each operation unsupported.
+    let batched = reader_session_batches(&binary, &as_login(&url, "lr1_reader"));
+    assert_eq!(
+        batched[0]["results"][0]["matches"].as_array().map(Vec::len),
+        Some(1)
+    );
+    for result in batched[1]["results"].as_array().expect("results") {
+        refused_naming(result, "lr1_close");
+    }
     // Nothing the refused calls asked for happened.
     let effects = pg.psql(database, "SELECT count(*) FROM recon_effects");
     assert_eq!(effects.trim(), "1");
@@ -131,6 +141,35 @@ fn after_init_each_verb_answers_unsupported_naming_its_role_to_a_login_without_i
     // its closer.
     let rename = pg.try_psql(database, "UPDATE recon_gate SET closed_login = 'someone'");
     assert!(rename.is_err_and(|e| e.contains("tombstone is final")));
+}
+
+/// A session at `url` answering a batched query, then a batched close,
+/// of `r-1` and `r-2`.
+fn reader_session_batches(binary: &Path, url: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(binary)
+        .args(["--database", url, "session"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start a session");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for (id, verb) in [(1, "query"), (2, "close")] {
+        let mut line = close_request("unused", "ann");
+        if let Some(fields) = line.as_object_mut() {
+            fields.remove("op_id");
+        }
+        line["op_ids"] = json!(["r-1", "r-2"]);
+        line["verb"] = json!(verb);
+        line["id"] = json!(id);
+        writeln!(stdin, "{line}").expect("write a request");
+    }
+    drop(stdin);
+    let output = super::finish(child);
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON answer a line"))
+        .collect()
 }
 
 /// What `init` leaves in the database: the tables' rights, the ledger's
