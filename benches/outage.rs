@@ -21,6 +21,12 @@
 //! and single-operation query calls (a process per call; one session):
 //! what an adapter round trip adds over an in-process read.
 //!
+//! **`verify --receivers`** (SPEC 12): after the drill's `resolve`, over
+//! every decision it made; and beside `observe` over recon's own ledger
+//! (`RECON_BENCH_RECHECK_OPS` generated operations, default 10,000,
+//! observed, resolved by policy, then read again). With
+//! `RECON_BENCH_RECHECK_ONLY` set, only the latter runs.
+//!
 //! `cargo bench --bench outage`
 
 #[path = "../tests/it/real_receivers/servers.rs"]
@@ -318,6 +324,55 @@ fn pg_drill(root: &Path, ops: u64) {
         total_spawns as f64 * 1000.0 / ops as f64
     );
     remaining_queue(&dir, &report);
+    recheck_row(&dir, "decided by resolve");
+}
+
+/// `verify --receivers` over every decided operation of the workspace at
+/// `dir`, through the binary: its wall time and rate over the decisions
+/// it checked (`what` says which they are); panics unless it found every
+/// decision consistent.
+fn recheck_row(dir: &Path, what: &str) {
+    let (time, stdout) = recon_in(dir, &["verify", "--receivers", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("verify --json");
+    let checked = report["checked"].as_u64().expect("checked");
+    println!(
+        "  verify --receivers: {checked} decisions ({what}) in {:.2} s, {:.0} ops/s; \
+         contradicted {}, unchecked {}",
+        time.as_secs_f64(),
+        checked as f64 / time.as_secs_f64(),
+        report["contradicted"],
+        report["unchecked"]
+    );
+}
+
+/// `verify --receivers` beside `observe` over recon's own ledger (SQLite,
+/// read in process): the generated outage observed, then resolved by
+/// policy, then its decisions read again; the rate of each, through the
+/// binary.
+fn recheck_rows(root: &Path, ops: u64) {
+    let dir = root.join("recheck");
+    outage(&dir, ops, true);
+    println!("recheck: {ops} generated operations behind recon's ledger (SQLite):");
+    let (time, _) = recon_in(&dir, &["observe", "--by", "bench", "--json"]);
+    println!(
+        "  observe: {ops} unknown operations in {:.2} s, {:.0} ops/s",
+        time.as_secs_f64(),
+        ops as f64 / time.as_secs_f64()
+    );
+    let resolve = [
+        "resolve",
+        "--policy",
+        "provable",
+        "--by",
+        "bench",
+        "--authorized-by",
+        "bench",
+        "--older-than",
+        "0s",
+        "--json",
+    ];
+    recon_in(&dir, &resolve);
+    recheck_row(&dir, "decided by resolve");
 }
 
 /// The resolve report's counts, and the `unknown` queue left, by the
@@ -351,7 +406,11 @@ fn main() {
     let ops = count("RECON_BENCH_DRILL_OPS", 100_000) as u64;
     let runs = count("RECON_BENCH_RUNS", 3);
     let calls = count("RECON_BENCH_CALLS", 2_000) as u64;
+    let recheck = count("RECON_BENCH_RECHECK_OPS", 10_000) as u64;
     let root = tempfile::tempdir().expect("temp dir");
-    pg_drill(root.path(), ops);
-    transport_rows(root.path(), calls, runs);
+    if std::env::var_os("RECON_BENCH_RECHECK_ONLY").is_none() {
+        pg_drill(root.path(), ops);
+        transport_rows(root.path(), calls, runs);
+    }
+    recheck_rows(root.path(), recheck);
 }

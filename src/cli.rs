@@ -258,6 +258,15 @@ pub enum Command {
     /// tables, indexes and triggers to this build's, and report the first
     /// broken link and every mismatch. Exits 0 when intact, 1 when broken
     /// (or when an --against copy or a --checkpoint disagrees).
+    ///
+    /// With --receivers it asks the receivers instead: it reads again every
+    /// confirmed and not_applied operation (compensations included) at its
+    /// receiver and holds the decision to what the receiver says now (an
+    /// effect gone or added, a close tombstone gone or closed by another
+    /// login). Each contradiction is recorded as an observation that raises
+    /// the contradiction marker, once while the marker is up. Exits 0 when
+    /// none, 1 when any, 4 when some receiver could not be read and none
+    /// contradicted. In team mode it needs the reviewer role.
     Verify(VerifyArgs),
     /// Write the journal as JSON lines (each entry's content with its
     /// prev_hash and hash), to keep a copy outside the database. Writes
@@ -932,6 +941,15 @@ pub struct VerifyArgs {
     /// first LEN entries end in HASH).
     #[arg(long, value_name = "LEN:HASH")]
     pub checkpoint: Option<String>,
+    /// Read every final decision again at its receiver (SPEC 12) instead of
+    /// checking the journal.
+    #[arg(long, conflicts_with_all = ["against", "checkpoint"])]
+    pub receivers: bool,
+    /// With --receivers: only the decisions journaled after entry SEQ (a
+    /// frequent scheduled run; the report prints the head it checked up
+    /// to, the SEQ of the next run).
+    #[arg(long, value_name = "SEQ", requires = "receivers")]
+    pub since: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }

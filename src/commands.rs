@@ -196,6 +196,7 @@ enum Request {
     Mark(triage::Mark),
     Screenshot(console::Screenshot),
     Verify(audit::Verify),
+    VerifyReceivers(audit::VerifyReceivers),
     Export(audit::Export),
     Checkpoint(audit::Checkpoint),
     ReceiverApply(receiver::Apply),
@@ -274,7 +275,7 @@ impl Request {
             Command::Screenshot(args) => {
                 Request::Screenshot(console::Screenshot::validate(args, ws)?)
             }
-            Command::Verify(args) => Request::Verify(audit::Verify::validate(args, ws)?),
+            Command::Verify(args) => Self::verify(args, ws)?,
             Command::Export(args) => Request::Export(audit::Export::validate(args, ws)?),
             Command::Checkpoint(args) => {
                 Request::Checkpoint(audit::Checkpoint::validate(args, ws)?)
@@ -301,6 +302,14 @@ impl Request {
             Command::GatewayAdapter(args) => {
                 Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
             }
+        })
+    }
+
+    /// `recon verify`: the journal, or with `--receivers` the receivers.
+    fn verify(args: crate::cli::VerifyArgs, ws: open::Place) -> Result<Request, Failure> {
+        Ok(match args.receivers {
+            true => Request::VerifyReceivers(audit::VerifyReceivers::validate(args, ws)?),
+            false => Request::Verify(audit::Verify::validate(args, ws)?),
         })
     }
 
@@ -357,6 +366,7 @@ impl Request {
             Request::Mark(request) => Box::new(request.run()?),
             Request::Screenshot(request) => Box::new(request.run()?),
             Request::Verify(request) => Box::new(request.run()?),
+            Request::VerifyReceivers(request) => Box::new(request.run()?),
             Request::Export(request) => Box::new(request.run()?),
             Request::Checkpoint(request) => Box::new(request.run()?),
             Request::ReceiverApply(request) => Box::new(request.run()?),

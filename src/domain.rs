@@ -41,9 +41,10 @@ use serde_json::Value;
 use std::fmt;
 pub use time::Timestamp;
 pub use triage::{
-    check_acknowledgement, check_escalation, contradicts, free_text, Acknowledgement, CloseEntry,
-    Contradicted, Escalated, EscalationAction, EscalationRecord, LatestObservation, Note,
-    Observation, Observed, SortOrder, Triage, VerdictFilter, MAX_TEXT_BYTES,
+    check_acknowledgement, check_escalation, contradiction, contradicts, free_text,
+    Acknowledgement, CloseEntry, Contradicted, DecidedOp, Escalated, EscalationAction,
+    EscalationRecord, LatestObservation, Note, Observation, Observed, RestedClose, SortOrder,
+    Triage, VerdictFilter, MAX_TEXT_BYTES,
 };
 
 /// Whether an operation is an agent's original side effect or a compensation
@@ -66,6 +67,39 @@ pub enum OpState {
     Unknown,
     Confirmed,
     NotApplied,
+}
+
+/// What a read found that contradicts a final decision: the `found` of
+/// `verify --receivers` (SPEC 12), one stable code each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Found {
+    /// After `confirmed`: a complete and authoritative read lacks the
+    /// confirmed (kept) effect.
+    EffectGone,
+    /// After `confirmed`: an effect the decision did not list (another id,
+    /// payload, action or target), or more than one match.
+    OtherEffect,
+    /// After `not_applied`: the receiver holds an effect for the operation.
+    EffectHeld,
+    /// The decision rested on a close, and the receiver no longer shows
+    /// the operation closed.
+    TombstoneGone,
+    /// The decision rested on a close whose closing login the receiver
+    /// named, and it names another now.
+    ClosedByDiffers,
+}
+
+impl Found {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Found::EffectGone => "effect_gone",
+            Found::OtherEffect => "other_effect",
+            Found::EffectHeld => "effect_held",
+            Found::TombstoneGone => "tombstone_gone",
+            Found::ClosedByDiffers => "closed_by_differs",
+        }
+    }
 }
 
 /// A decision a reviewer can record for an `unknown` operation.

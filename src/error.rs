@@ -88,6 +88,11 @@ pub enum StoreError {
     /// `unsupported` with it.
     #[error("unsupported: {0}")]
     ReceiverUnsupported(String),
+    /// A receiver call that gave no usable answer (SPEC 8), with a stable
+    /// `code` for how: the failure's kind (`crash`, `timeout`, ...) or the
+    /// code of the adapter's `ok: false` answer (`unavailable`, ...).
+    #[error("{message}")]
+    Call { code: &'static str, message: String },
 }
 
 /// What went wrong with a PostgreSQL outbox's database.

@@ -280,6 +280,16 @@ pub(crate) trait TriageLog {
         after: &str,
         limit: usize,
     ) -> Result<Vec<Operation>>;
+    /// The decided operations whose deciding entry (a `receipt` or a
+    /// `decided`) lies after seq `after` and at most `through`, in journal
+    /// order, at most `limit`, each with the close its evidence rested on:
+    /// `verify --receivers`'s pages.
+    fn decided_page(
+        &self,
+        after: i64,
+        through: i64,
+        limit: usize,
+    ) -> Result<Vec<crate::domain::DecidedOp>>;
 }
 
 /// Generated load for the demo, written in large transactions: an optional

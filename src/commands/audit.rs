@@ -1,21 +1,23 @@
 //! The integrity commands: `verify`, `export` and `checkpoint` of the
-//! journal.
+//! journal, and `verify --receivers`, which asks the receivers instead.
 //!
 //! All three open only the journal ([`super::open::open_journal`]), so they
-//! work when the receiver's file is gone. A broken journal is a finding,
+//! work when the receiver's file is gone (`verify --receivers` opens the
+//! workspace: it reads the receivers and records what contradicts). A broken journal is a finding,
 //! not a failure: the report is printed as usual and the exit code is 1,
 //! which is why the results carry their own exit code rather than raising
 //! one. Nothing is held whole in memory: an earlier export is read one
 //! bounded line at a time while the journal is walked, and an export is
 //! written one line at a time.
 
-use super::open::{open_journal, Place};
+use super::open::{open, open_journal, Place};
 use super::output::{cannot_write, write_file_with};
-use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK};
+use super::person::Person;
+use super::{Failure, Out, Render, EXIT_MISMATCH, EXIT_OK, EXIT_STORAGE};
 use crate::audit::{Checkpoint as Head, ExportedEntry, Mismatch, VerifyReport, VerifyRequest};
 use crate::cli::{CheckpointArgs, ExportArgs, VerifyArgs};
 use crate::domain::sanitize::{escape, json_for_terminal};
-use crate::workspace::{Journal, Location};
+use crate::workspace::{Journal, Location, ReceiversReport};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -438,5 +440,90 @@ impl Render for Checkpointed {
 
     fn json(&self, out: &mut Out) -> Result<(), Failure> {
         out.json(&self.0)
+    }
+}
+
+/// Who records `verify --receivers`'s observations on a workspace
+/// directory, where nobody is authenticated and the command takes no name
+/// (in team mode: the database login).
+pub const RECHECK_OBSERVER: &str = "verify --receivers";
+
+/// `recon verify --receivers [--since SEQ]`: every final decision read
+/// again at its receiver (SPEC 12).
+pub struct VerifyReceivers {
+    location: Location,
+    since: i64,
+    by: Person,
+}
+
+impl VerifyReceivers {
+    pub fn validate(args: VerifyArgs, place: Place) -> Result<Self, Failure> {
+        let since = match args.since {
+            Some(seq) => i64::try_from(seq)
+                .map_err(|_| Failure::Usage(format!("--since {seq}: no journal is that long")))?,
+            None => 0,
+        };
+        let by = match place.database_url()? {
+            Some(_) => Person::Login,
+            None => Person::Named(RECHECK_OBSERVER.to_string()),
+        };
+        Ok(VerifyReceivers {
+            location: place.required()?,
+            since,
+            by,
+        })
+    }
+
+    pub fn run(self) -> Result<Rechecked, Failure> {
+        let mut ws = open(&self.location, false)?;
+        let by = self.by.name(&ws)?;
+        Ok(Rechecked(ws.verify_receivers(self.since, &by)?))
+    }
+}
+
+/// What `verify --receivers` found: under `--json` the report as SPEC 12
+/// shapes it; in words, one line per contradiction and a summary.
+pub struct Rechecked(ReceiversReport);
+
+impl Render for Rechecked {
+    fn text(&self, out: &mut Out) -> Result<(), Failure> {
+        let report = &self.0;
+        for c in &report.contradicted {
+            let marker = match (c.seq, c.recorded) {
+                (Some(seq), true) => format!("recorded as observation {seq}, which marks it"),
+                (Some(seq), false) => format!("already marked by observation {seq}"),
+                (None, _) => "the observation could not be recorded".to_string(),
+            };
+            out.line(format!(
+                "contradicted: {} ({}, decided at entry {}): {}; {marker}",
+                escape(&c.op_id),
+                c.decision.as_str(),
+                c.decision_seq,
+                c.found.as_str()
+            ))?;
+        }
+        for (reason, n) in &report.unchecked {
+            out.line(format!("unchecked: {n} (receiver not read: {reason})"))?;
+        }
+        out.line(format!(
+            "checked {} decisions at their receivers through journal entry {}: {} contradicted, \
+             {} unchecked",
+            report.checked,
+            report.through_seq,
+            report.contradicted.len(),
+            report.unchecked.values().sum::<u64>()
+        ))
+    }
+
+    fn json(&self, out: &mut Out) -> Result<(), Failure> {
+        out.json(&self.0)
+    }
+
+    fn exit_code(&self) -> i32 {
+        match (self.0.contradicted.is_empty(), self.0.unchecked.is_empty()) {
+            (false, _) => EXIT_MISMATCH,
+            (true, false) => EXIT_STORAGE,
+            (true, true) => EXIT_OK,
+        }
     }
 }

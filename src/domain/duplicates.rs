@@ -10,8 +10,8 @@
 //! no approval names yet ([`awaiting`]).
 
 use super::{
-    canonical_json, same_json, Approval, Decision, OpState, Operation, Refusal, Review, Scope,
-    Snapshot, Verdict,
+    canonical_json, same_json, Approval, Decision, Found, OpState, Operation, Refusal, Review,
+    Scope, Snapshot, Verdict,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -186,7 +186,7 @@ pub fn surplus_of(
 /// nor a compensation of one of them, or when a complete and authoritative
 /// read lacks the kept effect. Kept, surplus and their compensations are
 /// no contradiction.
-pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> bool {
+pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> Option<Found> {
     let known = |id: &str| {
         op.confirmed_effect_id.as_deref() == Some(id)
             || op.surplus_effect_ids.iter().any(|s| s == id)
@@ -206,5 +206,9 @@ pub fn contradicts_kept(op: &Operation, snapshot: &Snapshot) -> bool {
             .matches
             .iter()
             .any(|m| Some(m.effect_id.as_str()) == kept);
-    stray || lacks_kept
+    if stray {
+        Some(Found::OtherEffect)
+    } else {
+        lacks_kept.then_some(Found::EffectGone)
+    }
 }

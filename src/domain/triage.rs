@@ -7,10 +7,12 @@
 //! `unknown` like any other, every rule of a review and an approval
 //! applies to it unchanged, and a decision (or a receipt) clears the
 //! marker while the history keeps it. The rules of the marker are here
-//! ([`check_escalation`]), as pure functions like every other rule.
+//! ([`check_escalation`]), as pure functions like every other rule, and so
+//! is the one rule of a read against a final decision ([`contradiction`]),
+//! which every recorded read and `verify --receivers` are judged by.
 
 use super::time::Timestamp;
-use super::{OpState, Operation, Refusal, Snapshot, Verdict};
+use super::{Found, OpState, Operation, Refusal, Snapshot, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// What triage knows of an operation beside its state: the times of its
@@ -41,32 +43,90 @@ pub struct Contradicted {
 }
 
 /// Whether a recorded read contradicts the operation's final decision
-/// (SPEC 9, "Contradictions"): after `not_applied`, any match; after
-/// `confirmed`, more than one match, a match that is not the confirmed
-/// effect (another id, payload, action or target), or a complete and
-/// authoritative read that lacks it; after one effect of a duplicate was
-/// kept, a read judged against kept plus surplus (SPEC 14,
-/// [`super::duplicates::contradicts_kept`]). An operation not decided has
-/// nothing to contradict.
+/// (SPEC 9, "Contradictions"): [`contradiction`] without a close to hold
+/// the read to, as a receipt (which says nothing of tombstones) is judged.
 pub fn contradicts(op: &Operation, snapshot: &Snapshot) -> bool {
-    match op.state {
-        OpState::NotApplied => !snapshot.matches.is_empty(),
+    contradiction(op, None, snapshot).is_some()
+}
+
+/// The close a final decision rested on, as its evidence recorded it: its
+/// snapshot said `closed: true`, and `closed_by` is the closing login the
+/// receiver gave then, if it gave one (SPEC 12).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestedClose {
+    pub closed_by: Option<String>,
+}
+
+impl RestedClose {
+    /// The close a decision's evidence shows, if it shows one: a read's
+    /// snapshot that says `closed: true`, with its `closed_by` when it
+    /// names one. A receipt's evidence (`{"receipt": effect}`) rests on
+    /// no close.
+    pub fn of(evidence_snapshot: &serde_json::Value) -> Option<RestedClose> {
+        (evidence_snapshot.get("closed") == Some(&serde_json::Value::Bool(true))).then(|| {
+            RestedClose {
+                closed_by: (evidence_snapshot.get("closed_by"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string),
+            }
+        })
+    }
+}
+
+/// A final decision as `verify --receivers` holds it to its receiver: the
+/// operation as it is now, the journal seq of the entry that decided it
+/// (a `receipt` or a `decided`), and the close its evidence rested on.
+#[derive(Debug, Clone)]
+pub struct DecidedOp {
+    pub op: Operation,
+    pub decision_seq: i64,
+    pub rested: Option<RestedClose>,
+}
+
+/// The one rule of a read against a final decision. Section 9's part:
+/// after `not_applied`, any match; after `confirmed`, more than one match,
+/// a match that is not the confirmed effect (another id, payload, action
+/// or target), or a complete and authoritative read that lacks it; after
+/// one effect of a duplicate was kept, a read judged against kept plus
+/// surplus (SPEC 14, [`super::duplicates::contradicts_kept`]). And SPEC
+/// 12's part, for a query answer held to the close the decision `rested`
+/// on: a read that no longer shows the operation closed, or that names
+/// another closing login than the decision's snapshot did (when both name
+/// one). An operation not decided has nothing to contradict.
+pub fn contradiction(
+    op: &Operation,
+    rested: Option<&RestedClose>,
+    read: &Snapshot,
+) -> Option<Found> {
+    let found = match op.state {
+        OpState::NotApplied => (!read.matches.is_empty()).then_some(Found::EffectHeld),
         OpState::Confirmed if !op.surplus_effect_ids.is_empty() => {
-            super::duplicates::contradicts_kept(op, snapshot)
+            super::duplicates::contradicts_kept(op, read)
         }
-        OpState::Confirmed => match snapshot.matches.as_slice() {
-            [] => snapshot.complete && snapshot.authoritative,
+        OpState::Confirmed => match read.matches.as_slice() {
+            [] => (read.complete && read.authoritative).then_some(Found::EffectGone),
             [only] => {
                 let exact = matches!(
-                    super::classify(op.scope(), snapshot),
+                    super::classify(op.scope(), read),
                     Verdict::UniqueExactMatch | Verdict::ExactMatchExistenceOnly
                 );
-                !exact || op.confirmed_effect_id.as_deref() != Some(only.effect_id.as_str())
+                let confirmed = op.confirmed_effect_id.as_deref() == Some(only.effect_id.as_str());
+                (!exact || !confirmed).then_some(Found::OtherEffect)
             }
-            _ => true,
+            _ => Some(Found::OtherEffect),
         },
-        OpState::Prepared | OpState::Unknown => false,
-    }
+        OpState::Prepared | OpState::Unknown => return None,
+    };
+    found.or_else(|| {
+        let rested = rested?;
+        if !read.closed {
+            return Some(Found::TombstoneGone);
+        }
+        match (&rested.closed_by, &read.closed_by) {
+            (Some(then), Some(now)) if then != now => Some(Found::ClosedByDiffers),
+            _ => None,
+        }
+    })
 }
 
 /// A person's acknowledgement of a contradiction, which clears the marker.

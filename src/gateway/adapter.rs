@@ -206,7 +206,11 @@ async fn read(gateway: &Gateway, raw: &Value, close: bool) -> Result<Value, Fail
     };
     let found = ask(&tool.evidence).await;
     downstream.stop().await;
-    let matches = matches_of(&tool.evidence, found?, (&op_id, &action_kind, &payload))?;
+    let found = found?;
+    // A later query says closed only where the downstream keeps a
+    // tombstone and its read says so (`closed_pointer`); never by guess.
+    let closed = closed || tombstone_of(&tool.evidence, &found)?;
+    let matches = matches_of(&tool.evidence, found, (&op_id, &action_kind, &payload))?;
     Ok(protocol::snapshot_answer(&Snapshot {
         op_id,
         matches,
@@ -271,6 +275,31 @@ fn matches_of(
     }])
 }
 
+/// Whether an evidence read says the downstream closed the operation: the
+/// boolean at the read's `closed_pointer` in a result that is no error;
+/// false where the file names no pointer or the read is an error (an
+/// absence the downstream reports as an error carries no tombstone).
+fn tombstone_of(
+    read: &super::file::Read,
+    result: &rmcp::model::CallToolResult,
+) -> Result<bool, Failed> {
+    let Some(pointer) = &read.closed_pointer else {
+        return Ok(false);
+    };
+    if result.is_error == Some(true) {
+        return Ok(false);
+    }
+    (result.structured_content.as_ref())
+        .and_then(|s| s.pointer(pointer))
+        .and_then(Value::as_bool)
+        .ok_or_else(|| {
+            failed(
+                ErrorCode::Internal,
+                format!("{}'s result holds no boolean at {pointer}", read.tool),
+            )
+        })
+}
+
 /// The effect's id in a tool's result: the string at `pointer` in its
 /// structured content, or the op id where the file names no pointer.
 fn effect_id_of(
@@ -308,6 +337,7 @@ mod tests {
             expected_pointer: "/content".into(),
             absent_error_contains: None,
             effect_id_pointer: effect_id_pointer.map(str::to_string),
+            closed_pointer: Some("/closed".into()),
         }
     }
 
@@ -326,5 +356,27 @@ mod tests {
             "{}",
             missing.message
         );
+    }
+
+    #[test]
+    fn a_read_says_closed_only_where_the_downstream_says_so_at_its_pointer() {
+        let result = |value: Value| CallToolResult::structured(value);
+        let says = |v| tombstone_of(&read(None), &result(v));
+        assert_eq!(
+            says(json!({"content": "hi", "closed": true})).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            says(json!({"content": "hi", "closed": false})).ok(),
+            Some(false)
+        );
+        assert!(
+            says(json!({"content": "hi"})).is_err(),
+            "a pointer to nothing"
+        );
+        let mut unnamed = read(None);
+        unnamed.closed_pointer = None;
+        let no_pointer = tombstone_of(&unnamed, &result(json!({"closed": true})));
+        assert_eq!(no_pointer.ok(), Some(false));
     }
 }

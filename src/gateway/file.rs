@@ -73,6 +73,11 @@ pub struct Read {
     /// id when absent. Required where the effect tool names its effect by
     /// a pointer, so a read names the effect its receipt named.
     pub effect_id_pointer: Option<String>,
+    /// Where in the read's structured content a boolean says the
+    /// downstream holds a tombstone for the operation (it was closed).
+    /// Required on the evidence of a tool that can close, so a query
+    /// after the close still says `closed` (SPEC 8, 12).
+    pub closed_pointer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +119,7 @@ struct RawRead {
     expected_pointer: String,
     absent_error_contains: Option<String>,
     effect_id_pointer: Option<String>,
+    closed_pointer: Option<String>,
 }
 
 /// Reads and checks the gateway file at `path`; the error is one line.
@@ -202,6 +208,14 @@ fn effect(tool: RawTool) -> Result<Effect, String> {
     let evidence = tool
         .evidence
         .ok_or("an effect tool needs an evidence table ([tools.NAME.evidence])")?;
+    if tool.can_close && evidence.closed_pointer.is_none() {
+        return Err(
+            "can_close = true needs closed_pointer in the evidence table (where \
+                    its read says the operation was closed), or a query after a close \
+                    would say it is open"
+                .into(),
+        );
+    }
     let close = match (tool.close, tool.can_close) {
         (Some(close), true) => Some(read(close).map_err(|why| format!("close: {why}"))?),
         (Some(_), false) => return Err("a close tool needs can_close = true".into()),
@@ -239,8 +253,13 @@ fn read(raw: RawRead) -> Result<Read, String> {
     }
     pointer_syntax("found_pointer", &raw.found_pointer)?;
     pointer_syntax("expected_pointer", &raw.expected_pointer)?;
-    if let Some(pointer) = &raw.effect_id_pointer {
-        pointer_syntax("effect_id_pointer", pointer)?;
+    for (key, pointer) in [
+        ("effect_id_pointer", &raw.effect_id_pointer),
+        ("closed_pointer", &raw.closed_pointer),
+    ] {
+        if let Some(pointer) = pointer {
+            pointer_syntax(key, pointer)?;
+        }
     }
     Ok(Read {
         tool: raw.tool,
@@ -249,6 +268,7 @@ fn read(raw: RawRead) -> Result<Read, String> {
         expected_pointer: raw.expected_pointer,
         absent_error_contains: raw.absent_error_contains,
         effect_id_pointer: raw.effect_id_pointer,
+        closed_pointer: raw.closed_pointer,
     })
 }
 
@@ -357,6 +377,26 @@ mod tests {
         let effect = gateway.effect("write_file").expect("effect");
         assert_eq!(effect.effect_id_pointer.as_deref(), Some("/id"));
         assert_eq!(effect.evidence.effect_id_pointer.as_deref(), Some("/id"));
+    }
+
+    #[test]
+    fn a_tool_that_can_close_needs_its_evidence_to_say_where_a_read_says_closed() {
+        let example = include_str!("../../examples/gateway.toml");
+        let closing = example.replace(
+            "can_close = false",
+            "can_close = true\n[tools.write_file.close]\ntool = \"list_directory\"\n\
+             found_pointer = \"\"\nexpected_pointer = \"\"",
+        );
+        let refused = parse(Path::new("/g.toml"), &closing).unwrap_err();
+        assert!(refused.contains("needs closed_pointer"), "{refused}");
+        let said = closing.replace(
+            "# closed_pointer = \"/closed\"",
+            "closed_pointer = \"/closed\"",
+        );
+        let gateway = parse(Path::new("/g.toml"), &said).expect("it says where");
+        let effect = gateway.effect("write_file").expect("effect");
+        assert!(effect.close.is_some());
+        assert_eq!(effect.evidence.closed_pointer.as_deref(), Some("/closed"));
     }
 
     #[test]

@@ -61,22 +61,29 @@ pub fn judge_snapshot(
         Answer::Failed(failed) if failed.code == ErrorCode::OperationClosed => {
             return Err(unusable(
                 registration,
+                failed.code.as_str(),
                 "answered operation_closed to a read",
             ))
         }
         Answer::Failed(failed) => {
             return Err(unusable(
                 registration,
+                failed.code.as_str(),
                 &format!("{}: {}", failed.code.as_str(), failed.message),
             ))
         }
         Answer::Described(_) | Answer::Receipt(_) => {
-            return Err(unusable(registration, "the answer is not a snapshot"))
+            return Err(unusable(
+                registration,
+                FailureKind::Garbage.as_str(),
+                "the answer is not a snapshot",
+            ))
         }
     };
     if let Some(other) = snapshot.matches.iter().find(|m| m.op_id != op_id) {
         return Err(unusable(
             registration,
+            FailureKind::Mismatch.as_str(),
             &format!("a match is for operation {}, not {op_id}", other.op_id),
         ));
     }
@@ -197,10 +204,15 @@ pub fn failure(kind: FailureKind, detail: impl Into<String>) -> AdapterFailure {
     }
 }
 
-fn unusable(registration: &Registration, detail: &str) -> Error {
-    StoreError::Receiver(format!(
-        "receiver {} gave no usable answer: {detail}",
-        registration.name
-    ))
+/// A read the receiver answered unusably; `code` says how: the code of
+/// its `ok: false` answer, or the failure kind.
+fn unusable(registration: &Registration, code: &'static str, detail: &str) -> Error {
+    StoreError::Call {
+        code,
+        message: format!(
+            "receiver {} gave no usable answer: {detail}",
+            registration.name
+        ),
+    }
     .into()
 }

@@ -1,6 +1,7 @@
 //! The acts of triage on the outbox: recording observations, leaving
 //! notes, raising and lowering the escalation marker, and the reads that
-//! show them.
+//! show them; and the pages of decided operations `verify --receivers`
+//! reads again (`decided_page`).
 //!
 //! Each act appends its journal entry (`observed`, `noted`, `escalated`,
 //! `deescalated`) and writes the rows that are its projection in the same
@@ -20,9 +21,9 @@ use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
 use crate::domain::{
-    check_acknowledgement, check_escalation, contradicts, Acknowledgement, CallFailure, CloseEntry,
-    EscalationAction, EscalationRecord, Marking, NewNote, NewObservation, Note, Observation,
-    Observed, OpState, Operation, Timestamp, Verdict,
+    check_acknowledgement, check_escalation, contradiction, Acknowledgement, CallFailure,
+    CloseEntry, DecidedOp, EscalationAction, EscalationRecord, Marking, NewNote, NewObservation,
+    Note, Observation, Observed, OpState, Operation, RestedClose, Timestamp, Verdict,
 };
 use crate::error::{Result, StoreError};
 use serde_json::{Map, Value};
@@ -81,7 +82,7 @@ fn insert_read(
     kind: EntryKind,
     extra: Map<String, Value>,
 ) -> Result<(i64, bool)> {
-    let contradicts = contradicts_decision(db, observation)?;
+    let contradicts = contradicts_decision(db, observation, kind)?;
     let mut fields = audit::observed(observation);
     fields.extend(extra);
     if contradicts {
@@ -150,9 +151,16 @@ fn clear_contradiction(db: &mut dyn Db, op_id: &str, seen: Option<i64>) -> Resul
 }
 
 /// Whether the read marks its operation contradicted: the first read that
-/// contradicts the final decision ([`contradicts`]) while no marker is up.
-/// The entry says so (`contradicts`), so the journal proves the marker.
-fn contradicts_decision(db: &mut dyn Db, observation: &NewObservation<'_>) -> Result<bool> {
+/// contradicts the final decision ([`contradiction`]) while no marker is
+/// up. A read of the receiver (`observed`) is also held to the close the
+/// decision rested on, as its evidence row's snapshot shows it; a late
+/// receipt says nothing of tombstones. The entry says so (`contradicts`),
+/// so the journal proves the marker.
+fn contradicts_decision(
+    db: &mut dyn Db,
+    observation: &NewObservation<'_>,
+    kind: EntryKind,
+) -> Result<bool> {
     let open: Option<(String, Option<i64>)> = db.query_opt(
         "SELECT state, contradiction FROM operations WHERE op_id = ?1",
         &[&observation.op_id],
@@ -161,10 +169,77 @@ fn contradicts_decision(db: &mut dyn Db, observation: &NewObservation<'_>) -> Re
     match open {
         Some((state, None)) if state == "confirmed" || state == "not_applied" => {
             let op = require_op(db, observation.op_id)?;
-            Ok(contradicts(&op, observation.snapshot))
+            let rested = match kind {
+                EntryKind::Observed => rested_close(db, observation.op_id)?,
+                _ => None,
+            };
+            Ok(contradiction(&op, rested.as_ref(), observation.snapshot).is_some())
         }
         _ => Ok(false),
     }
+}
+
+/// The close a decided operation's decision rested on: its evidence row's
+/// snapshot, when that says `closed: true` (one evidence row per decision;
+/// the latest is the final one).
+fn rested_close(db: &mut dyn Db, op_id: &str) -> Result<Option<RestedClose>> {
+    let text: Option<String> = db.query_opt(
+        "SELECT snapshot FROM evidence WHERE op_id = ?1 ORDER BY seq DESC LIMIT 1",
+        &[&op_id],
+        |r| r.get(0),
+    )?;
+    match text {
+        Some(text) => Ok(RestedClose::of(&decision_snapshot(op_id, &text)?)),
+        None => Ok(None),
+    }
+}
+
+/// A decision's evidence snapshot (a read's, or a receipt's), parsed; one
+/// that is not JSON is corrupt.
+fn decision_snapshot(op_id: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|_| StoreError::Corrupt(format!("the evidence snapshot of operation {op_id}")))
+}
+
+/// The decided operations whose deciding entry lies in `(after, through]`,
+/// in journal order, at most `limit`: one range of the evidence table's
+/// unique `journal_seq`, each row joined to its operation by key.
+pub(crate) fn decided_page(
+    db: &mut dyn Db,
+    after: i64,
+    through: i64,
+    limit: usize,
+) -> Result<Vec<DecidedOp>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (columns, from) = OP_SELECT
+        .split_once(" FROM ")
+        .ok_or_else(|| StoreError::Corrupt("the operation query has no FROM".into()))?;
+    let sql = format!(
+        "{columns}, e.journal_seq, e.snapshot FROM {from} \
+         JOIN evidence e ON e.op_id = o.op_id \
+         WHERE e.journal_seq > ?1 AND e.journal_seq <= ?2 \
+           AND o.state IN ('confirmed', 'not_applied') \
+         ORDER BY e.journal_seq LIMIT ?3"
+    );
+    // The two columns after OP_SELECT's 26.
+    let rows = db.query(&sql, &[&after, &through, &limit], |row| {
+        Ok((
+            rows::op_row(row)?,
+            row.get::<i64>(26)?,
+            row.get::<String>(27)?,
+        ))
+    })?;
+    let mut page = Vec::with_capacity(rows.len());
+    for (raw, decision_seq, snapshot) in rows {
+        let op = rows::parse_op(raw)?;
+        let rested = RestedClose::of(&decision_snapshot(&op.op_id, &snapshot)?);
+        page.push(DecidedOp {
+            op,
+            decision_seq,
+            rested,
+        });
+    }
+    Ok(page)
 }
 
 /// The `observations` row of the entry `seq` (the snapshot stays in the
@@ -444,6 +519,10 @@ impl<S: SqlStore> TriageLog for S {
 
     fn latest_entry(&self, op_id: &str) -> Result<Option<crate::domain::LatestEntry>> {
         self.read(|db| Ok(journal::latest_of(db, op_id)?))
+    }
+
+    fn decided_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<DecidedOp>> {
+        self.read(|db| decided_page(db, after, through, limit))
     }
 
     /// Operations in `op_id` order after `after`, optionally of one state,

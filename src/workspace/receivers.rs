@@ -86,13 +86,16 @@ fn provenance(registration: &Registration, response_sha256: String) -> Provenanc
 /// the adapter wrote on stderr (escaped: it is untrusted text).
 fn call_failed(name: &str, failure: &AdapterFailure, stderr: &str) -> Error {
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-    StoreError::Receiver(format!(
-        "receiver {name}: {}: {}{}",
-        failure.kind.as_str(),
-        failure.detail,
-        last.map(|l| format!(" (stderr: {})", crate::domain::sanitize::escape(l.trim())))
-            .unwrap_or_default()
-    ))
+    StoreError::Call {
+        code: failure.kind.as_str(),
+        message: format!(
+            "receiver {name}: {}: {}{}",
+            failure.kind.as_str(),
+            failure.detail,
+            last.map(|l| format!(" (stderr: {})", crate::domain::sanitize::escape(l.trim())))
+                .unwrap_or_default()
+        ),
+    }
     .into()
 }
 

@@ -11,6 +11,7 @@
 
 mod decisions;
 mod postgres;
+mod receivers;
 
 use crate::support::{program, run, Lab, Run};
 use recon::audit::{Checkpoint, EntryKind};

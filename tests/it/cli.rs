@@ -75,7 +75,7 @@ impl Shell {
 
     /// The site on PostgreSQL; `None` on SQLite, where the built-in
     /// ledger's own drills and `ledger` command serve.
-    fn postgres(&self) -> Option<&Site> {
+    pub(crate) fn postgres(&self) -> Option<&Site> {
         self.site
             .as_ref()
             .filter(|site| site.store == Store::Postgres)

@@ -4,7 +4,8 @@
 //! unknown outcome as a result with advice, two clients racing one key,
 //! a cancelled call whose outcome is still recorded, the key and client
 //! kept for `show`, `export` and the console, and team mode with a login
-//! that holds only the sender role.
+//! that holds only the sender role; and one call through the official MCP
+//! inspector's command-line mode (npm, installed into `target/npm`).
 //!
 //! The client is `tests/it/mcp/client.py`, driven by a JSON plan; where
 //! two processes must interleave, the order is held by fifos and pipes
@@ -89,6 +90,82 @@ fn do_call(key: &str, action: &str, payload: &Value) -> Value {
 
 fn python(test: &str) -> Option<PathBuf> {
     require_python_venv(test, &[SDK])
+}
+
+/// The file `entry` of the npm `package`, installed into `target/npm`
+/// when missing (`.ci/run` installs it first); `None` after one line when
+/// npm cannot install it (a failure under `CI`).
+pub(crate) fn npm_package(test: &str, package: &str, entry: &str) -> Option<PathBuf> {
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm");
+    let entry = prefix.join("node_modules").join(entry);
+    if !entry.exists() {
+        let installed = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(package)
+            .output();
+        let why = match installed {
+            Ok(out) if out.status.success() && entry.exists() => None,
+            Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = why {
+            let line = format!("{test}: did not run: npm cannot install {package}: {why}");
+            assert!(std::env::var_os("CI").is_none(), "{line}");
+            println!("{line}");
+            return None;
+        }
+    }
+    Some(entry)
+}
+
+#[test]
+fn the_official_inspectors_command_line_calls_recon_do_and_reads_its_structured_status() {
+    let test =
+        "mcp::the_official_inspectors_command_line_calls_recon_do_and_reads_its_structured_status";
+    let Some(launcher) = npm_package(
+        test,
+        "@modelcontextprotocol/inspector@2.12.0",
+        "@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    ) else {
+        return;
+    };
+    let site = Site::new(Store::Sqlite);
+    let catalog = tempfile::tempdir().expect("a catalog dir");
+    let key = "inspector:1";
+    let out = Command::new("node")
+        .arg(&launcher)
+        .args(["--cli", "--method", "tools/call", "--tool-name", "recon_do"])
+        .args(["--tool-arg", "action=send_email"])
+        .arg("--tool-arg")
+        .arg(format!("payload={PAYLOAD}"))
+        .args(["--tool-arg", &format!("key={key}"), "--"])
+        .arg(recon_bin())
+        .arg("mcp")
+        .args(site.args())
+        .env("MCP_CATALOG_PATH", catalog.path().join("mcp.json"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs the inspector");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(&stdout).expect("the inspector prints JSON");
+    assert_eq!(result["isError"], false, "{result}");
+    let status = &result["structuredContent"];
+    assert_eq!(status["state"], "confirmed", "{result}");
+    assert_eq!(status["op_id"], op_id_of_key(key));
+    let detail = shown(&site, &op_id_of_key(key));
+    assert_eq!(detail["operation"]["payload"], payload(), "{detail}");
+    assert_eq!(detail["operation"]["dispatch_count"], 1);
+    assert_eq!(
+        detail["origin"],
+        json!({"door": "mcp", "key": key, "client": "inspector-cli"}),
+        "the client's name from its initialize"
+    );
 }
 
 /// `recon show OP --json` on the site.

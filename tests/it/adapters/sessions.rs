@@ -391,3 +391,13 @@ fn a_session_process_runs_in_the_root_directory_without_recon_s_environment(stor
     assert!(!names.contains(&"RECON_SECRET_TOKEN"), "{names:?}");
     assert!(names.contains(&"PATH"), "{names:?}");
 }
+
+on_both_stores!(verify_receivers_reads_every_decision_through_one_session_in_batches);
+fn verify_receivers_reads_every_decision_through_one_session_in_batches(store: Store) {
+    let rig = rig_with(store, &["--session", "--batch", "2"]);
+    let out = rig.recon(&["verify", "--receivers", "--json"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json()["checked"], json!(3), "{}", out.stdout);
+    assert_eq!(batches(&rig), [json!(["op-1", "op-2"]), json!(["op-3"])]);
+    assert_eq!(sessions(&rig), 1);
+}

@@ -19,31 +19,13 @@ use std::process::Command;
 
 const PACKAGE: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 
-/// The filesystem server's entry point, installed into `target/npm` when
-/// missing; `None` after one line when npm cannot install it (a failure
-/// under `CI`).
+/// The filesystem server's entry point (`super::npm_package`).
 fn filesystem_server(test: &str) -> Option<PathBuf> {
-    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm");
-    let entry = prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    if !entry.exists() {
-        let installed = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&prefix)
-            .arg(PACKAGE)
-            .output();
-        let why = match installed {
-            Ok(out) if out.status.success() && entry.exists() => None,
-            Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(why) = why {
-            let line = format!("{test}: did not run: npm cannot install {PACKAGE}: {why}");
-            assert!(std::env::var_os("CI").is_none(), "{line}");
-            println!("{line}");
-            return None;
-        }
-    }
-    Some(entry)
+    super::npm_package(
+        test,
+        PACKAGE,
+        "@modelcontextprotocol/server-filesystem/dist/index.js",
+    )
 }
 
 fn absolute(program: &str) -> String {

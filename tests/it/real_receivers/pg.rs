@@ -1031,3 +1031,99 @@ fn every_tombstone_names_the_closing_login_in_close_and_query_answers_and_recon_
         .map(|row| row["snapshot"]["closed_by"].clone());
     assert_eq!(kept, Some(json!("postgres")), "{shown}");
 }
+
+#[test]
+fn a_duplicate_made_by_a_lost_receipt_and_a_blind_retry_is_kept_and_its_surplus_refunded_end_to_end(
+) {
+    let test = "a_duplicate_made_by_a_lost_receipt_and_a_blind_retry_is_kept_and_its_surplus_refunded_end_to_end";
+    let Some((pg, binary)) = setup(test) else {
+        return;
+    };
+    let url = pg.new_database("dup_kept");
+    let lab = pg_lab(&binary, &url, "ledger", "charge");
+    let ws = lab.path_str();
+    let w = ws.as_str();
+    let payload = json!({"account": "acct-3", "amount": 40});
+    prepare(w, "pg-d", "charge", &payload);
+    let report = dispatch(w, "pg-d", &[(CRASH_ENV, "after-apply-commit")]);
+    assert_eq!(report["outcome"], json!("unknown"), "{report}");
+    // A blind retry, outside recon, by whoever sent it first: the same
+    // request for the same workspace's op.
+    let mut retry = apply_request("pg-d", "charge", &payload);
+    retry["workspace"] = json!(lab.ws.id());
+    let args = ["--database", url.as_str()];
+    let (answer, _) = call_adapter(&binary, &args, "apply", &retry, &[]);
+    assert_eq!(answer.as_ref().map(|a| a["ok"].clone()), Some(json!(true)));
+    assert_eq!(table_effects(pg, database_of(&url), "pg-d").len(), 2);
+    let closed = ok_json(&snapshot(w, "pg-d", Some("ann"), &[]), "the close");
+    assert_eq!(closed["verdict"], json!("duplicate_matches"), "{closed}");
+    let ids: Vec<String> = (closed["snapshot"]["matches"].as_array().expect("matches"))
+        .iter()
+        .map(|m| m["effect_id"].as_str().expect("an id").to_string())
+        .collect();
+    let keep = [
+        "reconcile",
+        "--workspace",
+        w,
+        "pg-d",
+        "--reviewer",
+        "rita",
+        "--decision",
+        "confirmed",
+        "--keep",
+        &ids[0],
+        "--expected-version",
+        "2",
+        "--json",
+    ];
+    let kept = ok_json(&run(&keep, None), "keep one");
+    assert_eq!(kept["state"], json!("confirmed"), "{kept}");
+    let shown = ok_json(
+        &run(&["show", "--workspace", w, "pg-d", "--json"], None),
+        "show",
+    );
+    let operation = &shown["operation"];
+    assert_eq!(operation["confirmed_effect_id"], json!(ids[0]), "{shown}");
+    assert_eq!(operation["surplus_effect_ids"], json!([ids[1]]), "{shown}");
+    let refund = json!({"account": "acct-3", "amount": -40});
+    let refund = refund.to_string();
+    let approve = [
+        "approve-compensation",
+        "--workspace",
+        w,
+        "pg-d",
+        "--effect",
+        &ids[1],
+        "--reason",
+        "duplicate",
+        "--approver",
+        "bob",
+        "--expected-version",
+        "3",
+        "--compensation-op",
+        "undo-d",
+        "--action",
+        "charge",
+        "--payload",
+        &refund,
+        "--json",
+    ];
+    ok_json(&run(&approve, None), "approve the surplus's refund");
+    let refunded = dispatch(w, "undo-d", &[]);
+    assert_eq!(refunded["state"], json!("confirmed"), "{refunded}");
+    assert_eq!(table_effects(pg, database_of(&url), "undo-d").len(), 1);
+    // Asked again, the ledger holds the kept effect, the surplus and its
+    // refund: what the decision listed, so no contradiction.
+    let check = run(&["verify", "--workspace", w, "--receivers", "--json"], None);
+    let report = ok_json(&check, "verify --receivers");
+    assert_eq!(report["contradicted"], json!([]), "{report}");
+    assert!(report["checked"].as_u64() >= Some(2), "{report}");
+    let listed = ok_json(
+        &run(
+            &["ops", "--workspace", w, "--surplus", "yes", "--json"],
+            None,
+        ),
+        "ops --surplus yes",
+    );
+    assert_eq!(listed, json!([]), "the surplus is compensated");
+}
