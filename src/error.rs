@@ -83,6 +83,11 @@ pub enum StoreError {
         url: String,
         problem: DatabaseProblem,
     },
+    /// A receiver that will not do this for this caller (a ledger login
+    /// without the ledger role of the verb, SPEC 12): an adapter answers
+    /// `unsupported` with it.
+    #[error("unsupported: {0}")]
+    ReceiverUnsupported(String),
     /// A receiver call that gave no usable answer (SPEC 8), with a stable
     /// `code` for how: the failure's kind (`crash`, `timeout`, ...) or the
     /// code of the adapter's `ok: false` answer (`unavailable`, ...).

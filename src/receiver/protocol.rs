@@ -89,7 +89,8 @@ impl ErrorCode {
     pub fn of(error: &Error) -> ErrorCode {
         match error.cause() {
             Error::Refused(Refusal::OperationClosed(_)) => ErrorCode::OperationClosed,
-            Error::Refused(Refusal::CloseUnsupported { .. }) => ErrorCode::Unsupported,
+            Error::Refused(Refusal::CloseUnsupported { .. })
+            | Error::Store(StoreError::ReceiverUnsupported(_)) => ErrorCode::Unsupported,
             Error::Refused(_) | Error::Invalid(_) => ErrorCode::BadRequest,
             Error::Store(
                 StoreError::Locked(_)

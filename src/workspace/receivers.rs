@@ -669,7 +669,17 @@ impl Workspace {
         match results {
             Ok(results) => {
                 let judged = (ops.iter().zip(results))
-                    .map(|(op, answer)| judge_answer(op, registration, verb, &answer))
+                    .map(|(op, answer)| {
+                        // A close's `ok: false` is kept, as a single one's is.
+                        let refused =
+                            refusal_in(verb, &op.op_id, &answer).filter(|_| close.is_some());
+                        if let Some(f) = refused {
+                            let call = (verb.as_str(), registration.name.as_str());
+                            let call = (call.0, call.1, reply.exit_code, reply.stderr.as_str());
+                            self.keep_failure(op, call, &f)?;
+                        }
+                        judge_answer(op, registration, verb, &answer)
+                    })
                     .collect();
                 self.journal_reads(ops, judged, (close, by))
             }
@@ -745,12 +755,20 @@ impl Workspace {
         }
         let request = protocol::request(verb, &self.id, &request_of(op), close);
         let reply = self.exchange(registration, verb, &request)?;
+        let name = registration.name.as_str();
         let f = match reply.answer {
-            Ok(answer) => return Ok(answer),
+            Ok(answer) => {
+                // An `ok: false` answer is a failed call too (SPEC 8 rule
+                // 7): kept with the act, then judged as the answer it is.
+                if let Some(f) = refusal_in(verb, &op.op_id, &answer).filter(|_| keep) {
+                    let call = (verb.as_str(), name, reply.exit_code, reply.stderr.as_str());
+                    self.keep_failure(op, call, &f)?;
+                }
+                return Ok(answer);
+            }
             Err(f) => f,
         };
         let failed = call_failed(&registration.name, &f, &reply.stderr);
-        let name = registration.name.as_str();
         if keep {
             let call = (verb.as_str(), name, reply.exit_code, reply.stderr.as_str());
             self.keep_failure(op, call, &f)?;
@@ -1020,6 +1038,18 @@ fn judge_answer(
     })?;
     let snapshot = rules::judge_snapshot(registration, &op.op_id, parsed)?;
     Ok((snapshot, provenance(registration, sha)))
+}
+
+/// The failed call an `ok: false` answer to a read or a close is (kind
+/// `error`, its code and message), or `None` for any other answer.
+fn refusal_in(verb: Verb, op_id: &str, answer: &Value) -> Option<AdapterFailure> {
+    match protocol::parse_answer(verb, op_id, answer) {
+        Ok(Answer::Failed(failed)) => Some(failure(
+            FailureKind::Error,
+            format!("{}: {}", failed.code.as_str(), failed.message),
+        )),
+        _ => None,
+    }
 }
 
 /// The one result of a batch of one.

@@ -10,6 +10,7 @@
 //! waiting on its lock); waits for asynchronous delivery are bounded polls.
 
 mod pg;
+mod pg_roles;
 mod postfix;
 pub mod servers;
 

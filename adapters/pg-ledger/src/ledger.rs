@@ -6,7 +6,11 @@
 //! `recon_gate` (one row per operation: open, or closed by whom and when)
 //! and `recon_effects` (one row per effect; `op_id` is not unique, because
 //! a receiver is genuinely non-idempotent). An effect's id is its row's
-//! identity, `pgfx-000042`, so the same row always has the same id.
+//! identity, `pgfx-000042`, so the same row always has the same id. A
+//! trigger keeps every tombstone final and writes into it the login that
+//! closed (`session_user`), answered as `closed_by`. A ledger made by
+//! `recon-pg-ledger init` also has `recon_ledger_roles`, and each verb
+//! first checks that its login holds the verb's role ([`crate::roles`]).
 //!
 //! Every row is keyed by the workspace the request names as well as by its
 //! op id: one ledger database may serve many workspaces (or team
@@ -50,6 +54,7 @@
 //! applies of one operation behind each other's whole transactions.
 
 use crate::drill::{self, Commit, HoldPoint};
+use crate::roles::{self, TOMBSTONE_TRIGGER};
 use postgres::error::SqlState;
 use postgres::{Client, GenericClient, IsolationLevel, Row, Transaction};
 use recon::domain::{canonical_json, Ceiling, Description, Effect, EffectRequest, Snapshot};
@@ -136,6 +141,11 @@ pub struct PgLedger {
     /// The URL's settings with this process's name added.
     config: postgres::Config,
     client: Option<Client>,
+    /// The role of each verb, read once connected: `None` for a ledger
+    /// made without roles (no `init`), where no verb checks any.
+    roles: Option<HashMap<String, String>>,
+    /// The verbs this connection's login was found to hold the role of.
+    permitted: Vec<&'static str>,
 }
 
 /// The most operations one query or close of a batch may carry.
@@ -172,7 +182,7 @@ pub fn instance_of(ledger_id: &str, database_oid: i64, schema_oid: i64) -> Strin
 
 /// A PostgreSQL error in recon's terms: `unavailable` when the server
 /// cannot be reached or is going away, `internal` otherwise.
-fn failed(during: &str, e: postgres::Error) -> Error {
+pub(crate) fn failed(during: &str, e: postgres::Error) -> Error {
     let unreachable = match e.code() {
         None => true,
         Some(code) => {
@@ -251,6 +261,8 @@ impl PgLedger {
             url,
             config,
             client: None,
+            roles: None,
+            permitted: Vec::new(),
         }
     }
 
@@ -266,6 +278,8 @@ impl PgLedger {
                 }
             })?;
             ensure_schema(&mut client)?;
+            self.roles = roles::load(&mut client)?;
+            self.permitted.clear();
             self.client = Some(client);
         }
         self.client
@@ -303,6 +317,39 @@ impl PgLedger {
             row.get(1),
             row.get(2),
         ))
+    }
+
+    /// Refuses `verb` (`unsupported`, naming the role) to a login that is
+    /// not a member of its role, on a ledger made with roles; `describe`
+    /// needs any of them. Checked once per connection and verb.
+    fn permit(&mut self, verb: &'static str) -> Result<()> {
+        self.client()?;
+        let Some(roles) = &self.roles else {
+            return Ok(());
+        };
+        if self.permitted.contains(&verb) {
+            return Ok(());
+        }
+        let mut needed: Vec<String> = match roles.get(verb) {
+            Some(role) => vec![role.clone()],
+            None => roles.values().cloned().collect(),
+        };
+        needed.sort();
+        let client = self.client()?;
+        if roles::member_of_any(client, &needed)? {
+            self.permitted.push(verb);
+            return Ok(());
+        }
+        let login: String = client
+            .query_one("SELECT session_user::text", &[])
+            .map_err(|e| failed("reading the login", e))?
+            .get(0);
+        let role = needed.join(" or ");
+        Err(StoreError::ReceiverUnsupported(format!(
+            "{verb} on this ledger needs the role {role}, which the login {login} does not hold \
+             (GRANT {role} TO {login})"
+        ))
+        .into())
     }
 
     fn read_committed(&mut self) -> Result<Transaction<'_>> {
@@ -443,14 +490,17 @@ struct Tables {
     identified: bool,
 }
 
+/// Read from the catalog, which every login may read (`information_schema`
+/// shows a login only the columns it has rights on, so a login of a
+/// ledger made with roles would see no `workspace` column).
 fn tables(client: &mut impl GenericClient) -> Result<Tables> {
     let row = client
         .query_one(
             "SELECT to_regclass('recon_effects') IS NOT NULL \
              AND to_regclass('recon_gate') IS NOT NULL, \
-             EXISTS (SELECT 1 FROM information_schema.columns \
-                     WHERE table_schema = current_schema() \
-                       AND table_name = 'recon_gate' AND column_name = 'workspace'), \
+             EXISTS (SELECT 1 FROM pg_attribute \
+                     WHERE attrelid = to_regclass('recon_gate') \
+                       AND attname = 'workspace' AND NOT attisdropped), \
              to_regclass('recon_ledger') IS NOT NULL",
             &[],
         )
@@ -466,7 +516,7 @@ fn tables(client: &mut impl GenericClient) -> Result<Tables> {
 /// again, so a ledger that another process made meanwhile is left alone
 /// (its DDL would wait on every writer's lock, and a writer held at a
 /// drill point would never let it through).
-fn ensure_schema(client: &mut Client) -> Result<()> {
+pub(crate) fn ensure_schema(client: &mut Client) -> Result<()> {
     let found = tables(client)?;
     if found.present && !found.scoped {
         return Err(StoreError::Receiver(
@@ -491,7 +541,7 @@ fn ensure_schema(client: &mut Client) -> Result<()> {
     let script = match (found.present, found.identified) {
         (true, true) => String::new(),
         (true, false) => LEDGER_ID.to_string(),
-        (false, _) => format!("{SCHEMA}{GATE_TRIGGER}{LEDGER_ID}"),
+        (false, _) => format!("{SCHEMA}{GATE_TRIGGER}{TOMBSTONE_TRIGGER}{LEDGER_ID}"),
     };
     tx.batch_execute(&script)
         .map_err(|e| failed("creating the tables", e))?;
@@ -502,10 +552,12 @@ impl Receiver for PgLedger {
     /// Connects: the instance is the ledger's own, read from the server
     /// (its id, created with the tables on first use).
     fn describe(&mut self) -> Result<Description> {
+        self.permit("describe")?;
         Ok(description(self.instance()?))
     }
 
     fn apply(&mut self, workspace: &str, request: &EffectRequest<'_>) -> Result<Effect> {
+        self.permit("apply")?;
         let op_id = request.op_id;
         self.ensure_gate(workspace, op_id)?;
         let mut tx = self.read_committed()?;
@@ -548,6 +600,7 @@ impl Receiver for PgLedger {
     }
 
     fn query(&mut self, workspace: &str, op_id: &str) -> Result<Snapshot> {
+        self.permit("query")?;
         // One snapshot for both reads: a `closed` seen here comes with
         // every effect written before the close.
         let mut tx = self
@@ -566,10 +619,13 @@ impl Receiver for PgLedger {
 
     /// A batch read in one snapshot and two statements: the gate rows and
     /// the effects of every op id (`= ANY($2)`), split per operation. When
-    /// that fails, each operation is read alone, so each answer carries
-    /// its own error.
+    /// that fails (a login without the query role too), each operation is
+    /// read alone, so each answer carries its own error.
     fn query_batch(&mut self, workspace: &str, op_ids: &[String]) -> Vec<Result<Snapshot>> {
-        match self.read_many(workspace, op_ids) {
+        let read = self
+            .permit("query")
+            .and_then(|()| self.read_many(workspace, op_ids));
+        match read {
             Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
             Err(_) => op_ids.iter().map(|id| self.query(workspace, id)).collect(),
         }
@@ -584,7 +640,10 @@ impl Receiver for PgLedger {
         op_ids: &[String],
         authorized_by: &str,
     ) -> Vec<Result<Snapshot>> {
-        match self.close_many(workspace, op_ids, authorized_by) {
+        let closed = self
+            .permit("close")
+            .and_then(|()| self.close_many(workspace, op_ids, authorized_by));
+        match closed {
             Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
             Err(_) => (op_ids.iter())
                 .map(|id| self.close(workspace, id, authorized_by))
@@ -593,6 +652,7 @@ impl Receiver for PgLedger {
     }
 
     fn close(&mut self, workspace: &str, op_id: &str, authorized_by: &str) -> Result<Snapshot> {
+        self.permit("close")?;
         self.ensure_gate(workspace, op_id)?;
         let mut tx = self.read_committed()?;
         // Waits until every apply holding the share lock has ended.

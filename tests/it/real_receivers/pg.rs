@@ -37,13 +37,13 @@ const ROUNDS: usize = 24;
 
 /// The server and the adapter binary, or `None` (and one line) when either
 /// is missing outside CI.
-fn setup(test: &str) -> Option<(&'static Postgres, PathBuf)> {
+pub(super) fn setup(test: &str) -> Option<(&'static Postgres, PathBuf)> {
     let pg = servers::require(test, servers::postgres())?;
     let binary = servers::require(test, servers::pg_ledger_binary())?;
     Some((pg, binary.clone()))
 }
 
-fn database_of(url: &str) -> &str {
+pub(super) fn database_of(url: &str) -> &str {
     url.rsplit('/').next().expect("a database name")
 }
 
