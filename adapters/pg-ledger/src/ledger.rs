@@ -493,15 +493,25 @@ struct Tables {
 /// Read from the catalog, which every login may read (`information_schema`
 /// shows a login only the columns it has rights on, so a login of a
 /// ledger made with roles would see no `workspace` column).
+///
+/// Every answer is read from `pg_attribute` under the statement's one
+/// snapshot: `to_regclass` alone looks names up in the catalog as it is
+/// now, so a table committed by another process after the statement began
+/// would count as present while its columns were not yet visible, and a
+/// ledger being created at that moment would look like one that predates
+/// workspace scoping.
 fn tables(client: &mut impl GenericClient) -> Result<Tables> {
     let row = client
         .query_one(
-            "SELECT to_regclass('recon_effects') IS NOT NULL \
-             AND to_regclass('recon_gate') IS NOT NULL, \
-             EXISTS (SELECT 1 FROM pg_attribute \
-                     WHERE attrelid = to_regclass('recon_gate') \
-                       AND attname = 'workspace' AND NOT attisdropped), \
-             to_regclass('recon_ledger') IS NOT NULL",
+            "WITH cols AS (SELECT attrelid, attname FROM pg_attribute \
+                 WHERE attnum > 0 AND NOT attisdropped AND attrelid IN \
+                 (to_regclass('recon_effects'), to_regclass('recon_gate'), \
+                  to_regclass('recon_ledger'))) \
+             SELECT EXISTS (SELECT 1 FROM cols WHERE attrelid = to_regclass('recon_effects')) \
+                AND EXISTS (SELECT 1 FROM cols WHERE attrelid = to_regclass('recon_gate')), \
+             EXISTS (SELECT 1 FROM cols WHERE attrelid = to_regclass('recon_gate') \
+                       AND attname = 'workspace'), \
+             EXISTS (SELECT 1 FROM cols WHERE attrelid = to_regclass('recon_ledger'))",
             &[],
         )
         .map_err(|e| failed("checking the tables", e))?;
