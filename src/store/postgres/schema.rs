@@ -467,14 +467,7 @@ fn init_as_owner(
     four_eyes: bool,
 ) -> Result<DatabaseInit, StoreError> {
     let mut client = connect(url, options)?;
-    let mut tx = client
-        .transaction()
-        .map_err(|e| db_error(url, "beginning", &e))?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&sender::ROLE.application_id],
-    )
-    .map_err(|e| db_error(url, "waiting for another db init", &e))?;
+    let mut tx = locked_transaction(&mut client, url)?;
     let names = object_names();
     let present = present_objects(&mut tx, url, &names)?;
     let (created, workspace_id) = if present.is_empty() {
@@ -665,6 +658,23 @@ fn existing(
             DatabaseProblem::Incomplete(format!("its {WORKSPACE_ID} in meta")),
         )
     })
+}
+
+/// A transaction holding the lock `db init` and `db upgrade` take, so that
+/// two of them at once make or change the outbox once.
+pub(super) fn locked_transaction<'a>(
+    client: &'a mut postgres::Client,
+    url: &DatabaseUrl,
+) -> Result<postgres::Transaction<'a>, StoreError> {
+    let mut tx = client
+        .transaction()
+        .map_err(|e| db_error(url, "beginning", &e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&sender::ROLE.application_id],
+    )
+    .map_err(|e| db_error(url, "waiting for another db init or upgrade", &e))?;
+    Ok(tx)
 }
 
 #[cfg(test)]

@@ -93,14 +93,7 @@ pub(crate) fn upgrade(
     let Connection {
         client, statements, ..
     } = &mut conn;
-    let mut tx = client
-        .transaction()
-        .map_err(|e| db_error(url, "beginning", &e))?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&sender::ROLE.application_id],
-    )
-    .map_err(|e| db_error(url, "waiting for another db init or upgrade", &e))?;
+    let mut tx = schema::locked_transaction(client, url)?;
     let found = found_version(&mut tx, url, &login)?;
     let done = |upgraded: bool, seq: Option<i64>| DatabaseUpgrade {
         database: url.to_string(),
