@@ -10,9 +10,15 @@
 //! them through the release binary, as a person would run them, against a
 //! throwaway cluster that flushes its commits as a production server does.
 //! The adapter is registered behind a script that logs each start, so the
-//! process spawns are counted on the receiver's side. Printed: each
-//! phase's wall time, spawns and operations per second, the whole drill's,
-//! and the remaining queue by verdict.
+//! process spawns are counted on the receiver's side. The drill runs with
+//! its outbox on each store in the same run (`RECON_BENCH_DRILL_STORES`,
+//! default `sqlite,postgres`): a SQLite workspace written by its bulk load,
+//! and a PostgreSQL outbox (which has none) whose operations are prepared
+//! in batches of 500 and dispatched while the adapter's `apply` dies at
+//! once, a real lost receipt each (that setup is not measured). Printed:
+//! each phase's wall time, spawns and operations per second, the whole
+//! drill's, the remaining queue by verdict, and PostgreSQL's time over
+//! SQLite's for each phase and the whole drill.
 //!
 //! **The adapter's transport** against recon's own ledger
 //! (`RECON_BENCH_CALLS` generated unknown operations, default 2,000, the
@@ -44,9 +50,10 @@ use recon::dispatch::adapter::{AdapterProgram, PassEnv, Session};
 use recon::dispatch::ReceiverProgram;
 use recon::receiver::protocol::Verb;
 use recon::workspace::ObserveRequest;
+use recon::{DatabaseUrl, Location};
 use recon::{OpenOptions, Workspace};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::{median, recon};
 
@@ -227,14 +234,45 @@ fn transport_rows(root: &Path, ops: u64, runs: usize) {
     );
 }
 
-/// `recon WORDS --workspace DIR` through the release binary: its wall
-/// time and what it printed on stdout; panics unless it exits 0.
-fn recon_in(dir: &Path, words: &[&str]) -> (Duration, String) {
+/// Where a drill's outbox is: a workspace directory, or a PostgreSQL
+/// database (its URL) with a scratch directory for the counting script.
+enum Outbox {
+    Sqlite(PathBuf),
+    Postgres { url: String, scratch: PathBuf },
+}
+
+impl Outbox {
+    fn name(&self) -> &'static str {
+        match self {
+            Outbox::Sqlite(_) => "SQLite",
+            Outbox::Postgres { .. } => "PostgreSQL",
+        }
+    }
+
+    /// The option that names this outbox on recon's command line.
+    fn place(&self) -> [String; 2] {
+        match self {
+            Outbox::Sqlite(dir) => ["--workspace".into(), dir.display().to_string()],
+            Outbox::Postgres { url, .. } => ["--database".into(), url.clone()],
+        }
+    }
+
+    /// Where the counting script and its log live.
+    fn scratch(&self) -> &Path {
+        match self {
+            Outbox::Sqlite(dir) => dir,
+            Outbox::Postgres { scratch, .. } => scratch,
+        }
+    }
+}
+
+/// `recon WORDS` on `outbox` through the release binary: its wall time
+/// and what it printed on stdout; panics unless it exits 0.
+fn recon_in(outbox: &Outbox, words: &[&str]) -> (Duration, String) {
     let start = Instant::now();
     let out = std::process::Command::new(recon())
         .args(&words[..1])
-        .arg("--workspace")
-        .arg(dir)
+        .args(outbox.place())
         .args(&words[1..])
         .stdin(std::process::Stdio::null())
         .output()
@@ -245,15 +283,13 @@ fn recon_in(dir: &Path, words: &[&str]) -> (Duration, String) {
     (elapsed, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A workspace at `dir` whose `ops` unknown operations route to
-/// `recon-pg-ledger` (behind the counting script) on a new database, with
-/// the receiver's effects the drill's fates say; how long that took.
-fn drill_outage(pg: &servers::Postgres, binary: &Path, dir: &Path, ops: u64) -> Duration {
-    let start = Instant::now();
-    let url = pg.new_database("drill");
+/// A SQLite workspace at `dir` whose `ops` unknown operations route to
+/// `recon-pg-ledger` (behind the counting script, effects in `ledger`),
+/// written by the outbox's bulk load.
+fn sqlite_outage(binary: &Path, dir: &Path, ledger: &str, ops: u64) -> Outbox {
     let mut ws = open(dir, true);
     let program = drill::counting_spawns(binary, dir);
-    drill::register_ledger(&mut ws, &program, &url);
+    drill::register_ledger(&mut ws, &program, ledger);
     let at = ws.now();
     let mut operations = drill::operations(ops, at);
     while ws
@@ -261,14 +297,83 @@ fn drill_outage(pg: &servers::Postgres, binary: &Path, dir: &Path, ops: u64) -> 
         .expect("the outage")
         > 0
     {}
-    // Setup is not measured: its applies skip the wait for the flush.
-    let unflushed = format!("{url}?options=-c%20synchronous_commit%3Doff");
-    drill::apply_fates(binary, &unflushed, ws.id(), ops);
-    start.elapsed()
+    Outbox::Sqlite(dir.to_path_buf())
 }
 
-/// The drill on `recon-pg-ledger`: `observe`, then `resolve`, through the
-/// binary; each phase's figures, the whole drill's and the queue left.
+/// A PostgreSQL outbox (a new database) whose `ops` unknown operations
+/// route to `recon-pg-ledger` as [`sqlite_outage`]'s do. It has no bulk
+/// load: they are prepared in batches of 500, then each is dispatched to
+/// the script while its `apply` dies at once, as a real lost receipt is
+/// made, by [`DISPATCHERS`] sessions side by side (one spawns while
+/// another commits).
+fn postgres_outage(
+    pg: &servers::Postgres,
+    binary: &Path,
+    scratch: &Path,
+    ledger: &str,
+    ops: u64,
+) -> Outbox {
+    let url = pg.new_database("outbox");
+    support::run(&support::strings(&["db", "init", "--database", &url]));
+    std::fs::create_dir_all(scratch).expect("the scratch directory");
+    let mut ws = open_postgres(&url);
+    let script = drill::counting_spawns(binary, scratch);
+    drill::register_ledger(&mut ws, &script, ledger);
+    let at = ws.now();
+    let operations: Vec<_> = drill::operations(ops, at).collect();
+    for chunk in operations.chunks(500) {
+        let payloads: Vec<serde_json::Value> = (chunk.iter())
+            .map(|op| serde_json::from_str(&op.canonical_payload).expect("JSON"))
+            .collect();
+        let news: Vec<_> = (chunk.iter().zip(&payloads))
+            .map(|(op, payload)| recon::domain::NewOperation {
+                op_id: &op.op_id,
+                action_kind: &op.action_kind,
+                payload,
+                origin: None,
+            })
+            .collect();
+        for prepared in ws.prepare_each(&news).expect("prepare a batch") {
+            prepared.expect("prepare");
+        }
+    }
+    let dies = scratch.join(drill::APPLY_DIES);
+    std::fs::write(&dies, "").expect("the apply dies");
+    std::thread::scope(|scope| {
+        for k in 0..DISPATCHERS {
+            let (url, operations) = (&url, &operations);
+            scope.spawn(move || {
+                let mut ws = open_postgres(url);
+                for op in operations.iter().skip(k).step_by(DISPATCHERS) {
+                    let report = ws.dispatch(&op.op_id, Default::default());
+                    let report = report.expect("dispatch");
+                    assert_eq!(report.outcome, "unknown", "{report:?}");
+                }
+            });
+        }
+    });
+    std::fs::remove_file(&dies).expect("the apply lives");
+    Outbox::Postgres {
+        url,
+        scratch: scratch.to_path_buf(),
+    }
+}
+
+/// Sessions that dispatch a PostgreSQL drill's operations side by side.
+const DISPATCHERS: usize = 4;
+
+/// The PostgreSQL outbox at `url`, its built-in receiver this build's.
+fn open_postgres(url: &str) -> Workspace {
+    let location = Location::from(DatabaseUrl::parse(url).expect("a database URL"));
+    Workspace::open(location, OpenOptions::default())
+        .expect("the outbox")
+        .with_receiver_program(program())
+}
+
+/// The drill on `recon-pg-ledger` with its outbox on each store: the
+/// outage made (not measured against anything), then `observe` and
+/// `resolve` through the binary; each phase's figures, the whole drill's
+/// and the queue left.
 fn pg_drill(root: &Path, ops: u64) {
     servers::durable_postgres();
     let Some(pg) = servers::require("bench outage", servers::postgres()) else {
@@ -277,13 +382,59 @@ fn pg_drill(root: &Path, ops: u64) {
     let Some(binary) = servers::require("bench outage", servers::pg_ledger_binary()) else {
         return;
     };
-    let dir = root.join("drill");
-    let made = drill_outage(pg, binary, &dir, ops);
-    println!(
-        "drill: {ops} unknown operations behind recon-pg-ledger made in {:.1} s \
-         (outbox bulk load, effects through one apply session)",
-        made.as_secs_f64()
-    );
+    let mut wholes = Vec::new();
+    for store in drill_stores() {
+        let start = Instant::now();
+        let ledger = pg.new_database("drill");
+        let outbox = match store {
+            "sqlite" => sqlite_outage(binary, &root.join("drill"), &ledger, ops),
+            _ => postgres_outage(pg, binary, &root.join("drill-pg"), &ledger, ops),
+        };
+        // Setup is not measured: its applies skip the wait for the flush.
+        let unflushed = format!("{ledger}?options=-c%20synchronous_commit%3Doff");
+        let workspace = open_id(&outbox);
+        drill::apply_fates(binary, &unflushed, &workspace, ops);
+        println!(
+            "drill ({} outbox): {ops} unknown operations behind recon-pg-ledger made in {:.1} s",
+            outbox.name(),
+            start.elapsed().as_secs_f64()
+        );
+        wholes.push((outbox.name(), drill_phases(&outbox, ops)));
+    }
+    if let [(a, [ao, ar]), (b, [bo, br])] = &wholes[..] {
+        let ratio = |x: Duration, y: Duration| y.as_secs_f64() / x.as_secs_f64();
+        println!(
+            "  {b} / {a} time: observe {:.2}x, resolve {:.2}x, whole drill {:.2}x (goal: within 2x)",
+            ratio(*ao, *bo),
+            ratio(*ar, *br),
+            ratio(*ao + *ar, *bo + *br)
+        );
+    }
+}
+
+/// Which outboxes the drill runs on (`RECON_BENCH_DRILL_STORES`, a comma
+/// list of `sqlite` and `postgres`; default both, SQLite first).
+fn drill_stores() -> Vec<&'static str> {
+    let wanted = std::env::var("RECON_BENCH_DRILL_STORES").unwrap_or("sqlite,postgres".into());
+    ["sqlite", "postgres"]
+        .into_iter()
+        .filter(|s| wanted.split(',').any(|w| w.trim() == *s))
+        .collect()
+}
+
+/// The workspace id of `outbox` (the ledger keys its effects by it).
+fn open_id(outbox: &Outbox) -> String {
+    let ws = match outbox {
+        Outbox::Sqlite(dir) => open(dir, false),
+        Outbox::Postgres { url, .. } => open_postgres(url),
+    };
+    ws.id().to_string()
+}
+
+/// `observe` then `resolve` over the drill's outbox through the binary:
+/// each phase's row, the whole drill's, the queue left and the recheck;
+/// the two phases' wall times.
+fn drill_phases(outbox: &Outbox, ops: u64) -> [Duration; 2] {
     let resolve = [
         "resolve",
         "--policy",
@@ -304,18 +455,19 @@ fn pg_drill(root: &Path, ops: u64) {
         "  {:<26} {:>11} {:>15} {:>9}",
         "", "wall time", "rate", "spawns"
     );
-    let (mut total, mut total_spawns, mut report) = (Duration::ZERO, 0, String::new());
-    for (name, words) in phases {
-        let before = drill::spawned(&dir).len();
-        let (time, stdout) = recon_in(&dir, words);
-        let spawned = drill::spawned(&dir).len() - before;
+    let (mut times, mut total_spawns, mut report) = ([Duration::ZERO; 2], 0, String::new());
+    for (i, (name, words)) in phases.into_iter().enumerate() {
+        let before = drill::spawned(outbox.scratch()).len();
+        let (time, stdout) = recon_in(outbox, words);
+        let spawned = drill::spawned(outbox.scratch()).len() - before;
         println!(
             "  {name:<26} {:>9.2} s {:>9.0} ops/s {spawned:>9}",
             time.as_secs_f64(),
             ops as f64 / time.as_secs_f64()
         );
-        (total, total_spawns, report) = (total + time, total_spawns + spawned, stdout);
+        (times[i], total_spawns, report) = (time, total_spawns + spawned, stdout);
     }
+    let total = times[0] + times[1];
     println!(
         "  {:<26} {:>9.2} s {:>9.0} ops/s {total_spawns:>9} ({:.3} spawns per 1,000 ops)",
         "whole drill",
@@ -323,16 +475,17 @@ fn pg_drill(root: &Path, ops: u64) {
         ops as f64 / total.as_secs_f64(),
         total_spawns as f64 * 1000.0 / ops as f64
     );
-    remaining_queue(&dir, &report);
-    recheck_row(&dir, "decided by resolve");
+    remaining_queue(outbox, &report);
+    recheck_row(outbox, "decided by resolve");
+    times
 }
 
 /// `verify --receivers` over every decided operation of the workspace at
 /// `dir`, through the binary: its wall time and rate over the decisions
 /// it checked (`what` says which they are); panics unless it found every
 /// decision consistent.
-fn recheck_row(dir: &Path, what: &str) {
-    let (time, stdout) = recon_in(dir, &["verify", "--receivers", "--json"]);
+fn recheck_row(outbox: &Outbox, what: &str) {
+    let (time, stdout) = recon_in(outbox, &["verify", "--receivers", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("verify --json");
     let checked = report["checked"].as_u64().expect("checked");
     println!(
@@ -353,6 +506,7 @@ fn recheck_rows(root: &Path, ops: u64) {
     let dir = root.join("recheck");
     outage(&dir, ops, true);
     println!("recheck: {ops} generated operations behind recon's ledger (SQLite):");
+    let dir = Outbox::Sqlite(dir);
     let (time, _) = recon_in(&dir, &["observe", "--by", "bench", "--json"]);
     println!(
         "  observe: {ops} unknown operations in {:.2} s, {:.0} ops/s",
@@ -377,7 +531,7 @@ fn recheck_rows(root: &Path, ops: u64) {
 
 /// The resolve report's counts, and the `unknown` queue left, by the
 /// verdict of each operation's latest read.
-fn remaining_queue(dir: &Path, report: &str) {
+fn remaining_queue(outbox: &Outbox, report: &str) {
     let report: serde_json::Value = serde_json::from_str(report).expect("resolve --json");
     println!(
         "  resolve: confirmed {}, not_applied {}, left {}, skipped {}, failed {}",
@@ -388,7 +542,7 @@ fn remaining_queue(dir: &Path, report: &str) {
         report["failed"]
     );
     let (_, queue) = recon_in(
-        dir,
+        outbox,
         &["ops", "--state", "unknown", "--json", "--limit", "1000000"],
     );
     let queue: serde_json::Value = serde_json::from_str(&queue).expect("ops --json");

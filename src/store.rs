@@ -125,6 +125,9 @@ pub(crate) trait Outbox {
     ) -> Result<Vec<Result<Operation>>>;
     fn get(&self, op_id: &str) -> Result<Option<Operation>>;
     fn require(&self, op_id: &str) -> Result<Operation>;
+    /// [`Outbox::require`] for each of `op_ids`, in one read: a refusal is
+    /// that operation's own; the outer error is the read's.
+    fn require_each(&self, op_ids: &[&str]) -> Result<Vec<Result<Operation>>>;
     /// Operations in `op_id` order after `after`, optionally of one state.
     fn list(
         &self,
@@ -384,6 +387,11 @@ pub(crate) trait JournalAudit {
     fn journal_head(&self) -> Result<Checkpoint, StoreError>;
 }
 
+/// Where an operation routes, as [`ReceiverRegistry::routes_of`] finds
+/// it: the registration's id it names (none before schema 6) and that
+/// registration, or the one holding its receiver's name, while registered.
+pub(crate) type Route = (Option<i64>, Option<Registration>);
+
 /// Registered receivers and the routes of action kinds to them.
 pub(crate) trait ReceiverRegistry {
     /// Stores a registration and its routes, or refuses `receiver_exists` /
@@ -391,11 +399,12 @@ pub(crate) trait ReceiverRegistry {
     fn register_receiver(&mut self, registration: &Registration, clock: &dyn Clock) -> Result<()>;
     fn receivers(&self) -> Result<Vec<Registration>>;
     fn registration(&self, name: &str) -> Result<Option<Registration>>;
-    /// The registration with this id, while it is registered.
-    fn registration_by_id(&self, id: i64) -> Result<Option<Registration>>;
-    /// The id of the registration an operation was routed to (none for
-    /// one prepared before schema 6, which routes by name).
-    fn receiver_id_of(&self, op_id: &str) -> Result<Option<i64>>;
+    /// For each `(op_id, receiver)`, the id of the registration the
+    /// operation was routed to (none for one prepared before schema 6,
+    /// which routes by name) and that registration while it is registered
+    /// (else the one registered as `receiver`): all in one read, each
+    /// registration read once.
+    fn routes_of(&self, ops: &[(&str, &str)]) -> Result<Vec<Route>>;
     /// Stores `changed` (its `version` one past the stored one) as the
     /// registration's new version, journaled; refused `receiver_changed`
     /// when another command changed it first.

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::domain::team::Act;
 use crate::domain::{canonical_json, Description, LostReceiver, Refusal, Registration, Timestamp};
 use crate::error::{Result, StoreError};
+use std::collections::HashMap;
 
 const COLUMNS: &str =
     "name, program, args, timeout_ms, describe, describe_sha256, builtin, env, id, version";
@@ -274,13 +275,35 @@ impl<S: SqlStore> ReceiverRegistry for S {
         self.read(|db| Ok(registrations(db, &sql, &[&name])?.into_iter().next()))
     }
 
-    fn registration_by_id(&self, id: i64) -> Result<Option<Registration>> {
-        let sql = format!("SELECT {COLUMNS} FROM receivers WHERE id = ?1");
-        self.read(|db| Ok(registrations(db, &sql, &[&id])?.into_iter().next()))
-    }
-
-    fn receiver_id_of(&self, op_id: &str) -> Result<Option<i64>> {
-        self.read(|db| super::sender::receiver_id_of(db, op_id))
+    fn routes_of(&self, ops: &[(&str, &str)]) -> Result<Vec<crate::store::Route>> {
+        let by_id = format!("SELECT {COLUMNS} FROM receivers WHERE id = ?1");
+        let by_name = format!("SELECT {COLUMNS} FROM receivers WHERE name = ?1");
+        self.read(|db| {
+            // Each registration is read once for the batch.
+            let mut ids: HashMap<i64, Option<Registration>> = HashMap::new();
+            let mut names: HashMap<&str, Option<Registration>> = HashMap::new();
+            let mut routes = Vec::with_capacity(ops.len());
+            for &(op_id, receiver) in ops {
+                let id = super::sender::receiver_id_of(db, op_id)?;
+                let registration = match id {
+                    Some(id) if !ids.contains_key(&id) => {
+                        let found = registrations(db, &by_id, &[&id])?.into_iter().next();
+                        ids.entry(id).or_insert(found).clone()
+                    }
+                    Some(id) => ids[&id].clone(),
+                    None if !names.contains_key(receiver) => {
+                        let found = registrations(db, &by_name, &[&receiver])?;
+                        names
+                            .entry(receiver)
+                            .or_insert(found.into_iter().next())
+                            .clone()
+                    }
+                    None => names[receiver].clone(),
+                };
+                routes.push((id, registration));
+            }
+            Ok(routes)
+        })
     }
 
     fn update_receiver(

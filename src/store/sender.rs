@@ -902,6 +902,19 @@ impl<S: SqlStore> Outbox for S {
         self.read(|db| require_op(db, op_id))
     }
 
+    fn require_each(&self, op_ids: &[&str]) -> Result<Vec<Result<Operation>>> {
+        self.read(|db| {
+            let mut found = Vec::with_capacity(op_ids.len());
+            for op_id in op_ids {
+                found.push(match require_op(db, op_id) {
+                    Err(Error::Refused(refusal)) => Err(refusal.into()),
+                    other => Ok(other?),
+                });
+            }
+            Ok(found)
+        })
+    }
+
     /// One page of the outbox in `op_id` order, starting after `after`
     /// (keyset paging: the cost depends on the page, not the table).
     fn list(

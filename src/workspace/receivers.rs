@@ -118,19 +118,22 @@ impl Workspace {
     /// name, for a name can be taken again and an identity cannot. One
     /// prepared before schema 6 names no registration and routes by name.
     pub fn registration_of(&self, op: &Operation) -> Result<Registration> {
-        match self.sender.receiver_id_of(&op.op_id)? {
-            Some(id) => self.sender.registration_by_id(id)?.ok_or_else(|| {
-                Refusal::ReceiverGone {
-                    op_id: op.op_id.clone(),
-                    receiver: op.receiver.clone(),
-                }
-                .into()
-            }),
-            None => self
-                .sender
-                .registration(&op.receiver)?
-                .ok_or_else(|| Refusal::UnknownReceiver(op.receiver.clone()).into()),
-        }
+        let route =
+            (self.sender.routes_of(&[(&op.op_id, &op.receiver)])?.pop()).unwrap_or((None, None));
+        routed(op, route)
+    }
+
+    /// [`Workspace::registration_of`] for each of `ops`, in one read of
+    /// the outbox (each registration read once): what each one's own
+    /// lookup would return, refusals included.
+    pub(crate) fn registrations_of(&self, ops: &[&Operation]) -> Result<Vec<Result<Registration>>> {
+        let keys: Vec<(&str, &str)> = (ops.iter())
+            .map(|op| (op.op_id.as_str(), op.receiver.as_str()))
+            .collect();
+        let routes = self.sender.routes_of(&keys)?;
+        Ok((ops.iter().zip(routes))
+            .map(|(op, route)| routed(op, route))
+            .collect())
     }
 
     /// The operation's registration, its `describe` run again before its
@@ -142,6 +145,12 @@ impl Workspace {
     /// ledger is this program and is not asked.
     pub(crate) fn current_registration(&mut self, op: &Operation) -> Result<Registration> {
         let registration = self.registration_of(op)?;
+        self.described(registration)
+    }
+
+    /// `registration` (an operation's, just read) as
+    /// [`Workspace::current_registration`] would return it.
+    fn described(&mut self, registration: Registration) -> Result<Registration> {
         if registration.builtin || self.described.contains(&registration.id) {
             return Ok(registration);
         }
@@ -596,8 +605,14 @@ impl Workspace {
         let mut reads: Vec<Option<Result<Read>>> = (0..ops.len()).map(|_| None).collect();
         let mut batches: std::collections::BTreeMap<(i64, i64), (Registration, Vec<usize>)> =
             Default::default();
-        for (i, op) in ops.iter().enumerate() {
-            match self.current_registration(op) {
+        let refs: Vec<&Operation> = ops.iter().collect();
+        let found = match self.registrations_of(&refs) {
+            Ok(found) => found,
+            // Each looked up alone, to fail as its own lookup does.
+            Err(_) => ops.iter().map(|op| self.registration_of(op)).collect(),
+        };
+        for ((i, op), registration) in ops.iter().enumerate().zip(found) {
+            match registration.and_then(|r| self.described(r)) {
                 Ok(registration) if batches_reads(&registration) => {
                     let key = (registration.id, registration.version);
                     let entry = batches.entry(key).or_insert((registration, Vec::new()));
@@ -874,6 +889,20 @@ impl Workspace {
 
 /// Whether a receiver's reads are asked in batches: it declares a batch
 /// above one, and it is not recon's own ledger read in process.
+/// The registration an operation's route names (see
+/// [`Workspace::registration_of`]), or the refusal for a route to nowhere.
+fn routed(op: &Operation, (id, registration): crate::store::Route) -> Result<Registration> {
+    match (id, registration) {
+        (_, Some(registration)) => Ok(registration),
+        (Some(_), None) => Err(Refusal::ReceiverGone {
+            op_id: op.op_id.clone(),
+            receiver: op.receiver.clone(),
+        }
+        .into()),
+        (None, None) => Err(Refusal::UnknownReceiver(op.receiver.clone()).into()),
+    }
+}
+
 fn batches_reads(registration: &Registration) -> bool {
     registration.describe.batch_size() > 1 && !reads_in_process(registration)
 }

@@ -289,16 +289,20 @@ impl Workspace {
     }
 
     /// The operations of a chunk that may be closed, each as it is now;
-    /// the others are counted under the reason they are passed over.
+    /// the others are counted under the reason they are passed over. The
+    /// chunk's operations are read together, then the registrations of
+    /// those that reach that check.
     fn eligible(
         &self,
         chunk: &[Planned],
         cutoff: Timestamp,
         report: &mut ResolveReport,
     ) -> Result<Vec<Operation>> {
-        let mut eligible = Vec::with_capacity(chunk.len());
-        for planned in chunk {
-            let op = match self.require(&planned.op_id) {
+        let ids: Vec<&str> = chunk.iter().map(|p| p.op_id.as_str()).collect();
+        let found = self.sender.require_each(&ids)?;
+        let mut candidates = Vec::with_capacity(chunk.len());
+        for (planned, op) in chunk.iter().zip(found) {
+            let op = match op {
                 Ok(op) => op,
                 Err(Error::Refused(refusal @ Refusal::UnknownOperation(_))) => {
                     report.fail(&planned.op_id, None, refusal.into());
@@ -319,18 +323,32 @@ impl Workspace {
             } else if op.triage.updated_at > cutoff {
                 Some(Skip::TooYoung)
             } else {
-                match self.registration_of(&op) {
-                    Ok(registration)
-                        if planned.registration_changed(registration.id, registration.version) =>
-                    {
-                        Some(Skip::ReceiverChanged)
-                    }
-                    Ok(registration) if !registration.can_close() => Some(Skip::CannotClose),
-                    Ok(_) => None,
-                    Err(error) => {
-                        report.fail(&op.op_id, None, error);
-                        continue;
-                    }
+                None
+            };
+            match skip {
+                Some(why) => report.skip(&op.op_id, why),
+                None => candidates.push((planned, op)),
+            }
+        }
+        let ops: Vec<&Operation> = candidates.iter().map(|(_, op)| op).collect();
+        let registrations = match self.registrations_of(&ops) {
+            Ok(found) => found,
+            // Each looked up alone, to fail as its own lookup does.
+            Err(_) => ops.iter().map(|op| self.registration_of(op)).collect(),
+        };
+        let mut eligible = Vec::with_capacity(candidates.len());
+        for ((planned, op), registration) in candidates.into_iter().zip(registrations) {
+            let skip = match registration {
+                Ok(registration)
+                    if planned.registration_changed(registration.id, registration.version) =>
+                {
+                    Some(Skip::ReceiverChanged)
+                }
+                Ok(registration) if !registration.can_close() => Some(Skip::CannotClose),
+                Ok(_) => None,
+                Err(error) => {
+                    report.fail(&op.op_id, None, error);
+                    continue;
                 }
             };
             match skip {
