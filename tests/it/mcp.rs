@@ -94,10 +94,28 @@ fn python(test: &str) -> Option<PathBuf> {
 
 /// The file `entry` of the npm `package`, installed into `target/npm`
 /// when missing (`.ci/run` installs it first); `None` after one line when
-/// npm cannot install it (a failure under `CI`).
+/// npm cannot install it (a failure under `CI`). Installs into the one
+/// prefix wait for each other behind a lock file (two at once left a
+/// half-made `node_modules`).
 pub(crate) fn npm_package(test: &str, package: &str, entry: &str) -> Option<PathBuf> {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm");
     let entry = prefix.join("node_modules").join(entry);
+    if entry.exists() {
+        return Some(entry);
+    }
+    let _in_process = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    std::fs::create_dir_all(&prefix).expect("target/npm");
+    let lock = std::fs::File::create(prefix.with_extension("lock")).expect("the npm lock");
+    // SAFETY: flock on a file this function holds open; the lock is
+    // released when `lock` is closed at the end of the function.
+    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    assert_eq!(
+        locked,
+        0,
+        "the npm lock: {}",
+        std::io::Error::last_os_error()
+    );
     if !entry.exists() {
         let installed = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
