@@ -431,25 +431,28 @@ fn open_id(outbox: &Outbox) -> String {
     ws.id().to_string()
 }
 
+/// The drill's and the recheck's `resolve`: every provable verdict, of
+/// any age, by one name.
+const RESOLVE: [&str; 10] = [
+    "resolve",
+    "--policy",
+    "provable",
+    "--by",
+    "bench",
+    "--authorized-by",
+    "bench",
+    "--older-than",
+    "0s",
+    "--json",
+];
+
 /// `observe` then `resolve` over the drill's outbox through the binary:
 /// each phase's row, the whole drill's, the queue left and the recheck;
 /// the two phases' wall times.
 fn drill_phases(outbox: &Outbox, ops: u64) -> [Duration; 2] {
-    let resolve = [
-        "resolve",
-        "--policy",
-        "provable",
-        "--by",
-        "bench",
-        "--authorized-by",
-        "bench",
-        "--older-than",
-        "0s",
-        "--json",
-    ];
     let phases: [(&str, &[&str]); 2] = [
         ("observe", &["observe", "--by", "bench", "--json"]),
-        ("resolve --policy provable", &resolve),
+        ("resolve --policy provable", &RESOLVE),
     ];
     println!(
         "  {:<26} {:>11} {:>15} {:>9}",
@@ -513,19 +516,7 @@ fn recheck_rows(root: &Path, ops: u64) {
         time.as_secs_f64(),
         ops as f64 / time.as_secs_f64()
     );
-    let resolve = [
-        "resolve",
-        "--policy",
-        "provable",
-        "--by",
-        "bench",
-        "--authorized-by",
-        "bench",
-        "--older-than",
-        "0s",
-        "--json",
-    ];
-    recon_in(&dir, &resolve);
+    recon_in(&dir, &RESOLVE);
     recheck_row(&dir, "decided by resolve");
 }
 

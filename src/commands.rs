@@ -282,22 +282,10 @@ impl Request {
             }
             Command::Receiver(command) => Self::receiver(command, ws)?,
             Command::Receivers(command) => Self::receivers(command, ws)?,
-            Command::Db(DbCommand::Init(args)) => Request::DbInit(db::Init::validate(args, ws)?),
+            Command::Db(command) => Self::db(command, ws)?,
             // `recon console` is the bare `recon`, its flags after the word.
             Command::Console(args) => console_request(ws, args.reviewer, args.frozen_clock)?,
             Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
-            Command::Db(DbCommand::Status(args)) => {
-                Request::DbStatus(db::Status::validate(args, ws)?)
-            }
-            Command::Db(DbCommand::Grant(args)) => {
-                Request::DbGrant(db::Grant::validate(args, true, ws)?)
-            }
-            Command::Db(DbCommand::Revoke(args)) => {
-                Request::DbGrant(db::Grant::validate(args, false, ws)?)
-            }
-            Command::Db(DbCommand::Upgrade(args)) => {
-                Request::DbUpgrade(db::Upgrade::validate(args, ws)?)
-            }
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
                 Request::GatewayAdapter(mcp::GatewayAdapter::validate(args, ws)?)
@@ -322,6 +310,17 @@ impl Request {
             ReceiverCommand::Apply(args) => {
                 Request::ReceiverApply(receiver::Apply::validate(args, ws)?)
             }
+        })
+    }
+
+    /// `recon db`: the PostgreSQL outbox's own commands.
+    fn db(command: DbCommand, ws: open::Place) -> Result<Request, Failure> {
+        Ok(match command {
+            DbCommand::Init(args) => Request::DbInit(db::Init::validate(args, ws)?),
+            DbCommand::Status(args) => Request::DbStatus(db::Status::validate(args, ws)?),
+            DbCommand::Grant(args) => Request::DbGrant(db::Grant::validate(args, true, ws)?),
+            DbCommand::Revoke(args) => Request::DbGrant(db::Grant::validate(args, false, ws)?),
+            DbCommand::Upgrade(args) => Request::DbUpgrade(db::Upgrade::validate(args, ws)?),
         })
     }
 

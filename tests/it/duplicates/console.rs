@@ -195,20 +195,27 @@ fn keep_one_waits_for_a_closing_snapshot_and_names_its_key() {
     );
 }
 
-/// The real terminal: close, keep the second match with the cursor, see the
-/// header count and the queue mark, approve the surplus's compensation and
-/// see the count go to 0.
-#[test]
-fn the_real_terminal_keeps_one_of_a_duplicate_and_compensates_the_surplus() {
+/// A duplicate of `op-1` in a real terminal, closed by ada there, so that
+/// keeping one is offered; `None` where tmux cannot start.
+fn closed_duplicate_in_a_terminal() -> Option<(Lab, Vec<String>, Tmux)> {
     let (lab, ids) = duplicated_with(PAYLOAD);
     let ws = lab.path_str();
     let args = ["--workspace", ws.as_str(), "--reviewer", "ada"];
-    let Some(tmux) = Tmux::start_with_env(&[], &args, (120, 40)) else {
-        return;
-    };
+    let tmux = Tmux::start_with_env(&[], &args, (120, 40))?;
     tmux.shows("Verdict: duplicate_matches");
     tmux.press_until_shown(&["x"], "Confirm: closing snapshot");
     tmux.press_until_shown(&["y"], "o keep one: available");
+    Some((lab, ids, tmux))
+}
+
+/// The real terminal: close, keep the second match with the cursor, see the
+/// header count and the queue mark, approve the surplus's compensation and
+/// see the count gone.
+#[test]
+fn the_real_terminal_keeps_one_of_a_duplicate_and_compensates_the_surplus() {
+    let Some((_lab, ids, tmux)) = closed_duplicate_in_a_terminal() else {
+        return;
+    };
     tmux.press_until_shown(&["o"], "Keep one");
     tmux.press_until_shown(&["j"], &format!("> {}", ids[1]));
     tmux.press_until_shown(&["Enter"], &format!("keeping effect {}", ids[1]));
@@ -231,15 +238,10 @@ fn the_real_terminal_keeps_one_of_a_duplicate_and_compensates_the_surplus() {
 /// open closes the picker with nothing written, and says who changed it.
 #[test]
 fn the_real_terminal_closes_the_keep_picker_when_the_operation_changes() {
-    let (lab, _) = duplicated_with(PAYLOAD);
-    let ws = lab.path_str();
-    let args = ["--workspace", ws.as_str(), "--reviewer", "ada"];
-    let Some(tmux) = Tmux::start_with_env(&[], &args, (120, 40)) else {
+    let Some((lab, _, tmux)) = closed_duplicate_in_a_terminal() else {
         return;
     };
-    tmux.shows("Verdict: duplicate_matches");
-    tmux.press_until_shown(&["x"], "Confirm: closing snapshot");
-    tmux.press_until_shown(&["y"], "o keep one: available");
+    let ws = lab.path_str();
     tmux.press_until_shown(&["o"], "Enter: keep this one");
     let note = [
         "note",
