@@ -271,7 +271,10 @@ mod tests {
             row("rows", ["", "", ""], 1, ""),
         ] {
             assert!(
-                matches!(tally_of(&[bad.clone()]), Err(StoreError::Corrupt(_))),
+                matches!(
+                    tally_of(std::slice::from_ref(&bad)),
+                    Err(StoreError::Corrupt(_))
+                ),
                 "{bad:?}"
             );
         }
