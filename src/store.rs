@@ -49,6 +49,7 @@ mod audit_queries;
 mod bulk;
 mod conflict;
 mod console_queries;
+mod keys;
 pub use console_queries::postgres_queue_page;
 mod directory;
 mod drill;
