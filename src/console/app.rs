@@ -110,7 +110,8 @@ pub struct Source {
 pub struct Options {
     /// The reviewer's name from `--reviewer`; asked for when `None`.
     pub reviewer: Option<String>,
-    pub no_color: bool,
+    /// What decides the colours (`NO_COLOR`, `TERM`, `--theme`, ...).
+    pub colours: super::theme::Choice,
 }
 
 /// One screenful of the queue: the rows shown, in `op_id` order, and the
