@@ -12,9 +12,9 @@
 //! - [`LIGHT`] and [`DARK`], for a background known to be light or dark:
 //!   every accent reads at [`AAA`] (7:1, WCAG 2.2) or more against white
 //!   and against black respectively. A background measured as RGB (an OSC 11
-//!   answer) is light or dark only when a palette's every colour reaches
-//!   7:1 against that very colour ([`Background::of`]); a mid grey is
-//!   neither.
+//!   answer) gets whichever of the two reads better on that very colour
+//!   ([`Background::of`]: the one whose least contrasting colour contrasts
+//!   more).
 //! - [`UNKNOWN`], for a background the console could not learn: colours
 //!   whose brightness sits between black and white, each at least
 //!   [`AA`] (4.5:1) against both. No fixed colour does better on both: the
@@ -165,17 +165,17 @@ pub enum Background {
 }
 
 impl Background {
-    /// The background a measured colour is: light when every colour of
-    /// [`LIGHT`] reaches [`AAA`] against it, dark when every colour of
-    /// [`DARK`] does, else unknown (a mid grey, where neither palette
-    /// keeps its promise and [`UNKNOWN`]'s middle colours read best).
+    /// The background a measured colour is, for the palette to draw on it:
+    /// light or dark, whichever palette's least contrasting colour
+    /// contrasts more with it. On white that is [`LIGHT`] and on black
+    /// [`DARK`], each at [`AAA`] or more; on an off-white or a dark grey the
+    /// same palettes still read best, if a little under 7:1 on a light grey
+    /// (xterm's ANSI white, `#e5e5e5`: 6.3).
     pub fn of(rgb: Rgb) -> Background {
-        if LIGHT.reaches(rgb, AAA) {
+        if LIGHT.least(rgb) >= DARK.least(rgb) {
             Background::Light
-        } else if DARK.reaches(rgb, AAA) {
-            Background::Dark
         } else {
-            Background::Unknown
+            Background::Dark
         }
     }
 
@@ -385,11 +385,13 @@ impl Palette {
         ]
     }
 
-    /// Whether every colour reaches `ratio` against `background`.
-    pub fn reaches(&self, background: Rgb, ratio: f64) -> bool {
+    /// The contrast of its least contrasting colour with `background`.
+    pub fn least(&self, background: Rgb) -> f64 {
         self.colours()
             .iter()
-            .all(|(_, c)| rgb_of(*c).is_some_and(|rgb| contrast(rgb, background) >= ratio))
+            .filter_map(|(_, c)| rgb_of(*c))
+            .map(|rgb| contrast(rgb, background))
+            .fold(f64::INFINITY, f64::min)
     }
 }
 

@@ -199,25 +199,34 @@ fn the_background_is_named_then_answered_then_read_from_colorfgbg() {
     }
 }
 
-/// A measured background is light or dark only where that palette keeps
-/// its 7:1 against the very colour; a mid grey is neither.
+/// A measured background gets the palette that reads best on it (whose
+/// least contrasting colour contrasts most): 7:1 or more on white, black
+/// and near them; on any colour, never a palette that reads worse than
+/// another would.
 #[test]
-fn a_measured_background_gets_the_palette_that_reaches_7_to_1_on_it() {
+fn a_measured_background_gets_the_palette_that_reads_best_on_it() {
+    let least = |palette: &theme::Palette, (r, g, b): (u8, u8, u8)| {
+        palette
+            .colours()
+            .iter()
+            .map(|(_, colour)| contrast(*colour, Color::Rgb(r, g, b), false, true))
+            .fold(f64::INFINITY, f64::min)
+    };
     for (rgb, background) in [
         ((255, 255, 255), Background::Light),
         ((253, 246, 227), Background::Light),
         ((0, 0, 0), Background::Dark),
         ((18, 18, 18), Background::Dark),
-        ((128, 128, 128), Background::Unknown),
-        ((229, 229, 229), Background::Unknown),
     ] {
         assert_eq!(Background::of(rgb), background, "{rgb:?}");
-        let palette = background.palette();
-        if background != Background::Unknown {
-            for (name, colour) in palette.colours() {
-                let (r, g, b) = rgb;
-                let ratio = contrast(colour, Color::Rgb(r, g, b), false, true);
-                assert!(ratio >= AAA, "{name} on {rgb:?}: {ratio:.2}");
+        let ratio = least(background.palette(), rgb);
+        assert!(ratio >= AAA, "{background:?} on {rgb:?}: {ratio:.2}");
+    }
+    for v in (0..=255).step_by(5) {
+        for rgb in [(v, v, v), (v, 0, 0), (0, v, 0), (0, 0, v), (v, v, 255 - v)] {
+            let picked = least(Background::of(rgb).palette(), rgb);
+            for other in [&theme::LIGHT, &theme::DARK, &theme::UNKNOWN] {
+                assert!(picked >= least(other, rgb), "{rgb:?}: {picked:.2}");
             }
         }
     }
