@@ -1585,6 +1585,65 @@ fn no_color_keeps_the_screen_free_of_colours() {
         .any(|c| c.modifier.contains(Modifier::UNDERLINED)));
 }
 
+/// The status line's words, as the screen shows them: its rows (the
+/// one or two above the key bar, up to the reviewer's badge) joined by
+/// single spaces.
+fn status_words(app: &App) -> String {
+    let text = screen(app);
+    let lines: Vec<&str> = text.lines().collect();
+    let rows = &lines[lines.len() - 3..lines.len() - 1];
+    rows.iter()
+        .filter(|row| !row.trim_start().starts_with('└'))
+        .map(|row| row.split(" reviewer: ").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The status line is never cut at 80 and 120 columns: a message longer
+/// than its row wraps onto the row above it (the panels' bottom border),
+/// beside the reviewer's badge, and when two rows beside the badge do not
+/// hold it the badge gives way. Only a message longer than two whole rows
+/// ends with `…`, its start kept.
+#[test]
+fn the_status_line_is_never_cut_at_80_and_120_columns() {
+    let lab = demo_lab();
+    for size in [(80, 24), (120, 40)] {
+        // Marking every operation of the filter; an escalation (with its
+        // reason typed); an unavailable decision, said with its reason.
+        for keys in ["v", "jeduplicate invoice?<enter>", "jjjjn"] {
+            let mut app = console_on(&lab, options(Some("ada")), size);
+            press(&mut app, keys);
+            let status = app.status.as_ref().expect("a status").text.clone();
+            let words = status.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                words.len() > usize::from(size.0) - 20,
+                "{size:?} {keys:?}: too short to prove anything: {words}"
+            );
+            assert_eq!(
+                status_words(&app),
+                words,
+                "{size:?} {keys:?}:\n{}",
+                screen(&app)
+            );
+        }
+    }
+    // Longer than two rows: the start kept, the end elided.
+    let mut app = console_on(&lab, options(Some("ada")), (80, 24));
+    let long = format!("refused: stale_version: {}", "word ".repeat(60));
+    app.status = Some(recon::console::app::Status {
+        tone: Tone::Bad,
+        text: long.clone(),
+        at: app.now,
+    });
+    let shown = status_words(&app);
+    assert!(shown.starts_with("refused: stale_version: word"), "{shown}");
+    assert!(shown.ends_with('…'), "{shown}");
+    assert!(!screen(&app).contains("reviewer: ada"), "{}", screen(&app));
+}
+
 /// Text on the terminal's own background is in its default foreground or
 /// in a colour of the mid-brightness palette (`theme::GREEN`, ...), which
 /// reads on white and on black alike; nothing is faint. Lines between
