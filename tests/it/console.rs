@@ -2995,6 +2995,51 @@ fn a_bulk_decision_runs_off_the_key_loop_and_esc_stops_it_after_the_operation_in
     );
 }
 
+/// The filter bar's state tabs follow a bulk job chunk by chunk: once its
+/// first decision is recorded (the second still waiting for the receiver)
+/// they count it, and when the job lands they agree with `recon ops`.
+#[test]
+fn the_state_tabs_count_each_chunk_of_a_bulk_job_while_it_runs() {
+    let (held, mut app) = three_held_marked(false);
+    let bar = |app: &App| screen(app).lines().nth(1).unwrap_or_default().to_string();
+    assert!(bar(&app).contains("1 unknown 4"), "{}", bar(&app));
+    type_keys(&mut app, "cy");
+    in_hand(&app);
+    let progress = app.working.as_ref().expect("a job runs").progress.clone();
+    // Each answer in turn: the next read opens the fifo once this one is done.
+    let answer_and_wait = |op: &str, done: usize| {
+        held.answer(&held_answer(op, 1, false));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while progress.counts().0 < done {
+            assert!(std::time::Instant::now() < deadline, "{op} was not decided");
+            std::thread::yield_now();
+        }
+    };
+    answer_and_wait("op-held-1", 1);
+    console::update(&mut app, Action::Poll);
+    assert!(
+        app.working.is_some(),
+        "the job waits on its second operation"
+    );
+    let during = bar(&app);
+    assert!(during.contains("1 unknown 3"), "{during}");
+    assert!(during.contains("3 confirmed 1"), "{during}");
+    answer_and_wait("op-held-2", 2);
+    held.answer(&held_answer("op-held-3", 1, false));
+    until(&mut app, "the job", |app| app.working.is_none());
+    let states = states_by_cli(&held.lab);
+    let count = |state: &str| states.values().filter(|s| *s == state).count();
+    let after = bar(&app);
+    assert!(
+        after.contains(&format!("1 unknown {}", count("unknown"))),
+        "{after}"
+    );
+    assert!(
+        after.contains(&format!("3 confirmed {}", count("confirmed"))),
+        "{after}"
+    );
+}
+
 /// While a bulk act runs, another is refused with the reason and the key
 /// that cancels the running one: a decision, `v` and a re-read.
 #[test]
