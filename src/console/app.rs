@@ -110,7 +110,8 @@ pub struct Source {
 pub struct Options {
     /// The reviewer's name from `--reviewer`; asked for when `None`.
     pub reviewer: Option<String>,
-    pub no_color: bool,
+    /// What decides the colours (`NO_COLOR`, `TERM`, `--theme`, ...).
+    pub colours: super::theme::Choice,
 }
 
 /// One screenful of the queue: the rows shown, in `op_id` order, and the
@@ -402,6 +403,9 @@ pub struct Progress {
     total: AtomicUsize,
     cancel: AtomicBool,
     started: Instant,
+    /// How many operations are in each state, read by the job after its
+    /// latest chunk: the filter bar's tabs show them while it runs.
+    states: std::sync::Mutex<Option<BTreeMap<OpState, i64>>>,
 }
 
 impl Progress {
@@ -412,7 +416,21 @@ impl Progress {
             total: AtomicUsize::new(total),
             cancel: AtomicBool::new(false),
             started: Instant::now(),
+            states: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The state counts the job read after its latest chunk.
+    pub fn counted(&self, states: BTreeMap<OpState, i64>) {
+        // A lock whose holder panicked still holds a whole map.
+        let mut held = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        *held = Some(states);
+    }
+
+    /// The state counts as of the job's latest chunk, once it has read any.
+    pub fn states(&self) -> Option<BTreeMap<OpState, i64>> {
+        let held = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        held.clone()
     }
 
     /// How many operations are done (committed or refused), of how many.
@@ -828,10 +846,15 @@ impl App {
         self.counts.values().sum()
     }
 
+    /// How many operations a state's tab counts: while a job runs, as of
+    /// its latest chunk (the page and its position stay as read until it
+    /// lands and the screen refreshes).
     pub fn count(&self, filter: Filter) -> i64 {
+        let latest = self.working.as_ref().and_then(|w| w.progress.states());
+        let counts = latest.as_ref().unwrap_or(&self.counts);
         match filter {
-            Filter::State(s) => self.counts.get(&s).copied().unwrap_or(0),
-            Filter::All => self.total(),
+            Filter::State(s) => counts.get(&s).copied().unwrap_or(0),
+            Filter::All => counts.values().sum(),
         }
     }
 

@@ -180,7 +180,7 @@ impl App {
             ws,
             source,
             reviewer: options.reviewer,
-            theme: super::theme::Theme::new(options.no_color),
+            theme: options.colours.resolve(None),
             width,
             height,
             filter: Filter::ORDER[0],

@@ -16,7 +16,9 @@
 //! it happens (`refresh`, on the handle that acted) and remembers the
 //! marker then, so the watcher's next marker is no news. While a job of
 //! the console's own runs off the key loop, its commits move the marker all
-//! the time: the screen refreshes when it lands, not on each. While a
+//! the time: the screen refreshes when it lands, not on each (only the
+//! filter bar's state counts follow it, read by the job itself after each
+//! chunk: `Progress::states`). While a
 //! dialog is open the screen behind it stays on its operation; the dialog
 //! is checked against what moved instead: anything about one of its
 //! operations (a new version, a note, a marker, an observation, a close)
