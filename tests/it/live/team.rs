@@ -1,7 +1,8 @@
 //! The console in team mode knows what its login may do (issue 32): an
 //! act whose role the database says the login lacks is marked as such and
 //! opens nothing, and another host's close reaches the snapshot panel of
-//! a console showing that operation, read from the outbox.
+//! a console showing that operation, read from the outbox. The roles are
+//! asked again when the console's watcher finds the server again.
 //!
 //! Real terminals (tmux), each console its own `recon --database`
 //! process; waits are on the screen's content, with a deadline.
@@ -88,4 +89,36 @@ fn another_hosts_close_makes_the_snapshot_panel_say_closed_without_a_key_press()
     let screen = bob.shows("closed yes");
     assert!(screen.contains("CLOSING snapshot"), "{screen}");
     assert!(screen.contains("read from the outbox"), "{screen}");
+}
+
+#[test]
+fn a_role_granted_while_the_server_was_away_is_offered_once_the_console_is_live_again() {
+    let test = "a_role_granted_while_the_server_was_away_is_offered_once_the_console_is_live_again";
+    let Some(pg) = servers::require_own(test, servers::Postgres::dedicated()) else {
+        return;
+    };
+    let url = pg.new_database("lacks_again");
+    let init = run(&["db", "init", "--database", &url], None);
+    assert_eq!(init.code, Some(0), "db init: {}", init.stderr);
+    let dir = tempfile::tempdir().expect("temp dir");
+    lost_receipts(&url, dir.path(), 1);
+    let reader = login(&pg, &url, "lacks_again_r", &["recon_reader"]);
+    let Some(rita) = console(&reader, "rita") else {
+        return;
+    };
+    rita.shows("c record confirmed: unavailable — needs the");
+    // Granted while the console runs: it asks again only once its watcher
+    // has lost the server and found it again.
+    let database = url.rsplit('/').next().expect("a database");
+    pg.psql(database, "GRANT recon_reviewer TO lacks_again_r");
+    pg.stop_immediately();
+    rita.shows("not live:");
+    pg.start_again();
+    // The verdict panel may now say the read failed while the server was
+    // away; what it no longer says is that a role is missing, but for the
+    // closer's, which was not granted.
+    let screen = rita.wait_until("the reviewer role offered", |s| {
+        s.contains("live again") && s.contains("m note") && !s.contains("needs the reviewer")
+    });
+    assert!(screen.contains("needs the closer role"), "{screen}");
 }
