@@ -352,6 +352,13 @@ pub(crate) trait Capabilities {
     fn session_role(&self) -> Option<&str> {
         None
     }
+
+    /// Which team roles this session holds now, as the database answers
+    /// for its acts (the roles `db init` creates, then the owner's); `None`
+    /// for a store that authorizes nobody (a workspace directory).
+    fn roles_held(&self) -> crate::error::Result<Option<Vec<crate::domain::team::TeamRole>>> {
+        Ok(None)
+    }
 }
 
 /// Waits for an outbox's journal head to move, on a connection of its own

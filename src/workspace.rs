@@ -657,6 +657,13 @@ impl Workspace {
         self.sender.session_role()
     }
 
+    /// The team roles this session holds now, as the database answers for
+    /// its acts (`recon_has_role`); `None` on a workspace directory, where
+    /// nobody is authenticated and every act is offered.
+    pub fn roles_held(&self) -> Result<Option<Vec<crate::domain::team::TeamRole>>> {
+        self.sender.roles_held()
+    }
+
     /// The closes the outbox journaled for an operation, oldest first.
     pub fn closes(&self, op_id: &str) -> Result<Vec<CloseEntry>> {
         self.sender.closes(op_id)

@@ -365,13 +365,16 @@ pub(super) fn overtaken(app: &mut App, pending: &Pending, changed: &[Changed], m
 
 /// What the watcher said: its newest marker, kept for the next poll; a
 /// failure said once in the status line (it tries again by itself), and
-/// its return said once too.
+/// its return said once too, when the login's roles are asked again.
 pub(super) fn land_head(app: &mut App, marker: Result<ChangeMarker>) {
     match marker {
         Ok(marker) => {
             if app.background.watch_failing {
                 app.background.watch_failing = false;
                 set_status(app, Tone::Plain, "live again: other hosts' changes show");
+                // The roles may have changed while it was away: asked
+                // again, once (not known offers every act, as at start).
+                app.roles = app.ws.roles_held().unwrap_or(None);
             }
             app.background.watched = Some(marker);
         }

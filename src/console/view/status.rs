@@ -249,7 +249,9 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
             b.action != Action::Request(Request::Keep) || app.availability(Request::Keep).is_ok()
         })
         .collect();
+    let lacks = |action: Action| app.lacks(action).filter(|_| ctx == Context::Queue);
     let available = |action: Action| match action {
+        _ if lacks(action).is_some() => false,
         Action::Request(request) if ctx == Context::Queue => app.availability(request).is_ok(),
         _ => true,
     };
@@ -262,7 +264,12 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
     for binding in entries {
         let available = available(binding.action);
         let key = binding.keys.first().map(|k| k.name()).unwrap_or_default();
-        let item_width = key.width() + 1 + binding.label.width() + 2;
+        // An act the login lacks the role for says so in words too.
+        let label = match lacks(binding.action) {
+            Some(role) => format!("{} (needs {})", binding.label, role.short()),
+            None => binding.label.to_string(),
+        };
+        let item_width = key.width() + 1 + label.width() + 2;
         if used + item_width > width {
             continue;
         }
@@ -274,7 +281,7 @@ pub fn render_keys(app: &App, area: Rect, buf: &mut Buffer) {
         };
         spans.push(Span::styled(key, key_style));
         spans.push(Span::raw(" "));
-        spans.push(Span::styled(binding.label, label_style));
+        spans.push(Span::styled(label, label_style));
         spans.push(Span::raw("  "));
     }
     Line::from(spans).render(area, buf);
