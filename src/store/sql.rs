@@ -627,6 +627,58 @@ pub(crate) struct Appended {
 mod tests {
     use super::*;
 
+    /// The acts logged in this process whose op id starts `actlog-`.
+    static LOGGED: std::sync::Mutex<Vec<(String, &'static str)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    struct Collect;
+
+    impl crate::actlog::Sink for Collect {
+        fn write(&self, line: &crate::actlog::ActLine) {
+            let Some(op_id) = line.op_id.clone().filter(|id| id.starts_with("actlog-")) else {
+                return;
+            };
+            LOGGED.lock().expect("the log").push((op_id, line.outcome));
+        }
+    }
+
+    /// `RECON_LOG=json`'s lines are those of the entries that commit: an
+    /// item of a batch rolled back to its savepoint took its entry with it,
+    /// and its line goes too; the items before and after it are logged.
+    #[test]
+    fn an_item_rolled_back_to_its_savepoint_logs_no_line_and_the_others_log_theirs() {
+        use crate::audit::EntryKind;
+        use crate::store::sender::fixture::Fixture;
+        crate::actlog::install(Box::new(Collect));
+        let mut fx = Fixture::new();
+        let entry = |db: &mut dyn Db, op_id: &str| {
+            let fields = serde_json::Map::new();
+            super::super::journal::append(db, EntryKind::Noted, Some(op_id), fields)
+                .map(|_| ())
+                .map_err(crate::error::Error::from)
+        };
+        let items: Result<Vec<Result<()>>> = fx.store.write(&fx.clock, Act::Prepare, |db, _| {
+            Ok(vec![
+                each_alone(db, |db| entry(db, "actlog-1"))?,
+                each_alone(db, |db| {
+                    entry(db, "actlog-2")?;
+                    entry(db, "actlog-2")?;
+                    Err(StoreError::Corrupt("refused after its entries".into()).into())
+                })?,
+                each_alone(db, |db| entry(db, "actlog-3"))?,
+            ])
+        });
+        let items = items.expect("the write");
+        assert!(items[0].is_ok() && items[1].is_err() && items[2].is_ok());
+        assert_eq!(
+            *LOGGED.lock().expect("the log"),
+            [
+                ("actlog-1".to_string(), "committed"),
+                ("actlog-3".to_string(), "committed")
+            ]
+        );
+    }
+
     #[test]
     fn placeholders_become_dollars_on_postgres_and_nothing_in_quotes_changes() {
         let sql = "SELECT '?1', \"a?2\" FROM t\nWHERE a = ?1 AND b = ?12 AND c = '?'";
