@@ -646,7 +646,7 @@ mod tests {
     /// item of a batch rolled back to its savepoint took its entry with it,
     /// and its line goes too; the items before and after it are logged.
     #[test]
-    fn an_item_rolled_back_to_its_savepoint_logs_no_line_and_the_others_log_theirs() {
+    fn an_item_or_an_act_rolled_back_logs_no_line_and_the_others_log_theirs() {
         use crate::audit::EntryKind;
         use crate::store::sender::fixture::Fixture;
         crate::actlog::install(Box::new(Collect));
@@ -670,11 +670,23 @@ mod tests {
         });
         let items = items.expect("the write");
         assert!(items[0].is_ok() && items[1].is_err() && items[2].is_ok());
+        // A whole act refused after its entry rolls back: its line is not
+        // carried into the next act's.
+        let refused: Result<()> = fx.store.write(&fx.clock, Act::Prepare, |db, _| {
+            entry(db, "actlog-4")?;
+            Err(StoreError::Corrupt("refused after its entry".into()).into())
+        });
+        assert!(refused.is_err());
+        let next: Result<()> = fx
+            .store
+            .write(&fx.clock, Act::Prepare, |db, _| entry(db, "actlog-5"));
+        next.expect("the next act");
         assert_eq!(
             *LOGGED.lock().expect("the log"),
             [
                 ("actlog-1".to_string(), "committed"),
-                ("actlog-3".to_string(), "committed")
+                ("actlog-3".to_string(), "committed"),
+                ("actlog-5".to_string(), "committed"),
             ]
         );
     }
