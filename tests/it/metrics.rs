@@ -247,6 +247,7 @@ fn check_against_the_other_commands(test: &str, run: &dyn Fn(&[&str]) -> Run) {
     let (ages, counts): (BTreeMap<Key, f64>, BTreeMap<Key, f64>) =
         (parsed.series.into_iter()).partition(|((name, _), _)| name == AGE);
     assert_eq!(counts, expected);
+    assert_eq!(json_series(run), counts, "--json gives the text's series");
     for ((_, labels), age) in ages {
         let receiver = &labels["receiver"];
         let Some(at) = oldest.get(receiver) else {
@@ -259,6 +260,26 @@ fn check_against_the_other_commands(test: &str, run: &dyn Fn(&[&str]) -> Run) {
             "{receiver}: {age} not in {low}..={high}"
         );
     }
+}
+
+/// `metrics --json`'s series but the ages, keyed as the text's are.
+fn json_series(run: &dyn Fn(&[&str]) -> Run) -> BTreeMap<Key, f64> {
+    let out = run(&["metrics", "--json"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut series = BTreeMap::new();
+    for family in out.json().as_array().expect("families") {
+        let name = family["name"].as_str().expect("a name");
+        for sample in family["samples"].as_array().expect("samples") {
+            let labels = (sample["labels"].as_object().expect("labels").iter())
+                .map(|(k, v)| (k.clone(), v.as_str().expect("a label").to_string()))
+                .collect();
+            let value = sample["value"].as_f64().expect("a value");
+            if name != AGE {
+                series.insert((name.to_string(), labels), value);
+            }
+        }
+    }
+    series
 }
 
 #[test]
