@@ -124,15 +124,17 @@ struct Forgery {
 /// verdict recorded as `verdict`.
 fn reopened_row(op: &str, verdict: &str) -> String {
     format!(
-        "UPDATE evidence SET verdict = '{verdict}',
+        "UPDATE evidence SET verdict = '{verdict}', close_seq = NULL,
              snapshot = replace(snapshot, '\"closed\":true', '\"closed\":false')
          WHERE op_id = '{op}'"
     )
 }
 
-/// Makes an entry's closing snapshot look like an open read.
+/// Makes an entry's closing snapshot look like an open read, which names
+/// no close (SPEC 12).
 fn reopened(entry: &mut Map<String, Value>) {
     entry["snapshot"]["closed"] = json!(false);
+    entry.remove("close_seq");
 }
 
 /// Applies `forgery` to a fresh outbox on `store` and checks that
