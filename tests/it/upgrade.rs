@@ -586,7 +586,8 @@ fn a_schema6_workspace_opens_at_schema_7_with_every_row_unchanged() {
         let schema6 = match file.starts_with("sender") {
             true => {
                 "DROP INDEX operations_with_surplus;
-                 ALTER TABLE operations DROP COLUMN surplus_effect_ids; PRAGMA user_version = 6"
+                 ALTER TABLE operations DROP COLUMN surplus_effect_ids;
+                 ALTER TABLE evidence DROP COLUMN close_seq; PRAGMA user_version = 6"
             }
             false => "PRAGMA user_version = 6",
         };

@@ -60,7 +60,7 @@ const STEPS: [Step; 1] = [Step {
 /// the journal's `upgraded` entries.
 const FROM_SIX: &str = r#"
 ALTER TABLE operations ADD COLUMN surplus_effect_ids text COLLATE "C";
-ALTER TABLE evidence ADD COLUMN close_seq bigint REFERENCES journal(seq);
+ALTER TABLE evidence ADD COLUMN close_seq bigint;
 CREATE INDEX operations_with_surplus ON operations(op_id) WHERE surplus_effect_ids IS NOT NULL;
 ALTER TABLE journal DROP CONSTRAINT journal_kind_check;
 ALTER TABLE journal ADD CONSTRAINT journal_kind_check CHECK (kind IN ('prepared', 'dispatched',
