@@ -1092,7 +1092,11 @@ impl<'a> Replay<'a> {
             seq: e.seq,
             snapshot_sha256: None,
         };
-        if e.seq > self.older_through {
+        if e.seq <= self.older_through {
+            if e.fields.find("snapshot_sha256").is_some() {
+                self.written_since(e, "snapshot_sha256");
+            }
+        } else {
             let snapshot = e
                 .fields
                 .find("snapshot")
@@ -1112,6 +1116,9 @@ impl<'a> Replay<'a> {
     /// older schema wrote named none.
     fn check_backed(&mut self, e: &ParsedEntry<'a>) {
         if e.seq <= self.older_through {
+            if e.fields.find("close_seq").is_some() {
+                self.written_since(e, "close_seq");
+            }
             return;
         }
         let Ok(snapshot) = parse_json(&e.text_of("snapshot").as_text()) else {
@@ -1127,6 +1134,19 @@ impl<'a> Replay<'a> {
         if let Err(refused) = check_close_named(self.op_id, &snapshot, named, &self.closes) {
             self.rule(e, "close_seq", refused.to_string());
         }
+    }
+
+    /// An entry the outbox says an older schema wrote that carries what
+    /// only schema 7 writes (`field`): the mark of where the older entries
+    /// end (a workspace file's `older_schema_through_seq`) was moved past
+    /// it.
+    fn written_since(&mut self, e: &ParsedEntry<'_>, field: &str) {
+        let why = format!(
+            "it names {field}, which only schema 7 writes, and it is counted among the entries \
+             an older schema wrote (through {})",
+            self.older_through
+        );
+        self.rule(e, "older_schema_through_seq", why);
     }
 
     fn problem(&mut self, e: &ParsedEntry<'_>, why: String) {
