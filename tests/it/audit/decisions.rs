@@ -7,7 +7,7 @@
 //! entry with the chain recomputed and edits every row to agree with it,
 //! so no comparison of rows can see the change: only the rule can.
 
-use crate::cli::Shell;
+use crate::cli::{assert_refused, Shell};
 use crate::stores::{on_both_stores, Store};
 use recon::receiver::Fault;
 use serde_json::{json, Map, Value};
@@ -379,4 +379,52 @@ fn a_closed_entry_whose_snapshot_hash_is_not_its_snapshots_is_a_mismatch_with_it
         ],
         "{report:#}"
     );
+}
+
+on_both_stores!(a_close_the_outbox_never_recorded_backs_no_decision_until_it_is_repeated);
+fn a_close_the_outbox_never_recorded_backs_no_decision_until_it_is_repeated(store: Store) {
+    // The receiver commits the close and its answer is lost before the
+    // outbox records it (on SQLite the built-in ledger's crash point, on
+    // PostgreSQL the adapter dying after its commit). Its reads now say
+    // closed, but no close is recorded: `not_applied` on them is refused
+    // `unbacked_close`, nothing written, until the close is repeated
+    // (SPEC 8 rule 6), which records it for the decision to name.
+    let sh = Shell::on(store);
+    sh.prepare("z", "pay", &json!({"op": "z"}).to_string());
+    sh.faulted(&["dispatch", "z"], Fault::CrashBeforeCommit);
+    let close = ["snapshot", "z", "--close", "--authorized-by", "ann"];
+    let lost = match sh.postgres() {
+        None => sh.run_full(
+            &close,
+            None,
+            &[(
+                recon::faults::CRASH_POINT_ENV,
+                "snapshot.close_after_commit",
+            )],
+        ),
+        Some(site) => {
+            site.set_adapter_mode("close:crash-after");
+            let lost = sh.run(&close);
+            site.set_adapter_mode("");
+            lost
+        }
+    };
+    assert_ne!(lost.code, Some(0), "{}", lost.stderr);
+    let entries = |sh: &Shell| sh.json(&["verify"])["journal_entries"].clone();
+    let before = entries(&sh);
+    let decide = [
+        "reconcile",
+        "z",
+        "--reviewer",
+        "ann",
+        "--decision",
+        "not_applied",
+        "--expected-version",
+        "2",
+    ];
+    assert_refused(&sh.run(&decide), "unbacked_close");
+    assert_eq!(entries(&sh), before, "nothing was written");
+    sh.ok(&[&decide[..], &["--close", "--authorized-by", "ann"]].concat());
+    assert!(evidence(&sh, "z")["close_seq"].is_i64());
+    assert_eq!(sh.json(&["verify"])["intact"], true);
 }
