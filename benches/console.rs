@@ -50,7 +50,7 @@ fn open_console(ws: &Path) -> App {
     };
     let options = Options {
         reviewer: Some("bench".to_string()),
-        no_color: false,
+        colours: recon::console::theme::Choice::plain(false),
     };
     App::open(workspace, source, options, SIZE).expect("open console")
 }

@@ -227,7 +227,7 @@ fn marked_console(url: &str, dir: &Path, total: usize) -> (App, Duration) {
     };
     let options = Options {
         reviewer: Some("bench".to_string()),
-        no_color: false,
+        colours: recon::console::theme::Choice::plain(false),
     };
     let mut app = App::open(ws, source, options, (120, 40)).expect("open console");
     console::update(&mut app, Action::Filter(1));

@@ -69,7 +69,10 @@ Environment:
                          --database is given and RECON_DATABASE_URL is unset
   NO_COLOR               when set and not empty, the review console and
                          `recon screenshot` use no colours (and the console
-                         none under a TERM without them: vt100, xterm-mono)";
+                         none under a TERM without them: vt100, xterm-mono)
+  RECON_THEME            light or dark: the console's palette for that
+                         background, as --theme (which wins) picks it; else
+                         the terminal is asked (OSC 11), then COLORFGBG read";
 
 /// The most generated operations one `recon demo --ops` adds.
 pub const MAX_DEMO_OPS: u64 = 1_000_000;
@@ -114,6 +117,13 @@ pub struct Cli {
     /// the real-terminal tests see the golden screens.
     #[arg(long, value_name = "TIME", hide = true)]
     pub frozen_clock: Option<String>,
+
+    /// Console: the terminal's background, light or dark, for a palette
+    /// whose colours read at 7:1 on it (default: RECON_THEME, else what
+    /// the terminal answers to OSC 11, else COLORFGBG, else a palette that
+    /// reads at 4.5:1 on either).
+    #[arg(long, value_enum, value_name = "BACKGROUND")]
+    pub theme: Option<ThemeArg>,
 
     /// Rerun the whole experiment and compare it with EXPECTED (default: the
     /// checked-in results.json compiled into this binary).
@@ -328,6 +338,19 @@ pub struct ConsoleArgs {
     /// Hidden: a clock stopped at this UTC time, as the bare `recon` takes it.
     #[arg(long, value_name = "TIME", hide = true)]
     pub frozen_clock: Option<String>,
+    /// The terminal's background, light or dark, for a palette whose
+    /// colours read at 7:1 on it (default: RECON_THEME, else what the
+    /// terminal answers to OSC 11, else COLORFGBG, else a palette that
+    /// reads at 4.5:1 on either).
+    #[arg(long, value_enum, value_name = "BACKGROUND")]
+    pub theme: Option<ThemeArg>,
+}
+
+/// `--theme`: the terminal's background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThemeArg {
+    Light,
+    Dark,
 }
 
 impl Command {

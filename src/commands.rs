@@ -232,7 +232,7 @@ impl Request {
             database: cli.database,
         };
         let Some(command) = cli.command else {
-            return console_request(place, cli.reviewer, cli.frozen_clock);
+            return console_request(place, cli.reviewer, cli.frozen_clock, cli.theme);
         };
         let ws = place;
         Ok(match command {
@@ -284,7 +284,9 @@ impl Request {
             Command::Receivers(command) => Self::receivers(command, ws)?,
             Command::Db(command) => Self::db(command, ws)?,
             // `recon console` is the bare `recon`, its flags after the word.
-            Command::Console(args) => console_request(ws, args.reviewer, args.frozen_clock)?,
+            Command::Console(args) => {
+                console_request(ws, args.reviewer, args.frozen_clock, args.theme)?
+            }
             Command::Metrics(args) => Request::Metrics(metrics::Metrics::validate(args, ws)?),
             Command::Mcp(args) => Request::Mcp(mcp::Mcp::validate(args, ws)?),
             Command::GatewayAdapter(args) => {
@@ -392,9 +394,11 @@ fn console_request(
     place: open::Place,
     reviewer: Option<String>,
     frozen: Option<String>,
+    theme: Option<crate::cli::ThemeArg>,
 ) -> Result<Request, Failure> {
     Ok(Request::Console(
-        console::Console::validate(place, reviewer.as_deref())?.frozen_at(frozen.as_deref())?,
+        console::Console::validate(place, reviewer.as_deref(), theme)?
+            .frozen_at(frozen.as_deref())?,
     ))
 }
 
@@ -430,6 +434,17 @@ fn reject_stray_flags(cli: &Cli) -> Result<(), Failure> {
              the {} command does not take it there",
             command.name()
         )));
+    }
+    if cli.theme.is_some() {
+        return Err(Failure::Usage(match command {
+            Command::Console(_) => {
+                "give --theme after the word: recon console --theme light|dark".into()
+            }
+            _ => format!(
+                "--theme is the console's; the {} command does not take it",
+                command.name()
+            ),
+        }));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! only code that changes state or calls the library, and a view that
 //! renders `&App` ([`view`]). Two entry points share all of it: [`run`]
 //! drives a real terminal (raw mode, alternate screen and bracketed paste,
-//! restored on quit, on error and on panic; a terminal that hangs up ends
+//! its background asked once at start ([`probe`]), restored on quit, on error and on panic; a terminal that hangs up ends
 //! it as SIGHUP does, [`terminal_gone`]) and is live: a watcher thread
 //! tells it when the
 //! workspace's change marker moves (the outbox journal's head, woken by
@@ -28,6 +28,7 @@ pub mod app;
 pub mod bindings;
 pub mod field;
 pub mod keys;
+pub mod probe;
 pub mod screenshot;
 pub mod text;
 pub mod theme;
@@ -79,7 +80,15 @@ pub const HEADLESS_WAIT: Duration = Duration::from_secs(90);
 /// or a draw that fails) ends the console as a signal does, and the
 /// answer says so ([`Ending::TerminalLost`]): the report has nowhere sure
 /// to go then, and the restore is attempted with its errors ignored.
-pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<Ending> {
+///
+/// Once in raw mode, before the first frame, it asks the terminal for its
+/// background ([`probe::background`]) when `colours` leaves that to the
+/// terminal, and draws with the theme that answer picks.
+pub fn run(
+    app: &mut App,
+    colours: theme::Choice,
+    stopped: &dyn Fn() -> bool,
+) -> std::io::Result<Ending> {
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(e) => {
@@ -87,6 +96,9 @@ pub fn run(app: &mut App, stopped: &dyn Fn() -> bool) -> std::io::Result<Ending>
             return Err(e);
         }
     };
+    if colours.asks_terminal() {
+        app.theme = colours.resolve(probe::background(probe::TIMEOUT));
+    }
     let result = bracketed_paste(true).and_then(|()| event_loop(&mut terminal, app, stopped));
     leave_terminal();
     result

@@ -49,6 +49,7 @@ mod audit_queries;
 mod bulk;
 mod conflict;
 mod console_queries;
+mod keys;
 pub use console_queries::postgres_queue_page;
 mod directory;
 mod drill;
@@ -350,6 +351,13 @@ pub(crate) trait Capabilities {
     /// a store without one (a workspace directory).
     fn session_role(&self) -> Option<&str> {
         None
+    }
+
+    /// Which team roles this session holds now, as the database answers
+    /// for its acts (the roles `db init` creates, then the owner's); `None`
+    /// for a store that authorizes nobody (a workspace directory).
+    fn roles_held(&self) -> crate::error::Result<Option<Vec<crate::domain::team::TeamRole>>> {
+        Ok(None)
     }
 }
 

@@ -3,9 +3,10 @@
 //! experiment and the demo use it.
 //!
 //! A [`Workspace`] is the only door. Its stores are private: the outbox is a
-//! `Box<dyn SenderStore>` (SQLite today, PostgreSQL for teams later), and
-//! every receiver is reached through the `Receiver` trait (the built-in
-//! ledger today, adapter processes next). Callers see domain types only;
+//! `Box<dyn SenderStore>` (a SQLite file in a workspace directory, or a
+//! PostgreSQL outbox in team mode), and every receiver is reached through
+//! the `Receiver` trait (the built-in ledger, read in process, or an
+//! adapter program speaking `recon-adapter/1`). Callers see domain types only;
 //! when a caller needs something, the facade grows a method named after the
 //! need. Each mutation is one transaction on one store (a closing snapshot
 //! is the receiver's; everything else the outbox's), so the two are never
@@ -654,6 +655,13 @@ impl Workspace {
     /// directory.
     pub fn session_role(&self) -> Option<&str> {
         self.sender.session_role()
+    }
+
+    /// The team roles this session holds now, as the database answers for
+    /// its acts (`recon_has_role`); `None` on a workspace directory, where
+    /// nobody is authenticated and every act is offered.
+    pub fn roles_held(&self) -> Result<Option<Vec<crate::domain::team::TeamRole>>> {
+        self.sender.roles_held()
     }
 
     /// The closes the outbox journaled for an operation, oldest first.

@@ -10,7 +10,7 @@
 //! completed, so an outbox with entries carries the mark; and the ledger,
 //! when it is there, carries the workspace's id. `upgraded_at` is held by
 //! the rows it times (the replay compares each with it); nothing in the
-//! journal carries it for certain (see ARCHITECTURE.md).
+//! journal carries it for certain (see docs/internals.md).
 
 use super::projection::{Mismatch, Table};
 use super::row::{Column, Row};

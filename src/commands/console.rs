@@ -1,5 +1,5 @@
 //! The review console from the command line: `recon [--workspace DIR |
-//! --database URL] [--reviewer NAME]` in a real terminal, and `recon screenshot`, the same
+//! --database URL] [--reviewer NAME] [--theme light|dark]` in a real terminal, and `recon screenshot`, the same
 //! console rendered headless after a key sequence.
 //!
 //! Both take the console's options from here ([`console_options`]), so a
@@ -14,18 +14,47 @@ use crate::console;
 use crate::workspace::{Location, Workspace};
 use ratatui::crossterm::event::KeyEvent;
 
-/// Whether `TERM` names a terminal without colours: the monochrome VT
-/// terminals, `dumb`, and the `-mono` variants (`xterm-mono`). Such a
-/// terminal is honoured as `NO_COLOR` is.
-fn term_without_colours(term: &str) -> bool {
-    matches!(
-        term,
-        "vt52" | "vt100" | "vt102" | "vt220" | "vt320" | "dumb"
-    ) || term.ends_with("-mono")
+/// The console's colours from the environment and `--theme`: how many
+/// colours `TERM` and `COLORTERM` say the terminal shows (none under
+/// `NO_COLOR` or a `TERM` without colours), the background `--theme` or
+/// else `RECON_THEME` names, and `COLORFGBG`'s. A `RECON_THEME` that is
+/// set, not empty, and neither `light` nor `dark` is a usage error.
+fn colours(
+    no_color: bool,
+    theme: Option<crate::cli::ThemeArg>,
+) -> Result<console::theme::Choice, Failure> {
+    use crate::cli::ThemeArg;
+    use console::theme::{Background, Choice, Depth};
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let named = match (theme, var("RECON_THEME").as_str()) {
+        (Some(ThemeArg::Light), _) | (None, "light") => Some(Background::Light),
+        (Some(ThemeArg::Dark), _) | (None, "dark") => Some(Background::Dark),
+        (None, "") => None,
+        (None, other) => {
+            return Err(Failure::Usage(format!(
+                "RECON_THEME={} is neither light nor dark",
+                crate::domain::sanitize::escape(other)
+            )))
+        }
+    };
+    Ok(Choice {
+        depth: match no_color {
+            true => Depth::Mono,
+            false => Depth::of(&var("TERM"), &var("COLORTERM")),
+        },
+        named,
+        colorfgbg: Background::from_colorfgbg(&var("COLORFGBG")),
+    })
+}
+
+/// Whether `NO_COLOR` is set and not empty.
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 /// The console's options from the command line and the environment
-/// (`NO_COLOR`, when set and not empty, turns colours off).
+/// (`NO_COLOR`, when set and not empty, turns colours off; the rest of
+/// what picks the console's colours is [`colours`]'s).
 fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> {
     let reviewer = match reviewer {
         Some(name) => {
@@ -40,7 +69,7 @@ fn console_options(reviewer: Option<&str>) -> Result<console::Options, Failure> 
     };
     Ok(console::Options {
         reviewer,
-        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        colours: console::theme::Choice::plain(no_color()),
     })
 }
 
@@ -66,7 +95,11 @@ pub struct Console {
 }
 
 impl Console {
-    pub fn validate(place: Place, reviewer: Option<&str>) -> Result<Self, Failure> {
+    pub fn validate(
+        place: Place,
+        reviewer: Option<&str>,
+        theme: Option<crate::cli::ThemeArg>,
+    ) -> Result<Self, Failure> {
         use std::io::IsTerminal;
         // Checked before anything is opened or built: without a terminal the
         // console could only write escape sequences into a pipe or a file.
@@ -78,9 +111,9 @@ impl Console {
             ));
         }
         let mut options = console_options(reviewer)?;
-        // The terminal it draws on: one without colours gets none. (A
+        // The terminal it draws on: its colours, its background. (A
         // screenshot draws on no terminal, so only `NO_COLOR` applies there.)
-        options.no_color |= std::env::var("TERM").is_ok_and(|term| term_without_colours(&term));
+        options.colours = colours(no_color(), theme)?;
         Ok(Console {
             location: place.location()?,
             options,
@@ -113,6 +146,7 @@ impl Console {
     }
 
     pub fn run(self) -> Result<Exited, Failure> {
+        let colours = self.options.colours;
         let size = ratatui::crossterm::terminal::size().unwrap_or((120, 40));
         let mut app = match self.location.clone() {
             Some(location) => {
@@ -135,7 +169,7 @@ impl Console {
             }
         };
         let ended = super::interrupt::Ended::install();
-        let ending = console::run(&mut app, &|| ended.received()).map_err(Failure::io)?;
+        let ending = console::run(&mut app, colours, &|| ended.received()).map_err(Failure::io)?;
         Ok(Exited {
             report: console::exit_text(&app),
             terminal_lost: ending == console::Ending::TerminalLost,

@@ -445,4 +445,59 @@ mod tests {
         );
         assert_eq!(lines_of(&tally, at(0), "recon_decisions_total").len(), 6);
     }
+
+    #[test]
+    fn failed_calls_and_decisions_are_counters_each_series_with_its_own_count() {
+        use crate::domain::metrics::{DecisionCount, FailedCalls};
+        let calls = |receiver: &str, verb: &str, count| FailedCalls {
+            receiver: receiver.into(),
+            verb: verb.into(),
+            kind: "timeout".into(),
+            count,
+        };
+        let tally = OutboxTally {
+            failed_calls: vec![calls("mail", "query", 4), calls("crm", "apply", 1)],
+            decisions: vec![DecisionCount {
+                decision: Decision::NotApplied,
+                source: EvidenceSource::Policy,
+                count: 5,
+            }],
+            ..OutboxTally::default()
+        };
+        let text = exposition(&families(&tally, at(0)));
+        assert!(
+            text.contains("# TYPE recon_failed_calls_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE recon_decisions_total counter\n"),
+            "{text}"
+        );
+        assert_eq!(
+            lines_of(&tally, at(0), "recon_failed_calls_total"),
+            [
+                "recon_failed_calls_total{receiver=\"crm\",verb=\"apply\",kind=\"timeout\"} 1",
+                "recon_failed_calls_total{receiver=\"mail\",verb=\"query\",kind=\"timeout\"} 4",
+            ]
+        );
+        let decided = lines_of(&tally, at(0), "recon_decisions_total");
+        assert!(decided.contains(
+            &"recon_decisions_total{decision=\"not_applied\",source=\"policy\"} 5".to_string()
+        ));
+        assert_eq!(decided.iter().filter(|l| l.ends_with(" 0")).count(), 5);
+    }
+
+    #[test]
+    fn json_gives_a_count_as_an_integer_and_an_age_as_a_fraction() {
+        let json = |value: f64| {
+            let sample = Sample::new(&[], value);
+            serde_json::to_value(&sample).expect("json")["value"].clone()
+        };
+        assert!(json(3.0).is_i64());
+        assert!(json(0.0).is_i64());
+        assert_eq!(json(8.5), serde_json::json!(8.5));
+        // Past 2^53 an integer is no longer exact: it stays a float.
+        assert!(json(9_007_199_254_740_992.0).is_f64());
+        assert!(json(-9_007_199_254_740_992.0).is_f64());
+    }
 }

@@ -18,8 +18,8 @@ use crate::domain::sanitize::escape;
 use crate::domain::time::age_text;
 use crate::domain::{
     Acknowledgement, Approval, CallFailure, CloseEntry, Cursor, Effect, EscalationRecord,
-    EvidenceRecord, Note, Observation, OpState, Operation, OpsQuery, QueueFilter, SortOrder,
-    Timestamp, VerdictFilter,
+    EvidenceRecord, FailureKind, Note, Observation, OpState, Operation, OpsQuery, QueueFilter,
+    SortOrder, Timestamp, VerdictFilter,
 };
 use crate::workspace::{Location, OpDetail};
 use serde::Serialize;
@@ -372,6 +372,18 @@ impl Shown {
     }
 }
 
+/// A failed call's exit, in words: a program in a session answers and
+/// keeps running, so an answer it gave (`ok: false`, garbage) has no exit.
+fn exit_said(kind: FailureKind, code: Option<i32>) -> String {
+    match (code, kind) {
+        (Some(code), _) => code.to_string(),
+        (None, FailureKind::SpawnFailed) => "none (never ran)".to_string(),
+        (None, FailureKind::Timeout) => "none (killed)".to_string(),
+        (None, FailureKind::Crash) => "none (killed or never ran)".to_string(),
+        (None, _) => "none (it answered and kept running, in a session)".to_string(),
+    }
+}
+
 impl Render for Shown {
     fn text(&self, out: &mut Out) -> Result<(), Failure> {
         self.operation_lines(out)?;
@@ -384,8 +396,7 @@ impl Render for Shown {
                 escape(&f.receiver),
                 f.kind.as_str(),
                 escape(&f.detail),
-                f.exit_code
-                    .map_or("none (killed or never ran)".to_string(), |c| c.to_string())
+                exit_said(f.kind, f.exit_code)
             ))?;
             // Every line kept (up to 4 KiB, as JSON has it), not only the
             // last: a traceback's cause is rarely its last line.

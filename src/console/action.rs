@@ -7,6 +7,7 @@
 //! them without a terminal.
 
 use crate::domain::policy::Act;
+use crate::domain::team;
 use crate::domain::Decision;
 
 /// A change of workspace state the reviewer can ask for: the domain's
@@ -64,6 +65,17 @@ impl Request {
             Request::Dispatch => Act::Dispatch,
             // Keeping one records `confirmed`, from `unknown`.
             Request::Keep => Act::Decide(Decision::Confirmed),
+        }
+    }
+
+    /// The outbox's act it is, whose roles the database asks for in team
+    /// mode ([`team::Act::roles`]).
+    pub fn team_act(self) -> team::Act {
+        match self {
+            Request::Close => team::Act::Close,
+            Request::Decide(_) | Request::Keep => team::Act::Decide,
+            Request::Compensate => team::Act::Approve,
+            Request::Dispatch => team::Act::Dispatch,
         }
     }
 }
@@ -163,4 +175,20 @@ pub enum Action {
     /// a quit confirmed; with none running, it quits at once.
     Stop,
     Quit,
+}
+
+impl Action {
+    /// The outbox's act a key starts, if it writes: what a login must hold
+    /// the roles of in team mode. The reads and the moves are none.
+    pub fn team_act(self) -> Option<team::Act> {
+        match self {
+            Action::Request(request) => Some(request.team_act()),
+            // A read the reviewer asks for is recorded as an observation.
+            Action::ReadSnapshot | Action::Reread => Some(team::Act::Observe),
+            Action::Resolve => Some(team::Act::Resolve),
+            Action::Note => Some(team::Act::Note),
+            Action::Escalate | Action::Deescalate => Some(team::Act::Escalate),
+            _ => None,
+        }
+    }
 }

@@ -23,7 +23,7 @@
 //! actions, the text field, the key table (a reason can name its key) and
 //! the theme, and everything else in the console is built on it.
 
-use super::action::{Request, Resume};
+use super::action::{Action, Request, Resume};
 use super::bindings::key_for;
 use super::field::TextField;
 use super::theme::Theme;
@@ -110,7 +110,8 @@ pub struct Source {
 pub struct Options {
     /// The reviewer's name from `--reviewer`; asked for when `None`.
     pub reviewer: Option<String>,
-    pub no_color: bool,
+    /// What decides the colours (`NO_COLOR`, `TERM`, `--theme`, ...).
+    pub colours: super::theme::Choice,
 }
 
 /// One screenful of the queue: the rows shown, in `op_id` order, and the
@@ -153,6 +154,9 @@ pub enum Origin {
     Read,
     /// The closing snapshot the reviewer took.
     Closing { authorized_by: String },
+    /// The closing snapshot another host's close recorded, read from the
+    /// outbox (no call of the receiver).
+    Recorded { by: String },
 }
 
 impl Origin {
@@ -163,6 +167,9 @@ impl Origin {
             Origin::Read => "your read (not closing)".to_string(),
             Origin::Closing { authorized_by } => {
                 format!("your CLOSING snapshot, authorized by {authorized_by}")
+            }
+            Origin::Recorded { by } => {
+                format!("CLOSING snapshot {by} recorded (read from the outbox)")
             }
         }
     }
@@ -402,6 +409,9 @@ pub struct Progress {
     total: AtomicUsize,
     cancel: AtomicBool,
     started: Instant,
+    /// How many operations are in each state, read by the job after its
+    /// latest chunk: the filter bar's tabs show them while it runs.
+    states: std::sync::Mutex<Option<BTreeMap<OpState, i64>>>,
 }
 
 impl Progress {
@@ -412,7 +422,21 @@ impl Progress {
             total: AtomicUsize::new(total),
             cancel: AtomicBool::new(false),
             started: Instant::now(),
+            states: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The state counts the job read after its latest chunk.
+    pub fn counted(&self, states: BTreeMap<OpState, i64>) {
+        // A lock whose holder panicked still holds a whole map.
+        let mut held = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        *held = Some(states);
+    }
+
+    /// The state counts as of the job's latest chunk, once it has read any.
+    pub fn states(&self) -> Option<BTreeMap<OpState, i64>> {
+        let held = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        held.clone()
     }
 
     /// How many operations are done (committed or refused), of how many.
@@ -819,6 +843,12 @@ pub struct App {
     /// the ages on screen are measured against (so a fixed clock renders
     /// fixed ages).
     pub now: crate::domain::Timestamp,
+    /// The team roles the login holds, as the database answered at the
+    /// console's start (and when its watcher reconnected): an act needing
+    /// another is marked and not offered. `None` on a workspace directory,
+    /// or when the database did not say: every act is offered, and the
+    /// database judges each when it runs, as it does anyway.
+    pub roles: Option<Vec<crate::domain::team::TeamRole>>,
     /// Keeps a temporary demo workspace alive until the console is dropped.
     pub(super) _demo_dir: Option<tempfile::TempDir>,
 }
@@ -828,10 +858,15 @@ impl App {
         self.counts.values().sum()
     }
 
+    /// How many operations a state's tab counts: while a job runs, as of
+    /// its latest chunk (the page and its position stay as read until it
+    /// lands and the screen refreshes).
     pub fn count(&self, filter: Filter) -> i64 {
+        let latest = self.working.as_ref().and_then(|w| w.progress.states());
+        let counts = latest.as_ref().unwrap_or(&self.counts);
         match filter {
-            Filter::State(s) => self.counts.get(&s).copied().unwrap_or(0),
-            Filter::All => self.total(),
+            Filter::State(s) => counts.get(&s).copied().unwrap_or(0),
+            Filter::All => counts.values().sum(),
         }
     }
 
@@ -880,6 +915,25 @@ impl App {
         }
     }
 
+    /// The first role the act a key starts needs that the login does not
+    /// hold, by the domain's table of acts ([`crate::domain::team::Act`]);
+    /// `None` when it holds them all, the key writes nothing, or the roles
+    /// are not known.
+    pub fn lacks(&self, action: Action) -> Option<crate::domain::team::TeamRole> {
+        let held = self.roles.as_ref()?;
+        let act = action.team_act()?;
+        act.roles()
+            .iter()
+            .copied()
+            .find(|role| !held.contains(role))
+    }
+
+    /// A role the login lacks, in words: which, and who lacks it.
+    pub fn needs(&self, role: crate::domain::team::TeamRole) -> String {
+        let login = self.ws.session_role().unwrap_or("this login");
+        format!("needs the {} role, which {login} lacks", role.short())
+    }
+
     /// The detail, when it belongs to the selected row.
     pub fn selected_detail(&self) -> Option<&Detail> {
         let selected = self.selected()?;
@@ -888,13 +942,17 @@ impl App {
             .filter(|d| d.operation.op_id == selected.op_id)
     }
 
-    /// Whether a request can be made now, or why not. While a job runs
+    /// Whether a request can be made now, or why not. An act needing a
+    /// role the login lacks never can ([`App::lacks`]). While a job runs
     /// off the key loop, none can: one mutation at a time. With marks, the
     /// bulk requests apply to the marked operations, each checked against
     /// its own version and verdict when it runs; otherwise the domain's
     /// policy judges the selected operation, and a refusal that a closing
     /// snapshot could lift names the key that takes one.
     pub fn availability(&self, request: Request) -> Result<String, String> {
+        if let Some(role) = self.lacks(Action::Request(request)) {
+            return Err(self.needs(role));
+        }
         if let Some(working) = &self.working {
             return Err(format!(
                 "wait: {} is still running (Esc cancels it)",

@@ -582,8 +582,13 @@ pub fn bindings(context: Context) -> impl Iterator<Item = &'static Binding> {
 
 /// The keys bound to a request in the queue, as the help names them.
 pub fn key_for(request: Request) -> String {
+    key_for_action(Action::Request(request))
+}
+
+/// The keys bound to an action in the queue, as the help names them.
+pub fn key_for_action(action: Action) -> String {
     bindings(Context::Queue)
-        .find(|b| b.action == Action::Request(request))
+        .find(|b| b.action == action)
         .map(|b| b.key_names())
         .unwrap_or_default()
 }

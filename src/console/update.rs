@@ -166,6 +166,9 @@ impl App {
         options: super::app::Options,
         (width, height): (u16, u16),
     ) -> Result<App> {
+        // Roles not known (the database did not say) offer every act, the
+        // database judging each when it runs.
+        let roles = ws.roles_held().unwrap_or(None);
         let mut app = App {
             seen: ws.change_marker()?,
             held_report: None,
@@ -180,7 +183,7 @@ impl App {
             ws,
             source,
             reviewer: options.reviewer,
-            theme: super::theme::Theme::new(options.no_color),
+            theme: options.colours.resolve(None),
             width,
             height,
             filter: Filter::ORDER[0],
@@ -203,6 +206,7 @@ impl App {
             should_quit: false,
             quitting: false,
             exit_report: None,
+            roles,
             _demo_dir: None,
         };
         queue::load_queue(&mut app, super::app::Anchor::Start)?;

@@ -222,7 +222,15 @@ impl Widget for &App {
         for column in &regions.columns {
             render_column(self, column, shape, buf);
         }
-        status::render_status(self, areas.status, buf);
+        // A status line that needs a second row takes the row above it,
+        // where the panels above draw only their bottom border.
+        let extra = status::status_rows(self, area.width).saturating_sub(1);
+        let status_area = Rect {
+            y: areas.status.y.saturating_sub(extra),
+            height: areas.status.height + extra,
+            ..areas.status
+        };
+        status::render_status(self, status_area, buf);
         status::render_keys(self, areas.keys, buf);
         overlay::render_overlay(self, area, buf);
     }

@@ -11,7 +11,7 @@
 //! therefore take its head lock first, as every act here takes SQLite's.
 //! Written over [`Db`], for every store.
 
-use super::sql::Db;
+use super::sql::{Appended, Db};
 use crate::actlog::ActLine;
 use crate::audit::{Checkpoint, EntryKind, Sealed};
 use crate::error::StoreError;
@@ -171,13 +171,4 @@ pub(crate) fn append(
     let sealed = head(db)?.seal(kind, op_id, fields);
     insert(db, kind, op_id, &sealed)?;
     Ok(sealed)
-}
-
-/// A journal entry an act appended, sealed: what settles whether the act
-/// committed when its COMMIT lost its connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Appended {
-    pub(crate) seq: i64,
-    pub(crate) hash: String,
-    pub(crate) kind: String,
 }

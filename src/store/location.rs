@@ -7,7 +7,7 @@
 //! still names what it opened. There are two kinds: a workspace directory
 //! of two SQLite files (`store::directory`), and a PostgreSQL database
 //! (`store::postgres`), an outbox with no built-in ledger beside it
-//! (ARCHITECTURE.md, "The store seam, and where a store goes").
+//! (docs/internals.md, "The store seam, and where a store goes").
 
 use super::postgres::{DatabaseUrl, PgSender};
 use super::{directory, ReceiverStore, SenderStore};

@@ -153,3 +153,130 @@ fn add(tally: &mut OutboxTally, row: &Row) -> Result<(), StoreError> {
 fn named<T>(value: Option<T>, what: &str, text: &str) -> Result<T, StoreError> {
     value.ok_or_else(|| StoreError::Corrupt(format!("{what} {text:?} in the metrics' read")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::Value;
+
+    /// A row of [`TALLY`] as the store hands it over.
+    fn row(family: &str, labels: [&str; 3], count: i64, oldest: &str) -> Row {
+        let text = |s: &str| Value::Text(s.to_string());
+        Row::new(vec![
+            text(family),
+            text(labels[0]),
+            text(labels[1]),
+            text(labels[2]),
+            Value::Integer(count),
+            text(oldest),
+        ])
+    }
+
+    fn tally_of(rows: &[Row]) -> Result<OutboxTally, StoreError> {
+        let mut tally = OutboxTally::default();
+        for row in rows {
+            add(&mut tally, row)?;
+        }
+        Ok(tally)
+    }
+
+    #[test]
+    fn each_row_of_the_statement_counts_in_the_family_it_names() {
+        let at = "2026-12-01T10:00:00.000Z";
+        let tally = tally_of(&[
+            row("receiver", ["mail", "", ""], 0, ""),
+            row("operations", ["mail", "unknown", ""], 7, ""),
+            row("unknown", ["mail", "never", "false"], 4, at),
+            row("unknown", ["mail", "duplicate_matches", "true"], 3, at),
+            row("contradicted", ["", "", ""], 2, ""),
+            row("failed_calls", ["mail", "query", "timeout"], 5, ""),
+            row("decisions", ["confirmed", "review", ""], 6, ""),
+            row("journal", ["", "", ""], 61, ""),
+        ])
+        .expect("a tally");
+        let oldest = Timestamp::parse(at).expect("a time");
+        assert_eq!(tally.receivers, ["mail"]);
+        assert_eq!(
+            tally.operations,
+            [StateCount {
+                receiver: "mail".into(),
+                state: OpState::Unknown,
+                count: 7
+            }]
+        );
+        assert_eq!(
+            tally.unknown,
+            [
+                UnknownGroup {
+                    receiver: "mail".into(),
+                    verdict: None,
+                    escalated: false,
+                    count: 4,
+                    oldest,
+                },
+                UnknownGroup {
+                    receiver: "mail".into(),
+                    verdict: Some(Verdict::DuplicateMatches),
+                    escalated: true,
+                    count: 3,
+                    oldest,
+                },
+            ]
+        );
+        assert_eq!(tally.contradicted, 2);
+        assert_eq!(
+            tally.failed_calls,
+            [FailedCalls {
+                receiver: "mail".into(),
+                verb: "query".into(),
+                kind: "timeout".into(),
+                count: 5,
+            }]
+        );
+        assert_eq!(
+            tally.decisions,
+            [DecisionCount {
+                decision: Decision::Confirmed,
+                source: EvidenceSource::Review,
+                count: 6,
+            }]
+        );
+        assert_eq!(tally.journal_entries, 61);
+    }
+
+    #[test]
+    fn surplus_effects_sum_what_each_kept_duplicate_has_left_to_compensate() {
+        let tally = tally_of(&[
+            row("surplus", ["op-1", r#"["e-2","e-3"]"#, ""], 1, ""),
+            row("surplus", ["op-2", r#"["e-5","e-6","e-7"]"#, ""], 0, ""),
+            row("surplus", ["op-3", r#"["e-9"]"#, ""], 1, ""),
+        ])
+        .expect("a tally");
+        assert_eq!(tally.surplus_effects, 4);
+        assert_eq!(surplus_left("op-1", r#"["e-2","e-3"]"#, 2).ok(), Some(0));
+        // More approvals than listed effects never count below nothing.
+        assert_eq!(surplus_left("op-1", r#"["e-2"]"#, 3).ok(), Some(0));
+        assert!(surplus_left("op-1", "not json", 0).is_err());
+    }
+
+    #[test]
+    fn a_row_with_a_name_recon_does_not_know_is_corrupt_never_a_default() {
+        let at = "2026-12-01T10:00:00.000Z";
+        for bad in [
+            row("operations", ["mail", "lost", ""], 1, ""),
+            row("unknown", ["mail", "maybe", "false"], 1, at),
+            row("unknown", ["mail", "never", "false"], 1, "yesterday"),
+            row("decisions", ["perhaps", "review", ""], 1, ""),
+            row("decisions", ["confirmed", "rumour", ""], 1, ""),
+            row("rows", ["", "", ""], 1, ""),
+        ] {
+            assert!(
+                matches!(
+                    tally_of(std::slice::from_ref(&bad)),
+                    Err(StoreError::Corrupt(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -284,7 +284,7 @@ impl<S: SqlStore> ReceiverRegistry for S {
             let mut names: HashMap<&str, Option<Registration>> = HashMap::new();
             let mut routes = Vec::with_capacity(ops.len());
             for &(op_id, receiver) in ops {
-                let id = super::sender::receiver_id_of(db, op_id)?;
+                let id = receiver_id_of(db, op_id)?;
                 let registration = match id {
                     Some(id) if !ids.contains_key(&id) => {
                         let found = registrations(db, &by_id, &[&id])?.into_iter().next();
@@ -349,6 +349,18 @@ impl<S: SqlStore> ReceiverRegistry for S {
             Ok(open)
         })
     }
+}
+
+/// The registration an operation was routed to, when it names one (an
+/// operation prepared before schema 6 routes by its receiver's name).
+pub(crate) fn receiver_id_of(db: &mut dyn Db, op_id: &str) -> Result<Option<i64>> {
+    Ok(db
+        .query_opt(
+            "SELECT receiver_id FROM operations WHERE op_id = ?1",
+            &[&op_id],
+            |r| r.get::<Option<i64>>(0),
+        )?
+        .flatten())
 }
 
 #[cfg(test)]

@@ -1487,18 +1487,6 @@ pub(crate) fn route_sql(action: &str, original: &str) -> String {
     )
 }
 
-/// The registration an operation was routed to, when it names one (an
-/// operation prepared before schema 6 routes by its receiver's name).
-pub(crate) fn receiver_id_of(db: &mut dyn Db, op_id: &str) -> Result<Option<i64>> {
-    Ok(db
-        .query_opt(
-            "SELECT receiver_id FROM operations WHERE op_id = ?1",
-            &[&op_id],
-            |r| r.get::<Option<i64>>(0),
-        )?
-        .flatten())
-}
-
 /// An operation's creating entry with the id of the registration it was
 /// routed to, so that the journal proves the route to one identity.
 fn with_registration(
@@ -1506,7 +1494,7 @@ fn with_registration(
     op_id: &str,
     mut fields: serde_json::Map<String, Value>,
 ) -> Result<serde_json::Map<String, Value>> {
-    if let Some(id) = receiver_id_of(db, op_id)? {
+    if let Some(id) = super::receivers::receiver_id_of(db, op_id)? {
         fields.insert("receiver_id".into(), id.into());
     }
     Ok(fields)
@@ -2175,7 +2163,7 @@ mod tests {
                 [],
             )
             .unwrap_err();
-        assert_eq!(super::super::conflict::violated(&error), None);
+        assert_eq!(super::super::keys::violated(&error), None);
         let claim = super::Claim {
             op_id: Some("op"),
             ..super::Claim::default()

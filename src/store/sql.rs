@@ -10,9 +10,9 @@
 //! redacted). A statement whose text must differ between stores asks
 //! [`Db::dialect`] and says both; there are few.
 
-use super::journal::Appended;
+use super::keys::{self, Key};
 use super::postgres::DatabaseUrl;
-use super::{conflict, SqlContext};
+use super::SqlContext;
 use crate::clock::Clock;
 use crate::domain::team::Act;
 use crate::domain::Timestamp;
@@ -240,10 +240,10 @@ pub(crate) trait Db {
     fn dialect(&self) -> Dialect;
 
     /// Which of the schema's unique keys whose violation is a refusal
-    /// ([`conflict::Key`]) a failed statement violated, if any: each store
+    /// ([`Key`]) a failed statement violated, if any: each store
     /// names its keys its own way (`store::conflict` maps the key to the
     /// refusal, once).
-    fn violated(&self, error: &StoreError) -> Option<conflict::Key>;
+    fn violated(&self, error: &StoreError) -> Option<Key>;
 
     /// Told of each journal entry the act writes, as written: the last
     /// one is what settles a commit whose answer was lost, which only a
@@ -364,9 +364,9 @@ impl Db for Sqlite<'_> {
         Dialect::Sqlite
     }
 
-    fn violated(&self, error: &StoreError) -> Option<conflict::Key> {
+    fn violated(&self, error: &StoreError) -> Option<Key> {
         match error {
-            StoreError::Sqlite { source, .. } => conflict::violated(source),
+            StoreError::Sqlite { source, .. } => keys::violated(source),
             _ => None,
         }
     }
@@ -504,12 +504,12 @@ impl Db for Postgres<'_, '_> {
     }
 
     /// SQLSTATE 23505 (`unique_violation`) with the name of the constraint
-    /// the schema gives each key (`conflict::pg_violated`). A failed
+    /// the schema gives each key (`keys::pg_violated`). A failed
     /// statement aborts a PostgreSQL transaction, so the one lookup a
     /// refusal needs (`action_routed` names the route's holder) runs after
     /// a rollback to the savepoint `conflict::insert` takes.
-    fn violated(&self, error: &StoreError) -> Option<conflict::Key> {
-        conflict::pg_violated(error)
+    fn violated(&self, error: &StoreError) -> Option<Key> {
+        keys::pg_violated(error)
     }
 
     fn execute(&mut self, sql: &str, params: &[&dyn ToValue]) -> Result<usize, StoreError> {
@@ -612,6 +612,15 @@ pub(crate) fn each_alone<T>(
 
 fn first_line(sql: &str) -> &str {
     sql.trim().lines().next().unwrap_or_default()
+}
+
+/// A journal entry an act appended, sealed: what settles whether the act
+/// committed when its COMMIT lost its connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Appended {
+    pub(crate) seq: i64,
+    pub(crate) hash: String,
+    pub(crate) kind: String,
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! figure is measured by `cargo bench --bench live`, not asserted here: the
 //! machine is shared.
 
+mod team;
+
 use crate::real_receivers::servers::{self, Postgres};
 use crate::support::{adapter_fixture, run};
 use crate::terminal::{cursor_row, Tmux};

@@ -46,14 +46,34 @@ impl Tmux {
         Tmux::launch(env, args, size, true)
     }
 
+    /// [`Tmux::start_with_env`] in a pane whose background tmux knows as
+    /// `colour` (`#ffffff`), set in its configuration before recon starts:
+    /// tmux then answers an OSC 11 question with it, as a terminal does.
+    fn start_on_background(
+        env: &[&str],
+        args: &[&str],
+        size: (u16, u16),
+        colour: &str,
+    ) -> Option<Tmux> {
+        let config = format!("set-option -g window-style bg={colour}\n");
+        Tmux::launch_with(env, args, size, true, &config)
+    }
+
     /// Starts recon under a shell that reports its exit (`under_shell`),
     /// or as the pane's own process, the leader of the pane's session
     /// (which the kernel sends SIGHUP when the pane's terminal hangs up).
-    fn launch(
+    fn launch(env: &[&str], args: &[&str], size: (u16, u16), under_shell: bool) -> Option<Tmux> {
+        Tmux::launch_with(env, args, size, under_shell, "")
+    }
+
+    /// [`Tmux::launch`] with tmux's configuration file holding `config`
+    /// (none when empty).
+    fn launch_with(
         env: &[&str],
         args: &[&str],
         (width, height): (u16, u16),
         under_shell: bool,
+        config: &str,
     ) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
@@ -92,9 +112,17 @@ impl Tmux {
         // on screen are theirs.
         command.extend(["--frozen-clock".to_string(), DEMO_TIME.to_string()]);
         let (w, h) = (width.to_string(), height.to_string());
+        let config_file = match config {
+            "" => "/dev/null".to_string(),
+            text => {
+                let path = tmux._dir.path().join("tmux.conf");
+                std::fs::write(&path, text).expect("write tmux.conf");
+                path.display().to_string()
+            }
+        };
         let mut new_session = vec![
             "-f",
-            "/dev/null",
+            &config_file,
             "new-session",
             "-d",
             "-s",
@@ -970,7 +998,13 @@ fn recon_console_is_the_bare_recon_with_the_same_flags() {
         "{}",
         help.stdout
     );
-    for flag in ["--workspace", "--database", "--reviewer"] {
+    for flag in [
+        "--workspace",
+        "--database",
+        "--reviewer",
+        "--theme",
+        "RECON_THEME",
+    ] {
         assert!(help.stdout.contains(flag), "{flag}: {}", help.stdout);
     }
     let top = run(&["--help"], None);
@@ -982,6 +1016,26 @@ fn recon_console_is_the_bare_recon_with_the_same_flags() {
         "{}",
         misplaced.stderr
     );
+    let top_help = run(&["--help"], None);
+    for text in ["--theme", "RECON_THEME"] {
+        assert!(
+            top_help.stdout.contains(text),
+            "{text}: {}",
+            top_help.stdout
+        );
+    }
+    for (args, says) in [
+        (
+            &["--theme", "dark", "console"][..],
+            "recon console --theme light|dark",
+        ),
+        (&["--theme", "dark", "ops"], "--theme is the console's"),
+        (&["console", "--theme", "grey"], "grey"),
+    ] {
+        let out = run(args, None);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
 }
 
 /// A console on the demo (`command`, then the workspace and reviewer ada)
@@ -1150,5 +1204,82 @@ fn a_term_without_colours_is_honoured_like_no_color() {
         tmux.shows("op-1002-invoice-email");
         let screen = tmux.ok(&["capture-pane", "-e", "-p", "-t", "recon"]);
         assert_eq!(coloured(&screen), colours, "TERM={term}:\n{screen:?}");
+    }
+}
+
+/// The console asks the terminal for its background (OSC 11) as it
+/// starts, and draws with the palette for it: tmux answers with the pane's
+/// background, white or black, and the unknown states' colour is then the
+/// light or the dark palette's; with no answer it is the unknown
+/// background's; `RECON_THEME` and `--theme` win over the answer, in that
+/// order.
+#[test]
+fn the_console_draws_with_the_palette_for_the_background_the_terminal_answers() {
+    use recon::console::theme::{DARK, LIGHT, UNKNOWN};
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let sgr = |colour: ratatui::style::Color| match colour {
+        ratatui::style::Color::Indexed(i) => format!("\x1b[38;5;{i}m"),
+        other => panic!("not a cube colour: {other:?}"),
+    };
+    let term = "TERM=xterm-256color";
+    for (background, env, args, palette) in [
+        (Some("#ffffff"), &[term][..], &[][..], &LIGHT),
+        (Some("#000000"), &[term], &[], &DARK),
+        (None, &[term], &[], &UNKNOWN),
+        (Some("#ffffff"), &[term, "RECON_THEME=dark"], &[], &DARK),
+        (
+            Some("#ffffff"),
+            &[term, "RECON_THEME=dark"],
+            &["--theme", "light"],
+            &LIGHT,
+        ),
+        (None, &[term, "COLORFGBG=15;0"], &[], &DARK),
+        (Some("#ffffff"), &[term, "COLORFGBG=15;0"], &[], &LIGHT),
+    ] {
+        let mut all = vec!["--workspace", ws_arg];
+        all.extend_from_slice(args);
+        let started = match background {
+            Some(colour) => Tmux::start_on_background(env, &all, (120, 40), colour),
+            None => Tmux::start_with_env(env, &all, (120, 40)),
+        };
+        let Some(tmux) = started else {
+            return;
+        };
+        // The status line, the last row drawn.
+        tmux.shows("reviewer:");
+        let screen = tmux.ok(&["capture-pane", "-e", "-p", "-t", "recon"]);
+        let case = format!("{background:?} {env:?} {args:?}");
+        assert!(
+            screen.contains(&sgr(palette.amber)),
+            "{case}: no {:?}:\n{screen:?}",
+            palette.amber
+        );
+        for other in [&LIGHT, &DARK, &UNKNOWN] {
+            if other != palette {
+                assert!(!screen.contains(&sgr(other.amber)), "{case}:\n{screen:?}");
+            }
+        }
+    }
+}
+
+/// An eight-colour terminal (`TERM=xterm`, or tmux's own `screen`) gets
+/// no colour at all, even on a background it names: tmux would turn the
+/// palette's colours into their nearest ANSI ones.
+#[test]
+fn an_eight_colour_term_gets_no_colour() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    for env in [&["TERM=xterm"][..], &["TERM=screen", "RECON_THEME=light"]] {
+        let Some(tmux) =
+            Tmux::start_on_background(env, &["--workspace", ws_arg], (120, 40), "#ffffff")
+        else {
+            return;
+        };
+        // The status line, the last row drawn.
+        tmux.shows("reviewer:");
+        let screen = tmux.ok(&["capture-pane", "-e", "-p", "-t", "recon"]);
+        assert!(!screen.contains("38;5;"), "{env:?}:\n{screen:?}");
+        assert!(!screen.contains("48;5;"), "{env:?}:\n{screen:?}");
     }
 }

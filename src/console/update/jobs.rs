@@ -282,9 +282,20 @@ fn each(
             Ok(outcome) => run.outcomes.push(outcome),
             Err(error) => return Err(error.after(committed_before(&run.outcomes, targets.len()))),
         }
+        count_states(ws, progress);
         progress.step(1);
     }
     Ok(run)
+}
+
+/// Reads the state counts for the filter bar after a chunk of a job (one
+/// row per state, kept by the store's triggers, so cheap). A read that
+/// fails leaves the last counts shown: the job's own next write meets the
+/// same trouble and reports it.
+fn count_states(ws: &Workspace, progress: &Progress) {
+    if let Ok(states) = ws.counts() {
+        progress.counted(states);
+    }
 }
 
 /// What a job had committed when storage trouble stopped it.
@@ -331,6 +342,7 @@ fn observe_all(
             }
             Err(other) => return Err(other.after(committed_before(&outcomes, op_ids.len()))),
         }
+        count_states(ws, progress);
         progress.step(chunk.len());
     }
     let recorded = outcomes.iter().filter(|o| o.refusal.is_none()).count();
@@ -397,6 +409,7 @@ fn resolve_all(
             .resolve(&unchanged, &request)
             .map_err(|e| e.after(committed_before(&outcomes, list.len())))?;
         outcomes.extend(resolve_outcomes(&mut total, report));
+        count_states(ws, progress);
         progress.step(chunk.len());
     }
     let counts = |map: &std::collections::BTreeMap<String, u64>| -> String {

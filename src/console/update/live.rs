@@ -16,7 +16,9 @@
 //! it happens (`refresh`, on the handle that acted) and remembers the
 //! marker then, so the watcher's next marker is no news. While a job of
 //! the console's own runs off the key loop, its commits move the marker all
-//! the time: the screen refreshes when it lands, not on each. While a
+//! the time: the screen refreshes when it lands, not on each (only the
+//! filter bar's state counts follow it, read by the job itself after each
+//! chunk: `Progress::states`). While a
 //! dialog is open the screen behind it stays on its operation; the dialog
 //! is checked against what moved instead: anything about one of its
 //! operations (a new version, a note, a marker, an observation, a close)
@@ -363,13 +365,16 @@ pub(super) fn overtaken(app: &mut App, pending: &Pending, changed: &[Changed], m
 
 /// What the watcher said: its newest marker, kept for the next poll; a
 /// failure said once in the status line (it tries again by itself), and
-/// its return said once too.
+/// its return said once too, when the login's roles are asked again.
 pub(super) fn land_head(app: &mut App, marker: Result<ChangeMarker>) {
     match marker {
         Ok(marker) => {
             if app.background.watch_failing {
                 app.background.watch_failing = false;
                 set_status(app, Tone::Plain, "live again: other hosts' changes show");
+                // The roles may have changed while it was away: asked
+                // again, once (not known offers every act, as at start).
+                app.roles = app.ws.roles_held().unwrap_or(None);
             }
             app.background.watched = Some(marker);
         }

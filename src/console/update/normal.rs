@@ -9,6 +9,7 @@
 use super::super::action::{Action, Resume};
 use super::super::app::Anchor;
 use super::super::app::{App, Filter, MarkErrand, Mode, Origin, Progress, Report, Tone, Working};
+use super::super::bindings::key_for_action;
 use super::super::field::TextField;
 use super::super::view::{self, filter_words};
 use super::background::{mark_of, MAX_MARKS};
@@ -16,11 +17,16 @@ use super::confirm;
 use super::queue;
 use super::status::{fail, set_status};
 use super::triage;
+use crate::domain::team::TeamRole;
 use crate::error::Result;
 use std::sync::Arc;
 
 /// A key in the queue.
 pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
+    if let Some(role) = app.lacks(action) {
+        lacking(app, action, role);
+        return Ok(());
+    }
     match action {
         Action::Down => queue::move_down(app, 1),
         Action::Up => queue::move_up(app, 1),
@@ -80,6 +86,20 @@ pub(super) fn normal(app: &mut App, action: Action) -> Result<()> {
         Action::Cancel => back_out(app),
         _ => Ok(()),
     }
+}
+
+/// A key whose act needs a role the login lacks, as the database said:
+/// no dialog, no form, nothing written; the status line names the role
+/// and who grants it.
+fn lacking(app: &mut App, action: Action, role: TeamRole) {
+    let login = app.ws.session_role().unwrap_or("LOGIN").to_string();
+    let text = format!(
+        "{} {}; ask the outbox's owner: recon db grant {login} {}",
+        key_for_action(action),
+        app.needs(role),
+        role.short()
+    );
+    set_status(app, Tone::Warn, text);
 }
 
 /// A key in the help overlay.

@@ -18,7 +18,7 @@ use super::super::app::{
 use super::super::view;
 use crate::domain::{differing_paths, OpState, Operation, PageBound};
 use crate::error::{Result, StoreError};
-use crate::workspace::{Classified, Workspace};
+use crate::workspace::{Classified, OpDetail, Workspace};
 use std::collections::BTreeMap;
 
 fn page(
@@ -388,10 +388,10 @@ pub(super) fn show_detail(
             (classified.operation, state)
         }
         None => {
-            let state =
-                kept_read(app, &shown_detail.operation, &origin).unwrap_or(ReadState::Reading {
-                    origin: origin.clone(),
-                });
+            let kept = kept_read(app, &shown_detail.operation, &origin);
+            let state = closed_since(kept, &shown_detail).unwrap_or(ReadState::Reading {
+                origin: origin.clone(),
+            });
             (shown_detail.operation, state)
         }
     };
@@ -485,6 +485,30 @@ fn kept_read(app: &App, op: &Operation, origin: &Origin) -> Option<ReadState> {
         .as_ref()
         .filter(|d| d.operation.op_id == op.op_id && d.operation.version == op.version)
         .map(|d| d.read.clone())
+}
+
+/// The read kept on screen, unless it says the operation is open and the
+/// outbox has recorded a close since (another host's, which moves no
+/// version): then the closing snapshot that close recorded, as the outbox
+/// keeps it, with no new call of the receiver.
+fn closed_since(kept: Option<ReadState>, shown: &OpDetail) -> Option<ReadState> {
+    let open = matches!(&kept, Some(ReadState::Shown(read)) if !read.snapshot.closed);
+    let close = shown.observations.iter().rev().find(|o| o.seen.closed);
+    let (true, Some(close)) = (open, close) else {
+        return kept;
+    };
+    let op = &shown.operation;
+    Some(ReadState::Shown(Shown {
+        differing: (close.snapshot.matches.iter())
+            .map(|m| differing_paths(&op.payload, &m.payload))
+            .collect(),
+        snapshot: close.snapshot.clone(),
+        verdict: close.seen.verdict,
+        origin: Origin::Recorded {
+            by: close.seen.observed_by.clone(),
+        },
+        recorded: true,
+    }))
 }
 
 /// A classified read as the snapshot panel shows it, with the payload

@@ -222,13 +222,18 @@ fn filter_lines(theme: &Theme, run: &[&Binding], inner: usize) -> Vec<Line<'stat
 }
 
 /// One binding and what it does; a request in the queue also says whether
-/// it is available now, and why not.
+/// it is available now, and why not, and any key of the queue whose act
+/// needs a role the login lacks says which.
 fn binding_lines(app: &App, context: Context, b: &Binding, inner: usize) -> Vec<Line<'static>> {
     let theme = &app.theme;
     let keys = b.key_names();
     let mut text = format!("  {keys:<12} {}", b.help);
     let mut style = theme.label();
-    if let (Action::Request(request), Context::Queue) = (b.action, context) {
+    let lacks = app.lacks(b.action).filter(|_| context == Context::Queue);
+    if let Some(role) = lacks {
+        text.push_str(&format!(" [unavailable: {}]", app.needs(role)));
+        style = theme.note();
+    } else if let (Action::Request(request), Context::Queue) = (b.action, context) {
         match app.availability(request) {
             Ok(_) => {
                 text.push_str(" [available now]");

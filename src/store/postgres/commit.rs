@@ -14,7 +14,7 @@
 use super::sender::{Connection, PgSender, Session, TAKE_HEAD};
 use super::{detail, problem_at};
 use crate::error::{Committed, DatabaseProblem, Error, Result, StoreError};
-use crate::store::journal::Appended;
+use crate::store::sql::Appended;
 use postgres::Client;
 use std::time::{Duration, Instant};
 

@@ -622,7 +622,13 @@ fn create_roles() -> String {
 /// What `db init` runs on every run (idempotent): the roles, and the
 /// privileges on recon's `tables` in the schema.
 pub(super) fn grants(tables: &[String]) -> String {
-    let mut sql = create_roles();
+    create_roles() + &privileges(tables)
+}
+
+/// The privileges on recon's `tables` and functions alone, as `db init`
+/// gives them: what `verify` holds a live schema's to (`postgres::shape`).
+pub(super) fn privileges(tables: &[String]) -> String {
+    let mut sql = String::new();
     let readable: Vec<&str> = tables
         .iter()
         .map(String::as_str)

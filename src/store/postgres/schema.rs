@@ -404,9 +404,10 @@ pub(crate) fn schema_differences(
     client: &mut postgres::Client,
     url: &DatabaseUrl,
 ) -> Result<Vec<crate::audit::SchemaDifference>, StoreError> {
+    let tables = names_created(&["TABLE"]);
     let ours = super::shape::Ours {
-        ddl: ddl("pg_temp"),
-        tables: names_created(&["TABLE"]),
+        ddl: ddl("pg_temp") + &roles::privileges(&tables),
+        tables,
         functions: names_created(&["FUNCTION"]),
     };
     super::shape::differences(client, url, &ours)

@@ -9,7 +9,7 @@
 
 use super::{connect, db_error, problem_at, schema, DatabaseUrl};
 use crate::clock::Clock;
-use crate::domain::team::Act;
+use crate::domain::team::{Act, TeamRole};
 use crate::domain::Refusal;
 use crate::domain::Timestamp;
 use crate::error::{DatabaseProblem, Error, Result, StoreError};
@@ -359,5 +359,26 @@ impl crate::store::Capabilities for PgSender {
 
     fn session_role(&self) -> Option<&str> {
         Some(&self.login)
+    }
+
+    /// Asks the same function as [`Self::may`], for every role, in one
+    /// read.
+    fn roles_held(&self) -> Result<Option<Vec<TeamRole>>> {
+        let roles = TeamRole::CREATED.into_iter().chain([TeamRole::Owner]);
+        let held = self.read(|db| {
+            let mut held = Vec::new();
+            for role in roles {
+                let granted: bool = db.query_one(
+                    "SELECT coalesce(recon_has_role(?1), false)",
+                    &[&role.as_str()],
+                    |r| r.get(0),
+                )?;
+                if granted {
+                    held.push(role);
+                }
+            }
+            Ok::<_, StoreError>(held)
+        })?;
+        Ok(Some(held))
     }
 }

@@ -12,7 +12,11 @@
 //! constraint (`pg_get_constraintdef`), index (`pg_get_indexdef`), trigger
 //! (`pg_get_triggerdef` and whether it is enabled, which the definition
 //! does not say) and function (its body, language, security and
-//! settings), with the schema names taken out of the definitions.
+//! settings), with the schema names taken out of the definitions; and
+//! what decides who may write (SPEC 12): the privileges on each table,
+//! column and function granted to any role but the owner (`PUBLIC`
+//! included; the target gets `db init`'s grants), the rules (`CREATE
+//! RULE`), row security and its policies.
 
 use super::{db_error, DatabaseUrl};
 use crate::audit::{Difference, SchemaDifference};
@@ -61,6 +65,45 @@ FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE (p.pronamespace = $1 AND p.proname = ANY($3))
    OR p.oid IN (SELECT t.tgfoid FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
                 WHERE c.relnamespace = $1 AND c.relname = ANY($2))
+UNION ALL
+SELECT 'privileges', c.relname || ' to ' || CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                              ELSE a.grantee::regrole::text END,
+       string_agg(a.privilege_type, ',' ORDER BY a.privilege_type)
+FROM pg_class c, aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+WHERE c.relnamespace = $1 AND c.relname = ANY($2) AND a.grantee <> c.relowner
+GROUP BY c.relname, a.grantee
+UNION ALL
+SELECT 'column privileges', c.relname || '.' || att.attname || ' to '
+       || CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
+       string_agg(a.privilege_type, ',' ORDER BY a.privilege_type)
+FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid, aclexplode(att.attacl) a
+WHERE c.relnamespace = $1 AND c.relname = ANY($2) AND a.grantee <> c.relowner
+GROUP BY c.relname, att.attname, a.grantee
+UNION ALL
+SELECT 'function privileges', p.proname || ' to ' || CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                                     ELSE a.grantee::regrole::text END,
+       string_agg(a.privilege_type, ',' ORDER BY a.privilege_type)
+FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+WHERE p.pronamespace = $1 AND p.proname = ANY($3) AND a.grantee <> p.proowner
+GROUP BY p.proname, a.grantee
+UNION ALL
+SELECT 'rule', c.relname || '.' || r.rulename, pg_get_ruledef(r.oid)
+FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
+WHERE c.relnamespace = $1 AND c.relname = ANY($2)
+UNION ALL
+SELECT 'row security', c.relname,
+       'enabled ' || c.relrowsecurity::text || ', forced ' || c.relforcerowsecurity::text
+FROM pg_class c WHERE c.relnamespace = $1 AND c.relname = ANY($2) AND c.relkind = 'r'
+UNION ALL
+SELECT 'policy', c.relname || '.' || p.polname,
+       p.polcmd::text || CASE WHEN p.polpermissive THEN ' permissive' ELSE ' restrictive' END
+       || ' to ' || coalesce((SELECT string_agg(CASE r WHEN 0 THEN 'PUBLIC'
+                                                  ELSE r::regrole::text END, ',' ORDER BY r)
+                              FROM unnest(p.polroles) AS r), '')
+       || ' using ' || coalesce(pg_get_expr(p.polqual, p.polrelid), '')
+       || ' check ' || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+WHERE c.relnamespace = $1 AND c.relname = ANY($2)
 "#;
 
 /// What recon creates: its DDL, and the names of its tables and functions

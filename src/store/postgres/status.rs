@@ -140,6 +140,9 @@ fn memberships(
                JOIN pg_roles m ON m.oid = a.member
                LEFT JOIN pg_roles g ON g.oid = a.grantor
               WHERE r.rolname::text = ANY($1)
+                -- The outbox's roles hold each other (every role reads):
+                -- those grants are the schema's, not a login's.
+                AND m.rolname::text <> ALL($1)
               ORDER BY m.rolname::text COLLATE \"C\", g.rolname::text COLLATE \"C\"",
             &[&names],
         )

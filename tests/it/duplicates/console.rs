@@ -52,7 +52,7 @@ fn console_sized(lab: &Lab, size: (u16, u16)) -> App {
     };
     let options = Options {
         reviewer: Some("ada".to_string()),
-        no_color: true,
+        colours: recon::console::theme::Choice::plain(true),
     };
     App::open(lab.reopen(), source, options, size).expect("open console")
 }

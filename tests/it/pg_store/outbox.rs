@@ -384,6 +384,78 @@ fn verify_on_postgres_names_a_disabled_trigger_a_replaced_function_and_a_changed
 }
 
 #[test]
+fn verify_on_postgres_names_a_grant_to_public_a_changed_privilege_a_rule_and_a_policy() {
+    let test = "verify_on_postgres_names_a_grant_to_public_a_changed_privilege_a_rule_and_a_policy";
+    let Some((pg, url)) = outbox(test, "privilege_tamper") else {
+        return;
+    };
+    let named = |kind: &str, name: &str, difference: &str| {
+        (kind.to_string(), name.to_string(), difference.to_string())
+    };
+    let database = database_of(&url);
+    let tampered = |sql: &str| {
+        pg.psql(database, &format!("BEGIN; {sql}; COMMIT"));
+        let report = verify(&url);
+        let differences = schema_differences(&report);
+        assert!(!report.intact, "{sql}: {report:?}");
+        differences
+    };
+    assert_eq!(schema_differences(&verify(&url)), []);
+    assert_eq!(
+        tampered("GRANT INSERT ON journal TO PUBLIC"),
+        [named("privileges", "journal to PUBLIC", "unknown")]
+    );
+    pg.psql(database, "REVOKE INSERT ON journal FROM PUBLIC");
+    assert_eq!(
+        tampered("GRANT UPDATE ON journal TO recon_reviewer"),
+        [named("privileges", "journal to recon_reviewer", "differs")]
+    );
+    pg.psql(database, "REVOKE UPDATE ON journal FROM recon_reviewer");
+    assert_eq!(
+        tampered("GRANT UPDATE (text) ON notes TO recon_sender"),
+        [named(
+            "column privileges",
+            "notes.text to recon_sender",
+            "unknown"
+        )]
+    );
+    pg.psql(database, "REVOKE UPDATE (text) ON notes FROM recon_sender");
+    assert_eq!(
+        tampered("GRANT EXECUTE ON FUNCTION recon_head_locked() TO PUBLIC"),
+        [named(
+            "function privileges",
+            "recon_head_locked to PUBLIC",
+            "unknown"
+        )]
+    );
+    pg.psql(
+        database,
+        "REVOKE EXECUTE ON FUNCTION recon_head_locked() FROM PUBLIC",
+    );
+    assert_eq!(
+        tampered("CREATE RULE notes_vanish AS ON INSERT TO notes DO INSTEAD NOTHING"),
+        [named("rule", "notes.notes_vanish", "unknown")]
+    );
+    pg.psql(database, "DROP RULE notes_vanish ON notes");
+    assert_eq!(
+        tampered(
+            "ALTER TABLE operations ENABLE ROW LEVEL SECURITY; \
+             CREATE POLICY nothing_unknown ON operations USING (state <> 'unknown')"
+        ),
+        [
+            named("row security", "operations", "differs"),
+            named("policy", "operations.nothing_unknown", "unknown"),
+        ]
+    );
+    pg.psql(
+        database,
+        "DROP POLICY nothing_unknown ON operations; \
+         ALTER TABLE operations DISABLE ROW LEVEL SECURITY",
+    );
+    assert_eq!(schema_differences(&verify(&url)), []);
+}
+
+#[test]
 fn another_applications_tables_beside_the_outbox_are_not_schema_differences() {
     let test = "another_applications_tables_beside_the_outbox_are_not_schema_differences";
     let Some((pg, url)) = outbox(test, "neighbours") else {

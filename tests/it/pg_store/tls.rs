@@ -327,6 +327,24 @@ fn db_status_lists_each_login_with_its_roles_and_grants_by_another_role_as_forei
 }
 
 #[test]
+fn db_status_lists_no_role_of_the_outbox_as_a_login_of_another() {
+    let test = "db_status_lists_no_role_of_the_outbox_as_a_login_of_another";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = initialized(pg, "status_own_roles");
+    let status = status_ok(&url, &[]);
+    let members: Vec<&Value> = (status["logins"].as_array().expect("logins").iter())
+        .chain(status["foreign_grants"].as_array().expect("grants").iter())
+        .filter(|l| l["login"].as_str().is_some_and(|n| n.starts_with("recon_")))
+        .collect();
+    assert!(members.is_empty(), "{status}");
+    let text = run_with_env(&["db", "status", "--database", &url], None, &[]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert!(!text.stdout.contains("recon_approver:"), "{}", text.stdout);
+}
+
+#[test]
 fn db_status_says_four_eyes_and_a_database_without_an_outbox_is_told_to_run_db_init() {
     let test = "db_status_says_four_eyes_and_a_database_without_an_outbox_is_told_to_run_db_init";
     let Some(pg) = servers::require(test, servers::postgres()) else {

@@ -372,6 +372,17 @@ fn a_reviewers_host_with_a_reading_ledger_login_snapshots_and_its_close_is_kept_
         "{detail}"
     );
     assert_eq!(shown["operation"]["state"], json!("unknown"), "{shown}");
+    // The ledger answered, in a session it kept running: no exit to show,
+    // and `show` does not say it was killed.
+    let text = run(&["show", "--workspace", w, "h-1"], None);
+    let line = (text.stdout.lines())
+        .find(|l| l.starts_with("failed close"))
+        .unwrap_or_default();
+    assert!(
+        line.ends_with("exit none (it answered and kept running, in a session)"),
+        "{}",
+        text.stdout
+    );
     let gate = pg.psql(
         database,
         "SELECT count(*) FROM recon_gate WHERE closed_at IS NOT NULL",
