@@ -70,6 +70,10 @@ pub struct Projector {
     counts: BTreeMap<String, i64>,
     /// The seq of the last readable entry without an `at`.
     last_untimed: i64,
+    /// The last entry a schema older than 7 wrote (0 for none): what an
+    /// upgrade found, exempt from the rule that a closed snapshot is a
+    /// recorded close (SPEC 12), which that schema did not have.
+    older_through: i64,
 }
 
 /// An upgrade from schema 4, as the outbox's `meta` records it: entries
@@ -100,6 +104,15 @@ impl Projector {
             upgraded,
             ..Projector::default()
         }
+    }
+
+    /// Entries up to `seq` were written by an older schema, as a workspace
+    /// file's upgrade recorded (`older_schema_through_seq`); a database's
+    /// upgrade is its `upgraded` entry, which [`Projector::receivers`]
+    /// finds.
+    pub fn older_schema_through(mut self, seq: i64) -> Self {
+        self.older_through = self.older_through.max(seq);
+        self
     }
 
     /// Parses journal rows ([`JOURNAL`] columns) for replay; one that does
@@ -137,6 +150,17 @@ impl Projector {
     /// The entries with no `op_id`, against every receivers and routes row.
     pub fn receivers(&mut self, journal: &[Row], receivers: &[Row], routes: &[Row]) {
         let entries = self.parse_all(journal);
+        for entry in &entries {
+            let from = entry
+                .fields
+                .find("from")
+                .and_then(|raw| raw.get().parse::<i64>().ok());
+            if entry.kind == EntryKind::Upgraded
+                && from.is_some_and(|from| from < crate::domain::RECORDED_CLOSES_SINCE)
+            {
+                self.older_through = self.older_through.max(entry.seq);
+            }
+        }
         let (expected_receivers, expected_routes, problems) = replay_receivers(&entries);
         self.mismatches.extend(problems);
         compare_keyed(
@@ -151,7 +175,7 @@ impl Projector {
     /// One operation's entries against its rows.
     pub fn operation(&mut self, op_id: &str, journal: &[Row], tables: &OpTables) {
         let entries = self.parse_all(journal);
-        let (projected, problems) = replay_op(op_id, &entries);
+        let (projected, problems) = replay_op(op_id, &entries, self.older_through);
         self.mismatches.extend(problems);
         if let Some(op) = projected.operation.first() {
             let state = op[OP_STATE].as_text();

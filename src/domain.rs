@@ -7,6 +7,7 @@
 
 pub mod bounds;
 mod canonical;
+mod closes;
 pub mod duplicates;
 mod json;
 pub mod metrics;
@@ -23,7 +24,11 @@ pub mod time;
 mod triage;
 
 pub use bounds::MAX_PAYLOAD_BYTES;
-pub use canonical::{canonical_json, check_i_json, check_magnitudes};
+pub use canonical::{canonical_json, canonical_sha256, check_i_json, check_magnitudes, sha256_hex};
+pub use closes::{
+    backing_close, check_close_named, check_recorded_close, says_closed, RecordedClose,
+    RECORDED_CLOSES_SINCE,
+};
 pub use json::{
     parse_json, parse_json_input, parse_json_slice, parse_payload, same_json, whole, BadPayload,
     JsonError, MAX_PAYLOAD_DEPTH,
@@ -686,6 +691,10 @@ pub struct EvidenceRecord {
     /// The policy that took the decision (`source: "policy"` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// The `closed` entry whose snapshot this decision carries, when its
+    /// snapshot says `closed: true` (SPEC 12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_seq: Option<i64>,
     pub recorded_at: Timestamp,
     pub journal_seq: i64,
     pub hash: String,

@@ -199,6 +199,13 @@ pub enum DatabaseProblem {
         during: &'static str,
         detail: String,
     },
+    /// SPEC 12: a decision on a closed snapshot that names no recorded close
+    /// holding it (SQLSTATE `RCC01`): the refusal `unbacked_close`.
+    #[error("{during}: the database's rules refuse it: {detail}")]
+    UnbackedClose {
+        during: &'static str,
+        detail: String,
+    },
 }
 
 impl StoreError {

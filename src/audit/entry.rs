@@ -219,10 +219,8 @@ pub fn link_hash(prev_hash: &str, entry: &str) -> String {
     hex(&hasher.finalize())
 }
 
-/// SHA-256 of some bytes, as 64 lowercase hex digits.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+/// SHA-256 of some bytes, as 64 lowercase hex digits (the domain's).
+pub use crate::domain::sha256_hex;
 
 fn hex(digest: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -280,6 +278,10 @@ pub fn evidence(record: &EvidenceRecord) -> Map<String, Value> {
         "receiver_version": record.receiver_version,
         "at": record.recorded_at,
     }));
+    // A decision on a closed snapshot names the close it rests on (SPEC 12).
+    if let Some(close_seq) = record.close_seq {
+        fields.insert("close_seq".into(), Value::from(close_seq));
+    }
     // A policy's decision names its policy; no other evidence has one.
     if let Some(policy) = record.policy {
         fields.insert("policy".into(), Value::from(policy.as_str()));
@@ -380,15 +382,24 @@ pub fn approved(approval: &Approval, compensation: &Operation) -> Map<String, Va
     fields
 }
 
-/// `closed`: a close the receiver committed.
+/// `closed`: a close the receiver committed, with the snapshot it
+/// recorded and that snapshot's canonical SHA-256 (what a decision resting
+/// on it must carry, SPEC 12), and the closing login when the receiver
+/// gave one.
 pub fn closed(close: &CloseRecord) -> Map<String, Value> {
-    object(json!({
+    let mut fields = object(json!({
         "receiver": close.receiver,
         "authorized_by": close.authorized_by,
         "response_sha256": close.response_sha256,
         "matches": close.matches,
+        "snapshot": close.snapshot,
+        "snapshot_sha256": close.snapshot_sha256,
         "at": close.closed_at,
-    }))
+    }));
+    if let Some(closed_by) = &close.closed_by {
+        fields.insert("closed_by".into(), Value::from(closed_by.as_str()));
+    }
+    fields
 }
 
 /// `receiver_registered`: the whole registration, routes included.

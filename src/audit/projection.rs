@@ -16,8 +16,8 @@ use super::chain::BrokenLink;
 use super::entry::{link_hash, EntryKind};
 use super::row::{Column, Row};
 use crate::domain::{
-    canonical_json, check_evidence, check_policy_review, parse_json, Decision, EvidenceSource,
-    Policy, Review, Scope, Snapshot, Verdict,
+    canonical_json, check_close_named, check_evidence, check_policy_review, check_recorded_close,
+    parse_json, Decision, EvidenceSource, Policy, RecordedClose, Review, Scope, Snapshot, Verdict,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -165,6 +165,7 @@ pub const EVIDENCE: Table = Table {
         "receiver_id",
         "receiver_version",
         "policy",
+        "close_seq",
     ],
     key: 1,
 };
@@ -414,7 +415,7 @@ pub struct ParsedEntry<'a> {
 pub struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
 
 impl<'a> Members<'a> {
-    fn find(&self, name: &str) -> Option<&'a RawValue> {
+    pub(super) fn find(&self, name: &str) -> Option<&'a RawValue> {
         self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
     }
 }
@@ -612,6 +613,13 @@ struct Replay<'a> {
     /// Whether its dispatch has had its outcome: a receipt or a failed
     /// `apply`.
     answered: bool,
+    /// Whether a close of it was requested, and the closes recorded (SPEC
+    /// 12: a closed snapshot is a recorded close).
+    close_requested: bool,
+    closes: Vec<RecordedClose>,
+    /// The last entry an older schema wrote (0 for none): its closes and
+    /// decisions predate that rule.
+    older_through: i64,
 }
 
 impl<'a> Replay<'a> {
@@ -642,6 +650,7 @@ impl<'a> Replay<'a> {
                     self.check_receipt(e);
                 }
                 self.check_decision(e);
+                self.check_backed(e);
                 // Leaving `unknown` clears the escalation marker.
                 if let Some(op) =
                     self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
@@ -652,20 +661,26 @@ impl<'a> Replay<'a> {
                 }
                 self.projected.evidence.push(evidence_row(self.op_id, e));
             }
-            EntryKind::Closed => self.projected.closes.push(vec![
-                op_id,
-                e.get("receiver"),
-                e.get("authorized_by"),
-                Want::Int(e.seq),
-                e.at(),
-            ]),
-            EntryKind::CloseRequested => self.projected.close_requests.push(vec![
-                Want::Int(e.seq),
-                op_id,
-                e.get("receiver"),
-                e.get("authorized_by"),
-                e.at(),
-            ]),
+            EntryKind::Closed => {
+                self.check_close(e);
+                self.projected.closes.push(vec![
+                    op_id,
+                    e.get("receiver"),
+                    e.get("authorized_by"),
+                    Want::Int(e.seq),
+                    e.at(),
+                ])
+            }
+            EntryKind::CloseRequested => {
+                self.close_requested = true;
+                self.projected.close_requests.push(vec![
+                    Want::Int(e.seq),
+                    op_id,
+                    e.get("receiver"),
+                    e.get("authorized_by"),
+                    e.at(),
+                ])
+            }
             EntryKind::CallFailed => {
                 if e.get("verb").as_text() == "apply" && self.dispatched_by.is_some() {
                     self.answered = true;
@@ -1067,6 +1082,73 @@ impl<'a> Replay<'a> {
         Ok((verdict, review.confirmed_effect().map(str::to_string)))
     }
 
+    /// SPEC 12: a `closed` entry follows a `close_requested` of its
+    /// operation and names the canonical SHA-256 of the snapshot it
+    /// recorded ([`check_recorded_close`]); kept, with that hash when it
+    /// holds, for the decisions that rest on it. One an older schema wrote
+    /// named no snapshot.
+    fn check_close(&mut self, e: &ParsedEntry<'a>) {
+        let mut close = RecordedClose {
+            seq: e.seq,
+            snapshot_sha256: None,
+        };
+        if e.seq <= self.older_through {
+            if e.fields.find("snapshot_sha256").is_some() {
+                self.written_since(e, "snapshot_sha256");
+            }
+        } else {
+            let snapshot = e
+                .fields
+                .find("snapshot")
+                .and_then(|raw| parse_json(raw.get()).ok());
+            let hash = e.get("snapshot_sha256").as_text().into_owned();
+            match check_recorded_close(self.close_requested, snapshot.as_ref(), Some(&hash)) {
+                Ok(()) => close.snapshot_sha256 = Some(hash),
+                Err(why) => self.rule(e, "closed", why),
+            }
+        }
+        self.closes.push(close);
+    }
+
+    /// SPEC 12: evidence whose snapshot says `closed: true` names the
+    /// recorded close whose snapshot it carries exactly (`close_seq`,
+    /// [`check_close_named`]); other evidence names none. Evidence an
+    /// older schema wrote named none.
+    fn check_backed(&mut self, e: &ParsedEntry<'a>) {
+        if e.seq <= self.older_through {
+            if e.fields.find("close_seq").is_some() {
+                self.written_since(e, "close_seq");
+            }
+            return;
+        }
+        let Ok(snapshot) = parse_json(&e.text_of("snapshot").as_text()) else {
+            return self.rule(e, "close_seq", "its snapshot is unreadable".into());
+        };
+        let named = match e.get("close_seq") {
+            Want::Null => None,
+            other => match other.value().as_i64() {
+                Some(seq) => Some(seq),
+                None => return self.rule(e, "close_seq", "it is not an entry's seq".into()),
+            },
+        };
+        if let Err(refused) = check_close_named(self.op_id, &snapshot, named, &self.closes) {
+            self.rule(e, "close_seq", refused.to_string());
+        }
+    }
+
+    /// An entry the outbox says an older schema wrote that carries what
+    /// only schema 7 writes (`field`): the mark of where the older entries
+    /// end (a workspace file's `older_schema_through_seq`) was moved past
+    /// it.
+    fn written_since(&mut self, e: &ParsedEntry<'_>, field: &str) {
+        let why = format!(
+            "it names {field}, which only schema 7 writes, and it is counted among the entries \
+             an older schema wrote (through {})",
+            self.older_through
+        );
+        self.rule(e, "older_schema_through_seq", why);
+    }
+
     fn problem(&mut self, e: &ParsedEntry<'_>, why: String) {
         self.rule(e, "journal", why);
     }
@@ -1113,14 +1195,17 @@ fn evidence_row<'a>(op_id: &'a str, e: &ParsedEntry<'a>) -> Expected<'a> {
         e.get("receiver_id"),
         e.get("receiver_version"),
         e.get("policy"),
+        e.get("close_seq"),
     ]
 }
 
 /// Replays one operation's entries: the rows they call for, and anything
 /// impossible in them.
+/// `older_through` is the last entry an older schema wrote (0 for none).
 pub fn replay_op<'a>(
     op_id: &'a str,
     entries: &[ParsedEntry<'a>],
+    older_through: i64,
 ) -> (Projected<'a>, Vec<Mismatch>) {
     let mut replay = Replay {
         op_id,
@@ -1128,6 +1213,9 @@ pub fn replay_op<'a>(
         problems: Vec::new(),
         dispatched_by: None,
         answered: false,
+        close_requested: false,
+        closes: Vec::new(),
+        older_through,
     };
     for entry in entries {
         replay.apply(entry);

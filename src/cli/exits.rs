@@ -127,6 +127,7 @@ const TABLE: &[Exits] = &[
             "receiver_changed",
             "keep_not_allowed",
             "keep_not_a_match",
+            "unbacked_close",
         ],
         receiver: true,
         ..exits(&["reconcile"])

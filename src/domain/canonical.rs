@@ -17,6 +17,7 @@
 //! become a double, and `0.10000000000000001` is `0.1`.
 
 use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
 use std::fmt::Write;
 
 /// The largest integer an IEEE double holds together with all its
@@ -27,6 +28,25 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
+    out
+}
+
+/// The SHA-256 of a value's canonical text, as 64 lowercase hex digits:
+/// what an evidence row names as the answer it rests on, and what a
+/// `closed` entry names as the snapshot it recorded (SPEC 12).
+pub fn canonical_sha256(value: &Value) -> String {
+    sha256_hex(canonical_json(value).as_bytes())
+}
+
+/// SHA-256 of some bytes, as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
     out
 }
 

@@ -54,6 +54,12 @@ pub struct CloseRecord {
     pub response_sha256: String,
     /// The effect ids of the closing snapshot's matches.
     pub matches: Vec<String>,
+    /// The closing snapshot as recorded, and its canonical SHA-256: what a
+    /// decision resting on this close must carry exactly (SPEC 12).
+    pub snapshot: serde_json::Value,
+    pub snapshot_sha256: String,
+    /// The closing login the receiver's tombstone names, when it gives one.
+    pub closed_by: Option<String>,
     /// When the outbox recorded the close: stamped by the store as a
     /// [`NewObservation`]'s `at` is.
     pub closed_at: Timestamp,

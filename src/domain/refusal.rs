@@ -201,6 +201,10 @@ pub enum Refusal {
          `--reason duplicate`; nothing was written"
     )]
     ReasonRequired(String),
+    /// SPEC 12: a decision on a closed snapshot that names no recorded
+    /// close holding exactly that snapshot (why, as a sentence).
+    #[error("{0}; nothing was written")]
+    UnbackedClose(String),
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -266,6 +270,7 @@ impl Refusal {
             Refusal::KeepNotAllowed(_) => "keep_not_allowed",
             Refusal::KeepNotAMatch(_) => "keep_not_a_match",
             Refusal::ReasonRequired(_) => "reason_required",
+            Refusal::UnbackedClose(_) => "unbacked_close",
         }
     }
 }

@@ -49,9 +49,9 @@ pub fn contradicts(op: &Operation, snapshot: &Snapshot) -> bool {
     contradiction(op, None, snapshot).is_some()
 }
 
-/// The close a final decision rested on, as its evidence recorded it: its
-/// snapshot said `closed: true`, and `closed_by` is the closing login the
-/// receiver gave then, if it gave one (SPEC 12).
+/// The close a final decision rested on: its snapshot said `closed:
+/// true`, and `closed_by` is the closing login the receiver gave then, as
+/// the `closed` entry it names recorded it (SPEC 12), if it gave one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RestedClose {
     pub closed_by: Option<String>,
@@ -59,16 +59,21 @@ pub struct RestedClose {
 
 impl RestedClose {
     /// The close a decision's evidence shows, if it shows one: a read's
-    /// snapshot that says `closed: true`, with its `closed_by` when it
-    /// names one. A receipt's evidence (`{"receipt": effect}`) rests on
-    /// no close.
-    pub fn of(evidence_snapshot: &serde_json::Value) -> Option<RestedClose> {
-        (evidence_snapshot.get("closed") == Some(&serde_json::Value::Bool(true))).then(|| {
-            RestedClose {
-                closed_by: (evidence_snapshot.get("closed_by"))
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_string),
-            }
+    /// snapshot that says `closed: true`, with the `closed_by` of the
+    /// `closed` entry it names (`close`, the entry's fields), or, for a
+    /// decision an older schema recorded, which names none, its snapshot's.
+    /// A receipt's evidence (`{"receipt": effect}`) rests on no close.
+    pub fn of(
+        evidence_snapshot: &serde_json::Value,
+        close: Option<&serde_json::Value>,
+    ) -> Option<RestedClose> {
+        let closed_by = |fields: &serde_json::Value| {
+            (fields.get("closed_by"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        super::says_closed(evidence_snapshot).then(|| RestedClose {
+            closed_by: closed_by(close.unwrap_or(evidence_snapshot)),
         })
     }
 }

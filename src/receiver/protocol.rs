@@ -12,8 +12,7 @@
 
 use super::Receiver;
 use crate::domain::{
-    canonical_json, names, parse_json_slice, whole, Ceiling, Description, Effect, EffectRequest,
-    Snapshot,
+    names, parse_json_slice, whole, Ceiling, Description, Effect, EffectRequest, Snapshot,
 };
 use crate::error::{Error, Refusal, StoreError};
 use serde_json::{json, Map, Value};
@@ -139,7 +138,7 @@ impl Failed {
 /// The SHA-256 of a request or answer, over its canonical JSON: what an
 /// evidence row names as the answer it rests on.
 pub fn sha256_of(value: &Value) -> String {
-    crate::audit::sha256_hex(canonical_json(value).as_bytes())
+    crate::domain::canonical_sha256(value)
 }
 
 fn envelope(fields: Value) -> Value {

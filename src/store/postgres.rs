@@ -59,7 +59,7 @@ pub use url::{DatabaseUrl, UrlError};
 pub(crate) use upgrade::upgrade;
 pub use upgrade::DatabaseUpgrade;
 
-pub use roles::{RULE_REFUSED, SAME_PERSON};
+pub use roles::{RULE_REFUSED, SAME_PERSON, UNBACKED_CLOSE};
 pub(crate) use schema::init;
 pub use schema::{DatabaseInit, APPEND_ONLY, CHAIN_REFUSED};
 
@@ -122,6 +122,10 @@ pub(crate) fn db_error(url: &DatabaseUrl, during: &'static str, e: &postgres::Er
             detail: url.scrub(&detail(e)),
         },
         Some(code) if code.code() == RULE_REFUSED => DatabaseProblem::RuleRefused {
+            during,
+            detail: url.scrub(&message(e)),
+        },
+        Some(code) if code.code() == UNBACKED_CLOSE => DatabaseProblem::UnbackedClose {
             during,
             detail: url.scrub(&message(e)),
         },

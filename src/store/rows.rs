@@ -192,14 +192,14 @@ pub(crate) fn require_op(db: &mut dyn Db, op_id: &str) -> Result<Operation> {
 
 pub(crate) const EVIDENCE_COLUMNS: &str = "seq, op_id, source, reviewer, decision, verdict, \
      snapshot, from_version, to_version, effect_id, receiver, receiver_describe_sha256, \
-     response_sha256, journal_seq, recorded_at, receiver_id, receiver_version, policy";
+     response_sha256, journal_seq, recorded_at, receiver_id, receiver_version, policy, close_seq";
 
 /// The evidence columns read back, with the hash of each row's journal
 /// entry (empty when the entry is missing, which `verify` reports).
 pub(crate) const EVIDENCE_READ: &str = "SELECT e.seq, e.op_id, e.source, e.reviewer, \
      e.decision, e.verdict, e.snapshot, e.from_version, e.to_version, e.effect_id, e.receiver, \
      e.receiver_describe_sha256, e.response_sha256, e.journal_seq, COALESCE(j.hash, ''), \
-     e.recorded_at, e.receiver_id, e.receiver_version, e.policy \
+     e.recorded_at, e.receiver_id, e.receiver_version, e.policy, e.close_seq \
      FROM evidence e LEFT JOIN journal j ON j.seq = e.journal_seq";
 
 /// An evidence row with its enums, snapshot and time still as stored
@@ -234,6 +234,7 @@ pub(crate) fn evidence_row(row: &Row) -> Result<RawEvidence, StoreError> {
             receiver_id: row.get(16)?,
             receiver_version: row.get(17)?,
             policy: None,
+            close_seq: row.get(19)?,
             recorded_at: Timestamp::default(),
             journal_seq: row.get(13)?,
             hash: row.get(14)?,

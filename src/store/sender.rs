@@ -32,10 +32,11 @@ use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
 use crate::domain::{
-    canonical_json, check_approval, check_compensation_dispatch, check_policy_review, check_review,
-    Approval, CloseRecord, CompensationRequest, Decision, Description, Effect, EvidenceRecord,
-    EvidenceSource, NewObservation, NewOperation, Observation, OpKind, OpState, Operation, Policy,
-    Provenance, Recorded, Registration, Review, RouteAdvice, Timestamp, Verdict, BUILTIN_NAME,
+    backing_close, canonical_json, check_approval, check_compensation_dispatch,
+    check_policy_review, check_review, Approval, CloseRecord, CompensationRequest, Decision,
+    Description, Effect, EvidenceRecord, EvidenceSource, NewObservation, NewOperation, Observation,
+    OpKind, OpState, Operation, Policy, Provenance, Recorded, RecordedClose, Registration, Review,
+    RouteAdvice, Timestamp, Verdict, BUILTIN_NAME,
 };
 use crate::error::{DatabaseProblem, Error, Refusal, Result, StoreError};
 use crate::faults::{crash_point, hold_point, CrashPoint, HoldPoint};
@@ -83,27 +84,45 @@ const FROM_FIVE: Steps = Steps {
         },
         Rebuild {
             table: "evidence",
-            added: &["receiver_id", "receiver_version", "policy"],
-            copy: "INSERT INTO evidence SELECT *, NULL, NULL, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+            added: &["receiver_id", "receiver_version", "policy", "close_seq"],
+            copy: "INSERT INTO evidence SELECT *, NULL, NULL, NULL, NULL FROM upgrade_old
+                WHERE ?1 IS NOT NULL",
         },
         JOURNAL_KNOWS_UPDATES,
         RECEIVERS_GAIN_IDENTITY,
     ],
-    record: "",
+    record: OLDER_SCHEMA_RECORD,
 };
 
 /// Schema 6 to 7: an operation gains the surplus of a kept duplicate
-/// (SPEC 14, none before); the rest that changed are the rules the acts are
-/// held to (SPEC 12), which every entry written before already kept (recon
-/// wrote them).
+/// (SPEC 14, none before), and a decision the close it rests on
+/// (`close_seq`, SPEC 12, none before); the rest that changed are the rules
+/// the acts are held to (SPEC 12), which every entry written before kept
+/// but the one that closed snapshots are recorded closes: the last entry
+/// written before is recorded (`older_schema_through_seq`), and `verify`
+/// holds only later decisions to it.
 const FROM_SIX: Steps = Steps {
-    rebuild: &[Rebuild {
-        table: "operations",
-        added: &["surplus_effect_ids"],
-        copy: "INSERT INTO operations SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
-    }],
-    record: "",
+    rebuild: &[
+        Rebuild {
+            table: "operations",
+            added: &["surplus_effect_ids"],
+            copy: "INSERT INTO operations SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+        },
+        Rebuild {
+            table: "evidence",
+            added: &["close_seq"],
+            copy: "INSERT INTO evidence SELECT *, NULL FROM upgrade_old WHERE ?1 IS NOT NULL",
+        },
+    ],
+    record: OLDER_SCHEMA_RECORD,
 };
+
+/// What every upgrade records: the last entry an older schema wrote,
+/// exempt from the rule that a closed snapshot is a recorded close (its
+/// decisions name no close).
+const OLDER_SCHEMA_RECORD: &str = "INSERT OR IGNORE INTO meta (key, value)
+    SELECT 'older_schema_through_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM journal
+    WHERE ?1 IS NOT NULL";
 
 /// The journal's kinds gain `receiver_updated` (a CHECK of the table).
 const JOURNAL_KNOWS_UPDATES: Rebuild = Rebuild {
@@ -220,7 +239,13 @@ const FROM_FOUR: Steps = Steps {
         },
         Rebuild {
             table: "evidence",
-            added: &["recorded_at", "receiver_id", "receiver_version", "policy"],
+            added: &[
+                "recorded_at",
+                "receiver_id",
+                "receiver_version",
+                "policy",
+                "close_seq",
+            ],
             copy: "INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict,
                 snapshot, from_version, to_version, effect_id, receiver,
                 receiver_describe_sha256, response_sha256, journal_seq, recorded_at)
@@ -240,7 +265,9 @@ const FROM_FOUR: Steps = Steps {
     ],
     record: "INSERT INTO meta (key, value)
         VALUES ('upgraded_at', ?1),
-            ('upgraded_through_seq', CAST((SELECT COALESCE(MAX(seq), 0) FROM journal) AS TEXT))",
+            ('upgraded_through_seq', CAST((SELECT COALESCE(MAX(seq), 0) FROM journal) AS TEXT)),
+            ('older_schema_through_seq',
+                CAST((SELECT COALESCE(MAX(seq), 0) FROM journal) AS TEXT))",
 };
 
 const SCHEMA: &str = concat!(
@@ -339,6 +366,7 @@ CREATE TABLE evidence (
     receiver_id INTEGER,
     receiver_version INTEGER,
     policy TEXT CHECK (policy IN ('provable')),
+    close_seq INTEGER,
     CHECK ((source = 'policy') = (policy IS NOT NULL))
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);
@@ -565,6 +593,8 @@ struct Transition<'a> {
     surplus: Vec<String>,
     provenance: &'a Provenance,
     policy: Option<Policy>,
+    /// The recorded close its snapshot rests on (SPEC 12).
+    close_seq: Option<i64>,
     at: Timestamp,
 }
 
@@ -618,6 +648,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         receiver_id: t.provenance.receiver_id,
         receiver_version: t.provenance.receiver_version,
         policy: t.policy,
+        close_seq: t.close_seq,
         recorded_at: t.at,
         journal_seq: 0,
         hash: String::new(),
@@ -655,7 +686,7 @@ fn decide(db: &mut dyn Db, t: Transition<'_>) -> Result<i64> {
 fn review_transition<'a>(
     review: &'a Review<'a>,
     op: &'a Operation,
-    (verdict, policy): (Verdict, Option<Policy>),
+    (verdict, policy, close_seq): (Verdict, Option<Policy>, Option<i64>),
     snapshot: &'a Value,
     provenance: &'a Provenance,
     at: Timestamp,
@@ -679,6 +710,7 @@ fn review_transition<'a>(
         surplus: review.surplus_effects(),
         provenance,
         policy,
+        close_seq,
         at,
     }
 }
@@ -731,8 +763,9 @@ fn review_in(
     };
     let snapshot = serde_json::to_value(review.snapshot)
         .map_err(|e| StoreError::Corrupt(format!("snapshot: {e}")))?;
-    let transition_of =
-        review_transition(review, &op, (verdict, policy), &snapshot, provenance, at);
+    let close_seq = backing_close(&op.op_id, &snapshot, &recorded_closes(db, &op.op_id)?)?;
+    let judged = (verdict, policy, close_seq);
+    let transition_of = review_transition(review, &op, judged, &snapshot, provenance, at);
     let seq = decide(db, transition_of)?;
     let operation = require_op(db, &op.op_id)?;
     crash_point(CrashPoint::ReconcileBeforeCommit);
@@ -743,12 +776,35 @@ fn review_in(
     })
 }
 
+/// The operation's recorded closes, in seq order, each with the canonical
+/// SHA-256 of the snapshot its `closed` entry recorded (none for one an
+/// older schema wrote): what a decision on a closed snapshot must name
+/// (SPEC 12, [`backing_close`]).
+fn recorded_closes(db: &mut dyn Db, op_id: &str) -> Result<Vec<RecordedClose>> {
+    let entries = db.query(
+        "SELECT seq, entry FROM journal WHERE op_id = ?1 AND kind = 'closed' ORDER BY seq",
+        &[&op_id],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+    )?;
+    Ok(entries
+        .into_iter()
+        .map(|(seq, entry)| RecordedClose {
+            seq,
+            snapshot_sha256: serde_json::from_str::<Value>(&entry).ok().and_then(|v| {
+                v.get("snapshot_sha256")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            }),
+        })
+        .collect())
+}
+
 fn insert_evidence(db: &mut dyn Db, record: &EvidenceRecord) -> Result<()> {
     db.execute(
         &format!(
             "INSERT INTO evidence ({EVIDENCE_COLUMNS})
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-                 ?18)"
+                 ?18, ?19)"
         ),
         &[
             &record.seq,
@@ -769,6 +825,7 @@ fn insert_evidence(db: &mut dyn Db, record: &EvidenceRecord) -> Result<()> {
             &record.receiver_id,
             &record.receiver_version,
             &record.policy.map(Policy::as_str),
+            &record.close_seq,
         ],
     )?;
     Ok(())
@@ -1008,6 +1065,7 @@ impl<S: SqlStore> Outbox for S {
                     surplus: Vec::new(),
                     provenance,
                     policy: None,
+                    close_seq: None,
                     at,
                 },
             )?;
@@ -1541,11 +1599,12 @@ fn insert_op(
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::SqliteSender;
-    use crate::clock::FixedClock;
+    use crate::clock::{Clock, FixedClock};
     use crate::domain::{
-        Description, Effect, NewOperation, Operation, Provenance, Registration, Timestamp,
+        CloseRecord, Description, Effect, NewObservation, NewOperation, Operation, Provenance,
+        Registration, Snapshot, Timestamp,
     };
-    use crate::store::{Outbox, ReceiverRegistry};
+    use crate::store::{Outbox, ReceiverRegistry, TriageLog};
     use serde_json::{json, Value};
 
     pub(crate) struct Fixture {
@@ -1598,6 +1657,41 @@ pub(crate) mod fixture {
                 clock,
                 _dir: dir,
             }
+        }
+
+        /// A close of `op_id` recorded as the flows record it: its
+        /// request, then its `closed` entry with `snapshot` (SPEC 12).
+        pub(crate) fn recorded_close(&mut self, snapshot: &Snapshot) {
+            let op_id = snapshot.op_id.as_str();
+            let requested = self
+                .store
+                .record_close_requests(&[op_id], "builtin", "ann", &self.clock)
+                .unwrap();
+            assert_eq!(requested.len(), 1);
+            let value = serde_json::to_value(snapshot).unwrap();
+            let close = CloseRecord {
+                receiver: "builtin".into(),
+                authorized_by: "ann".into(),
+                response_sha256: "0".repeat(64),
+                matches: Vec::new(),
+                snapshot_sha256: crate::domain::canonical_sha256(&value),
+                snapshot: value,
+                closed_by: None,
+                closed_at: self.clock.now(),
+            };
+            let provenance = provenance();
+            let observation = NewObservation {
+                op_id,
+                by: "ann",
+                at: self.clock.now(),
+                snapshot,
+                verdict: crate::domain::Verdict::TerminalAbsence,
+                provenance: &provenance,
+            };
+            let recorded = self
+                .store
+                .record_closes(&[(close, observation)], &self.clock);
+            assert!(recorded.unwrap()[0].is_ok());
         }
 
         pub(crate) fn prepared(&mut self, op_id: &str) -> Operation {
@@ -1830,6 +1924,7 @@ mod tests {
             expected_version: 2,
         };
         let provenance = provenance();
+        fx.recorded_close(&absent);
         let won = fx
             .store
             .record_review(&review("rosa"), &provenance, &fx.clock, false)
@@ -1839,7 +1934,8 @@ mod tests {
         let late = review("sam");
         let at = fx.clock.now();
         let verdict = Verdict::TerminalAbsence;
-        let t = super::review_transition(&late, &read, (verdict, None), &snapshot, &provenance, at);
+        let judged = (verdict, None, None);
+        let t = super::review_transition(&late, &read, judged, &snapshot, &provenance, at);
         let tx = fx.store.conn.transaction().unwrap();
         let refused = refusal(super::decide(&mut on(&tx, &fx.store.path), t));
         assert_eq!(
@@ -1849,6 +1945,68 @@ mod tests {
         assert_eq!(refused.code(), "stale_version");
         drop(tx);
         assert_eq!(fx.store.evidence("op").unwrap().len(), 1);
+    }
+
+    /// SPEC 12: a decision on a closed snapshot rests on a recorded close
+    /// holding exactly that snapshot, and names it (`close_seq`); one with
+    /// no close recorded, or whose snapshot is not the close's, is refused
+    /// `unbacked_close` and writes nothing.
+    #[test]
+    fn a_decision_on_a_closed_snapshot_names_its_recorded_close_or_is_refused_unbacked_close() {
+        use crate::domain::{Decision, Review, Snapshot};
+        let mut fx = Fixture::new();
+        fx.dispatched("op");
+        let payload = payload();
+        let absent = Snapshot {
+            op_id: "op".into(),
+            matches: Vec::new(),
+            complete: true,
+            authoritative: true,
+            closed: true,
+            closed_by: None,
+        };
+        let review = |snapshot| Review {
+            keep: None,
+            op_id: "op",
+            payload: &payload,
+            reviewer: "rosa",
+            decision: Decision::NotApplied,
+            snapshot,
+            expected_version: 2,
+        };
+        let provenance = provenance();
+        let head = |fx: &Fixture| {
+            use crate::store::sql::SqlStore;
+            (fx.store.read(|db| crate::store::journal::head(db)))
+                .unwrap()
+                .length
+        };
+        let before = head(&fx);
+        let refused = fx
+            .store
+            .record_review(&review(&absent), &provenance, &fx.clock, true)
+            .unwrap_err();
+        assert_eq!(refused.code(), Some("unbacked_close"), "{refused}");
+        assert_eq!(head(&fx), before, "nothing was written");
+        let other = Snapshot {
+            closed_by: Some("someone".into()),
+            ..absent.clone()
+        };
+        fx.recorded_close(&other);
+        let before = head(&fx);
+        let refused = fx
+            .store
+            .record_review(&review(&absent), &provenance, &fx.clock, true)
+            .unwrap_err();
+        assert_eq!(refused.code(), Some("unbacked_close"), "{refused}");
+        assert_eq!(head(&fx), before, "nothing was written");
+        fx.recorded_close(&absent);
+        let close_seq = head(&fx) - 1;
+        fx.store
+            .record_review(&review(&absent), &provenance, &fx.clock, true)
+            .unwrap();
+        let evidence = fx.store.evidence("op").unwrap();
+        assert_eq!(evidence[0].close_seq, Some(close_seq));
     }
 
     /// A policy's decisions of one chunk are one transaction, each checked
@@ -1879,6 +2037,7 @@ mod tests {
         ];
         let versions = [2, 1, 2];
         let provenance = provenance();
+        fx.recorded_close(&snapshots[0]);
         let reviews: Vec<(Review<'_>, Provenance)> = (snapshots.iter().zip(versions))
             .map(|(snapshot, expected_version)| {
                 let review = Review {

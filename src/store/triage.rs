@@ -181,25 +181,33 @@ fn contradicts_decision(
 }
 
 /// The close a decided operation's decision rested on: its evidence row's
-/// snapshot, when that says `closed: true` (one evidence row per decision;
-/// the latest is the final one).
+/// snapshot, when that says `closed: true`, with the `closed_by` of the
+/// `closed` entry it names (one evidence row per decision; the latest is
+/// the final one).
 fn rested_close(db: &mut dyn Db, op_id: &str) -> Result<Option<RestedClose>> {
-    let text: Option<String> = db.query_opt(
-        "SELECT snapshot FROM evidence WHERE op_id = ?1 ORDER BY seq DESC LIMIT 1",
+    let row: Option<(String, Option<String>)> = db.query_opt(
+        "SELECT e.snapshot, c.entry FROM evidence e
+             LEFT JOIN journal c ON c.seq = e.close_seq
+             WHERE e.op_id = ?1 ORDER BY e.seq DESC LIMIT 1",
         &[&op_id],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    match text {
-        Some(text) => Ok(RestedClose::of(&decision_snapshot(op_id, &text)?)),
+    match row {
+        Some((snapshot, close)) => Ok(rested(op_id, &snapshot, close.as_deref())?),
         None => Ok(None),
     }
 }
 
-/// A decision's evidence snapshot (a read's, or a receipt's), parsed; one
-/// that is not JSON is corrupt.
-fn decision_snapshot(op_id: &str, text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text)
-        .map_err(|_| StoreError::Corrupt(format!("the evidence snapshot of operation {op_id}")))
+/// The close a decision's evidence snapshot (a read's, or a receipt's)
+/// shows, with the text of the `closed` entry it names; either not JSON is
+/// corrupt.
+fn rested(op_id: &str, snapshot: &str, close: Option<&str>) -> Result<Option<RestedClose>> {
+    let parse = |text: &str| {
+        serde_json::from_str::<Value>(text)
+            .map_err(|_| StoreError::Corrupt(format!("the evidence of operation {op_id}")))
+    };
+    let close = close.map(parse).transpose()?;
+    Ok(RestedClose::of(&parse(snapshot)?, close.as_ref()))
 }
 
 /// The decided operations whose deciding entry lies in `(after, through]`,
@@ -216,24 +224,26 @@ pub(crate) fn decided_page(
         .split_once(" FROM ")
         .ok_or_else(|| StoreError::Corrupt("the operation query has no FROM".into()))?;
     let sql = format!(
-        "{columns}, e.journal_seq, e.snapshot FROM {from} \
+        "{columns}, e.journal_seq, e.snapshot, c.entry FROM {from} \
          JOIN evidence e ON e.op_id = o.op_id \
+         LEFT JOIN journal c ON c.seq = e.close_seq \
          WHERE e.journal_seq > ?1 AND e.journal_seq <= ?2 \
            AND o.state IN ('confirmed', 'not_applied') \
          ORDER BY e.journal_seq LIMIT ?3"
     );
-    // The two columns after OP_SELECT's 26.
+    // The three columns after OP_SELECT's 26.
     let rows = db.query(&sql, &[&after, &through, &limit], |row| {
         Ok((
             rows::op_row(row)?,
             row.get::<i64>(26)?,
             row.get::<String>(27)?,
+            row.get::<Option<String>>(28)?,
         ))
     })?;
     let mut page = Vec::with_capacity(rows.len());
-    for (raw, decision_seq, snapshot) in rows {
+    for (raw, decision_seq, snapshot, close) in rows {
         let op = rows::parse_op(raw)?;
-        let rested = RestedClose::of(&decision_snapshot(&op.op_id, &snapshot)?);
+        let rested = rested(&op.op_id, &snapshot, close.as_deref())?;
         page.push(DecidedOp {
             op,
             decision_seq,

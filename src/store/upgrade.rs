@@ -318,6 +318,22 @@ fn columns_of_sql(path: &Path, sql: &str, table: &str) -> Result<Vec<String>, St
     columns(&scratch, path, table)
 }
 
+/// The last entry an older schema wrote, as an upgrade recorded it in a
+/// sender file's `meta` (`older_schema_through_seq`; 0 for a file created
+/// at this schema): what `verify` exempts from the rules that schema did
+/// not have (SPEC 12, a closed snapshot is a recorded close).
+pub(crate) fn older_schema_through(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    let value: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'older_schema_through_seq'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .at(path)?;
+    Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
 /// The upgrade recorded in a sender file's `meta`, if there was one: what
 /// `verify` needs to time the entries written before it.
 pub(crate) fn recorded(conn: &Connection, path: &Path) -> Result<Option<Upgraded>, StoreError> {

@@ -831,6 +831,7 @@ impl Workspace {
         let at = self.clock.now();
         let records: Vec<(CloseRecord, NewObservation<'_>)> = (closing.iter())
             .map(|(op, closing)| {
+                let snapshot = serde_json::to_value(closing.snapshot).unwrap_or_default();
                 let close = CloseRecord {
                     receiver: closing.provenance.receiver.clone(),
                     authorized_by: closing.authorized_by.to_string(),
@@ -838,6 +839,9 @@ impl Workspace {
                     matches: (closing.snapshot.matches.iter())
                         .map(|m| m.effect_id.clone())
                         .collect(),
+                    snapshot_sha256: crate::domain::canonical_sha256(&snapshot),
+                    snapshot,
+                    closed_by: closing.snapshot.closed_by.clone(),
                     closed_at: at,
                 };
                 let observation = NewObservation {

@@ -948,9 +948,11 @@ fn an_edited_evidence_row_is_a_projection_mismatch() {
         ("UPDATE evidence SET to_version = 3.5 WHERE op_id = 'a'", Some("a"), "evidence[0].to_version"),
         ("UPDATE evidence SET response_sha256 = X'00' WHERE op_id = 'c'", Some("c"), "evidence[0].response_sha256"),
         ("UPDATE evidence SET journal_seq = 99 WHERE op_id = 'c'", Some("c"), "evidence[0].journal_seq"),
+        // A close named behind the journal's back (SPEC 12).
+        ("UPDATE evidence SET close_seq = 1 WHERE op_id = 'c'", Some("c"), "evidence[0].close_seq"),
         ("INSERT INTO evidence SELECT 9, 'd', source, reviewer, decision, verdict, snapshot, 2, 3,
           effect_id, receiver, receiver_describe_sha256, response_sha256, 99, recorded_at,
-          receiver_id, receiver_version, policy
+          receiver_id, receiver_version, policy, close_seq
           FROM evidence WHERE op_id = 'c'",
          Some("d"), "evidence[0]"),
     ];

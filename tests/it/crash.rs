@@ -490,8 +490,11 @@ fn a_crash_after_the_close_commits_keeps_the_op_closed_for_good() {
     assert_eq!(read.json()["verdict"], "terminal_absence");
     site.assert_sound_after(&direct("op", 1));
 
-    // Inside `reconcile --close`: the close stands, the decision was not
-    // recorded, and a reviewer records it without closing again.
+    // Inside `reconcile --close`: the close stands at the receiver, the
+    // outbox recorded neither it nor the decision. The receiver's answer
+    // says closed, but no close is recorded (SPEC 12): a decision on it is
+    // refused `unbacked_close`, and the close repeated (SPEC 8 rule 6)
+    // records it, and the decision with it.
     let mut site = Site::new(Store::Sqlite);
     dispatched(&mut site, "op", Some(Fault::CrashBeforeCommit));
     crash_at(
@@ -508,6 +511,11 @@ fn a_crash_after_the_close_commits_keeps_the_op_closed_for_good() {
     assert_eq!(late_apply(&site, "op"), Err("operation_closed".into()));
     expect(
         run_args(&site, &reconcile_args("op", "not_applied", false)),
+        3,
+        "unbacked_close",
+    );
+    expect(
+        run_args(&site, &reconcile_args("op", "not_applied", true)),
         0,
         "terminal_absence",
     );

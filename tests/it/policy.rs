@@ -437,6 +437,7 @@ fn evidence(source: EvidenceSource, reviewer: Option<&str>) -> EvidenceRecord {
         receiver_id: None,
         receiver_version: None,
         policy: None,
+        close_seq: None,
         recorded_at: Default::default(),
         journal_seq: 1,
         hash: String::new(),

@@ -233,8 +233,14 @@ impl Site {
             Fault::CrashAfterCommit => "apply:crash-after",
             Fault::CrashBeforeCommit => "apply:crash-before",
         });
-        let mode = self.dir.path().join(MODE_FILE);
-        std::fs::write(mode, crash.unwrap_or_default()).expect("set the adapter's mode");
+        self.set_adapter_mode(crash.unwrap_or_default());
+    }
+
+    /// The fixture adapter's misbehaviour from its next call on
+    /// (`[VERB:]NAME`, `tests/fixtures/adapter.py`; empty for none).
+    pub fn set_adapter_mode(&self, mode: &str) {
+        let file = self.dir.path().join(MODE_FILE);
+        std::fs::write(file, mode).expect("set the adapter's mode");
     }
 
     /// Prepares `op_id` and dispatches it once (see [`Site::dispatch`]).

@@ -586,7 +586,8 @@ fn a_schema6_workspace_opens_at_schema_7_with_every_row_unchanged() {
         let schema6 = match file.starts_with("sender") {
             true => {
                 "DROP INDEX operations_with_surplus;
-                 ALTER TABLE operations DROP COLUMN surplus_effect_ids; PRAGMA user_version = 6"
+                 ALTER TABLE operations DROP COLUMN surplus_effect_ids;
+                 ALTER TABLE evidence DROP COLUMN close_seq; PRAGMA user_version = 6"
             }
             false => "PRAGMA user_version = 6",
         };
@@ -602,4 +603,62 @@ fn a_schema6_workspace_opens_at_schema_7_with_every_row_unchanged() {
     }
     assert_eq!(dump(dir.path()), before);
     assert_intact(dir.path(), ENTRIES);
+}
+
+/// How many evidence rows rest on a closed snapshot, and how many of those
+/// name the close they rest on.
+fn closed_decisions(dir: &Path) -> (i64, i64) {
+    Connection::open(dir.join("sender.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT count(*), count(close_seq) FROM evidence
+             WHERE json_extract(snapshot, '$.closed') = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn old_decisions_on_closed_snapshots_verify_after_an_upgrade_and_the_older_schema_mark_is_held() {
+    // SPEC 12's recorded closes are schema 7's: the fixture's two
+    // decisions on closing reads (op-1009, op-1010) name no close, and the
+    // upgrade records the last entry the old schema wrote, which `verify`
+    // exempts. A decision after the upgrade names its close.
+    let dir = copy_of_fixture();
+    let mut ws = open_at(dir.path(), UPGRADE_AT);
+    assert_eq!(
+        meta(dir.path(), "older_schema_through_seq"),
+        Some(ENTRIES_BEFORE.to_string())
+    );
+    assert_eq!(closed_decisions(dir.path()), (2, 0));
+    ws.reconcile(&ReconcileRequest {
+        keep: None,
+        op_id: "op-1002-invoice-email",
+        reviewer: "ana",
+        decision: Decision::Confirmed,
+        expected_version: 2,
+        payload: None,
+        close_authorized_by: Some("ana"),
+    })
+    .unwrap();
+    drop(ws);
+    assert_eq!(closed_decisions(dir.path()), (3, 1));
+    let (r, report) = verify(dir.path());
+    assert_eq!(r.code, Some(0), "{report:#}");
+    // The mark moved past the new decision, to exempt it: a mismatch
+    // naming the entries that only schema 7 writes.
+    tamper(
+        dir.path(),
+        "UPDATE meta SET value = '1000' WHERE key = 'older_schema_through_seq'",
+    );
+    let (r, report) = verify(dir.path());
+    assert_eq!(r.code, Some(1), "{report:#}");
+    let found: Vec<(&Value, &Value)> = (report["projection_mismatches"].as_array().unwrap())
+        .iter()
+        .map(|m| (&m["op_id"], &m["field"]))
+        .collect();
+    let op = json!("op-1002-invoice-email");
+    let field = json!("older_schema_through_seq");
+    assert_eq!(found, [(&op, &field), (&op, &field)], "{report:#}");
 }

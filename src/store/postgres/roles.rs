@@ -48,6 +48,10 @@ pub const SAME_PERSON: &str = "RCF01";
 /// The SQLSTATE of a row the rules refuse (state, version, scope).
 pub const RULE_REFUSED: &str = "RCR01";
 
+/// The SQLSTATE of a decision on a closed snapshot that names no recorded
+/// close holding exactly that snapshot (`unbacked_close`, SPEC 12).
+pub const UNBACKED_CLOSE: &str = "RCC01";
+
 /// The tables the writer roles' acts append to, each with the column that
 /// names its journal entry and the kinds of entry that may write it.
 const ENTRY_ROWS: [(&str, &str, &[&str]); 8] = [
@@ -403,7 +407,13 @@ CREATE TRIGGER approval_rules BEFORE INSERT ON compensation_approvals
 /// in the name of the role that dispatched; an `escalated` entry of a
 /// `prepared` operation, one saying `lost`, or one written by removing
 /// receivers, only as the `lost` escalation of an open operation of the
-/// receiver that act removed as lost, with the removal's reason. And on
+/// receiver that act removed as lost, with the removal's reason; a
+/// `closed` entry only by a login holding the closer role, after a
+/// `close_requested` of its operation, carrying the snapshot it recorded
+/// and its hash; a decision (or receipt) whose snapshot says `closed: true`
+/// only naming (`close_seq`) a `closed` entry of its operation whose
+/// snapshot is the same JSON (SQLSTATE `RCC01`; `verify` holds the
+/// canonical SHA-256, `domain::check_close_named`). And on
 /// `operations`, at the
 /// commit: a move out of `prepared` has its `dispatched` entry, a move out
 /// of `unknown` its evidence row (`@.` for the schema, `@RULE_REFUSED@`).
@@ -455,6 +465,32 @@ BEGIN
                 WHERE o.op_id = NEW.op_id AND o.state = 'prepared') THEN
             RAISE EXCEPTION 'operation %: a prepared operation is escalated (and an escalation says lost) only when its receiver is removed as lost',
                 NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    ELSIF NEW.kind = 'closed' THEN
+        IF NOT coalesce(@.recon_has_role('@CLOSER@'), false) THEN
+            RAISE EXCEPTION 'permission denied: a closed entry is written by a login holding @CLOSER@, and % holds it not',
+                session_user USING ERRCODE = '42501', DETAIL = '@CLOSER@';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM @.journal j
+                WHERE j.op_id = NEW.op_id AND j.kind = 'close_requested') THEN
+            RAISE EXCEPTION 'operation %: a closed entry follows a close_requested of it, and it has none',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+        IF jsonb_typeof(e -> 'snapshot') IS DISTINCT FROM 'object'
+                OR jsonb_typeof(e -> 'snapshot_sha256') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'operation %: a closed entry carries the snapshot it recorded and its snapshot_sha256',
+                NEW.op_id USING ERRCODE = '@RULE_REFUSED@';
+        END IF;
+    END IF;
+    IF NEW.kind IN ('decided', 'receipt') THEN
+        IF e -> 'snapshot' -> 'closed' = 'true'::jsonb AND NOT EXISTS (SELECT 1 FROM @.journal c
+                WHERE c.seq = (e ->> 'close_seq')::bigint AND c.kind = 'closed'
+                AND c.op_id = NEW.op_id AND c.entry::jsonb -> 'snapshot' = e -> 'snapshot') THEN
+            RAISE EXCEPTION 'operation %: a decision on a closed snapshot rests on a recorded close, and entry % is no close of it holding exactly this snapshot',
+                NEW.op_id, coalesce(e ->> 'close_seq', '(none)') USING ERRCODE = '@UNBACKED_CLOSE@';
+        ELSIF e -> 'snapshot' -> 'closed' IS DISTINCT FROM 'true'::jsonb AND e ? 'close_seq' THEN
+            RAISE EXCEPTION 'operation %: a decision names a close only when its snapshot is closed',
+                NEW.op_id USING ERRCODE = '@UNBACKED_CLOSE@';
         END IF;
     END IF;
     RETURN NEW;
@@ -522,6 +558,8 @@ pub(super) fn writers() -> String {
 pub(super) fn ddl() -> String {
     let mut ddl = format!("{GUARDS}{ENTRY_RULES}")
         .replace("@RULE_REFUSED@", RULE_REFUSED)
+        .replace("@UNBACKED_CLOSE@", UNBACKED_CLOSE)
+        .replace("@CLOSER@", TeamRole::Closer.as_str())
         .replace("@SAME_PERSON@", SAME_PERSON);
     for (table, column, kinds) in ENTRY_ROWS {
         ddl.push_str(&format!(

@@ -195,6 +195,7 @@ CREATE TABLE evidence (
     receiver_id bigint,
     receiver_version bigint,
     policy text COLLATE "C" CHECK (policy IN ('provable')),
+    close_seq bigint,
     CHECK ((source = 'policy') = (policy IS NOT NULL))
 );
 CREATE INDEX evidence_by_op ON evidence(op_id, seq);

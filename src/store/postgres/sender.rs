@@ -237,7 +237,8 @@ impl PgSender {
 /// An act's error in recon's terms: the database's refusal of a privilege
 /// is `permission_denied`, naming the role the database named (else the
 /// act's first), and `login`, the session's role; a rule's refusal
-/// (`RCR01`) is `rule_violation`, saying the rule.
+/// (`RCR01`) is `rule_violation`, saying the rule, and a decision on a
+/// closed snapshot no recorded close holds (`RCC01`) `unbacked_close`.
 fn authorization(error: Error, what: Act, login: &str) -> Error {
     match error {
         Error::Store(StoreError::Database {
@@ -253,6 +254,10 @@ fn authorization(error: Error, what: Act, login: &str) -> Error {
             problem: DatabaseProblem::RuleRefused { detail, .. },
             ..
         }) => Refusal::RuleViolation { rule: detail }.into(),
+        Error::Store(StoreError::Database {
+            problem: DatabaseProblem::UnbackedClose { detail, .. },
+            ..
+        }) => Refusal::UnbackedClose(detail).into(),
         other => other,
     }
 }

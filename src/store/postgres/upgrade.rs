@@ -54,10 +54,13 @@ const STEPS: [Step; 1] = [Step {
     tables: FROM_SIX,
 }];
 
-/// Schema 6 (ce2d017) to 7: a kept duplicate's surplus (SPEC 14), and the
-/// journal's `upgraded` entries.
+/// Schema 6 (ce2d017) to 7: a kept duplicate's surplus (SPEC 14), the
+/// close a decision rests on (`close_seq`, SPEC 12: the decisions journaled
+/// before the `upgraded` entry name none, and `verify` exempts them), and
+/// the journal's `upgraded` entries.
 const FROM_SIX: &str = r#"
 ALTER TABLE operations ADD COLUMN surplus_effect_ids text COLLATE "C";
+ALTER TABLE evidence ADD COLUMN close_seq bigint;
 CREATE INDEX operations_with_surplus ON operations(op_id) WHERE surplus_effect_ids IS NOT NULL;
 ALTER TABLE journal DROP CONSTRAINT journal_kind_check;
 ALTER TABLE journal ADD CONSTRAINT journal_kind_check CHECK (kind IN ('prepared', 'dispatched',

@@ -7,7 +7,7 @@
 //! entry with the chain recomputed and edits every row to agree with it,
 //! so no comparison of rows can see the change: only the rule can.
 
-use crate::cli::Shell;
+use crate::cli::{assert_refused, Shell};
 use crate::stores::{on_both_stores, Store};
 use recon::receiver::Fault;
 use serde_json::{json, Map, Value};
@@ -124,15 +124,17 @@ struct Forgery {
 /// verdict recorded as `verdict`.
 fn reopened_row(op: &str, verdict: &str) -> String {
     format!(
-        "UPDATE evidence SET verdict = '{verdict}',
+        "UPDATE evidence SET verdict = '{verdict}', close_seq = NULL,
              snapshot = replace(snapshot, '\"closed\":true', '\"closed\":false')
          WHERE op_id = '{op}'"
     )
 }
 
-/// Makes an entry's closing snapshot look like an open read.
+/// Makes an entry's closing snapshot look like an open read, which names
+/// no close (SPEC 12).
 fn reopened(entry: &mut Map<String, Value>) {
     entry["snapshot"]["closed"] = json!(false);
+    entry.remove("close_seq");
 }
 
 /// Applies `forgery` to a fresh outbox on `store` and checks that
@@ -284,4 +286,145 @@ fn a_receipt_after_its_dispatch_had_its_outcome_is_a_mismatch_naming_the_operati
     assert_eq!(found, [(&json!("c"), &json!("receipt"))], "{report:#}");
     let why = mismatches[0]["journal"].as_str().unwrap();
     assert!(why.contains("had its outcome already"), "{why}");
+}
+
+on_both_stores!(decisions_on_closing_reads_name_their_close_in_show_json_and_others_none);
+fn decisions_on_closing_reads_name_their_close_in_show_json_and_others_none(store: Store) {
+    // SPEC 12: a person's (`a`, `b`) and a policy's (`p`, `q`) decision on
+    // a closing read name the `closed` entry they rest on, journaled
+    // before them; `c`, decided on an open read, names none.
+    let sh = decided(store);
+    for op in ["a", "b", "p", "q"] {
+        let row = evidence(&sh, op);
+        let close = row["close_seq"].as_i64();
+        let decided = row["journal_seq"].as_i64().unwrap();
+        assert!(close.is_some_and(|seq| seq < decided), "{op}: {row:#}");
+    }
+    assert_eq!(evidence(&sh, "c").get("close_seq"), None);
+    assert_eq!(sh.json(&["verify"])["intact"], true);
+}
+
+on_both_stores!(
+    a_decision_on_a_closed_snapshot_without_its_recorded_close_is_a_mismatch_naming_the_op
+);
+fn a_decision_on_a_closed_snapshot_without_its_recorded_close_is_a_mismatch_naming_the_op(
+    store: Store,
+) {
+    // Each forgery keeps the decision the rules give its snapshot, so the
+    // only rule it breaks is SPEC 12's: a closed snapshot is a recorded
+    // close. On PostgreSQL the forger is the superuser with the rules off.
+    let forgeries = [
+        // Reproduction 2 after the fact: `c`'s open read passed off as a
+        // closed one, which no close of `c` recorded.
+        Forgery {
+            op: "c",
+            entry: |e| {
+                e["snapshot"]["closed"] = json!(true);
+                e["verdict"] = json!("unique_exact_match");
+            },
+            rows: "UPDATE evidence SET verdict = 'unique_exact_match',
+                       snapshot = replace(snapshot, '\"closed\":false', '\"closed\":true')
+                   WHERE op_id = 'c'"
+                .into(),
+            field: "close_seq",
+        },
+        // `b`'s decision naming no close.
+        Forgery {
+            op: "b",
+            entry: |e| {
+                e.remove("close_seq");
+            },
+            rows: "UPDATE evidence SET close_seq = NULL WHERE op_id = 'b'".into(),
+            field: "close_seq",
+        },
+        // `q`'s policy decision on a snapshot its close did not record.
+        Forgery {
+            op: "q",
+            entry: |e| e["snapshot"]["closed_by"] = json!("mallory"),
+            rows: "UPDATE evidence
+                   SET snapshot = replace(snapshot, '\"closed\":true',
+                       '\"closed\":true,\"closed_by\":\"mallory\"')
+                   WHERE op_id = 'q'"
+                .into(),
+            field: "close_seq",
+        },
+    ];
+    for forgery in &forgeries {
+        check(store, forgery);
+    }
+}
+
+on_both_stores!(
+    a_closed_entry_whose_snapshot_hash_is_not_its_snapshots_is_a_mismatch_with_its_decision
+);
+fn a_closed_entry_whose_snapshot_hash_is_not_its_snapshots_is_a_mismatch_with_its_decision(
+    store: Store,
+) {
+    let sh = decided(store);
+    let close = evidence(&sh, "b")["close_seq"].as_i64().unwrap();
+    sh.rewrite_entry(close, |e| e["snapshot_sha256"] = json!("0".repeat(64)));
+    let out = sh.run(&["verify", "--json"]);
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    let report = out.json();
+    assert_eq!(report["first_broken"], Value::Null, "{report:#}");
+    let found: Vec<(Value, Value)> = (report["projection_mismatches"].as_array().unwrap())
+        .iter()
+        .map(|m| (m["op_id"].clone(), m["field"].clone()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (json!("b"), json!("closed")),
+            (json!("b"), json!("close_seq"))
+        ],
+        "{report:#}"
+    );
+}
+
+on_both_stores!(a_close_the_outbox_never_recorded_backs_no_decision_until_it_is_repeated);
+fn a_close_the_outbox_never_recorded_backs_no_decision_until_it_is_repeated(store: Store) {
+    // The receiver commits the close and its answer is lost before the
+    // outbox records it (on SQLite the built-in ledger's crash point, on
+    // PostgreSQL the adapter dying after its commit). Its reads now say
+    // closed, but no close is recorded: `not_applied` on them is refused
+    // `unbacked_close`, nothing written, until the close is repeated
+    // (SPEC 8 rule 6), which records it for the decision to name.
+    let sh = Shell::on(store);
+    sh.prepare("z", "pay", &json!({"op": "z"}).to_string());
+    sh.faulted(&["dispatch", "z"], Fault::CrashBeforeCommit);
+    let close = ["snapshot", "z", "--close", "--authorized-by", "ann"];
+    let lost = match sh.postgres() {
+        None => sh.run_full(
+            &close,
+            None,
+            &[(
+                recon::faults::CRASH_POINT_ENV,
+                "snapshot.close_after_commit",
+            )],
+        ),
+        Some(site) => {
+            site.set_adapter_mode("close:crash-after");
+            let lost = sh.run(&close);
+            site.set_adapter_mode("");
+            lost
+        }
+    };
+    assert_ne!(lost.code, Some(0), "{}", lost.stderr);
+    let entries = |sh: &Shell| sh.json(&["verify"])["journal_entries"].clone();
+    let before = entries(&sh);
+    let decide = [
+        "reconcile",
+        "z",
+        "--reviewer",
+        "ann",
+        "--decision",
+        "not_applied",
+        "--expected-version",
+        "2",
+    ];
+    assert_refused(&sh.run(&decide), "unbacked_close");
+    assert_eq!(entries(&sh), before, "nothing was written");
+    sh.ok(&[&decide[..], &["--close", "--authorized-by", "ann"]].concat());
+    assert!(evidence(&sh, "z")["close_seq"].is_i64());
+    assert_eq!(sh.json(&["verify"])["intact"], true);
 }

@@ -2,8 +2,9 @@
 //! against a login that writes with plain SQL inside an act of its own,
 //! with entries that chain to the head and name itself. Each test is a
 //! reproduction of issue 29 ending in the database's refusal (`RCR01`,
-//! which recon reports as `rule_violation`), and what that refusal leaves:
-//! nothing written.
+//! which recon reports as `rule_violation`; `RCC01`, `unbacked_close`; or
+//! 42501, `permission_denied`), and what that refusal leaves: nothing
+//! written.
 
 use super::outbox::{client, outbox, register_mail};
 use super::roles::{login, open, team};
@@ -28,10 +29,17 @@ fn try_sql(url: &str, sql: &str) -> Result<(), (String, String)> {
 /// database, whose message says `says`, and the journal did not move.
 #[track_caller]
 fn refused_by_a_rule(pg: &Postgres, who: &str, sql: &str, says: &str) {
+    refused_with(pg, who, sql, "RCR01", says);
+}
+
+/// `sql`, run as the login of `who`, is refused with the SQLSTATE `code`
+/// and a message that says `says`, and the journal did not move.
+#[track_caller]
+fn refused_with(pg: &Postgres, who: &str, sql: &str, code: &str, says: &str) {
     let before = journal_length(pg, who);
     match try_sql(who, sql) {
-        Err((code, message)) => {
-            assert_eq!(code, "RCR01", "{sql}: {message}");
+        Err((found, message)) => {
+            assert_eq!(found, code, "{sql}: {message}");
             assert!(message.contains(says), "{message}");
         }
         Ok(()) => panic!("{sql}: allowed"),
@@ -576,4 +584,137 @@ fn a_reviewer_may_not_list_a_surplus_on_an_operation_it_did_not_keep_one_effect_
         "SELECT coalesce(surplus_effect_ids, 'none') FROM operations WHERE op_id = 'op-1'",
     );
     assert_eq!(surplus.trim(), "none");
+}
+
+/// A decided entry of op-1 by `role`, `not_applied` on `snapshot` (JSON
+/// text), naming `close` (members in key order, after `at`), followed by
+/// the rows a decision writes: the SQL a reviewer who knows the format
+/// runs in an act of its own.
+fn forged_decision(pg: &Postgres, url: &str, role: &str, snapshot: &str, close: &str) -> String {
+    let fields = format!(
+        r#"{close}"decision":"not_applied","effect_id":null,"from_version":2,"reviewer":"{role}","snapshot":{snapshot},"source":"review","to_version":3,"verdict":"terminal_absence","#
+    );
+    let entry = next_entry(pg, url, "decided", "op-1", role, &fields);
+    format!(
+        "SELECT * FROM recon_begin_write('decide'); {entry}
+         UPDATE operations SET state = 'not_applied', version = 3 WHERE op_id = 'op-1';
+         INSERT INTO evidence (seq, op_id, source, reviewer, decision, verdict, snapshot,
+             from_version, to_version, effect_id, receiver, receiver_describe_sha256,
+             response_sha256, journal_seq, recorded_at)
+         VALUES ((SELECT coalesce(max(seq), 0) + 1 FROM evidence), 'op-1', 'review', '{role}',
+             'not_applied', 'terminal_absence', '{snapshot}', 2, 3, NULL, 'mail', 'x', 'x',
+             (SELECT seq FROM journal_head), 'x');"
+    )
+}
+
+/// Reproduction 2 of issue 29's closed snapshot, for op-1, which no one
+/// closed.
+const MADE_UP_CLOSED: &str =
+    r#"{"authoritative":true,"closed":true,"complete":true,"matches":[],"op_id":"op-1"}"#;
+
+fn op_state(pg: &Postgres, url: &str) -> String {
+    let state = pg.psql(
+        database_of(url),
+        "SELECT state FROM operations WHERE op_id = 'op-1'",
+    );
+    state.trim().to_string()
+}
+
+#[test]
+fn a_reviewer_may_not_record_not_applied_on_a_made_up_closed_snapshot_unbacked_close() {
+    // Reproduction 2: a reviewer without the closer role records
+    // `not_applied` on a closed snapshot no close recorded, through plain
+    // SQL; naming no close, or an entry that is no close of it, alike.
+    let test = "a_reviewer_may_not_record_not_applied_on_a_made_up_closed_snapshot_unbacked_close";
+    let Some((pg, url, _dir)) = team(test, "madeupclose") else {
+        return;
+    };
+    let reviewer = login(pg, &url, "madeupclose_v", &["recon_reviewer"]);
+    for close in ["", r#""close_seq":1,"#] {
+        let sql = forged_decision(pg, &url, "madeupclose_v", MADE_UP_CLOSED, close);
+        refused_with(pg, &reviewer, &sql, "RCC01", "rests on a recorded close");
+    }
+    assert_eq!(op_state(pg, &url), "unknown");
+}
+
+#[test]
+fn a_decision_whose_snapshot_is_not_its_closes_is_refused_unbacked_close() {
+    // op-1 is closed by recon (its effect applied: the closing snapshot
+    // holds it); a reviewer names that close beside an empty snapshot.
+    let test = "a_decision_whose_snapshot_is_not_its_closes_is_refused_unbacked_close";
+    let Some((pg, url, _dir)) = team(test, "otherclose") else {
+        return;
+    };
+    open(&url).snapshot("op-1", Some("ann")).expect("a close");
+    let seq = pg.psql(
+        database_of(&url),
+        "SELECT max(seq) FROM journal WHERE kind = 'closed' AND op_id = 'op-1'",
+    );
+    let reviewer = login(pg, &url, "otherclose_v", &["recon_reviewer"]);
+    let close = format!(r#""close_seq":{},"#, seq.trim());
+    let sql = forged_decision(pg, &url, "otherclose_v", MADE_UP_CLOSED, &close);
+    refused_with(
+        pg,
+        &reviewer,
+        &sql,
+        "RCC01",
+        "holding exactly this snapshot",
+    );
+    assert_eq!(op_state(pg, &url), "unknown");
+}
+
+/// A `closed` entry of op-1 by `role` carrying `snapshot` and its hash.
+fn closed_entry(pg: &Postgres, url: &str, role: &str, snapshot: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(snapshot).expect("a snapshot");
+    let hash = recon::domain::canonical_sha256(&value);
+    let fields = format!(
+        r#""authorized_by":"{role}","matches":[],"receiver":"mail","response_sha256":"x","snapshot":{snapshot},"snapshot_sha256":"{hash}","#
+    );
+    next_entry(pg, url, "closed", "op-1", role, &fields)
+}
+
+#[test]
+fn a_closed_entry_is_written_only_by_a_closer_and_only_after_a_close_requested_of_its_operation() {
+    let test =
+        "a_closed_entry_is_written_only_by_a_closer_and_only_after_a_close_requested_of_its_operation";
+    let Some((pg, url, _dir)) = team(test, "closedentry") else {
+        return;
+    };
+    // A reviewer: no act of its own writes `closed`, and it may not begin
+    // a close.
+    let reviewer = login(pg, &url, "closedentry_v", &["recon_reviewer"]);
+    let entry = closed_entry(pg, &url, "closedentry_v", MADE_UP_CLOSED);
+    for act in ["decide", "close"] {
+        let sql = format!("SELECT * FROM recon_begin_write('{act}'); {entry}");
+        refused_with(pg, &reviewer, &sql, "42501", "permission denied");
+    }
+    // A closer, before any close of op-1 was requested.
+    let closer = login(pg, &url, "closedentry_c", &["recon_closer"]);
+    let entry = closed_entry(pg, &url, "closedentry_c", MADE_UP_CLOSED);
+    let sql = format!("SELECT * FROM recon_begin_write('close'); {entry}");
+    refused_by_a_rule(pg, &closer, &sql, "follows a close_requested");
+    // After its request, a `closed` entry without the snapshot it recorded.
+    let requested = next_entry(
+        pg,
+        &url,
+        "close_requested",
+        "op-1",
+        "closedentry_c",
+        r#""authorized_by":"closedentry_c","receiver":"mail","#,
+    );
+    try_sql(
+        &closer,
+        &format!("SELECT * FROM recon_begin_write('close'); {requested}"),
+    )
+    .expect("a close request, as recon writes it");
+    let bare = next_entry(pg, &url, "closed", "op-1", "closedentry_c", "");
+    let sql = format!("SELECT * FROM recon_begin_write('close'); {bare}");
+    refused_by_a_rule(pg, &closer, &sql, "carries the snapshot it recorded");
+    // And whole, it is the closer's to relay: taken.
+    let entry = closed_entry(pg, &url, "closedentry_c", MADE_UP_CLOSED);
+    try_sql(
+        &closer,
+        &format!("SELECT * FROM recon_begin_write('close'); {entry}"),
+    )
+    .expect("a close after its request, carrying its snapshot");
 }

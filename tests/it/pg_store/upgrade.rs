@@ -232,6 +232,30 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     );
 }
 
+#[test]
+fn an_upgraded_schema_6_outboxs_old_decision_on_a_closed_snapshot_names_no_close_and_verifies() {
+    // SPEC 12's recorded closes are schema 7's: pay-2's `not_applied`
+    // rests on a closing read ce2d017 recorded without `close_seq`, and its
+    // `closed` entry without the snapshot. Both were journaled before the
+    // `upgraded` entry, so `verify` holds neither to that rule.
+    let test = "an_upgraded_schema_6_outboxs_old_decision_on_a_closed_snapshot_names_no_close_and_verifies";
+    let Some((_pg, url)) = schema6(test, "oldclose") else {
+        return;
+    };
+    cli_ok(&url, &["db", "upgrade"], 0);
+    let shown = cli_ok(&url, &["show", "pay-2"], 0);
+    let evidence = &shown["evidence"][0];
+    assert_eq!(
+        (&evidence["decision"], &evidence["snapshot"]["closed"]),
+        (&json!("not_applied"), &json!(true)),
+        "{shown:#}"
+    );
+    assert_eq!(evidence.get("close_seq"), None, "{shown:#}");
+    let verified = cli_ok(&url, &["verify"], 0);
+    assert_eq!(verified["intact"], json!(true), "{verified}");
+    assert_eq!(verified["projection_mismatches"], json!([]), "{verified}");
+}
+
 /// `ops` and `show` on the upgraded outbox, saying what ce2d017 recorded.
 fn the_reads_say_what_the_old_build_recorded(url: &str) {
     let ops = cli_ok(url, &["ops", "--state", "all"], 0);
