@@ -659,7 +659,10 @@ mod tests {
         };
         let items: Result<Vec<Result<()>>> = fx.store.write(&fx.clock, Act::Prepare, |db, _| {
             Ok(vec![
-                each_alone(db, |db| entry(db, "actlog-1"))?,
+                each_alone(db, |db| {
+                    entry(db, "actlog-1")?;
+                    entry(db, "actlog-1")
+                })?,
                 each_alone(db, |db| {
                     entry(db, "actlog-2")?;
                     entry(db, "actlog-2")?;
@@ -684,6 +687,7 @@ mod tests {
         assert_eq!(
             *LOGGED.lock().expect("the log"),
             [
+                ("actlog-1".to_string(), "committed"),
                 ("actlog-1".to_string(), "committed"),
                 ("actlog-3".to_string(), "committed"),
                 ("actlog-5".to_string(), "committed"),
