@@ -1617,6 +1617,18 @@ pub(crate) mod fixture {
         json!({"n": 1})
     }
 
+    /// A complete and authoritative read of `op_id` with no match.
+    pub(crate) fn absent(op_id: &str, closed: bool) -> crate::domain::Snapshot {
+        crate::domain::Snapshot {
+            op_id: op_id.into(),
+            matches: Vec::new(),
+            complete: true,
+            authoritative: true,
+            closed,
+            closed_by: None,
+        }
+    }
+
     pub(crate) fn provenance() -> Provenance {
         Provenance {
             receiver: "builtin".into(),
@@ -1902,18 +1914,11 @@ mod tests {
     /// the version this writer had read.
     #[test]
     fn a_stale_decision_names_the_version_found_and_who_changed_it() {
-        use crate::domain::{Decision, Review, Snapshot, Verdict};
+        use crate::domain::{Decision, Review, Verdict};
         let mut fx = Fixture::new();
         let read = fx.dispatched("op");
         let payload = payload();
-        let absent = Snapshot {
-            op_id: "op".into(),
-            matches: Vec::new(),
-            complete: true,
-            authoritative: true,
-            closed: true,
-            closed_by: None,
-        };
+        let absent = super::fixture::absent("op", true);
         let review = |reviewer| Review {
             keep: None,
             op_id: "op",
@@ -1957,14 +1962,7 @@ mod tests {
         let mut fx = Fixture::new();
         fx.dispatched("op");
         let payload = payload();
-        let absent = Snapshot {
-            op_id: "op".into(),
-            matches: Vec::new(),
-            complete: true,
-            authoritative: true,
-            closed: true,
-            closed_by: None,
-        };
+        let absent = super::fixture::absent("op", true);
         let review = |snapshot| Review {
             keep: None,
             op_id: "op",
@@ -2016,20 +2014,13 @@ mod tests {
     /// policy's (`source: "policy"`, naming it).
     #[test]
     fn a_policy_decision_refused_alone_leaves_the_others_of_its_chunk_recorded() {
-        use crate::domain::{Decision, EvidenceSource, Policy, Provenance, Review, Snapshot};
+        use crate::domain::{Decision, EvidenceSource, Policy, Provenance, Review};
         let mut fx = Fixture::new();
         for op in ["ok", "stale", "open"] {
             fx.dispatched(op);
         }
         let payload = payload();
-        let absent = |op_id: &str, closed| Snapshot {
-            op_id: op_id.into(),
-            matches: Vec::new(),
-            complete: true,
-            authoritative: true,
-            closed,
-            closed_by: None,
-        };
+        let absent = super::fixture::absent;
         let snapshots = [
             absent("ok", true),
             absent("stale", true),
