@@ -265,6 +265,10 @@ struct Model {
     evidence: BTreeMap<String, usize>,
     effects: Vec<ModelEffect>,
     closed: BTreeSet<String>,
+    /// The closes the outbox recorded (SPEC 12): a close the receiver
+    /// committed whose answer was lost is in `closed` and not here, and
+    /// backs no decision until it is repeated.
+    recorded: BTreeSet<String>,
     approvals: Vec<ModelApproval>,
     direct: DirectCalls,
 }
@@ -390,6 +394,9 @@ impl Model {
                     if crash.is_some() {
                         Ends::Crashed
                     } else {
+                        if close {
+                            self.recorded.insert(id.to_string());
+                        }
                         shown.verdict = Some(self.verdict(id));
                         Ends::Done
                     }
@@ -526,6 +533,7 @@ impl Model {
             if crash == Some(CrashPoint::CloseAfterCommit) {
                 return Ends::Crashed;
             }
+            self.recorded.insert(id.to_string());
         }
         if op.version != expected {
             return Ends::Refused("stale_version");
@@ -543,6 +551,9 @@ impl Model {
         };
         if !supported {
             return Ends::Refused("unsupported_verdict");
+        }
+        if self.closed.contains(id) && !self.recorded.contains(id) {
+            return Ends::Refused("unbacked_close");
         }
         if matches!(
             crash,
