@@ -49,7 +49,11 @@ pub fn backing_close(
         .find(|close| close.snapshot_sha256.as_deref() == Some(hash.as_str()));
     match (backing, closes.is_empty()) {
         (Some(close), _) => Ok(Some(close.seq)),
-        (None, true) => Err(unbacked(op_id, "no close of it is recorded")),
+        (None, true) => Err(unbacked(
+            op_id,
+            "no close of it is recorded (a close whose answer was lost is not: close it again, \
+             `--close`, to record it)",
+        )),
         (None, false) => Err(unbacked(
             op_id,
             "no recorded close of it holds this snapshot (close it again to record the \
