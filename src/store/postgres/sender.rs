@@ -337,14 +337,7 @@ impl crate::store::Capabilities for PgSender {
     /// checked by (`recon_has_role`).
     fn may(&self, what: Act) -> Result<()> {
         for role in what.roles() {
-            let granted: bool = self.read(|db| {
-                db.query_one(
-                    "SELECT coalesce(recon_has_role(?1), false)",
-                    &[&role.as_str()],
-                    |r| r.get(0),
-                )
-            })?;
-            if !granted {
+            if !self.read(|db| holds(db, *role))? {
                 let login = self.login.clone();
                 return Err(Refusal::PermissionDenied {
                     act: what.as_str().to_string(),
@@ -368,12 +361,7 @@ impl crate::store::Capabilities for PgSender {
         let held = self.read(|db| {
             let mut held = Vec::new();
             for role in roles {
-                let granted: bool = db.query_one(
-                    "SELECT coalesce(recon_has_role(?1), false)",
-                    &[&role.as_str()],
-                    |r| r.get(0),
-                )?;
-                if granted {
+                if holds(db, role)? {
                     held.push(role);
                 }
             }
@@ -381,4 +369,15 @@ impl crate::store::Capabilities for PgSender {
         })?;
         Ok(Some(held))
     }
+}
+
+/// Whether the session's login holds `role`, as the database's own act
+/// check (`recon_has_role`) judges it: one question for [`PgSender::may`]
+/// and the console's marks alike.
+fn holds(db: &mut dyn Db, role: TeamRole) -> Result<bool, StoreError> {
+    db.query_one(
+        "SELECT coalesce(recon_has_role(?1), false)",
+        &[&role.as_str()],
+        |r| r.get(0),
+    )
 }
