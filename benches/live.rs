@@ -51,6 +51,7 @@ fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
         &DatabaseUrl::parse(&url).expect("a database URL"),
         OpenOptions::default(),
         false,
+        Some(&servers::roles_prefix_for(&url)),
     )
     .expect("db init");
     url

@@ -163,7 +163,14 @@ fn postgres(runs: usize) {
     };
     for n in sizes("RECON_BENCH_METRICS_PG_SIZES") {
         let url = pg.new_database("metrics");
-        run(&strings(&["db", "init", "--database", &url]));
+        run(&strings(&[
+            "db",
+            "init",
+            "--database",
+            &url,
+            "--roles",
+            &servers::roles_prefix_for(&url),
+        ]));
         let database = url.rsplit('/').next().expect("a database name");
         let started = Instant::now();
         pg.psql(database, &fill(n));

@@ -55,7 +55,14 @@ fn database(url: &str) -> Location {
 /// A database holding the outbox's schema (`recon db init`); its URL.
 fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
     let url = pg.new_database(prefix);
-    support::run(&support::strings(&["db", "init", "--database", &url]));
+    support::run(&support::strings(&[
+        "db",
+        "init",
+        "--database",
+        &url,
+        "--roles",
+        &servers::roles_prefix_for(&url),
+    ]));
     url
 }
 

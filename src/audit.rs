@@ -37,8 +37,8 @@ pub use chain::{
 pub use entry::{
     acknowledged, approved, call_failed, close_requested, closed, content, dispatched, evidence,
     link_hash, marked, noted, observed, person_of, prepared, receiver_registered, receiver_removed,
-    receiver_updated, seal_generated, sha256_hex, upgraded, Checkpoint, EntryKind, Sealed,
-    GENESIS_HASH,
+    receiver_updated, seal_generated, settings, sha256_hex, upgraded, Checkpoint, EntryKind,
+    Sealed, Settings, GENESIS_HASH,
 };
 pub use projection::{
     Mismatch, OpTables, Table, ACKNOWLEDGEMENTS, APPROVALS, CALL_FAILURES, CLOSES, CLOSE_REQUESTS,
@@ -74,6 +74,12 @@ pub struct Projector {
     /// upgrade found, exempt from the rule that a closed snapshot is a
     /// recorded close (SPEC 12), which that schema did not have.
     older_through: i64,
+    /// Whether the store journals its settings (PostgreSQL's outbox,
+    /// SPEC 12): then `meta` is held to the newest `settings` entry.
+    settings_journaled: bool,
+    /// The newest `settings` entry's, when one was replayed (`None`
+    /// inside for one that could not be read).
+    settings: Option<Option<Settings>>,
 }
 
 /// An upgrade from schema 4, as the outbox's `meta` records it: entries
@@ -147,10 +153,20 @@ impl Projector {
         parsed
     }
 
+    /// The store journals its settings (SPEC 12): `meta` is held to its
+    /// newest `settings` entry, and an outbox with entries has one.
+    pub fn settings_journaled(mut self) -> Self {
+        self.settings_journaled = true;
+        self
+    }
+
     /// The entries with no `op_id`, against every receivers and routes row.
     pub fn receivers(&mut self, journal: &[Row], receivers: &[Row], routes: &[Row]) {
         let entries = self.parse_all(journal);
         for entry in &entries {
+            if entry.kind == EntryKind::Settings {
+                self.settings = Some(projection::settings_of(entry));
+            }
             let from = entry
                 .fields
                 .find("from")
@@ -217,6 +233,9 @@ impl Projector {
         let facts = meta::JournalFacts {
             entries: self.entries,
             last_untimed: self.last_untimed,
+            settings: self
+                .settings_journaled
+                .then_some(self.settings.as_ref().and_then(Option::as_ref)),
         };
         self.mismatches
             .extend(meta::mismatches(rows, facts, ledger_id));

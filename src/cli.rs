@@ -571,8 +571,15 @@ pub struct DbInitArgs {
     /// original's confirmation (four eyes); once set, it stays set.
     #[arg(long)]
     pub four_eyes: bool,
+    /// The prefix of the outbox's roles (PREFIX_reader, PREFIX_sender,
+    /// PREFIX_reviewer, PREFIX_closer, PREFIX_approver): a lower-case
+    /// letter, then lower-case letters, digits and _, at most 40. Roles
+    /// belong to one outbox: a prefix whose roles serve another database is
+    /// refused roles_in_use. An existing outbox keeps its own.
+    #[arg(long, value_name = "PREFIX")]
+    pub roles: Option<String>,
     /// Print {database, schema_version, created, workspace_id, owner,
-    /// four_eyes} as JSON.
+    /// four_eyes, roles_prefix, roles} as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -170,8 +170,9 @@ impl Workspace {
         database: &DatabaseUrl,
         options: OpenOptions,
         four_eyes: bool,
-    ) -> Result<DatabaseInit, StoreError> {
-        store::init_database(database, options, four_eyes)
+        roles_prefix: Option<&str>,
+    ) -> Result<DatabaseInit> {
+        store::init_database(database, options, four_eyes, roles_prefix)
     }
 
     /// What the outbox in `database` is and who may act on it (`recon db

@@ -65,10 +65,14 @@ pub enum EntryKind {
     /// `recon db upgrade` (PostgreSQL's outbox alone): the schema it
     /// found and the one it left.
     Upgraded,
+    /// The outbox's settings after an act that set them (PostgreSQL's
+    /// outbox alone, SPEC 12: `db init`, `db upgrade`): `four_eyes`,
+    /// `workspace_id`, `owner`, `roles_prefix`.
+    Settings,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 17] = [
+    pub const ALL: [EntryKind; 18] = [
         EntryKind::Prepared,
         EntryKind::Dispatched,
         EntryKind::Receipt,
@@ -86,6 +90,7 @@ impl EntryKind {
         EntryKind::CallFailed,
         EntryKind::CloseRequested,
         EntryKind::Upgraded,
+        EntryKind::Settings,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -107,6 +112,7 @@ impl EntryKind {
             EntryKind::CloseRequested => "close_requested",
             EntryKind::ReceiverRemoved => "receiver_removed",
             EntryKind::Upgraded => "upgraded",
+            EntryKind::Settings => "settings",
         }
     }
 
@@ -460,6 +466,44 @@ pub fn receiver_removed(
 /// and the one it has now.
 pub fn upgraded(from: i64, to: i64, at: Timestamp) -> Map<String, Value> {
     object(json!({ "from": from, "to": to, "at": at }))
+}
+
+/// The outbox's settings as a `settings` entry holds them (SPEC 12): the
+/// whole set after the act, so the newest entry says what `meta` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub four_eyes: bool,
+    pub workspace_id: String,
+    pub owner: String,
+    pub roles_prefix: String,
+}
+
+impl Settings {
+    /// The keys of `meta` that hold the settings.
+    pub const KEYS: [&'static str; 4] = ["four_eyes", "workspace_id", "owner", "roles_prefix"];
+
+    /// What `meta` holds under `key` for these settings: four eyes is
+    /// the row `1` when on and no row when off.
+    pub fn meta_value(&self, key: &str) -> Option<&str> {
+        match key {
+            "four_eyes" => self.four_eyes.then_some("1"),
+            "workspace_id" => Some(&self.workspace_id),
+            "owner" => Some(&self.owner),
+            "roles_prefix" => Some(&self.roles_prefix),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of a `settings` entry.
+pub fn settings(settings: &Settings, at: Timestamp) -> Map<String, Value> {
+    object(json!({
+        "four_eyes": settings.four_eyes,
+        "workspace_id": settings.workspace_id,
+        "owner": settings.owner,
+        "roles_prefix": settings.roles_prefix,
+        "at": at,
+    }))
 }
 
 /// The canonical text of an object whose member values are already

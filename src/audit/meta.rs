@@ -12,6 +12,7 @@
 //! the rows it times (the replay compares each with it); nothing in the
 //! journal carries it for certain (see docs/internals.md).
 
+use super::entry::Settings;
 use super::projection::{Mismatch, Table};
 use super::row::{Column, Row};
 use serde_json::Value;
@@ -30,18 +31,22 @@ pub const META: Table = Table {
 /// What the replay learned of the journal that the metadata must agree
 /// with.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct JournalFacts {
+pub struct JournalFacts<'a> {
     /// Entries replayed (readable or not).
     pub entries: u64,
     /// The seq of the last readable entry without an `at` (0 for none).
     pub last_untimed: i64,
+    /// Where the store journals its settings (SPEC 12, PostgreSQL): the
+    /// newest `settings` entry's, `Some(None)` when there is none (or it
+    /// could not be read); `None` where settings are not journaled.
+    pub settings: Option<Option<&'a Settings>>,
 }
 
 /// Every `meta` value that disagrees with `facts` and with the ledger's
 /// id (`ledger_id`, when the ledger is there and holds one), each as a
 /// mismatch of the field `meta.KEY`: what the journal (or the ledger)
 /// implies, and what the table holds.
-pub fn mismatches(rows: &[Row], facts: JournalFacts, ledger_id: Option<&str>) -> Vec<Mismatch> {
+pub fn mismatches(rows: &[Row], facts: JournalFacts<'_>, ledger_id: Option<&str>) -> Vec<Mismatch> {
     let stored = |key: &str| {
         rows.iter()
             .find(|row| row.get(0) == Column::Text(key))
@@ -70,6 +75,31 @@ pub fn mismatches(rows: &[Row], facts: JournalFacts, ledger_id: Option<&str>) ->
         || stored(UPGRADED_AT).is_some();
     if upgraded {
         want(UPGRADED_THROUGH_SEQ, &facts.last_untimed.to_string());
+    }
+    match facts.settings {
+        // Each setting is what the newest `settings` entry says (four
+        // eyes off: no row).
+        Some(Some(settings)) => {
+            for key in Settings::KEYS {
+                let (expected, held) = (settings.meta_value(key), stored(key));
+                if held != expected.map(Column::Text) {
+                    out.push(Mismatch {
+                        op_id: None,
+                        field: format!("meta.{key}"),
+                        journal: expected.map_or(Value::Null, Value::from),
+                        table: held.map_or(Value::Null, Column::value),
+                    });
+                }
+            }
+        }
+        // Settings set by no act the journal holds.
+        Some(None) if facts.entries > 0 => out.push(Mismatch {
+            op_id: None,
+            field: "meta.settings".to_string(),
+            journal: Value::Null,
+            table: Value::from("set with no settings entry"),
+        }),
+        _ => {}
     }
     out
 }
@@ -108,6 +138,7 @@ mod tests {
         let facts = JournalFacts {
             entries: facts.0,
             last_untimed: facts.1,
+            settings: None,
         };
         let expected: Vec<_> = expected
             .iter()
@@ -174,5 +205,75 @@ mod tests {
             None,
             &[(UPGRADED_THROUGH_SEQ, json!("0"), Value::Null)],
         );
+    }
+
+    #[test]
+    fn where_settings_are_journaled_each_is_what_the_newest_settings_entry_says() {
+        let settings = Settings {
+            four_eyes: true,
+            workspace_id: "w1".into(),
+            owner: "ann".into(),
+            roles_prefix: "team".into(),
+        };
+        let held = [
+            (WORKSPACE_ID, "w1"),
+            (CREATION_COMPLETE, "1"),
+            ("four_eyes", "1"),
+            ("owner", "ann"),
+            ("roles_prefix", "team"),
+        ];
+        let facts = |settings| JournalFacts {
+            entries: 3,
+            last_untimed: 0,
+            settings,
+        };
+        let found = |rows: &[(&str, &str)], settings| {
+            fields(&mismatches(&meta(rows), facts(settings), None))
+        };
+        assert_eq!(found(&held, Some(Some(&settings))), vec![]);
+        // Each key changed, or gone, behind the journal's back.
+        for (i, (key, value)) in held.iter().enumerate().skip(2) {
+            let mut changed = held.to_vec();
+            changed[i] = (key, "x");
+            assert_eq!(
+                found(&changed, Some(Some(&settings))),
+                vec![(format!("meta.{key}"), json!(value), json!("x"))]
+            );
+            let mut gone = held.to_vec();
+            gone.remove(i);
+            assert_eq!(
+                found(&gone, Some(Some(&settings))),
+                vec![(format!("meta.{key}"), json!(value), Value::Null)]
+            );
+        }
+        let changed_id = [(WORKSPACE_ID, "w2")];
+        assert!(found(&changed_id, Some(Some(&settings))).contains(&(
+            "meta.workspace_id".into(),
+            json!("w1"),
+            json!("w2")
+        )));
+        // Four eyes off is no row.
+        let off = Settings {
+            four_eyes: false,
+            ..settings.clone()
+        };
+        let mut without = held.to_vec();
+        without.remove(2);
+        assert_eq!(found(&without, Some(Some(&off))), vec![]);
+        assert_eq!(
+            found(&held, Some(Some(&off))),
+            vec![("meta.four_eyes".into(), Value::Null, json!("1"))]
+        );
+        // No settings entry where settings are journaled; none asked for
+        // where they are not (a workspace directory).
+        assert_eq!(
+            found(&held, Some(None)),
+            vec![(
+                "meta.settings".into(),
+                Value::Null,
+                json!("set with no settings entry")
+            )]
+        );
+        assert_eq!(found(&held, None), vec![]);
     }
 }

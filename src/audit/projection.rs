@@ -699,7 +699,10 @@ impl<'a> Replay<'a> {
             | EntryKind::ReceiverRemoved => {
                 self.problem(e, "an act on a receiver names an operation".into());
             }
-            EntryKind::Upgraded => self.problem(e, "an upgrade names an operation".into()),
+            EntryKind::Upgraded | EntryKind::Settings => self.problem(
+                e,
+                "an act on the outbox's schema or settings names an operation".into(),
+            ),
         }
     }
 
@@ -1479,9 +1482,10 @@ pub fn replay_receivers<'a>(
                 }
                 routes.retain(|_, route| !route[1].same(&Want::Text(&name)));
             }
-            // The schema's upgrade (PostgreSQL): no row of its own; the
-            // chain holds it like every entry.
-            EntryKind::Upgraded => {}
+            // The schema's upgrade and the settings (PostgreSQL): no row
+            // of their own (`meta` is held to the newest settings by
+            // `meta::mismatches`); the chain holds them like every entry.
+            EntryKind::Upgraded | EntryKind::Settings => {}
             _ => problems.push(problem("an act on an operation names none")),
         }
     }
@@ -1524,4 +1528,18 @@ pub fn compare_counts(expected: &BTreeMap<String, i64>, actual: &[Row], out: &mu
             })
             .collect();
     compare_keyed(&STATE_COUNTS, &expected, actual, out);
+}
+
+/// The settings a `settings` entry names (`None` when one of them is
+/// missing or not of its type).
+pub(super) fn settings_of(e: &ParsedEntry<'_>) -> Option<crate::audit::Settings> {
+    let text = |name: &str| -> Option<String> {
+        serde_json::from_str::<String>(e.fields.find(name)?.get()).ok()
+    };
+    Some(crate::audit::Settings {
+        four_eyes: serde_json::from_str::<bool>(e.fields.find("four_eyes")?.get()).ok()?,
+        workspace_id: text("workspace_id")?,
+        owner: text("owner")?,
+        roles_prefix: text("roles_prefix")?,
+    })
 }

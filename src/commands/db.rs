@@ -12,7 +12,7 @@ use super::render::Render;
 use super::{Failure, Out};
 use crate::cli::{DbGrantArgs, DbInitArgs, DbStatusArgs, DbUpgradeArgs};
 use crate::domain::sanitize::escape;
-use crate::domain::team::TeamRole;
+use crate::domain::team::{valid_roles_prefix, TeamRole, MAX_ROLES_PREFIX};
 use crate::workspace::{
     DatabaseInit, DatabaseStatus, DatabaseUpgrade, DatabaseUrl, LoginRoles, Workspace,
 };
@@ -20,12 +20,23 @@ use crate::workspace::{
 pub struct Init {
     database: DatabaseUrl,
     four_eyes: bool,
+    roles: Option<String>,
 }
 
 impl Init {
     pub fn validate(args: DbInitArgs, place: Place) -> Result<Self, Failure> {
+        if let Some(prefix) = &args.roles {
+            if !valid_roles_prefix(prefix) {
+                return Err(Failure::Usage(format!(
+                    "--roles {}: a roles' prefix is a lower-case letter, then lower-case \
+                     letters, digits and _, at most {MAX_ROLES_PREFIX} characters",
+                    escape(prefix)
+                )));
+            }
+        }
         Ok(Init {
             four_eyes: args.four_eyes,
+            roles: args.roles,
             database: database("init", place)?,
         })
     }
@@ -35,6 +46,7 @@ impl Init {
             &self.database,
             open_options()?,
             self.four_eyes,
+            self.roles.as_deref(),
         )?))
     }
 }
@@ -56,9 +68,9 @@ impl Render for Initialized {
             escape(&init.workspace_id),
         ))?;
         out.line(format!(
-            "roles: recon_reader, recon_sender, recon_reviewer, recon_closer, recon_approver \
-             (grant them to login roles); receivers are registered by the owner, {}; four \
-             eyes {}",
+            "roles: {} (grant them with `recon db grant`); receivers are registered by the \
+             owner, {}; four eyes {}",
+            init.roles.join(", "),
             escape(&init.owner),
             if init.four_eyes { "on" } else { "off" },
         ))

@@ -205,6 +205,14 @@ pub enum Refusal {
     /// close holding exactly that snapshot (why, as a sentence).
     #[error("{0}; nothing was written")]
     UnbackedClose(String),
+    /// SPEC 12: `db init --roles PREFIX` where the roles of that prefix
+    /// already serve another database (they are the cluster's).
+    #[error(
+        "the roles {prefix}_* already serve another database ({databases}): roles belong to \
+         one outbox, so give this one its own with `recon db init --roles PREFIX`; nothing \
+         was created"
+    )]
+    RolesInUse { prefix: String, databases: String },
 }
 
 /// How many open operations keep a receiver in use, and which, the first
@@ -271,6 +279,7 @@ impl Refusal {
             Refusal::KeepNotAMatch(_) => "keep_not_a_match",
             Refusal::ReasonRequired(_) => "reason_required",
             Refusal::UnbackedClose(_) => "unbacked_close",
+            Refusal::RolesInUse { .. } => "roles_in_use",
         }
     }
 }

@@ -38,8 +38,8 @@ impl TeamRole {
         TeamRole::Approver,
     ];
 
-    /// The role's name in the database; the owner has none of its own
-    /// (it is whichever role ran `db init`).
+    /// The role's name under the default prefix (`recon_reviewer`); the
+    /// owner has none of its own (it is whichever role ran `db init`).
     pub fn as_str(self) -> &'static str {
         match self {
             TeamRole::Reader => "recon_reader",
@@ -51,11 +51,22 @@ impl TeamRole {
         }
     }
 
-    /// The name `db grant`, `db revoke` and `db status` use: `reviewer`
-    /// for `recon_reviewer` (the part after the roles' prefix).
+    /// The name `db grant`, `db revoke` and `db status` use, and the
+    /// database's act check is asked with: `reviewer` for
+    /// `recon_reviewer` (the part after the roles' prefix).
     pub fn short(self) -> &'static str {
         let name = self.as_str();
         name.strip_prefix("recon_").unwrap_or(name)
+    }
+
+    /// The role's name in an outbox whose roles carry `prefix` (SPEC 12,
+    /// "Roles belong to one outbox"): `PREFIX_reviewer`; the owner's is
+    /// `owner` under every prefix.
+    pub fn name_in(self, prefix: &str) -> String {
+        match self {
+            TeamRole::Owner => self.short().to_string(),
+            _ => format!("{prefix}_{}", self.short()),
+        }
     }
 
     /// A created role by its short name.
@@ -64,6 +75,24 @@ impl TeamRole {
             .into_iter()
             .find(|role| role.short() == name)
     }
+}
+
+/// The prefix of the roles `db init` creates when it is given none, and
+/// of an outbox that records none (every outbox made before the prefix).
+pub const DEFAULT_ROLES_PREFIX: &str = "recon";
+
+/// The longest prefix: its longest role name, `PREFIX_approver`, stays
+/// within PostgreSQL's 63 bytes of a name.
+pub const MAX_ROLES_PREFIX: usize = 40;
+
+/// Whether `prefix` may name an outbox's roles: a lower-case letter, then
+/// lower-case letters, digits and `_`, at most [`MAX_ROLES_PREFIX`] bytes,
+/// so every role name is a plain SQL identifier that needs no quoting.
+pub fn valid_roles_prefix(prefix: &str) -> bool {
+    let mut chars = prefix.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && prefix.len() <= MAX_ROLES_PREFIX
 }
 
 impl fmt::Display for TeamRole {
@@ -94,10 +123,12 @@ pub enum Act {
     Receivers,
     /// `recon db upgrade`: the outbox brought to this build's schema.
     Upgrade,
+    /// `recon db init`: the outbox's settings, journaled (SPEC 12).
+    Settings,
 }
 
 impl Act {
-    pub const ALL: [Act; 14] = [
+    pub const ALL: [Act; 15] = [
         Act::Prepare,
         Act::Dispatch,
         Act::Receipt,
@@ -112,6 +143,7 @@ impl Act {
         Act::Resolve,
         Act::Receivers,
         Act::Upgrade,
+        Act::Settings,
     ];
 
     /// Its name, as the database's `recon_begin_write` is told it.
@@ -131,6 +163,7 @@ impl Act {
             Act::Resolve => "resolve",
             Act::Receivers => "receivers",
             Act::Upgrade => "upgrade",
+            Act::Settings => "settings",
         }
     }
 
@@ -147,7 +180,7 @@ impl Act {
             Act::Close => &[TeamRole::Closer],
             Act::Approve => &[TeamRole::Approver],
             Act::Resolve => &[TeamRole::Closer, TeamRole::Reviewer],
-            Act::Receivers | Act::Upgrade => &[TeamRole::Owner],
+            Act::Receivers | Act::Upgrade | Act::Settings => &[TeamRole::Owner],
         }
     }
 
@@ -174,7 +207,10 @@ impl Act {
                 "receiver_removed",
                 "escalated",
             ],
-            Act::Upgrade => &["upgraded"],
+            // The upgrade journals the settings it found (and the prefix
+            // it records for an outbox made before one).
+            Act::Upgrade => &["upgraded", "settings"],
+            Act::Settings => &["settings"],
         }
     }
 
@@ -200,6 +236,31 @@ mod tests {
             assert!(!act.entries().is_empty(), "{act:?}");
             assert!(!act.roles().contains(&TeamRole::Reader), "{act:?}");
         }
+    }
+
+    #[test]
+    fn a_roles_name_carries_its_outboxs_prefix_and_the_owners_none() {
+        assert_eq!(TeamRole::Reviewer.name_in("team_a"), "team_a_reviewer");
+        assert_eq!(TeamRole::Reader.name_in("recon"), TeamRole::Reader.as_str());
+        assert_eq!(TeamRole::Owner.name_in("team_a"), "owner");
+        for role in TeamRole::CREATED {
+            assert_eq!(TeamRole::from_short(role.short()), Some(role));
+        }
+    }
+
+    #[test]
+    fn a_roles_prefix_is_a_plain_lower_case_identifier_that_leaves_room_for_approver() {
+        for good in ["recon", "team_a", "a", "t2", &"a".repeat(MAX_ROLES_PREFIX)] {
+            assert!(valid_roles_prefix(good), "{good}");
+        }
+        let long = "a".repeat(MAX_ROLES_PREFIX + 1);
+        for bad in [
+            "", "Recon", "2team", "_x", "team-a", "team a", "tëam", "a\"", &long,
+        ] {
+            assert!(!valid_roles_prefix(bad), "{bad}");
+        }
+        let longest = TeamRole::Approver.name_in(&"a".repeat(MAX_ROLES_PREFIX));
+        assert!(longest.len() <= 63, "{longest}");
     }
 
     #[test]

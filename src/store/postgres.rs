@@ -42,6 +42,7 @@ mod listen;
 mod roles;
 mod schema;
 mod sender;
+mod settings;
 mod shape;
 mod status;
 mod tls;

@@ -16,6 +16,7 @@ mod lost_commit;
 mod outbox;
 mod page_plans;
 pub(crate) mod plan;
+mod prefix;
 mod proxy;
 pub(crate) mod roles;
 mod rules;
@@ -25,7 +26,7 @@ mod upgrade;
 use crate::real_receivers::servers::{self, Postgres};
 use crate::real_receivers::{finish, poll_until};
 use crate::support::{recon_bin, run_with_env, Run};
-use recon::audit::{Checkpoint, EntryKind, Sealed, GENESIS_HASH};
+use recon::audit::{Checkpoint, EntryKind, Sealed};
 use serde_json::{json, Map, Value};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -41,7 +42,9 @@ fn database_of(url: &str) -> &str {
 
 #[track_caller]
 fn db_init(url: &str, json: bool, env: &[(&str, &str)]) -> Run {
+    let roles = servers::roles_args_for(url);
     let mut args = vec!["db", "init", "--database", url];
+    args.extend(roles.iter().map(String::as_str));
     if json {
         args.push("--json");
     }
@@ -59,8 +62,11 @@ fn init_ok(url: &str) -> Value {
 fn template(pg: &Postgres) -> &'static str {
     static TEMPLATE: OnceLock<String> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
+        // The one outbox of the cluster with the default prefix's roles;
+        // its copies share them (a copy is no outbox of its own).
         let url = pg.new_database("outbox_template");
-        init_ok(&url);
+        let out = run_with_env(&["db", "init", "--database", &url], None, &[]);
+        assert_eq!(out.code, Some(0), "db init: {}", out.stderr);
         database_of(&url).to_string()
     })
 }
@@ -142,10 +148,12 @@ fn two_db_init_at_once_both_succeed_with_one_schema_and_a_third_is_a_no_op() {
     let mut hold = blocker.transaction().expect("begin");
     hold.execute("SELECT pg_advisory_xact_lock($1)", &[&INIT_LOCK])
         .expect("take the lock");
+    let roles = servers::roles_args_for(&url);
     let children: Vec<_> = (0..2)
         .map(|_| {
             Command::new(recon_bin())
                 .args(["db", "init", "--database", &url, "--json"])
+                .args(&roles)
                 .env("RECON_BUSY_TIMEOUT_MS", "60000")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -178,9 +186,9 @@ fn two_db_init_at_once_both_succeed_with_one_schema_and_a_third_is_a_no_op() {
         "SELECT (SELECT count(*) FROM meta), (SELECT count(*) FROM journal_head),
                 (SELECT count(*) FROM pg_trigger WHERE tgname = 'journal_follows_head')",
     );
-    // meta: application id, schema version, workspace id, creation
-    // complete, owner.
-    assert_eq!(counts.trim(), "5|1|1");
+    // meta: application id, schema version, workspace id, roles' prefix,
+    // creation complete, owner.
+    assert_eq!(counts.trim(), "6|1|1");
     // A third run after the race is a no-op: nothing created, no row
     // version moved.
     let made = fingerprint(pg, database);
@@ -242,6 +250,17 @@ fn head(pg: &Postgres, database: &str) -> String {
         .to_string()
 }
 
+/// The journal's head as a checkpoint: a new outbox's journal begins
+/// with its `settings` entry.
+fn head_checkpoint(pg: &Postgres, database: &str) -> Checkpoint {
+    let head = head(pg, database);
+    let (length, hash) = head.split_once(':').expect("seq:hash");
+    Checkpoint {
+        length: length.parse().expect("a seq"),
+        head_hash: hash.to_string(),
+    }
+}
+
 #[test]
 fn the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_head() {
     let test = "the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_head";
@@ -250,11 +269,11 @@ fn the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_he
     };
     let url = initialized(pg, "chain");
     let database = database_of(&url);
-    let genesis = Checkpoint::genesis();
+    let start = head_checkpoint(pg, database);
     let at = "2026-12-03T20:00:00.000Z";
     let skipped = Checkpoint {
-        length: 1,
-        head_hash: GENESIS_HASH.into(),
+        length: start.length + 1,
+        head_hash: start.head_hash.clone(),
     };
     assert_refused(
         insert(pg, database, &sealed_after(&skipped, at)),
@@ -262,7 +281,7 @@ fn the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_he
         "does not follow the head",
     );
     let forked = Checkpoint {
-        length: 0,
+        length: start.length,
         head_hash: "f".repeat(64),
     };
     assert_refused(
@@ -270,17 +289,17 @@ fn the_journal_trigger_refuses_through_psql_an_entry_that_does_not_follow_the_he
         "RCJ01",
         "does not chain to the head",
     );
-    let mut forged = sealed_after(&genesis, at);
-    forged.hash = sealed_after(&genesis, "2026-12-03T20:00:00.001Z").hash;
+    let mut forged = sealed_after(&start, at);
+    forged.hash = sealed_after(&start, "2026-12-03T20:00:00.001Z").hash;
     assert_refused(
         insert(pg, database, &forged),
         "RCJ01",
         "its hash is not SHA-256(prev_hash || entry)",
     );
-    assert_eq!(head(pg, database), format!("0:{GENESIS_HASH}"));
+    assert_eq!(head(pg, database), start.to_string());
 
     // The entries recon seals are accepted, and each moves the head.
-    let mut chain = genesis;
+    let mut chain = start;
     for _ in 0..2 {
         let entry = sealed_after(&chain, at);
         insert(pg, database, &entry).expect("a sealed entry is accepted");
@@ -307,7 +326,8 @@ fn update_and_delete_on_the_journal_are_refused_through_psql() {
     };
     let url = initialized(pg, "append_only");
     let database = database_of(&url);
-    let entry = sealed_after(&Checkpoint::genesis(), "2026-12-03T20:00:00.000Z");
+    let start = head_checkpoint(pg, database);
+    let entry = sealed_after(&start, "2026-12-03T20:00:00.000Z");
     insert(pg, database, &entry).expect("accepted");
     let before = pg.psql(database, "SELECT seq, entry, hash FROM journal");
     let refused = |sql: &str| {
@@ -340,7 +360,10 @@ fn update_and_delete_on_the_journal_are_refused_through_psql() {
         pg.psql(database, "SELECT seq, entry, hash FROM journal"),
         before
     );
-    assert_eq!(head(pg, database), format!("1:{}", entry.hash));
+    assert_eq!(
+        head(pg, database),
+        format!("{}:{}", start.length + 1, entry.hash)
+    );
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn project(
     // schema-4 upgrade's concern, `Upgraded`): it was created at schema 6
     // or later, and `db upgrade` journals its own entry. Entries written
     // before that upgrade meet this build's rules as they stand.
-    let mut projector = Projector::after_upgrade(None);
+    let mut projector = Projector::after_upgrade(None).settings_journaled();
     projector.receivers(
         &all_rows(tx, url, &JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
         &all_rows(tx, url, &RECEIVERS, "ORDER BY name")?,

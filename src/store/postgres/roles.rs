@@ -3,9 +3,12 @@
 //! every write of the outbox must pass, rendered from the one table of
 //! who may do what (`domain::team`).
 //!
-//! Login roles hold no table privileges of their own; the operator grants
-//! them `recon_reader`, `recon_sender`, `recon_reviewer`, `recon_closer`,
-//! `recon_approver`. Recon's transaction scripts run unchanged on the
+//! Login roles hold no table privileges of their own; the owner grants
+//! them the outbox's roles, `PREFIX_reader`, `PREFIX_sender`,
+//! `PREFIX_reviewer`, `PREFIX_closer`, `PREFIX_approver` (`recon_*` by
+//! default; `db init --roles PREFIX` names them, SPEC 12, and `meta`
+//! records the prefix, which the functions read: the DDL is the same for
+//! every prefix, and acts ask for a role by its short name). Recon's transaction scripts run unchanged on the
 //! database (one place for each rule, shared with SQLite), so the writer
 //! roles hold `INSERT` on the tables their acts append to and `UPDATE` on
 //! `operations`; what keeps a person with `psql` to the same acts is that
@@ -36,7 +39,7 @@
 //! recon's tables with their schema, so a temporary table of a session
 //! cannot stand in for one of them.
 
-use crate::domain::team::{Act, TeamRole};
+use crate::domain::team::{Act, TeamRole, DEFAULT_ROLES_PREFIX};
 
 /// What the schema's functions say for a table: `@.` is replaced with the
 /// schema (`schema::ddl`).
@@ -173,6 +176,13 @@ CREATE TABLE recon_writers (
     start_seq bigint NOT NULL,
     act text COLLATE "C" NOT NULL
 );
+CREATE FUNCTION recon_role_name(short text) RETURNS text LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN short = 'owner' THEN short
+        ELSE coalesce((SELECT value FROM @.meta WHERE key = 'roles_prefix'), '@DEFAULT_PREFIX@')
+            || '_' || short
+        END
+$$;
 CREATE FUNCTION recon_has_role(wanted text) RETURNS boolean LANGUAGE sql STABLE
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN wanted = 'owner'
@@ -183,7 +193,8 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                 JOIN pg_roles member ON member.oid = m.member
                 JOIN pg_roles granted ON granted.oid = m.roleid
                 JOIN pg_roles grantor ON grantor.oid = m.grantor
-                WHERE member.rolname = session_user AND granted.rolname = wanted
+                WHERE member.rolname = session_user
+                  AND granted.rolname = @.recon_role_name(wanted)
                   AND grantor.rolname = (SELECT value FROM @.meta WHERE key = 'owner'))
         END
 $$;
@@ -209,7 +220,8 @@ BEGIN
     FOREACH needed_role IN ARRAY needed LOOP
         IF NOT coalesce(@.recon_has_role(needed_role), false) THEN
             RAISE EXCEPTION 'permission denied: % may not %: it needs the role %',
-                session_user, act, needed_role USING ERRCODE = '42501', DETAIL = needed_role;
+                session_user, act, @.recon_role_name(needed_role)
+                USING ERRCODE = '42501', DETAIL = @.recon_role_name(needed_role);
         END IF;
     END LOOP;
     SELECT h.seq, h.hash INTO head_seq, head_hash FROM @.journal_head h WHERE h.id = 1
@@ -468,8 +480,9 @@ BEGIN
         END IF;
     ELSIF NEW.kind = 'closed' THEN
         IF NOT coalesce(@.recon_has_role('@CLOSER@'), false) THEN
-            RAISE EXCEPTION 'permission denied: a closed entry is written by a login holding @CLOSER@, and % holds it not',
-                session_user USING ERRCODE = '42501', DETAIL = '@CLOSER@';
+            RAISE EXCEPTION 'permission denied: a closed entry is written by a login holding %, and % holds it not',
+                @.recon_role_name('@CLOSER@'), session_user
+                USING ERRCODE = '42501', DETAIL = @.recon_role_name('@CLOSER@');
         END IF;
         IF NOT EXISTS (SELECT 1 FROM @.journal j
                 WHERE j.op_id = NEW.op_id AND j.kind = 'close_requested') THEN
@@ -532,11 +545,45 @@ BEGIN
             AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
         RAISE EXCEPTION 'four eyes, once set, stays set' USING ERRCODE = '@RULE_REFUSED@';
     END IF;
+    IF OLD.key = 'owner' AND TG_OP = 'DELETE' THEN
+        RAISE EXCEPTION 'the outbox''s owner is never removed' USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    IF OLD.key = 'roles_prefix'
+            AND (TG_OP = 'DELETE' OR NEW.key <> OLD.key OR NEW.value <> OLD.value) THEN
+        RAISE EXCEPTION 'the outbox''s roles keep the prefix they were created with'
+            USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
     RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
 $$;
 CREATE TRIGGER meta_rules BEFORE UPDATE OR DELETE ON meta
     FOR EACH ROW EXECUTE FUNCTION recon_meta_rules();
+CREATE FUNCTION recon_meta_settings() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    newest jsonb;
+    held text;
+    wanted text;
+BEGIN
+    IF NEW.key NOT IN ('four_eyes', 'workspace_id', 'owner', 'roles_prefix') THEN
+        RETURN NULL;
+    END IF;
+    SELECT j.entry::jsonb INTO newest FROM @.journal j WHERE j.kind = 'settings'
+        ORDER BY j.seq DESC LIMIT 1;
+    SELECT m.value INTO held FROM @.meta m WHERE m.key = NEW.key;
+    wanted := CASE WHEN NEW.key = 'four_eyes'
+        THEN CASE WHEN newest -> 'four_eyes' = 'true'::jsonb THEN '1' END
+        ELSE newest ->> NEW.key END;
+    IF held IS DISTINCT FROM wanted THEN
+        RAISE EXCEPTION 'the outbox''s setting % is set only by a journaled act, and its newest settings entry says %',
+            NEW.key, coalesce(wanted, '(none)') USING ERRCODE = '@RULE_REFUSED@';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER meta_settings_rules AFTER INSERT OR UPDATE ON meta
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION recon_meta_settings();
 CREATE TRIGGER meta_truncate_rules BEFORE TRUNCATE ON meta
     FOR EACH STATEMENT EXECUTE FUNCTION recon_meta_rules();
 CREATE CONSTRAINT TRIGGER operations_moves_rules AFTER UPDATE OF state ON operations
@@ -547,9 +594,10 @@ CREATE CONSTRAINT TRIGGER operations_moves_rules AFTER UPDATE OF state ON operat
 /// [`WRITERS`] with the act table in it.
 pub(super) fn writers() -> String {
     let roles =
-        case_of_act(|act| array(&act.roles().iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+        case_of_act(|act| array(&act.roles().iter().map(|r| r.short()).collect::<Vec<_>>()));
     WRITERS
         .replace("@ROLES@", &roles)
+        .replace("@DEFAULT_PREFIX@", DEFAULT_ROLES_PREFIX)
         .replace("@ENTRIES@", &case_of_act(|act| array(act.entries())))
 }
 
@@ -559,7 +607,7 @@ pub(super) fn ddl() -> String {
     let mut ddl = format!("{GUARDS}{ENTRY_RULES}")
         .replace("@RULE_REFUSED@", RULE_REFUSED)
         .replace("@UNBACKED_CLOSE@", UNBACKED_CLOSE)
-        .replace("@CLOSER@", TeamRole::Closer.as_str())
+        .replace("@CLOSER@", TeamRole::Closer.short())
         .replace("@SAME_PERSON@", SAME_PERSON);
     for (table, column, kinds) in ENTRY_ROWS {
         ddl.push_str(&format!(
@@ -593,12 +641,14 @@ pub(super) const JOURNAL_CHECK: &str = r#"
     END IF;
 "#;
 
-/// The roles, created once per cluster (they are the cluster's, not the
-/// database's): a concurrent `db init` on another database may create one
-/// first, which is as good.
-fn create_roles() -> String {
+/// The outbox's roles, created once per cluster (they are the cluster's,
+/// not the database's): a concurrent `db init` on another database may
+/// create one first, which is as good (and then the roles are in use
+/// there, which [`ROLES_IN_USE`] finds before this runs).
+fn create_roles(prefix: &str) -> String {
+    let reader = TeamRole::Reader.name_in(prefix);
     let mut sql = String::from("DO $$\nBEGIN\n");
-    for role in TeamRole::CREATED {
+    for role in TeamRole::CREATED.map(|r| r.name_in(prefix)) {
         sql.push_str(&format!(
             "    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN\n        \
              BEGIN\n            CREATE ROLE {role} NOLOGIN;\n        \
@@ -606,12 +656,12 @@ fn create_roles() -> String {
              END;\n    END IF;\n"
         ));
     }
-    for role in &TeamRole::CREATED[1..] {
+    for role in TeamRole::CREATED[1..].iter().map(|r| r.name_in(prefix)) {
         sql.push_str(&format!(
-            "    IF NOT pg_has_role('{role}', 'recon_reader', 'MEMBER') THEN\n        \
-             BEGIN\n            GRANT recon_reader TO {role};\n        \
+            "    IF NOT pg_has_role('{role}', '{reader}', 'MEMBER') THEN\n        \
+             BEGIN\n            GRANT {reader} TO {role};\n        \
              EXCEPTION WHEN OTHERS THEN\n            \
-             IF NOT pg_has_role('{role}', 'recon_reader', 'MEMBER') THEN RAISE; END IF;\n        \
+             IF NOT pg_has_role('{role}', '{reader}', 'MEMBER') THEN RAISE; END IF;\n        \
              END;\n    END IF;\n"
         ));
     }
@@ -619,15 +669,29 @@ fn create_roles() -> String {
     sql
 }
 
-/// What `db init` runs on every run (idempotent): the roles, and the
-/// privileges on recon's `tables` in the schema.
-pub(super) fn grants(tables: &[String]) -> String {
-    create_roles() + &privileges(tables)
+/// The databases other than this one whose objects the roles of `$1` (a
+/// text array of role names) hold privileges on or own: roles serving
+/// another outbox (`roles_in_use`, SPEC 12). PostgreSQL records every
+/// such dependency of a role, in every database, in `pg_shdepend`.
+pub(super) const ROLES_IN_USE: &str = "SELECT DISTINCT d.datname::text
+      FROM pg_shdepend s
+      JOIN pg_database d ON d.oid = s.dbid
+      JOIN pg_roles r ON r.oid = s.refobjid
+     WHERE s.refclassid = 'pg_authid'::regclass
+       AND r.rolname::text = ANY($1)
+       AND s.dbid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+     ORDER BY 1";
+
+/// What `db init` runs on every run (idempotent): the roles of `prefix`,
+/// and the privileges on recon's `tables` in the schema.
+pub(super) fn grants(tables: &[String], prefix: &str) -> String {
+    create_roles(prefix) + &privileges(tables, prefix)
 }
 
 /// The privileges on recon's `tables` and functions alone, as `db init`
-/// gives them: what `verify` holds a live schema's to (`postgres::shape`).
-pub(super) fn privileges(tables: &[String]) -> String {
+/// gives them to the roles of `prefix`: what `verify` holds a live
+/// schema's to (`postgres::shape`).
+pub(super) fn privileges(tables: &[String], prefix: &str) -> String {
     let mut sql = String::new();
     let readable: Vec<&str> = tables
         .iter()
@@ -639,19 +703,21 @@ pub(super) fn privileges(tables: &[String]) -> String {
         tables.join(", ")
     ));
     sql.push_str(&format!(
-        "GRANT SELECT ON {} TO recon_reader;\n",
-        readable.join(", ")
+        "GRANT SELECT ON {} TO {};\n",
+        readable.join(", "),
+        TeamRole::Reader.name_in(prefix)
     ));
     for role in &TeamRole::CREATED[1..] {
+        let name = role.name_in(prefix);
         sql.push_str(&format!(
-            "GRANT INSERT ON {} TO {role};\n",
+            "GRANT INSERT ON {} TO {name};\n",
             tables_of(*role).join(", ")
         ));
         if *role != TeamRole::Approver {
-            sql.push_str(&format!("GRANT UPDATE ON operations TO {role};\n"));
+            sql.push_str(&format!("GRANT UPDATE ON operations TO {name};\n"));
         }
         sql.push_str(&format!(
-            "GRANT EXECUTE ON FUNCTION recon_head_locked() TO {role};\n"
+            "GRANT EXECUTE ON FUNCTION recon_head_locked() TO {name};\n"
         ));
     }
     sql.push_str("REVOKE ALL ON FUNCTION recon_head_locked() FROM PUBLIC;\n");

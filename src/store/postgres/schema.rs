@@ -31,6 +31,9 @@
 use super::{connect, db_error, problem_at, roles, DatabaseUrl};
 use crate::audit::meta::{CREATION_COMPLETE, WORKSPACE_ID};
 use crate::audit::GENESIS_HASH;
+use crate::clock::SystemClock;
+use crate::domain::team::{Act, TeamRole, DEFAULT_ROLES_PREFIX};
+use crate::domain::Refusal;
 use crate::error::{DatabaseProblem, StoreError};
 use crate::settings::OpenOptions;
 use crate::store::{identity, sender, SCHEMA_VERSION};
@@ -115,7 +118,7 @@ CREATE TABLE journal (
     kind text COLLATE "C" NOT NULL CHECK (kind IN ('prepared', 'dispatched', 'receipt',
         'observed', 'closed', 'decided', 'approved', 'noted', 'escalated', 'deescalated',
         'receiver_registered', 'receiver_updated', 'receiver_removed', 'acknowledged',
-        'call_failed', 'close_requested', 'upgraded')),
+        'call_failed', 'close_requested', 'upgraded', 'settings')),
     op_id text COLLATE "C",
     entry text COLLATE "C" NOT NULL,
     prev_hash text COLLATE "C" NOT NULL,
@@ -405,8 +408,16 @@ pub(crate) fn schema_differences(
     url: &DatabaseUrl,
 ) -> Result<Vec<crate::audit::SchemaDifference>, StoreError> {
     let tables = names_created(&["TABLE"]);
+    let prefix = {
+        let mut tx = client
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .map_err(|e| db_error(url, "beginning", &e))?;
+        roles_prefix(&mut tx, url)?
+    };
     let ours = super::shape::Ours {
-        ddl: ddl("pg_temp") + &roles::privileges(&tables),
+        ddl: ddl("pg_temp") + &roles::privileges(&tables, &prefix),
         tables,
         functions: names_created(&["FUNCTION"]),
     };
@@ -427,38 +438,47 @@ pub struct DatabaseInit {
     /// Whether a compensation's approver must be another role than the one
     /// that recorded the original's confirmation; once set, it stays set.
     pub four_eyes: bool,
+    /// The prefix of the outbox's roles, and their names.
+    pub roles_prefix: String,
+    pub roles: Vec<String>,
 }
 
-/// The keys of `meta` for the owner and four eyes.
+/// The keys of `meta` for the owner, four eyes and the roles' prefix.
 pub(super) const OWNER_KEY: &str = "owner";
 pub(super) const FOUR_EYES_KEY: &str = "four_eyes";
+pub(super) const ROLES_PREFIX_KEY: &str = "roles_prefix";
 
-/// Creates the outbox's schema, unless the database holds it already; in
-/// one transaction, under a transaction-level advisory lock so that two
+/// Creates the outbox's schema, unless the database holds it already;
+/// in one transaction, under a transaction-level advisory lock so that two
 /// runs at once create it once (the second, after the lock, sees the
 /// first's commit). A database at another schema version, holding a
 /// partial outbox, or holding objects of recon's names that are not a
-/// recon outbox is refused, and nothing is written. Every run (re)creates
-/// the roles and grants their privileges (`roles`), and `four_eyes` sets
-/// four eyes, which no run unsets.
+/// recon outbox is refused, and nothing is written. A new outbox's roles
+/// carry `prefix` (else the default), refused `roles_in_use` when they
+/// already serve another database; an existing outbox keeps the prefix it
+/// recorded (another is `rule_violation`). Every run (re)creates the roles
+/// and grants their privileges (`roles`), and `four_eyes` sets four eyes,
+/// which no run unsets.
 pub(crate) fn init(
     url: &DatabaseUrl,
     options: OpenOptions,
     four_eyes: bool,
-) -> Result<DatabaseInit, StoreError> {
-    init_as_owner(url, options, four_eyes).map_err(|e| match e {
+    prefix: Option<&str>,
+) -> crate::Result<DatabaseInit> {
+    init_as_owner(url, options, four_eyes, prefix).map_err(|e| match e {
         // What the login running db init lacks is a storage failure of
         // db init's (exit 4), not a refused act.
-        StoreError::Database {
+        crate::Error::Store(StoreError::Database {
             url,
             problem: DatabaseProblem::Denied { during, detail, .. },
-        } => StoreError::Database {
+        }) => StoreError::Database {
             url,
             problem: DatabaseProblem::Failed {
                 during,
                 detail: format!("permission denied: {detail}"),
             },
-        },
+        }
+        .into(),
         other => other,
     })
 }
@@ -467,22 +487,33 @@ fn init_as_owner(
     url: &DatabaseUrl,
     options: OpenOptions,
     four_eyes: bool,
-) -> Result<DatabaseInit, StoreError> {
+    prefix: Option<&str>,
+) -> crate::Result<DatabaseInit> {
     let mut client = connect(url, options)?;
     let mut tx = locked_transaction(&mut client, url)?;
     let names = object_names();
     let present = present_objects(&mut tx, url, &names)?;
-    let (created, workspace_id) = if present.is_empty() {
-        (true, create(&mut tx, url)?)
+    let (created, workspace_id, prefix) = if present.is_empty() {
+        let prefix = prefix.unwrap_or(DEFAULT_ROLES_PREFIX);
+        refuse_roles_in_use(&mut tx, url, prefix)?;
+        (true, create(&mut tx, url, prefix)?, prefix.to_string())
     } else if present.iter().any(|name| name == "meta") {
-        (false, existing(&mut tx, url, &names, &present)?)
+        let workspace_id = existing(&mut tx, url, &names, &present)?;
+        let recorded = roles_prefix(&mut tx, url)?;
+        if prefix.is_some_and(|given| given != recorded) {
+            return Err(Refusal::RuleViolation {
+                rule: format!(
+                    "the outbox's roles carry the prefix {recorded}, recorded at its creation; \
+                     db init on it takes that one or none"
+                ),
+            }
+            .into());
+        }
+        (false, workspace_id, recorded)
     } else {
-        return Err(problem_at(
-            url,
-            DatabaseProblem::Foreign(present.join(", ")),
-        ));
+        return Err(problem_at(url, DatabaseProblem::Foreign(present.join(", "))).into());
     };
-    let grants = roles::grants(&names_created(&["TABLE"]));
+    let grants = roles::grants(&names_created(&["TABLE"]), &prefix);
     tx.batch_execute(&grants).map_err(|e| match e.code() {
         // Not a refused act: what the login running db init lacks.
         Some(code) if *code == postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => problem_at(
@@ -513,6 +544,11 @@ fn init_as_owner(
         )
         .map_err(|e| db_error(url, "reading meta", &e))?;
     let (owner, four_eyes): (Option<String>, bool) = (row.get(0), row.get(1));
+    let login: String = tx
+        .query_one("SELECT session_user::text", &[])
+        .map_err(|e| db_error(url, "reading the session's login", &e))?
+        .get(0);
+    super::settings::journal_settings(&mut tx, url, &login, Act::Settings, &SystemClock)?;
     tx.commit().map_err(|e| db_error(url, "committing", &e))?;
     Ok(DatabaseInit {
         database: url.to_string(),
@@ -521,7 +557,47 @@ fn init_as_owner(
         workspace_id,
         owner: owner.unwrap_or_default(),
         four_eyes,
+        roles: TeamRole::CREATED.map(|r| r.name_in(&prefix)).to_vec(),
+        roles_prefix: prefix,
     })
+}
+
+/// Refuses `roles_in_use` when any role of `prefix` already holds
+/// privileges on, or owns, objects of another database (SPEC 12).
+fn refuse_roles_in_use(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+    prefix: &str,
+) -> crate::Result<()> {
+    let names: Vec<String> = TeamRole::CREATED.map(|r| r.name_in(prefix)).to_vec();
+    let databases: Vec<String> = tx
+        .query(roles::ROLES_IN_USE, &[&names])
+        .map_err(|e| db_error(url, "reading where the roles serve", &e))?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if databases.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::RolesInUse {
+        prefix: prefix.to_string(),
+        databases: databases.join(", "),
+    }
+    .into())
+}
+
+/// The prefix of the outbox's roles, as `meta` records it (an outbox made
+/// before the prefix records none, and has the default's).
+pub(super) fn roles_prefix(
+    tx: &mut Transaction<'_>,
+    url: &DatabaseUrl,
+) -> Result<String, StoreError> {
+    tx.query_one(
+        "SELECT coalesce((SELECT value::text FROM meta WHERE key = $1), $2)",
+        &[&ROLES_PREFIX_KEY, &DEFAULT_ROLES_PREFIX],
+    )
+    .map(|row| row.get(0))
+    .map_err(|e| db_error(url, "reading the roles' prefix", &e))
 }
 
 /// The workspace id of the database's outbox, checked as `recon db init`
@@ -566,7 +642,7 @@ pub(super) fn present_objects(
 
 /// Creates every object and writes `meta` (its owner is the role that
 /// runs this); returns the new workspace id.
-fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreError> {
+fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl, prefix: &str) -> Result<String, StoreError> {
     let schema: String = tx
         .query_one("SELECT quote_ident(current_schema())", &[])
         .map(|row| row.get(0))
@@ -578,6 +654,7 @@ fn create(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<String, StoreEr
         (APPLICATION_KEY, sender::ROLE.application_id.to_string()),
         (VERSION_KEY, SCHEMA_VERSION.to_string()),
         (WORKSPACE_ID, workspace_id.clone()),
+        (ROLES_PREFIX_KEY, prefix.to_string()),
         (CREATION_COMPLETE, "1".to_string()),
     ];
     for (key, value) in &rows {

@@ -89,6 +89,8 @@ pub(crate) struct PgSender {
     /// The role the first connection authenticated as: a connection made
     /// again after a lost commit logs in with the same URL and options.
     login: String,
+    /// The prefix of the outbox's roles, for naming one in a refusal.
+    roles_prefix: String,
 }
 
 impl PgSender {
@@ -102,10 +104,12 @@ impl PgSender {
             .transaction()
             .map_err(|e| db_error(url, "beginning", &e))?;
         let workspace_id = schema::outbox_id(&mut tx, url)?;
+        let roles_prefix = schema::roles_prefix(&mut tx, url)?;
         tx.commit().map_err(|e| db_error(url, "reading meta", &e))?;
         let login = conn.session.role.clone();
         Ok(PgSender {
             login,
+            roles_prefix,
             conn: RefCell::new(conn),
             url: url.clone(),
             options,
@@ -144,8 +148,9 @@ impl SqlStore for PgSender {
         act: impl FnOnce(&mut dyn Db, Timestamp) -> Result<T>,
     ) -> Result<T> {
         let login = self.conn.get_mut().session.role.clone();
+        let first_role = what.roles()[0].name_in(&self.roles_prefix);
         self.write_as(clock, what, act)
-            .map_err(|e| authorization(e, what, &login))
+            .map_err(|e| authorization(e, &first_role, what, &login))
     }
 
     /// Runs `act` in a read transaction of its own (READ COMMITTED, as the
@@ -236,17 +241,17 @@ impl PgSender {
 
 /// An act's error in recon's terms: the database's refusal of a privilege
 /// is `permission_denied`, naming the role the database named (else the
-/// act's first), and `login`, the session's role; a rule's refusal
+/// act's first, `first_role`), and `login`, the session's role; a rule's refusal
 /// (`RCR01`) is `rule_violation`, saying the rule, and a decision on a
 /// closed snapshot no recorded close holds (`RCC01`) `unbacked_close`.
-fn authorization(error: Error, what: Act, login: &str) -> Error {
+fn authorization(error: Error, first_role: &str, what: Act, login: &str) -> Error {
     match error {
         Error::Store(StoreError::Database {
             problem: DatabaseProblem::Denied { role, .. },
             ..
         }) => Refusal::PermissionDenied {
             act: what.as_str().to_string(),
-            role: role.unwrap_or_else(|| what.roles()[0].as_str().to_string()),
+            role: role.unwrap_or_else(|| first_role.to_string()),
             login: login.to_string(),
         }
         .into(),
@@ -341,7 +346,7 @@ impl crate::store::Capabilities for PgSender {
                 let login = self.login.clone();
                 return Err(Refusal::PermissionDenied {
                     act: what.as_str().to_string(),
-                    role: role.as_str().to_string(),
+                    role: role.name_in(&self.roles_prefix),
                     login,
                 }
                 .into());
@@ -377,7 +382,7 @@ impl crate::store::Capabilities for PgSender {
 fn holds(db: &mut dyn Db, role: TeamRole) -> Result<bool, StoreError> {
     db.query_one(
         "SELECT coalesce(recon_has_role(?1), false)",
-        &[&role.as_str()],
+        &[&role.short()],
         |r| r.get(0),
     )
 }

@@ -14,18 +14,12 @@
 //! `recon db grant` and `recon db revoke` change those memberships, as the
 //! owner ([`change_grants`]).
 
-use super::schema::{self, FOUR_EYES_KEY, OWNER_KEY, VERSION_KEY};
+use super::schema::{self, FOUR_EYES_KEY, OWNER_KEY, ROLES_PREFIX_KEY as PREFIX_KEY, VERSION_KEY};
 use super::{connect, db_error, problem_at, DatabaseUrl};
-use crate::domain::team::TeamRole;
+use crate::domain::team::{TeamRole, DEFAULT_ROLES_PREFIX as DEFAULT_PREFIX};
 use crate::error::{DatabaseProblem, StoreError};
 use crate::settings::OpenOptions;
 use postgres::Transaction;
-
-/// The prefix of the roles of an outbox that records none.
-const DEFAULT_PREFIX: &str = "recon";
-
-/// The key of `meta` for the roles' prefix, where an outbox records one.
-const PREFIX_KEY: &str = "roles_prefix";
 
 /// What `recon db status` prints.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -124,12 +118,7 @@ fn memberships(
 ) -> Result<(Vec<LoginRoles>, Vec<ForeignGrant>), StoreError> {
     let roles: Vec<(String, String)> = TeamRole::CREATED
         .iter()
-        .map(|role| {
-            (
-                format!("{prefix}_{}", role.short()),
-                role.short().to_string(),
-            )
-        })
+        .map(|role| (role.name_in(prefix), role.short().to_string()))
         .collect();
     let names: Vec<&str> = roles.iter().map(|(full, _)| full.as_str()).collect();
     let rows = tx
@@ -225,7 +214,7 @@ pub(crate) fn change_grants(
     }
     let quoted = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
     for role in roles {
-        let full = format!("{prefix}_{}", role.short());
+        let full = role.name_in(&prefix);
         let sql = if grant {
             format!("GRANT {} TO {}", quoted(&full), quoted(login))
         } else {

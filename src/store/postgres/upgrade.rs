@@ -66,7 +66,7 @@ ALTER TABLE journal DROP CONSTRAINT journal_kind_check;
 ALTER TABLE journal ADD CONSTRAINT journal_kind_check CHECK (kind IN ('prepared', 'dispatched',
     'receipt', 'observed', 'closed', 'decided', 'approved', 'noted', 'escalated', 'deescalated',
     'receiver_registered', 'receiver_updated', 'receiver_removed', 'acknowledged',
-    'call_failed', 'close_requested', 'upgraded'));
+    'call_failed', 'close_requested', 'upgraded', 'settings'));
 "#;
 
 /// What `recon db upgrade` found and did.
@@ -130,6 +130,7 @@ pub(crate) fn upgrade(
     )
     .map_err(|e| db_error(url, "setting the schema version", &e))?;
     let seq = journal_upgrade(&mut tx, statements, url, &login, found, clock)?;
+    super::settings::journal_settings(&mut tx, url, &login, Act::Upgrade, clock)?;
     hold_point(HoldPoint::BeforeCommit);
     tx.commit().map_err(|e| db_error(url, "committing", &e))?;
     Ok(done(true, Some(seq)))
@@ -226,7 +227,15 @@ fn remake_rules(tx: &mut Transaction<'_>, url: &DatabaseUrl) -> Result<(), Store
         .get(0);
     tx.batch_execute(&rules(&schema::ddl(&schema_name)))
         .map_err(failed)?;
-    tx.batch_execute(&roles::grants(&tables))
+    // An outbox made before the prefix has the default's roles, and
+    // records that prefix from now on.
+    let prefix = schema::roles_prefix(tx, url)?;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+        &[&schema::ROLES_PREFIX_KEY, &prefix],
+    )
+    .map_err(|e| db_error(url, "recording the roles' prefix", &e))?;
+    tx.batch_execute(&roles::grants(&tables, &prefix))
         .map_err(|e| db_error(url, "granting the roles again", &e))
 }
 

@@ -461,11 +461,12 @@ fn the_journal_accepts_exactly_the_kinds_of_entry() {
         .split(',')
         .map(|k| k.trim().trim_matches('\'').to_string())
         .collect();
-    // `upgraded` is PostgreSQL's alone (`recon db upgrade`): a file is
-    // upgraded on opening, with no entry.
+    // `upgraded` and `settings` are PostgreSQL's alone (`recon db
+    // upgrade`, `db init`): a file is upgraded on opening, with no entry,
+    // and has no settings but its workspace id, which its ledger holds.
     let kinds: Vec<&str> = EntryKind::ALL
         .iter()
-        .filter(|k| **k != EntryKind::Upgraded)
+        .filter(|k| !matches!(k, EntryKind::Upgraded | EntryKind::Settings))
         .map(|k| k.as_str())
         .collect();
     assert_eq!(listed, kinds);

@@ -179,7 +179,10 @@ fn the_cli_flow_on_postgres_prints_the_same_json_as_on_a_workspace_by_flag_and_b
     let on_workspace = flow(&Place::Workspace(&dirs[0]), &dirs[1]);
     // `db init` itself, then the flow on the database it made.
     let by_flag = pg.new_database("cli_flag");
-    let init = Place::Flag(&by_flag).run(&["db", "init"], 0).json();
+    let roles = servers::roles_args_for(&by_flag);
+    let mut init_args = vec!["db", "init"];
+    init_args.extend(roles.iter().map(String::as_str));
+    let init = Place::Flag(&by_flag).run(&init_args, 0).json();
     assert_eq!(init["created"], json!(true), "{init}");
     let on_flag = flow(&Place::Flag(&by_flag), &dirs[2]);
     let by_variable = initialized(pg, "cli_variable");

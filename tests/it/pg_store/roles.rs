@@ -18,11 +18,21 @@ use serde_json::{json, Value};
 
 const ACTION: &str = "post_letter";
 
+/// `role` (a name under the default prefix, `recon_reviewer`) in the
+/// outbox at `url`, whose roles carry its own prefix.
+pub(crate) fn role_in(pg: &Postgres, url: &str, role: &str) -> String {
+    match role.strip_prefix("recon_") {
+        Some(short) => format!("{}_{short}", pg.roles_prefix_of(url)),
+        None => role.to_string(),
+    }
+}
+
 /// A login role `name` granted `roles`; its URL for `url`'s database.
 pub(crate) fn login(pg: &Postgres, url: &str, name: &str, roles: &[&str]) -> String {
     let database = database_of(url);
     pg.psql(database, &format!("CREATE ROLE {name} LOGIN"));
     for role in roles {
+        let role = role_in(pg, url, role);
         pg.psql(database, &format!("GRANT {role} TO {name}"));
     }
     url.replacen("postgres@", &format!("{name}@"), 1)
@@ -508,7 +518,7 @@ fn an_owner_who_is_not_a_superuser_initializes_its_database_and_alone_registers_
     let Some((pg, _)) = outbox(test, "ownerfirst") else {
         return;
     };
-    pg.psql("postgres", "CREATE ROLE owner_o LOGIN");
+    pg.psql("postgres", "CREATE ROLE owner_o LOGIN CREATEROLE");
     pg.psql("postgres", "CREATE DATABASE owned_by_o OWNER owner_o");
     let url = pg.url("owned_by_o").replacen("postgres@", "owner_o@", 1);
     let out = db_init(&url, true, &[]);

@@ -558,6 +558,121 @@ fn the_owner_may_not_turn_four_eyes_off_or_change_the_workspace_id() {
     assert_eq!(fingerprint(pg, database_of(&url)), made);
 }
 
+/// The `settings` entries of the outbox at `url`, oldest first, as JSON.
+fn settings_entries(pg: &Postgres, url: &str) -> Vec<serde_json::Value> {
+    pg.psql(
+        database_of(url),
+        "SELECT entry FROM journal WHERE kind = 'settings' ORDER BY seq",
+    )
+    .lines()
+    .map(|line| serde_json::from_str(line).expect("a settings entry"))
+    .collect()
+}
+
+#[test]
+fn db_init_journals_the_outboxs_settings_and_again_only_when_a_run_changes_them() {
+    let test = "db_init_journals_the_outboxs_settings_and_again_only_when_a_run_changes_them";
+    let Some(pg) = servers::require(test, servers::postgres()) else {
+        return;
+    };
+    let url = pg.new_database("settings_made");
+    let prefix = servers::roles_prefix_for(&url);
+    let init = |four_eyes: bool| {
+        let mut args = vec![
+            "db",
+            "init",
+            "--json",
+            "--database",
+            &url,
+            "--roles",
+            &prefix,
+        ];
+        if four_eyes {
+            args.push("--four-eyes");
+        }
+        let out = run_with_env(&args, None, &[]);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        out.json()
+    };
+    let made = init(false);
+    let entries = settings_entries(pg, &url);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    for (key, value) in [
+        ("four_eyes", json!(false)),
+        ("workspace_id", made["workspace_id"].clone()),
+        ("owner", json!("postgres")),
+        ("roles_prefix", json!(prefix)),
+        ("role", json!("postgres")),
+    ] {
+        assert_eq!(entries[0][key], value, "{key}: {}", entries[0]);
+    }
+    init(false);
+    assert_eq!(settings_entries(pg, &url).len(), 1, "nothing changed");
+    init(true);
+    let entries = settings_entries(pg, &url);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[1]["four_eyes"], json!(true));
+    init(true);
+    assert_eq!(settings_entries(pg, &url).len(), 2, "nothing changed");
+    let out = run_with_env(&["verify", "--json", "--database", &url], None, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stdout);
+}
+
+#[test]
+fn a_setting_changes_only_with_a_settings_entry_saying_so_whoever_writes_meta() {
+    // Reproduction 5's rest: the owner (here the superuser who ran db
+    // init) through plain SQL may not turn four eyes on behind the
+    // journal, hand the outbox to another owner, or remove the owner.
+    let test = "a_setting_changes_only_with_a_settings_entry_saying_so_whoever_writes_meta";
+    let Some((pg, url)) = outbox(test, "settings_sql") else {
+        return;
+    };
+    let made = fingerprint(pg, database_of(&url));
+    for (sql, says) in [
+        (
+            "INSERT INTO meta (key, value) VALUES ('four_eyes', '1')",
+            "set only by a journaled act",
+        ),
+        (
+            "UPDATE meta SET value = 'mallory' WHERE key = 'owner'",
+            "set only by a journaled act",
+        ),
+        (
+            "DELETE FROM meta WHERE key = 'owner'",
+            "owner is never removed",
+        ),
+    ] {
+        refused_by_a_rule(pg, &url, sql, says);
+    }
+    assert_eq!(fingerprint(pg, database_of(&url)), made);
+}
+
+#[test]
+fn verify_on_postgres_names_a_setting_changed_behind_the_journal() {
+    let test = "verify_on_postgres_names_a_setting_changed_behind_the_journal";
+    let Some((pg, url)) = outbox(test, "settings_verify") else {
+        return;
+    };
+    // A superuser may switch the triggers off for its session; `verify`
+    // still holds each setting to the newest settings entry.
+    pg.psql(
+        database_of(&url),
+        "SET session_replication_role = replica;
+         UPDATE meta SET value = 'mallory' WHERE key = 'owner';
+         INSERT INTO meta (key, value) VALUES ('four_eyes', '1')",
+    );
+    let out = run_with_env(&["verify", "--json", "--database", &url], None, &[]);
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    let report = out.json();
+    let fields: Vec<&str> = report["projection_mismatches"]
+        .as_array()
+        .expect("mismatches")
+        .iter()
+        .filter_map(|m| m["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["meta.four_eyes", "meta.owner"], "{report}");
+}
+
 #[test]
 fn a_reviewer_may_not_list_a_surplus_on_an_operation_it_did_not_keep_one_effect_of() {
     // SPEC 14: the surplus is set once, with the confirmation that keeps

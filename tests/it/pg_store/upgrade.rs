@@ -21,6 +21,8 @@ use std::sync::OnceLock;
 /// said so when it was made); the upgrade's is the next.
 const OLD_ENTRIES: usize = 22;
 const UPGRADE_SEQ: usize = OLD_ENTRIES + 1;
+/// The settings the upgrade found, journaled after it (SPEC 12).
+const SETTINGS_SEQ: usize = UPGRADE_SEQ + 1;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +45,7 @@ fn template(pg: &Postgres) -> &'static str {
 
 /// A fresh copy of ce2d017's outbox; its URL.
 fn schema6(test: &str, prefix: &str) -> Option<(&'static Postgres, String)> {
-    let pg = servers::require(test, servers::postgres())?;
+    let pg = servers::require(test, Postgres::older())?;
     let url = pg.new_database_from(prefix, template(pg));
     Some((pg, url))
 }
@@ -187,10 +189,28 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     // The old entries and rows, untouched; the upgrade's entry after them.
     let new_journal = journal(pg, database);
     assert_eq!(new_journal[..OLD_ENTRIES], old_journal[..]);
-    assert_eq!(new_journal.len(), UPGRADE_SEQ);
+    assert_eq!(new_journal.len(), SETTINGS_SEQ);
     assert!(
         new_journal[OLD_ENTRIES].starts_with(&format!("{UPGRADE_SEQ} upgraded - ")),
         "{new_journal:?}"
+    );
+    assert!(
+        new_journal[UPGRADE_SEQ].starts_with(&format!("{SETTINGS_SEQ} settings - ")),
+        "{new_journal:?}"
+    );
+    let settings: Value = serde_json::from_str(&pg.psql(
+        database,
+        &format!("SELECT entry FROM journal WHERE seq = {SETTINGS_SEQ}"),
+    ))
+    .expect("the entry is JSON");
+    assert_eq!(
+        (
+            &settings["roles_prefix"],
+            &settings["owner"],
+            &settings["four_eyes"]
+        ),
+        (&json!("recon"), &json!("postgres"), &json!(false)),
+        "{settings}"
     );
     let entry: Value = serde_json::from_str(&pg.psql(
         database,
@@ -209,7 +229,7 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     assert_eq!(verified["intact"], json!(true), "{verified}");
     assert_eq!(
         verified["journal_entries"],
-        json!(UPGRADE_SEQ),
+        json!(SETTINGS_SEQ),
         "{verified}"
     );
     the_reads_say_what_the_old_build_recorded(&url);
@@ -228,7 +248,7 @@ fn db_upgrade_brings_ce2d017s_outbox_to_7_journals_upgraded_and_verify_passes() 
     );
     assert_eq!(
         cli_ok(&url, &["verify"], 0)["journal_entries"],
-        json!(UPGRADE_SEQ + 1)
+        json!(SETTINGS_SEQ + 1)
     );
 }
 
@@ -322,7 +342,7 @@ fn the_old_recon_roles_keep_working_after_the_upgrade_and_db_status_says_prefix_
         database_of(&url),
         &format!(
             "SELECT string_agg(kind || ':' || (entry::jsonb ->> 'role'), ',' ORDER BY seq)
-             FROM journal WHERE seq > {UPGRADE_SEQ}"
+             FROM journal WHERE seq > {SETTINGS_SEQ}"
         ),
     );
     assert_eq!(roles.trim(), "escalated:upgrade_rev,noted:upgrade_rev");

@@ -112,7 +112,7 @@ fn run(command: &mut Command) -> Result<String, String> {
 
 /// Stops every server this process started; registered once with `atexit`.
 extern "C" fn stop_servers() {
-    for pg in [&POSTGRES, &TLS_POSTGRES] {
+    for pg in [&POSTGRES, &TLS_POSTGRES, &OLDER_POSTGRES] {
         if let Some(Ok(pg)) = pg.get() {
             pg.stop();
         }
@@ -157,6 +157,7 @@ pub struct TlsFiles {
 
 static POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
 static TLS_POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
+static OLDER_POSTGRES: OnceLock<Result<Postgres, String>> = OnceLock::new();
 static DURABLE: AtomicBool = AtomicBool::new(false);
 
 /// Makes the cluster of this process (if not started yet) flush its
@@ -306,6 +307,17 @@ impl Postgres {
         })
     }
 
+    /// A cluster of this process for outboxes an older recon made, whose
+    /// roles (`recon_*`) serve every copy of them: apart from the
+    /// cluster of [`postgres`], whose own outboxes' roles must not serve
+    /// another database (`roles_in_use`); started on first use.
+    pub fn older() -> &'static Result<Postgres, String> {
+        OLDER_POSTGRES.get_or_init(|| {
+            stop_at_exit();
+            Postgres::start(false)
+        })
+    }
+
     /// Stops the server as a crash does (`pg_ctl stop -m immediate`):
     /// every backend killed, no checkpoint, recovery on the next start.
     #[track_caller]
@@ -350,6 +362,18 @@ impl Postgres {
 
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// The prefix of the roles of the outbox in the database at `url`, as
+    /// its `meta` records it (`recon` for one that records none).
+    pub fn roles_prefix_of(&self, url: &str) -> String {
+        let database = url.rsplit('/').next().expect("a database name");
+        let database = database.split('?').next().unwrap_or(database);
+        let found = self.psql(
+            database,
+            "SELECT coalesce((SELECT value FROM meta WHERE key = 'roles_prefix'), 'recon')",
+        );
+        found.trim().to_string()
     }
 
     /// A new empty database, named after `prefix`; its URL.
@@ -779,4 +803,32 @@ fn make_certificates(dir: &Path, data: &Path) -> Result<TlsFiles, String> {
         ca: tls.join("ca.crt"),
         other_ca: tls.join("other-ca.crt"),
     })
+}
+
+/// A roles' prefix of the database at `url` alone (its name, which is
+/// unique on the cluster, cut to fit): roles belong to one outbox, so each
+/// test's `db init` gives its outbox its own (`db init --roles`).
+pub fn roles_prefix_for(url: &str) -> String {
+    let database = url.rsplit('/').next().expect("a database name");
+    let database = database.split('?').next().unwrap_or(database);
+    let (name, n) = database.rsplit_once('_').unwrap_or((database, "0"));
+    let keep = 38usize.saturating_sub(n.len());
+    let name: String = name.chars().take(keep).collect();
+    format!("{name}_{n}").to_ascii_lowercase()
+}
+
+/// `--roles PREFIX` for a `db init` of the database at `url` when it holds
+/// no outbox yet (its own prefix, [`roles_prefix_for`]); nothing for one
+/// that holds one (it keeps the prefix it recorded) or that cannot be
+/// reached (the test is about that).
+pub fn roles_args_for(url: &str) -> Vec<String> {
+    let fresh = postgres::Client::connect(url, postgres::NoTls)
+        .and_then(|mut client| client.query_one("SELECT to_regclass('meta') IS NULL", &[]))
+        .map(|row| row.get::<_, bool>(0))
+        .unwrap_or(false);
+    if fresh {
+        vec!["--roles".to_string(), roles_prefix_for(url)]
+    } else {
+        Vec::new()
+    }
 }
