@@ -80,6 +80,10 @@ pub struct Projector {
     /// The newest `settings` entry's, when one was replayed (`None`
     /// inside for one that could not be read).
     settings: Option<Option<Settings>>,
+    /// The last entry of the upgrade that fixed the routes of operations
+    /// prepared before schema 6 (0 for none), and what it fixed them to.
+    routes_fixed_through: i64,
+    fixed_routes: projection::FixedRoutes,
 }
 
 /// An upgrade from schema 4, as the outbox's `meta` records it: entries
@@ -153,6 +157,14 @@ impl Projector {
         parsed
     }
 
+    /// An upgrade gave every operation prepared before schema 6 the
+    /// registration its receiver's name held when the journal ended at
+    /// `seq` (a workspace file's `routes_fixed_through_seq`).
+    pub fn routes_fixed_through(mut self, seq: i64) -> Self {
+        self.routes_fixed_through = seq;
+        self
+    }
+
     /// The store journals its settings (SPEC 12): `meta` is held to its
     /// newest `settings` entry, and an outbox with entries has one.
     pub fn settings_journaled(mut self) -> Self {
@@ -177,6 +189,9 @@ impl Projector {
                 self.older_through = self.older_through.max(entry.seq);
             }
         }
+        if self.routes_fixed_through > 0 {
+            self.fixed_routes = projection::fixed_routes(&entries, self.routes_fixed_through);
+        }
         let (expected_receivers, expected_routes, problems) = replay_receivers(&entries);
         self.mismatches.extend(problems);
         compare_keyed(
@@ -191,7 +206,8 @@ impl Projector {
     /// One operation's entries against its rows.
     pub fn operation(&mut self, op_id: &str, journal: &[Row], tables: &OpTables) {
         let entries = self.parse_all(journal);
-        let (projected, problems) = replay_op(op_id, &entries, self.older_through);
+        let (projected, problems) =
+            replay_op(op_id, &entries, self.older_through, &self.fixed_routes);
         self.mismatches.extend(problems);
         if let Some(op) = projected.operation.first() {
             let state = op[OP_STATE].as_text();

@@ -603,7 +603,7 @@ pub struct OpTables {
 }
 
 /// Replays one operation's entries, in `seq` order.
-struct Replay<'a> {
+struct Replay<'a, 'r> {
     op_id: &'a str,
     projected: Projected<'a>,
     problems: Vec<Mismatch>,
@@ -620,9 +620,52 @@ struct Replay<'a> {
     /// The last entry an older schema wrote (0 for none): its closes and
     /// decisions predate that rule.
     older_through: i64,
+    /// The registration each receiver's name held when an upgrade fixed
+    /// the routes of operations prepared before schema 6 ([`FixedRoutes`]).
+    fixed_routes: &'r FixedRoutes,
 }
 
-impl<'a> Replay<'a> {
+/// The registration (its id) each receiver's name held when a workspace's
+/// upgrade gave every operation prepared before schema 6, whose `prepared`
+/// entry names no registration, the one its name held then (SPEC 12,
+/// "Routes are fixed"); empty where no upgrade did (such an operation
+/// then names none).
+pub type FixedRoutes = BTreeMap<String, i64>;
+
+/// [`FixedRoutes`] from the entries that name no operation, replayed
+/// through `through` (the last entry the upgrade that fixed them wrote).
+pub fn fixed_routes(entries: &[ParsedEntry<'_>], through: i64) -> FixedRoutes {
+    let mut held = FixedRoutes::new();
+    for e in entries.iter().filter(|e| e.seq <= through) {
+        let name = e.get("name").text();
+        match e.kind {
+            // A registration's identity is the seq of its entry.
+            EntryKind::ReceiverRegistered => {
+                held.insert(name, e.seq);
+            }
+            EntryKind::ReceiverRemoved => {
+                held.remove(&name);
+            }
+            _ => {}
+        }
+    }
+    held
+}
+
+impl<'a, 'r> Replay<'a, 'r> {
+    /// The registration a `prepared` or `approved` entry routed its
+    /// operation to: the one it names, else (prepared before schema 6)
+    /// the one its receiver's name held when the routes were fixed.
+    fn route_of(&self, e: &ParsedEntry<'a>) -> Want<'a> {
+        if e.fields.find("receiver_id").is_some() {
+            return e.get("receiver_id");
+        }
+        match self.fixed_routes.get(&e.get("receiver").text()) {
+            Some(id) => Want::Int(*id),
+            None => Want::Null,
+        }
+    }
+
     fn apply(&mut self, e: &ParsedEntry<'a>) {
         let op_id = Want::Text(self.op_id);
         match e.kind {
@@ -900,8 +943,9 @@ impl<'a> Replay<'a> {
             Want::Null,
             Want::Null,
             Want::Null,
-            // The registration it was routed to; none before schema 6.
-            e.get("receiver_id"),
+            // The registration it was routed to (before schema 6, the
+            // one its name held when an upgrade fixed the routes).
+            self.route_of(e),
             Want::Null,
             Want::Null,
         ]);
@@ -1209,6 +1253,7 @@ pub fn replay_op<'a>(
     op_id: &'a str,
     entries: &[ParsedEntry<'a>],
     older_through: i64,
+    fixed_routes: &FixedRoutes,
 ) -> (Projected<'a>, Vec<Mismatch>) {
     let mut replay = Replay {
         op_id,
@@ -1219,6 +1264,7 @@ pub fn replay_op<'a>(
         close_requested: false,
         closes: Vec::new(),
         older_through,
+        fixed_routes,
     };
     for entry in entries {
         replay.apply(entry);

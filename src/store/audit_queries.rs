@@ -206,7 +206,8 @@ fn project(
     ledger_id: Option<&str>,
 ) -> Result<Projection, StoreError> {
     let mut projector = Projector::after_upgrade(super::upgrade::recorded(conn, path)?)
-        .older_schema_through(super::upgrade::older_schema_through(conn, path)?);
+        .older_schema_through(super::upgrade::older_schema_through(conn, path)?)
+        .routes_fixed_through(super::upgrade::routes_fixed_through(conn, path)?);
     projector.receivers(
         &all_rows(conn, path, JOURNAL, "WHERE op_id IS NULL ORDER BY seq")?,
         &all_rows(conn, path, RECEIVERS, "ORDER BY name")?,

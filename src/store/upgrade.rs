@@ -323,12 +323,25 @@ fn columns_of_sql(path: &Path, sql: &str, table: &str) -> Result<Vec<String>, St
 /// at this schema): what `verify` exempts from the rules that schema did
 /// not have (SPEC 12, a closed snapshot is a recorded close).
 pub(crate) fn older_schema_through(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    seq_in_meta(conn, path, "older_schema_through_seq")
+}
+
+/// The last entry of the upgrade that gave every operation prepared
+/// before schema 6 the registration its receiver's name held then, as it
+/// recorded it (`routes_fixed_through_seq`; 0 for a file no upgrade fixed,
+/// whose such operations name none): what `verify` holds their
+/// registration to (SPEC 12, "Routes are fixed").
+pub(crate) fn routes_fixed_through(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
+    seq_in_meta(conn, path, ROUTES_FIXED_THROUGH_SEQ)
+}
+
+/// The key of `meta` for [`routes_fixed_through`].
+pub(crate) const ROUTES_FIXED_THROUGH_SEQ: &str = "routes_fixed_through_seq";
+
+/// A seq a sender file's `meta` records under `key` (0 for none).
+fn seq_in_meta(conn: &Connection, path: &Path, key: &str) -> Result<i64, StoreError> {
     let value: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'older_schema_through_seq'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
         .optional()
         .at(path)?;
     Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))

@@ -662,3 +662,106 @@ fn old_decisions_on_closed_snapshots_verify_after_an_upgrade_and_the_older_schem
     let field = json!("older_schema_through_seq");
     assert_eq!(found, [(&op, &field), (&op, &field)], "{report:#}");
 }
+
+/// Reproduction 14 (SPEC 12, "Routes are fixed"): an operation prepared
+/// before schema 6 named its receiver by name alone. The upgrade gives it
+/// the registration its name held then, so removing that receiver and
+/// registering another store under the same name leaves it routed to the
+/// one it was sent to (`receiver_gone`), never to the new store; `verify`
+/// holds the registration to the journal.
+#[test]
+fn an_operation_prepared_before_schema_6_keeps_the_registration_its_name_held_at_the_upgrade() {
+    let dir = copy_of_schema5();
+    let w = dir.path().to_str().unwrap();
+    drop(open_at(dir.path(), UPGRADE_AT));
+    let sender = Connection::open(dir.path().join("sender.sqlite")).unwrap();
+    let routed = |op: &str| -> (Option<i64>, i64) {
+        sender
+            .query_row(
+                "SELECT o.receiver_id, r.id FROM operations o
+                 JOIN receivers r ON r.name = o.receiver WHERE o.op_id = ?1",
+                [op],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    for op in ["op-upgrade-letter", "op-upgrade-fax"] {
+        let (named, held) = routed(op);
+        assert_eq!(named, Some(held), "{op}");
+    }
+    let unrouted: i64 = sender
+        .query_row(
+            "SELECT count(*) FROM operations WHERE receiver_id IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(unrouted, 0);
+    assert_intact(dir.path(), 39);
+    let letters = routed("op-upgrade-letter").1;
+    // The store behind `letters` is gone; another takes the name.
+    let removed = run(
+        &[
+            "receivers",
+            "remove",
+            "letters",
+            "--lost",
+            "--reason",
+            "the store is gone",
+            "--workspace",
+            w,
+        ],
+        None,
+    );
+    assert_eq!(removed.code, Some(0), "{}", removed.stderr);
+    let state = dir.path().join("other-letters.json");
+    let fixture = crate::support::adapter_fixture();
+    let added = run(
+        &[
+            "receivers",
+            "add",
+            "letters",
+            "--actions",
+            "post_letter",
+            "--workspace",
+            w,
+            "--json",
+            "--",
+            fixture.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(added.code, Some(0), "{}", added.stderr);
+    assert_ne!(added.json()["id"], json!(letters), "another registration");
+    let dispatched = run(
+        &["dispatch", "op-upgrade-letter", "--workspace", w, "--json"],
+        None,
+    );
+    assert_eq!(
+        dispatched.code,
+        Some(3),
+        "{}{}",
+        dispatched.stdout,
+        dispatched.stderr
+    );
+    assert_eq!(dispatched.json()["error"]["code"], json!("receiver_gone"));
+    assert!(!state.exists(), "the new store was never called");
+    // The registration, changed behind the journal's back, is found.
+    let (r, report) = verify(dir.path());
+    assert_eq!(r.code, Some(0), "{report:#}");
+    tamper(
+        dir.path(),
+        "UPDATE operations SET receiver_id = NULL WHERE op_id = 'op-upgrade-fax'",
+    );
+    let (r, report) = verify(dir.path());
+    assert_eq!(r.code, Some(1), "{report:#}");
+    let fields: Vec<&Value> = report["projection_mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["field"])
+        .collect();
+    assert!(fields.contains(&&json!("receiver_id")), "{report:#}");
+}

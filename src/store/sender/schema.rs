@@ -34,7 +34,7 @@ pub(crate) const ROLE: Role = Role {
     from_four: FROM_FOUR,
     from_five: FROM_FIVE,
     from_six: FROM_SIX,
-    finish: register_implicit_builtin,
+    finish: finish_upgrade,
 };
 
 /// Schema 5 to 6: a registration says whether it is recon's own ledger and
@@ -116,6 +116,40 @@ const RECEIVERS_GAIN_IDENTITY: Rebuild = Rebuild {
 /// to that way and that route nowhere else (never `*`); when every one of
 /// them has been routed elsewhere since, it is registered for none, and
 /// still reads the operations that went to it.
+/// What the outbox's upgrade does last: it registers the built-in ledger
+/// its operations were routed to implicitly before schema 6, then gives
+/// every operation that names no registration (prepared before schema 6)
+/// the one its receiver's name holds now, so no later registration under
+/// that name can take it (SPEC 12, "Routes are fixed"), and records the
+/// journal's last entry then (`routes_fixed_through_seq`), which `verify`
+/// replays the registrations through to hold each to it.
+fn finish_upgrade(
+    tx: &Transaction<'_>,
+    path: &Path,
+    at: Timestamp,
+    from: i64,
+) -> Result<(), StoreError> {
+    register_implicit_builtin(tx, path, at, from)?;
+    let fixed = tx
+        .execute(
+            "UPDATE operations SET receiver_id =
+                (SELECT r.id FROM receivers r WHERE r.name = operations.receiver)
+             WHERE receiver_id IS NULL
+               AND EXISTS (SELECT 1 FROM receivers r WHERE r.name = operations.receiver)",
+            [],
+        )
+        .at(path)?;
+    if fixed > 0 {
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value)
+             SELECT ?1, CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM journal",
+            [crate::store::upgrade::ROUTES_FIXED_THROUGH_SEQ],
+        )
+        .at(path)?;
+    }
+    Ok(())
+}
+
 fn register_implicit_builtin(
     tx: &Transaction<'_>,
     path: &Path,
