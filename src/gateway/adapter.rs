@@ -10,10 +10,12 @@
 //! an `isError` result is an `ok: false` answer: never a receipt. The
 //! downstream is a running `recon mcp --gateway`'s, lent through
 //! [`super::relay`], or one started for the call where none runs.
+//! [`apply_lent`] gives the same `apply` answer inside a running
+//! gateway, which applies its own effect calls so, with no child.
 
 use super::downstream::{text_of, Lost};
 use super::file::{Effect as EffectTool, Gateway};
-use super::relay::Link;
+use super::relay::{Lender, Link};
 use crate::domain::{same_json, Ceiling, Description, Effect, Snapshot};
 use crate::receiver::protocol::{self, ErrorCode, Failed, Request, Verb};
 use serde_json::{Map, Value};
@@ -113,6 +115,49 @@ async fn apply(
     action_kind: &str,
     payload: &Value,
 ) -> Result<Value, Failed> {
+    let (tool, arguments) = effect_call(gateway, op_id, action_kind, payload)?;
+    let mut downstream = Link::open(gateway).await.map_err(lost)?;
+    let result = downstream.call(action_kind, arguments).await;
+    downstream.stop().await;
+    receipt_of(tool, result, (op_id, action_kind, payload))
+}
+
+/// The answer to an `apply` request line, given by a running gateway's
+/// own downstream (`lender`) in its process: the answer this adapter would
+/// have written, the effect tool called once. `recon mcp --gateway`
+/// applies its effect calls so, starting no adapter child.
+pub async fn apply_lent<L: Lender>(gateway: &Gateway, lender: &L, raw: &Value) -> Value {
+    let applied = match protocol::parse_request(Verb::Apply, raw) {
+        Ok(Request::Apply {
+            op_id,
+            action_kind,
+            payload,
+            compensates_effect_id: None,
+            ..
+        }) => match effect_call(gateway, &op_id, &action_kind, &payload) {
+            Ok((tool, arguments)) => {
+                let result = lender.call(action_kind.clone(), arguments).await;
+                receipt_of(tool, result, (&op_id, &action_kind, &payload))
+            }
+            Err(failed) => Err(failed),
+        },
+        Ok(_) => Err(failed(
+            ErrorCode::Unsupported,
+            "the gateway performs no compensation",
+        )),
+        Err(failed) => Err(failed),
+    };
+    applied.unwrap_or_else(|f| protocol::failure_answer(&f))
+}
+
+/// The effect tool an apply calls and its arguments: the payload, with
+/// the op id under `pass_op_id_as`.
+fn effect_call<'g>(
+    gateway: &'g Gateway,
+    op_id: &str,
+    action_kind: &str,
+    payload: &Value,
+) -> Result<(&'g EffectTool, Map<String, Value>), Failed> {
     let tool = gateway.effect(action_kind).ok_or_else(|| {
         failed(
             ErrorCode::Unsupported,
@@ -128,9 +173,16 @@ async fn apply(
     if let Some(name) = &tool.pass_op_id_as {
         arguments.insert(name.clone(), Value::from(op_id));
     }
-    let mut downstream = Link::open(gateway).await.map_err(lost)?;
-    let result = downstream.call(action_kind, arguments).await;
-    downstream.stop().await;
+    Ok((tool, arguments))
+}
+
+/// The receipt answer an effect call's result is: none for a lost answer
+/// or an `isError` result.
+fn receipt_of(
+    tool: &EffectTool,
+    result: Result<rmcp::model::CallToolResult, Lost>,
+    (op_id, action_kind, payload): (&str, &str, &Value),
+) -> Result<Value, Failed> {
     let result = result.map_err(lost)?;
     if result.is_error == Some(true) {
         return Err(failed(

@@ -2,20 +2,26 @@
 //! agent sees them. `pass` tools are forwarded as they are; each `effect`
 //! tool gets a required `key` (removed before forwarding) and recon's
 //! status as its output, and a call of it is a `recon_do` with the tool's
-//! name as the action kind, routed to the gateway's receiver, which
-//! calls the downstream tool. Undeclared and `evidence` tools are not
+//! name as the action kind, routed to the gateway's receiver, whose
+//! `apply` this process answers itself through its running downstream
+//! ([`LentApply`]): no adapter child. Undeclared and `evidence` tools are not
 //! exposed. Before serving, the gateway's receiver is registered (or
 //! re-checked) on a workspace; in team mode it must already be.
 
 use super::tools;
-use crate::domain::Refusal;
+use crate::dispatch::adapter::Reply;
+use crate::dispatch::InProcessApply;
+use crate::domain::{FailureKind, Refusal, Registration};
 use crate::gateway::downstream::{Downstream, Lost};
 use crate::gateway::{Gateway, ToolMode};
+use crate::receiver::rules::failure;
 use crate::store::Location;
 use crate::workspace::{NewReceiver, Workspace};
 use rmcp::model::Tool;
 use serde_json::{json, Map, Value};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The started gateway: its file, its downstream (none after a call lost
 /// it: the next call starts another), the tools it exposes.
@@ -88,6 +94,70 @@ impl crate::gateway::relay::Lender for Gate {
         arguments: Map<String, Value>,
     ) -> Result<rmcp::model::CallToolResult, Lost> {
         self.forward(&tool, arguments).await
+    }
+}
+
+/// The gateway's receiver's `apply`, answered in this process through the
+/// running downstream ([`Gate::forward`]) instead of by a
+/// `recon gateway-adapter` child relaying the call back through the
+/// socket: the same answer line, given after `unknown` is committed, the
+/// effect tool called once. It serves only the registration that names
+/// this gateway's adapter with this file; reads, closes and every other
+/// process's calls still run the adapter.
+pub struct LentApply {
+    gate: Arc<Gate>,
+    runtime: tokio::runtime::Handle,
+    args: Vec<String>,
+}
+
+impl LentApply {
+    /// The gate's apply, run on `runtime` (the one its downstream lives on).
+    pub fn new(gate: Arc<Gate>, runtime: tokio::runtime::Handle) -> crate::Result<LentApply> {
+        let (_, args) = command(&gate.file)?;
+        Ok(LentApply {
+            gate,
+            runtime,
+            args,
+        })
+    }
+}
+
+impl InProcessApply for LentApply {
+    fn serves(&self, registration: &Registration) -> bool {
+        !registration.builtin
+            && registration.name == self.gate.file.receiver
+            && registration.args == self.args
+    }
+
+    /// Runs the call on the gateway's runtime and waits for its answer, at
+    /// most `timeout` (the downstream's own timeout, the file's, is
+    /// shorter, and a call past it is lost there).
+    fn apply(&self, request: &Value, timeout: Duration) -> Reply {
+        let (answer, answered) = std::sync::mpsc::channel();
+        let (gate, request) = (self.gate.clone(), request.clone());
+        self.runtime.spawn(async move {
+            let line = crate::gateway::adapter::apply_lent(&gate.file, &*gate, &request).await;
+            let _ = answer.send(line);
+        });
+        let answer = match answered.recv_timeout(timeout) {
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Timeout) => Err(failure(
+                FailureKind::Timeout,
+                format!(
+                    "the gateway's downstream gave no answer within {} ms",
+                    timeout.as_millis()
+                ),
+            )),
+            Err(RecvTimeoutError::Disconnected) => Err(failure(
+                FailureKind::Crash,
+                "the gateway stopped before its downstream answered",
+            )),
+        };
+        Reply {
+            answer,
+            exit_code: None,
+            stderr: String::new(),
+        }
     }
 }
 
