@@ -264,3 +264,85 @@ pub fn register(ws: &mut Workspace, file: &Gateway) -> crate::Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Description;
+
+    fn registration(name: &str, actions: &[&str]) -> Registration {
+        Registration {
+            id: 1,
+            version: 1,
+            name: name.into(),
+            actions: actions.iter().map(|a| a.to_string()).collect(),
+            builtin: false,
+            program: "/usr/bin/recon".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout_ms: 30_000,
+            describe_sha256: "0".repeat(64),
+            describe: Description::builtin(true),
+        }
+    }
+
+    fn lent(runtime: tokio::runtime::Handle) -> LentApply {
+        let text = include_str!("../../examples/gateway.toml");
+        let file = crate::gateway::file::parse(std::path::Path::new("/g/gateway.toml"), text)
+            .expect("the example");
+        let gate = Gate {
+            file,
+            downstream: tokio::sync::Mutex::new(None),
+            tools: Vec::new(),
+        };
+        LentApply::new(Arc::new(gate), runtime).expect("the command line")
+    }
+
+    #[test]
+    fn only_the_registration_naming_this_gateways_adapter_and_file_is_applied_in_process() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let lent = lent(runtime.handle().clone());
+        let mut ours = registration("files", &["write_file"]);
+        ours.args = ["gateway-adapter", "--gateway", "/g/gateway.toml"]
+            .map(String::from)
+            .into();
+        assert!(lent.serves(&ours));
+        let mut renamed = ours.clone();
+        renamed.name = "mail".into();
+        assert!(!lent.serves(&renamed), "another receiver");
+        let mut other_file = ours.clone();
+        other_file.args[2] = "/g/other.toml".into();
+        assert!(!lent.serves(&other_file), "another gateway's adapter");
+        let mut ledger = ours.clone();
+        ledger.builtin = true;
+        assert!(!lent.serves(&ledger), "recon's own ledger");
+    }
+
+    #[test]
+    fn an_apply_the_gateway_cannot_answer_is_a_timeout_or_a_crash_never_a_receipt() {
+        let request = json!({"recon_adapter": 1});
+        let idle = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        // A runtime nobody drives: the call never runs, the wait ends.
+        let reply = lent(idle.handle().clone()).apply(&request, Duration::from_millis(10));
+        let failure = reply.answer.expect_err("no answer");
+        assert_eq!(failure.kind, FailureKind::Timeout, "{}", failure.detail);
+        assert!(
+            failure.detail.contains("within 10 ms"),
+            "{}",
+            failure.detail
+        );
+        assert_eq!((reply.exit_code, reply.stderr.as_str()), (None, ""));
+        let ended = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let handle = ended.handle().clone();
+        drop(ended);
+        let reply = lent(handle).apply(&request, Duration::from_secs(30));
+        let failure = reply.answer.expect_err("no answer");
+        assert_eq!(failure.kind, FailureKind::Crash, "{}", failure.detail);
+    }
+}
