@@ -14,9 +14,9 @@
 //! - today's path: `recon prepare` then `recon dispatch`, a process each;
 //! - the gateway (when the reference filesystem server is installed in
 //!   `target/npm`, as `.ci/run` does): one `write_file` through `recon mcp
-//!   --gateway` (an operation, and its apply child calling the gateway's
-//!   running downstream through its socket) against the same call made on
-//!   the filesystem server directly.
+//!   --gateway` (an operation whose apply the gateway answers in its own
+//!   process through its running downstream, no adapter child) against
+//!   the same call made on the filesystem server directly.
 //!
 //! `RECON_BENCH_MCP=N` sets the calls measured per row (default 200).
 //! `cargo bench --bench mcp`
@@ -313,9 +313,9 @@ fn main() {
     println!("filesystem server directly   {:>7.2} ms", millis(direct));
     println!(
         "recon mcp --gateway          {:>7.2} ms  (+{:.2} ms over the server directly; \
-         +{:.2} ms over one recon_do: the apply child, the relay and the call)",
+         {:+.2} ms against one recon_do, whose apply is a child of the built-in ledger)",
         millis(through),
         millis(through.saturating_sub(direct)),
-        millis(through.saturating_sub(one)),
+        millis(through) - millis(one),
     );
 }

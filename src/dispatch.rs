@@ -10,6 +10,11 @@
 //! and the permit line. Timeouts only bound hung children.
 //!
 //! The child's own side lives with the receivers (`receiver::serve_apply`).
+//!
+//! One receiver's `apply` may be answered without a child: a running
+//! `recon mcp --gateway` lends its downstream through [`InProcessApply`],
+//! asked at the same point, after `unknown` is committed, and judged by
+//! the same rules.
 
 pub mod adapter;
 
@@ -346,12 +351,19 @@ pub struct PendingDispatch {
 }
 
 /// The adapter call of a dispatch.
-pub struct AdapterCall(pub(crate) Result<adapter::Call, AdapterFailure>);
+pub struct AdapterCall(pub(crate) Applying);
+
+/// How a dispatch's `apply` goes: a child of the receiver's program, or
+/// already answered in this process ([`InProcessApply`]).
+pub(crate) enum Applying {
+    Child(Result<adapter::Call, AdapterFailure>),
+    Answered(adapter::Reply),
+}
 
 impl AdapterCall {
     /// Lets the built-in ledger's permit drill go on with its write.
     pub fn permit(&mut self) -> Result<(), StoreError> {
-        if let Ok(call) = &mut self.0 {
+        if let Applying::Child(Ok(call)) = &mut self.0 {
             call.permit();
         }
         Ok(())
@@ -359,14 +371,29 @@ impl AdapterCall {
 
     pub(crate) fn finish(self) -> adapter::Reply {
         match self.0 {
-            Ok(call) => call.finish(),
-            Err(failure) => adapter::Reply {
+            Applying::Child(Ok(call)) => call.finish(),
+            Applying::Child(Err(failure)) => adapter::Reply {
                 answer: Err(failure),
                 exit_code: None,
                 stderr: String::new(),
             },
+            Applying::Answered(reply) => reply,
         }
     }
+}
+
+/// A receiver's `apply` answered in this process instead of by a child
+/// of its program: a running `recon mcp --gateway` applies its effect
+/// calls through its own downstream. It is given the request line the
+/// program would have read, after `unknown` is committed, and answers
+/// the line the program would have written (judged by the same rules), or
+/// why none came; it never sends a request twice.
+pub trait InProcessApply: Send {
+    /// Whether it answers for `registration` (as registered now).
+    fn serves(&self, registration: &Registration) -> bool;
+    /// One `apply` request, answered within `timeout` (the registration's,
+    /// as a child's would be): the reply has no exit code and no stderr.
+    fn apply(&self, request: &Value, timeout: Duration) -> adapter::Reply;
 }
 
 /// Options for one dispatch: the built-in ledger's drills.

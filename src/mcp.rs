@@ -274,7 +274,8 @@ fn page(args: &Map<String, Value>) -> Result<(Option<usize>, Option<String>), Mc
 }
 
 /// Registers (or re-checks) the gateway's receiver on the engine, then
-/// starts the downstream server and lists its tools.
+/// starts the downstream server and lists its tools, and lends it to the
+/// engine's workspace for the receiver's `apply`.
 async fn open_gate(
     engine: &Engine,
     file: crate::gateway::Gateway,
@@ -286,9 +287,16 @@ async fn open_gate(
         .map_err(|e| ServeError::Runtime(e.message.to_string()))?
         .map_err(ServeError::Open)?;
     let started = gate::Gate::start(file).await;
-    started
+    let gate = started
         .map(std::sync::Arc::new)
-        .map_err(|lost| ServeError::Runtime(format!("the gateway's downstream: {lost}")))
+        .map_err(|lost| ServeError::Runtime(format!("the gateway's downstream: {lost}")))?;
+    let lent = gate::LentApply::new(gate.clone(), tokio::runtime::Handle::current())
+        .map_err(ServeError::Open)?;
+    engine
+        .run(move |ws| ws.apply_in_process(Box::new(lent)))
+        .await
+        .map_err(|e| ServeError::Runtime(e.message.to_string()))?;
+    Ok(gate)
 }
 
 /// Serves MCP on stdin and stdout until the client closes them, on the

@@ -79,6 +79,9 @@ pub struct Workspace {
     /// The adapter sessions of this command, by registration id and
     /// version; each process ends when the workspace is dropped.
     sessions: std::collections::HashMap<(i64, i64), crate::dispatch::adapter::Session>,
+    /// A receiver whose `apply` this process answers itself (a running
+    /// gateway's), when one is lent.
+    in_process: Option<Box<dyn crate::dispatch::InProcessApply>>,
 }
 
 /// A snapshot with the operation it was taken for and its verdict.
@@ -152,6 +155,7 @@ impl Workspace {
             clock,
             described: Default::default(),
             sessions: Default::default(),
+            in_process: None,
         })
     }
 
@@ -311,6 +315,14 @@ impl Workspace {
     pub fn with_receiver_program(mut self, program: ReceiverProgram) -> Self {
         self.program = program;
         self
+    }
+
+    /// Answers the `apply` of the receiver `local` serves in this process
+    /// from now on, instead of starting its program (`recon mcp
+    /// --gateway`'s own effect calls); every other call still runs its
+    /// program.
+    pub fn apply_in_process(&mut self, local: Box<dyn crate::dispatch::InProcessApply>) {
+        self.in_process = Some(local);
     }
 
     pub fn receiver_program(&self) -> &ReceiverProgram {

@@ -10,10 +10,12 @@
 //! an `isError` result is an `ok: false` answer: never a receipt. The
 //! downstream is a running `recon mcp --gateway`'s, lent through
 //! [`super::relay`], or one started for the call where none runs.
+//! [`apply_lent`] gives the same `apply` answer inside a running
+//! gateway, which applies its own effect calls so, with no child.
 
 use super::downstream::{text_of, Lost};
 use super::file::{Effect as EffectTool, Gateway};
-use super::relay::Link;
+use super::relay::{Lender, Link};
 use crate::domain::{same_json, Ceiling, Description, Effect, Snapshot};
 use crate::receiver::protocol::{self, ErrorCode, Failed, Request, Verb};
 use serde_json::{Map, Value};
@@ -113,6 +115,49 @@ async fn apply(
     action_kind: &str,
     payload: &Value,
 ) -> Result<Value, Failed> {
+    let (tool, arguments) = effect_call(gateway, op_id, action_kind, payload)?;
+    let mut downstream = Link::open(gateway).await.map_err(lost)?;
+    let result = downstream.call(action_kind, arguments).await;
+    downstream.stop().await;
+    receipt_of(tool, result, (op_id, action_kind, payload))
+}
+
+/// The answer to an `apply` request line, given by a running gateway's
+/// own downstream (`lender`) in its process: the answer this adapter would
+/// have written, the effect tool called once. `recon mcp --gateway`
+/// applies its effect calls so, starting no adapter child.
+pub async fn apply_lent<L: Lender>(gateway: &Gateway, lender: &L, raw: &Value) -> Value {
+    let applied = match protocol::parse_request(Verb::Apply, raw) {
+        Ok(Request::Apply {
+            op_id,
+            action_kind,
+            payload,
+            compensates_effect_id: None,
+            ..
+        }) => match effect_call(gateway, &op_id, &action_kind, &payload) {
+            Ok((tool, arguments)) => {
+                let result = lender.call(action_kind.clone(), arguments).await;
+                receipt_of(tool, result, (&op_id, &action_kind, &payload))
+            }
+            Err(failed) => Err(failed),
+        },
+        Ok(_) => Err(failed(
+            ErrorCode::Unsupported,
+            "the gateway performs no compensation",
+        )),
+        Err(failed) => Err(failed),
+    };
+    applied.unwrap_or_else(|f| protocol::failure_answer(&f))
+}
+
+/// The effect tool an apply calls and its arguments: the payload, with
+/// the op id under `pass_op_id_as`.
+fn effect_call<'g>(
+    gateway: &'g Gateway,
+    op_id: &str,
+    action_kind: &str,
+    payload: &Value,
+) -> Result<(&'g EffectTool, Map<String, Value>), Failed> {
     let tool = gateway.effect(action_kind).ok_or_else(|| {
         failed(
             ErrorCode::Unsupported,
@@ -128,9 +173,16 @@ async fn apply(
     if let Some(name) = &tool.pass_op_id_as {
         arguments.insert(name.clone(), Value::from(op_id));
     }
-    let mut downstream = Link::open(gateway).await.map_err(lost)?;
-    let result = downstream.call(action_kind, arguments).await;
-    downstream.stop().await;
+    Ok((tool, arguments))
+}
+
+/// The receipt answer an effect call's result is: none for a lost answer
+/// or an `isError` result.
+fn receipt_of(
+    tool: &EffectTool,
+    result: Result<rmcp::model::CallToolResult, Lost>,
+    (op_id, action_kind, payload): (&str, &str, &Value),
+) -> Result<Value, Failed> {
     let result = result.map_err(lost)?;
     if result.is_error == Some(true) {
         return Err(failed(
@@ -339,6 +391,111 @@ mod tests {
             effect_id_pointer: effect_id_pointer.map(str::to_string),
             closed_pointer: Some("/closed".into()),
         }
+    }
+
+    /// The calls a downstream was given: each tool and its arguments.
+    type Calls = Vec<(String, Map<String, Value>)>;
+
+    /// A downstream that answers every call with `answer`, keeping each
+    /// call it was given.
+    struct Lent {
+        calls: std::sync::Mutex<Calls>,
+        answer: Result<CallToolResult, Lost>,
+    }
+
+    impl Lender for Lent {
+        async fn call(
+            &self,
+            tool: String,
+            arguments: Map<String, Value>,
+        ) -> Result<CallToolResult, Lost> {
+            (self.calls.lock().expect("calls")).push((tool, arguments));
+            self.answer.clone()
+        }
+    }
+
+    /// `apply_lent` of `request` on the example gateway (its op id passed
+    /// as `request_id`, its effect id at `/id`): the answer and the calls.
+    fn lent(answer: Result<CallToolResult, Lost>, request: &Value) -> (Value, Calls) {
+        let text = include_str!("../../examples/gateway.toml")
+            .replace(
+                "can_close = false",
+                "can_close = false\npass_op_id_as = \"request_id\"\neffect_id_pointer = \"/id\"",
+            )
+            .replace(
+                "absent_error_contains = \"ENOENT\"",
+                "absent_error_contains = \"ENOENT\"\neffect_id_pointer = \"/id\"",
+            );
+        let gateway =
+            super::super::file::parse(std::path::Path::new("/g.toml"), &text).expect("the example");
+        let lender = Lent {
+            calls: Default::default(),
+            answer,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let answer = runtime.block_on(apply_lent(&gateway, &lender, request));
+        (answer, lender.calls.into_inner().expect("calls"))
+    }
+
+    fn apply_request(compensates: Option<&str>) -> Value {
+        json!({"recon_adapter": 1, "workspace": "W", "op": {
+            "op_id": "mcp-1", "action_kind": "write_file",
+            "payload": {"path": "/a", "content": "hi"},
+            "compensates_effect_id": compensates}})
+    }
+
+    #[test]
+    fn an_apply_in_process_calls_the_effect_tool_once_and_answers_the_adapters_receipt() {
+        let found = CallToolResult::structured(json!({"id": "E-9"}));
+        let (answer, calls) = lent(Ok(found), &apply_request(None));
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(answer["receipt"]["effect_id"], "E-9");
+        assert_eq!(answer["receipt"]["op_id"], "mcp-1");
+        assert_eq!(
+            answer["receipt"]["payload"],
+            json!({"path": "/a", "content": "hi"}),
+            "the receipt's payload is the operation's, without the op id argument"
+        );
+        assert_eq!(calls.len(), 1, "called once");
+        assert_eq!(calls[0].0, "write_file");
+        let sent = json!({"path": "/a", "content": "hi", "request_id": "mcp-1"});
+        assert_eq!(Value::Object(calls[0].1.clone()), sent);
+    }
+
+    #[test]
+    fn an_apply_in_process_whose_answer_is_lost_or_an_error_is_no_receipt_and_is_not_sent_again() {
+        let is_error = CallToolResult::error(vec![rmcp::model::ContentBlock::text("EACCES")]);
+        let outcomes = [
+            (Err(Lost::Timeout(5)), "no answer within 5 ms"),
+            (Err(Lost::Gone("pipe closed".into())), "answer was lost"),
+            (Ok(is_error), "write_file answered isError: EACCES"),
+        ];
+        for (outcome, said) in outcomes {
+            let (answer, calls) = lent(outcome, &apply_request(None));
+            assert_eq!(answer["ok"], false, "{answer}");
+            assert_eq!(answer["error"]["code"], "unavailable", "{answer}");
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(said), "{message}");
+            assert_eq!(calls.len(), 1, "sent once, never again");
+        }
+    }
+
+    #[test]
+    fn an_apply_in_process_of_a_compensation_or_another_tool_is_refused_before_any_call() {
+        let ok = || Ok(CallToolResult::structured(json!({"id": "E-9"})));
+        let (answer, calls) = lent(ok(), &apply_request(Some("E-1")));
+        assert_eq!(answer["error"]["code"], "unsupported", "{answer}");
+        assert!(calls.is_empty());
+        let mut other = apply_request(None);
+        other["op"]["action_kind"] = json!("list_directory");
+        let (answer, calls) = lent(ok(), &other);
+        assert_eq!(answer["error"]["code"], "unsupported", "{answer}");
+        assert!(calls.is_empty());
+        let (answer, calls) = lent(ok(), &json!({"recon_adapter": 1}));
+        assert_eq!(answer["error"]["code"], "bad_request", "{answer}");
+        assert!(calls.is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use super::Workspace;
 use crate::dispatch::adapter::{AdapterProgram, PassEnv, Reply, Session};
-use crate::dispatch::{AdapterCall, DispatchOptions, DispatchReport, PendingDispatch};
+use crate::dispatch::{AdapterCall, Applying, DispatchOptions, DispatchReport, PendingDispatch};
 use crate::domain::{
     classify, AdapterFailure, CloseRecord, Description, Effect, EffectRequest, FailureKind,
     LostReceiver, NewObservation, Observation, Operation, Provenance, Registration, Snapshot,
@@ -801,7 +801,8 @@ impl Workspace {
     /// command's session with it when its description declares `session`
     /// (started on first use), else one process for the call. Writes never
     /// come here: every apply is a child of its own (`start_apply`), so
-    /// the built-in ledger's drills keep their one request per process.
+    /// the built-in ledger's drills keep their one request per process
+    /// (or, for a running gateway's own calls, answered in process).
     fn exchange(
         &mut self,
         registration: &Registration,
@@ -868,6 +869,9 @@ impl Workspace {
 
     /// Starts the receiver call of a dispatch whose `unknown` state is
     /// committed. A call that cannot start is reported when it is finished.
+    /// A receiver whose apply this process answers itself
+    /// ([`Workspace::apply_in_process`]) is asked here, to the end: its
+    /// reply is judged when the dispatch is finished, as a child's is.
     pub(crate) fn start_apply(
         &self,
         operation: Operation,
@@ -876,6 +880,16 @@ impl Workspace {
         let registration = self.registration_of(&operation)?;
         let mut request = protocol::request(Verb::Apply, &self.id, &request_of(&operation), None);
         options.add_to(&mut request);
+        let local = (self.in_process.as_ref()).filter(|local| local.serves(&registration));
+        if let (Some(local), false) = (local, options.has_drills()) {
+            let timeout = Duration::from_millis(registration.timeout_ms);
+            let reply = local.apply(&request, timeout);
+            return Ok(PendingDispatch {
+                operation,
+                child: AdapterCall(Applying::Answered(reply)),
+                registration,
+            });
+        }
         let program = self.adapter_program(&registration)?;
         let mut call = program.start(&self.program, Verb::Apply, &request, options.wait_permit);
         if let (Ok(running), true) = (&mut call, options.wait_permit) {
@@ -885,7 +899,7 @@ impl Workspace {
         }
         Ok(PendingDispatch {
             operation,
-            child: AdapterCall(call),
+            child: AdapterCall(Applying::Child(call)),
             registration,
         })
     }

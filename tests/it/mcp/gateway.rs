@@ -212,9 +212,50 @@ fn a_write_file_effect_through_the_gateway_writes_the_file_and_confirms_the_oper
     assert_eq!(again, status);
 }
 
+/// The gateway's receiver registered as a wrapper around `recon
+/// gateway-adapter --gateway FILE` that appends each verb it is run with
+/// to `log` (the registration `recon mcp --gateway` then re-checks and
+/// uses): every adapter child started shows there.
+fn register_counted(site: &Site, gate: &Gate, log: &Path) {
+    let wrapper = gate.dir.path().join("counted-adapter");
+    let script = format!(
+        "#!/bin/sh\nfor verb; do :; done\necho \"$verb\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        recon_bin().display()
+    );
+    std::fs::write(&wrapper, script).expect("the wrapper");
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&wrapper, mode).expect("executable");
+    let (wrapper, file) = (
+        wrapper.display().to_string(),
+        gate.file.display().to_string(),
+    );
+    let added = site.run(
+        &[
+            "receivers",
+            "add",
+            "files",
+            "--actions",
+            "write_file",
+            "--",
+            &wrapper,
+            "gateway-adapter",
+            "--gateway",
+            &file,
+        ],
+        None,
+    );
+    assert_eq!(added.code, Some(0), "{}", added.stderr);
+}
+
+fn lines_of(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
+}
+
 #[test]
-fn effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_their_own() {
-    let test = "mcp::gateway::effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_their_own";
+fn effect_calls_through_a_running_gateway_start_no_adapter_child_and_no_server_of_their_own() {
+    let test = "mcp::gateway::effect_calls_through_a_running_gateway_start_no_adapter_child_and_no_server_of_their_own";
     let Some(python) = python(test) else { return };
     let Some(entry) = filesystem_server(test) else {
         return;
@@ -223,6 +264,9 @@ fn effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_th
     let starts = tempfile::NamedTempFile::new().expect("a count file");
     let mode = format!("count={}", starts.path().display());
     let gate = Gate::new(&entry, &mode, 10_000);
+    let verbs = gate.dir.path().join("verbs.log");
+    register_counted(&site, &gate, &verbs);
+    let described = lines_of(&verbs).len();
     let steps = json!([
         write(&gate, "lent:1", "one.txt", "1"),
         write(&gate, "lent:2", "two.txt", "2"),
@@ -236,18 +280,27 @@ fn effect_calls_borrow_the_running_gateways_downstream_and_start_no_server_of_th
         std::fs::read_to_string(gate.path("three.txt")).expect("written"),
         "3"
     );
-    let started = std::fs::read_to_string(starts.path()).expect("the count");
     assert_eq!(
-        started.lines().count(),
+        lines_of(starts.path()).len(),
         1,
-        "one downstream served the listing and the three writes' receiver calls"
+        "one downstream served the listing and the three writes"
     );
-    // With no gateway running, the receiver starts its own to read.
+    let run = lines_of(&verbs);
+    assert!(
+        run[described..].iter().all(|verb| verb == "describe"),
+        "the writes started no adapter child, only its re-check: {run:?}"
+    );
+    // With no gateway running, the adapter is a child of its own, which
+    // starts its own downstream to read.
     let snap = site.run(&["snapshot", &op_id_of_key("lent:1"), "--json"], None);
     assert_eq!(snap.code, Some(0), "{}", snap.stderr);
     assert_eq!(snap.json()["verdict"], "exact_match_existence_only");
-    let started = std::fs::read_to_string(starts.path()).expect("the count");
-    assert_eq!(started.lines().count(), 2, "the snapshot started its own");
+    assert_eq!(lines_of(&verbs).last().map(String::as_str), Some("query"));
+    assert_eq!(
+        lines_of(starts.path()).len(),
+        2,
+        "the snapshot started its own"
+    );
 }
 
 /// `recon snapshot` through the gateway's adapter, then a reviewer's
