@@ -2,9 +2,11 @@
 //! reads what it printed.
 //!
 //! The facade commits `unknown` (with its dispatch record) first and only
-//! then calls [`spawn_for`], which starts `recon receiver apply` as a child
-//! process of the same binary. A receipt is a JSON line on the child's
-//! stdout; nothing else is evidence ([`conclude`] judges it). The child's
+//! then starts the apply (`Workspace::start_apply`): the built-in ledger's
+//! through [`spawn`], which starts `recon receiver apply` as a child
+//! process of the same binary, an adapter's through [`adapter`]. A receipt
+//! is a JSON line on the child's stdout; nothing else is evidence
+//! (`workspace::receivers::judge_apply` judges it). The child's
 //! exit code is reported as a test-harness signal and never read as a
 //! receipt. Ordering between processes comes from pipes: the `ready` line
 //! and the permit line. Timeouts only bound hung children.
