@@ -65,20 +65,32 @@ fn a_duplicate_key_in_an_adapter_answer_is_garbage(store: Store) {
 on_both_stores!(an_adapter_answer_holding_a_number_above_2_53_minus_1_is_garbage);
 /// Issue 29, reproduction 12: a number beyond 2^53-1 has no one meaning
 /// (`100000000000000000001` reads as the double `1e20`), so an answer
-/// holding one, anywhere, is `garbage`, in a receipt and in a read.
+/// holding one, anywhere and in any notation, is `garbage`, in a receipt
+/// and in a read.
 fn an_adapter_answer_holding_a_number_above_2_53_minus_1_is_garbage(store: Store) {
     let rig = Rig::with_mail_on(store);
-    rig.prepare("op-1", "post_letter", r#"{"amount":100000}"#);
-    rig.set_mode("mail", "apply:huge-number");
-    let report = rig.dispatch("op-1");
-    assert!(rig.answers("mail", "apply")[0].contains("100000000000000000001"));
-    assert_lost(&rig, "op-1", &report, "garbage", json!(0));
-    let detail = report["adapter_failure"]["detail"].as_str().unwrap();
-    assert!(
-        detail.contains("2^53-1") && detail.contains("/x-note"),
-        "{detail}"
-    );
-    rig.set_mode("mail", "query:huge-number");
+    let notations = [
+        ("huge-number", "100000000000000000001"),
+        ("huge-exponent", "1e20"),
+        ("huge-decimal", "9007199254740992.0"),
+    ];
+    for (n, (mode, number)) in notations.iter().enumerate() {
+        let op = format!("op-{n}");
+        rig.prepare(&op, "post_letter", r#"{"amount":100000}"#);
+        rig.set_mode("mail", &format!("apply:{mode}"));
+        let report = rig.dispatch(&op);
+        assert!(
+            rig.answers("mail", "apply")[n].contains(&format!(":{number}}}")),
+            "{mode}"
+        );
+        assert_lost(&rig, &op, &report, "garbage", json!(0));
+        let detail = report["adapter_failure"]["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("2^53-1") && detail.contains("/x-note"),
+            "{mode}: {detail}"
+        );
+    }
+    rig.set_mode("mail", "query:huge-exponent");
     let out = rig.recon(&["snapshot", "op-1"]);
     assert_eq!(out.code, Some(4), "{}", out.stderr);
     assert!(out.stderr.contains("garbage"), "{}", out.stderr);

@@ -10,6 +10,7 @@ use super::roles::login;
 use super::{database_of, fingerprint, initialized};
 use crate::real_receivers::servers::{self, Postgres};
 use crate::support::{run_with_env, Run};
+use recon::domain::team::TeamRole;
 use recon::{OpenOptions, Refusal};
 use serde_json::{json, Value};
 
@@ -107,6 +108,9 @@ fn only_the_outboxs_own_roles_granted_by_its_owner_let_a_login_act_and_a_refusal
     let granted = cli(&url, &["db", "grant", &stranger, "reader"]);
     assert_eq!(granted.code, Some(0), "{}", granted.stderr);
     let mut ws = open_with(&as_stranger, OpenOptions::default());
+    // The database's own act check, as the console asks it: the default
+    // prefix's reviewer, granted by the same owner, is not this outbox's.
+    assert_eq!(ws.roles_held().unwrap(), Some(vec![TeamRole::Reader]));
     match refusal(
         ws.note("op-1", "rv", "the default prefix's reviewer")
             .map(drop),
@@ -127,6 +131,10 @@ fn only_the_outboxs_own_roles_granted_by_its_owner_let_a_login_act_and_a_refusal
     assert_eq!(granted.code, Some(0), "{}", granted.stderr);
     ws.note("op-1", "rv", "the outbox's own reviewer")
         .expect("the outbox's own role, granted by its owner, counts");
+    assert_eq!(
+        ws.roles_held().unwrap(),
+        Some(vec![TeamRole::Reader, TeamRole::Reviewer])
+    );
     // `db status` lists the outbox's own roles only, by short name.
     let closer = format!("{database}_cl");
     login(pg, &url, &closer, &["recon_closer"]);

@@ -98,6 +98,15 @@ fn a_sender_may_not_confirm_an_operation_whose_dispatch_failed_with_a_receipt_of
     let Some((pg, url, _dir)) = team(test, "forgedreceipt") else {
         return;
     };
+    // The owner, who dispatched it, may not write a receipt: the dispatch
+    // had its outcome (the claim itself, no other rule in the way).
+    let owner_entry = next_entry(pg, &url, "receipt", "op-1", "postgres", "");
+    refused_by_a_rule(
+        pg,
+        &url,
+        &format!("SELECT * FROM recon_begin_write('receipt'); {owner_entry}"),
+        "first outcome of its dispatch",
+    );
     let sender = login(pg, &url, "forgedreceipt_s", &["recon_sender"]);
     let entry = next_entry(
         pg,
@@ -115,16 +124,9 @@ fn a_sender_may_not_confirm_an_operation_whose_dispatch_failed_with_a_receipt_of
             1
         )
     );
+    // Nor the sender, with the operation's rows (refused by the same
+    // rule first; it is not the dispatching login either).
     refused_by_a_rule(pg, &sender, &sql, "first outcome of its dispatch");
-    // The owner, who dispatched it, may not either: the dispatch had its
-    // outcome.
-    let owner_entry = next_entry(pg, &url, "receipt", "op-1", "postgres", "");
-    refused_by_a_rule(
-        pg,
-        &url,
-        &format!("SELECT * FROM recon_begin_write('receipt'); {owner_entry}"),
-        "first outcome of its dispatch",
-    );
     let state = pg.psql(
         database_of(&url),
         "SELECT state FROM operations WHERE op_id = 'op-1'",
