@@ -455,14 +455,19 @@ fn the_list_is_printed_before_anything_is_closed_and_json_keeps_stdout_one_docum
         .collect();
     let receiver = sh.json(&["show", "a"])["operation"]["receiver"].clone();
     // Each line names the registration the plan was read through: the
-    // outage's one receiver, registered once (id 1, version 1).
+    // outage's one receiver, registered once (its id is the seq of its
+    // entry: 1, or 2 after a PostgreSQL outbox's settings; version 1).
+    let id = match store {
+        Store::Sqlite => 1,
+        Store::Postgres => 2,
+    };
     assert_eq!(
         listed,
         [
             json!({"op_id": "a", "version": 2, "receiver": receiver,
-                   "receiver_id": 1, "receiver_version": 1}),
+                   "receiver_id": id, "receiver_version": 1}),
             json!({"op_id": "b", "version": 2, "receiver": receiver,
-                   "receiver_id": 1, "receiver_version": 1}),
+                   "receiver_id": id, "receiver_version": 1}),
         ]
     );
     let report = out.json();
