@@ -46,6 +46,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod decisions;
+mod prepares;
 mod schema;
 pub(crate) use schema::{ROLE, STATE_COUNTS_INSERT};
 
@@ -444,9 +445,13 @@ impl<S: SqlStore> Outbox for S {
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Operation>>> {
         self.write(clock, Act::Prepare, |db, at| {
-            news.iter()
-                .map(|new| each_alone(db, |db| prepare_one(db, new, at)))
-                .collect()
+            let single = |db: &mut dyn Db, new: &NewOperation<'_>| {
+                each_alone(db, |db| prepare_one(db, new, at))
+            };
+            match db.dialect() {
+                Dialect::Postgres => prepares::prepare_sets(db, news, at, &single),
+                Dialect::Sqlite => news.iter().map(|new| single(db, new)).collect(),
+            }
         })
     }
 
