@@ -342,3 +342,84 @@ pub(crate) fn insert_rows(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::in_runs;
+    use crate::audit::EntryKind;
+    use crate::domain::team::Act;
+    use crate::error::{Error, Result, StoreError};
+    use crate::store::journal;
+    use crate::store::sender::fixture::Fixture;
+    use crate::store::sql::{each_alone, Db, SqlStore};
+    use std::cell::RefCell;
+
+    /// A `noted` entry for `item`, as an act of the batch writes one.
+    fn note(db: &mut dyn Db, item: &str) -> Result<i64> {
+        let fields = serde_json::Map::new();
+        Ok(journal::append(db, EntryKind::Noted, Some(item), fields)?.seq)
+    }
+
+    /// The items of the journal's entries, in seq order.
+    fn journaled(fx: &Fixture) -> Vec<String> {
+        let mut db = fx.store.db();
+        let db: &mut dyn Db = &mut db;
+        db.query(
+            "SELECT op_id FROM journal WHERE kind = 'noted' ORDER BY seq",
+            &[],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// Plain items go in runs between the others, which are written alone
+    /// in their place: the entries keep the batch's order.
+    #[test]
+    fn runs_of_plain_items_are_written_between_the_others_in_the_batch_order() {
+        let mut fx = Fixture::new();
+        let items = ["a", "b", "odd", "c", "d"];
+        let runs: RefCell<Vec<Vec<String>>> = RefCell::new(Vec::new());
+        let results = fx.store.write(&fx.clock, Act::Note, |db, _| {
+            let run = |db: &mut dyn Db, run: &[&str]| {
+                let names: Vec<String> = run.iter().map(|item| item.to_string()).collect();
+                runs.borrow_mut().push(names);
+                run.iter().map(|item| note(db, item)).collect()
+            };
+            let single = |db: &mut dyn Db, item: &&str| each_alone(db, |db| note(db, item));
+            in_runs(db, &items, &|item| *item != "odd", &run, &single)
+        });
+        assert!(results.unwrap().iter().all(|r| r.is_ok()));
+        assert_eq!(*runs.borrow(), [vec!["a", "b"], vec!["c", "d"]]);
+        assert_eq!(journaled(&fx), ["a", "b", "odd", "c", "d"]);
+    }
+
+    /// A run that fails after writing rolls back whole, and each of its
+    /// items is written again alone: the one refused alone is refused,
+    /// the others are recorded, and nothing of the failed run is left.
+    #[test]
+    fn a_run_refused_whole_is_written_again_item_by_item_each_refused_alone() {
+        let mut fx = Fixture::new();
+        let items = ["a", "bad", "c"];
+        let results = fx.store.write(&fx.clock, Act::Note, |db, _| {
+            let run = |db: &mut dyn Db, run: &[&str]| -> Result<Vec<i64>> {
+                for item in run {
+                    note(db, item)?;
+                }
+                Err(StoreError::Corrupt("the database refused the run".into()).into())
+            };
+            let single = |db: &mut dyn Db, item: &&str| {
+                each_alone(db, |db| match *item {
+                    "bad" => Err(StoreError::Corrupt("refused alone".into()).into()),
+                    item => note(db, item),
+                })
+            };
+            in_runs(db, &items, &|_| true, &run, &single)
+        });
+        let results = results.unwrap();
+        assert!(results[0].is_ok() && results[2].is_ok());
+        assert!(
+            matches!(&results[1], Err(Error::Store(StoreError::Corrupt(m))) if m == "refused alone")
+        );
+        assert_eq!(journaled(&fx), ["a", "c"]);
+    }
+}
