@@ -461,12 +461,12 @@ fn observe_reads_an_operation_named_twice_once_in_first_named_order(store: Store
     assert_eq!(observations(&sh, "op-a").len(), 1);
 }
 
+on_both_stores!(an_observe_batch_mixing_plain_and_decided_reads_keeps_its_order_and_verifies);
 /// On PostgreSQL a batch's plain reads are written as sets between the
 /// reads written one by one (a decided operation's): the batch is
 /// recorded in its order on both stores, an operation read before keeps
 /// the batch's read as its latest, and `verify` finds the journal's chain
 /// and every projection sound.
-on_both_stores!(an_observe_batch_mixing_plain_and_decided_reads_keeps_its_order_and_verifies);
 fn an_observe_batch_mixing_plain_and_decided_reads_keeps_its_order_and_verifies(store: Store) {
     let sh = mixed(store, &["u1", "u2"]);
     sh.ok(&["observe", "u1", "--by", "ann"]);
