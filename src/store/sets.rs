@@ -59,9 +59,18 @@ pub(crate) fn in_runs<T, R>(
             .find(|&i| !plain(&items[i]))
             .unwrap_or(items.len());
         let items = &items[start..end];
-        match each_alone(db, |db| run(db, items))? {
-            Ok(written) if written.len() == items.len() => done.extend(written.into_iter().map(Ok)),
-            _ => {
+        let whole = |db: &mut dyn Db| match run(db, items)? {
+            written if written.len() == items.len() => Ok(written),
+            written => Err(StoreError::Corrupt(format!(
+                "a run of {} wrote {}",
+                items.len(),
+                written.len()
+            ))
+            .into()),
+        };
+        match each_alone(db, whole)? {
+            Ok(written) => done.extend(written.into_iter().map(Ok)),
+            Err(_) => {
                 for item in items {
                     done.push(single(db, item)?);
                 }
