@@ -62,6 +62,7 @@ mod receiver;
 mod receivers;
 mod rows;
 mod sender;
+mod sets;
 mod sql;
 mod triage;
 mod upgrade;

@@ -51,6 +51,14 @@ pub(crate) fn insert(
             &sealed.hash,
         ],
     )?;
+    inserted(db, kind, op_id, sealed);
+    Ok(())
+}
+
+/// What follows an entry's insert, however it was written (one statement
+/// each, or a set of them, `store::sets`): the executor told of it, and
+/// its line in the log of acts.
+pub(crate) fn inserted(db: &mut dyn Db, kind: EntryKind, op_id: Option<&str>, sealed: &Sealed) {
     db.journaled(Appended {
         seq: sealed.seq,
         hash: sealed.hash.clone(),
@@ -59,7 +67,6 @@ pub(crate) fn insert(
     if crate::actlog::enabled() {
         crate::actlog::note(logged(db, kind, op_id, sealed));
     }
-    Ok(())
 }
 
 /// The fields of an entry that name the person who typed the act, in the
@@ -163,12 +170,29 @@ pub(crate) fn append(
     db: &mut dyn Db,
     kind: EntryKind,
     op_id: Option<&str>,
-    mut fields: Map<String, Value>,
+    fields: Map<String, Value>,
 ) -> Result<Sealed, StoreError> {
+    let mut head = head(db)?;
+    let sealed = seal_after(db, &mut head, kind, op_id, fields);
+    insert(db, kind, op_id, &sealed)?;
+    Ok(sealed)
+}
+
+/// Seals the entry after `head`, naming the role that writes it when the
+/// store knows one, and moves `head` past it: what [`append`] writes, and
+/// what a set of entries written together (`store::sets`) is sealed by,
+/// one after another from the head read once.
+pub(crate) fn seal_after(
+    db: &dyn Db,
+    head: &mut Checkpoint,
+    kind: EntryKind,
+    op_id: Option<&str>,
+    mut fields: Map<String, Value>,
+) -> Sealed {
     if let Some(role) = db.role() {
         fields.insert(ROLE.into(), Value::String(role.to_string()));
     }
-    let sealed = head(db)?.seal(kind, op_id, fields);
-    insert(db, kind, op_id, &sealed)?;
-    Ok(sealed)
+    let sealed = head.seal(kind, op_id, fields);
+    head.after(&sealed);
+    sealed
 }

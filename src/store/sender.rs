@@ -25,7 +25,7 @@ use super::rows::{
     approval_where, evidence_row, get_op, parse_evidence, query_ops, require_op, APPROVAL_COLUMNS,
     EVIDENCE_COLUMNS, EVIDENCE_READ, OP_SELECT,
 };
-use super::sql::{each_alone, Db, SqlStore, Sqlite, ToValue};
+use super::sql::{each_alone, Db, Dialect, SqlStore, Sqlite, ToValue};
 use super::{journal, open_database, triage, Outbox, ReceiptRecorded, SqlContext};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
@@ -45,6 +45,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod decisions;
+mod prepares;
 mod schema;
 pub(crate) use schema::{ROLE, STATE_COUNTS_INSERT};
 
@@ -123,8 +125,24 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         db.query_one("SELECT COALESCE(MAX(seq), 0) + 1 FROM evidence", &[], |r| {
             r.get(0)
         })?;
-    let mut record = EvidenceRecord {
-        seq: evidence_seq,
+    let mut record = evidence_record(t, evidence_seq);
+    let sealed = journal::append(
+        db,
+        EntryKind::of_evidence(record.source),
+        Some(&record.op_id),
+        audit::evidence(&record),
+    )?;
+    record.journal_seq = sealed.seq;
+    record.hash = sealed.hash;
+    insert_evidence(db, &record)?;
+    Ok(Some(record.seq))
+}
+
+/// The evidence row `seq` of a transition, before its entry is written
+/// (no `journal_seq` and `hash` yet).
+fn evidence_record(t: Transition<'_>, seq: i64) -> EvidenceRecord {
+    EvidenceRecord {
+        seq,
         op_id: t.op.op_id.clone(),
         source: t.source,
         reviewer: t.reviewer.map(str::to_string),
@@ -145,17 +163,7 @@ fn transition(db: &mut dyn Db, t: Transition<'_>) -> Result<Option<i64>> {
         recorded_at: t.at,
         journal_seq: 0,
         hash: String::new(),
-    };
-    let sealed = journal::append(
-        db,
-        EntryKind::of_evidence(t.source),
-        Some(&record.op_id),
-        audit::evidence(&record),
-    )?;
-    record.journal_seq = sealed.seq;
-    record.hash = sealed.hash;
-    insert_evidence(db, &record)?;
-    Ok(Some(record.seq))
+    }
 }
 
 /// Applies a reviewer's transition, built from the row as the caller read
@@ -437,9 +445,13 @@ impl<S: SqlStore> Outbox for S {
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Operation>>> {
         self.write(clock, Act::Prepare, |db, at| {
-            news.iter()
-                .map(|new| each_alone(db, |db| prepare_one(db, new, at)))
-                .collect()
+            let single = |db: &mut dyn Db, new: &NewOperation<'_>| {
+                each_alone(db, |db| prepare_one(db, new, at))
+            };
+            match db.dialect() {
+                Dialect::Postgres => prepares::prepare_sets(db, news, at, &single),
+                Dialect::Sqlite => news.iter().map(|new| single(db, new)).collect(),
+            }
         })
     }
 
@@ -454,6 +466,15 @@ impl<S: SqlStore> Outbox for S {
 
     fn require_each(&self, op_ids: &[&str]) -> Result<Vec<Result<Operation>>> {
         self.read(|db| {
+            if db.dialect() == Dialect::Postgres {
+                let found = super::sets::ops_by_id(db, op_ids)?;
+                return Ok((op_ids.iter())
+                    .map(|op_id| {
+                        let op = found.get(*op_id).cloned();
+                        op.ok_or_else(|| Refusal::UnknownOperation(op_id.to_string()).into())
+                    })
+                    .collect());
+            }
             let mut found = Vec::with_capacity(op_ids.len());
             for op_id in op_ids {
                 found.push(match require_op(db, op_id) {
@@ -621,6 +642,9 @@ impl<S: SqlStore> Outbox for S {
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Recorded>>> {
         self.write(clock, Act::Resolve, |db, at| {
+            if db.dialect() == Dialect::Postgres {
+                return decisions::record_policy_sets(db, policy, reviews, at);
+            }
             let mut recorded = Vec::with_capacity(reviews.len());
             for (review, provenance) in reviews {
                 match review_in(db, review, provenance, at, Decider::Policy(policy)) {
@@ -660,16 +684,26 @@ impl<S: SqlStore> Outbox for S {
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Observation>>> {
         self.write(clock, Act::Close, |db, at| {
-            let mut recorded = Vec::with_capacity(closes.len());
-            for (close, observation) in closes {
-                let close = &CloseRecord {
-                    closed_at: at,
-                    ..close.clone()
+            let closes: Vec<(CloseRecord, NewObservation<'_>)> = (closes.iter())
+                .map(|(close, observation)| {
+                    let closed_at = at;
+                    let close = CloseRecord {
+                        closed_at,
+                        ..close.clone()
+                    };
+                    (close, NewObservation { at, ..*observation })
+                })
+                .collect();
+            let alone =
+                |db: &mut dyn Db, (close, observation): &(CloseRecord, NewObservation<'_>)| {
+                    record_close(db, close, observation)
                 };
-                let observation = &NewObservation { at, ..*observation };
-                recorded.push(each_alone(db, |db| record_close(db, close, observation))?);
+            match db.dialect() {
+                Dialect::Postgres => super::sets::record_closes(db, &closes, &alone),
+                Dialect::Sqlite => (closes.iter())
+                    .map(|close| each_alone(db, |db| alone(db, close)))
+                    .collect(),
             }
-            Ok(recorded)
         })
     }
 

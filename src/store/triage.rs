@@ -15,8 +15,8 @@
 //! [`SqlStore`].
 
 use super::rows::{self, query_ops, require_op, OP_SELECT};
-use super::sql::{each_alone, Db, SqlStore, ToValue};
-use super::{journal, TriageLog};
+use super::sql::{each_alone, Db, Dialect, SqlStore, ToValue};
+use super::{journal, sets, TriageLog};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
 use crate::domain::team::Act;
@@ -36,10 +36,15 @@ pub(crate) fn insert_observation(
     observation: &NewObservation<'_>,
 ) -> Result<Observation> {
     let (seq, _) = insert_read(db, observation, EntryKind::Observed, Map::new())?;
+    Ok(observation_of(observation, seq))
+}
+
+/// An observation as recorded by the entry `seq`.
+pub(crate) fn observation_of(observation: &NewObservation<'_>, seq: i64) -> Observation {
     let snapshot = observation.snapshot;
     let provenance = observation.provenance;
     let matches = i64::try_from(snapshot.matches.len()).unwrap_or(i64::MAX);
-    Ok(Observation {
+    Observation {
         seq,
         seen: Observed {
             op_id: observation.op_id.to_string(),
@@ -55,7 +60,7 @@ pub(crate) fn insert_observation(
         snapshot: snapshot.clone(),
         receiver_describe_sha256: provenance.receiver_describe_sha256.clone(),
         response_sha256: provenance.response_sha256.clone(),
-    })
+    }
 }
 
 /// A late receipt (SPEC 12) in the caller's transaction: a `receipt`
@@ -384,21 +389,27 @@ impl<S: SqlStore> TriageLog for S {
     /// Records a batch of observations in one transaction: each is one act
     /// with its own entry, and they commit together (one fsync for the
     /// batch, which is what makes observing thousands of operations fast).
+    /// On PostgreSQL, where each statement is a round trip, they are
+    /// written as sets (`store::sets`), each still checked alone.
     fn record_observations(
         &mut self,
         batch: &[NewObservation<'_>],
         clock: &dyn Clock,
     ) -> Result<Vec<Result<Observation>>> {
         self.write(clock, Act::Observe, |db, at| {
-            let mut recorded = Vec::with_capacity(batch.len());
-            for observation in batch {
-                let observation = NewObservation { at, ..*observation };
-                recorded.push(each_alone(db, |db| {
-                    require_op(db, observation.op_id)?;
-                    insert_observation(db, &observation)
-                })?);
+            let batch: Vec<NewObservation<'_>> = (batch.iter())
+                .map(|observation| NewObservation { at, ..*observation })
+                .collect();
+            let alone = |db: &mut dyn Db, observation: &NewObservation<'_>| {
+                require_op(db, observation.op_id)?;
+                insert_observation(db, observation)
+            };
+            match db.dialect() {
+                Dialect::Postgres => sets::record_observations(db, &batch, &alone),
+                Dialect::Sqlite => (batch.iter())
+                    .map(|observation| each_alone(db, |db| alone(db, observation)))
+                    .collect(),
             }
-            Ok(recorded)
         })
     }
 
@@ -520,28 +531,33 @@ impl<S: SqlStore> TriageLog for S {
         clock: &dyn Clock,
     ) -> Result<Vec<Result<()>>> {
         self.write(clock, Act::Close, |db, at| {
-            let mut recorded = Vec::with_capacity(op_ids.len());
-            for op_id in op_ids {
-                recorded.push(each_alone(db, |db| {
-                    let fields = audit::close_requested(receiver, authorized_by, at);
-                    let kind = EntryKind::CloseRequested;
-                    let sealed = journal::append(db, kind, Some(op_id), fields)?;
-                    db.execute(
-                        "INSERT INTO close_requests
-                             (seq, op_id, receiver, authorized_by, requested_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5)",
-                        &[
-                            &sealed.seq,
-                            op_id,
-                            &receiver,
-                            &authorized_by,
-                            &at.to_string(),
-                        ],
-                    )?;
-                    Ok(())
-                })?);
+            let alone = |db: &mut dyn Db, op_id: &&str| {
+                let fields = audit::close_requested(receiver, authorized_by, at);
+                let kind = EntryKind::CloseRequested;
+                let sealed = journal::append(db, kind, Some(op_id), fields)?;
+                db.execute(
+                    "INSERT INTO close_requests
+                         (seq, op_id, receiver, authorized_by, requested_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    &[
+                        &sealed.seq,
+                        op_id,
+                        &receiver,
+                        &authorized_by,
+                        &at.to_string(),
+                    ],
+                )?;
+                Ok(())
+            };
+            match db.dialect() {
+                Dialect::Postgres => {
+                    let close = (receiver, authorized_by, at);
+                    sets::record_close_requests(db, op_ids, close, &alone)
+                }
+                Dialect::Sqlite => (op_ids.iter())
+                    .map(|op_id| each_alone(db, |db| alone(db, op_id)))
+                    .collect(),
             }
-            Ok(recorded)
         })
     }
 

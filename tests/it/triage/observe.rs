@@ -460,3 +460,30 @@ fn observe_reads_an_operation_named_twice_once_in_first_named_order(store: Store
     assert_eq!(observations(&sh, "op-b").len(), 1);
     assert_eq!(observations(&sh, "op-a").len(), 1);
 }
+
+on_both_stores!(an_observe_batch_mixing_plain_and_decided_reads_keeps_its_order_and_verifies);
+/// On PostgreSQL a batch's plain reads are written as sets between the
+/// reads written one by one (a decided operation's): the batch is
+/// recorded in its order on both stores, an operation read before keeps
+/// the batch's read as its latest, and `verify` finds the journal's chain
+/// and every projection sound.
+fn an_observe_batch_mixing_plain_and_decided_reads_keeps_its_order_and_verifies(store: Store) {
+    let sh = mixed(store, &["u1", "u2"]);
+    sh.ok(&["observe", "u1", "--by", "ann"]);
+    let named = ["u1", "welcome", "u2", "charge"];
+    let rows = sh.json(&["observe", "u1", "welcome", "u2", "charge", "--by", "dana"]);
+    let observed: Vec<&str> = (rows.as_array().unwrap().iter())
+        .map(|row| row["op_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(observed, named, "{rows:#}");
+    assert_eq!(observations(&sh, "u1").len(), 2, "u1 was read twice");
+    for (row, op) in rows.as_array().unwrap().iter().zip(named) {
+        let latest = &sh.json(&["show", op])["operation"]["latest_observation"];
+        assert_eq!(latest["observed_by"], "dana", "{op}: {latest}");
+        assert_eq!(latest["observed_at"], row["observed_at"], "{op}");
+    }
+    let report = sh.json(&["verify"]);
+    assert_eq!(report["intact"], true, "{report:#}");
+    assert_eq!(report["projection_mismatches"], json!([]), "{report:#}");
+    assert_eq!(report["state_mismatches"], json!([]), "{report:#}");
+}
