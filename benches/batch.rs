@@ -65,14 +65,7 @@ fn main() {
     ]));
 
     let url = pg.new_database("batch");
-    support::run(&strings(&[
-        "db",
-        "init",
-        "--database",
-        &url,
-        "--roles",
-        &servers::roles_prefix_for(&url),
-    ]));
+    support::run(&servers::db_init_args(&url));
     let location = Location::from(DatabaseUrl::parse(&url).expect("a database URL"));
     let mut ws = Workspace::open(location, OpenOptions::default()).expect("outbox");
     let receiver = dir.path().join("postgres");

@@ -163,14 +163,7 @@ fn postgres(runs: usize) {
     };
     for n in sizes("RECON_BENCH_METRICS_PG_SIZES") {
         let url = pg.new_database("metrics");
-        run(&strings(&[
-            "db",
-            "init",
-            "--database",
-            &url,
-            "--roles",
-            &servers::roles_prefix_for(&url),
-        ]));
+        run(&servers::db_init_args(&url));
         let database = url.rsplit('/').next().expect("a database name");
         let started = Instant::now();
         pg.psql(database, &fill(n));

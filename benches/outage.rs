@@ -314,14 +314,7 @@ fn postgres_outage(
     ops: u64,
 ) -> Outbox {
     let url = pg.new_database("outbox");
-    support::run(&support::strings(&[
-        "db",
-        "init",
-        "--database",
-        &url,
-        "--roles",
-        &servers::roles_prefix_for(&url),
-    ]));
+    support::run(&servers::db_init_args(&url));
     std::fs::create_dir_all(scratch).expect("the scratch directory");
     let mut ws = open_postgres(&url);
     let script = drill::counting_spawns(binary, scratch);

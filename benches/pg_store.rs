@@ -55,14 +55,7 @@ fn database(url: &str) -> Location {
 /// A database holding the outbox's schema (`recon db init`); its URL.
 fn outbox(pg: &servers::Postgres, prefix: &str) -> String {
     let url = pg.new_database(prefix);
-    support::run(&support::strings(&[
-        "db",
-        "init",
-        "--database",
-        &url,
-        "--roles",
-        &servers::roles_prefix_for(&url),
-    ]));
+    support::run(&servers::db_init_args(&url));
     url
 }
 

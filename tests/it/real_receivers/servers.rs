@@ -832,3 +832,19 @@ pub fn roles_args_for(url: &str) -> Vec<String> {
         Vec::new()
     }
 }
+
+/// `recon db init --database URL --roles PREFIX` for a fresh database at
+/// `url`, its roles' prefix its own ([`roles_prefix_for`]): the
+/// arguments, for the benches' runs of the binary.
+pub fn db_init_args(url: &str) -> Vec<String> {
+    [
+        "db",
+        "init",
+        "--database",
+        url,
+        "--roles",
+        &roles_prefix_for(url),
+    ]
+    .map(String::from)
+    .to_vec()
+}
