@@ -275,5 +275,12 @@ mod tests {
             )]
         );
         assert_eq!(found(&held, None), vec![]);
+        // An outbox with no entry yet has set nothing by an act either.
+        let empty = JournalFacts {
+            entries: 0,
+            last_untimed: 0,
+            settings: Some(None),
+        };
+        assert_eq!(fields(&mismatches(&meta(&held[..1]), empty, None)), vec![]);
     }
 }
