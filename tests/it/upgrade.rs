@@ -663,6 +663,49 @@ fn old_decisions_on_closed_snapshots_verify_after_an_upgrade_and_the_older_schem
     assert_eq!(found, [(&op, &field), (&op, &field)], "{report:#}");
 }
 
+/// The store behind `name` (registration `id`) is gone: the receiver is
+/// removed as lost, and another store is registered under the name (a new
+/// registration); the new store's state file, which exists once called.
+fn another_store_takes_the_name(dir: &Path, name: &str, id: i64) -> PathBuf {
+    let w = dir.to_str().unwrap();
+    let removed = run(
+        &[
+            "receivers",
+            "remove",
+            name,
+            "--lost",
+            "--reason",
+            "the store is gone",
+            "--workspace",
+            w,
+        ],
+        None,
+    );
+    assert_eq!(removed.code, Some(0), "{}", removed.stderr);
+    let state = dir.join(format!("other-{name}.json"));
+    let fixture = crate::support::adapter_fixture();
+    let added = run(
+        &[
+            "receivers",
+            "add",
+            name,
+            "--actions",
+            "post_letter",
+            "--workspace",
+            w,
+            "--json",
+            "--",
+            fixture.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(added.code, Some(0), "{}", added.stderr);
+    assert_ne!(added.json()["id"], json!(id), "another registration");
+    state
+}
+
 /// Reproduction 14 (SPEC 12, "Routes are fixed"): an operation prepared
 /// before schema 6 named its receiver by name alone. The upgrade gives it
 /// the registration its name held then, so removing that receiver and
@@ -699,42 +742,7 @@ fn an_operation_prepared_before_schema_6_keeps_the_registration_its_name_held_at
     assert_eq!(unrouted, 0);
     assert_intact(dir.path(), 39);
     let letters = routed("op-upgrade-letter").1;
-    // The store behind `letters` is gone; another takes the name.
-    let removed = run(
-        &[
-            "receivers",
-            "remove",
-            "letters",
-            "--lost",
-            "--reason",
-            "the store is gone",
-            "--workspace",
-            w,
-        ],
-        None,
-    );
-    assert_eq!(removed.code, Some(0), "{}", removed.stderr);
-    let state = dir.path().join("other-letters.json");
-    let fixture = crate::support::adapter_fixture();
-    let added = run(
-        &[
-            "receivers",
-            "add",
-            "letters",
-            "--actions",
-            "post_letter",
-            "--workspace",
-            w,
-            "--json",
-            "--",
-            fixture.to_str().unwrap(),
-            "--state",
-            state.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert_eq!(added.code, Some(0), "{}", added.stderr);
-    assert_ne!(added.json()["id"], json!(letters), "another registration");
+    let state = another_store_takes_the_name(dir.path(), "letters", letters);
     let dispatched = run(
         &["dispatch", "op-upgrade-letter", "--workspace", w, "--json"],
         None,
