@@ -5,7 +5,7 @@
 
 use super::{console, contrast, demo_lab, press};
 use ratatui::style::{Color, Modifier};
-use recon::console::probe::{read_reply, Reply, MAX_REPLY};
+use recon::console::probe::{answered, read_reply, Reply, MAX_REPLY};
 use recon::console::theme::{self, Background, Choice, Depth, Theme, AA, AAA};
 
 /// The screens every contrast test reads: the queue, each panel, the help,
@@ -248,36 +248,100 @@ fn colorfgbg_names_the_background_by_its_last_field() {
     }
 }
 
-/// Only a well-formed answer is taken; any other byte ends the reading at
-/// once (a key is never read past), and an answer is short.
+/// tmux's answer to DA1, the question asked after OSC 11 whose answer
+/// ends the reading.
+const DA1: &[u8] = b"\x1b[?1;2c";
+
+/// `answer` then DA1's answer.
+fn then_da1(answer: &[u8]) -> Vec<u8> {
+    [answer, DA1].concat()
+}
+
+/// Reads on through every byte of `bytes` but the last, and is done with
+/// `colour` at the last.
+#[track_caller]
+fn read_to_the_end(bytes: &[u8], colour: Option<(u8, u8, u8)>) {
+    assert!(bytes.len() <= MAX_REPLY, "{bytes:?}");
+    for end in 1..bytes.len() {
+        let so_far = &bytes[..end];
+        assert_eq!(read_reply(so_far), Reply::More, "{so_far:?}");
+    }
+    assert_eq!(read_reply(bytes), Reply::Done(colour), "{bytes:?}");
+}
+
+/// The colour is taken from a well-formed OSC 11 answer, and the reading
+/// ends only with the DA1 answer after it (a key is never read past).
 #[test]
-fn an_osc_11_answer_is_read_only_when_well_formed() {
-    for (bytes, colour) in [
+fn an_osc_11_answer_then_the_da1_answer_gives_the_colour() {
+    for (answer, colour) in [
         (&b"\x1b]11;rgb:ffff/ffff/ffff\x07"[..], (255, 255, 255)),
         (b"\x1b]11;rgb:0000/0000/0000\x1b\\", (0, 0, 0)),
         (b"\x1b]11;rgb:fd/f6/e3\x07", (253, 246, 227)),
         (b"\x1b]11;rgb:8/8/8\x07", (136, 136, 136)),
     ] {
-        assert!(bytes.len() <= MAX_REPLY);
-        for end in 1..bytes.len() {
-            assert_eq!(
-                read_reply(&bytes[..end]),
-                Reply::More,
-                "{:?}",
-                &bytes[..end]
-            );
-        }
-        assert_eq!(read_reply(bytes), Reply::Done(Some(colour)), "{bytes:?}");
+        read_to_the_end(&then_da1(answer), Some(colour));
+        // Alone (the DA1 answer late), the answer is kept at the timeout.
+        assert_eq!(answered(answer), Some(colour), "{answer:?}");
+        assert_eq!(read_reply(answer), Reply::More, "{answer:?}");
     }
-    for bytes in [
-        &b"j"[..],
-        b"\x1b[A",
-        b"\x1b]10;",
-        b"\x1b]11;rgb:ffff/zz",
-        b"\x1b]11;rgb:ffff/ffff\x07",
+    // xterm's long DA1 answer fits beside the longest OSC 11 answer.
+    let xterm = b"\x1b]11;rgb:ffff/ffff/ffff\x1b\\\x1b[?64;1;2;6;9;15;16;17;18;21;22;28c";
+    read_to_the_end(xterm, Some((255, 255, 255)));
+}
+
+/// A terminal that answers DA1 and not OSC 11 (tmux with no pane
+/// background) ends the reading at once, with no colour.
+#[test]
+fn the_da1_answer_alone_ends_the_reading_with_no_colour() {
+    for da1 in [DA1, b"\x1b[?62;c", b"\x1b[?65;1;9c", b"\x1b[?c"] {
+        read_to_the_end(da1, None);
+        assert_eq!(answered(da1), None);
+    }
+}
+
+/// An OSC 11 answer that is not `rgb:R/G/B` is still read to its end and
+/// gives no colour, so none of it is left to reach the keys.
+#[test]
+fn a_malformed_osc_11_answer_is_read_whole_and_gives_no_colour() {
+    for answer in [
+        &b"\x1b]11;rgb:ffff/ffff\x07"[..],
         b"\x1b]11;rgb:fffff/ffff/ffff\x07",
-        b"\x1b]11;rgb:ffff/ffff/ffff\x1bx",
+        b"\x1b]11;rgb:ffff/zz/ffff\x07",
+        b"\x1b]11;rgb:+ff/ffff/ffff\x07",
+        b"\x1b]11;rgba:0000/0000/0000/e5e5\x1b\\",
     ] {
-        assert_eq!(read_reply(bytes), Reply::Done(None), "{bytes:?}");
+        read_to_the_end(&then_da1(answer), None);
+        assert_eq!(answered(answer), None, "{answer:?}");
+    }
+}
+
+/// A byte that cannot continue the answers ends the reading at once (it
+/// is dropped: a key typed before the first screen); an answer cut short
+/// gives no colour, and one already complete keeps its colour.
+#[test]
+fn a_byte_that_cannot_be_an_answer_or_a_cut_answer_ends_the_reading() {
+    let white = Some((255, 255, 255));
+    for (bytes, colour) in [
+        (&b"j"[..], None),
+        (b"\x1b[A", None),
+        (b"\x1b]10;", None),
+        (b"\x1b]11;rgb:ffff/ffff/ffff\x1bx", None),
+        (b"\x1b]11;rgb:ffff/\x0d", None),
+        (b"\x1b[?1;2x", None),
+        (b"\x1b]11;rgb:ffff/ffff/ffff\x07j", white),
+        (b"\x1b]11;rgb:ffff/ffff/ffff\x07\x1b[?1;x", white),
+    ] {
+        assert_eq!(read_reply(bytes), Reply::Done(colour), "{bytes:?}");
+    }
+    // Cut short (the timeout or the bound reached): nothing taken but a
+    // complete OSC 11 answer.
+    for (cut, colour) in [
+        (&b"\x1b]11;rgb:ffff/ff"[..], None),
+        (b"\x1b]11;rgb:ffff/ffff/ffff\x1b", None),
+        (b"\x1b[?1;2", None),
+        (b"\x1b]11;rgb:ffff/ffff/ffff\x07\x1b[?1", white),
+    ] {
+        assert_eq!(read_reply(cut), Reply::More, "{cut:?}");
+        assert_eq!(answered(cut), colour, "{cut:?}");
     }
 }
