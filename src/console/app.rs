@@ -832,6 +832,10 @@ pub struct App {
     /// What happened while the terminal was too small to show the console:
     /// said once it fits again.
     pub(super) unseen: Unseen,
+    /// While a terminal's late answer to the background question is being
+    /// dropped (begun by Alt+], which is how `ESC ]` reads as a key): how
+    /// many of its keys have been dropped so far.
+    pub(super) late_answer: Option<usize>,
     pub should_quit: bool,
     /// The reviewer asked to quit while a job ran (or a signal did): the
     /// job stops between chunks, and the console quits when it lands.

@@ -17,8 +17,9 @@
 //! one can be read without the ones after: `status` (the status line, and
 //! a failure becoming a report), `guard` (nothing acted on that the
 //! reviewer cannot see: keys below the minimum size, a dialog that no
-//! longer fits, pasted text), `queue` (what is on screen, how it is
-//! reloaded, and the start of each read), `live` (other hosts' changes:
+//! longer fits, pasted text, a terminal's late answer that would read as
+//! keys), `queue` (what is on screen, how it is reloaded, and the start of
+//! each read), `live` (other hosts' changes:
 //! the poll, which runs no query, the screen read off the key loop and
 //! applied where it still belongs, the marks and an open dialog checked
 //! against what moved), `jobs` (a confirmed mutation
@@ -47,7 +48,7 @@ mod status;
 mod triage;
 
 pub use forms::check_reviewer;
-pub use guard::MAX_PASTE_CHARS;
+pub use guard::{MAX_ANSWER_KEYS, MAX_PASTE_CHARS};
 
 use super::action::Action;
 use super::app::{App, Background, Filter, Mode};
@@ -69,10 +70,15 @@ pub fn update(app: &mut App, action: Action) {
 }
 
 /// Applies a key press: the action the key table gives it in the current
-/// mode, if any. Below the minimum size a key press counts as ignored
+/// mode, if any, unless it is part of a terminal's late answer to the
+/// background question, which is dropped ([`guard::late_answer`]). Below the minimum size a key press counts as ignored
 /// whether or not it means anything here, since the reviewer cannot see
 /// which it would have been.
 pub fn key(app: &mut App, event: ratatui::crossterm::event::KeyEvent) {
+    app.now = app.ws.now();
+    if guard::late_answer(app, event) {
+        return;
+    }
     match super::keys::map_key(event, app) {
         Some(action) => update(app, action),
         None if event.kind == ratatui::crossterm::event::KeyEventKind::Press
@@ -175,6 +181,7 @@ impl App {
             dialog_seen: None,
             dialog_since: 0,
             unseen: Default::default(),
+            late_answer: None,
             counts: ws.counts()?,
             surplus: ws.surplus_awaiting()?,
             background: Background::new(&ws),

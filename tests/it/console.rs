@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+mod late_answer;
 mod theme;
 
 // ---- fixtures ------------------------------------------------------------------

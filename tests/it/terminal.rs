@@ -1184,6 +1184,40 @@ fn q_during_a_bulk_asks_and_the_report_printed_after_exit_agrees_with_ops() {
     );
 }
 
+/// A terminal slower than the console's probe answers its background
+/// question in the key loop, where crossterm reads the answer as keys (its
+/// `/` would open the search, its digits switch filters, its letters
+/// act). Typed literally after the first screen, it leaves the console in
+/// the queue on its filter and selection, with no search open and nothing
+/// recorded, and says so; `j` then still moves.
+#[test]
+fn a_late_osc_11_answer_in_the_key_loop_acts_on_nothing() {
+    let (_dir, ws) = demo_workspace();
+    let ws_arg = ws.to_str().unwrap();
+    let before = states_by_cli(ws_arg);
+    let Some(tmux) = Tmux::start(&["--workspace", ws_arg, "--reviewer", "rita"], (200, 40)) else {
+        return;
+    };
+    let first = tmux.shows_all(&["reviewer: rita", "[1 unknown", "· 1 of"]);
+    let selected = cursor_row(&first);
+    assert!(selected.is_some(), "{first}");
+    tmux.type_text("\x1b]11;rgb:ffff/ffff/ffff\x07");
+    let screen = tmux.shows("late answer about its background was dropped");
+    for text in ["[1 unknown", "· 1 of"] {
+        assert!(screen.contains(text), "{text}:\n{screen}");
+    }
+    for text in ["search:", "Esc cancel", "Confirm:"] {
+        assert!(!screen.contains(text), "{text}:\n{screen}");
+    }
+    assert_eq!(cursor_row(&screen), selected, "{screen}");
+    tmux.keys(&["j"]);
+    let moved = tmux.wait_until("the cursor on the second row", |screen| {
+        screen.contains("· 2 of") && cursor_row(screen) != selected
+    });
+    assert!(moved.contains("[1 unknown"), "{moved}");
+    assert_eq!(states_by_cli(ws_arg), before);
+}
+
 /// A terminal without colours is honoured as `NO_COLOR` is: under
 /// `TERM=vt100` or `xterm-mono` the console sends no colour at all, where
 /// the same console under a colour TERM does.
