@@ -71,9 +71,9 @@ pub fn update(app: &mut App, action: Action) {
 
 /// Applies a key press: the action the key table gives it in the current
 /// mode, if any, unless it is part of a terminal's late answer to the
-/// background question, which is dropped ([`guard::late_answer`]). Below the minimum size a key press counts as ignored
-/// whether or not it means anything here, since the reviewer cannot see
-/// which it would have been.
+/// background question, which is dropped ([`guard::late_answer`]). Below
+/// the minimum size a key press counts as ignored whether or not it means
+/// anything here, since the reviewer cannot see which it would have been.
 pub fn key(app: &mut App, event: ratatui::crossterm::event::KeyEvent) {
     app.now = app.ws.now();
     if guard::late_answer(app, event) {
