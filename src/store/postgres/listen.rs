@@ -1,9 +1,10 @@
 //! Watching a PostgreSQL outbox's journal head from a connection of its
 //! own (a live console, SPEC 10).
 //!
-//! Every journal entry notifies the channel `recon_journal` (the trigger
-//! `journal_notify`, `schema.rs`), so a session that `LISTEN`s on it wakes
-//! within a round trip of another host's commit. Notifications are only a
+//! Every statement that appends journal entries notifies the channel
+//! `recon_journal` once (the trigger `journal_notify`, `schema.rs`), so a
+//! session that `LISTEN`s on it wakes within a round trip of another
+//! host's commit. Notifications are only a
 //! hint: they are lost while the listener reconnects, and the trigger could
 //! be missing on a database made by an older build. So the listener never
 //! trusts their payload: each wake, and each `fallback` without one, reads

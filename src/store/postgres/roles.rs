@@ -266,16 +266,23 @@ CREATE FUNCTION recon_guard_entry() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     w @.recon_writers := @.recon_writer();
-    entry_seq bigint := (to_jsonb(NEW) ->> TG_ARGV[0])::bigint;
+    entry_seq bigint;
     j record;
 BEGIN
     IF w.pid IS NULL THEN
         RETURN NEW;
     END IF;
+    -- The column read as it is (the row as JSON would carry a snapshot
+    -- whole): each branch is compiled only for the tables that take it.
+    IF TG_ARGV[0] = 'seq' THEN
+        entry_seq := NEW.seq;
+    ELSE
+        entry_seq := NEW.journal_seq;
+    END IF;
     SELECT e.kind, e.op_id INTO j FROM @.journal e
         WHERE e.seq = entry_seq AND e.seq > w.start_seq;
     IF NOT FOUND OR NOT (j.kind = ANY(TG_ARGV[1]::text[]))
-            OR j.op_id IS DISTINCT FROM (to_jsonb(NEW) ->> 'op_id') THEN
+            OR j.op_id IS DISTINCT FROM NEW.op_id THEN
         RAISE EXCEPTION 'permission denied: a row of % names journal entry %, which this act (%) did not write for it',
             TG_TABLE_NAME, entry_seq, w.act USING ERRCODE = '42501';
     END IF;
@@ -286,11 +293,19 @@ CREATE FUNCTION recon_guard_act() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     w @.recon_writers := @.recon_writer();
-    item jsonb := CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END;
+    item text;
     written boolean;
 BEGIN
     IF w.pid IS NULL THEN
         RETURN NULL;
+    END IF;
+    -- The operation's id: an operation's own column read as it is (the
+    -- row as JSON would carry its whole payload), any other by name.
+    IF TG_TABLE_NAME = 'operations' THEN
+        item := NEW.op_id;
+    ELSIF TG_ARGV[0] <> '-' THEN
+        item := CASE WHEN TG_OP = 'DELETE' THEN to_jsonb(OLD) ELSE to_jsonb(NEW) END
+            ->> TG_ARGV[0];
     END IF;
     -- Two statements, not one with an OR: a cached plan of the one would
     -- scan every entry of the act for each row (a batch's acts would cost
@@ -299,7 +314,7 @@ BEGIN
         written := EXISTS (SELECT 1 FROM @.journal j WHERE j.seq > w.start_seq
             AND j.kind = ANY(TG_ARGV[1]::text[]));
     ELSE
-        written := EXISTS (SELECT 1 FROM @.journal j WHERE j.op_id = item ->> TG_ARGV[0]
+        written := EXISTS (SELECT 1 FROM @.journal j WHERE j.op_id = item
             AND j.seq > w.start_seq AND j.kind = ANY(TG_ARGV[1]::text[]));
     END IF;
     IF NOT written THEN
@@ -731,4 +746,18 @@ pub(super) fn privileges(tables: &[String], prefix: &str) -> String {
     }
     sql.push_str("REVOKE ALL ON FUNCTION recon_head_locked() FROM PUBLIC;\n");
     sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ENTRY_ROWS;
+
+    /// `recon_guard_entry` reads a row's entry from `seq` or, for any other
+    /// name, `journal_seq`: every table it guards names its entry so.
+    #[test]
+    fn every_guarded_table_names_its_entry_by_a_column_the_guard_reads() {
+        for (table, column, _) in ENTRY_ROWS {
+            assert!(["seq", "journal_seq"].contains(&column), "{table}.{column}");
+        }
+    }
 }

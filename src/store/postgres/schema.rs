@@ -14,12 +14,14 @@
 //! - `journal_head (id = 1, seq, hash)`: the one row every write
 //!   transaction locks `FOR UPDATE` first (the analogue of `BEGIN
 //!   IMMEDIATE`), and a `BEFORE INSERT` trigger on `journal` that refuses
-//!   an entry whose seq is not the head's plus one, whose `prev_hash` is
-//!   not the head's hash, or whose hash is not SHA-256(prev_hash || entry)
-//!   in lowercase hex (`audit::link_hash`), and moves the head in the
-//!   same statement. Whatever writes (recon, or a person with `psql`),
+//!   an entry that does not follow the journal's last (its seq one past
+//!   that entry's, read at the end of the key, or 1 on an empty journal),
+//!   whose `prev_hash` is not that entry's hash, or whose hash is not
+//!   SHA-256(prev_hash || entry) in lowercase hex (`audit::link_hash`);
+//!   a statement trigger then moves the head to the last entry the
+//!   statement appended. Whatever writes (recon, or a person with `psql`),
 //!   the chain cannot fork or skip; the head itself moves only through
-//!   that trigger, one entry at a time;
+//!   that trigger, forward, to an entry of the journal;
 //! - the append-only tables also refuse `TRUNCATE`, which skips row
 //!   triggers;
 //! - the schema version, the application id (SQLite's `application_id`,
@@ -134,36 +136,67 @@ CREATE TABLE journal_head (
 CREATE FUNCTION recon_journal_follows_head() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    head_seq bigint;
-    head_hash text;
+    last_seq bigint;
+    last_hash text;
     w @.recon_writers;
 BEGIN
 @JOURNAL_CHECK@
-    SELECT seq, hash INTO head_seq, head_hash FROM @.journal_head WHERE id = 1 FOR UPDATE;
-    IF NEW.seq IS DISTINCT FROM head_seq + 1 THEN
-        RAISE EXCEPTION 'journal entry % does not follow the head: the next seq is %',
-            NEW.seq, head_seq + 1 USING ERRCODE = 'RCJ01';
+    -- The journal's last entry, read at the end of its key (an earlier
+    -- row of this statement included, which a row trigger sees); the head
+    -- row's genesis before the first.
+    SELECT j.seq, j.hash INTO last_seq, last_hash FROM @.journal j ORDER BY j.seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT h.seq, h.hash INTO last_seq, last_hash FROM @.journal_head h WHERE h.id = 1;
     END IF;
-    IF NEW.prev_hash IS DISTINCT FROM head_hash THEN
+    IF NEW.seq IS DISTINCT FROM last_seq + 1 THEN
+        RAISE EXCEPTION 'journal entry % does not follow the head: the next seq is %',
+            NEW.seq, last_seq + 1 USING ERRCODE = 'RCJ01';
+    END IF;
+    IF NEW.prev_hash IS DISTINCT FROM last_hash THEN
         RAISE EXCEPTION 'journal entry % does not chain to the head: its prev_hash is not the hash of entry %',
-            NEW.seq, head_seq USING ERRCODE = 'RCJ01';
+            NEW.seq, last_seq USING ERRCODE = 'RCJ01';
     END IF;
     IF NEW.hash IS DISTINCT FROM
             encode(sha256(convert_to(NEW.prev_hash || NEW.entry, 'UTF8')), 'hex') THEN
         RAISE EXCEPTION 'journal entry %: its hash is not SHA-256(prev_hash || entry)',
             NEW.seq USING ERRCODE = 'RCJ01';
     END IF;
-    UPDATE @.journal_head SET seq = NEW.seq, hash = NEW.hash WHERE id = 1;
     RETURN NEW;
 END
 $$;
 CREATE TRIGGER journal_follows_head BEFORE INSERT ON journal
     FOR EACH ROW EXECUTE FUNCTION recon_journal_follows_head();
+-- The head moves once per statement, to the last entry it appended: one
+-- update of the head row however many rows the statement wrote (a row's
+-- update each would lengthen the row's chain of versions in the
+-- transaction, and every read of it, with each entry).
+CREATE FUNCTION recon_journal_head_follows() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    last_seq bigint;
+    last_hash text;
+BEGIN
+    SELECT a.seq, a.hash INTO last_seq, last_hash FROM appended a ORDER BY a.seq DESC LIMIT 1;
+    IF FOUND THEN
+        UPDATE @.journal_head SET seq = last_seq, hash = last_hash WHERE id = 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER journal_head_follows AFTER INSERT ON journal
+    REFERENCING NEW TABLE AS appended
+    FOR EACH STATEMENT EXECUTE FUNCTION recon_journal_head_follows();
 CREATE FUNCTION recon_journal_head_moves() RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    last_seq bigint;
+    last_hash text;
 BEGIN
-    -- Depth 2: the update comes from the journal's own trigger above.
-    IF pg_trigger_depth() < 2 OR NEW.id <> OLD.id OR NEW.seq <> OLD.seq + 1 THEN
+    -- Depth 2: the update comes from the journal's own trigger above, to
+    -- the journal's last entry.
+    SELECT j.seq, j.hash INTO last_seq, last_hash FROM @.journal j ORDER BY j.seq DESC LIMIT 1;
+    IF pg_trigger_depth() < 2 OR NEW.id <> OLD.id OR NEW.seq <= OLD.seq
+            OR (NEW.seq, NEW.hash) IS DISTINCT FROM (last_seq, last_hash) THEN
         RAISE EXCEPTION 'the journal head moves only by appending an entry to the journal'
             USING ERRCODE = 'RCJ01';
     END IF;
@@ -322,18 +355,20 @@ CREATE INDEX operations_by_receiver_state_age ON operations(receiver, state, upd
 CREATE INDEX operations_by_receiver_op ON operations(receiver, op_id);
 CREATE INDEX operations_by_receiver_age ON operations(receiver, updated_at, op_id);
 
--- Live consoles (SPEC 10): each entry wakes every session that LISTENs on
--- recon_journal (the console's head watcher), with the entry's seq. A
--- notification lost (a listener reconnecting) costs only the watcher's
--- fallback poll; nothing depends on it.
+-- Live consoles (SPEC 10): each statement that appends entries wakes every
+-- session that LISTENs on recon_journal (the console's head watcher), once,
+-- with the last seq it appended. A notification lost (a listener
+-- reconnecting) costs only the watcher's fallback poll; nothing depends
+-- on it.
 CREATE FUNCTION recon_journal_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('recon_journal', NEW.seq::text);
+    PERFORM pg_notify('recon_journal', max(a.seq)::text) FROM notified a HAVING count(*) > 0;
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER journal_notify AFTER INSERT ON journal
-    FOR EACH ROW EXECUTE FUNCTION recon_journal_notify();
+    REFERENCING NEW TABLE AS notified
+    FOR EACH STATEMENT EXECUTE FUNCTION recon_journal_notify();
 "#;
 
 /// The append-only tables (SQLite's, with its messages), and the head.
