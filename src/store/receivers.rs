@@ -11,7 +11,7 @@
 //! every [`SqlStore`].
 
 use super::conflict::{self, Claim};
-use super::sql::{Db, Row, SqlStore, ToValue};
+use super::sql::{Db, Dialect, Row, SqlStore, ToValue};
 use super::{journal, ReceiverRegistry};
 use crate::audit::{self, EntryKind};
 use crate::clock::Clock;
@@ -283,8 +283,10 @@ impl<S: SqlStore> ReceiverRegistry for S {
             let mut ids: HashMap<i64, Option<Registration>> = HashMap::new();
             let mut names: HashMap<&str, Option<Registration>> = HashMap::new();
             let mut routes = Vec::with_capacity(ops.len());
+            let op_ids: Vec<&str> = ops.iter().map(|&(op_id, _)| op_id).collect();
+            let routed = receiver_ids_of(db, &op_ids)?;
             for &(op_id, receiver) in ops {
-                let id = receiver_id_of(db, op_id)?;
+                let id = routed.get(op_id).copied().flatten();
                 let registration = match id {
                     Some(id) if !ids.contains_key(&id) => {
                         let found = registrations(db, &by_id, &[&id])?.into_iter().next();
@@ -361,6 +363,25 @@ pub(crate) fn receiver_id_of(db: &mut dyn Db, op_id: &str) -> Result<Option<i64>
             |r| r.get::<Option<i64>>(0),
         )?
         .flatten())
+}
+
+/// The registrations each of `op_ids` was routed to, by id ([`receiver_id_of`]
+/// each): in one statement on a server, where a round trip each would
+/// cost more than the batch's other reads; one by one in process.
+fn receiver_ids_of(db: &mut dyn Db, op_ids: &[&str]) -> Result<HashMap<String, Option<i64>>> {
+    if db.dialect() == Dialect::Sqlite {
+        return (op_ids.iter())
+            .map(|op_id| Ok((op_id.to_string(), receiver_id_of(db, op_id)?)))
+            .collect();
+    }
+    let ids = serde_json::json!(op_ids).to_string();
+    let rows = db.query(
+        "SELECT o.op_id, o.receiver_id FROM json_array_elements_text(?1::json) AS i(op_id)
+             JOIN operations o ON o.op_id = i.op_id COLLATE \"C\"",
+        &[&ids],
+        |r| Ok((r.get::<String>(0)?, r.get::<Option<i64>>(1)?)),
+    )?;
+    Ok(rows.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -258,6 +258,17 @@ END
 $$;
 "#;
 
+/// The act under way, into `w`, as a trigger reads it on every row: its
+/// row read in place, and only when there is none `recon_writer`'s
+/// answer (a superuser's null, or the refusal), which stays the one rule
+/// of what a write outside an act is. A function call a row would cost
+/// more than the read.
+pub(super) const WRITER: &str = r#"    SELECT * INTO w FROM @.recon_writers
+        WHERE pid = pg_backend_pid() AND xact = pg_current_xact_id_if_assigned();
+    IF NOT FOUND THEN
+        w := @.recon_writer();
+    END IF;"#;
+
 /// The guards of the tables and the rules of `operations`, `evidence` and
 /// `compensation_approvals` (`@.` for the schema, `@RULE_REFUSED@` and
 /// `@SAME_PERSON@` for the SQLSTATEs).
@@ -265,10 +276,11 @@ const GUARDS: &str = r#"
 CREATE FUNCTION recon_guard_entry() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    w @.recon_writers := @.recon_writer();
+    w @.recon_writers;
     entry_seq bigint;
     j record;
 BEGIN
+@WRITER@
     IF w.pid IS NULL THEN
         RETURN NEW;
     END IF;
@@ -292,10 +304,11 @@ $$;
 CREATE FUNCTION recon_guard_act() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    w @.recon_writers := @.recon_writer();
+    w @.recon_writers;
     item text;
     written boolean;
 BEGIN
+@WRITER@
     IF w.pid IS NULL THEN
         RETURN NULL;
     END IF;
@@ -629,6 +642,7 @@ pub(super) fn writers() -> String {
 /// the schema): [`GUARDS`], then a guard trigger per table.
 pub(super) fn ddl() -> String {
     let mut ddl = format!("{GUARDS}{ENTRY_RULES}")
+        .replace("@WRITER@", WRITER)
         .replace("@RULE_REFUSED@", RULE_REFUSED)
         .replace("@UNBACKED_CLOSE@", UNBACKED_CLOSE)
         .replace("@CLOSER@", TeamRole::Closer.short())
@@ -654,7 +668,7 @@ pub(super) fn ddl() -> String {
 /// The journal trigger's check of an entry against the act that writes
 /// it: inserted into `recon_journal_follows_head` (`schema.rs`).
 pub(super) const JOURNAL_CHECK: &str = r#"
-    w := @.recon_writer();
+@WRITER@
     IF w.pid IS NOT NULL AND NOT (NEW.kind = ANY(@.recon_act_entries(w.act))) THEN
         RAISE EXCEPTION 'permission denied: the act % does not write % entries', w.act, NEW.kind
             USING ERRCODE = '42501';

@@ -413,6 +413,7 @@ pub(super) fn ddl(schema: &str) -> String {
     ddl.push_str(&roles::ddl());
     ddl.replace("@WRITERS@", &roles::writers())
         .replace("@JOURNAL_CHECK@", roles::JOURNAL_CHECK)
+        .replace("@WRITER@", roles::WRITER)
         .replace(roles::SCHEMA, &format!("{schema}."))
 }
 
