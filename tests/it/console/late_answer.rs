@@ -124,3 +124,45 @@ fn at_most_max_answer_keys_are_dropped_after_alt_bracket() {
     console::run_headless(&mut app, &[ch('j')]);
     assert_eq!(app.queue.cursor, cursor + 1, "the key past the bound");
 }
+
+/// Whether `keys`, then `j`, leave the `j` acting: the cursor moves.
+fn j_acts_after(lab: &super::Lab, keys: &[KeyEvent]) -> (bool, String) {
+    let mut app = console(lab, Some("rita"));
+    console::run_headless(&mut app, keys);
+    let cursor = app.queue.cursor;
+    console::run_headless(&mut app, &[ch('j')]);
+    (app.queue.cursor == cursor + 1, status(&app))
+}
+
+/// Only an answer's own keys are dropped: a `]` without Alt begins none;
+/// a key with Alt or Ctrl, a key other than `1` before `;`, or a
+/// character no answer holds ends the dropping; and the status line
+/// speaks of a dropped answer only once one has ended.
+#[test]
+fn keys_outside_an_answers_shape_end_the_dropping_and_act() {
+    let lab = demo_lab();
+    let alt = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::ALT);
+    let ctrl = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+    let cases: [(&str, Vec<KeyEvent>); 6] = [
+        (
+            "11; after a ] without Alt",
+            vec![ch(']'), ch('1'), ch('1'), ch(';')],
+        ),
+        ("Alt+1 after Alt+]", vec![alt(']'), alt('1')]),
+        (
+            "Ctrl+r in the body",
+            vec![alt(']'), ch('1'), ch('1'), ch(';'), ctrl('r')],
+        ),
+        ("j in place of ;", vec![alt(']'), ch('1'), ch('1')]),
+        (
+            "é in the body",
+            vec![alt(']'), ch('1'), ch('1'), ch(';'), ch('é')],
+        ),
+        ("a cut answer", vec![alt(']'), ch('1')]),
+    ];
+    for (what, keys) in cases {
+        let (moved, status) = j_acts_after(&lab, &keys);
+        assert!(moved, "{what}: j was dropped");
+        assert!(!status.contains("late answer"), "{what}: {status}");
+    }
+}
