@@ -688,22 +688,7 @@ impl<'a, 'r> Replay<'a, 'r> {
                 self.check_late(e);
                 self.triage(e);
             }
-            EntryKind::Receipt | EntryKind::Decided => {
-                if e.kind == EntryKind::Receipt {
-                    self.check_receipt(e);
-                }
-                self.check_decision(e);
-                self.check_backed(e);
-                // Leaving `unknown` clears the escalation marker.
-                if let Some(op) =
-                    self.transition(e, "unknown", e.get("decision"), e.get("effect_id"))
-                {
-                    op[OP_ESCALATION] = Want::Null;
-                    // A kept duplicate's surplus (SPEC 14), set once.
-                    op[OP_SURPLUS] = e.text_of("surplus_effect_ids");
-                }
-                self.projected.evidence.push(evidence_row(self.op_id, e));
-            }
+            EntryKind::Receipt | EntryKind::Decided => self.decided(e),
             EntryKind::Closed => {
                 self.check_close(e);
                 self.projected.closes.push(vec![
@@ -747,6 +732,22 @@ impl<'a, 'r> Replay<'a, 'r> {
                 "an act on the outbox's schema or settings names an operation".into(),
             ),
         }
+    }
+
+    /// A receipt or a decision: checked, the move out of `unknown` (which
+    /// clears the escalation marker and sets a kept duplicate's surplus,
+    /// SPEC 14, once), and its evidence row.
+    fn decided(&mut self, e: &ParsedEntry<'a>) {
+        if e.kind == EntryKind::Receipt {
+            self.check_receipt(e);
+        }
+        self.check_decision(e);
+        self.check_backed(e);
+        if let Some(op) = self.transition(e, "unknown", e.get("decision"), e.get("effect_id")) {
+            op[OP_ESCALATION] = Want::Null;
+            op[OP_SURPLUS] = e.text_of("surplus_effect_ids");
+        }
+        self.projected.evidence.push(evidence_row(self.op_id, e));
     }
 
     /// The dispatch: `prepared` to `unknown`, counted, its log row, and
