@@ -96,17 +96,29 @@ pub(crate) fn record_observations<'a>(
     batch: &[NewObservation<'a>],
     alone: Alone<'_, NewObservation<'a>, Observation>,
 ) -> Result<Vec<Result<Observation>>> {
-    let ids: Vec<&str> = batch.iter().map(|o| o.op_id).collect();
-    let plain = plain_reads(db, &ids)?;
-    let is_plain = |o: &NewObservation<'a>| plain.contains(o.op_id);
-    let single = savepointed(alone);
-    in_runs(
+    in_read_runs(
         db,
         batch,
-        &is_plain,
+        &|o| o.op_id,
         &|db, run| observation_run(db, run),
-        &single,
+        alone,
     )
+}
+
+/// Writes `items`, each carrying a read of the operation `op_id` names,
+/// in order: runs of those whose read is plain ([`plain_reads`]) by `run`,
+/// every other one by `alone` in a savepoint of its own.
+fn in_read_runs<T>(
+    db: &mut dyn Db,
+    items: &[T],
+    op_id: &dyn Fn(&T) -> &str,
+    run: Run<'_, T, Observation>,
+    alone: Alone<'_, T, Observation>,
+) -> Result<Vec<Result<Observation>>> {
+    let ids: Vec<&str> = items.iter().map(op_id).collect();
+    let plain = plain_reads(db, &ids)?;
+    let is_plain = |item: &T| plain.contains(op_id(item));
+    in_runs(db, items, &is_plain, run, &savepointed(alone))
 }
 
 /// The operations of `ids` a read of is plain, in one statement: those
@@ -229,16 +241,12 @@ pub(crate) fn record_closes<'a>(
     closes: &[(CloseRecord, NewObservation<'a>)],
     alone: Alone<'_, (CloseRecord, NewObservation<'a>), Observation>,
 ) -> Result<Vec<Result<Observation>>> {
-    let ids: Vec<&str> = closes.iter().map(|(_, o)| o.op_id).collect();
-    let plain = plain_reads(db, &ids)?;
-    let is_plain = |(_, o): &(CloseRecord, NewObservation<'a>)| plain.contains(o.op_id);
-    let single = savepointed(alone);
-    in_runs(
+    in_read_runs(
         db,
         closes,
-        &is_plain,
+        &|(_, o)| o.op_id,
         &|db, run| close_run(db, run),
-        &single,
+        alone,
     )
 }
 
